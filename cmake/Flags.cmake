@@ -1,0 +1,22 @@
+# Compiler flags, in one file. Change optimisation here and nowhere else.
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)
+set(CMAKE_EXPORT_COMPILE_COMMANDS ON)
+
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+  set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
+endif()
+
+# Kernels built on Eigen are only as fast as the instruction set they are
+# compiled for; oneDNN picks its own at run time. Set to "" for portable binaries.
+set(DISTFLOW_ARCH_FLAGS "-march=native" CACHE STRING "Instruction-set flags for project code")
+set(CMAKE_CXX_FLAGS_RELEASE "-O2 -DNDEBUG")
+
+find_program(CCACHE_PROGRAM ccache)
+if(CCACHE_PROGRAM)
+  set(CMAKE_CXX_COMPILER_LAUNCHER "${CCACHE_PROGRAM}")
+endif()
+
+# Warnings as errors on project code only (generated protobuf code is exempt).
+set(DISTFLOW_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
