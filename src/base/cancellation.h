@@ -1,0 +1,40 @@
+// CancellationManager: lets a step be cancelled (deadline, error elsewhere)
+// and lets blocking work register a callback that runs on cancellation.
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+
+namespace distflow {
+
+class CancellationManager {
+ public:
+  using Token = int64_t;
+  static constexpr Token kInvalidToken = -1;
+
+  // Runs every registered callback once; later registrations fail. The first
+  // call's status is kept as the reason.
+  void StartCancel(absl::Status reason);
+  bool IsCancelled() const;
+  absl::Status reason() const;
+
+  // Registers `fn` to run on cancellation. Returns kInvalidToken if already
+  // cancelled (the caller should then act as cancelled itself).
+  Token Register(std::function<void()> fn);
+  // True if the callback was removed before running.
+  bool Deregister(Token token);
+
+ private:
+  mutable absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status reason_ ABSL_GUARDED_BY(mu_);
+  Token next_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<Token, std::function<void()>> callbacks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace distflow

@@ -1,0 +1,340 @@
+#include "graph/graph.h"
+
+#include <deque>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "graph/attr_value.h"
+#include "graph/shape_inference.h"
+
+namespace distflow {
+namespace {
+
+absl::Status NodeError(const proto::NodeDef& def, absl::string_view msg) {
+  return absl::InvalidArgumentError(absl::StrCat("Node '", def.name(), "' (", def.op(), "): ", msg));
+}
+
+bool ValidNodeName(const std::string& name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '/'))
+      return false;
+  }
+  return name[0] != '/' && name[0] != '-';
+}
+
+bool AttrKindMatches(const std::string& kind, const proto::AttrValue& v) {
+  std::string actual = AttrKind(v);
+  if (actual == kind) return true;
+  return actual == "list()" && kind.rfind("list(", 0) == 0;  // an empty list fits any list kind
+}
+
+}  // namespace
+
+absl::Status ParseTensorName(const std::string& input, std::string* node, int* index) {
+  if (input.empty()) return absl::InvalidArgumentError("empty input name");
+  if (input[0] == '^') {
+    *node = input.substr(1);
+    *index = -1;
+    if (node->empty()) return absl::InvalidArgumentError("empty control input name '^'");
+    return absl::OkStatus();
+  }
+  size_t colon = input.rfind(':');
+  if (colon == std::string::npos) {
+    *node = input;
+    *index = 0;
+    return absl::OkStatus();
+  }
+  *node = input.substr(0, colon);
+  if (node->empty() || !absl::SimpleAtoi(input.substr(colon + 1), index) || *index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed input name '", input, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
+  if (!ValidNodeName(def.name())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Invalid node name '", def.name(), "' (op ", def.op(), "): use letters, digits, '_', '.', '-', '/'"));
+  }
+  if (by_name_.contains(def.name())) {
+    return NodeError(def, "a node with this name already exists in the graph");
+  }
+  absl::StatusOr<const OpDef*> op_or = registry_->LookUpOrError(def.op());
+  if (!op_or.ok()) return NodeError(def, op_or.status().message());
+  const OpDef& op = **op_or;
+
+  auto node = std::make_unique<Node>();
+  node->op_def_ = &op;
+
+  // Resolve inputs: data inputs first, then control inputs.
+  std::vector<NodeOut> data;
+  bool seen_control = false;
+  for (int i = 0; i < def.input_size(); ++i) {
+    std::string src;
+    int index;
+    absl::Status s = ParseTensorName(def.input(i), &src, &index);
+    if (!s.ok()) return NodeError(def, absl::StrCat("input ", i, ": ", s.message()));
+    auto it = by_name_.find(src);
+    if (it == by_name_.end()) {
+      return NodeError(def, absl::StrCat("input ", i, " '", def.input(i), "' refers to node '", src,
+                                         "', which is not in the graph (dangling input or a cycle)"));
+    }
+    if (index < 0) {
+      seen_control = true;
+      node->control_inputs_.push_back(it->second);
+      continue;
+    }
+    if (seen_control) return NodeError(def, "data input after a control input");
+    if (index >= it->second->num_outputs()) {
+      return NodeError(def, absl::StrCat("input ", i, " '", def.input(i), "': node '", src, "' has only ",
+                                         it->second->num_outputs(), " outputs"));
+    }
+    data.push_back({it->second, index});
+  }
+
+  // Attributes must be declared by the op and of the declared kind.
+  for (const auto& [name, value] : def.attr()) {
+    if (name.rfind("_", 0) == 0) continue;  // internal attributes (e.g. _class) are free-form
+    const AttrDef* a = op.FindAttr(name);
+    if (a == nullptr) return NodeError(def, absl::StrCat("unknown attribute '", name, "'"));
+    if (!AttrKindMatches(a->kind, value)) {
+      return NodeError(def, absl::StrCat("attribute '", name, "' should be ", a->kind, " but is ", AttrKind(value)));
+    }
+  }
+
+  // Infer list lengths: a single variable-length input arg takes what is left.
+  int fixed = 0, lists = 0;
+  for (const ArgDef& arg : op.inputs) (arg.number_attr.empty() ? fixed : lists)++;
+  for (const ArgDef& arg : op.inputs) {
+    if (!arg.number_attr.empty() && !HasAttr(def, arg.number_attr) && lists == 1) {
+      SetAttrInt(&def, arg.number_attr, static_cast<int64_t>(data.size()) - fixed);
+    }
+  }
+
+  // Walk the input args, checking arity and dtypes, inferring type attributes.
+  size_t next = 0;
+  for (const ArgDef& arg : op.inputs) {
+    int64_t n = 1;
+    if (!arg.number_attr.empty()) {
+      absl::StatusOr<int64_t> v = GetAttrInt(def, arg.number_attr);
+      if (!v.ok()) return NodeError(def, v.status().message());
+      n = *v;
+    }
+    for (int64_t k = 0; k < n; ++k, ++next) {
+      if (next >= data.size()) {
+        return NodeError(def, absl::StrCat("expects input '", arg.name, "' (input ", next, ") but has only ",
+                                           data.size(), " data inputs"));
+      }
+      const NodeOut& in = data[next];
+      DataType got = in.node->output_type(in.index);
+      DataType want = arg.type;
+      if (want == DT_INVALID) {
+        if (!HasAttr(def, arg.type_attr)) SetAttrType(&def, arg.type_attr, got);
+        absl::StatusOr<DataType> t = GetAttrType(def, arg.type_attr);
+        if (!t.ok()) return NodeError(def, t.status().message());
+        want = *t;
+      }
+      if (got != want) {
+        return NodeError(def, absl::StrCat("input ", next, " ('", arg.name, "' from '", in.node->name(), ":",
+                                           in.index, "') has dtype ", DataTypeName(got), " but ",
+                                           DataTypeName(want), " is expected"));
+      }
+      bool src_ref = in.node->output_is_ref(in.index);
+      if (arg.is_ref && !src_ref) {
+        return NodeError(def, absl::StrCat("input ", next, " ('", arg.name, "') must be a variable, but '",
+                                           in.node->name(), "' (", in.node->op(), ") is not one"));
+      }
+      node->inputs_.push_back(in);
+      node->input_types_.push_back(want);
+      node->input_refs_.push_back(arg.is_ref);
+    }
+  }
+  if (next != data.size()) {
+    return NodeError(def, absl::StrCat("takes ", next, " data inputs but was given ", data.size()));
+  }
+
+  // Defaults, required attributes, allowed types, minimums.
+  for (const AttrDef& a : op.attrs) {
+    if (!HasAttr(def, a.name)) {
+      if (!a.has_default) return NodeError(def, absl::StrCat("missing required attribute '", a.name, "' (", a.kind, ")"));
+      (*def.mutable_attr())[a.name] = a.default_value;
+    }
+    if (a.kind == "type") {
+      absl::StatusOr<DataType> t = GetAttrType(def, a.name);
+      if (!t.ok()) return NodeError(def, t.status().message());
+      if (!a.allowed_types.empty() &&
+          std::find(a.allowed_types.begin(), a.allowed_types.end(), *t) == a.allowed_types.end()) {
+        std::vector<std::string> names;
+        for (DataType d : a.allowed_types) names.push_back(DataTypeName(d));
+        return NodeError(def, absl::StrCat("attribute '", a.name, "' is ", DataTypeName(*t),
+                                           ", which is not one of the allowed types {", absl::StrJoin(names, ", "), "}"));
+      }
+    }
+    if (a.has_minimum) {
+      absl::StatusOr<int64_t> v = GetAttrInt(def, a.name);
+      if (!v.ok()) return NodeError(def, v.status().message());
+      if (*v < a.minimum) {
+        return NodeError(def, absl::StrCat("attribute '", a.name, "' is ", *v, ", less than the minimum ", a.minimum));
+      }
+    }
+  }
+
+  // Output types.
+  for (const ArgDef& arg : op.outputs) {
+    int64_t n = 1;
+    if (!arg.number_attr.empty()) {
+      absl::StatusOr<int64_t> v = GetAttrInt(def, arg.number_attr);
+      if (!v.ok()) return NodeError(def, v.status().message());
+      if (*v < 0 || *v > 100000) return NodeError(def, absl::StrCat("output count ", *v, " is out of range"));
+      n = *v;
+    }
+    DataType t = arg.type;
+    if (t == DT_INVALID) {
+      absl::StatusOr<DataType> v = GetAttrType(def, arg.type_attr);
+      if (!v.ok()) return NodeError(def, v.status().message());
+      t = *v;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      node->output_types_.push_back(t);
+      node->output_refs_.push_back(arg.is_ref);
+    }
+  }
+
+  if (def.op() == "Const") {
+    absl::StatusOr<Tensor> v = GetAttrTensor(def, "value");
+    if (!v.ok()) return NodeError(def, v.status().message());
+    absl::StatusOr<DataType> dt = GetAttrType(def, "dtype");
+    if (dt.ok() && *dt != v->dtype()) {
+      return NodeError(def, absl::StrCat("value has dtype ", DataTypeName(v->dtype()), " but dtype attribute is ",
+                                         DataTypeName(*dt)));
+    }
+    node->const_value_ = *v;
+  }
+
+  // Shape inference.
+  std::vector<PartialShape> in_shapes;
+  std::vector<const Tensor*> in_values;
+  for (const NodeOut& in : node->inputs_) {
+    in_shapes.push_back(in.node->output_shape(in.index));
+    in_values.push_back(in.index == 0 ? in.node->const_value() : nullptr);
+  }
+  InferenceContext ctx(def, std::move(in_shapes), node->input_types_, std::move(in_values), node->num_outputs());
+  if (op.shape_fn) {
+    absl::Status s = op.shape_fn(&ctx);
+    if (!s.ok()) return NodeError(def, s.message());
+  } else {
+    (void)UnknownShape(&ctx);
+  }
+  node->output_shapes_ = ctx.outputs();
+
+  node->def_ = std::move(def);
+  node->id_ = static_cast<int>(nodes_.size());
+  Node* raw = node.get();
+  by_name_[raw->name()] = raw;
+  nodes_.push_back(std::move(node));
+  return raw;
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> Graph::FromGraphDef(const proto::GraphDef& def,
+                                                          const OpRegistry* registry) {
+  auto g = std::make_unique<Graph>(registry);
+  absl::Status s = g->Extend(def);
+  if (!s.ok()) return s;
+  return g;
+}
+
+absl::Status Graph::Extend(const proto::GraphDef& def) {
+  // Index the new nodes, rejecting duplicates and conflicting redefinitions.
+  absl::flat_hash_map<std::string, int> index;
+  std::vector<int> pending;
+  for (int i = 0; i < def.node_size(); ++i) {
+    const proto::NodeDef& n = def.node(i);
+    if (index.contains(n.name())) return NodeError(n, "a node with this name appears twice in the GraphDef");
+    index[n.name()] = i;
+    if (const Node* existing = FindNode(n.name())) {
+      if (!google::protobuf::util::MessageDifferencer::Equals(existing->def(), n)) {
+        // Defaults may have been filled in; compare what the caller specified.
+        proto::NodeDef a = existing->def();
+        bool same = a.op() == n.op() && a.device() == n.device() && a.input_size() == n.input_size();
+        for (int k = 0; same && k < n.input_size(); ++k) same = a.input(k) == n.input(k);
+        for (const auto& [name, v] : n.attr()) {
+          auto it = a.attr().find(name);
+          same = same && it != a.attr().end() &&
+                 google::protobuf::util::MessageDifferencer::Equals(it->second, v);
+        }
+        if (!same) return NodeError(n, "a different node with this name is already in the graph");
+      }
+      continue;
+    }
+    pending.push_back(i);
+  }
+  // Kahn's algorithm over the new nodes; inputs already in the graph are satisfied.
+  absl::flat_hash_map<int, int> missing;
+  absl::flat_hash_map<std::string, std::vector<int>> consumers;
+  std::deque<int> ready;
+  for (int i : pending) {
+    const proto::NodeDef& n = def.node(i);
+    int count = 0;
+    for (const std::string& in : n.input()) {
+      std::string src;
+      int idx;
+      absl::Status s = ParseTensorName(in, &src, &idx);
+      if (!s.ok()) return NodeError(n, s.message());
+      if (FindNode(src) != nullptr) continue;
+      if (!index.contains(src)) {
+        return NodeError(n, absl::StrCat("input '", in, "' refers to node '", src, "', which does not exist"));
+      }
+      consumers[src].push_back(i);
+      ++count;
+    }
+    missing[i] = count;
+    if (count == 0) ready.push_back(i);
+  }
+  size_t added = 0;
+  while (!ready.empty()) {
+    int i = ready.front();
+    ready.pop_front();
+    absl::StatusOr<const Node*> n = AddNode(def.node(i));
+    if (!n.ok()) return n.status();
+    ++added;
+    for (int c : consumers[def.node(i).name()]) {
+      if (--missing[c] == 0) ready.push_back(c);
+    }
+  }
+  if (added != pending.size()) {
+    std::vector<std::string> cycle;
+    for (int i : pending)
+      if (missing[i] > 0) cycle.push_back(def.node(i).name());
+    return absl::InvalidArgumentError(
+        absl::StrCat("The graph has a cycle among nodes: ", absl::StrJoin(cycle, ", ")));
+  }
+  return absl::OkStatus();
+}
+
+void Graph::ToGraphDef(proto::GraphDef* out) const {
+  out->Clear();
+  for (const auto& n : nodes_) *out->add_node() = n->def();
+}
+
+const Node* Graph::FindNode(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+Node* Graph::FindMutableNode(const std::string& name) {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> Graph::NodeNames() const {
+  std::vector<std::string> out;
+  for (const auto& n : nodes_) out.push_back(n->name());
+  return out;
+}
+
+}  // namespace distflow

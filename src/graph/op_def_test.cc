@@ -1,0 +1,62 @@
+#include "graph/op_def.h"
+
+#include "gtest/gtest.h"
+
+namespace distflow {
+namespace {
+
+TEST(OpDefBuilder, ParsesArgsAndAttrs) {
+  auto op = OpDefBuilder("Thing")
+                .Input("a: T")
+                .Input("b: N * T")
+                .Input("v: Ref(T)")
+                .Input("c: int32")
+                .Output("out: float")
+                .Attr("T: {float, double}")
+                .Attr("N: int >= 2")
+                .Attr("flag: bool = true")
+                .Attr("name: string = 'x'")
+                .Attr("rate: float = 0.5")
+                .Attr("perm: list(int) = []")
+                .Build();
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->inputs[0].type_attr, "T");
+  EXPECT_EQ(op->inputs[1].number_attr, "N");
+  EXPECT_TRUE(op->inputs[2].is_ref);
+  EXPECT_EQ(op->inputs[3].type, DT_INT32);
+  EXPECT_EQ(op->FindAttr("T")->allowed_types.size(), 2u);
+  EXPECT_TRUE(op->FindAttr("N")->has_minimum);
+  EXPECT_EQ(op->FindAttr("N")->minimum, 2);
+  EXPECT_TRUE(op->FindAttr("flag")->default_value.b());
+  EXPECT_EQ(op->FindAttr("name")->default_value.s(), "x");
+  EXPECT_DOUBLE_EQ(op->FindAttr("rate")->default_value.f(), 0.5);
+}
+
+TEST(OpDefBuilder, RejectsUndeclaredTypeAttr) {
+  auto op = OpDefBuilder("Bad").Input("a: T").Build();
+  ASSERT_FALSE(op.ok());
+  EXPECT_NE(op.status().message().find("no attribute 'T'"), std::string::npos) << op.status();
+}
+
+TEST(OpDefBuilder, RejectsBadSpecs) {
+  EXPECT_FALSE(OpDefBuilder("Bad").Attr("x: bool = maybe").Build().ok());
+  EXPECT_FALSE(OpDefBuilder("Bad").Attr("x: complex").Build().ok());
+  EXPECT_FALSE(OpDefBuilder("Bad").Attr("T: {float, quaternion}").Build().ok());
+  EXPECT_FALSE(OpDefBuilder("Bad").Input("noname").Build().ok());
+}
+
+TEST(OpRegistry, DuplicateRegistrationFails) {
+  OpRegistry r;
+  ASSERT_TRUE(r.Register(OpDefBuilder("A")).ok());
+  absl::Status s = r.Register(OpDefBuilder("A"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST(OpRegistry, UnknownOpSuggestsClosestNames) {
+  auto s = OpRegistry::Global()->LookUpOrError("Idenity");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("did you mean Identity"), std::string::npos) << s.status();
+}
+
+}  // namespace
+}  // namespace distflow

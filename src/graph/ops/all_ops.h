@@ -1,0 +1,27 @@
+// Explicit registration of every standard op definition, one function per
+// family. OpRegistry::Global() calls RegisterAllOps once.
+#pragma once
+
+namespace distflow {
+
+class OpRegistry;
+
+void RegisterCoreOps(OpRegistry* r);       // Const, Placeholder, Identity, NoOp, StopGradient
+void RegisterStateOps(OpRegistry* r);      // Variable, Assign, AssignAdd, AssignSub, IsVariableInitialized
+void RegisterMathOps(OpRegistry* r);       // elementwise arithmetic, comparisons, logic, Cast, Select, AddN
+void RegisterArrayOps(OpRegistry* r);      // Reshape, Shape, Concat, Slice, Pack, Transpose, Tile, OneHot, ...
+void RegisterReductionOps(OpRegistry* r);  // Sum, Mean, Max, Min, Prod, ArgMax, ArgMin
+void RegisterMatMulOps(OpRegistry* r);     // MatMul
+void RegisterRandomOps(OpRegistry* r);     // RandomUniform, RandomStandardNormal, TruncatedNormal
+
+inline void RegisterAllOps(OpRegistry* r) {
+  RegisterCoreOps(r);
+  RegisterStateOps(r);
+  RegisterMathOps(r);
+  RegisterArrayOps(r);
+  RegisterReductionOps(r);
+  RegisterMatMulOps(r);
+  RegisterRandomOps(r);
+}
+
+}  // namespace distflow

@@ -1,0 +1,51 @@
+#include "absl/strings/str_cat.h"
+#include "graph/attr_value.h"
+#include "graph/op_def.h"
+#include "graph/shape_inference.h"
+
+namespace distflow {
+
+void RegisterCoreOps(OpRegistry* r) {
+  r->MustRegister(OpDefBuilder("Const")
+                      .Output("output: dtype")
+                      .Attr("value: tensor")
+                      .Attr("dtype: type")
+                      .SetShapeFn([](InferenceContext* c) {
+                        absl::StatusOr<Tensor> v = GetAttrTensor(c->node(), "value");
+                        if (!v.ok()) return v.status();
+                        c->set_output(0, PartialShape(v->shape()));
+                        return absl::OkStatus();
+                      }));
+  r->MustRegister(OpDefBuilder("Placeholder")
+                      .Output("output: dtype")
+                      .Attr("dtype: type")
+                      .Attr("shape: shape")
+                      .SetShapeFn([](InferenceContext* c) {
+                        absl::StatusOr<PartialShape> s = GetAttrShape(c->node(), "shape");
+                        if (!s.ok()) return s.status();
+                        c->set_output(0, *s);
+                        return absl::OkStatus();
+                      }));
+  r->MustRegister(OpDefBuilder("PlaceholderWithDefault")
+                      .Input("input: dtype")
+                      .Output("output: dtype")
+                      .Attr("dtype: type")
+                      .Attr("shape: shape")
+                      .SetShapeFn([](InferenceContext* c) {
+                        absl::StatusOr<PartialShape> s = GetAttrShape(c->node(), "shape");
+                        if (!s.ok()) return s.status();
+                        if (!s->IsCompatibleWith(c->input(0))) {
+                          return absl::InvalidArgumentError(absl::StrCat("default value of shape ",
+                                                                         c->input(0).DebugString(),
+                                                                         " does not fit shape ", s->DebugString()));
+                        }
+                        c->set_output(0, *s);
+                        return absl::OkStatus();
+                      }));
+  r->MustRegister(OpDefBuilder("Identity").Input("input: T").Output("output: T").Attr("T: type").SetShapeFn(UnchangedShape));
+  r->MustRegister(
+      OpDefBuilder("StopGradient").Input("input: T").Output("output: T").Attr("T: type").SetShapeFn(UnchangedShape));
+  r->MustRegister(OpDefBuilder("NoOp").SetShapeFn(UnknownShape));
+}
+
+}  // namespace distflow

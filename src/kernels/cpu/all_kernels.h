@@ -1,0 +1,28 @@
+// Explicit registration of every CPU kernel, one function per family (the
+// same families as graph/ops/all_ops.h). KernelRegistry::Global() calls
+// RegisterAllCpuKernels once.
+#pragma once
+
+namespace distflow {
+
+class KernelRegistry;
+
+void RegisterCoreKernels(KernelRegistry* r);
+void RegisterStateKernels(KernelRegistry* r);
+void RegisterMathKernels(KernelRegistry* r);
+void RegisterArrayKernels(KernelRegistry* r);
+void RegisterReductionKernels(KernelRegistry* r);
+void RegisterMatMulKernels(KernelRegistry* r);
+void RegisterRandomKernels(KernelRegistry* r);
+
+inline void RegisterAllCpuKernels(KernelRegistry* r) {
+  RegisterCoreKernels(r);
+  RegisterStateKernels(r);
+  RegisterMathKernels(r);
+  RegisterArrayKernels(r);
+  RegisterReductionKernels(r);
+  RegisterMatMulKernels(r);
+  RegisterRandomKernels(r);
+}
+
+}  // namespace distflow

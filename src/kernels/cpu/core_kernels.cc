@@ -1,0 +1,69 @@
+// Kernels for the core ops: Const, Placeholder, PlaceholderWithDefault,
+// Identity, StopGradient, NoOp.
+#include "absl/strings/str_cat.h"
+#include "graph/attr_value.h"
+#include "kernels/kernel_registry.h"
+
+namespace distflow {
+namespace {
+
+class ConstOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    absl::StatusOr<Tensor> v = GetAttrTensor(c->def(), "value");
+    if (!v.ok()) return v.status();
+    value_ = std::move(*v);
+    return absl::OkStatus();
+  }
+  // Consumers never write to their inputs, so the constant is shared, not copied.
+  absl::Status Compute(OpKernelContext* ctx) override { return ctx->set_output(0, value_); }
+  bool IsExpensive() const override { return false; }
+
+ private:
+  Tensor value_;
+};
+
+class PlaceholderOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    absl::StatusOr<PartialShape> s = GetAttrShape(c->def(), "shape");
+    shape_ = s.ok() ? s->DebugString() : "<unknown>";
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    return absl::InvalidArgumentError(absl::StrCat("You must feed a value for placeholder '", name(), "' with dtype ",
+                                                   DataTypeName(output_type(0)), " and shape ", shape_));
+  }
+
+ private:
+  std::string shape_;
+};
+
+class IdentityOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext* ctx) override { return ctx->set_output(0, ctx->input(0)); }
+  bool IsExpensive() const override { return false; }
+};
+
+class NoOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext* ctx) override { return absl::OkStatus(); }
+  bool IsExpensive() const override { return false; }
+};
+
+}  // namespace
+
+void RegisterCoreKernels(KernelRegistry* r) {
+  r->Register<ConstOp>("Const", kCpu, DT_INVALID);
+  r->Register<PlaceholderOp>("Placeholder", kCpu, DT_INVALID);
+  r->Register<IdentityOp>("PlaceholderWithDefault", kCpu, DT_INVALID);
+  r->Register<IdentityOp>("Identity", kCpu, DT_INVALID);
+  r->Register<IdentityOp>("StopGradient", kCpu, DT_INVALID);
+  r->Register<NoOp>("NoOp", kCpu, DT_INVALID);
+}
+
+}  // namespace distflow

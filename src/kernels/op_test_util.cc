@@ -1,0 +1,77 @@
+#include "kernels/op_test_util.h"
+
+#include "absl/strings/str_cat.h"
+#include "graph/attr_value.h"
+#include "graph/graph.h"
+#include "kernels/device.h"
+#include "kernels/kernel_registry.h"
+
+namespace distflow {
+namespace test {
+
+OpTest::OpTest(std::string op) {
+  def_.set_name("op");
+  def_.set_op(std::move(op));
+}
+
+OpTest::~OpTest() = default;
+
+OpTest& OpTest::Input(const Tensor& t) {
+  inputs_.push_back(t);
+  return *this;
+}
+
+OpTest& OpTest::IntraOpThreads(int n) {
+  pool_ = std::make_unique<ThreadPool>("optest", n);
+  return *this;
+}
+
+absl::StatusOr<std::vector<Tensor>> OpTest::Run() {
+  Graph g;
+  proto::NodeDef node = def_;
+  node.clear_input();
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    proto::NodeDef c;
+    c.set_name(absl::StrCat("input_", i));
+    c.set_op("Const");
+    SetAttrTensor(&c, "value", inputs_[i]);
+    SetAttrType(&c, "dtype", inputs_[i].dtype());
+    absl::StatusOr<const Node*> added = g.AddNode(std::move(c));
+    if (!added.ok()) return added.status();
+    node.add_input(absl::StrCat("input_", i));
+  }
+  absl::StatusOr<const Node*> n = g.AddNode(node);
+  if (!n.ok()) return n.status();
+  Device device("/job:localhost/replica:0/task:0/device:CPU:0", kCpu, pool_.get());
+  absl::StatusOr<std::unique_ptr<OpKernel>> kernel = KernelRegistry::Global()->CreateKernel(**n, &device);
+  if (!kernel.ok()) return kernel.status();
+  OpKernelContext::Params p;
+  p.device = &device;
+  p.kernel = kernel->get();
+  p.inputs = inputs_;
+  p.intra_op_pool = pool_.get();
+  CancellationManager cm;
+  p.cancellation = &cm;
+  OpKernelContext ctx(std::move(p));
+  absl::Status s = (*kernel)->Compute(&ctx);
+  if (!s.ok()) return s;
+  std::vector<Tensor> out = *ctx.mutable_outputs();
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].IsInitialized()) {
+      return absl::InternalError(absl::StrCat("kernel left output ", i, " unset"));
+    }
+    if (out[i].dtype() != (*n)->output_type(static_cast<int>(i))) {
+      return absl::InternalError(absl::StrCat("output ", i, " has dtype ", DataTypeName(out[i].dtype()), ", op says ",
+                                              DataTypeName((*n)->output_type(static_cast<int>(i)))));
+    }
+    const PartialShape& inferred = (*n)->output_shape(static_cast<int>(i));
+    if (!inferred.IsCompatibleWith(out[i].shape())) {
+      return absl::InternalError(absl::StrCat("shape function inferred ", inferred.DebugString(), " for output ", i,
+                                              " but the kernel produced ", out[i].shape().DebugString()));
+    }
+  }
+  return out;
+}
+
+}  // namespace test
+}  // namespace distflow

@@ -1,0 +1,85 @@
+#include "kernels/resource_mgr.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace distflow {
+
+absl::Status Var::UninitializedError() const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "Attempting to use uninitialized variable '", name_,
+      "'. Run its initializer (or the init op from InitializeAllVariables) first, or restore a checkpoint."));
+}
+
+absl::StatusOr<Tensor> Var::Read() const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (!value_.IsInitialized()) return UninitializedError();
+  return value_;
+}
+
+absl::StatusOr<Tensor*> Var::MutableValue() {
+  if (!value_.IsInitialized()) return UninitializedError();
+  // use_count() == 1: nobody else holds the buffer; snapshots only appear under mu_.
+  if (value_.buffer().use_count() > 1) value_ = value_.DeepCopy();
+  return &value_;
+}
+
+absl::StatusOr<std::shared_ptr<Var>> ResourceMgr::LookupOrCreateVar(const std::string& container,
+                                                                    const std::string& name, DataType dtype,
+                                                                    const PartialShape& shape) {
+  absl::MutexLock lock(&mu_);
+  auto& vars = containers_[container];
+  auto it = vars.find(name);
+  if (it != vars.end()) {
+    const Var& v = *it->second;
+    if (v.dtype() != dtype || !v.declared_shape().IsCompatibleWith(shape)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Variable '", name, "' in container '", container, "' already exists as ", DataTypeName(v.dtype()), " ",
+          v.declared_shape().DebugString(), "; it cannot be used as ", DataTypeName(dtype), " ",
+          shape.DebugString(), ". Use another name, or Reset the container."));
+    }
+    return it->second;
+  }
+  auto var = std::make_shared<Var>(name, dtype, shape);
+  vars[name] = var;
+  return var;
+}
+
+absl::StatusOr<std::shared_ptr<Var>> ResourceMgr::LookupVar(const std::string& container,
+                                                            const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto c = containers_.find(container);
+  if (c != containers_.end()) {
+    auto it = c->second.find(name);
+    if (it != c->second.end()) return it->second;
+  }
+  return absl::NotFoundError(absl::StrCat("No variable '", name, "' in container '", container, "'"));
+}
+
+void ResourceMgr::Cleanup(const std::string& container) {
+  absl::MutexLock lock(&mu_);
+  containers_.erase(container);
+}
+
+std::vector<std::string> ResourceMgr::Containers() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, vars] : containers_) out.push_back(name);
+  return out;
+}
+
+size_t ResourceMgr::NumVars() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [name, vars] : containers_) n += vars.size();
+  return n;
+}
+
+std::vector<std::tuple<std::string, std::string, std::shared_ptr<Var>>> ResourceMgr::AllVars() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::tuple<std::string, std::string, std::shared_ptr<Var>>> out;
+  for (const auto& [c, vars] : containers_)
+    for (const auto& [n, v] : vars) out.emplace_back(c, n, v);
+  return out;
+}
+
+}  // namespace distflow
