@@ -20,3 +20,7 @@ endif()
 
 # Warnings as errors on project code only (generated protobuf code is exempt).
 set(DISTFLOW_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  # GCC 12 reports false positives inside Eigen's AVX-512 intrinsics.
+  list(APPEND DISTFLOW_WARNINGS -Wno-maybe-uninitialized)
+endif()

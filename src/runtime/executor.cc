@@ -1,0 +1,436 @@
+#include "runtime/executor.h"
+
+#include <atomic>
+#include <deque>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/resource_mgr.h"
+
+namespace distflow {
+
+absl::StatusOr<TensorId> ParseTensorId(const std::string& name) {
+  std::string node;
+  int index = 0;
+  absl::Status s = ParseTensorName(name, &node, &index);
+  if (!s.ok() || index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Malformed tensor name '", name, "'; expected 'node' or 'node:index'"));
+  }
+  return TensorId{node, index};
+}
+
+absl::StatusOr<std::shared_ptr<OpKernel>> KernelCache::Get(const Node& node, Device* device) {
+  absl::MutexLock lock(&mu_);
+  auto it = kernels_.find(node.name());
+  if (it != kernels_.end()) return it->second;
+  absl::StatusOr<std::unique_ptr<OpKernel>> k = KernelRegistry::Global()->CreateKernel(node, device);
+  if (!k.ok()) return k.status();
+  std::shared_ptr<OpKernel> shared(std::move(*k));
+  kernels_[node.name()] = shared;
+  return shared;
+}
+
+namespace {
+
+struct Entry {
+  Tensor val;
+  std::shared_ptr<Var> ref;
+};
+
+struct NodeItem {
+  const Node* node = nullptr;
+  std::shared_ptr<OpKernel> kernel;
+  int input_start = 0;
+  std::vector<std::vector<int>> out_slots;    // per output: absolute input slots of consumers
+  std::vector<std::vector<int>> out_items;    // per output: the consumer items (parallel to out_slots)
+  std::vector<std::vector<int>> out_fetches;  // per output: fetch indices
+  std::vector<int> control_out;
+  int initial_pending = 0;
+  bool expensive = true;
+  bool async = false;
+};
+
+std::string NotFoundWithSuggestions(const Graph& g, const std::string& kind, const std::string& name) {
+  std::vector<std::string> close = ClosestNames(name, g.NodeNames());
+  return absl::StrCat(kind, " '", name, "' is not in the graph",
+                      close.empty() ? "" : absl::StrCat("; did you mean ", absl::StrJoin(close, ", "), "?"));
+}
+
+}  // namespace
+
+struct Executor::Impl {
+  ExecutorOptions options;
+  std::vector<NodeItem> items;
+  int total_slots = 0;
+  std::vector<TensorId> feeds;
+  std::vector<const Node*> feed_nodes;
+  std::vector<std::vector<int>> feed_slots;  // per feed: slots to fill
+  std::vector<std::vector<int>> feed_items;  // per feed: items whose pending count drops
+  struct FetchSrc {
+    int feed = -1;
+    int item = -1;
+    int output = 0;
+  };
+  std::vector<FetchSrc> fetches;
+  std::vector<int> initially_ready;  // before feeds are applied, items with zero pending
+
+  struct Step {
+    const Impl* impl = nullptr;
+    std::vector<Entry> slots;
+    std::unique_ptr<std::atomic<int>[]> pending;
+    std::vector<Tensor> fetched;
+    CancellationManager* cm = nullptr;
+    Rendezvous* rendezvous = nullptr;
+    int64_t step_id = 0;
+    std::atomic<int> outstanding{0};
+    absl::Notification done;
+    absl::Mutex mu;
+    absl::Status status ABSL_GUARDED_BY(mu);
+  };
+
+  void RecordError(Step* s, const NodeItem& item, const absl::Status& st) const {
+    absl::Status full = st;
+    if (st.code() != absl::StatusCode::kCancelled || !s->cm->IsCancelled()) {
+      full = absl::Status(st.code(), absl::StrCat("Node '", item.node->name(), "' (", item.node->op(), "): ", st.message()));
+    }
+    bool first = false;
+    {
+      absl::MutexLock lock(&s->mu);
+      if (s->status.ok()) {
+        s->status = full;
+        first = true;
+      }
+    }
+    if (first) s->cm->StartCancel(full);
+  }
+
+  // Propagates a finished node's outputs; appends newly ready items.
+  void Complete(Step* s, int id, OpKernelContext* ctx, const absl::Status& st, std::vector<int>* ready) const {
+    const NodeItem& item = items[static_cast<size_t>(id)];
+    if (!st.ok()) {
+      RecordError(s, item, st);
+      return;
+    }
+    for (int j = 0; j < item.node->num_outputs(); ++j) {
+      Entry out{ctx->output(j), ctx->output_ref(j)};
+      if (!out.val.IsInitialized() && out.ref == nullptr &&
+          (!item.out_slots[static_cast<size_t>(j)].empty() || !item.out_fetches[static_cast<size_t>(j)].empty())) {
+        RecordError(s, item, absl::InternalError(absl::StrCat("the kernel produced no value for output ", j)));
+        return;
+      }
+      for (int f : item.out_fetches[static_cast<size_t>(j)]) {
+        if (out.ref != nullptr) {
+          absl::StatusOr<Tensor> v = out.ref->Read();
+          if (!v.ok()) {
+            RecordError(s, item, v.status());
+            return;
+          }
+          s->fetched[static_cast<size_t>(f)] = *v;
+        } else {
+          s->fetched[static_cast<size_t>(f)] = out.val;
+        }
+      }
+      const auto& slots = item.out_slots[static_cast<size_t>(j)];
+      for (size_t k = 0; k < slots.size(); ++k) s->slots[static_cast<size_t>(slots[k])] = out;
+    }
+    for (int j = 0; j < item.node->num_outputs(); ++j) {
+      for (int c : item.out_items[static_cast<size_t>(j)]) {
+        if (s->pending[c].fetch_sub(1, std::memory_order_acq_rel) == 1) ready->push_back(c);
+      }
+    }
+    for (int c : item.control_out) {
+      if (s->pending[c].fetch_sub(1, std::memory_order_acq_rel) == 1) ready->push_back(c);
+    }
+  }
+
+  // Queues ready items: cheap ones and the first expensive one stay on this
+  // thread; further expensive ones go to the inter-op pool.
+  void Schedule(Step* s, const std::vector<int>& ready, std::deque<int>* local) const {
+    bool kept_expensive = false;
+    for (int id : ready) {
+      s->outstanding.fetch_add(1, std::memory_order_relaxed);
+      const NodeItem& item = items[static_cast<size_t>(id)];
+      if (!item.expensive || options.inter_op_pool == nullptr || !kept_expensive) {
+        kept_expensive |= item.expensive;
+        local->push_back(id);
+      } else {
+        options.inter_op_pool->Schedule([this, s, id] { RunLoop(s, id); });
+      }
+    }
+  }
+
+  void NodeDone(Step* s) const {
+    if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) s->done.Notify();
+  }
+
+  void RunLoop(Step* s, int first) const {
+    std::deque<int> local{first};
+    while (!local.empty()) {
+      int id = local.front();
+      local.pop_front();
+      Process(s, id, &local);
+    }
+  }
+
+  void Process(Step* s, int id, std::deque<int>* local) const {
+    const NodeItem& item = items[static_cast<size_t>(id)];
+    if (s->cm->IsCancelled()) {
+      NodeDone(s);
+      return;
+    }
+    OpKernelContext::Params p;
+    p.device = options.device;
+    p.kernel = item.kernel.get();
+    p.step_id = s->step_id;
+    p.cancellation = s->cm;
+    p.rendezvous = s->rendezvous;
+    p.default_container = options.default_container;
+    p.intra_op_pool = options.intra_op_pool;
+    int n = item.node->num_inputs();
+    p.inputs.resize(static_cast<size_t>(n));
+    p.input_refs.resize(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) {
+      Entry e = std::move(s->slots[static_cast<size_t>(item.input_start + k)]);
+      if (item.node->input_is_ref(k)) {
+        if (e.ref == nullptr) {
+          RecordError(s, item, absl::InternalError(absl::StrCat("input ", k, " should be a variable reference")));
+          NodeDone(s);
+          return;
+        }
+        p.input_refs[static_cast<size_t>(k)] = std::move(e.ref);
+      } else if (e.ref != nullptr) {
+        absl::StatusOr<Tensor> v = e.ref->Read();
+        if (!v.ok()) {
+          RecordError(s, item, v.status());
+          NodeDone(s);
+          return;
+        }
+        p.inputs[static_cast<size_t>(k)] = std::move(*v);
+      } else {
+        p.inputs[static_cast<size_t>(k)] = std::move(e.val);
+      }
+    }
+    if (item.async) {
+      auto* ctx = new OpKernelContext(std::move(p));
+      static_cast<AsyncOpKernel*>(item.kernel.get())->ComputeAsync(ctx, [this, s, id, ctx](absl::Status st) {
+        std::vector<int> ready;
+        Complete(s, id, ctx, st, &ready);
+        delete ctx;
+        std::deque<int> more;
+        Schedule(s, ready, &more);
+        NodeDone(s);
+        while (!more.empty()) {
+          int next = more.front();
+          more.pop_front();
+          Process(s, next, &more);
+        }
+      });
+      return;
+    }
+    OpKernelContext ctx(std::move(p));
+    absl::Status st = item.kernel->Compute(&ctx);
+    std::vector<int> ready;
+    Complete(s, id, &ctx, st, &ready);
+    Schedule(s, ready, local);
+    NodeDone(s);
+  }
+};
+
+Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executor::~Executor() = default;
+int Executor::num_nodes() const { return static_cast<int>(impl_->items.size()); }
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, const ExecutorOptions& options,
+                                                           KernelCache* kernels, const std::vector<TensorId>& feeds,
+                                                           const std::vector<TensorId>& fetches,
+                                                           const std::vector<std::string>& targets) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->feeds = feeds;
+
+  // Validate names.
+  absl::flat_hash_map<std::pair<std::string, int>, int> fed;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const Node* n = graph.FindNode(feeds[i].node);
+    if (n == nullptr) return absl::NotFoundError(NotFoundWithSuggestions(graph, "Feed tensor's node", feeds[i].node));
+    if (feeds[i].index >= n->num_outputs()) {
+      return absl::NotFoundError(absl::StrCat("Feed tensor '", feeds[i].node, ":", feeds[i].index, "': node has only ",
+                                              n->num_outputs(), " outputs"));
+    }
+    if (!fed.emplace(std::make_pair(feeds[i].node, feeds[i].index), static_cast<int>(i)).second) {
+      return absl::InvalidArgumentError(absl::StrCat("Tensor '", feeds[i].node, ":", feeds[i].index, "' is fed twice"));
+    }
+    impl->feed_nodes.push_back(n);
+  }
+  std::vector<const Node*> roots;
+  for (const TensorId& f : fetches) {
+    const Node* n = graph.FindNode(f.node);
+    if (n == nullptr) return absl::NotFoundError(NotFoundWithSuggestions(graph, "Fetch", f.node));
+    if (f.index >= n->num_outputs()) {
+      return absl::NotFoundError(
+          absl::StrCat("Fetch '", f.node, ":", f.index, "': node has only ", n->num_outputs(), " outputs"));
+    }
+    if (!fed.contains(std::make_pair(f.node, f.index))) roots.push_back(n);
+  }
+  for (const std::string& t : targets) {
+    const Node* n = graph.FindNode(t);
+    if (n == nullptr) return absl::NotFoundError(NotFoundWithSuggestions(graph, "Target", t));
+    roots.push_back(n);
+  }
+
+  // Prune: everything the roots need, not looking past fed tensors.
+  std::vector<int> item_of(static_cast<size_t>(graph.num_nodes()), -1);
+  std::vector<const Node*> stack = roots;
+  std::vector<const Node*> needed;
+  absl::flat_hash_set<int> seen;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n->id()).second) continue;
+    needed.push_back(n);
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      const NodeOut& in = n->input(i);
+      if (!fed.contains(std::make_pair(in.node->name(), in.index))) stack.push_back(in.node);
+    }
+    for (const Node* c : n->control_inputs()) stack.push_back(c);
+  }
+  // Keep graph order (topological) for determinism.
+  std::sort(needed.begin(), needed.end(), [](const Node* a, const Node* b) { return a->id() < b->id(); });
+  for (const Node* n : needed) {
+    item_of[static_cast<size_t>(n->id())] = static_cast<int>(impl->items.size());
+    NodeItem item;
+    item.node = n;
+    absl::StatusOr<std::shared_ptr<OpKernel>> k = kernels->Get(*n, options.device);
+    if (!k.ok()) return k.status();
+    item.kernel = *k;
+    item.expensive = item.kernel->IsExpensive();
+    item.async = item.kernel->IsAsync();
+    item.input_start = impl->total_slots;
+    impl->total_slots += n->num_inputs();
+    item.out_slots.resize(static_cast<size_t>(n->num_outputs()));
+    item.out_items.resize(static_cast<size_t>(n->num_outputs()));
+    item.out_fetches.resize(static_cast<size_t>(n->num_outputs()));
+    impl->items.push_back(std::move(item));
+  }
+  impl->feed_slots.resize(feeds.size());
+  impl->feed_items.resize(feeds.size());
+  for (NodeItem& item : impl->items) {
+    const Node* n = item.node;
+    int id = item_of[static_cast<size_t>(n->id())];
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      const NodeOut& in = n->input(i);
+      int slot = item.input_start + i;
+      auto f = fed.find(std::make_pair(in.node->name(), in.index));
+      if (f != fed.end()) {
+        impl->feed_slots[static_cast<size_t>(f->second)].push_back(slot);
+        impl->feed_items[static_cast<size_t>(f->second)].push_back(id);
+      } else {
+        NodeItem& src = impl->items[static_cast<size_t>(item_of[static_cast<size_t>(in.node->id())])];
+        src.out_slots[static_cast<size_t>(in.index)].push_back(slot);
+        src.out_items[static_cast<size_t>(in.index)].push_back(id);
+      }
+      ++item.initial_pending;
+    }
+    for (const Node* c : n->control_inputs()) {
+      impl->items[static_cast<size_t>(item_of[static_cast<size_t>(c->id())])].control_out.push_back(id);
+      ++item.initial_pending;
+    }
+  }
+  for (size_t f = 0; f < fetches.size(); ++f) {
+    Impl::FetchSrc src;
+    auto it = fed.find(std::make_pair(fetches[f].node, fetches[f].index));
+    if (it != fed.end()) {
+      src.feed = it->second;
+    } else {
+      src.item = item_of[static_cast<size_t>(graph.FindNode(fetches[f].node)->id())];
+      src.output = fetches[f].index;
+      impl->items[static_cast<size_t>(src.item)].out_fetches[static_cast<size_t>(src.output)].push_back(static_cast<int>(f));
+    }
+    impl->fetches.push_back(src);
+  }
+  return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+}
+
+absl::StatusOr<std::vector<Tensor>> Executor::Run(const StepOptions& options,
+                                                  const std::vector<Tensor>& feed_values) const {
+  const Impl& impl = *impl_;
+  if (feed_values.size() != impl.feeds.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Expected ", impl.feeds.size(), " feed values, got ", feed_values.size()));
+  }
+  for (size_t i = 0; i < feed_values.size(); ++i) {
+    const Node* n = impl.feed_nodes[i];
+    int idx = impl.feeds[i].index;
+    const Tensor& v = feed_values[i];
+    std::string name = absl::StrCat(n->name(), ":", idx);
+    if (v.dtype() != n->output_type(idx)) {
+      return absl::InvalidArgumentError(absl::StrCat("Cannot feed a ", DataTypeName(v.dtype()), " value for tensor '",
+                                                     name, "', which has dtype ", DataTypeName(n->output_type(idx))));
+    }
+    if (!n->output_shape(idx).IsCompatibleWith(v.shape())) {
+      return absl::InvalidArgumentError(absl::StrCat("Cannot feed a value of shape ", v.shape().DebugString(),
+                                                     " for tensor '", name, "', which has shape ",
+                                                     n->output_shape(idx).DebugString()));
+    }
+  }
+
+  Impl::Step step;
+  step.impl = &impl;
+  step.step_id = options.step_id;
+  step.slots.resize(static_cast<size_t>(impl.total_slots));
+  step.fetched.resize(impl.fetches.size());
+  step.rendezvous = options.rendezvous ? options.rendezvous : impl.options.rendezvous;
+  CancellationManager own_cm;
+  step.cm = options.cancellation ? options.cancellation : &own_cm;
+  step.pending.reset(new std::atomic<int>[impl.items.size()]);
+  for (size_t i = 0; i < impl.items.size(); ++i) step.pending[i].store(impl.items[i].initial_pending);
+  for (size_t f = 0; f < impl.feed_slots.size(); ++f) {
+    for (int slot : impl.feed_slots[f]) step.slots[static_cast<size_t>(slot)].val = feed_values[f];
+    for (int item : impl.feed_items[f]) step.pending[item].fetch_sub(1);
+  }
+  std::vector<int> ready;
+  for (size_t i = 0; i < impl.items.size(); ++i)
+    if (step.pending[i].load() == 0) ready.push_back(static_cast<int>(i));
+
+  if (!ready.empty()) {
+    // The caller's own loop holds one extra count so the step cannot finish
+    // while it is still scheduling.
+    step.outstanding.store(1);
+    std::deque<int> local;
+    impl.Schedule(&step, ready, &local);
+    while (!local.empty()) {
+      int id = local.front();
+      local.pop_front();
+      impl.Process(&step, id, &local);
+    }
+    impl.NodeDone(&step);
+    if (options.timeout_ms > 0) {
+      if (!step.done.WaitForNotificationWithTimeout(absl::Milliseconds(options.timeout_ms))) {
+        absl::Status timeout = absl::DeadlineExceededError(
+            absl::StrCat("Step ", options.step_id, " timed out after ", options.timeout_ms, " ms and was cancelled"));
+        {
+          absl::MutexLock lock(&step.mu);
+          if (step.status.ok()) step.status = timeout;
+        }
+        step.cm->StartCancel(timeout);
+        step.done.WaitForNotification();
+      }
+    } else {
+      step.done.WaitForNotification();
+    }
+  }
+  {
+    absl::MutexLock lock(&step.mu);
+    if (!step.status.ok()) return step.status;
+  }
+  for (size_t f = 0; f < impl.fetches.size(); ++f) {
+    if (impl.fetches[f].feed >= 0) step.fetched[f] = feed_values[static_cast<size_t>(impl.fetches[f].feed)];
+  }
+  return std::move(step.fetched);
+}
+
+}  // namespace distflow

@@ -1,0 +1,87 @@
+// Executor: runs the part of a graph that a (feeds, fetches, targets)
+// signature needs, on one device.
+//
+// Built once per signature (the session caches it): it prunes the graph to
+// the nodes the fetches and targets depend on, stopping at fed tensors, and
+// precomputes each node's consumers. Run executes one step in dependency
+// order. Cheap kernels run inline on the thread that made them ready; of
+// several expensive ones, one stays on this thread and the rest go to the
+// inter-op pool, so a small step never hops threads. A failed node cancels
+// the step; the error names the node and its op. A deadline cancels the step
+// with DeadlineExceeded.
+//
+// An Executor is immutable after Create; Run may be called from many threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "base/cancellation.h"
+#include "base/thread_pool.h"
+#include "graph/graph.h"
+#include "kernels/device.h"
+#include "kernels/op_kernel.h"
+
+namespace distflow {
+
+// A tensor named "node:index".
+struct TensorId {
+  std::string node;
+  int index = 0;
+};
+
+// Kernels shared by every executor of one session, so stateful kernels (random
+// generators) keep their state across signatures. Thread-safe.
+class KernelCache {
+ public:
+  absl::StatusOr<std::shared_ptr<OpKernel>> Get(const Node& node, Device* device);
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<OpKernel>> kernels_ ABSL_GUARDED_BY(mu_);
+};
+
+struct ExecutorOptions {
+  Device* device = nullptr;
+  ThreadPool* inter_op_pool = nullptr;  // null: everything on the calling thread
+  ThreadPool* intra_op_pool = nullptr;
+  std::string default_container;
+  Rendezvous* rendezvous = nullptr;
+};
+
+struct StepOptions {
+  int64_t step_id = 0;
+  int64_t timeout_ms = 0;  // 0: no deadline
+  CancellationManager* cancellation = nullptr;  // optional; one is made per step otherwise
+  Rendezvous* rendezvous = nullptr;             // overrides ExecutorOptions::rendezvous
+};
+
+class Executor {
+ public:
+  // `graph` must outlive the executor. Feeds and fetches must name existing
+  // outputs; targets existing nodes (checked here, with suggestions).
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(const Graph& graph, const ExecutorOptions& options,
+                                                          KernelCache* kernels, const std::vector<TensorId>& feeds,
+                                                          const std::vector<TensorId>& fetches,
+                                                          const std::vector<std::string>& targets);
+  ~Executor();
+
+  // Runs one step. `feed_values` matches the feeds given to Create, in order;
+  // returns the fetched tensors in order.
+  absl::StatusOr<std::vector<Tensor>> Run(const StepOptions& options, const std::vector<Tensor>& feed_values) const;
+
+  int num_nodes() const;
+
+ private:
+  struct Impl;
+  explicit Executor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parses "node:3" / "node" into a TensorId (InvalidArgument if malformed).
+absl::StatusOr<TensorId> ParseTensorId(const std::string& name);
+
+}  // namespace distflow

@@ -1,0 +1,137 @@
+#include "runtime/local_session.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace distflow {
+
+Device* LocalCpuDevice() {
+  static Device* device = new Device("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", nullptr);
+  return device;
+}
+
+void ResetContainers(Device* device, const std::vector<std::string>& containers) {
+  ResourceMgr* rm = device->resource_manager();
+  std::vector<std::string> names = containers.empty() ? rm->Containers() : containers;
+  for (const std::string& c : names) rm->Cleanup(c);
+}
+
+namespace {
+std::atomic<int64_t> next_session_id{1};
+}
+
+LocalSession::LocalSession(SessionOptions options) : options_(std::move(options)) {
+  device_ = options_.device ? options_.device : LocalCpuDevice();
+  if (options_.default_container.empty()) {
+    default_container_ = absl::StrCat("_session_", next_session_id.fetch_add(1));
+    private_container_ = true;
+  } else {
+    default_container_ = options_.default_container;
+  }
+  int cores = NumSchedulableCpus();
+  int inter = options_.inter_op_threads > 0 ? options_.inter_op_threads : cores;
+  int intra = options_.intra_op_threads > 0 ? options_.intra_op_threads : cores;
+  inter_op_ = std::make_unique<ThreadPool>("df_inter", inter);
+  // The calling thread joins in intra-op work, so a pool of intra - 1 threads gives `intra`-way parallelism.
+  if (intra > 1) intra_op_ = std::make_unique<ThreadPool>("df_intra", intra - 1);
+}
+
+LocalSession::~LocalSession() { (void)Close(); }
+
+absl::Status LocalSession::Create(const proto::GraphDef& graph) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::FailedPreconditionError("Session has been closed");
+  if (graph_ != nullptr && graph_->num_nodes() > 0) {
+    return absl::AlreadyExistsError("Session already has a graph; use Extend to add nodes");
+  }
+  absl::StatusOr<std::unique_ptr<Graph>> g = Graph::FromGraphDef(graph);
+  if (!g.ok()) return g.status();
+  graph_ = std::move(*g);
+  executors_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status LocalSession::Extend(const proto::GraphDef& graph) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::FailedPreconditionError("Session has been closed");
+  if (graph_ == nullptr) graph_ = std::make_unique<Graph>();
+  // Graph::Extend leaves the graph unchanged for nodes it could not add only
+  // when the first node fails; validate on a copy so a bad Extend changes nothing.
+  proto::GraphDef current;
+  graph_->ToGraphDef(&current);
+  absl::StatusOr<std::unique_ptr<Graph>> probe = Graph::FromGraphDef(current);
+  if (!probe.ok()) return probe.status();
+  absl::Status s = (*probe)->Extend(graph);
+  if (!s.ok()) return s;
+  return graph_->Extend(graph);
+}
+
+int64_t LocalSession::num_cached_executors() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(executors_.size());
+}
+
+absl::StatusOr<std::shared_ptr<Executor>> LocalSession::GetExecutor(const std::vector<TensorId>& feeds,
+                                                                    const std::vector<TensorId>& fetches,
+                                                                    const std::vector<std::string>& targets) {
+  std::vector<std::string> f, o;
+  for (const TensorId& t : feeds) f.push_back(absl::StrCat(t.node, ":", t.index));
+  for (const TensorId& t : fetches) o.push_back(absl::StrCat(t.node, ":", t.index));
+  std::string key = absl::StrCat(absl::StrJoin(f, ","), "->", absl::StrJoin(o, ","), "/", absl::StrJoin(targets, ","));
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::FailedPreconditionError("Session has been closed");
+  auto it = executors_.find(key);
+  if (it != executors_.end()) return it->second;
+  if (graph_ == nullptr) return absl::FailedPreconditionError("Session has no graph; call Create or Extend first");
+  ExecutorOptions eo;
+  eo.device = device_;
+  eo.inter_op_pool = inter_op_.get();
+  eo.intra_op_pool = intra_op_.get();
+  eo.default_container = default_container_;
+  absl::StatusOr<std::unique_ptr<Executor>> ex = Executor::Create(*graph_, eo, &kernels_, feeds, fetches, targets);
+  if (!ex.ok()) return ex.status();
+  std::shared_ptr<Executor> shared(std::move(*ex));
+  executors_[key] = shared;
+  return shared;
+}
+
+absl::StatusOr<std::vector<Tensor>> LocalSession::Run(const RunOptions& options,
+                                                      const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                      const std::vector<std::string>& fetches,
+                                                      const std::vector<std::string>& targets) {
+  std::vector<TensorId> feed_ids, fetch_ids;
+  std::vector<Tensor> feed_values;
+  for (const auto& [name, value] : feeds) {
+    absl::StatusOr<TensorId> id = ParseTensorId(name);
+    if (!id.ok()) return id.status();
+    feed_ids.push_back(*id);
+    feed_values.push_back(value);
+  }
+  for (const std::string& name : fetches) {
+    absl::StatusOr<TensorId> id = ParseTensorId(name);
+    if (!id.ok()) return id.status();
+    fetch_ids.push_back(*id);
+  }
+  absl::StatusOr<std::shared_ptr<Executor>> ex = GetExecutor(feed_ids, fetch_ids, targets);
+  if (!ex.ok()) return ex.status();
+  StepOptions so;
+  {
+    absl::MutexLock lock(&mu_);
+    so.step_id = next_step_id_++;
+  }
+  so.timeout_ms = options.timeout_ms > 0 ? options.timeout_ms : options_.operation_timeout_ms;
+  return (*ex)->Run(so, feed_values);
+}
+
+absl::Status LocalSession::Close() {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
+  executors_.clear();
+  if (private_container_) device_->resource_manager()->Cleanup(default_container_);
+  return absl::OkStatus();
+}
+
+}  // namespace distflow

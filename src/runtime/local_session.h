@@ -1,0 +1,98 @@
+// LocalSession: runs a graph in this process (the in-process counterpart of a
+// session whose target is grpc://...).
+//
+// Create/Extend give it a graph; Run(feeds, fetches, targets) runs one step.
+// Executors are built once per (feeds, fetches, targets) signature and cached.
+// Variables live in the resource manager of the process-wide local CPU device
+// and outlive the session when they name a container; variables in the
+// default container ("") belong to this session and are dropped by Close.
+//
+// Thread-safe: Run may be called from several threads at once, also while
+// another thread extends the graph.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "base/thread_pool.h"
+#include "graph/graph.h"
+#include "kernels/device.h"
+#include "runtime/executor.h"
+
+namespace distflow {
+
+struct SessionOptions {
+  int inter_op_threads = 0;  // 0: one per schedulable core
+  int intra_op_threads = 0;  // 0: one per schedulable core (the caller's thread counts as one)
+  int64_t operation_timeout_ms = 0;  // default per-step deadline; 0: none
+  // Container for variables whose container attribute is empty; empty means a
+  // container private to this session.
+  std::string default_container;
+  // Device to run on; null means the process-wide local CPU device.
+  Device* device = nullptr;
+};
+
+struct RunOptions {
+  int64_t timeout_ms = 0;  // overrides SessionOptions::operation_timeout_ms when > 0
+};
+
+class LocalSession {
+ public:
+  explicit LocalSession(SessionOptions options = {});
+  ~LocalSession();
+  LocalSession(const LocalSession&) = delete;
+  LocalSession& operator=(const LocalSession&) = delete;
+
+  // Create requires an empty session; Extend adds nodes (existing ones must match).
+  absl::Status Create(const proto::GraphDef& graph);
+  absl::Status Extend(const proto::GraphDef& graph);
+
+  // Fetches and feeds are tensor names ("node:0" or "node"); targets are node names.
+  absl::StatusOr<std::vector<Tensor>> Run(const RunOptions& options,
+                                          const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                          const std::vector<std::string>& fetches,
+                                          const std::vector<std::string>& targets);
+  absl::StatusOr<std::vector<Tensor>> Run(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                          const std::vector<std::string>& fetches,
+                                          const std::vector<std::string>& targets = {}) {
+    return Run(RunOptions(), feeds, fetches, targets);
+  }
+
+  // Drops the session's private variables; later calls fail.
+  absl::Status Close();
+
+  Device* device() const { return device_; }
+  int64_t num_cached_executors() const;
+
+ private:
+  absl::StatusOr<std::shared_ptr<Executor>> GetExecutor(const std::vector<TensorId>& feeds,
+                                                        const std::vector<TensorId>& fetches,
+                                                        const std::vector<std::string>& targets);
+
+  const SessionOptions options_;
+  Device* device_;
+  std::string default_container_;
+  bool private_container_ = false;
+  std::unique_ptr<ThreadPool> inter_op_;
+  std::unique_ptr<ThreadPool> intra_op_;
+  KernelCache kernels_;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<Graph> graph_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<Executor>> executors_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t next_step_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+// The process-wide local CPU device (/job:localhost/replica:0/task:0/device:CPU:0).
+Device* LocalCpuDevice();
+
+// Clears the named containers on `device` (all of them if `containers` is empty).
+void ResetContainers(Device* device, const std::vector<std::string>& containers);
+
+}  // namespace distflow

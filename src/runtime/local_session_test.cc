@@ -1,0 +1,214 @@
+#include "runtime/local_session.h"
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/op_test_util.h"
+#include "runtime/graph_def_builder_for_test.h"
+#include "tensor/tensor_testutil.h"
+
+namespace distflow {
+namespace {
+
+using test::AddConst;
+using test::AddNode;
+using test::AddVariable;
+
+TEST(LocalSession, VariablesPersistAcrossRuns) {
+  proto::GraphDef g;
+  AddVariable(&g, "counter", PartialShape({}), DT_INT64);
+  AddConst(&g, "zero", Tensor::Scalar<int64_t>(0));
+  AddConst(&g, "one", Tensor::Scalar<int64_t>(1));
+  AddNode(&g, "init", "Assign", {"counter", "zero"});
+  AddNode(&g, "incr", "AssignAdd", {"counter", "one"});
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  ASSERT_TRUE(s.Run({}, {}, {"init"}).ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(s.Run({}, {}, {"incr"}).ok());
+  auto out = s.Run({}, {"counter"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<int64_t>(), 5);
+  EXPECT_EQ(s.num_cached_executors(), 3) << "one executor per signature, reused";
+}
+
+TEST(LocalSession, UninitializedVariableNamesIt) {
+  proto::GraphDef g;
+  AddVariable(&g, "weights_1", PartialShape({2}), DT_FLOAT);
+  AddNode(&g, "read", "Identity", {"weights_1"});
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  auto out = s.Run({}, {"read"});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(out.status().message().find("uninitialized variable 'weights_1'"), std::string::npos) << out.status();
+  EXPECT_NE(out.status().message().find("Node 'read' (Identity)"), std::string::npos) << out.status();
+}
+
+TEST(LocalSession, SharedContainerOutlivesTheSession) {
+  proto::GraphDef g;
+  AddVariable(&g, "shared_w", PartialShape({}), DT_FLOAT, "experiment");
+  AddConst(&g, "v", Tensor::Scalar<float>(42));
+  AddNode(&g, "init", "Assign", {"shared_w", "v"});
+  {
+    LocalSession s1;
+    ASSERT_TRUE(s1.Create(g).ok());
+    ASSERT_TRUE(s1.Run({}, {}, {"init"}).ok());
+  }
+  LocalSession s2;
+  ASSERT_TRUE(s2.Create(g).ok());
+  auto out = s2.Run({}, {"shared_w"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 42.f);
+  ResetContainers(s2.device(), {"experiment"});
+  LocalSession s3;
+  ASSERT_TRUE(s3.Create(g).ok());
+  EXPECT_FALSE(s3.Run({}, {"shared_w"}).ok()) << "Reset clears the container";
+}
+
+TEST(LocalSession, PrivateVariablesDieWithTheSession) {
+  proto::GraphDef g;
+  AddVariable(&g, "w", PartialShape({}), DT_FLOAT);
+  AddConst(&g, "v", Tensor::Scalar<float>(1));
+  AddNode(&g, "init", "Assign", {"w", "v"});
+  LocalSession s1;
+  ASSERT_TRUE(s1.Create(g).ok());
+  ASSERT_TRUE(s1.Run({}, {}, {"init"}).ok());
+  LocalSession s2;
+  ASSERT_TRUE(s2.Create(g).ok());
+  EXPECT_FALSE(s2.Run({}, {"w"}).ok()) << "another session has its own default container";
+  size_t before = LocalCpuDevice()->resource_manager()->NumVars();
+  ASSERT_TRUE(s1.Close().ok());
+  EXPECT_LT(LocalCpuDevice()->resource_manager()->NumVars(), before);
+  EXPECT_FALSE(s1.Run({}, {"w"}).ok());
+}
+
+TEST(LocalSession, FeedShapeAndDtypeAreChecked) {
+  proto::GraphDef g;
+  test::AddPlaceholder(&g, "x", DT_FLOAT, PartialShape({-1, 784}));
+  AddNode(&g, "y", "Identity", {"x"});
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  auto bad_shape = s.Run({{"x", Tensor(DT_FLOAT, TensorShape({50, 783}))}}, {"y"});
+  ASSERT_FALSE(bad_shape.ok());
+  EXPECT_NE(bad_shape.status().message().find("shape [50,783] for tensor 'x:0', which has shape [?,784]"),
+            std::string::npos)
+      << bad_shape.status();
+  auto bad_type = s.Run({{"x", Tensor(DT_INT32, TensorShape({1, 784}))}}, {"y"});
+  ASSERT_FALSE(bad_type.ok());
+  EXPECT_NE(bad_type.status().message().find("int32"), std::string::npos);
+  auto good = s.Run({{"x:0", Tensor(DT_FLOAT, TensorShape({2, 784}))}}, {"y:0"});
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ((*good)[0].shape(), TensorShape({2, 784}));
+}
+
+TEST(LocalSession, FeedingANonPlaceholderReplacesIt) {
+  proto::GraphDef g;
+  AddConst(&g, "c", Tensor::Scalar<float>(1));
+  AddNode(&g, "y", "Identity", {"c"});
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  auto out = s.Run({{"c", Tensor::Scalar<float>(7)}}, {"y"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 7.f);
+}
+
+TEST(LocalSession, ConcurrentRunsOnOneSession) {
+  proto::GraphDef g;
+  AddVariable(&g, "total", PartialShape({}), DT_INT64, "");
+  AddConst(&g, "zero", Tensor::Scalar<int64_t>(0));
+  AddConst(&g, "one", Tensor::Scalar<int64_t>(1));
+  AddNode(&g, "init", "Assign", {"total", "zero"});
+  AddNode(&g, "incr", "AssignAdd", {"total", "one"});
+  test::AddPlaceholder(&g, "x", DT_INT32, PartialShape({}));
+  AddNode(&g, "echo", "Identity", {"x"});
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  ASSERT_TRUE(s.Run({}, {}, {"init"}).ok());
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        auto inc = s.Run({}, {}, {"incr"});
+        auto e = s.Run({{"x", Tensor::Scalar<int32_t>(t * 1000 + i)}}, {"echo"});
+        if (!inc.ok() || !e.ok() || (*e)[0].scalar<int32_t>() != t * 1000 + i) wrong++;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  auto total = s.Run({}, {"total"});
+  ASSERT_TRUE(total.ok());
+  EXPECT_EQ((*total)[0].scalar<int64_t>(), 800) << "AssignAdd holds the variable's lock";
+}
+
+// A test-only op that blocks until its step is cancelled.
+class BlockUntilCancelledOp : public AsyncOpKernel {
+ public:
+  using AsyncOpKernel::AsyncOpKernel;
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    auto shared_done = std::make_shared<DoneCallback>(std::move(done));
+    CancellationManager::Token t = ctx->cancellation_manager()->Register(
+        [shared_done] { (*shared_done)(absl::CancelledError("blocked op cancelled")); });
+    if (t == CancellationManager::kInvalidToken) (*shared_done)(absl::CancelledError("already cancelled"));
+  }
+};
+
+class LocalSessionTimeout : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    static bool once = [] {
+      OpRegistry::Global()->MustRegister(OpDefBuilder("TestBlockUntilCancelled").Output("out: float").SetIsStateful());
+      KernelRegistry::Global()->Register<BlockUntilCancelledOp>("TestBlockUntilCancelled", kCpu, DT_INVALID);
+      return true;
+    }();
+    (void)once;
+  }
+};
+
+TEST_F(LocalSessionTimeout, DeadlineCancelsTheStep) {
+  proto::GraphDef g;
+  AddNode(&g, "block", "TestBlockUntilCancelled");
+  AddNode(&g, "after", "Identity", {"block"});
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  RunOptions ro;
+  ro.timeout_ms = 200;
+  auto out = s.Run(ro, {}, {"after"}, {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
+  // The session still works afterwards.
+  proto::GraphDef more;
+  AddConst(&more, "c", Tensor::Scalar<float>(3));
+  ASSERT_TRUE(s.Extend(more).ok());
+  auto ok = s.Run({}, {"c"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+}
+
+TEST_F(LocalSessionTimeout, SessionOptionTimeoutApplies) {
+  proto::GraphDef g;
+  AddNode(&g, "block", "TestBlockUntilCancelled");
+  SessionOptions so;
+  so.operation_timeout_ms = 100;
+  LocalSession s(so);
+  ASSERT_TRUE(s.Create(g).ok());
+  auto out = s.Run({}, {"block"});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
+}
+
+TEST(LocalSession, BadExtendLeavesGraphUnchanged) {
+  proto::GraphDef g;
+  AddConst(&g, "c", Tensor::Scalar<float>(1));
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  proto::GraphDef bad;
+  AddNode(&bad, "ok_node", "Identity", {"c"});
+  AddNode(&bad, "bad_node", "Identity", {"nope"});
+  EXPECT_FALSE(s.Extend(bad).ok());
+  EXPECT_FALSE(s.Run({}, {"ok_node"}).ok()) << "nothing of a failed Extend is kept";
+}
+
+}  // namespace
+}  // namespace distflow
