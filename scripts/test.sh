@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install_deps.sh
 
+# Paths relative to the checkout let ccache reuse objects across clones.
+export CCACHE_BASEDIR="$PWD"
+
 # libFuzzer targets need clang; they get their own small build.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDISTFLOW_FUZZ=ON
 cmake --build build-fuzz

@@ -1,7 +1,129 @@
+// Random kernels: RandomUniform, RandomStandardNormal, TruncatedNormal.
+//
+// Each kernel owns a std::mt19937_64 guarded by a mutex, so successive runs
+// continue one stream. With seed or seed2 non-zero the stream is seeded from
+// std::seed_seq over (seed, seed2) and is therefore reproducible run by run;
+// with both zero it is seeded from std::random_device. Values are derived from
+// raw 64-bit draws with our own transforms (not std::*_distribution, whose
+// algorithms are implementation-defined), so sequences are portable.
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "graph/attr_value.h"
 #include "kernels/kernel_registry.h"
 
 namespace distflow {
+namespace {
 
-void RegisterRandomKernels(KernelRegistry* r) {}
+enum class Dist { kUniform, kNormal, kTruncatedNormal };
+
+// Uniform in [0, 1): the top mantissa-width bits of a 64-bit draw.
+template <typename T>
+T UniformFrom(uint64_t bits);
+template <>
+float UniformFrom<float>(uint64_t bits) {
+  return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // 24 bits
+}
+template <>
+double UniformFrom<double>(uint64_t bits) {
+  return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
+}
+
+class RandomOpBase : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  absl::Status Init(OpKernelConstruction* c) override {
+    absl::StatusOr<int64_t> seed = GetAttrInt(c->def(), "seed");
+    if (!seed.ok()) return seed.status();
+    absl::StatusOr<int64_t> seed2 = GetAttrInt(c->def(), "seed2");
+    if (!seed2.ok()) return seed2.status();
+    absl::MutexLock l(&mu_);
+    if (*seed != 0 || *seed2 != 0) {
+      const uint64_t s1 = static_cast<uint64_t>(*seed), s2 = static_cast<uint64_t>(*seed2);
+      std::seed_seq seq{static_cast<uint32_t>(s1), static_cast<uint32_t>(s1 >> 32), static_cast<uint32_t>(s2),
+                        static_cast<uint32_t>(s2 >> 32)};
+      gen_.seed(seq);
+    } else {
+      std::random_device rd;
+      std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
+      gen_.seed(seq);
+    }
+    return absl::OkStatus();
+  }
+
+ protected:
+  absl::StatusOr<TensorShape> OutputShape(OpKernelContext* ctx) const {
+    const Tensor& s = ctx->input(0);
+    if (s.dims() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape must be a vector, got a tensor of shape ", s.shape().DebugString()));
+    }
+    std::vector<int64_t> dims;
+    if (s.dtype() == DT_INT32) {
+      for (int32_t v : s.flat<int32_t>()) dims.push_back(v);
+    } else if (s.dtype() == DT_INT64) {
+      for (int64_t v : s.flat<int64_t>()) dims.push_back(v);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("shape must be int32 or int64, got ", DataTypeName(s.dtype())));
+    }
+    return TensorShape::FromDims(dims);
+  }
+
+  mutable absl::Mutex mu_;
+  mutable std::mt19937_64 gen_ ABSL_GUARDED_BY(mu_);
+};
+
+template <typename T, Dist D>
+class RandomOp : public RandomOpBase {
+ public:
+  using RandomOpBase::RandomOpBase;
+
+  absl::Status Compute(OpKernelContext* ctx) override {
+    absl::StatusOr<TensorShape> shape = OutputShape(ctx);
+    if (!shape.ok()) return shape.status();
+    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, *shape);
+    if (!out.ok()) return out.status();
+    absl::Span<T> v = (*out)->template flat<T>();
+    absl::MutexLock l(&mu_);
+    if constexpr (D == Dist::kUniform) {
+      for (T& x : v) x = UniformFrom<T>(gen_());
+    } else {
+      size_t i = 0;
+      while (i < v.size()) {
+        // Box-Muller: two independent standard normals per pair of uniforms.
+        const double u1 = 1.0 - UniformFrom<double>(gen_());  // (0, 1]
+        const double u2 = UniformFrom<double>(gen_());
+        const double r = std::sqrt(-2.0 * std::log(u1));
+        const double theta = 2.0 * M_PI * u2;
+        for (double z : {r * std::cos(theta), r * std::sin(theta)}) {
+          if (i == v.size()) break;
+          if constexpr (D == Dist::kTruncatedNormal) {
+            if (std::fabs(z) > 2.0) continue;  // resample beyond 2 stddev
+          }
+          v[i++] = static_cast<T>(z);
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+};
+
+template <Dist D>
+void RegisterDist(KernelRegistry* r, const char* op) {
+  r->Register<RandomOp<float, D>>(op, kCpu, DT_FLOAT, "dtype");
+  r->Register<RandomOp<double, D>>(op, kCpu, DT_DOUBLE, "dtype");
+}
+
+}  // namespace
+
+void RegisterRandomKernels(KernelRegistry* r) {
+  RegisterDist<Dist::kUniform>(r, "RandomUniform");
+  RegisterDist<Dist::kNormal>(r, "RandomStandardNormal");
+  RegisterDist<Dist::kTruncatedNormal>(r, "TruncatedNormal");
+}
 
 }  // namespace distflow

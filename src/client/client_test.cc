@@ -1,0 +1,117 @@
+#include "distflow/distflow.h"
+#include "gtest/gtest.h"
+#include "tensor/tensor_testutil.h"
+
+namespace distflow {
+namespace {
+
+TEST(Client, HelloDistributed) {
+  Scope root = Scope::NewRootScope();
+  auto hello = ops::Const(root, "Hello, distributed TensorFlow!");
+  Session sess;
+  auto out = sess.Run({hello});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<std::string>(), "Hello, distributed TensorFlow!");
+}
+
+TEST(Client, NamesAreUniqueAndScoped) {
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Const(root, 1.f);
+  auto b = ops::Const(root, 2.f);
+  Scope layer = root.NewSubScope("layer1");
+  auto c = ops::Const(layer.WithOpName("weights"), 3.f);
+  auto d = ops::Identity(layer, c);
+  EXPECT_EQ(a.op().name(), "Const");
+  EXPECT_EQ(b.op().name(), "Const_1");
+  EXPECT_EQ(c.op().name(), "layer1/weights");
+  EXPECT_EQ(d.op().name(), "layer1/Identity");
+  EXPECT_EQ(d.name(), "layer1/Identity:0");
+}
+
+TEST(Client, DeviceScopesAndFunctionsSetRequestedDevices) {
+  Scope root = Scope::NewRootScope();
+  auto ps0 = root.WithDevice("/job:ps/task:0");
+  auto w = ops::Variable(ps0.WithOpName("weights_1"), {784, 100}, DT_FLOAT);
+  EXPECT_EQ(w.node()->def().device(), "/job:ps/task:0");
+  auto f = root.WithDeviceFunction([](const proto::NodeDef& n) {
+    return n.op() == "Variable" ? std::string("/job:ps/task:1") : std::string("/job:worker/task:0");
+  });
+  auto v = ops::Variable(f, {2}, DT_FLOAT);
+  auto c = ops::Const(f, 1.f);
+  EXPECT_EQ(v.node()->def().device(), "/job:ps/task:1");
+  EXPECT_EQ(c.node()->def().device(), "/job:worker/task:0");
+}
+
+TEST(Client, ControlDependenciesAreAdded) {
+  Scope root = Scope::NewRootScope();
+  auto v = ops::Variable(root, {}, DT_INT32);
+  auto set = ops::Assign(root, v, ops::Const(root, 5));
+  auto after = ops::Identity(root.WithControlDependencies({set.op()}), v);
+  ASSERT_EQ(after.node()->control_inputs().size(), 1u);
+  Session sess;
+  auto out = sess.Run({after});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<int32_t>(), 5);
+}
+
+TEST(Client, BuildErrorIsKeptAndReportedByRun) {
+  Scope root = Scope::NewRootScope();
+  auto v = ops::Variable(root.WithOpName("w"), {2, 2}, DT_FLOAT);
+  auto bad = ops::Assign(root, v, ops::Const(root, {1, 2, 3}, TensorShape({3})));
+  EXPECT_FALSE(bad.ok());
+  EXPECT_FALSE(root.ok());
+  auto later = ops::Identity(root, v);
+  EXPECT_FALSE(later.ok()) << "after an error, further ops are no-ops";
+  Session sess;
+  auto out = sess.Run({v});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("cannot assign a value of shape [3] to a variable of shape [2,2]"),
+            std::string::npos)
+      << out.status();
+}
+
+TEST(Client, VariablesWithInitializers) {
+  Scope root = Scope::NewRootScope();
+  auto w = ops::MakeVariable(root.WithOpName("w"), ops::Const(root, {1, 2, 3, 4}, TensorShape({2, 2})));
+  auto b = ops::MakeVariable(root.WithOpName("b"), ops::Const(root, 0.5f));
+  auto init = ops::GlobalVariablesInitializer(root);
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {init}).ok());
+  auto out = sess.Run({w, b});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape({2, 2})), (*out)[0]);
+  EXPECT_EQ((*out)[1].scalar<float>(), 0.5f);
+}
+
+TEST(Client, GraphGrowsBetweenRuns) {
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Const(root, 1.f);
+  Session sess;
+  ASSERT_TRUE(sess.Run({a}).ok());
+  auto b = ops::Identity(root, a);
+  auto out = sess.Run({b});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 1.f);
+}
+
+TEST(Client, FeedsPlaceholders) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root, DT_FLOAT, PartialShape({-1}));
+  auto y = ops::Identity(root, x);
+  Session sess;
+  auto out = sess.Run({{x, Tensor::FromVector<float>({1, 2})}}, {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({1, 2}), (*out)[0]);
+}
+
+TEST(Client, UnsupportedTargetsAreClearErrors) {
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Const(root, 1.f);
+  Session bad("tcp://nowhere");
+  auto out = bad.Run({a});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("Unknown session target 'tcp://nowhere'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace distflow

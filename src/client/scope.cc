@@ -1,0 +1,133 @@
+#include "client/scope.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace distflow {
+
+Scope Scope::NewRootScope() {
+  Scope s;
+  s.graph_ = std::make_shared<GraphState>();
+  return s;
+}
+
+Scope Scope::NewSubScope(const std::string& name) const {
+  Scope s = *this;
+  std::string unique = GetUniqueName(name);
+  s.prefix_ = unique;
+  s.op_name_.clear();
+  return s;
+}
+
+Scope Scope::WithOpName(const std::string& name) const {
+  Scope s = *this;
+  s.op_name_ = name;
+  return s;
+}
+
+Scope Scope::WithDevice(const std::string& device) const {
+  Scope s = *this;
+  s.device_ = device;
+  s.device_fn_ = nullptr;
+  return s;
+}
+
+Scope Scope::WithDeviceFunction(DeviceFunction fn) const {
+  Scope s = *this;
+  s.device_fn_ = std::move(fn);
+  return s;
+}
+
+Scope Scope::WithControlDependencies(const std::vector<Operation>& deps) const {
+  Scope s = *this;
+  s.control_deps_.insert(s.control_deps_.end(), deps.begin(), deps.end());
+  return s;
+}
+
+Scope Scope::WithNoControlDependencies() const {
+  Scope s = *this;
+  s.control_deps_.clear();
+  return s;
+}
+
+absl::Status Scope::status() const {
+  absl::MutexLock lock(&graph_->mu);
+  return graph_->status;
+}
+
+void Scope::UpdateStatus(const absl::Status& s) const {
+  if (s.ok()) return;
+  absl::MutexLock lock(&graph_->mu);
+  if (graph_->status.ok()) graph_->status = s;
+}
+
+std::string Scope::GetUniqueName(const std::string& base) const {
+  std::string full = prefix_.empty() ? base : absl::StrCat(prefix_, "/", base);
+  absl::MutexLock lock(&graph_->mu);
+  int& count = graph_->name_counts[full];
+  std::string name = count == 0 ? full : absl::StrCat(full, "_", count);
+  ++count;
+  while (graph_->graph.FindNode(name) != nullptr) name = absl::StrCat(full, "_", count++);
+  return name;
+}
+
+Operation Scope::AddNode(proto::NodeDef def, const std::vector<Output>& inputs) const {
+  if (!ok()) return Operation();
+  for (const Output& in : inputs) {
+    if (!in.ok()) {
+      UpdateStatus(absl::InvalidArgumentError(absl::StrCat("Cannot add a ", def.op(), " node: one of its inputs is invalid (an earlier op failed)")));
+      return Operation();
+    }
+    if (in.op().graph_state() != graph_) {
+      UpdateStatus(absl::InvalidArgumentError(absl::StrCat("Cannot add a ", def.op(), " node: input '", in.name(),
+                                                           "' belongs to another graph")));
+      return Operation();
+    }
+    def.add_input(in.name());
+  }
+  for (const Operation& dep : control_deps_) {
+    if (dep.ok()) def.add_input(absl::StrCat("^", dep.name()));
+  }
+  def.set_name(op_name_.empty() ? GetUniqueName(def.op())
+                                : (prefix_.empty() ? op_name_ : absl::StrCat(prefix_, "/", op_name_)));
+  if (device_fn_) {
+    def.set_device(device_fn_(def));
+  } else if (!device_.empty()) {
+    def.set_device(device_);
+  }
+  absl::MutexLock lock(&graph_->mu);
+  if (!op_name_.empty()) graph_->name_counts[def.name()]++;
+  absl::StatusOr<const Node*> n = graph_->graph.AddNode(std::move(def));
+  if (!n.ok()) {
+    if (graph_->status.ok()) graph_->status = n.status();
+    return Operation();
+  }
+  return Operation(*n, graph_);
+}
+
+void Scope::ToGraphDef(proto::GraphDef* out) const {
+  absl::MutexLock lock(&graph_->mu);
+  graph_->graph.ToGraphDef(out);
+}
+
+void Scope::SetGraphSeed(int64_t seed) const {
+  absl::MutexLock lock(&graph_->mu);
+  graph_->graph_seed = seed;
+}
+
+void Scope::AddInitializer(const Operation& op) const {
+  absl::MutexLock lock(&graph_->mu);
+  graph_->initializers.push_back(op);
+}
+
+std::vector<Operation> Scope::Initializers() const {
+  absl::MutexLock lock(&graph_->mu);
+  return graph_->initializers;
+}
+
+std::string Output::name() const {
+  return op_.ok() ? absl::StrCat(op_.name(), ":", index_) : "<invalid>";
+}
+DataType Output::dtype() const { return op_.ok() ? op_.node()->output_type(index_) : DT_INVALID; }
+PartialShape Output::shape() const { return op_.ok() ? op_.node()->output_shape(index_) : PartialShape(); }
+
+}  // namespace distflow

@@ -1,0 +1,128 @@
+// Scope: how a client builds a graph. A Scope carries a name scope, a device
+// (or a device function), control dependencies and the graph they all add
+// to; With* methods return a new Scope and never change the original.
+//
+//   Scope root = Scope::NewRootScope();
+//   Scope ps0 = root.WithDevice("/job:ps/task:0");
+//   Output w = ops::Variable(ps0.WithOpName("weights_1"), {784, 100}, DT_FLOAT);
+//
+// Errors (a shape mismatch, an unknown input) are recorded in the scope's
+// graph: the first one is kept, later ops become no-ops, and status() or a
+// Session::Run reports it, naming the node.
+//
+// Scopes of one graph may be used from one thread at a time per graph.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "graph/graph.h"
+
+namespace distflow {
+
+class Output;
+class Scope;
+struct GraphState;
+
+// A node of the graph being built.
+class Operation {
+ public:
+  Operation() = default;
+  Operation(const Node* node, std::shared_ptr<GraphState> graph) : node_(node), graph_(std::move(graph)) {}
+  const Node* node() const { return node_; }
+  bool ok() const { return node_ != nullptr; }
+  std::string name() const { return node_ ? node_->name() : "<invalid>"; }
+  const std::shared_ptr<GraphState>& graph_state() const { return graph_; }
+
+ private:
+  const Node* node_ = nullptr;
+  std::shared_ptr<GraphState> graph_;
+};
+
+// A device function: given a node about to be added, the device to put it on.
+using DeviceFunction = std::function<std::string(const proto::NodeDef&)>;
+
+class Scope {
+ public:
+  static Scope NewRootScope();
+
+  Scope NewSubScope(const std::string& name) const;  // names become "name/op"
+  Scope WithOpName(const std::string& name) const;   // the next op's exact name (within the name scope)
+  Scope WithDevice(const std::string& device) const;
+  Scope WithDeviceFunction(DeviceFunction fn) const;
+  Scope WithControlDependencies(const std::vector<Operation>& deps) const;
+  Scope WithNoControlDependencies() const;
+
+  // The first error recorded while building, or OK.
+  absl::Status status() const;
+  bool ok() const { return status().ok(); }
+  // Records an error (the first one wins).
+  void UpdateStatus(const absl::Status& s) const;
+
+  // A fresh name under this scope: "prefix/Op", "prefix/Op_1", ...
+  std::string GetUniqueName(const std::string& base) const;
+
+  // Adds a node built from `def` (its name and device are filled in by the
+  // scope) with `inputs` and the scope's control dependencies. On error the
+  // status is recorded and an invalid Operation returned.
+  Operation AddNode(proto::NodeDef def, const std::vector<Output>& inputs) const;
+
+  // The graph as a GraphDef; every Session::Run sends what is new.
+  void ToGraphDef(proto::GraphDef* out) const;
+  const std::shared_ptr<GraphState>& graph_state() const { return graph_; }
+
+  // Graph-level random seed: random ops without their own seed derive one.
+  void SetGraphSeed(int64_t seed) const;
+
+  // Initializers (Assign ops of variables made by MakeVariable).
+  void AddInitializer(const Operation& op) const;
+  std::vector<Operation> Initializers() const;
+
+ private:
+  Scope() = default;
+  std::shared_ptr<GraphState> graph_;
+  std::string prefix_;
+  std::string op_name_;
+  std::string device_;
+  DeviceFunction device_fn_;
+  std::vector<Operation> control_deps_;
+};
+
+// An output tensor of an Operation; carries the scope it was made in so that
+// arithmetic operators (a + b) add their nodes next to it.
+class Output {
+ public:
+  Output() : scope_(Scope::NewRootScope()) {}
+  Output(Operation op, int index, Scope scope) : op_(std::move(op)), index_(index), scope_(std::move(scope)) {}
+
+  const Operation& op() const { return op_; }
+  const Node* node() const { return op_.node(); }
+  int index() const { return index_; }
+  bool ok() const { return op_.ok(); }
+  // "node:index".
+  std::string name() const;
+  DataType dtype() const;
+  PartialShape shape() const;
+  const Scope& scope() const { return scope_; }
+
+ private:
+  Operation op_;
+  int index_ = 0;
+  Scope scope_;
+};
+
+// What every Scope of one graph shares.
+struct GraphState {
+  absl::Mutex mu;
+  Graph graph ABSL_GUARDED_BY(mu);
+  absl::Status status ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, int> name_counts ABSL_GUARDED_BY(mu);
+  std::vector<Operation> initializers ABSL_GUARDED_BY(mu);
+  int64_t graph_seed ABSL_GUARDED_BY(mu) = 0;
+  int64_t next_op_seed ABSL_GUARDED_BY(mu) = 1;
+};
+
+}  // namespace distflow

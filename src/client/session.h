@@ -1,0 +1,51 @@
+// Session: runs the graph that a Scope built.
+//
+//   Session sess;                           // in-process ("" or "local")
+//   auto out = sess.Run({hello});           // StatusOr<std::vector<Tensor>>
+//   sess.Run({{x, batch}}, {loss}, {train_op});
+//
+// Each Run first sends the nodes added since the last Run (Extend), so a
+// graph may keep growing between runs. A session runs one graph; a build
+// error recorded in the scope is returned by Run, naming the node.
+// Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client/scope.h"
+#include "runtime/local_session.h"
+
+namespace distflow {
+
+using FeedDict = std::vector<std::pair<Output, Tensor>>;
+
+class Session {
+ public:
+  // `target`: "" or "local" for in-process; "grpc://host:port" for a cluster.
+  explicit Session(const std::string& target = "", SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Output>& fetches);
+  absl::StatusOr<std::vector<Tensor>> Run(const FeedDict& feeds, const std::vector<Output>& fetches,
+                                          const std::vector<Operation>& targets = {},
+                                          const RunOptions& options = RunOptions());
+  absl::Status Close();
+
+ private:
+  absl::Status Sync(const std::shared_ptr<GraphState>& graph);
+
+  absl::Status init_status_;
+  std::unique_ptr<LocalSession> local_;
+  absl::Mutex mu_;
+  std::shared_ptr<GraphState> graph_ ABSL_GUARDED_BY(mu_);
+  int sent_nodes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace distflow
