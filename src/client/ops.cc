@@ -115,6 +115,7 @@ Output MakeVariable(const Scope& s, const Output& initial, const VariableOptions
   Scope init_scope = s.WithOpName(v.op().name() + "/Assign").WithNoControlDependencies();
   Output a = Assign(init_scope, v, initial);
   if (a.ok()) s.AddInitializer(a.op());
+  if (options.trainable) s.AddTrainableVariable(v);
   return v;
 }
 Output Assign(const Scope& s, const Output& ref, const Output& value, bool validate_shape) {

@@ -43,6 +43,7 @@ Operation Group(const Scope& s, const std::vector<Operation>& deps);
 struct VariableOptions {
   std::string container;
   std::string shared_name;
+  bool trainable = true;  // MakeVariable adds it to Scope::TrainableVariables()
 };
 Output Variable(const Scope& s, const PartialShape& shape, DataType dtype, const VariableOptions& options = {});
 Output MakeVariable(const Scope& s, const Output& initial, const VariableOptions& options = {});

@@ -124,6 +124,16 @@ std::vector<Operation> Scope::Initializers() const {
   return graph_->initializers;
 }
 
+void Scope::AddTrainableVariable(const Output& var) const {
+  absl::MutexLock lock(&graph_->mu);
+  graph_->trainable_variables.push_back(var);
+}
+
+std::vector<Output> Scope::TrainableVariables() const {
+  absl::MutexLock lock(&graph_->mu);
+  return graph_->trainable_variables;
+}
+
 std::string Output::name() const {
   return op_.ok() ? absl::StrCat(op_.name(), ":", index_) : "<invalid>";
 }

@@ -81,6 +81,10 @@ class Scope {
   void AddInitializer(const Operation& op) const;
   std::vector<Operation> Initializers() const;
 
+  // Variables that optimizers train by default (MakeVariable adds them).
+  void AddTrainableVariable(const Output& var) const;
+  std::vector<Output> TrainableVariables() const;
+
  private:
   Scope() = default;
   std::shared_ptr<GraphState> graph_;
@@ -121,6 +125,7 @@ struct GraphState {
   absl::Status status ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<std::string, int> name_counts ABSL_GUARDED_BY(mu);
   std::vector<Operation> initializers ABSL_GUARDED_BY(mu);
+  std::vector<Output> trainable_variables ABSL_GUARDED_BY(mu);
   int64_t graph_seed ABSL_GUARDED_BY(mu) = 0;
   int64_t next_op_seed ABSL_GUARDED_BY(mu) = 1;
 };

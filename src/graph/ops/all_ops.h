@@ -13,6 +13,9 @@ void RegisterArrayOps(OpRegistry* r);      // Reshape, Shape, Concat, Slice, Pac
 void RegisterReductionOps(OpRegistry* r);  // Sum, Mean, Max, Min, Prod, ArgMax, ArgMin
 void RegisterMatMulOps(OpRegistry* r);     // MatMul
 void RegisterRandomOps(OpRegistry* r);     // RandomUniform, RandomStandardNormal, TruncatedNormal
+void RegisterNnOps(OpRegistry* r);         // Conv2D, pooling, BiasAdd, activations, softmax losses, and their grads
+void RegisterTrainingOps(OpRegistry* r);   // ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam
+void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other helpers of symbolic gradients
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -22,6 +25,9 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterReductionOps(r);
   RegisterMatMulOps(r);
   RegisterRandomOps(r);
+  RegisterNnOps(r);
+  RegisterTrainingOps(r);
+  RegisterGradSupportOps(r);
 }
 
 }  // namespace distflow

@@ -14,6 +14,9 @@ void RegisterArrayKernels(KernelRegistry* r);
 void RegisterReductionKernels(KernelRegistry* r);
 void RegisterMatMulKernels(KernelRegistry* r);
 void RegisterRandomKernels(KernelRegistry* r);
+void RegisterNnKernels(KernelRegistry* r);
+void RegisterTrainingKernels(KernelRegistry* r);
+void RegisterGradSupportKernels(KernelRegistry* r);
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -23,6 +26,9 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterReductionKernels(r);
   RegisterMatMulKernels(r);
   RegisterRandomKernels(r);
+  RegisterNnKernels(r);
+  RegisterTrainingKernels(r);
+  RegisterGradSupportKernels(r);
 }
 
 }  // namespace distflow
