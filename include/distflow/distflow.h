@@ -13,5 +13,6 @@
 #include "client/scope.h"
 #include "client/session.h"
 #include "graph/attr_value.h"
+#include "distributed/server.h"
 #include "runtime/local_session.h"
 #include "tensor/tensor.h"

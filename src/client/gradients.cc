@@ -1,5 +1,12 @@
 #include "client/gradients.h"
 
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/grad/grad_families.h"
+#include "graph/attr_value.h"
+
 namespace distflow {
 
 GradientRegistry* GradientRegistry::Global() {
@@ -28,12 +35,208 @@ const GradFunc* GradientRegistry::Find(const std::string& op, bool* no_gradient)
   return it == funcs_.end() ? nullptr : &it->second;
 }
 
-void RegisterStandardGradients(GradientRegistry* r) {}
+void RegisterStandardGradients(GradientRegistry* r) {
+  RegisterMathGradients(r);
+  RegisterArrayGradients(r);
+  RegisterNnGradients(r);
+}
+
+namespace {
+
+using Key = std::pair<int, int>;  // (node id, output index)
+
+bool IsStopGradient(const Node* n) { return n->op() == "StopGradient"; }
+
+}  // namespace
 
 absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vector<Output>& ys,
                                               const std::vector<Output>& xs, const std::vector<Output>& grad_ys,
                                               const GradientOptions& options) {
-  return absl::UnimplementedError("Gradients is not implemented yet");
+  if (!scope.ok()) return scope.status();
+  if (!grad_ys.empty() && grad_ys.size() != ys.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gradients: ", grad_ys.size(), " grad_ys given for ", ys.size(), " ys"));
+  }
+  const std::shared_ptr<GraphState>& gs = scope.graph_state();
+  auto check = [&](const Output& o, const char* what, size_t i) -> absl::Status {
+    if (!o.ok()) return absl::InvalidArgumentError(absl::StrCat("Gradients: ", what, "[", i, "] is invalid"));
+    if (o.op().graph_state() != gs) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Gradients: ", what, "[", i, "] '", o.name(), "' belongs to another graph"));
+    }
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < ys.size(); ++i) {
+    absl::Status s = check(ys[i], "ys", i);
+    if (!s.ok()) return s;
+  }
+  for (size_t i = 0; i < xs.size(); ++i) {
+    absl::Status s = check(xs[i], "xs", i);
+    if (!s.ok()) return s;
+  }
+  for (size_t i = 0; i < grad_ys.size(); ++i) {
+    absl::Status s = check(grad_ys[i], "grad_ys", i);
+    if (!s.ok()) return s;
+  }
+
+  // Snapshot the graph: nodes by id and their data consumers.
+  std::vector<const Node*> nodes;
+  std::vector<std::vector<std::pair<int, int>>> consumers;  // (consumer id, input index)
+  {
+    absl::MutexLock lock(&gs->mu);
+    const Graph& g = gs->graph;
+    nodes.resize(static_cast<size_t>(g.num_nodes()));
+    consumers.resize(nodes.size());
+    for (int id = 0; id < g.num_nodes(); ++id) {
+      const Node* n = g.node(id);
+      nodes[static_cast<size_t>(id)] = n;
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        consumers[static_cast<size_t>(n->input(i).node->id())].push_back({id, i});
+      }
+    }
+  }
+  const size_t num = nodes.size();
+
+  // Forward from xs along differentiable edges (StopGradient ends a path).
+  std::vector<bool> fwd(num, false), bwd(num, false);
+  std::vector<int> stack;
+  {
+    // Expand x nodes only through the x outputs themselves.
+    std::vector<Key> starts;
+    for (const Output& x : xs) starts.push_back({x.node()->id(), x.index()});
+    auto visit = [&](int cid) {
+      if (!fwd[static_cast<size_t>(cid)]) {
+        fwd[static_cast<size_t>(cid)] = true;
+        stack.push_back(cid);
+      }
+    };
+    for (const Key& k : starts) {
+      if (IsStopGradient(nodes[static_cast<size_t>(k.first)])) continue;
+      for (const auto& [cid, in] : consumers[static_cast<size_t>(k.first)]) {
+        const Node* c = nodes[static_cast<size_t>(cid)];
+        if (c->input(in).index == k.second && grad::IsDifferentiable(c->input_type(in))) visit(cid);
+      }
+    }
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (IsStopGradient(nodes[static_cast<size_t>(id)])) continue;
+      for (const auto& [cid, in] : consumers[static_cast<size_t>(id)]) {
+        if (grad::IsDifferentiable(nodes[static_cast<size_t>(cid)]->input_type(in))) visit(cid);
+      }
+    }
+  }
+  for (const Output& x : xs) fwd[static_cast<size_t>(x.node()->id())] = true;
+  // Backward from ys.
+  for (const Output& y : ys) {
+    const int id = y.node()->id();
+    if (!bwd[static_cast<size_t>(id)]) {
+      bwd[static_cast<size_t>(id)] = true;
+      stack.push_back(id);
+    }
+  }
+  while (!stack.empty()) {
+    const Node* n = nodes[static_cast<size_t>(stack.back())];
+    stack.pop_back();
+    if (IsStopGradient(n)) continue;
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      if (!grad::IsDifferentiable(n->input_type(i))) continue;
+      const int pid = n->input(i).node->id();
+      if (!bwd[static_cast<size_t>(pid)]) {
+        bwd[static_cast<size_t>(pid)] = true;
+        stack.push_back(pid);
+      }
+    }
+  }
+  std::vector<bool> relevant(num, false);
+  for (size_t i = 0; i < num; ++i) relevant[i] = fwd[i] && bwd[i];
+
+  Scope base = scope.WithNoControlDependencies().NewSubScope("gradients");
+  auto op_scope = [&](const Node* n, const std::string& suffix) {
+    Scope s = base.NewSubScope(n->name() + suffix);
+    if (options.colocate_gradients_with_ops) s = s.WithDevice(n->def().device());
+    return s;
+  };
+
+  std::map<Key, std::vector<Output>> pending;
+  for (size_t k = 0; k < ys.size(); ++k) {
+    const Output& y = ys[k];
+    const Node* n = y.node();
+    if (!relevant[static_cast<size_t>(n->id())] || !grad::IsDifferentiable(y.dtype())) continue;
+    Output g;
+    if (!grad_ys.empty()) {
+      g = grad_ys[k];
+    } else {
+      g = ops::OnesLike(op_scope(n, "_grad_ys"), y);
+      if (!g.ok()) return scope.status();
+    }
+    pending[{n->id(), y.index()}].push_back(g);
+  }
+
+  const GradientRegistry* registry = GradientRegistry::Global();
+  std::map<Key, Output> summed;
+  for (int id = static_cast<int>(num) - 1; id >= 0; --id) {
+    if (!relevant[static_cast<size_t>(id)]) continue;
+    const Node* n = nodes[static_cast<size_t>(id)];
+    bool has_pending = false;
+    for (int o = 0; o < n->num_outputs() && !has_pending; ++o) has_pending = pending.count({id, o}) > 0;
+    if (!has_pending) continue;
+    Scope s = op_scope(n, "_grad");
+
+    std::vector<Output> grad_outputs(static_cast<size_t>(n->num_outputs()));
+    for (int o = 0; o < n->num_outputs(); ++o) {
+      auto it = pending.find({id, o});
+      if (it == pending.end()) continue;
+      Output g = it->second.size() == 1 ? it->second[0] : ops::AddN(s, it->second);
+      if (!g.ok()) return s.status();
+      grad_outputs[static_cast<size_t>(o)] = g;
+      summed[{id, o}] = g;
+      pending.erase(it);
+    }
+    if (IsStopGradient(n)) continue;
+
+    bool any_input = false;
+    for (int i = 0; i < n->num_inputs() && !any_input; ++i) {
+      any_input = relevant[static_cast<size_t>(n->input(i).node->id())] && grad::IsDifferentiable(n->input_type(i));
+    }
+    if (!any_input) continue;  // a source (an x)
+
+    bool no_gradient = false;
+    const GradFunc* fn = registry->Find(n->op(), &no_gradient);
+    if (no_gradient) continue;
+    if (fn == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("No gradient defined for op '", n->op(), "' (node '", n->name(), "')"));
+    }
+    std::vector<Output> grad_inputs;
+    absl::Status st = (*fn)(s, Operation(n, gs), grad_outputs, &grad_inputs);
+    if (!st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("Gradient of node '", n->name(), "' (op '", n->op(),
+                                                  "'): ", st.message()));
+    }
+    if (!s.ok()) return s.status();
+    if (static_cast<int>(grad_inputs.size()) != n->num_inputs()) {
+      return absl::InternalError(absl::StrCat("Gradient function of op '", n->op(), "' returned ",
+                                              grad_inputs.size(), " gradients for ", n->num_inputs(),
+                                              " inputs (node '", n->name(), "')"));
+    }
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      const Output& g = grad_inputs[static_cast<size_t>(i)];
+      if (!g.ok()) continue;
+      const NodeOut& in = n->input(i);
+      if (!relevant[static_cast<size_t>(in.node->id())] || !grad::IsDifferentiable(n->input_type(i))) continue;
+      pending[{in.node->id(), in.index}].push_back(g);
+    }
+  }
+
+  std::vector<Output> result;
+  result.reserve(xs.size());
+  for (const Output& x : xs) {
+    auto it = summed.find({x.node()->id(), x.index()});
+    result.push_back(it == summed.end() ? Output() : it->second);
+  }
+  if (!scope.ok()) return scope.status();
+  return result;
 }
 
 }  // namespace distflow

@@ -112,7 +112,7 @@ Output MakeVariable(const Scope& s, const Output& initial, const VariableOptions
   }
   Output v = Variable(s, initial.shape(), initial.dtype(), options);
   if (!v.ok()) return v;
-  Scope init_scope = s.WithOpName(v.op().name() + "/Assign").WithNoControlDependencies();
+  Scope init_scope = s.WithFullOpName(v.op().name() + "/Assign").WithNoControlDependencies();
   Output a = Assign(init_scope, v, initial);
   if (a.ok()) s.AddInitializer(a.op());
   if (options.trainable) s.AddTrainableVariable(v);

@@ -21,6 +21,14 @@ Scope Scope::NewSubScope(const std::string& name) const {
 Scope Scope::WithOpName(const std::string& name) const {
   Scope s = *this;
   s.op_name_ = name;
+  s.full_name_ = false;
+  return s;
+}
+
+Scope Scope::WithFullOpName(const std::string& name) const {
+  Scope s = *this;
+  s.op_name_ = name;
+  s.full_name_ = true;
   return s;
 }
 
@@ -88,7 +96,7 @@ Operation Scope::AddNode(proto::NodeDef def, const std::vector<Output>& inputs) 
     if (dep.ok()) def.add_input(absl::StrCat("^", dep.name()));
   }
   def.set_name(op_name_.empty() ? GetUniqueName(def.op())
-                                : (prefix_.empty() ? op_name_ : absl::StrCat(prefix_, "/", op_name_)));
+                                : (prefix_.empty() || full_name_ ? op_name_ : absl::StrCat(prefix_, "/", op_name_)));
   if (device_fn_) {
     def.set_device(device_fn_(def));
   } else if (!device_.empty()) {

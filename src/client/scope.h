@@ -51,6 +51,7 @@ class Scope {
 
   Scope NewSubScope(const std::string& name) const;  // names become "name/op"
   Scope WithOpName(const std::string& name) const;   // the next op's exact name (within the name scope)
+  Scope WithFullOpName(const std::string& name) const;  // the next op's name, ignoring the name scope
   Scope WithDevice(const std::string& device) const;
   Scope WithDeviceFunction(DeviceFunction fn) const;
   Scope WithControlDependencies(const std::vector<Operation>& deps) const;
@@ -90,6 +91,7 @@ class Scope {
   std::shared_ptr<GraphState> graph_;
   std::string prefix_;
   std::string op_name_;
+  bool full_name_ = false;
   std::string device_;
   DeviceFunction device_fn_;
   std::vector<Operation> control_deps_;

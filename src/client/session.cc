@@ -2,15 +2,20 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "distributed/grpc_session.h"
 
 namespace distflow {
 
 Session::Session(const std::string& target, SessionOptions options) {
   if (target.empty() || target == "local") {
-    local_ = std::make_unique<LocalSession>(std::move(options));
+    impl_ = std::make_unique<LocalSession>(std::move(options));
   } else if (absl::StartsWith(target, "grpc://")) {
-    init_status_ = absl::UnimplementedError(absl::StrCat(
-        "Session target '", target, "': grpc:// targets need the distributed runtime, which is not built yet; use \"\""));
+    absl::StatusOr<std::unique_ptr<GrpcSession>> g = GrpcSession::Create(target, std::move(options));
+    if (g.ok()) {
+      impl_ = std::move(*g);
+    } else {
+      init_status_ = g.status();
+    }
   } else {
     init_status_ = absl::InvalidArgumentError(
         absl::StrCat("Unknown session target '", target, "'; expected \"\", \"local\" or \"grpc://host:port\""));
@@ -35,7 +40,7 @@ absl::Status Session::Sync(const std::shared_ptr<GraphState>& graph) {
     int n = graph->graph.num_nodes();
     for (int i = sent_nodes_; i < n; ++i) *delta.add_node() = graph->graph.node(i)->def();
     if (delta.node_size() == 0) return absl::OkStatus();
-    absl::Status s = local_->Extend(delta);
+    absl::Status s = impl_->Extend(delta);
     if (!s.ok()) return s;
     sent_nodes_ = n;
   }
@@ -80,11 +85,19 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const FeedDict& feeds, const st
     if (!op.ok()) return absl::InvalidArgumentError("Target is an invalid operation");
     t.push_back(op.name());
   }
-  return local_->Run(options, f, o, t);
+  return impl_->Run(options, f, o, t);
 }
 
 absl::Status Session::Close() {
-  if (local_) return local_->Close();
+  if (impl_) return impl_->Close();
+  return absl::OkStatus();
+}
+
+absl::Status Session::Reset(const std::vector<std::string>& containers) {
+  if (!init_status_.ok()) return init_status_;
+  if (auto* g = dynamic_cast<GrpcSession*>(impl_.get())) return g->Reset(containers);
+  auto* l = static_cast<LocalSession*>(impl_.get());
+  ResetContainers(l->device(), containers);
   return absl::OkStatus();
 }
 

@@ -37,12 +37,15 @@ class Session {
                                           const std::vector<Operation>& targets = {},
                                           const RunOptions& options = RunOptions());
   absl::Status Close();
+  // Clears variable containers on every task of a cluster session (all if
+  // `containers` is empty); in process, on the local device.
+  absl::Status Reset(const std::vector<std::string>& containers = {});
 
  private:
   absl::Status Sync(const std::shared_ptr<GraphState>& graph);
 
   absl::Status init_status_;
-  std::unique_ptr<LocalSession> local_;
+  std::unique_ptr<SessionInterface> impl_;
   absl::Mutex mu_;
   std::shared_ptr<GraphState> graph_ ABSL_GUARDED_BY(mu_);
   int sent_nodes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -117,7 +117,10 @@ absl::StatusOr<std::vector<Tensor>> LocalSession::Run(const RunOptions& options,
   absl::StatusOr<std::shared_ptr<Executor>> ex = GetExecutor(feed_ids, fetch_ids, targets);
   if (!ex.ok()) return ex.status();
   StepOptions so;
-  {
+  so.step_id = options.step_id;
+  so.rendezvous = options.rendezvous;
+  so.cancellation = options.cancellation;
+  if (so.step_id == 0) {
     absl::MutexLock lock(&mu_);
     so.step_id = next_step_id_++;
   }

@@ -35,13 +35,36 @@ struct SessionOptions {
   std::string default_container;
   // Device to run on; null means the process-wide local CPU device.
   Device* device = nullptr;
+
+  // For sessions on a cluster (grpc:// targets).
+  bool allow_soft_placement = false;
+  bool log_device_placement = false;
+  std::vector<std::string> device_filters;  // e.g. {"/job:ps", "/job:worker/task:1"}
+  int64_t wait_for_cluster_ms = 0;          // 0: 300 s
 };
 
 struct RunOptions {
   int64_t timeout_ms = 0;  // overrides SessionOptions::operation_timeout_ms when > 0
+  // Set by the distributed runtime when this run is one partition of a step.
+  int64_t step_id = 0;  // 0: the session numbers its own steps
+  Rendezvous* rendezvous = nullptr;
+  CancellationManager* cancellation = nullptr;
 };
 
-class LocalSession {
+// What every session offers, in process or over gRPC.
+class SessionInterface {
+ public:
+  virtual ~SessionInterface() = default;
+  // Adds nodes to the session's graph (the first call creates it).
+  virtual absl::Status Extend(const proto::GraphDef& graph) = 0;
+  virtual absl::StatusOr<std::vector<Tensor>> Run(const RunOptions& options,
+                                                  const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                  const std::vector<std::string>& fetches,
+                                                  const std::vector<std::string>& targets) = 0;
+  virtual absl::Status Close() = 0;
+};
+
+class LocalSession : public SessionInterface {
  public:
   explicit LocalSession(SessionOptions options = {});
   ~LocalSession();
@@ -50,13 +73,13 @@ class LocalSession {
 
   // Create requires an empty session; Extend adds nodes (existing ones must match).
   absl::Status Create(const proto::GraphDef& graph);
-  absl::Status Extend(const proto::GraphDef& graph);
+  absl::Status Extend(const proto::GraphDef& graph) override;
 
   // Fetches and feeds are tensor names ("node:0" or "node"); targets are node names.
   absl::StatusOr<std::vector<Tensor>> Run(const RunOptions& options,
                                           const std::vector<std::pair<std::string, Tensor>>& feeds,
                                           const std::vector<std::string>& fetches,
-                                          const std::vector<std::string>& targets);
+                                          const std::vector<std::string>& targets) override;
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<std::pair<std::string, Tensor>>& feeds,
                                           const std::vector<std::string>& fetches,
                                           const std::vector<std::string>& targets = {}) {
@@ -64,7 +87,7 @@ class LocalSession {
   }
 
   // Drops the session's private variables; later calls fail.
-  absl::Status Close();
+  absl::Status Close() override;
 
   Device* device() const { return device_; }
   int64_t num_cached_executors() const;

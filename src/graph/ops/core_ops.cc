@@ -46,6 +46,27 @@ void RegisterCoreOps(OpRegistry* r) {
   r->MustRegister(
       OpDefBuilder("StopGradient").Input("input: T").Output("output: T").Attr("T: type").SetShapeFn(UnchangedShape));
   r->MustRegister(OpDefBuilder("NoOp").SetShapeFn(UnknownShape));
+
+  // Transfers across partitions, inserted by the partitioner. `key` names the
+  // edge; `send_task` is the task that produces it.
+  r->MustRegister(OpDefBuilder("_Send")
+                      .Input("tensor: T")
+                      .Attr("T: type")
+                      .Attr("key: string")
+                      .SetIsStateful()
+                      .SetShapeFn(UnknownShape));
+  r->MustRegister(OpDefBuilder("_Recv")
+                      .Output("tensor: tensor_type")
+                      .Attr("tensor_type: type")
+                      .Attr("key: string")
+                      .Attr("send_task: string")
+                      .Attr("shape: shape")
+                      .SetIsStateful()
+                      .SetShapeFn([](InferenceContext* c) {
+                        absl::StatusOr<PartialShape> s = GetAttrShape(c->node(), "shape");
+                        c->set_output(0, s.ok() ? *s : PartialShape::Unknown());
+                        return absl::OkStatus();
+                      }));
 }
 
 }  // namespace distflow

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/attr_value.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/rendezvous.h"
 
 namespace distflow {
 namespace {
@@ -55,9 +56,58 @@ class NoOp : public OpKernel {
   bool IsExpensive() const override { return false; }
 };
 
+class SendOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    absl::StatusOr<std::string> key = GetAttrString(c->def(), "key");
+    if (!key.ok()) return key.status();
+    key_ = *key;
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    if (ctx->rendezvous() == nullptr) return absl::FailedPreconditionError("_Send needs a distributed step");
+    return ctx->rendezvous()->Send(ctx->step_id(), key_, ctx->input(0));
+  }
+  bool IsExpensive() const override { return false; }
+
+ private:
+  std::string key_;
+};
+
+class RecvOp : public AsyncOpKernel {
+ public:
+  using AsyncOpKernel::AsyncOpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    absl::StatusOr<std::string> key = GetAttrString(c->def(), "key");
+    absl::StatusOr<std::string> task = GetAttrString(c->def(), "send_task");
+    if (!key.ok()) return key.status();
+    if (!task.ok()) return task.status();
+    key_ = *key;
+    send_task_ = *task;
+    return absl::OkStatus();
+  }
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    if (ctx->rendezvous() == nullptr) {
+      done(absl::FailedPreconditionError("_Recv needs a distributed step"));
+      return;
+    }
+    ctx->rendezvous()->RecvAsync(ctx->step_id(), key_, send_task_, ctx->cancellation_manager(),
+                                 [ctx, done = std::move(done)](absl::Status s, Tensor t) {
+                                   if (s.ok()) s = ctx->set_output(0, std::move(t));
+                                   done(s);
+                                 });
+  }
+
+ private:
+  std::string key_, send_task_;
+};
+
 }  // namespace
 
 void RegisterCoreKernels(KernelRegistry* r) {
+  r->Register<SendOp>("_Send", kCpu, DT_INVALID);
+  r->Register<RecvOp>("_Recv", kCpu, DT_INVALID);
   r->Register<ConstOp>("Const", kCpu, DT_INVALID);
   r->Register<PlaceholderOp>("Placeholder", kCpu, DT_INVALID);
   r->Register<IdentityOp>("PlaceholderWithDefault", kCpu, DT_INVALID);

@@ -1,7 +1,282 @@
+// Kernels for the fused optimizer updates (graph/ops/training_ops.cc):
+// ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam.
+//
+// Each kernel locks every variable it updates (in address order, so two
+// updates sharing variables never deadlock), takes their values for in-place
+// update (copy-on-write if a step still reads a snapshot), checks shapes and
+// then runs a vectorised elementwise update, split over the intra-op pool for
+// large tensors. The output is the variable reference.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+#include "graph/attr_value.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/resource_mgr.h"
 
 namespace distflow {
+namespace {
 
-void RegisterTrainingKernels(KernelRegistry* r) {}
+// Locks a set of variables' mutexes in a consistent (address) order.
+class VarLocks {
+ public:
+  explicit VarLocks(const std::vector<Var*>& vars) {
+    for (Var* v : vars) mus_.push_back(v->mu());
+    std::sort(mus_.begin(), mus_.end());
+    mus_.erase(std::unique(mus_.begin(), mus_.end()), mus_.end());
+    for (absl::Mutex* m : mus_) m->Lock();
+  }
+  ~VarLocks() {
+    for (auto it = mus_.rbegin(); it != mus_.rend(); ++it) (*it)->Unlock();
+  }
+  VarLocks(const VarLocks&) = delete;
+  VarLocks& operator=(const VarLocks&) = delete;
+
+ private:
+  std::vector<absl::Mutex*> mus_;
+};
+
+template <typename T>
+using Arr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Unaligned>;
+template <typename T>
+using ConstArr = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Unaligned>;
+
+// What an update sees for one block [begin, end) of the elements.
+template <typename T>
+struct Block {
+  std::vector<T*> refs;  // var, then slots
+  const T* grad;
+  const std::vector<T>* scalars;
+  int64_t begin, n;
+  Arr<T> ref(int i) const { return Arr<T>(refs[static_cast<size_t>(i)] + begin, n); }
+  ConstArr<T> g() const { return ConstArr<T>(grad + begin, n); }
+  T s(int i) const { return (*scalars)[static_cast<size_t>(i)]; }
+};
+
+// Shared by every Apply kernel. Derived classes give the ref inputs' names,
+// the scalar inputs' names (which come right after the refs, in order, with
+// the gradient at `grad_index`) and the per-block update.
+template <typename T>
+class ApplyOpBase : public OpKernel {
+ public:
+  ApplyOpBase(OpKernelConstruction* c, std::vector<std::string> refs, std::vector<std::string> scalars,
+              int grad_index, int64_t cost_per_element)
+      : OpKernel(c),
+        ref_names_(std::move(refs)),
+        scalar_names_(std::move(scalars)),
+        grad_index_(grad_index),
+        cost_(cost_per_element) {}
+
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const int num_refs = static_cast<int>(ref_names_.size());
+    std::vector<Var*> vars;
+    for (int i = 0; i < num_refs; ++i) {
+      Var* v = ctx->input_ref(i);
+      if (v == nullptr) return absl::InternalError(absl::StrCat("input ", i, " (", ref_names_[i], ") is not a variable"));
+      vars.push_back(v);
+    }
+    // Scalars and the gradient first (no locks needed).
+    std::vector<T> scalars;
+    int k = 0;
+    for (int i = num_refs; i < ctx->num_inputs(); ++i) {
+      if (i == grad_index_) continue;
+      const Tensor& t = ctx->input(i);
+      if (t.NumElements() != 1 || t.dims() != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(scalar_names_[static_cast<size_t>(k)], " is not a scalar: ", t.shape().DebugString()));
+      }
+      scalars.push_back(t.flat<T>()[0]);
+      ++k;
+    }
+    const Tensor& grad = ctx->input(grad_index_);
+
+    std::vector<T*> ptrs;
+    int64_t n = 0;
+    {
+      VarLocks locks(vars);
+      std::vector<Tensor*> values;
+      for (int i = 0; i < num_refs; ++i) {
+        absl::StatusOr<Tensor*> val = vars[static_cast<size_t>(i)]->MutableValue();
+        if (!val.ok()) return val.status();
+        values.push_back(*val);
+      }
+      const Tensor& var = *values[0];
+      for (int i = 1; i < num_refs; ++i) {
+        if (values[static_cast<size_t>(i)]->shape() != var.shape()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "var and ", ref_names_[static_cast<size_t>(i)], " do not have the same shape: var '", vars[0]->name(),
+              "' has shape ", var.shape().DebugString(), ", ", ref_names_[static_cast<size_t>(i)], " '",
+              vars[static_cast<size_t>(i)]->name(), "' has shape ", values[static_cast<size_t>(i)]->shape().DebugString()));
+        }
+      }
+      if (grad.shape() != var.shape()) {
+        return absl::InvalidArgumentError(absl::StrCat("var and grad do not have the same shape: var '", vars[0]->name(),
+                                                       "' has shape ", var.shape().DebugString(), ", grad has shape ",
+                                                       grad.shape().DebugString()));
+      }
+      for (Tensor* t : values) ptrs.push_back(t->flat<T>().data());
+      n = var.NumElements();
+      const T* g = grad.flat<T>().data();
+      ctx->ParallelFor(n, cost_, [&](int64_t begin, int64_t end) {
+        Block<T> b{ptrs, g, &scalars, begin, end - begin};
+        Update(b);
+      });
+    }
+    ctx->set_output_ref(0, ctx->input_ref_ptr(0));
+    return absl::OkStatus();
+  }
+
+ protected:
+  virtual void Update(const Block<T>& b) const = 0;
+
+ private:
+  const std::vector<std::string> ref_names_;
+  const std::vector<std::string> scalar_names_;
+  const int grad_index_;
+  const int64_t cost_;
+};
+
+// var -= alpha * delta
+template <typename T>
+class ApplyGradientDescentOp : public ApplyOpBase<T> {
+ public:
+  explicit ApplyGradientDescentOp(OpKernelConstruction* c) : ApplyOpBase<T>(c, {"var"}, {"alpha"}, 2, 2) {}
+
+ protected:
+  void Update(const Block<T>& b) const override { b.ref(0) -= b.s(0) * b.g(); }
+};
+
+// accum = accum * momentum + grad
+// var -= lr * accum                       (plain)
+// var -= lr * grad + lr * momentum * accum (nesterov)
+template <typename T>
+class ApplyMomentumOp : public ApplyOpBase<T> {
+ public:
+  explicit ApplyMomentumOp(OpKernelConstruction* c)
+      : ApplyOpBase<T>(c, {"var", "accum"}, {"lr", "momentum"}, 3, 5) {}
+  absl::Status Init(OpKernelConstruction* c) override {
+    absl::StatusOr<bool> n = GetAttrBool(c->def(), "use_nesterov");
+    nesterov_ = n.ok() && *n;
+    return absl::OkStatus();
+  }
+
+ protected:
+  void Update(const Block<T>& b) const override {
+    const T lr = b.s(0), momentum = b.s(1);
+    auto var = b.ref(0);
+    auto accum = b.ref(1);
+    accum = accum * momentum + b.g();
+    if (nesterov_) {
+      var -= b.g() * lr + accum * (momentum * lr);
+    } else {
+      var -= lr * accum;
+    }
+  }
+
+ private:
+  bool nesterov_ = false;
+};
+
+// accum += grad^2 (if update_slots); var -= lr * grad / sqrt(accum)
+template <typename T>
+class ApplyAdagradOp : public ApplyOpBase<T> {
+ public:
+  explicit ApplyAdagradOp(OpKernelConstruction* c) : ApplyOpBase<T>(c, {"var", "accum"}, {"lr"}, 3, 20) {}
+  absl::Status Init(OpKernelConstruction* c) override {
+    absl::StatusOr<bool> u = GetAttrBool(c->def(), "update_slots");
+    update_slots_ = !u.ok() || *u;
+    return absl::OkStatus();
+  }
+
+ protected:
+  void Update(const Block<T>& b) const override {
+    auto var = b.ref(0);
+    auto accum = b.ref(1);
+    if (update_slots_) accum += b.g().square();
+    var -= b.s(0) * b.g() * accum.rsqrt();
+  }
+
+ private:
+  bool update_slots_ = true;
+};
+
+// ms = ms + (grad^2 - ms) * (1 - rho)
+// mom = mom * momentum + lr * grad / sqrt(ms + epsilon)
+// var -= mom
+template <typename T>
+class ApplyRMSPropOp : public ApplyOpBase<T> {
+ public:
+  explicit ApplyRMSPropOp(OpKernelConstruction* c)
+      : ApplyOpBase<T>(c, {"var", "ms", "mom"}, {"lr", "rho", "momentum", "epsilon"}, 7, 25) {}
+
+ protected:
+  void Update(const Block<T>& b) const override {
+    const T lr = b.s(0), rho = b.s(1), momentum = b.s(2), epsilon = b.s(3);
+    auto var = b.ref(0);
+    auto ms = b.ref(1);
+    auto mom = b.ref(2);
+    ms += (b.g().square() - ms) * (T(1) - rho);
+    mom = mom * momentum + (ms + epsilon).rsqrt() * b.g() * lr;
+    var -= mom;
+  }
+};
+
+// lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+// m += (g - m) * (1 - beta1); v += (g^2 - v) * (1 - beta2)
+// var -= lr_t * m / (sqrt(v) + epsilon)
+// (nesterov: var -= lr_t * (m * beta1 + (1 - beta1) * g) / (sqrt(v) + epsilon))
+template <typename T>
+class ApplyAdamOp : public ApplyOpBase<T> {
+ public:
+  explicit ApplyAdamOp(OpKernelConstruction* c)
+      : ApplyOpBase<T>(c, {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, 9,
+                       30) {}
+  absl::Status Init(OpKernelConstruction* c) override {
+    absl::StatusOr<bool> n = GetAttrBool(c->def(), "use_nesterov");
+    nesterov_ = n.ok() && *n;
+    return absl::OkStatus();
+  }
+
+ protected:
+  void Update(const Block<T>& b) const override {
+    const T beta1_power = b.s(0), beta2_power = b.s(1), lr = b.s(2), beta1 = b.s(3), beta2 = b.s(4),
+            epsilon = b.s(5);
+    const T alpha = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
+    auto var = b.ref(0);
+    auto m = b.ref(1);
+    auto v = b.ref(2);
+    m += (b.g() - m) * (T(1) - beta1);
+    v += (b.g().square() - v) * (T(1) - beta2);
+    if (nesterov_) {
+      var -= ((b.g() * (T(1) - beta1) + beta1 * m) * alpha) / (v.sqrt() + epsilon);
+    } else {
+      var -= (m * alpha) / (v.sqrt() + epsilon);
+    }
+  }
+
+ private:
+  bool nesterov_ = false;
+};
+
+template <typename T>
+void RegisterFor(KernelRegistry* r) {
+  const DataType dt = DataTypeToEnum<T>::value;
+  r->Register<ApplyGradientDescentOp<T>>("ApplyGradientDescent", kCpu, dt);
+  r->Register<ApplyMomentumOp<T>>("ApplyMomentum", kCpu, dt);
+  r->Register<ApplyAdagradOp<T>>("ApplyAdagrad", kCpu, dt);
+  r->Register<ApplyRMSPropOp<T>>("ApplyRMSProp", kCpu, dt);
+  r->Register<ApplyAdamOp<T>>("ApplyAdam", kCpu, dt);
+}
+
+}  // namespace
+
+void RegisterTrainingKernels(KernelRegistry* r) {
+  RegisterFor<float>(r);
+  RegisterFor<double>(r);
+}
 
 }  // namespace distflow

@@ -1,0 +1,141 @@
+// Gradients of the NN ops (TensorFlow's nn_grad.py). The ops live in
+// graph/ops/nn_ops.cc; their names, inputs and attributes follow TensorFlow.
+#include "absl/strings/str_cat.h"
+#include "client/grad/grad_families.h"
+#include "graph/attr_value.h"
+
+namespace distflow {
+namespace {
+
+using grad::BuildLike;
+using grad::Input;
+using grad::Out;
+
+using Grads = std::vector<Output>;
+
+absl::Status Done(const Scope& s) { return s.status(); }
+
+#define GRAD_FN(NAME) \
+  absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
+
+// Gradients with no entry for the inputs after the first.
+void PadNone(const Operation& op, Grads* out) {
+  while (static_cast<int>(out->size()) < op.node()->num_inputs()) out->push_back(Output());
+}
+
+// dx = OpGrad(g, x) (features-based activations).
+GradFunc FeaturesGrad(const std::string& grad_op) {
+  return [grad_op](const Scope& s, const Operation& op, const Grads& g, Grads* out) {
+    *out = {BuildLike(s, grad_op, {g[0], Input(s, op, 0)}, op.node())};
+    PadNone(op, out);
+    return Done(s);
+  };
+}
+
+GRAD_FN(EluGrad) {
+  *out = {BuildLike(s, "EluGrad", {g[0], Out(s, op, 0)}, op.node())};
+  return Done(s);
+}
+GRAD_FN(SigmoidGrad) {
+  *out = {BuildLike(s, "SigmoidGrad", {Out(s, op, 0), g[0]}, op.node())};
+  return Done(s);
+}
+GRAD_FN(TanhGrad) {
+  *out = {BuildLike(s, "TanhGrad", {Out(s, op, 0), g[0]}, op.node())};
+  return Done(s);
+}
+
+GRAD_FN(BiasAddGrad) {
+  *out = {g[0], BuildLike(s, "BiasAddGrad", {g[0]}, op.node())};
+  return Done(s);
+}
+
+GRAD_FN(Conv2DGrad) {
+  Output input = Input(s, op, 0), filter = Input(s, op, 1);
+  *out = {BuildLike(s, "Conv2DBackpropInput", {ops::Shape(s, input), filter, g[0]}, op.node()),
+          BuildLike(s, "Conv2DBackpropFilter", {input, ops::Shape(s, filter), g[0]}, op.node())};
+  return Done(s);
+}
+
+GRAD_FN(MaxPoolGrad) {
+  *out = {BuildLike(s, "MaxPoolGrad", {Input(s, op, 0), Out(s, op, 0), g[0]}, op.node())};
+  return Done(s);
+}
+
+GRAD_FN(AvgPoolGrad) {
+  *out = {BuildLike(s, "AvgPoolGrad", {ops::Shape(s, Input(s, op, 0)), g[0]}, op.node())};
+  return Done(s);
+}
+
+GRAD_FN(SoftmaxGrad) {
+  // dx = (g - sum(g * y, -1, keep_dims)) * y
+  Output y = Out(s, op, 0);
+  Output sum = ops::Sum(s, ops::Mul(s, g[0], y), {-1}, true);
+  *out = {ops::Mul(s, ops::Sub(s, g[0], sum), y)};
+  return Done(s);
+}
+
+GRAD_FN(LogSoftmaxGrad) {
+  // dx = g - sum(g, -1, keep_dims) * exp(y)
+  Output y = Out(s, op, 0);
+  Output sum = ops::Sum(s, g[0], {-1}, true);
+  *out = {ops::Sub(s, g[0], ops::Mul(s, sum, ops::Exp(s, y)))};
+  return Done(s);
+}
+
+// SoftmaxCrossEntropyWithLogits and the sparse variant: outputs (loss,
+// backprop); d loss / d logits = backprop * g[:, None]. Labels get none. A
+// gradient arriving at the backprop output itself is not propagated.
+GRAD_FN(CrossEntropyGrad) {
+  if (!g[0].ok()) {
+    *out = {Output(), Output()};
+    return Done(s);
+  }
+  Output expanded = ops::Reshape(s, g[0], {-1, 1});
+  *out = {ops::Mul(s, expanded, Out(s, op, 1)), Output()};
+  return Done(s);
+}
+
+GRAD_FN(L2LossGrad) {
+  *out = {ops::Mul(s, Input(s, op, 0), g[0])};
+  return Done(s);
+}
+
+// Dropout: outputs (y, mask), y = x * mask; dx = g * mask.
+GRAD_FN(DropoutGrad) {
+  if (!g[0].ok()) {
+    out->clear();
+    PadNone(op, out);
+    return Done(s);
+  }
+  *out = {ops::Mul(s, g[0], Out(s, op, 1))};
+  PadNone(op, out);
+  return Done(s);
+}
+
+#undef GRAD_FN
+
+}  // namespace
+
+void RegisterNnGradients(GradientRegistry* r) {
+  r->Register("Relu", FeaturesGrad("ReluGrad"));
+  r->Register("Relu6", FeaturesGrad("Relu6Grad"));
+  r->Register("Softplus", FeaturesGrad("SoftplusGrad"));
+  r->Register("LeakyRelu", FeaturesGrad("LeakyReluGrad"));
+  r->Register("Elu", EluGrad);
+  r->Register("Sigmoid", SigmoidGrad);
+  r->Register("Tanh", TanhGrad);
+  r->Register("BiasAdd", BiasAddGrad);
+  r->Register("Conv2D", Conv2DGrad);
+  r->Register("MaxPool", MaxPoolGrad);
+  r->Register("AvgPool", AvgPoolGrad);
+  r->Register("Softmax", SoftmaxGrad);
+  r->Register("LogSoftmax", LogSoftmaxGrad);
+  r->Register("SoftmaxCrossEntropyWithLogits", CrossEntropyGrad);
+  r->Register("SparseSoftmaxCrossEntropyWithLogits", CrossEntropyGrad);
+  r->Register("L2Loss", L2LossGrad);
+  r->Register("Dropout", DropoutGrad);
+  r->RegisterNoGradient("InTopK");
+}
+
+}  // namespace distflow

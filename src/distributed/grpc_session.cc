@@ -1,0 +1,152 @@
+#include "distributed/grpc_session.h"
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "distributed/worker_cache.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "tensor/tensor_codec.h"
+
+namespace distflow {
+namespace {
+
+constexpr int64_t kDefaultWaitMs = 300000;
+
+uint64_t RandomRequestId() {
+  static std::mt19937_64 gen{std::random_device{}()};
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
+  return gen() | 1;
+}
+
+}  // namespace
+
+GrpcSession::GrpcSession(std::string address, SessionOptions options)
+    : address_(std::move(address)), options_(std::move(options)) {
+  auto channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), UnlimitedChannelArguments());
+  stub_ = proto::MasterService::NewStub(channel);
+}
+
+GrpcSession::~GrpcSession() { (void)Close(); }
+
+absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(const std::string& target, SessionOptions options) {
+  absl::string_view rest = target;
+  if (!absl::ConsumePrefix(&rest, "grpc://") || rest.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("Session target '", target, "' should look like grpc://host:port"));
+  }
+  return std::unique_ptr<GrpcSession>(new GrpcSession(std::string(rest), std::move(options)));
+}
+
+absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::FailedPreconditionError("Session has been closed");
+  grpc::ClientContext ctx;
+  int64_t wait = options_.wait_for_cluster_ms > 0 ? options_.wait_for_cluster_ms : kDefaultWaitMs;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(wait + 10000));
+  if (handle_.empty()) {
+    proto::CreateSessionRequest req;
+    *req.mutable_graph_def() = graph;
+    proto::SessionConfig* c = req.mutable_config();
+    c->set_allow_soft_placement(options_.allow_soft_placement);
+    c->set_log_device_placement(options_.log_device_placement);
+    for (const std::string& f : options_.device_filters) c->add_device_filters(f);
+    c->set_operation_timeout_ms(options_.operation_timeout_ms);
+    c->set_wait_for_tasks_ms(wait);
+    proto::CreateSessionResponse resp;
+    grpc::Status s = stub_->CreateSession(&ctx, req, &resp);
+    if (!s.ok()) {
+      absl::Status e = FromGrpcStatus(s);
+      if (absl::IsDeadlineExceeded(e) || absl::IsUnavailable(e)) {
+        return absl::UnavailableError(absl::StrCat("Cannot create a session on ", address_, ": ", e.message()));
+      }
+      return e;
+    }
+    handle_ = resp.session_handle();
+    return absl::OkStatus();
+  }
+  proto::ExtendSessionRequest req;
+  req.set_session_handle(handle_);
+  *req.mutable_graph_def() = graph;
+  proto::ExtendSessionResponse resp;
+  return FromGrpcStatus(stub_->ExtendSession(&ctx, req, &resp));
+}
+
+absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
+                                                     const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                     const std::vector<std::string>& fetches,
+                                                     const std::vector<std::string>& targets) {
+  proto::RunStepRequest req;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::FailedPreconditionError("Session has been closed");
+    if (handle_.empty()) return absl::FailedPreconditionError("Session has no graph yet");
+    req.set_session_handle(handle_);
+  }
+  for (const auto& [name, t] : feeds) {
+    proto::NamedTensor* nt = req.add_feed();
+    nt->set_name(name);
+    EncodeTensor(t, nt->mutable_tensor());
+  }
+  for (const std::string& f : fetches) req.add_fetch(f);
+  for (const std::string& t : targets) req.add_target(t);
+  req.set_request_id(RandomRequestId());
+  req.set_timeout_ms(options.timeout_ms > 0 ? options.timeout_ms : options_.operation_timeout_ms);
+  proto::RunStepResponse resp;
+  grpc::Status s;
+  // A reply lost to a broken connection is retried; the master runs the step once.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    if (req.timeout_ms() > 0) {
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(req.timeout_ms() + 5000));
+    }
+    resp.Clear();
+    s = stub_->RunStep(&ctx, req, &resp);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+  }
+  if (!s.ok()) return FromGrpcStatus(s);
+  std::vector<Tensor> out;
+  for (const proto::NamedTensor& nt : resp.tensor()) {
+    absl::StatusOr<Tensor> t = DecodeTensor(nt.tensor());
+    if (!t.ok()) return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "': ", t.status().message()));
+    out.push_back(std::move(*t));
+  }
+  if (out.size() != fetches.size()) {
+    return absl::DataLossError(absl::StrCat("Asked for ", fetches.size(), " tensors, got ", out.size()));
+  }
+  return out;
+}
+
+absl::Status GrpcSession::Close() {
+  std::string handle;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::OkStatus();
+    closed_ = true;
+    handle = handle_;
+  }
+  if (handle.empty()) return absl::OkStatus();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  proto::CloseSessionRequest req;
+  req.set_session_handle(handle);
+  proto::CloseSessionResponse resp;
+  grpc::Status s = stub_->CloseSession(&ctx, req, &resp);
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ? absl::OkStatus() : FromGrpcStatus(s);
+}
+
+absl::Status GrpcSession::Reset(const std::vector<std::string>& containers) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  proto::ResetRequest req;
+  for (const std::string& c : containers) req.add_container(c);
+  for (const std::string& f : options_.device_filters) req.add_device_filters(f);
+  proto::ResetResponse resp;
+  return FromGrpcStatus(stub_->Reset(&ctx, req, &resp));
+}
+
+}  // namespace distflow

@@ -1,0 +1,45 @@
+// GrpcSession: a session whose target is grpc://host:port. Everything runs
+// through the master service of that task; fetched tensors come back to the
+// client. The first Extend creates the master session; later ones extend it.
+// Calls wait for the server to come up (bounded by wait_for_cluster_ms), so a
+// client may start before its cluster. Each RunStep carries a request id, so
+// a retry after a lost reply is not executed twice. Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "proto/master.grpc.pb.h"
+#include "runtime/local_session.h"
+
+namespace distflow {
+
+class GrpcSession : public SessionInterface {
+ public:
+  // `target` is "grpc://host:port".
+  static absl::StatusOr<std::unique_ptr<GrpcSession>> Create(const std::string& target, SessionOptions options);
+  ~GrpcSession() override;
+
+  absl::Status Extend(const proto::GraphDef& graph) override;
+  absl::StatusOr<std::vector<Tensor>> Run(const RunOptions& options,
+                                          const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                          const std::vector<std::string>& fetches,
+                                          const std::vector<std::string>& targets) override;
+  absl::Status Close() override;
+
+  // Clears containers on every task (all of them if `containers` is empty).
+  absl::Status Reset(const std::vector<std::string>& containers);
+
+ private:
+  GrpcSession(std::string address, SessionOptions options);
+
+  const std::string address_;
+  const SessionOptions options_;
+  std::unique_ptr<proto::MasterService::Stub> stub_;
+  absl::Mutex mu_;
+  std::string handle_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace distflow

@@ -1,0 +1,530 @@
+#include "distributed/master.h"
+
+#include <random>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "base/logging.h"
+#include "distributed/device_name.h"
+#include "distributed/placement.h"
+#include "graph/graph.h"
+#include "tensor/tensor_codec.h"
+
+namespace distflow {
+namespace {
+
+constexpr int64_t kDefaultWaitForTasksMs = 300000;
+
+int64_t RandomStepId() {
+  static std::mt19937_64 gen{std::random_device{}()};
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
+  return static_cast<int64_t>(gen() >> 1) | 1;
+}
+
+bool PassesFilters(const std::string& task, const std::vector<std::string>& filters) {
+  if (filters.empty()) return true;
+  absl::StatusOr<DeviceName> t = DeviceName::Parse(task);
+  for (const std::string& f : filters) {
+    absl::StatusOr<DeviceName> d = DeviceName::Parse(f);
+    if (t.ok() && d.ok() && d->AddressSpace().IsSpecificationOf(*t)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// One client session: its graph, the devices it may use, and a cached plan per signature.
+class MasterSession {
+ public:
+  MasterSession(std::string handle, proto::SessionConfig config, WorkerCache* workers, std::string local_task)
+      : handle_(std::move(handle)), config_(std::move(config)), workers_(workers), local_task_(std::move(local_task)) {}
+
+  absl::Status Init(const proto::GraphDef& graph) {
+    absl::Status s = Discover();
+    if (!s.ok()) return s;
+    return Extend(graph);
+  }
+
+  absl::Status Extend(const proto::GraphDef& graph) {
+    absl::MutexLock lock(&mu_);
+    if (graph_ == nullptr) graph_ = std::make_unique<Graph>();
+    // Validate on a copy so a bad extension leaves the session's graph intact.
+    proto::GraphDef current;
+    graph_->ToGraphDef(&current);
+    absl::StatusOr<std::unique_ptr<Graph>> probe = Graph::FromGraphDef(current);
+    if (!probe.ok()) return probe.status();
+    absl::Status s = (*probe)->Extend(graph);
+    if (!s.ok()) return s;
+    return graph_->Extend(graph);
+  }
+
+  absl::Status Run(const proto::RunStepRequest& req, proto::RunStepResponse* resp) {
+    // Deduplicate retried requests.
+    std::shared_ptr<Pending> pending;
+    bool owner = false;
+    if (req.request_id() != 0) {
+      absl::MutexLock lock(&mu_);
+      auto it = requests_.find(req.request_id());
+      if (it == requests_.end()) {
+        pending = std::make_shared<Pending>();
+        requests_[req.request_id()] = pending;
+        request_order_.push_back(req.request_id());
+        while (request_order_.size() > 256) {
+          requests_.erase(request_order_.front());
+          request_order_.pop_front();
+        }
+        owner = true;
+      } else {
+        pending = it->second;
+      }
+    }
+    if (pending != nullptr && !owner) {
+      pending->done.WaitForNotification();
+      *resp = pending->response;
+      return pending->status;
+    }
+    absl::Status s = RunOnce(req, resp);
+    if (pending != nullptr) {
+      pending->status = s;
+      pending->response = *resp;
+      pending->done.Notify();
+    }
+    return s;
+  }
+
+  void Close() {
+    std::map<std::string, std::shared_ptr<Plan>> plans;
+    {
+      absl::MutexLock lock(&mu_);
+      plans.swap(plans_);
+    }
+    for (auto& [key, plan] : plans) {
+      for (auto& [device, part] : plan->parts) {
+        absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(part.task);
+        if (!stub.ok()) continue;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        proto::DeregisterGraphRequest r;
+        r.set_graph_handle(part.handle);
+        proto::DeregisterGraphResponse out;
+        (void)(*stub)->DeregisterGraph(&ctx, r, &out);
+      }
+    }
+  }
+
+  const std::vector<std::string>& devices() const { return devices_; }
+
+ private:
+  struct PartitionPlan {
+    std::string task;
+    std::string handle;
+    Partition partition;
+  };
+  struct Plan {
+    std::map<std::string, PartitionPlan> parts;
+  };
+  struct Pending {
+    absl::Notification done;
+    absl::Status status;
+    proto::RunStepResponse response;
+  };
+
+  // Asks every task (that passes the device filters) for its devices, retrying
+  // with backoff until the configured wait runs out.
+  absl::Status Discover() {
+    std::vector<std::string> filters(config_.device_filters().begin(), config_.device_filters().end());
+    std::vector<std::string> waiting;
+    for (const std::string& t : workers_->TaskNames())
+      if (PassesFilters(t, filters)) waiting.push_back(t);
+    int64_t wait_ms = config_.wait_for_tasks_ms() > 0 ? config_.wait_for_tasks_ms() : kDefaultWaitForTasksMs;
+    absl::Time deadline = absl::Now() + absl::Milliseconds(wait_ms);
+    absl::Time next_log = absl::Now() + absl::Seconds(2);
+    absl::Duration backoff = absl::Milliseconds(50);
+    std::vector<std::string> devices;
+    while (!waiting.empty()) {
+      std::vector<std::string> still;
+      for (const std::string& task : waiting) {
+        absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);
+        if (!stub.ok()) return stub.status();
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
+        proto::GetStatusRequest r;
+        proto::GetStatusResponse out;
+        grpc::Status s = (*stub)->GetStatus(&ctx, r, &out);
+        if (s.ok()) {
+          for (const auto& d : out.devices()) devices.push_back(d.name());
+        } else {
+          still.push_back(task);
+        }
+      }
+      waiting.swap(still);
+      if (waiting.empty()) break;
+      absl::Time now = absl::Now();
+      if (now >= deadline) {
+        std::vector<std::string> desc;
+        for (const std::string& t : waiting) desc.push_back(absl::StrCat(t, " at ", workers_->AddressOf(t).value_or("?")));
+        return absl::UnavailableError(absl::StrCat(
+            "Gave up after ", wait_ms / 1000.0, " s waiting for ", waiting.size(), " task(s) of the cluster: ",
+            absl::StrJoin(desc, ", "), ". Start them, check their addresses in the cluster spec, or limit the "
+            "session to some tasks with device filters."));
+      }
+      if (now >= next_log) {
+        std::vector<std::string> desc;
+        for (const std::string& t : waiting) desc.push_back(absl::StrCat(t, " at ", workers_->AddressOf(t).value_or("?")));
+        LOG(INFO) << "Waiting for " << absl::StrJoin(desc, ", ") << " to come up";
+        next_log = now + absl::Seconds(5);
+      }
+      absl::SleepFor(std::min(backoff, deadline - now));
+      backoff = std::min(backoff * 2, absl::Seconds(1));
+    }
+    std::sort(devices.begin(), devices.end());
+    devices_ = devices;
+    default_device_ = local_task_ + "/device:CPU:0";
+    if (std::find(devices_.begin(), devices_.end(), default_device_) == devices_.end() && !devices_.empty()) {
+      default_device_ = devices_.front();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches,
+                                                const std::vector<std::string>& targets, const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    if (graph_ == nullptr) return absl::FailedPreconditionError("Session has no graph");
+    absl::StatusOr<std::vector<const Node*>> nodes = PruneForStep(*graph_, feeds, fetches, targets);
+    if (!nodes.ok()) return nodes.status();
+    PlacementOptions po;
+    po.devices = devices_;
+    po.default_device = default_device_;
+    po.allow_soft_placement = config_.allow_soft_placement();
+    po.log_device_placement = config_.log_device_placement();
+    absl::StatusOr<std::vector<std::string>> placement = PlaceNodes(*graph_, *nodes, po);
+    if (!placement.ok()) return placement.status();
+    absl::StatusOr<std::map<std::string, Partition>> parts = PartitionGraph(*graph_, *nodes, *placement, feeds, fetches, targets);
+    if (!parts.ok()) return parts.status();
+    auto plan = std::make_shared<Plan>();
+    for (auto& [device, part] : *parts) {
+      absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(part.task);
+      if (!stub.ok()) return stub.status();
+      grpc::ClientContext ctx;
+      proto::RegisterGraphRequest r;
+      r.set_session_handle(handle_);
+      *r.mutable_graph_def() = part.graph;
+      proto::RegisterGraphResponse out;
+      grpc::Status s = (*stub)->RegisterGraph(&ctx, r, &out);
+      if (!s.ok()) {
+        absl::Status e = FromGrpcStatus(s);
+        return absl::Status(e.code(), absl::StrCat("Registering the partition for ", part.task, ": ", e.message()));
+      }
+      PartitionPlan pp;
+      pp.task = part.task;
+      pp.handle = out.graph_handle();
+      pp.partition = std::move(part);
+      plan->parts[device] = std::move(pp);
+    }
+    plans_[key] = plan;
+    return plan;
+  }
+
+  absl::Status RunOnce(const proto::RunStepRequest& req, proto::RunStepResponse* resp) {
+    std::vector<TensorId> feeds, fetches;
+    std::vector<std::string> targets(req.target().begin(), req.target().end());
+    std::map<std::string, const proto::TensorProto*> feed_values;
+    for (const proto::NamedTensor& f : req.feed()) {
+      absl::StatusOr<TensorId> id = ParseTensorId(f.name());
+      if (!id.ok()) return id.status();
+      std::string canon = absl::StrCat(id->node, ":", id->index);
+      if (!feed_values.emplace(canon, &f.tensor()).second) {
+        return absl::InvalidArgumentError(absl::StrCat("Tensor '", canon, "' is fed twice"));
+      }
+      feeds.push_back(*id);
+    }
+    for (const std::string& f : req.fetch()) {
+      absl::StatusOr<TensorId> id = ParseTensorId(f);
+      if (!id.ok()) return id.status();
+      fetches.push_back(*id);
+    }
+    std::vector<std::string> fkeys, okeys;
+    for (auto& f : feeds) fkeys.push_back(absl::StrCat(f.node, ":", f.index));
+    for (auto& f : fetches) okeys.push_back(absl::StrCat(f.node, ":", f.index));
+    std::string key = absl::StrCat(absl::StrJoin(fkeys, ","), "->", absl::StrJoin(okeys, ","), "/", absl::StrJoin(targets, ","));
+    absl::StatusOr<std::shared_ptr<Plan>> plan = GetPlan(feeds, fetches, targets, key);
+    if (!plan.ok()) return plan.status();
+
+    const int64_t step_id = RandomStepId();
+    int64_t timeout = req.timeout_ms() > 0 ? req.timeout_ms() : config_.operation_timeout_ms();
+    struct Call {
+      grpc::ClientContext ctx;
+      proto::RunGraphRequest request;
+      proto::RunGraphResponse response;
+      grpc::Status status;
+      std::string task;
+    };
+    std::vector<std::unique_ptr<Call>> calls;
+    for (auto& [device, pp] : (*plan)->parts) {
+      auto c = std::make_unique<Call>();
+      c->task = pp.task;
+      c->request.set_graph_handle(pp.handle);
+      c->request.set_step_id(step_id);
+      c->request.set_timeout_ms(timeout);
+      for (const std::string& f : pp.partition.feeds) {
+        proto::NamedTensor* nt = c->request.add_send();
+        nt->set_name(f);
+        *nt->mutable_tensor() = *feed_values[f];
+      }
+      for (const std::string& f : pp.partition.fetches) c->request.add_recv_key(f);
+      for (const std::string& t : pp.partition.targets) c->request.add_target(t);
+      calls.push_back(std::move(c));
+    }
+    // The step's thread waits for every partition; when one fails it aborts
+    // the others (cancelling their RunGraph and failing waiting transfers) so
+    // that nothing is left blocked, then keeps waiting for them to return.
+    struct WaitState {
+      int remaining = 0;
+      bool need_abort = false;
+      absl::Status first_error;
+      bool Ready() const { return remaining == 0 || need_abort; }
+    } state;
+    state.remaining = static_cast<int>(calls.size());
+    absl::Mutex wait_mu;
+    int& remaining = state.remaining;
+    bool& need_abort = state.need_abort;
+    absl::Status& first_error = state.first_error;
+    for (auto& c : calls) {
+      absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(c->task);
+      if (!stub.ok()) return stub.status();
+      Call* raw = c.get();
+      (*stub)->async()->RunGraph(&raw->ctx, &raw->request, &raw->response, [&, raw](grpc::Status s) {
+        absl::MutexLock l(&wait_mu);
+        if (!s.ok()) {
+          absl::Status e = FromGrpcStatus(s);
+          if (!absl::StrContains(e.message(), raw->task)) {
+            e = absl::Status(e.code(), absl::StrCat("[", raw->task, "] ", e.message()));
+          }
+          // A cancellation is a consequence; keep the root cause.
+          if (first_error.ok() || (absl::IsCancelled(first_error) && !absl::IsCancelled(e))) {
+            if (first_error.ok()) need_abort = true;
+            first_error = e;
+          }
+        }
+        --remaining;
+      });
+    }
+    auto abort_all = [&](const absl::Status& why) {
+      for (auto& c : calls) c->ctx.TryCancel();
+      for (auto& [device, pp] : (*plan)->parts) {
+        absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(pp.task);
+        if (!stub.ok()) continue;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        proto::CleanupGraphRequest r;
+        r.set_step_id(step_id);
+        r.set_abort_message(std::string(why.message()));
+        r.set_abort_code(static_cast<int>(why.code()));
+        proto::CleanupGraphResponse out;
+        (void)(*stub)->CleanupGraph(&ctx, r, &out);
+      }
+    };
+    bool aborted = false;
+    for (;;) {
+      wait_mu.LockWhen(absl::Condition(&state, &WaitState::Ready));
+      if (remaining == 0) {
+        wait_mu.Unlock();
+        break;
+      }
+      absl::Status why = first_error;
+      need_abort = false;
+      wait_mu.Unlock();
+      if (!aborted) {
+        aborted = true;
+        abort_all(why);
+      }
+    }
+    if (!first_error.ok()) return first_error;
+    std::map<std::string, const proto::TensorProto*> outputs;
+    for (auto& c : calls)
+      for (const proto::NamedTensor& nt : c->response.recv()) outputs[nt.name()] = &nt.tensor();
+    for (const std::string& f : okeys) {
+      proto::NamedTensor* nt = resp->add_tensor();
+      nt->set_name(f);
+      auto it = outputs.find(f);
+      if (it != outputs.end()) {
+        *nt->mutable_tensor() = *it->second;
+      } else if (feed_values.count(f)) {
+        *nt->mutable_tensor() = *feed_values[f];
+      } else {
+        return absl::InternalError(absl::StrCat("Fetch '", f, "' was not produced by any partition"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string handle_;
+  const proto::SessionConfig config_;
+  WorkerCache* const workers_;
+  const std::string local_task_;
+  std::vector<std::string> devices_;
+  std::string default_device_;
+
+  absl::Mutex mu_;
+  std::unique_ptr<Graph> graph_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Plan>> plans_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<Pending>> requests_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> request_order_ ABSL_GUARDED_BY(mu_);
+};
+
+class Master::Service : public proto::MasterService::CallbackService {
+ public:
+  explicit Service(Master* m) : m_(m) {}
+
+  template <typename Fn>
+  grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* ctx, Fn fn) {
+    auto* r = ctx->DefaultReactor();
+    m_->pool_->Schedule([r, fn = std::move(fn)]() mutable { r->Finish(ToGrpcStatus(fn())); });
+    return r;
+  }
+
+  grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx, const proto::CreateSessionRequest* req,
+                                          proto::CreateSessionResponse* resp) override {
+    return Offload(ctx, [this, req, resp] { return m_->CreateSession(*req, resp); });
+  }
+  grpc::ServerUnaryReactor* ExtendSession(grpc::CallbackServerContext* ctx, const proto::ExtendSessionRequest* req,
+                                          proto::ExtendSessionResponse*) override {
+    return Offload(ctx, [this, req] { return m_->ExtendSession(*req); });
+  }
+  grpc::ServerUnaryReactor* RunStep(grpc::CallbackServerContext* ctx, const proto::RunStepRequest* req,
+                                    proto::RunStepResponse* resp) override {
+    return Offload(ctx, [this, req, resp] { return m_->RunStep(*req, resp); });
+  }
+  grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx, const proto::CloseSessionRequest* req,
+                                         proto::CloseSessionResponse*) override {
+    return Offload(ctx, [this, req] { return m_->CloseSession(req->session_handle()); });
+  }
+  grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* ctx, const proto::ListDevicesRequest*,
+                                        proto::ListDevicesResponse* resp) override {
+    return Offload(ctx, [this, resp] { return m_->ListDevices(resp); });
+  }
+  grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* ctx, const proto::ResetRequest* req,
+                                  proto::ResetResponse*) override {
+    return Offload(ctx, [this, req] { return m_->Reset(*req); });
+  }
+
+ private:
+  Master* m_;
+};
+
+Master::Master(std::string local_task, WorkerCache* workers)
+    : local_task_(std::move(local_task)),
+      workers_(workers),
+      pool_(std::make_unique<ThreadPool>("df_master", 8)),
+      service_(std::make_unique<Service>(this)) {}
+
+Master::~Master() {
+  CloseAll();
+  pool_.reset();
+}
+
+grpc::Service* Master::service() { return service_.get(); }
+
+absl::StatusOr<std::shared_ptr<MasterSession>> Master::Find(const std::string& handle) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(handle);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("Session '", handle, "' does not exist on ", local_task_,
+                                            " (closed, or the server restarted)"));
+  }
+  return it->second;
+}
+
+absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto::CreateSessionResponse* resp) {
+  std::string handle;
+  {
+    absl::MutexLock lock(&mu_);
+    handle = absl::StrCat("session_", next_session_++, "_", RandomStepId());
+  }
+  auto session = std::make_shared<MasterSession>(handle, req.config(), workers_, local_task_);
+  absl::Status s = session->Init(req.graph_def());
+  if (!s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  sessions_[handle] = session;
+  resp->set_session_handle(handle);
+  return absl::OkStatus();
+}
+
+absl::Status Master::ExtendSession(const proto::ExtendSessionRequest& req) {
+  absl::StatusOr<std::shared_ptr<MasterSession>> s = Find(req.session_handle());
+  if (!s.ok()) return s.status();
+  return (*s)->Extend(req.graph_def());
+}
+
+absl::Status Master::RunStep(const proto::RunStepRequest& req, proto::RunStepResponse* resp) {
+  absl::StatusOr<std::shared_ptr<MasterSession>> s = Find(req.session_handle());
+  if (!s.ok()) return s.status();
+  return (*s)->Run(req, resp);
+}
+
+absl::Status Master::CloseSession(const std::string& handle) {
+  std::shared_ptr<MasterSession> s;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(handle);
+    if (it == sessions_.end()) return absl::OkStatus();
+    s = it->second;
+    sessions_.erase(it);
+  }
+  s->Close();
+  return absl::OkStatus();
+}
+
+void Master::CloseAll() {
+  std::map<std::string, std::shared_ptr<MasterSession>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    all.swap(sessions_);
+  }
+  for (auto& [h, s] : all) s->Close();
+}
+
+absl::Status Master::ListDevices(proto::ListDevicesResponse* resp) {
+  for (const std::string& task : workers_->TaskNames()) {
+    absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);
+    if (!stub.ok()) return stub.status();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    proto::GetStatusRequest r;
+    proto::GetStatusResponse out;
+    if ((*stub)->GetStatus(&ctx, r, &out).ok()) {
+      for (const auto& d : out.devices()) *resp->add_devices() = d;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Master::Reset(const proto::ResetRequest& req) {
+  std::vector<std::string> filters(req.device_filters().begin(), req.device_filters().end());
+  for (const std::string& task : workers_->TaskNames()) {
+    if (!PassesFilters(task, filters)) continue;
+    absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);
+    if (!stub.ok()) return stub.status();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    proto::CleanupAllRequest r;
+    for (const std::string& c : req.container()) r.add_container(c);
+    proto::CleanupAllResponse out;
+    grpc::Status s = (*stub)->CleanupAll(&ctx, r, &out);
+    if (!s.ok()) {
+      absl::Status e = FromGrpcStatus(s);
+      return absl::Status(e.code(), absl::StrCat("Reset on ", task, ": ", e.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace distflow

@@ -1,0 +1,56 @@
+// Master: the session service of a task. A client creates a session with a
+// graph, extends it, and runs steps; the master discovers the cluster's
+// devices (waiting, with backoff and a log line naming what it waits for,
+// for tasks that are not up yet), places and partitions the graph once per
+// (feeds, fetches, targets) signature, registers the partitions with their
+// workers, and runs each step on all of them. An error on any task aborts the
+// step everywhere and reaches the client with the task's name. A RunStep
+// retried with the same request id returns the first result instead of
+// running twice. Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "base/thread_pool.h"
+#include "distributed/worker_cache.h"
+#include "proto/master.grpc.pb.h"
+
+namespace distflow {
+
+class MasterSession;
+
+class Master {
+ public:
+  // `local_task`: this server's task, where unconstrained nodes go.
+  Master(std::string local_task, WorkerCache* workers);
+  ~Master();
+
+  grpc::Service* service();
+
+  absl::Status CreateSession(const proto::CreateSessionRequest& req, proto::CreateSessionResponse* resp);
+  absl::Status ExtendSession(const proto::ExtendSessionRequest& req);
+  absl::Status RunStep(const proto::RunStepRequest& req, proto::RunStepResponse* resp);
+  absl::Status CloseSession(const std::string& handle);
+  absl::Status ListDevices(proto::ListDevicesResponse* resp);
+  absl::Status Reset(const proto::ResetRequest& req);
+
+  // Closes every session (on server shutdown).
+  void CloseAll();
+
+ private:
+  class Service;
+  absl::StatusOr<std::shared_ptr<MasterSession>> Find(const std::string& handle);
+
+  const std::string local_task_;
+  WorkerCache* const workers_;
+  std::unique_ptr<ThreadPool> pool_;  // runs blocking calls off gRPC's threads
+  std::unique_ptr<Service> service_;
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<MasterSession>> sessions_ ABSL_GUARDED_BY(mu_);
+  int64_t next_session_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace distflow

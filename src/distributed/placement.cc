@@ -1,0 +1,271 @@
+#include "distributed/placement.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/logging.h"
+#include "distributed/device_name.h"
+#include "graph/attr_value.h"
+
+namespace distflow {
+namespace {
+
+int Find(std::vector<int>& parent, int x) {
+  while (parent[static_cast<size_t>(x)] != x) {
+    parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
+    x = parent[static_cast<size_t>(x)];
+  }
+  return x;
+}
+
+std::string NoSuchDevice(const Node& n, const std::string& request, const std::vector<std::string>& devices) {
+  return absl::StrCat("Cannot place node '", n.name(), "' (", n.op(), ") on '", request,
+                      "': no device in the cluster matches. Available devices: ", absl::StrJoin(devices, ", "),
+                      ". Fix the device name, start the missing task, or set allow_soft_placement to fall back to "
+                      "an available device.");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<const Node*>> PruneForStep(const Graph& graph, const std::vector<TensorId>& feeds,
+                                                      const std::vector<TensorId>& fetches,
+                                                      const std::vector<std::string>& targets) {
+  auto missing = [&](const std::string& kind, const std::string& name) {
+    std::vector<std::string> close = ClosestNames(name, graph.NodeNames());
+    return absl::NotFoundError(absl::StrCat(kind, " '", name, "' is not in the graph",
+                                            close.empty() ? "" : absl::StrCat("; did you mean ", absl::StrJoin(close, ", "), "?")));
+  };
+  absl::flat_hash_set<std::pair<std::string, int>> fed;
+  std::vector<const Node*> stack;
+  for (const TensorId& f : feeds) {
+    const Node* n = graph.FindNode(f.node);
+    if (n == nullptr) return missing("Feed", f.node);
+    fed.insert({f.node, f.index});
+    stack.push_back(n);
+  }
+  for (const TensorId& f : fetches) {
+    const Node* n = graph.FindNode(f.node);
+    if (n == nullptr) return missing("Fetch", f.node);
+    if (f.index >= n->num_outputs()) {
+      return absl::NotFoundError(absl::StrCat("Fetch '", f.node, ":", f.index, "': node has ", n->num_outputs(), " outputs"));
+    }
+    stack.push_back(n);
+  }
+  for (const std::string& t : targets) {
+    const Node* n = graph.FindNode(t);
+    if (n == nullptr) return missing("Target", t);
+    stack.push_back(n);
+  }
+  absl::flat_hash_set<int> seen;
+  std::vector<const Node*> out;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n->id()).second) continue;
+    out.push_back(n);
+    for (const NodeOut& in : n->inputs())
+      if (!fed.contains(std::make_pair(in.node->name(), in.index))) stack.push_back(in.node);
+    for (const Node* c : n->control_inputs()) stack.push_back(c);
+  }
+  std::sort(out.begin(), out.end(), [](const Node* a, const Node* b) { return a->id() < b->id(); });
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const std::vector<const Node*>& nodes,
+                                                    const PlacementOptions& options) {
+  std::vector<DeviceName> devices;
+  for (const std::string& d : options.devices) {
+    absl::StatusOr<DeviceName> dn = DeviceName::Parse(d);
+    if (!dn.ok()) return dn.status();
+    devices.push_back(*dn);
+  }
+  // Colocation groups: a ref consumer joins its variable's group.
+  std::vector<int> parent(static_cast<size_t>(graph.num_nodes()));
+  std::iota(parent.begin(), parent.end(), 0);
+  for (const Node* n : nodes) {
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      if (n->input_is_ref(i)) {
+        int a = Find(parent, n->id()), b = Find(parent, n->input(i).node->id());
+        if (a != b) parent[static_cast<size_t>(a)] = b;
+      }
+    }
+  }
+  // Merge the requests of each group; the variable (the group's root source) wins a soft conflict.
+  absl::flat_hash_map<int, DeviceName> request;
+  absl::flat_hash_map<int, const Node*> first_node;
+  for (const Node* n : nodes) {
+    int g = Find(parent, n->id());
+    if (!first_node.contains(g)) first_node[g] = n;
+    absl::StatusOr<DeviceName> dn = DeviceName::Parse(n->def().device());
+    if (!dn.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("Node '", n->name(), "' (", n->op(), ") requests a malformed device: ",
+                                                     dn.status().message()));
+    }
+    DeviceName& r = request[g];
+    absl::Status merged = r.MergeFrom(*dn, options.allow_soft_placement);
+    if (!merged.ok()) {
+      if (!options.allow_soft_placement) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Node '", n->name(), "' (", n->op(), ") must be colocated with the variable it uses, but they request "
+            "different devices: ", merged.message(), ". Request the same device for both, or set allow_soft_placement."));
+      }
+      if (n->op() == "Variable") r = *dn;
+    }
+  }
+  std::vector<std::string> out(static_cast<size_t>(graph.num_nodes()));
+  absl::flat_hash_map<int, std::string> chosen;
+  for (const Node* n : nodes) {
+    int g = Find(parent, n->id());
+    auto it = chosen.find(g);
+    if (it == chosen.end()) {
+      const DeviceName& r = request[g];
+      std::string device;
+      for (size_t k = 0; k < devices.size() && device.empty(); ++k) {
+        if (options.devices[k] == options.default_device && r.IsSpecificationOf(devices[k])) device = options.devices[k];
+      }
+      for (size_t k = 0; k < devices.size() && device.empty(); ++k) {
+        if (r.IsSpecificationOf(devices[k])) device = options.devices[k];
+      }
+      if (device.empty()) {
+        const Node& culprit = *first_node[g];
+        if (!options.allow_soft_placement) {
+          return absl::InvalidArgumentError(NoSuchDevice(culprit, r.ToString(), options.devices));
+        }
+        DeviceName space = r.AddressSpace();
+        for (size_t k = 0; k < devices.size() && device.empty(); ++k)
+          if (space.IsSpecificationOf(devices[k])) device = options.devices[k];
+        if (device.empty()) device = options.default_device;
+      }
+      it = chosen.emplace(g, device).first;
+    }
+    out[static_cast<size_t>(n->id())] = it->second;
+    if (options.log_device_placement) LOG(INFO) << n->name() << ": (" << n->op() << ") -> " << it->second;
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(const Graph& graph,
+                                                                const std::vector<const Node*>& nodes,
+                                                                const std::vector<std::string>& placement,
+                                                                const std::vector<TensorId>& feeds,
+                                                                const std::vector<TensorId>& fetches,
+                                                                const std::vector<std::string>& targets) {
+  std::map<std::string, Partition> parts;
+  auto part_of = [&](const Node* n) -> Partition& {
+    const std::string& d = placement[static_cast<size_t>(n->id())];
+    Partition& p = parts[d];
+    if (p.device.empty()) {
+      p.device = d;
+      absl::StatusOr<DeviceName> dn = DeviceName::Parse(d);
+      p.task = dn.ok() ? dn->AddressSpace().ToString() : d;
+    }
+    return p;
+  };
+  absl::flat_hash_set<std::pair<std::string, int>> fed;
+  for (const TensorId& f : feeds) fed.insert({f.node, f.index});
+  // Existing transfers, so one tensor crosses to a device once: (src, idx, dst device) -> recv name.
+  std::map<std::tuple<std::string, int, std::string>, std::string> recvs;
+  std::map<std::pair<std::string, std::string>, std::string> control_recvs;
+  int counter = 0;
+  for (const Node* n : nodes) {
+    Partition& dst = part_of(n);
+    proto::NodeDef def = n->def();
+    def.set_device(dst.device);
+    def.clear_input();
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      const NodeOut& in = n->input(i);
+      const std::string& src_dev = placement[static_cast<size_t>(in.node->id())];
+      std::string name = absl::StrCat(in.node->name(), ":", in.index);
+      if (src_dev == dst.device) {
+        def.add_input(name);
+        continue;
+      }
+      if (n->input_is_ref(i)) {
+        return absl::InternalError(absl::StrCat("Node '", n->name(), "' on ", dst.device, " uses variable '",
+                                                in.node->name(), "' on ", src_dev, " by reference"));
+      }
+      auto key = std::make_tuple(in.node->name(), in.index, dst.device);
+      auto it = recvs.find(key);
+      if (it == recvs.end()) {
+        std::string edge = absl::StrCat(in.node->name(), ";", in.index, ";", src_dev, ";", dst.device);
+        std::string base = absl::StrCat("_xfer", counter++);
+        Partition& src = part_of(in.node);
+        proto::NodeDef* send = src.graph.add_node();
+        send->set_name(base + "_send");
+        send->set_op("_Send");
+        send->set_device(src.device);
+        send->add_input(name);
+        SetAttrType(send, "T", in.node->output_type(in.index));
+        SetAttrString(send, "key", edge);
+        src.targets.push_back(send->name());
+        proto::NodeDef* recv = dst.graph.add_node();
+        recv->set_name(base + "_recv");
+        recv->set_op("_Recv");
+        recv->set_device(dst.device);
+        SetAttrType(recv, "tensor_type", in.node->output_type(in.index));
+        SetAttrString(recv, "key", edge);
+        SetAttrString(recv, "send_task", src.task);
+        SetAttrShape(recv, "shape", in.node->output_shape(in.index));
+        it = recvs.emplace(key, recv->name()).first;
+      }
+      def.add_input(it->second + ":0");
+    }
+    for (const Node* c : n->control_inputs()) {
+      const std::string& src_dev = placement[static_cast<size_t>(c->id())];
+      if (src_dev == dst.device) {
+        def.add_input("^" + c->name());
+        continue;
+      }
+      auto key = std::make_pair(c->name(), dst.device);
+      auto it = control_recvs.find(key);
+      if (it == control_recvs.end()) {
+        // A control edge crosses as a tiny tensor produced after its source ran.
+        std::string edge = absl::StrCat("^", c->name(), ";", src_dev, ";", dst.device);
+        std::string base = absl::StrCat("_ctrl", counter++);
+        Partition& src = part_of(c);
+        proto::NodeDef* token = src.graph.add_node();
+        token->set_name(base + "_token");
+        token->set_op("Const");
+        token->set_device(src.device);
+        token->add_input("^" + c->name());
+        SetAttrTensor(token, "value", Tensor::Scalar<bool>(true));
+        SetAttrType(token, "dtype", DT_BOOL);
+        proto::NodeDef* send = src.graph.add_node();
+        send->set_name(base + "_send");
+        send->set_op("_Send");
+        send->set_device(src.device);
+        send->add_input(token->name());
+        SetAttrType(send, "T", DT_BOOL);
+        SetAttrString(send, "key", edge);
+        src.targets.push_back(send->name());
+        proto::NodeDef* recv = dst.graph.add_node();
+        recv->set_name(base + "_recv");
+        recv->set_op("_Recv");
+        recv->set_device(dst.device);
+        SetAttrType(recv, "tensor_type", DT_BOOL);
+        SetAttrString(recv, "key", edge);
+        SetAttrString(recv, "send_task", src.task);
+        SetAttrShape(recv, "shape", PartialShape::Scalar());
+        it = control_recvs.emplace(key, recv->name()).first;
+      }
+      def.add_input("^" + it->second);
+    }
+    *dst.graph.add_node() = std::move(def);
+  }
+  for (const TensorId& f : feeds) {
+    const Node* n = graph.FindNode(f.node);
+    part_of(n).feeds.push_back(absl::StrCat(f.node, ":", f.index));
+  }
+  for (const TensorId& f : fetches) {
+    const Node* n = graph.FindNode(f.node);
+    part_of(n).fetches.push_back(absl::StrCat(f.node, ":", f.index));
+  }
+  for (const std::string& t : targets) part_of(graph.FindNode(t)).targets.push_back(t);
+  return parts;
+}
+
+}  // namespace distflow

@@ -1,0 +1,128 @@
+#include "distributed/server.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/env.h"
+#include "base/logging.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server_builder.h"
+
+namespace distflow {
+
+Server::Server(ClusterSpec cluster, std::string job, int task, ServerOptions options)
+    : cluster_(std::move(cluster)),
+      job_(std::move(job)),
+      task_(task),
+      task_name_(TaskName(job_, task_)),
+      options_(options) {}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ClusterSpec& cluster, const std::string& job,
+                                                       int task_index, ServerOptions options) {
+  absl::Status valid = cluster.ValidateTask(job, task_index);
+  if (!valid.ok()) return valid;
+  std::unique_ptr<Server> s(new Server(cluster, job, task_index, options));
+  return s;
+}
+
+Server::~Server() { Stop(); }
+
+absl::Status Server::Start() {
+  absl::MutexLock lock(&mu_);
+  if (started_) return absl::OkStatus();
+  absl::StatusOr<std::string> address = cluster_.task_address(job_, task_);
+  if (!address.ok()) return address.status();
+  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(*address);
+  if (!hp.ok()) return hp.status();
+  host_ = hp->first;
+  workers_ = std::make_unique<WorkerCache>(cluster_);
+  worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);
+  master_ = std::make_unique<Master>(task_name_, workers_.get());
+  worker_->SetShutdownHandler([this](const std::string&) {
+    std::thread([this] { Stop(); }).detach();
+  });
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  // Bind the host the spec names (bracketed IPv6 stays bracketed).
+  std::string bind = absl::StrCat(host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_, ":",
+                                  hp->second);
+  builder.AddListeningPort(bind, grpc::InsecureServerCredentials(), &bound_port_);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  // Without this, a second server on the same port would silently share it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(worker_->service());
+  builder.RegisterService(master_->service());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || bound_port_ == 0) {
+    server_.reset();
+    return absl::UnavailableError(absl::StrCat("Task ", task_name_, " cannot listen on ", bind,
+                                               ": the port is already in use or the address is not on this machine. "
+                                               "Stop the other process or change the cluster spec."));
+  }
+  if (hp->second == 0) {
+    workers_->SetTaskAddress(task_name_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
+  }
+  started_ = true;
+  LOG(INFO) << "Started server for " << task_name_ << " on " << host_ << ":" << bound_port_ << " with device "
+            << worker_->device_name();
+  return absl::OkStatus();
+}
+
+void Server::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_ || stopped_) return;
+    stopped_ = true;
+  }
+  LOG(INFO) << "Stopping server for " << task_name_;
+  master_->CloseAll();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server_->Wait();
+  stopped_note_.Notify();
+}
+
+void Server::Join() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_) return;
+  }
+  stopped_note_.WaitForNotification();
+}
+
+std::string Server::target() const {
+  std::string h = host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_;
+  return absl::StrCat("grpc://", h, ":", bound_port_);
+}
+
+absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers) {
+  ClusterSpec::JobMap jobs;
+  auto add = [&](const std::string& job, int n) -> absl::Status {
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<int> port = Env::Default()->PickUnusedPort();
+      if (!port.ok()) return port.status();
+      jobs[job][i] = absl::StrCat("127.0.0.1:", *port);
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s = add("ps", num_ps);
+  if (s.ok()) s = add("worker", num_workers);
+  if (!s.ok()) return s;
+  return ClusterSpec::FromJobs(jobs);
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
+                                                                      ServerOptions options) {
+  std::vector<std::unique_ptr<Server>> servers;
+  for (const std::string& job : cluster.jobs()) {
+    for (int t : cluster.task_indices(job)) {
+      absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(cluster, job, t, options);
+      if (!s.ok()) return s.status();
+      absl::Status started = (*s)->Start();
+      if (!started.ok()) return started;
+      servers.push_back(std::move(*s));
+    }
+  }
+  return servers;
+}
+
+}  // namespace distflow

@@ -1,0 +1,72 @@
+// Server: one task of a cluster, in this process. It serves the master and
+// worker services (and gRPC's standard health service) on the task's address
+// from the cluster spec, binding the host given there (0.0.0.0 only if the
+// spec says so). Port 0 picks a free port; target() then reports the real
+// one. Stop() closes sessions and shuts the server down; Join() returns once
+// the server has stopped — after Stop(), a Shutdown request from the chief,
+// or a signal handled by the binary. Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "distributed/cluster_spec.h"
+#include "distributed/master.h"
+#include "distributed/worker.h"
+#include "grpcpp/server.h"
+
+namespace distflow {
+
+struct ServerOptions {
+  WorkerOptions worker;
+};
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Create(const ClusterSpec& cluster, const std::string& job,
+                                                        int task_index, ServerOptions options = {});
+  ~Server();
+
+  absl::Status Start();
+  void Stop();
+  void Join();
+
+  // "grpc://host:port" with the bound port.
+  std::string target() const;
+  const std::string& task_name() const { return task_name_; }
+  const ClusterSpec& cluster() const { return cluster_; }
+  Worker* worker() { return worker_.get(); }
+  int port() const { return bound_port_; }
+
+ private:
+  Server(ClusterSpec cluster, std::string job, int task, ServerOptions options);
+
+  ClusterSpec cluster_;
+  const std::string job_;
+  const int task_;
+  const std::string task_name_;
+  ServerOptions options_;
+  std::string host_;
+  int bound_port_ = 0;
+  std::unique_ptr<WorkerCache> workers_;
+  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Master> master_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Notification stopped_note_;
+};
+
+// Starts every task of `cluster` in this process (for tests, the way gloo's
+// tests run N ranks in one process). Addresses with port 0 are given free ports.
+absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
+                                                                      ServerOptions options = {});
+
+// A cluster spec of `num_ps` ps tasks and `num_workers` worker tasks on
+// 127.0.0.1 with free ports.
+absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers);
+
+}  // namespace distflow

@@ -1,0 +1,142 @@
+#include "distributed/worker_cache.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "distributed/tensor_transfer.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace distflow {
+
+std::string TaskName(const std::string& job, int task) { return absl::StrCat("/job:", job, "/replica:0/task:", task); }
+
+grpc::ChannelArguments UnlimitedChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Keep connections to peers alive across idle periods between steps.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  return args;
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+std::vector<std::string> WorkerCache::TaskNames() const {
+  std::vector<std::string> out;
+  for (const std::string& job : cluster_.jobs())
+    for (int t : cluster_.task_indices(job)) out.push_back(TaskName(job, t));
+  return out;
+}
+
+void WorkerCache::SetTaskAddress(const std::string& task_name, const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  overrides_[task_name] = address;
+  peers_.erase(task_name);
+}
+
+absl::StatusOr<std::string> WorkerCache::AddressOf(const std::string& task_name) const {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = overrides_.find(task_name);
+    if (it != overrides_.end()) return it->second;
+  }
+  // "/job:J/replica:0/task:T"
+  std::string job;
+  int task = -1;
+  for (absl::string_view part : absl::StrSplit(task_name, '/')) {
+    if (absl::ConsumePrefix(&part, "job:")) job = std::string(part);
+    if (absl::ConsumePrefix(&part, "task:") && !absl::SimpleAtoi(part, &task)) task = -1;
+  }
+  if (job.empty() || task < 0) return absl::InvalidArgumentError(absl::StrCat("Malformed task name '", task_name, "'"));
+  return cluster_.task_address(job, task);
+}
+
+absl::StatusOr<WorkerCache::Peer*> WorkerCache::GetPeer(const std::string& task_name) {
+  absl::StatusOr<std::string> addr = AddressOf(task_name);
+  if (!addr.ok()) return addr.status();
+  absl::MutexLock lock(&mu_);
+  auto it = peers_.find(task_name);
+  if (it != peers_.end()) return it->second.get();
+  auto peer = std::make_unique<Peer>();
+  peer->channel = grpc::CreateCustomChannel(*addr, grpc::InsecureChannelCredentials(), UnlimitedChannelArguments());
+  peer->stub = proto::WorkerService::NewStub(peer->channel);
+  peer->generic = std::make_unique<grpc::GenericStub>(peer->channel);
+  Peer* raw = peer.get();
+  peers_[task_name] = std::move(peer);
+  return raw;
+}
+
+absl::StatusOr<proto::WorkerService::Stub*> WorkerCache::Stub(const std::string& task_name) {
+  absl::StatusOr<Peer*> p = GetPeer(task_name);
+  if (!p.ok()) return p.status();
+  return (*p)->stub.get();
+}
+
+absl::StatusOr<grpc::GenericStub*> WorkerCache::GenericStub(const std::string& task_name) {
+  absl::StatusOr<Peer*> p = GetPeer(task_name);
+  if (!p.ok()) return p.status();
+  return (*p)->generic.get();
+}
+
+void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key,
+                                  CancellationManager* cm, Rendezvous::DoneCallback done) {
+  absl::StatusOr<grpc::GenericStub*> stub = GenericStub(task);
+  if (!stub.ok()) {
+    done(stub.status(), Tensor());
+    return;
+  }
+  struct Call {
+    grpc::ClientContext ctx;
+    grpc::ByteBuffer request, response;
+    CancellationManager::Token token = CancellationManager::kInvalidToken;
+  };
+  auto call = std::make_shared<Call>();
+  proto::RecvTensorRequest req;
+  req.set_step_id(step_id);
+  req.set_rendezvous_key(key);
+  bool own = false;
+  grpc::Status ser = grpc::GenericSerialize<grpc::ProtoBufferWriter, proto::RecvTensorRequest>(req, &call->request, &own);
+  if (!ser.ok()) {
+    done(FromGrpcStatus(ser), Tensor());
+    return;
+  }
+  if (cm != nullptr) {
+    call->token = cm->Register([call] { call->ctx.TryCancel(); });
+    if (call->token == CancellationManager::kInvalidToken) {
+      done(absl::CancelledError("step cancelled before RecvTensor"), Tensor());
+      return;
+    }
+  }
+  (*stub)->UnaryCall(&call->ctx, "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &call->request,
+                     &call->response, [call, cm, task, key, done = std::move(done)](grpc::Status s) {
+                       if (cm != nullptr) cm->Deregister(call->token);
+                       if (!s.ok()) {
+                         absl::Status err = FromGrpcStatus(s);
+                         done(absl::Status(err.code(), absl::StrCat("RecvTensor '", key, "' from ", task, ": ",
+                                                                    err.message())),
+                              Tensor());
+                         return;
+                       }
+                       absl::StatusOr<Tensor> t = DecodeTensorFromByteBuffer(call->response);
+                       if (!t.ok()) {
+                         done(absl::Status(t.status().code(), absl::StrCat("RecvTensor '", key, "' from ", task,
+                                                                           ": ", t.status().message())),
+                              Tensor());
+                         return;
+                       }
+                       done(absl::OkStatus(), std::move(*t));
+                     });
+}
+
+}  // namespace distflow

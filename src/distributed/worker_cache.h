@@ -1,0 +1,61 @@
+// WorkerCache: gRPC channels and stubs to every task of the cluster, created
+// on first use. Channels have no message-size limit. Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "distributed/cluster_spec.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "kernels/rendezvous.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace distflow {
+
+// "/job:ps/replica:0/task:1" for (ps, 1).
+std::string TaskName(const std::string& job, int task);
+
+// Channel arguments shared by every client and server: unlimited messages.
+grpc::ChannelArguments UnlimitedChannelArguments();
+
+// Maps grpc::Status to absl::Status and back, keeping the code and message.
+absl::Status FromGrpcStatus(const grpc::Status& s);
+grpc::Status ToGrpcStatus(const absl::Status& s);
+
+class WorkerCache {
+ public:
+  explicit WorkerCache(ClusterSpec cluster) : cluster_(std::move(cluster)) {}
+
+  const ClusterSpec& cluster() const { return cluster_; }
+  // Every task name in the cluster, sorted.
+  std::vector<std::string> TaskNames() const;
+  absl::StatusOr<std::string> AddressOf(const std::string& task_name) const;
+  // Overrides a task's address (a server bound to port 0 learns its real port).
+  void SetTaskAddress(const std::string& task_name, const std::string& address);
+
+  absl::StatusOr<proto::WorkerService::Stub*> Stub(const std::string& task_name);
+  absl::StatusOr<grpc::GenericStub*> GenericStub(const std::string& task_name);
+
+  // Pulls a tensor from `task` (its RecvTensor service) for the rendezvous.
+  void RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
+                       Rendezvous::DoneCallback done);
+
+ private:
+  struct Peer {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<proto::WorkerService::Stub> stub;
+    std::unique_ptr<grpc::GenericStub> generic;
+  };
+  absl::StatusOr<Peer*> GetPeer(const std::string& task_name);
+
+  const ClusterSpec cluster_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::string> overrides_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace distflow

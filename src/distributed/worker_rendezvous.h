@@ -1,0 +1,60 @@
+// WorkerRendezvous: one task's table of tensors sent by its partitions and
+// not yet received, and of receivers waiting for tensors not yet sent.
+//
+// A Recv of a tensor produced on another task goes to that task's RecvTensor
+// service through the RemoteRecvFn; the peer answers from its own table when
+// the Send happens. A failed step is aborted: its waiters get the error and
+// later Sends and Recvs of that step fail at once, so nothing is left waiting.
+// Thread-safe.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/rendezvous.h"
+
+namespace distflow {
+
+class WorkerRendezvous : public Rendezvous {
+ public:
+  using RemoteRecvFn = std::function<void(const std::string& task, int64_t step_id, const std::string& key,
+                                          CancellationManager* cm, DoneCallback done)>;
+
+  WorkerRendezvous(std::string local_task, RemoteRecvFn remote) : local_task_(std::move(local_task)), remote_(std::move(remote)) {}
+
+  absl::Status Send(int64_t step_id, const std::string& key, const Tensor& value) override;
+  void RecvAsync(int64_t step_id, const std::string& key, const std::string& send_task, CancellationManager* cm,
+                 DoneCallback done) override;
+  // Waits for a tensor sent on this task (served to peers by RecvTensor).
+  void RecvLocalAsync(int64_t step_id, const std::string& key, CancellationManager* cm, DoneCallback done);
+
+  // Fails every waiter of the step with `status` and drops its tensors.
+  void AbortStep(int64_t step_id, const absl::Status& status);
+  size_t NumPendingForTest() const;
+
+ private:
+  struct Waiter {
+    DoneCallback done;
+    CancellationManager* cm = nullptr;
+    int64_t token = -1;
+    uint64_t id = 0;
+  };
+  struct Slot {
+    std::deque<Tensor> values;
+    std::deque<Waiter> waiters;
+  };
+  using Key = std::pair<int64_t, std::string>;
+
+  const std::string local_task_;
+  const RemoteRecvFn remote_;
+  mutable absl::Mutex mu_;
+  std::map<Key, Slot> table_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, absl::Status> aborted_ ABSL_GUARDED_BY(mu_);  // bounded: oldest dropped
+  uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace distflow

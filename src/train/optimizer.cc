@@ -1,0 +1,309 @@
+#include "train/optimizer.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/gradients.h"
+#include "graph/attr_value.h"
+
+namespace distflow {
+
+namespace train_internal {
+
+Output NewVariable(const Scope& scope, const std::string& name, const PartialShape& shape, DataType dtype,
+                   const std::function<Output(const Scope&)>& make_initial, bool trainable) {
+  Output v = ops::Variable(scope.WithOpName(name).WithNoControlDependencies(), shape, dtype);
+  if (!v.ok()) return v;
+  // Initializer ops live with their variable, outside any control context.
+  Scope init_scope = scope.WithDevice(v.node()->def().device()).WithNoControlDependencies();
+  Output initial = make_initial(init_scope.NewSubScope(name + "/Initializer"));
+  if (!initial.ok()) {
+    scope.UpdateStatus(absl::InvalidArgumentError(
+        absl::StrCat("the initial value of variable '", v.op().name(), "' could not be built")));
+    return Output();
+  }
+  Output assign = ops::Assign(init_scope.WithOpName(name + "/Assign"), v, initial);
+  if (!assign.ok()) return Output();
+  scope.AddInitializer(assign.op());
+  if (trainable) scope.AddTrainableVariable(v);
+  return v;
+}
+
+}  // namespace train_internal
+
+namespace {
+
+bool IsFloating(DataType t) { return t == DT_FLOAT || t == DT_DOUBLE; }
+
+// The requested device of the node behind `o`.
+const std::string& DeviceOf(const Output& o) { return o.node()->def().device(); }
+
+// The scope for ops colocated with `var`: its device, the caller's control
+// dependencies kept.
+Scope Colocated(const Scope& scope, const Output& var) { return scope.WithDevice(DeviceOf(var)); }
+
+absl::Status CheckVariable(const Output& var) {
+  if (!var.ok()) return absl::InvalidArgumentError("an invalid variable was passed to the optimizer");
+  if (!var.node()->output_is_ref(var.index())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", var.name(), "' (", var.node()->op(), ") is not a variable reference; optimizers update "
+                     "variables made by ops::Variable or MakeVariable"));
+  }
+  if (!IsFloating(var.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat("variable '", var.name(), "' has dtype ",
+                                                   DataTypeName(var.dtype()), "; optimizers train float or double"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Output Optimizer::Scalar(const Scope& s, double v, DataType dtype) {
+  if (dtype == DT_DOUBLE) return ops::Const(s, v);
+  return ops::Const(s, static_cast<float>(v));
+}
+
+std::string Optimizer::SlotKey(const Output& var) const { return var.name(); }
+
+Output Optimizer::GetSlot(const Output& var, const std::string& slot) const {
+  if (!var.ok()) return Output();
+  auto it = slots_.find({var.op().graph_state().get(), SlotKey(var)});
+  if (it == slots_.end()) return Output();
+  auto s = it->second.find(slot);
+  return s == it->second.end() ? Output() : s->second;
+}
+
+absl::StatusOr<Output> Optimizer::CreateSlot(const Scope& slot_scope, const Output& var, const std::string& slot,
+                                             const std::string& op_name, double value) {
+  const PartialShape shape = var.shape();
+  if (!shape.IsFullyDefined()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot create slot '", slot, "' for variable '", var.name(),
+                                                   "' of shape ", shape.DebugString(),
+                                                   ": the variable's shape must be fully defined"));
+  }
+  const DataType dtype = var.dtype();
+  std::vector<int64_t> dims(shape.dims().begin(), shape.dims().end());
+  Output v = train_internal::NewVariable(
+      slot_scope, absl::StrCat(var.op().name(), "/", op_name), shape, dtype,
+      [&](const Scope& s) {
+        return ops::Fill(s.WithOpName(value == 0 ? "zeros" : "fill"), dims, Scalar(s, value, dtype));
+      },
+      /*trainable=*/false);
+  if (!v.ok()) {
+    absl::Status st = slot_scope.status();
+    return st.ok() ? absl::InternalError(absl::StrCat("could not create slot '", slot, "' for '", var.name(), "'"))
+                   : st;
+  }
+  slots_[{var.op().graph_state().get(), SlotKey(var)}][slot] = v;
+  return v;
+}
+
+absl::StatusOr<Optimizer::GradsAndVars> Optimizer::ComputeGradients(const Scope& scope, const Output& loss,
+                                                                    const std::vector<Output>& var_list) {
+  if (!loss.ok()) return absl::InvalidArgumentError("ComputeGradients: the loss is invalid (an earlier op failed)");
+  if (!IsFloating(loss.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat("ComputeGradients: the loss '", loss.name(), "' has dtype ",
+                                                   DataTypeName(loss.dtype()), "; it must be float or double"));
+  }
+  std::vector<Output> vars = var_list.empty() ? scope.TrainableVariables() : var_list;
+  if (vars.empty()) return absl::InvalidArgumentError("ComputeGradients: no variables to optimize");
+  for (const Output& v : vars) {
+    absl::Status s = CheckVariable(v);
+    if (!s.ok()) return s;
+  }
+  absl::StatusOr<std::vector<Output>> grads = Gradients(scope, {loss}, vars);
+  if (!grads.ok()) return grads.status();
+  if (grads->size() != vars.size()) {
+    return absl::InternalError(absl::StrCat("Gradients returned ", grads->size(), " gradients for ", vars.size(),
+                                            " variables"));
+  }
+  GradsAndVars out;
+  for (size_t i = 0; i < vars.size(); ++i) out.emplace_back((*grads)[i], vars[i]);
+  return out;
+}
+
+absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const GradsAndVars& grads_and_vars,
+                                                    const Output* global_step) {
+  if (!scope.ok()) return scope.status();
+  GradsAndVars pairs;
+  std::vector<std::string> no_grad;
+  for (const auto& [g, v] : grads_and_vars) {
+    absl::Status s = CheckVariable(v);
+    if (!s.ok()) return s;
+    if (!g.ok()) {
+      no_grad.push_back(v.name());
+      continue;
+    }
+    if (g.dtype() != v.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat("the gradient '", g.name(), "' has dtype ",
+                                                     DataTypeName(g.dtype()), " but variable '", v.name(),
+                                                     "' has dtype ", DataTypeName(v.dtype())));
+    }
+    if (!g.shape().IsCompatibleWith(v.shape())) {
+      return absl::InvalidArgumentError(absl::StrCat("the gradient '", g.name(), "' has shape ",
+                                                     g.shape().DebugString(), " but variable '", v.name(),
+                                                     "' has shape ", v.shape().DebugString()));
+    }
+    pairs.emplace_back(g, v);
+  }
+  if (pairs.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("No gradients provided for any variable: ",
+                                                   absl::StrJoin(no_grad, ", ")));
+  }
+  // Slots, once per variable, on the variable's device and outside any
+  // control context (so GlobalVariablesInitializer can run them alone).
+  for (const auto& [g, v] : pairs) {
+    if (slots_.count({v.op().graph_state().get(), SlotKey(v)}) != 0) continue;
+    slots_[{v.op().graph_state().get(), SlotKey(v)}];  // mark as done even for slot-less optimizers
+    absl::Status s = CreateSlots(Colocated(scope, v).WithNoControlDependencies(), v);
+    if (!s.ok()) return s;
+  }
+  {
+    absl::Status s = Prepare(scope, pairs.front().second);
+    if (!s.ok()) return s;
+  }
+  if (!scope.ok()) return scope.status();
+
+  Scope update_scope = scope.NewSubScope(name());
+  std::vector<Operation> updates;
+  for (const auto& [g, v] : pairs) {
+    absl::StatusOr<Operation> op = ApplyDense(Colocated(update_scope, v), g, v);
+    if (!op.ok()) return op.status();
+    if (!op->ok()) return scope.ok() ? absl::InternalError("the update op is invalid") : scope.status();
+    updates.push_back(*op);
+  }
+  std::vector<Operation> all = updates;
+  absl::StatusOr<std::vector<Operation>> finish = Finish(update_scope.WithControlDependencies(updates));
+  if (!finish.ok()) return finish.status();
+  all.insert(all.end(), finish->begin(), finish->end());
+  if (global_step != nullptr) {
+    if (!global_step->ok() || !global_step->node()->output_is_ref(global_step->index())) {
+      return absl::InvalidArgumentError("global_step must be a variable reference (see CreateGlobalStep)");
+    }
+    const DataType dt = global_step->dtype();
+    if (dt != DT_INT64 && dt != DT_INT32) {
+      return absl::InvalidArgumentError(absl::StrCat("global_step '", global_step->name(), "' has dtype ",
+                                                     DataTypeName(dt), "; it must be int64 or int32"));
+    }
+    Scope step_scope = Colocated(update_scope, *global_step).WithControlDependencies(all);
+    Output one = dt == DT_INT64 ? ops::Const(step_scope, int64_t{1}) : ops::Const(step_scope, 1);
+    Output inc = ops::AssignAdd(step_scope.WithOpName("increment_global_step"), *global_step, one);
+    if (!inc.ok()) return scope.status();
+    all.push_back(inc.op());
+  }
+  Operation group = ops::Group(update_scope.WithOpName("update"), all);
+  if (!scope.ok()) return scope.status();
+  return group;
+}
+
+absl::StatusOr<Operation> Optimizer::Minimize(const Scope& scope, const Output& loss, const Output* global_step,
+                                              const std::vector<Output>& var_list) {
+  absl::StatusOr<GradsAndVars> gv = ComputeGradients(scope, loss, var_list);
+  if (!gv.ok()) return gv.status();
+  std::vector<std::string> names;
+  bool any = false;
+  for (const auto& [g, v] : *gv) {
+    any |= g.ok();
+    names.push_back(v.name());
+  }
+  if (!any) {
+    return absl::InvalidArgumentError(absl::StrCat("No gradients provided for any variable, check that the loss '",
+                                                   loss.name(), "' depends on them: ", absl::StrJoin(names, ", ")));
+  }
+  return ApplyGradients(scope, *gv, global_step);
+}
+
+// ---------------------------------------------------------------------------
+
+absl::StatusOr<Operation> GradientDescentOptimizer::ApplyDense(const Scope& scope, const Output& grad,
+                                                              const Output& var) {
+  return ops::Raw(scope, "ApplyGradientDescent", {var, Scalar(scope, lr_, var.dtype()), grad});
+}
+
+absl::Status MomentumOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
+  return CreateSlot(slot_scope, var, "momentum", name(), 0.0).status();
+}
+
+absl::StatusOr<Operation> MomentumOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
+  const DataType dt = var.dtype();
+  return ops::Raw(scope, "ApplyMomentum",
+                  {var, GetSlot(var, "momentum"), Scalar(scope, lr_, dt), grad, Scalar(scope, momentum_, dt)},
+                  [this](proto::NodeDef* n) { SetAttrBool(n, "use_nesterov", nesterov_); });
+}
+
+absl::Status AdagradOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
+  return CreateSlot(slot_scope, var, "accumulator", name(), initial_).status();
+}
+
+absl::StatusOr<Operation> AdagradOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
+  return ops::Raw(scope, "ApplyAdagrad", {var, GetSlot(var, "accumulator"), Scalar(scope, lr_, var.dtype()), grad});
+}
+
+absl::Status RMSPropOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
+  absl::StatusOr<Output> rms = CreateSlot(slot_scope, var, "rms", name(), 1.0);
+  if (!rms.ok()) return rms.status();
+  return CreateSlot(slot_scope, var, "momentum", name() + "_1", 0.0).status();
+}
+
+absl::StatusOr<Operation> RMSPropOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
+  const DataType dt = var.dtype();
+  return ops::Raw(scope, "ApplyRMSProp",
+                  {var, GetSlot(var, "rms"), GetSlot(var, "momentum"), Scalar(scope, lr_, dt), Scalar(scope, decay_, dt),
+                   Scalar(scope, momentum_, dt), Scalar(scope, epsilon_, dt), grad});
+}
+
+absl::Status AdamOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
+  absl::StatusOr<Output> m = CreateSlot(slot_scope, var, "m", name(), 0.0);
+  if (!m.ok()) return m.status();
+  return CreateSlot(slot_scope, var, "v", name() + "_1", 0.0).status();
+}
+
+absl::Status AdamOptimizer::Prepare(const Scope& scope, const Output& first_var) {
+  if (beta1_power_.ok() && beta1_power_.op().graph_state() == scope.graph_state()) return absl::OkStatus();
+  // Like TF, the accumulators take the first variable's dtype and device.
+  const DataType dt = first_var.dtype();
+  Scope s = Colocated(scope, first_var).WithNoControlDependencies();
+  auto make = [&](const std::string& var_name, double init) {
+    return train_internal::NewVariable(
+        s, var_name, PartialShape::Scalar(), dt, [&](const Scope& is) { return Scalar(is, init, dt); },
+        /*trainable=*/false);
+  };
+  beta1_power_ = make("beta1_power", beta1_);
+  beta2_power_ = make("beta2_power", beta2_);
+  if (!beta1_power_.ok() || !beta2_power_.ok()) {
+    return scope.ok() ? absl::InternalError("could not create Adam's beta accumulators") : scope.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Operation> AdamOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
+  const DataType dt = var.dtype();
+  Output b1p = beta1_power_, b2p = beta2_power_;
+  if (b1p.dtype() != dt) {
+    b1p = ops::Cast(scope, b1p, dt);
+    b2p = ops::Cast(scope, b2p, dt);
+  }
+  return ops::Raw(scope, "ApplyAdam",
+                  {var, GetSlot(var, "m"), GetSlot(var, "v"), b1p, b2p, Scalar(scope, lr_, dt),
+                   Scalar(scope, beta1_, dt), Scalar(scope, beta2_, dt), Scalar(scope, epsilon_, dt), grad});
+}
+
+absl::StatusOr<std::vector<Operation>> AdamOptimizer::Finish(const Scope& scope) {
+  const DataType dt = beta1_power_.dtype();
+  Scope s = Colocated(scope, beta1_power_);
+  Output u1 = ops::Assign(s.WithOpName("update_beta1_power"), beta1_power_, ops::Mul(s, beta1_power_, Scalar(s, beta1_, dt)));
+  Output u2 = ops::Assign(s.WithOpName("update_beta2_power"), beta2_power_, ops::Mul(s, beta2_power_, Scalar(s, beta2_, dt)));
+  if (!u1.ok() || !u2.ok()) return scope.status();
+  return std::vector<Operation>{u1.op(), u2.op()};
+}
+
+// ---------------------------------------------------------------------------
+
+Output CreateGlobalStep(const Scope& scope) {
+  return train_internal::NewVariable(
+      scope, "global_step", PartialShape::Scalar(), DT_INT64,
+      [](const Scope& s) { return ops::Const(s.WithOpName("zeros"), int64_t{0}); }, /*trainable=*/false);
+}
+
+}  // namespace distflow
