@@ -94,26 +94,38 @@ absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const st
       }
     }
   }
-  // Merge the requests of each group; the variable (the group's root source) wins a soft conflict.
+  // Merge the requests of each group. A variable's own request wins: ops that
+  // use it by reference follow it wherever they were asked to run (as
+  // TensorFlow's colocate_with overrides device scopes).
   absl::flat_hash_map<int, DeviceName> request;
+  absl::flat_hash_map<int, bool> has_variable;
   absl::flat_hash_map<int, const Node*> first_node;
-  for (const Node* n : nodes) {
-    int g = Find(parent, n->id());
-    if (!first_node.contains(g)) first_node[g] = n;
-    absl::StatusOr<DeviceName> dn = DeviceName::Parse(n->def().device());
-    if (!dn.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("Node '", n->name(), "' (", n->op(), ") requests a malformed device: ",
-                                                     dn.status().message()));
-    }
-    DeviceName& r = request[g];
-    absl::Status merged = r.MergeFrom(*dn, options.allow_soft_placement);
-    if (!merged.ok()) {
-      if (!options.allow_soft_placement) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Node '", n->name(), "' (", n->op(), ") must be colocated with the variable it uses, but they request "
-            "different devices: ", merged.message(), ". Request the same device for both, or set allow_soft_placement."));
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Node* n : nodes) {
+      int g = Find(parent, n->id());
+      bool is_var = n->op() == "Variable";
+      if (pass == 0 && !is_var) continue;
+      if (pass == 1 && (is_var || has_variable[g])) {
+        if (!first_node.contains(g)) first_node[g] = n;
+        continue;
       }
-      if (n->op() == "Variable") r = *dn;
+      if (!first_node.contains(g) || is_var) first_node[g] = n;
+      absl::StatusOr<DeviceName> dn = DeviceName::Parse(n->def().device());
+      if (!dn.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("Node '", n->name(), "' (", n->op(),
+                                                       ") requests a malformed device: ", dn.status().message()));
+      }
+      if (is_var && !n->def().device().empty()) has_variable[g] = true;
+      DeviceName& r = request[g];
+      absl::Status merged = r.MergeFrom(*dn, options.allow_soft_placement);
+      if (!merged.ok()) {
+        if (!options.allow_soft_placement) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Node '", n->name(), "' (", n->op(), ") must be colocated with the nodes sharing its variable, but "
+              "they request different devices: ", merged.message(),
+              ". Request the same device for both, or set allow_soft_placement."));
+        }
+      }
     }
   }
   std::vector<std::string> out(static_cast<size_t>(graph.num_nodes()));

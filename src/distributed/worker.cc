@@ -118,7 +118,8 @@ void Worker::GetStatus(proto::GetStatusResponse* resp) const {
 absl::Status Worker::RegisterGraph(const proto::RegisterGraphRequest& req, proto::RegisterGraphResponse* resp) {
   SessionOptions so;
   so.device = device_.get();
-  so.default_container = "";  // shared by every session on this task, as in TensorFlow's workers
+  so.session_private_variables = false;  // every session on this task shares them, as in TensorFlow's workers
+  so.default_container = "";
   so.inter_op_threads = options_.inter_op_threads;
   so.intra_op_threads = options_.intra_op_threads;
   auto session = std::make_shared<LocalSession>(so);

@@ -24,7 +24,7 @@ std::atomic<int64_t> next_session_id{1};
 
 LocalSession::LocalSession(SessionOptions options) : options_(std::move(options)) {
   device_ = options_.device ? options_.device : LocalCpuDevice();
-  if (options_.default_container.empty()) {
+  if (options_.session_private_variables) {
     default_container_ = absl::StrCat("_session_", next_session_id.fetch_add(1));
     private_container_ = true;
   } else {

@@ -30,8 +30,11 @@ struct SessionOptions {
   int inter_op_threads = 0;  // 0: one per schedulable core
   int intra_op_threads = 0;  // 0: one per schedulable core (the caller's thread counts as one)
   int64_t operation_timeout_ms = 0;  // default per-step deadline; 0: none
-  // Container for variables whose container attribute is empty; empty means a
-  // container private to this session.
+  // Variables whose container attribute is empty live in a container private
+  // to this session (dropped by Close) unless this is false; then they live
+  // in `default_container`, shared with every session that shares it (a
+  // cluster task's sessions share "", as in TensorFlow's workers).
+  bool session_private_variables = true;
   std::string default_container;
   // Device to run on; null means the process-wide local CPU device.
   Device* device = nullptr;

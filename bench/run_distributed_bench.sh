@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds and runs the distributed runtime benchmarks, with their baselines.
+#
+#   bench/run_distributed_bench.sh [BUILD_DIR] [extra Google Benchmark flags...]
+#
+# BUILD_DIR defaults to build/ under the repository. Steps:
+#   1. ninja distributed_bench;
+#   2. iperf3 loopback TCP baseline (127.0.0.1 only, 3 s, one stream), if iperf3
+#      is installed (Debian package iperf3);
+#   3. distributed_bench (1 ps + 1 worker in one process, 127.0.0.1 ports),
+#      JSON in BUILD_DIR/bench-results/distributed_bench.json;
+#   4. a summary: step latency vs a bare gRPC unary RPC, and RecvTensor MB/s vs
+#      loopback TCP (in-binary socket test and iperf3) at 1/16/64/256 MiB.
+# MB = 10^6 bytes. The machine may be shared: compare ratios from one run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-$ROOT/build}"
+shift || true
+
+cmake -S "$ROOT" -B "$BUILD" -G Ninja >/dev/null
+nice -n 10 ninja -C "$BUILD" distributed_bench
+
+OUT="$BUILD/bench-results"
+mkdir -p "$OUT"
+JSON="$OUT/distributed_bench.json"
+IPERF_JSON="$OUT/iperf3_loopback.json"
+rm -f "$IPERF_JSON"
+
+echo "load: $(uptime)" >&2
+
+# --- iperf3 loopback baseline ---------------------------------------------
+if command -v iperf3 >/dev/null 2>&1; then
+  PORT="${IPERF_PORT:-$(( 20000 + RANDOM % 20000 ))}"
+  iperf3 -s -B 127.0.0.1 -p "$PORT" -1 >/dev/null 2>&1 &
+  IPERF_PID=$!
+  trap 'kill "$IPERF_PID" 2>/dev/null || true' EXIT
+  ok=0
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    sleep 0.3
+    if iperf3 -c 127.0.0.1 -B 127.0.0.1 -p "$PORT" -t 3 -P 1 -J >"$IPERF_JSON" 2>/dev/null; then ok=1; break; fi
+  done
+  wait "$IPERF_PID" 2>/dev/null || true
+  trap - EXIT
+  [[ $ok == 1 ]] || { echo "iperf3 baseline failed" >&2; rm -f "$IPERF_JSON"; }
+else
+  echo "iperf3 not installed (apt-get install iperf3); using the in-binary TCP test only" >&2
+fi
+
+# --- the benchmark ----------------------------------------------------------
+"$BUILD/bench/distributed_bench" \
+  --benchmark_out="$JSON" --benchmark_out_format=json "$@"
+echo "JSON written to $JSON" >&2
+
+# --- summary ----------------------------------------------------------------
+python3 - "$JSON" "$IPERF_JSON" <<'PY'
+import json, os, sys
+
+bench = json.load(open(sys.argv[1]))
+iperf_mbps = None
+if os.path.exists(sys.argv[2]) and os.path.getsize(sys.argv[2]) > 0:
+    j = json.load(open(sys.argv[2]))
+    iperf_mbps = j["end"]["sum_received"]["bits_per_second"] / 8 / 1e6
+
+SCALE = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+times = {}  # name -> seconds per iteration (real time)
+for b in bench["benchmarks"]:
+    if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
+        continue
+    times[b["name"]] = b["real_time"] * SCALE[b["time_unit"]]
+
+def us(name):
+    return times[name] * 1e6 if name in times else float("nan")
+
+print()
+print("== (a) step latency, 1 ps + 1 worker on 127.0.0.1 ==")
+rpc = us("BM_GrpcUnaryGetStatus")
+rows = [("bare gRPC unary (GetStatus)", "BM_GrpcUnaryGetStatus"),
+        ("in-process Session::Run", "BM_LocalSessionStep"),
+        ("grpc:// step, worker-only graph", "BM_StepWorkerOnly"),
+        ("grpc:// step, ps var -> worker Add", "BM_StepCrossTask")]
+for label, name in rows:
+    print(f"  {label:38s} {us(name):9.1f} us   {us(name) / rpc:5.2f}x RPC")
+cross = us("BM_StepCrossTask")
+print(f"  target: cross-task step <= 2x RPC: {'MET' if cross <= 2 * rpc else 'NOT MET'} ({cross / rpc:.2f}x)")
+
+print()
+print("== (b) pulling a float tensor from ps (Sum on the worker) ==")
+hdr = f"  {'MiB':>4s} {'TCP MB/s':>9s} {'iperf3':>8s} {'gRPC raw':>9s} {'step ms':>8s} {'sum@ps ms':>9s} {'xfer MB/s':>9s} {'vs TCP':>7s} {'gross MB/s':>10s}"
+print(hdr)
+for mib in (1, 16, 64, 256):
+    n = mib * (1 << 20)
+    def t(prefix):
+        return times.get(f"{prefix}/MiB:{mib}/real_time")
+    tcp, raw, pull, base = t("BM_TcpLoopback"), t("BM_GrpcRawPull"), t("BM_PullSum"), t("BM_SumOnPs")
+    if None in (tcp, raw, pull, base):
+        print(f"  {mib:4d}  (missing results)")
+        continue
+    tcp_mbps = n / tcp / 1e6
+    raw_mbps = n / raw / 1e6
+    net = pull - base
+    xfer = n / net / 1e6 if net > 0 else float("inf")
+    gross = n / pull / 1e6
+    ip = f"{iperf_mbps:8.0f}" if iperf_mbps else f"{'-':>8s}"
+    print(f"  {mib:4d} {tcp_mbps:9.0f} {ip} {raw_mbps:9.0f} {pull * 1e3:8.2f} {base * 1e3:9.2f} {xfer:9.0f} {xfer / tcp_mbps:6.0%} {gross:10.0f}")
+    if mib == 64:
+        ok = xfer >= 0.8 * tcp_mbps
+        print(f"  target at 64 MiB: transfer >= 80% of TCP: {'MET' if ok else 'NOT MET'} ({xfer / tcp_mbps:.0%} of in-binary TCP" +
+              (f", {xfer / iperf_mbps:.0%} of iperf3)" if iperf_mbps else ")"))
+print("  xfer = bytes / (step with Sum on worker - step with Sum on ps): RecvTensor path only")
+print("  gross = bytes / whole step (RunStep + transfer + Sum)")
+PY

@@ -1,0 +1,281 @@
+// Clusters of real gRPC servers inside the test process (2 ps + 2 workers),
+// driven through grpc:// sessions exactly as a user would.
+#include <thread>
+
+#include "distflow/distflow.h"
+#include "gtest/gtest.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "proto/master.grpc.pb.h"
+#include "tensor/tensor_testutil.h"
+
+namespace distflow {
+namespace {
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto spec = MakeLocalClusterSpec(2, 2);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    spec_ = *spec;
+    auto servers = StartLocalCluster(spec_);
+    ASSERT_TRUE(servers.ok()) << servers.status();
+    servers_ = std::move(*servers);
+  }
+  std::string Target(const std::string& job, int task) {
+    for (auto& s : servers_)
+      if (s->task_name() == "/job:" + job + "/replica:0/task:" + std::to_string(task)) return s->target();
+    return "";
+  }
+  SessionOptions Options() {
+    SessionOptions o;
+    o.wait_for_cluster_ms = 20000;
+    return o;
+  }
+  ClusterSpec spec_;
+  std::vector<std::unique_ptr<Server>> servers_;
+};
+
+TEST_F(ClusterTest, CrossTaskEdgesComputeOnWorkerWithVariablesOnPs) {
+  Scope root = Scope::NewRootScope();
+  auto ps0 = root.WithDevice("/job:ps/task:0");
+  auto ps1 = root.WithDevice("/job:ps/task:1");
+  auto worker = root.WithDevice("/job:worker/task:1");
+  auto w1 = ops::MakeVariable(ps0.WithOpName("weights_1"), ops::Const(ps0, {1, 2, 3, 4}, TensorShape({2, 2})));
+  auto w2 = ops::MakeVariable(ps1.WithOpName("weights_2"), ops::Const(ps1, {1, 0, 0, 1}, TensorShape({2, 2})));
+  auto x = ops::Placeholder(worker.WithOpName("x"), DT_FLOAT, PartialShape({-1, 2}));
+  auto y = ops::MatMul(worker, ops::MatMul(worker, x, w1), w2);
+  auto init = ops::GlobalVariablesInitializer(root);
+  Session sess(Target("worker", 0), Options());
+  { auto r_ = sess.Run({}, {}, {init}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  auto out = sess.Run({{x, Tensor::FromVector<float>({1, 1}, TensorShape({1, 2}))}}, {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({4, 6}, TensorShape({1, 2})), (*out)[0]);
+}
+
+TEST_F(ClusterTest, VariablesPersistAcrossStepsAndSessions) {
+  auto build = [](Scope root, Output* counter, Output* incr, Operation* init) {
+    auto ps = root.WithDevice("/job:ps/task:1");
+    *counter = ops::MakeVariable(ps.WithOpName("counter"), ops::Const(ps, int64_t{0}));
+    *incr = ops::AssignAdd(root.WithDevice("/job:worker/task:0"), *counter, ops::Const(ps, int64_t{1}));
+    *init = ops::GlobalVariablesInitializer(root);
+  };
+  {
+    Scope root = Scope::NewRootScope();
+    Output counter, incr;
+    Operation init;
+    build(root, &counter, &incr, &init);
+    Session s1(Target("worker", 0), Options());
+    { auto r_ = s1.Run({}, {}, {init}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+    for (int i = 0; i < 3; ++i) { auto r_ = s1.Run({incr}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  }
+  Scope root = Scope::NewRootScope();
+  Output counter, incr;
+  Operation init;
+  build(root, &counter, &incr, &init);
+  Session s2(Target("worker", 1), Options());
+  auto out = s2.Run({counter});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<int64_t>(), 3) << "a new session on another worker sees the ps variable";
+}
+
+TEST_F(ClusterTest, TwoClientsShareVariables) {
+  {
+    Scope root = Scope::NewRootScope();
+    auto ps = root.WithDevice("/job:ps/task:0");
+    auto v = ops::MakeVariable(ps.WithOpName("shared_total"), ops::Const(ps, 0.f));
+    Session s(Target("worker", 0), Options());
+    { auto r_ = s.Run({}, {}, {ops::GlobalVariablesInitializer(root)}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  }
+  auto client = [&](int task) {
+    Scope root = Scope::NewRootScope();
+    auto ps = root.WithDevice("/job:ps/task:0");
+    auto v = ops::Variable(ps.WithOpName("shared_total"), PartialShape({}), DT_FLOAT);
+    auto add = ops::AssignAdd(root.WithDevice("/job:worker/task:" + std::to_string(task)), v, ops::Const(root, 1.f));
+    Session s(Target("worker", task), Options());
+    for (int i = 0; i < 20; ++i) { auto r_ = s.Run({add}); EXPECT_TRUE(r_.ok()) << r_.status(); }
+  };
+  std::thread a(client, 0), b(client, 1);
+  a.join();
+  b.join();
+  Scope root = Scope::NewRootScope();
+  auto v = ops::Variable(root.WithDevice("/job:ps/task:0").WithOpName("shared_total"), PartialShape({}), DT_FLOAT);
+  Session s(Target("worker", 1), Options());
+  auto out = s.Run({v});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 40.f);
+}
+
+TEST_F(ClusterTest, ErrorOnPsReachesClientAndAbortsTheStep) {
+  Scope root = Scope::NewRootScope();
+  auto ps = root.WithDevice("/job:ps/task:1");
+  auto w = ops::Variable(ps.WithOpName("never_initialized"), PartialShape({2}), DT_FLOAT);
+  auto read = ops::Identity(ps.WithOpName("read_on_ps"), w);
+  // The worker waits for the ps's tensor; the failure must not leave it waiting.
+  auto y = ops::Square(root.WithDevice("/job:worker/task:0"), read);
+  Session sess(Target("worker", 0), Options());
+  auto out = sess.Run({y});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
+  std::string m(out.status().message());
+  EXPECT_NE(m.find("/job:ps/replica:0/task:1"), std::string::npos) << m;
+  EXPECT_NE(m.find("never_initialized"), std::string::npos) << m;
+  // The cluster still works afterwards.
+  auto ok = sess.Run({ops::Const(root, 1.f)});
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+TEST_F(ClusterTest, UnknownDeviceIsAClearErrorAndSoftPlacementFixesIt) {
+  Scope root = Scope::NewRootScope();
+  auto v = ops::Const(root.WithDevice("/job:ps/task:0/device:CPU:1").WithOpName("b"), 1.f);
+  {
+    Session sess(Target("worker", 0), Options());
+    auto out = sess.Run({v});
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("Cannot place node 'b'"), std::string::npos) << out.status();
+    EXPECT_NE(out.status().message().find("allow_soft_placement"), std::string::npos);
+  }
+  SessionOptions soft = Options();
+  soft.allow_soft_placement = true;
+  Session sess(Target("worker", 0), soft);
+  auto out = sess.Run({v});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 1.f);
+}
+
+TEST_F(ClusterTest, LargeTensorCrossesTasksWithoutSizeLimit) {
+  // 256 MiB of float32 made on a ps and reduced on a worker.
+  const int64_t n = int64_t{64} << 20;
+  Scope root = Scope::NewRootScope();
+  auto big = ops::Fill(root.WithDevice("/job:ps/task:0"), {n}, ops::Const(root, 0.5f));
+  auto sum = ops::Sum(root.WithDevice("/job:worker/task:1"), big, {0});
+  Session sess(Target("worker", 1), Options());
+  auto out = sess.Run({sum});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NEAR((*out)[0].scalar<float>(), n * 0.5, n * 0.5 * 1e-3);
+}
+
+TEST_F(ClusterTest, RetriedRunStepIsNotExecutedTwice) {
+  Scope root = Scope::NewRootScope();
+  auto ps = root.WithDevice("/job:ps/task:0");
+  auto c = ops::MakeVariable(ps.WithOpName("dedupe_counter"), ops::Const(ps, int64_t{0}));
+  auto incr = ops::AssignAdd(ps, c, ops::Const(ps, int64_t{1}));
+  Session sess(Target("worker", 0), Options());
+  { auto r_ = sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  { auto r_ = sess.Run({incr}); ASSERT_TRUE(r_.ok()) << r_.status(); }  // creates the master session's plan
+  // Send the same RunStep twice with one request id, as a client retry would.
+  proto::GraphDef g;
+  root.ToGraphDef(&g);
+  auto channel = grpc::CreateChannel(Target("worker", 0).substr(7), grpc::InsecureChannelCredentials());
+  auto stub = proto::MasterService::NewStub(channel);
+  proto::CreateSessionRequest creq;
+  *creq.mutable_graph_def() = g;
+  proto::CreateSessionResponse cresp;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(stub->CreateSession(&c1, creq, &cresp).ok());
+  proto::RunStepRequest req;
+  req.set_session_handle(cresp.session_handle());
+  req.add_target(incr.op().name());
+  req.set_request_id(12345);
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext ctx;
+    proto::RunStepResponse resp;
+    ASSERT_TRUE(stub->RunStep(&ctx, req, &resp).ok());
+  }
+  auto out = sess.Run({c});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].scalar<int64_t>(), 2) << "1 from the session + 1 from the twice-sent request";
+}
+
+TEST_F(ClusterTest, RestartedTaskIsDetected) {
+  Scope root = Scope::NewRootScope();
+  auto ps = root.WithDevice("/job:ps/task:0");
+  auto v = ops::Const(ps.WithOpName("on_ps"), 2.f);
+  auto y = ops::Square(root.WithDevice("/job:worker/task:0"), v);
+  Session sess(Target("worker", 0), Options());
+  { auto r_ = sess.Run({y}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  // Restart ps 0 on the same address.
+  for (auto& s : servers_) {
+    if (s->task_name() == "/job:ps/replica:0/task:0") {
+      s->Stop();
+      auto again = Server::Create(spec_, "ps", 0);
+      ASSERT_TRUE(again.ok());
+      ASSERT_TRUE((*again)->Start().ok());
+      s = std::move(*again);
+    }
+  }
+  auto out = sess.Run({y});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("restarted"), std::string::npos) << out.status();
+}
+
+TEST(Cluster, MissingTaskIsUnavailableNamingItAfterTheWait) {
+  auto spec = MakeLocalClusterSpec(1, 1);
+  ASSERT_TRUE(spec.ok());
+  auto worker = Server::Create(*spec, "worker", 0);
+  ASSERT_TRUE(worker.ok());
+  ASSERT_TRUE((*worker)->Start().ok());
+  Scope root = Scope::NewRootScope();
+  auto c = ops::Const(root, 1.f);
+  SessionOptions o;
+  o.wait_for_cluster_ms = 1500;
+  Session sess((*worker)->target(), o);
+  auto out = sess.Run({c});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kUnavailable) << out.status();
+  EXPECT_NE(out.status().message().find("/job:ps/replica:0/task:0 at 127.0.0.1:"), std::string::npos) << out.status();
+}
+
+TEST(Cluster, DeviceFiltersLetASessionIgnoreMissingTasks) {
+  auto spec = MakeLocalClusterSpec(1, 1);
+  ASSERT_TRUE(spec.ok());
+  auto worker = Server::Create(*spec, "worker", 0);
+  ASSERT_TRUE((*worker)->Start().ok());
+  Scope root = Scope::NewRootScope();
+  auto c = ops::Const(root, 3.f);
+  SessionOptions o;
+  o.wait_for_cluster_ms = 1000;
+  o.device_filters = {"/job:worker/task:0"};
+  Session sess((*worker)->target(), o);
+  auto out = sess.Run({c});
+  ASSERT_TRUE(out.ok()) << out.status();
+}
+
+TEST(Cluster, StartOrderDoesNotMatterPsThreeSecondsLate) {
+  auto spec = MakeLocalClusterSpec(1, 1);
+  ASSERT_TRUE(spec.ok());
+  auto worker = Server::Create(*spec, "worker", 0);
+  ASSERT_TRUE((*worker)->Start().ok());
+  std::unique_ptr<Server> ps;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    auto s = Server::Create(*spec, "ps", 0);
+    if (s.ok() && (*s)->Start().ok()) ps = std::move(*s);
+  });
+  Scope root = Scope::NewRootScope();
+  auto v = ops::MakeVariable(root.WithDevice("/job:ps/task:0").WithOpName("late_var"), ops::Const(root, 5.f));
+  auto y = ops::Square(root.WithDevice("/job:worker/task:0"), v);
+  SessionOptions o;
+  o.wait_for_cluster_ms = 30000;
+  Session sess((*worker)->target(), o);
+  auto init = sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)});
+  late.join();
+  ASSERT_TRUE(init.ok()) << init.status();
+  auto out = sess.Run({y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 25.f);
+}
+
+TEST(Cluster, PortInUseIsAClearError) {
+  auto spec = MakeLocalClusterSpec(1, 0);
+  ASSERT_TRUE(spec.ok());
+  auto a = Server::Create(*spec, "ps", 0);
+  ASSERT_TRUE((*a)->Start().ok());
+  auto b = Server::Create(*spec, "ps", 0);
+  absl::Status s = (*b)->Start();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("already in use"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace distflow
