@@ -94,6 +94,27 @@ std::string Server::target() const {
   return absl::StrCat("grpc://", h, ":", bound_port_);
 }
 
+absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
+                             const std::vector<std::string>& except) {
+  WorkerCache workers(cluster);
+  for (const std::string& task : workers.TaskNames()) {
+    if (std::find(except.begin(), except.end(), task) != except.end()) continue;
+    absl::StatusOr<proto::WorkerService::Stub*> stub = workers.Stub(task);
+    if (!stub.ok()) return stub.status();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    proto::ShutdownRequest req;
+    req.set_reason(reason);
+    proto::ShutdownResponse resp;
+    grpc::Status s = (*stub)->Shutdown(&ctx, req, &resp);
+    if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      absl::Status e = FromGrpcStatus(s);
+      return absl::Status(e.code(), absl::StrCat("Shutdown of ", task, ": ", e.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers) {
   ClusterSpec::JobMap jobs;
   auto add = [&](const std::string& job, int n) -> absl::Status {

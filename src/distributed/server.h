@@ -65,6 +65,12 @@ class Server {
 absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
                                                                       ServerOptions options = {});
 
+// Asks every task of `cluster` (except those in `except`) to stop its server:
+// how the chief ends a cluster when training is over, so that parameter
+// servers exit instead of waiting to be killed. Tasks already gone are fine.
+absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
+                             const std::vector<std::string>& except = {});
+
 // A cluster spec of `num_ps` ps tasks and `num_workers` worker tasks on
 // 127.0.0.1 with free ports.
 absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers);

@@ -174,3 +174,32 @@ TEST(Processes, SeedPlacementExampleTrainsAcrossFourProcesses) {
 
 }  // namespace
 }  // namespace distflow
+
+namespace distflow {
+namespace {
+
+TEST(Processes, DistributedTrainingOnFashionMnistEndsTheCluster) {
+  int ps = FreePort(), w0 = FreePort(), w1 = FreePort();
+  std::string spec = absl::StrCat("ps|127.0.0.1:", ps, ",worker|127.0.0.1:", w0, ";127.0.0.1:", w1);
+  Cluster c;
+  c.procs_.reserve(3);
+  c.Start({"--cluster_spec=" + spec, "--job_name=ps", "--task_index=0"});
+  c.Start({"--cluster_spec=" + spec, "--job_name=worker", "--task_index=0"});
+  c.Start({"--cluster_spec=" + spec, "--job_name=worker", "--task_index=1"});
+  std::vector<std::string> common = {"--cluster_spec=" + spec, "--model=softmax", "--steps=300",
+                                     "--learning_rate=0.01"};
+  std::vector<std::string> a0 = {MNIST_DISTRIBUTED_BIN, "--task_index=0", "--min_accuracy=0.7"};
+  std::vector<std::string> a1 = {MNIST_DISTRIBUTED_BIN, "--task_index=1"};
+  a0.insert(a0.end(), common.begin(), common.end());
+  a1.insert(a1.end(), common.begin(), common.end());
+  Proc chief = Spawn(a0);
+  Proc other = Spawn(a1);
+  EXPECT_EQ(Wait(other, 120), 0) << Output(other);
+  EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
+  EXPECT_NE(Output(chief).find("Test-Accuracy"), std::string::npos) << Output(chief);
+  // Nobody kills the servers: the chief's shutdown makes them exit 0.
+  for (Proc& p : c.procs_) EXPECT_EQ(Wait(p, 30), 0) << Output(p);
+}
+
+}  // namespace
+}  // namespace distflow
