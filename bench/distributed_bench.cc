@@ -4,6 +4,7 @@
 //   (a) Step latency (1 ps + 1 worker, in process, loopback gRPC):
 //       BM_GrpcUnaryGetStatus   bare unary RPC (WorkerService.GetStatus) to the worker server
 //       BM_LocalSessionStep     the same tiny graph in an in-process Session (executor cost only)
+//       BM_RunGraphDirect       one RunGraph RPC straight to the worker (no master), Const -> Identity
 //       BM_StepWorkerOnly       grpc:// step whose graph lives on the worker only (RunStep + 1 RunGraph)
 //       BM_StepCrossTask        Variable on ps, Add on worker (RunStep + 2 RunGraph + 1 RecvTensor)
 //   (b) Tensor transfer (float Variable on ps of 1..256 MiB, Sum on the worker):
@@ -19,6 +20,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,6 +91,23 @@ void CheckRun(const absl::StatusOr<std::vector<Tensor>>& out, benchmark::State& 
   if (!out.ok()) state.SkipWithError(std::string(out.status().message()).c_str());
 }
 
+// Voluntary + involuntary context switches of the whole process so far: the
+// per-step difference counts thread hand-offs (a blocked thread woken by another).
+int64_t ContextSwitches() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_nvcsw + u.ru_nivcsw;
+}
+
+// Runs `step` per iteration and reports context switches per step.
+template <typename Fn>
+void TimeSteps(benchmark::State& state, Fn step) {
+  int64_t csw0 = ContextSwitches();
+  for (auto _ : state) step();
+  state.counters["csw_per_step"] =
+      benchmark::Counter(static_cast<double>(ContextSwitches() - csw0) / static_cast<double>(std::max<int64_t>(1, state.iterations())));
+}
+
 // ---------------------------------------------------------------------------
 // (a) Step latency.
 
@@ -98,15 +117,12 @@ void BM_GrpcUnaryGetStatus(benchmark::State& state) {
   auto stub = proto::WorkerService::NewStub(channel);
   proto::GetStatusRequest req;
   proto::GetStatusResponse resp;
-  for (auto _ : state) {
+  TimeSteps(state, [&] {
     grpc::ClientContext ctx;
     resp.Clear();
     grpc::Status s = stub->GetStatus(&ctx, req, &resp);
-    if (!s.ok()) {
-      state.SkipWithError(s.error_message().c_str());
-      break;
-    }
-  }
+    if (!s.ok()) state.SkipWithError(s.error_message().c_str());
+  });
 }
 BENCHMARK(BM_GrpcUnaryGetStatus)->UseRealTime()->MinTime(2.0);
 
@@ -117,7 +133,7 @@ void BM_LocalSessionStep(benchmark::State& state) {
   auto init = ops::GlobalVariablesInitializer(root);
   Session sess;
   if (!sess.Run({}, {}, {init}).ok()) Die("init failed");
-  for (auto _ : state) CheckRun(sess.Run({y}), state);
+  TimeSteps(state, [&] { CheckRun(sess.Run({y}), state); });
 }
 BENCHMARK(BM_LocalSessionStep)->UseRealTime()->MinTime(2.0);
 
@@ -131,7 +147,7 @@ void BM_StepWorkerOnly(benchmark::State& state) {
   Session sess(c.worker_target, Options());
   if (!sess.Run({}, {}, {init}).ok()) Die("init failed");
   CheckRun(sess.Run({y}), state);  // registers the partitions
-  for (auto _ : state) CheckRun(sess.Run({y}), state);
+  TimeSteps(state, [&] { CheckRun(sess.Run({y}), state); });
 }
 BENCHMARK(BM_StepWorkerOnly)->UseRealTime()->MinTime(2.0);
 
@@ -147,9 +163,48 @@ void BM_StepCrossTask(benchmark::State& state) {
   if (!sess.Run({}, {}, {init}).ok()) Die("init failed");
   auto first = sess.Run({y});
   if (!first.ok() || (*first)[0].scalar<float>() != 2.0f) Die("cross-task step gave a wrong result");
-  for (auto _ : state) CheckRun(sess.Run({y}), state);
+  TimeSteps(state, [&] { CheckRun(sess.Run({y}), state); });
 }
 BENCHMARK(BM_StepCrossTask)->UseRealTime()->MinTime(2.0);
+
+// The worker half of a step without the master: RegisterGraph once (Const ->
+// Identity), then one RunGraph RPC per iteration straight to the worker.
+void BM_RunGraphDirect(benchmark::State& state) {
+  Cluster& c = GetCluster();
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Const(root.WithOpName("rg_x"), 1.0f);
+  auto y = ops::Identity(root.WithOpName("rg_y"), x);
+  proto::GraphDef graph;
+  root.ToGraphDef(&graph);
+  auto stub = proto::WorkerService::NewStub(grpc::CreateChannel(c.worker_address, grpc::InsecureChannelCredentials()));
+  proto::RegisterGraphRequest reg;
+  reg.set_session_handle("bench_direct");
+  *reg.mutable_graph_def() = graph;
+  proto::RegisterGraphResponse reg_resp;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->RegisterGraph(&ctx, reg, &reg_resp);
+    if (!s.ok()) Die("RegisterGraph: " + s.error_message());
+  }
+  proto::RunGraphRequest req;
+  req.set_graph_handle(reg_resp.graph_handle());
+  req.add_recv_key(y.name());
+  int64_t step = 1;
+  proto::RunGraphResponse resp;
+  TimeSteps(state, [&] {
+    grpc::ClientContext ctx;
+    req.set_step_id(step++);
+    resp.Clear();
+    grpc::Status s = stub->RunGraph(&ctx, req, &resp);
+    if (!s.ok()) state.SkipWithError(s.error_message().c_str());
+  });
+  grpc::ClientContext ctx;
+  proto::DeregisterGraphRequest dreq;
+  dreq.set_graph_handle(reg_resp.graph_handle());
+  proto::DeregisterGraphResponse dresp;
+  (void)stub->DeregisterGraph(&ctx, dreq, &dresp);
+}
+BENCHMARK(BM_RunGraphDirect)->UseRealTime()->MinTime(2.0);
 
 // ---------------------------------------------------------------------------
 // (b) Tensor transfer.

@@ -54,7 +54,7 @@ echo "JSON written to $JSON" >&2
 
 # --- summary ----------------------------------------------------------------
 python3 - "$JSON" "$IPERF_JSON" <<'PY'
-import json, os, sys
+import json, os, re, sys
 
 bench = json.load(open(sys.argv[1]))
 iperf_mbps = None
@@ -67,7 +67,9 @@ times = {}  # name -> seconds per iteration (real time)
 for b in bench["benchmarks"]:
     if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
         continue
-    times[b["name"]] = b["real_time"] * SCALE[b["time_unit"]]
+    # "BM_X/MiB:64/min_time:1.000/real_time" -> "BM_X/MiB:64"
+    name = re.sub(r"/(min_time:[^/]*|real_time)", "", b["name"])
+    times[name] = b["real_time"] * SCALE[b["time_unit"]]
 
 def us(name):
     return times[name] * 1e6 if name in times else float("nan")
@@ -77,6 +79,7 @@ print("== (a) step latency, 1 ps + 1 worker on 127.0.0.1 ==")
 rpc = us("BM_GrpcUnaryGetStatus")
 rows = [("bare gRPC unary (GetStatus)", "BM_GrpcUnaryGetStatus"),
         ("in-process Session::Run", "BM_LocalSessionStep"),
+        ("RunGraph RPC direct to worker", "BM_RunGraphDirect"),
         ("grpc:// step, worker-only graph", "BM_StepWorkerOnly"),
         ("grpc:// step, ps var -> worker Add", "BM_StepCrossTask")]
 for label, name in rows:
@@ -91,7 +94,7 @@ print(hdr)
 for mib in (1, 16, 64, 256):
     n = mib * (1 << 20)
     def t(prefix):
-        return times.get(f"{prefix}/MiB:{mib}/real_time")
+        return times.get(f"{prefix}/MiB:{mib}")
     tcp, raw, pull, base = t("BM_TcpLoopback"), t("BM_GrpcRawPull"), t("BM_PullSum"), t("BM_SumOnPs")
     if None in (tcp, raw, pull, base):
         print(f"  {mib:4d}  (missing results)")
@@ -107,6 +110,9 @@ for mib in (1, 16, 64, 256):
         ok = xfer >= 0.8 * tcp_mbps
         print(f"  target at 64 MiB: transfer >= 80% of TCP: {'MET' if ok else 'NOT MET'} ({xfer / tcp_mbps:.0%} of in-binary TCP" +
               (f", {xfer / iperf_mbps:.0%} of iperf3)" if iperf_mbps else ")"))
+ac, cr = times.get("BM_AllocAndCopy/MiB:64"), times.get("BM_CopyReused/MiB:64")
+if ac and cr:
+    print(f"  receiver decode at 64 MiB: fresh tensor + memcpy {ac * 1e3:.1f} ms vs memcpy into a reused buffer {cr * 1e3:.1f} ms")
 print("  xfer = bytes / (step with Sum on worker - step with Sum on ps): RecvTensor path only")
 print("  gross = bytes / whole step (RunStep + transfer + Sum)")
 PY

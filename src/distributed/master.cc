@@ -42,8 +42,13 @@ bool PassesFilters(const std::string& task, const std::vector<std::string>& filt
 // One client session: its graph, the devices it may use, and a cached plan per signature.
 class MasterSession {
  public:
-  MasterSession(std::string handle, proto::SessionConfig config, WorkerCache* workers, std::string local_task)
-      : handle_(std::move(handle)), config_(std::move(config)), workers_(workers), local_task_(std::move(local_task)) {}
+  MasterSession(std::string handle, proto::SessionConfig config, WorkerCache* workers, std::string local_task,
+                Worker* local_worker)
+      : handle_(std::move(handle)),
+        config_(std::move(config)),
+        workers_(workers),
+        local_task_(std::move(local_task)),
+        local_worker_(local_worker) {}
 
   absl::Status Init(const proto::GraphDef& graph) {
     absl::Status s = Discover();
@@ -301,10 +306,10 @@ class MasterSession {
       absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(c->task);
       if (!stub.ok()) return stub.status();
       Call* raw = c.get();
-      (*stub)->async()->RunGraph(&raw->ctx, &raw->request, &raw->response, [&, raw](grpc::Status s) {
+      auto on_done = [&, raw](const absl::Status& result) {
         absl::MutexLock l(&wait_mu);
-        if (!s.ok()) {
-          absl::Status e = FromGrpcStatus(s);
+        if (!result.ok()) {
+          absl::Status e = result;
           if (!absl::StrContains(e.message(), raw->task)) {
             e = absl::Status(e.code(), absl::StrCat("[", raw->task, "] ", e.message()));
           }
@@ -315,7 +320,14 @@ class MasterSession {
           }
         }
         --remaining;
-      });
+      };
+      if (local_worker_ != nullptr && raw->task == local_task_) {
+        // This task's own partition runs without a loopback RPC.
+        local_worker_->RunGraphAsync(&raw->request, &raw->response, on_done);
+      } else {
+        (*stub)->async()->RunGraph(&raw->ctx, &raw->request, &raw->response,
+                                   [on_done](grpc::Status s) { on_done(FromGrpcStatus(s)); });
+      }
     }
     auto abort_all = [&](const absl::Status& why) {
       for (auto& c : calls) c->ctx.TryCancel();
@@ -370,6 +382,7 @@ class MasterSession {
   const proto::SessionConfig config_;
   WorkerCache* const workers_;
   const std::string local_task_;
+  Worker* const local_worker_;
   std::vector<std::string> devices_;
   std::string default_device_;
 
@@ -420,9 +433,10 @@ class Master::Service : public proto::MasterService::CallbackService {
   Master* m_;
 };
 
-Master::Master(std::string local_task, WorkerCache* workers)
+Master::Master(std::string local_task, WorkerCache* workers, Worker* local_worker)
     : local_task_(std::move(local_task)),
       workers_(workers),
+      local_worker_(local_worker),
       pool_(std::make_unique<ThreadPool>("df_master", 8)),
       service_(std::make_unique<Service>(this)) {}
 
@@ -449,7 +463,7 @@ absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto
     absl::MutexLock lock(&mu_);
     handle = absl::StrCat("session_", next_session_++, "_", RandomStepId());
   }
-  auto session = std::make_shared<MasterSession>(handle, req.config(), workers_, local_task_);
+  auto session = std::make_shared<MasterSession>(handle, req.config(), workers_, local_task_, local_worker_);
   absl::Status s = session->Init(req.graph_def());
   if (!s.ok()) return s;
   absl::MutexLock lock(&mu_);

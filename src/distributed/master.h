@@ -15,6 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "base/thread_pool.h"
+#include "distributed/worker.h"
 #include "distributed/worker_cache.h"
 #include "proto/master.grpc.pb.h"
 
@@ -24,8 +25,9 @@ class MasterSession;
 
 class Master {
  public:
-  // `local_task`: this server's task, where unconstrained nodes go.
-  Master(std::string local_task, WorkerCache* workers);
+  // `local_task`: this server's task, where unconstrained nodes go;
+  // `local_worker` (may be null) runs that task's partitions without an RPC.
+  Master(std::string local_task, WorkerCache* workers, Worker* local_worker = nullptr);
   ~Master();
 
   grpc::Service* service();
@@ -46,6 +48,7 @@ class Master {
 
   const std::string local_task_;
   WorkerCache* const workers_;
+  Worker* const local_worker_;
   std::unique_ptr<ThreadPool> pool_;  // runs blocking calls off gRPC's threads
   std::unique_ptr<Service> service_;
   absl::Mutex mu_;

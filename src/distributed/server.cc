@@ -35,7 +35,7 @@ absl::Status Server::Start() {
   host_ = hp->first;
   workers_ = std::make_unique<WorkerCache>(cluster_);
   worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);
-  master_ = std::make_unique<Master>(task_name_, workers_.get());
+  master_ = std::make_unique<Master>(task_name_, workers_.get(), worker_.get());
   worker_->SetShutdownHandler([this](const std::string&) {
     std::thread([this] { Stop(); }).detach();
   });

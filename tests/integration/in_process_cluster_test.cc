@@ -1,5 +1,6 @@
 // Clusters of real gRPC servers inside the test process (2 ps + 2 workers),
 // driven through grpc:// sessions exactly as a user would.
+#include <algorithm>
 #include <thread>
 
 #include "distflow/distflow.h"
@@ -207,6 +208,49 @@ TEST_F(ClusterTest, RestartedTaskIsDetected) {
   auto out = sess.Run({y});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("restarted"), std::string::npos) << out.status();
+}
+
+TEST_F(ClusterTest, ResetClearsContainersOnEveryTask) {
+  Scope root = Scope::NewRootScope();
+  auto ps = root.WithDevice("/job:ps/task:1");
+  auto v = ops::MakeVariable(ps.WithOpName("to_reset"), ops::Const(ps, 7.f));
+  Session sess(Target("worker", 0), Options());
+  { auto r_ = sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  ASSERT_TRUE(sess.Run({v}).ok());
+  ASSERT_TRUE(sess.Reset().ok());
+  auto after = sess.Run({v});
+  ASSERT_FALSE(after.ok());
+  EXPECT_NE(after.status().message().find("uninitialized variable 'to_reset'"), std::string::npos) << after.status();
+}
+
+TEST_F(ClusterTest, ListDevicesReportsEveryTask) {
+  auto channel = grpc::CreateChannel(Target("ps", 0).substr(7), grpc::InsecureChannelCredentials());
+  auto stub = proto::MasterService::NewStub(channel);
+  grpc::ClientContext ctx;
+  proto::ListDevicesRequest req;
+  proto::ListDevicesResponse resp;
+  ASSERT_TRUE(stub->ListDevices(&ctx, req, &resp).ok());
+  std::vector<std::string> names;
+  for (const auto& d : resp.devices()) names.push_back(d.name());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0",
+                                             "/job:worker/replica:0/task:0/device:CPU:0",
+                                             "/job:worker/replica:0/task:1/device:CPU:0"}));
+}
+
+TEST_F(ClusterTest, LogDevicePlacementPrintsEveryNode) {
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Const(root.WithDevice("/job:ps/task:0").WithOpName("logged_a"), 1.f);
+  auto b = ops::Square(root.WithOpName("logged_b"), a);
+  SessionOptions o = Options();
+  o.log_device_placement = true;
+  Session sess(Target("worker", 1), o);
+  testing::internal::CaptureStderr();
+  auto out = sess.Run({b});
+  std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(log.find("logged_a: (Const) -> /job:ps/replica:0/task:0/device:CPU:0"), std::string::npos) << log;
+  EXPECT_NE(log.find("logged_b: (Square) -> /job:worker/replica:0/task:1/device:CPU:0"), std::string::npos) << log;
 }
 
 TEST(Cluster, MissingTaskIsUnavailableNamingItAfterTheWait) {
