@@ -4,9 +4,57 @@
 #include <new>
 #include <string>
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace distflow {
+namespace {
+
+constexpr size_t kCacheMinBytes = size_t{4} << 20;
+constexpr size_t kCacheGranule = size_t{1} << 20;
+constexpr size_t kCacheMaxBytes = size_t{512} << 20;
+
+// Freed large blocks, by size, for reuse.
+class LargeBlockCache {
+ public:
+  void* Take(size_t capacity) {
+    absl::MutexLock lock(&mu_);
+    auto it = blocks_.find(capacity);
+    if (it == blocks_.end()) return nullptr;
+    void* p = it->second;
+    blocks_.erase(it);
+    total_ -= capacity;
+    return p;
+  }
+  // False if the cache is full (the caller frees the block).
+  bool Give(void* p, size_t capacity) {
+    absl::MutexLock lock(&mu_);
+    if (total_ + capacity > kCacheMaxBytes) return false;
+    blocks_.emplace(capacity, p);
+    total_ += capacity;
+    return true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::multimap<size_t, void*> blocks_ ABSL_GUARDED_BY(mu_);
+  size_t total_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+LargeBlockCache& Cache() {
+  static LargeBlockCache* cache = new LargeBlockCache;
+  return *cache;
+}
+
+size_t Capacity(size_t bytes) {
+  size_t rounded = (bytes + TensorBuffer::kAlignment - 1) / TensorBuffer::kAlignment * TensorBuffer::kAlignment;
+  if (rounded >= kCacheMinBytes) rounded = (rounded + kCacheGranule - 1) / kCacheGranule * kCacheGranule;
+  return rounded;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(DataType dtype,
                                                                       int64_t num_elements) {
@@ -23,9 +71,10 @@ absl::StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(DataType dt
     return absl::ResourceExhaustedError(
         absl::StrCat("A tensor of ", num_elements, " ", DataTypeName(dtype), " elements is too large"));
   }
-  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  size_t rounded = Capacity(bytes);
   void* p = nullptr;
-  if (rounded > 0) {
+  if (rounded >= kCacheMinBytes) p = Cache().Take(rounded);
+  if (rounded > 0 && p == nullptr) {
     p = std::aligned_alloc(kAlignment, rounded);
     if (p == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat("Out of memory allocating ", bytes,
@@ -35,6 +84,7 @@ absl::StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(DataType dt
   std::shared_ptr<TensorBuffer> buf(new TensorBuffer);
   buf->data_ = p;
   buf->size_ = bytes;
+  buf->capacity_ = rounded;
   buf->owned_ = true;
   if (dtype == DT_STRING) {
     auto* s = static_cast<std::string*>(p);
@@ -57,7 +107,7 @@ TensorBuffer::~TensorBuffer() {
     auto* s = static_cast<std::string*>(data_);
     for (int64_t i = 0; i < num_strings_; ++i) s[i].~basic_string();
   }
-  if (owned_) std::free(data_);
+  if (owned_ && !(capacity_ >= kCacheMinBytes && Cache().Give(data_, capacity_))) std::free(data_);
   if (release_) release_();
 }
 

@@ -43,6 +43,7 @@ class TensorBuffer {
 
   void* data_ = nullptr;
   size_t size_ = 0;
+  size_t capacity_ = 0;            // bytes actually allocated (owned buffers)
   int64_t num_strings_ = 0;        // > 0 only for owned DT_STRING buffers
   bool owned_ = false;             // free(data_) on destruction
   std::function<void()> release_;  // for wrapped memory

@@ -100,6 +100,19 @@ TEST(Tensor, FromBufferValidatesSize) {
   EXPECT_TRUE(released) << "the release callback runs when the last tensor is gone";
 }
 
+TEST(Tensor, LargeBuffersAreReusedAfterRelease) {
+  const void* first;
+  {
+    Tensor big(DT_FLOAT, TensorShape({int64_t{8} << 20}));  // 32 MiB
+    first = big.raw_data();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+  }
+  Tensor again(DT_FLOAT, TensorShape({int64_t{8} << 20}));
+  EXPECT_EQ(again.raw_data(), first) << "a freed large block serves the next allocation of its size";
+  Tensor other(DT_FLOAT, TensorShape({int64_t{8} << 20}));
+  EXPECT_NE(other.raw_data(), again.raw_data()) << "a block in use is never handed out twice";
+}
+
 TEST(Tensor, AllocateTooLargeIsResourceExhausted) {
   auto t = Tensor::Allocate(DT_DOUBLE, TensorShape({int64_t{1} << 61}));
   ASSERT_FALSE(t.ok());
