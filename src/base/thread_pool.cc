@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "absl/synchronization/blocking_counter.h"
+#include "base/denormal.h"
 #include "base/logging.h"
 
 namespace distflow {
@@ -41,6 +42,7 @@ bool ThreadPool::InPool() const { return current_pool == this; }
 
 void ThreadPool::WorkerLoop() {
   current_pool = this;
+  ScopedFlushDenormal flush;  // intra-op work runs here too
   for (;;) {
     std::function<void()> fn;
     {

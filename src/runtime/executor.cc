@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "base/denormal.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/resource_mgr.h"
 
@@ -232,7 +233,11 @@ struct Executor::Impl {
       return;
     }
     OpKernelContext ctx(std::move(p));
-    absl::Status st = item.kernel->Compute(&ctx);
+    absl::Status st;
+    {
+      ScopedFlushDenormal flush;
+      st = item.kernel->Compute(&ctx);
+    }
     std::vector<int> ready;
     Complete(s, id, &ctx, st, &ready);
     Schedule(s, ready, local);

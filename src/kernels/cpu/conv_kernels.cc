@@ -502,32 +502,83 @@ void MaxPoolForward(OpKernelContext* ctx, const Geom& g, const T* x, T* y) {
 // The gradient goes to the first maximum of each window in scan order.
 template <typename T>
 void MaxPoolBackward(OpKernelContext* ctx, const Geom& g, const T* x, const T* dy, T* dx) {
-  ctx->ParallelFor(g.n, g.oh * g.ow * g.kh * g.kw * g.c * 2 + 1, [&](int64_t b, int64_t e) {
-    std::vector<T> best(static_cast<size_t>(g.c));
-    std::vector<int64_t> where(static_cast<size_t>(g.c));
+  // Sizes in locals (stores through the arrays below would otherwise force
+  // reloads from `g`), and a branch-free arg-max over the window positions
+  // so the channel loop vectorizes. The first maximum wins, as in TF.
+  const int64_t C = g.c, H = g.h, W = g.w, OH = g.oh, OW = g.ow;
+  ctx->ParallelFor(g.n, OH * OW * g.kh * g.kw * C * 2 + 1, [&](int64_t b, int64_t e) {
+    std::vector<T> best(static_cast<size_t>(C));
+    std::vector<int32_t> arg(static_cast<size_t>(C));
+    std::vector<int64_t> bases;
+    bases.reserve(static_cast<size_t>(g.kh * g.kw));
+    T* bp = best.data();
+    int32_t* ap = arg.data();
     for (int64_t n = b; n < e; ++n) {
-      std::fill(dx + n * g.h * g.w * g.c, dx + (n + 1) * g.h * g.w * g.c, T(0));
-      for (int64_t oh = 0; oh < g.oh; ++oh) {
-        const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0), h1 = std::min(oh * g.sh - g.pt + g.kh, g.h);
-        for (int64_t ow = 0; ow < g.ow; ++ow) {
-          const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0), w1 = std::min(ow * g.sw - g.pl + g.kw, g.w);
+      std::fill(dx + n * H * W * C, dx + (n + 1) * H * W * C, T(0));
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0), h1 = std::min(oh * g.sh - g.pt + g.kh, H);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0), w1 = std::min(ow * g.sw - g.pl + g.kw, W);
           if (h0 >= h1 || w0 >= w1) continue;
-          std::fill(best.begin(), best.end(), std::numeric_limits<T>::lowest());
-          std::fill(where.begin(), where.end(), ((n * g.h + h0) * g.w + w0) * g.c);
+          bases.clear();
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw) bases.push_back(((n * H + ih) * W + iw) * C);
+          const T* first = x + bases[0];
+          for (int64_t c = 0; c < C; ++c) {
+            bp[c] = first[c];
+            ap[c] = 0;
+          }
+          const int32_t positions = static_cast<int32_t>(bases.size());
+          for (int32_t k = 1; k < positions; ++k) {
+            const T* in = x + bases[static_cast<size_t>(k)];
+            for (int64_t c = 0; c < C; ++c) {
+              const T v = in[c];
+              const bool greater = v > bp[c];
+              bp[c] = greater ? v : bp[c];
+              ap[c] = greater ? k : ap[c];
+            }
+          }
+          const T* gy = dy + ((n * OH + oh) * OW + ow) * C;
+          for (int64_t c = 0; c < C; ++c) dx[bases[static_cast<size_t>(ap[c])] + c] += gy[c];
+        }
+      }
+    }
+  });
+}
+
+// The same gradient from the forward output `y`: within each window the first
+// element equal to the window's maximum gets the gradient. Every loop runs
+// over channels with same-width, branch-free operations, so it vectorizes.
+template <typename T>
+void MaxPoolBackwardFromOutput(OpKernelContext* ctx, const Geom& g, const T* __restrict x, const T* __restrict y,
+                               const T* __restrict dy, T* __restrict dx) {
+  const int64_t C = g.c, H = g.h, W = g.w, OH = g.oh, OW = g.ow;
+  ctx->ParallelFor(g.n, OH * OW * g.kh * g.kw * C * 2 + 1, [&](int64_t b, int64_t e) {
+    std::vector<T> taken_store(static_cast<size_t>(C));
+    T* __restrict taken = taken_store.data();
+    for (int64_t n = b; n < e; ++n) {
+      std::fill(dx + n * H * W * C, dx + (n + 1) * H * W * C, T(0));
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0), h1 = std::min(oh * g.sh - g.pt + g.kh, H);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0), w1 = std::min(ow * g.sw - g.pl + g.kw, W);
+          const int64_t out = ((n * OH + oh) * OW + ow) * C;
+          const T* __restrict ym = y + out;
+          const T* __restrict gy = dy + out;
+          for (int64_t c = 0; c < C; ++c) taken[c] = T(0);
           for (int64_t ih = h0; ih < h1; ++ih) {
             for (int64_t iw = w0; iw < w1; ++iw) {
-              const int64_t base = ((n * g.h + ih) * g.w + iw) * g.c;
-              const T* in = x + base;
-              for (int64_t c = 0; c < g.c; ++c) {
-                if (in[c] > best[static_cast<size_t>(c)]) {
-                  best[static_cast<size_t>(c)] = in[c];
-                  where[static_cast<size_t>(c)] = base;
-                }
+              const int64_t base = ((n * H + ih) * W + iw) * C;
+              const T* __restrict in = x + base;
+              T* __restrict d = dx + base;
+              for (int64_t c = 0; c < C; ++c) {
+                const T t = taken[c];
+                const bool hit = (in[c] == ym[c]) & (t == T(0));
+                d[c] += hit ? gy[c] : T(0);
+                taken[c] = hit ? T(1) : t;
               }
             }
           }
-          const T* gy = dy + ((n * g.oh + oh) * g.ow + ow) * g.c;
-          for (int64_t c = 0; c < g.c; ++c) dx[where[static_cast<size_t>(c)] + c] += gy[c];
         }
       }
     }
@@ -640,7 +691,12 @@ class PoolOp : public OpKernel {
         return absl::OkStatus();
       }
       if constexpr (K == PoolKind::kMaxGrad) {
-        MaxPoolBackward<T>(ctx, g, ctx->input(0).flat<T>().data(), dy.flat<T>().data(), dx);
+        if (ctx->input(1).shape() == y_shape) {
+          MaxPoolBackwardFromOutput<T>(ctx, g, ctx->input(0).flat<T>().data(), ctx->input(1).flat<T>().data(),
+                                       dy.flat<T>().data(), dx);
+        } else {
+          MaxPoolBackward<T>(ctx, g, ctx->input(0).flat<T>().data(), dy.flat<T>().data(), dx);
+        }
       } else {
         AvgPoolBackward<T>(ctx, g, dy.flat<T>().data(), dx);
       }

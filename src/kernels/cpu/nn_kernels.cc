@@ -74,10 +74,11 @@ class ActOp : public OpKernel {
 // Gradients: out = G(a, b) with TF's input order.
 template <typename T, Act A>
 void ApplyGrad(ConstArrMap<T> a, ConstArrMap<T> b, ArrMap<T> z) {
+  // Eigen 3.4's select() does not vectorize; multiplying by the mask as 0/1 does.
   if constexpr (A == Act::kRelu) {  // (gradients, features)
-    z = (b > T(0)).select(a, T(0));
+    z = a * (b > T(0)).template cast<T>();
   } else if constexpr (A == Act::kRelu6) {  // (gradients, features)
-    z = (b > T(0) && b < T(6)).select(a, T(0));
+    z = a * ((b > T(0)) && (b < T(6))).template cast<T>();
   } else if constexpr (A == Act::kElu) {  // (gradients, outputs)
     z = (b < T(0)).select(a * (b + T(1)), a);
   } else if constexpr (A == Act::kSigmoid) {  // (y, dy)

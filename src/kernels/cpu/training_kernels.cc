@@ -246,15 +246,31 @@ class ApplyAdamOp : public ApplyOpBase<T> {
     const T beta1_power = b.s(0), beta2_power = b.s(1), lr = b.s(2), beta1 = b.s(3), beta2 = b.s(4),
             epsilon = b.s(5);
     const T alpha = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
-    auto var = b.ref(0);
-    auto m = b.ref(1);
-    auto v = b.ref(2);
-    m += (b.g() - m) * (T(1) - beta1);
-    v += (b.g().square() - v) * (T(1) - beta2);
+    // One pass over the four arrays (three Eigen expressions would read them
+    // three times); the loop vectorises at -O3.
+    T* __restrict var = b.refs[0] + b.begin;
+    T* __restrict m = b.refs[1] + b.begin;
+    T* __restrict v = b.refs[2] + b.begin;
+    const T* __restrict g = b.grad + b.begin;
+    const T one_minus_beta1 = T(1) - beta1, one_minus_beta2 = T(1) - beta2;
     if (nesterov_) {
-      var -= ((b.g() * (T(1) - beta1) + beta1 * m) * alpha) / (v.sqrt() + epsilon);
+      for (int64_t i = 0; i < b.n; ++i) {
+        const T gi = g[i];
+        const T mi = m[i] + (gi - m[i]) * one_minus_beta1;
+        const T vi = v[i] + (gi * gi - v[i]) * one_minus_beta2;
+        m[i] = mi;
+        v[i] = vi;
+        var[i] -= ((gi * one_minus_beta1 + beta1 * mi) * alpha) / (std::sqrt(vi) + epsilon);
+      }
     } else {
-      var -= (m * alpha) / (v.sqrt() + epsilon);
+      for (int64_t i = 0; i < b.n; ++i) {
+        const T gi = g[i];
+        const T mi = m[i] + (gi - m[i]) * one_minus_beta1;
+        const T vi = v[i] + (gi * gi - v[i]) * one_minus_beta2;
+        m[i] = mi;
+        v[i] = vi;
+        var[i] -= (mi * alpha) / (std::sqrt(vi) + epsilon);
+      }
     }
   }
 
