@@ -349,15 +349,7 @@ TEST(Optimizer, SecondApplyGradientsReusesSlots) {
 
 // --- Minimize (needs symbolic gradients) ------------------------------------
 
-bool GradientsAvailable() {
-  Scope s = Scope::NewRootScope();
-  auto x = ops::MakeVariable(s, ops::Const(s, 1.f));
-  auto g = Gradients(s, {ops::Square(s, x)}, {x});
-  return g.ok();
-}
-
 TEST(Minimize, QuadraticConverges) {
-  if (!GradientsAvailable()) GTEST_SKIP() << "Gradients() is not implemented yet";
   for (int which = 0; which < 5; ++which) {
     Scope root = Scope::NewRootScope();
     auto w = ops::MakeVariable(root.WithOpName("w"), ops::Const(root, {0.f, 0.f}, TensorShape({2})));
@@ -388,7 +380,6 @@ TEST(Minimize, QuadraticConverges) {
 }
 
 TEST(Minimize, ComputeGradientsDefaultsToTrainableVariables) {
-  if (!GradientsAvailable()) GTEST_SKIP() << "Gradients() is not implemented yet";
   Scope root = Scope::NewRootScope();
   auto w = ops::MakeVariable(root.WithOpName("w"), ops::Const(root, 2.f));
   auto unused = ops::MakeVariable(root.WithOpName("unused"), ops::Const(root, 2.f));
