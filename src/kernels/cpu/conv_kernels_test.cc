@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -353,56 +352,6 @@ TEST(MaxPool, BadKsizeIsRejected) {
   EXPECT_ERROR_CONTAINS(t.Run(), "ksize");
 }
 
-// Rough timing of the book CNN's convolutions (forward + both backprops),
-// one kernel built once and run repeatedly (as the executor does).
-double TimeKernel(const std::string& op, std::vector<Tensor> inputs) {
-  proto::NodeDef def;
-  def.set_name("k");
-  def.set_op(op);
-  SetAttrType(&def, "T", DT_FLOAT);
-  SetAttrIntList(&def, "strides", {1, 1, 1, 1});
-  SetAttrString(&def, "padding", "SAME");
-  SetAttrString(&def, "data_format", "NHWC");
-  std::vector<DataType> in_types;
-  for (const Tensor& t : inputs) in_types.push_back(t.dtype());
-  Device device("/job:localhost/replica:0/task:0/device:CPU:0", kCpu, nullptr);
-  absl::StatusOr<std::unique_ptr<OpKernel>> kernel =
-      KernelRegistry::Global()->CreateKernel(def, in_types, {DT_FLOAT}, &device);
-  EXPECT_TRUE(kernel.ok()) << kernel.status();
-  if (!kernel.ok()) return 0;
-  auto run = [&] {
-    OpKernelContext::Params p;
-    p.device = &device;
-    p.kernel = kernel->get();
-    p.inputs = inputs;
-    OpKernelContext ctx(std::move(p));
-    absl::Status s = (*kernel)->Compute(&ctx);
-    EXPECT_TRUE(s.ok()) << s;
-  };
-  run();  // builds and caches the primitive
-  const int reps = 10;
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) run();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / reps;
-}
-
-TEST(ConvTiming, BookCnnOneThread) {
-  struct L {
-    int32_t h, c, o;
-  };
-  double total_ms = 0;
-  for (L l : {L{28, 1, 32}, L{14, 32, 64}}) {
-    const TensorShape xs({50, l.h, l.h, l.c}), fs({5, 5, l.c, l.o}), ys({50, l.h, l.h, l.o});
-    const Tensor x = Random(DT_FLOAT, xs, 1), f = Random(DT_FLOAT, fs, 2), dy = Random(DT_FLOAT, ys, 3);
-    const double fwd = TimeKernel("Conv2D", {x, f});
-    const double bi = TimeKernel("Conv2DBackpropInput", {Tensor::FromVector<int32_t>({50, l.h, l.h, l.c}), f, dy});
-    const double bf = TimeKernel("Conv2DBackpropFilter", {x, Tensor::FromVector<int32_t>({5, 5, l.c, l.o}), dy});
-    std::printf("conv 5x5x%d->%d on 50x%dx%d: fwd %.2f ms, bwd-input %.2f ms, bwd-filter %.2f ms\n", l.c, l.o, l.h,
-                l.h, fwd, bi, bf);
-    total_ms += fwd + bi + bf;
-  }
-  std::printf("total conv fwd+bwd per step: %.2f ms\n", total_ms);
-}
 
 }  // namespace
 }  // namespace distflow
