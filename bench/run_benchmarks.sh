@@ -12,7 +12,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$ROOT/build}"
-shift || true
+shift || true  # the build dir argument is optional: nothing to shift without it
 
 cmake -S "$ROOT" -B "$BUILD" -G Ninja >/dev/null
 ninja -C "$BUILD" matmul_bench

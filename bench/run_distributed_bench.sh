@@ -16,7 +16,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$ROOT/build}"
-shift || true
+shift || true  # the build dir argument is optional: nothing to shift without it
 
 cmake -S "$ROOT" -B "$BUILD" -G Ninja >/dev/null
 nice -n 10 ninja -C "$BUILD" distributed_bench
@@ -34,13 +34,14 @@ if command -v iperf3 >/dev/null 2>&1; then
   PORT="${IPERF_PORT:-$(( 20000 + RANDOM % 20000 ))}"
   iperf3 -s -B 127.0.0.1 -p "$PORT" -1 >/dev/null 2>&1 &
   IPERF_PID=$!
+  # Cleanup only: iperf3 may already have exited.
   trap 'kill "$IPERF_PID" 2>/dev/null || true' EXIT
   ok=0
   for _ in 1 2 3 4 5 6 7 8 9 10; do
     sleep 0.3
     if iperf3 -c 127.0.0.1 -B 127.0.0.1 -p "$PORT" -t 3 -P 1 -J >"$IPERF_JSON" 2>/dev/null; then ok=1; break; fi
   done
-  wait "$IPERF_PID" 2>/dev/null || true
+  wait "$IPERF_PID" 2>/dev/null || true  # we killed it; its exit status means nothing
   trap - EXIT
   [[ $ok == 1 ]] || { echo "iperf3 baseline failed" >&2; rm -f "$IPERF_JSON"; }
 else

@@ -59,7 +59,7 @@ fi
 if [[ -z "${OPENBLAS_DIR:-}" ]] && command -v apt-get >/dev/null; then
   mkdir -p "$BUILD/openblas"
   (cd "$BUILD/openblas" && apt-get download libopenblas0-pthread >/dev/null 2>&1 &&
-    dpkg -x libopenblas0-pthread_*.deb . ) || true
+    dpkg -x libopenblas0-pthread_*.deb . ) || true  # optional baseline: without it only default-BLAS PyTorch is timed
   d="$BUILD/openblas/usr/lib/x86_64-linux-gnu/openblas-pthread"
   [[ -f "$d/libblas.so.3" ]] && OPENBLAS_DIR="$d"
 fi

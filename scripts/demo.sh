@@ -33,6 +33,7 @@ for i in 0 1; do
   ./build/tools/distflow-server --cluster_spec="$SPEC" --job_name=worker --task_index=$i >"$LOGS/worker$i.log" 2>&1 &
   SERVERS+=($!)
 done
+# On an early exit, stop the servers; those already gone make kill fail, which is fine.
 trap 'kill "${SERVERS[@]}" 2>/dev/null || true' EXIT
 
 ./build/examples/mnist_distributed --cluster_spec="$SPEC" --task_index=1 --steps="$STEPS" >"$LOGS/client1.log" 2>&1 &

@@ -7,28 +7,14 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
 
 namespace distflow {
 namespace {
 
-std::string DimsString(absl::Span<const int64_t> d) { return absl::StrCat("[", absl::StrJoin(d, ","), "]"); }
-
-absl::StatusOr<std::vector<int64_t>> ReadInts(const Tensor& t, absl::string_view what, bool allow_scalar = false) {
-  if (t.dims() > 1 || (t.dims() == 0 && !allow_scalar)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " must be a ", allow_scalar ? "scalar or " : "",
-                                                   "vector, got shape ", t.shape().DebugString()));
-  }
-  std::vector<int64_t> out;
-  if (t.dtype() == DT_INT32) {
-    for (int32_t v : t.flat<int32_t>()) out.push_back(v);
-  } else if (t.dtype() == DT_INT64) {
-    for (int64_t v : t.flat<int64_t>()) out.push_back(v);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(what, " must be int32 or int64, got ", DataTypeName(t.dtype())));
-  }
-  return out;
-}
+using kernel_util::DimsString;
+using kernel_util::ReadInts;
 
 // Writes `values` as a vector of `dt` (int32 or int64) to output i.
 absl::Status WriteInts(OpKernelContext* ctx, int i, DataType dt, const std::vector<int64_t>& values) {

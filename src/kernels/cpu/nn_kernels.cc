@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "graph/attr_value.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
 
 namespace distflow {
@@ -357,14 +358,6 @@ class L2LossOp : public OpKernel {
 // ---------------------------------------------------------------------------
 // Dropout(x, keep_prob) -> (x * mask, mask), mask = (u < keep_prob) / keep_prob.
 
-template <typename T>
-T UniformFrom(uint64_t bits) {
-  if constexpr (std::is_same_v<T, float>) {
-    return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
-  } else {
-    return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
-  }
-}
 
 template <typename T>
 class DropoutOp : public OpKernel {
@@ -377,16 +370,7 @@ class DropoutOp : public OpKernel {
     absl::StatusOr<int64_t> seed2 = GetAttrInt(c->def(), "seed2");
     if (!seed2.ok()) return seed2.status();
     absl::MutexLock l(&mu_);
-    if (*seed != 0 || *seed2 != 0) {
-      const uint64_t s1 = static_cast<uint64_t>(*seed), s2 = static_cast<uint64_t>(*seed2);
-      std::seed_seq seq{static_cast<uint32_t>(s1), static_cast<uint32_t>(s1 >> 32), static_cast<uint32_t>(s2),
-                        static_cast<uint32_t>(s2 >> 32)};
-      gen_.seed(seq);
-    } else {
-      std::random_device rd;
-      std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
-      gen_.seed(seq);
-    }
+    kernel_util::SeedGenerator(&gen_, *seed, *seed2);
     return absl::OkStatus();
   }
 
@@ -412,7 +396,7 @@ class DropoutOp : public OpKernel {
     const T scale = T(1) / keep;
     {
       absl::MutexLock l(&mu_);
-      for (int64_t i = 0; i < n; ++i) mp[i] = UniformFrom<T>(gen_()) < keep ? scale : T(0);
+      for (int64_t i = 0; i < n; ++i) mp[i] = kernel_util::UniformFrom<T>(gen_()) < keep ? scale : T(0);
     }
     for (int64_t i = 0; i < n; ++i) op[i] = xp[i] * mp[i];
     return absl::OkStatus();

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "graph/attr_value.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
 
 namespace distflow {
@@ -21,16 +22,6 @@ namespace {
 enum class Dist { kUniform, kNormal, kTruncatedNormal };
 
 // Uniform in [0, 1): the top mantissa-width bits of a 64-bit draw.
-template <typename T>
-T UniformFrom(uint64_t bits);
-template <>
-float UniformFrom<float>(uint64_t bits) {
-  return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // 24 bits
-}
-template <>
-double UniformFrom<double>(uint64_t bits) {
-  return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
-}
 
 class RandomOpBase : public OpKernel {
  public:
@@ -42,16 +33,7 @@ class RandomOpBase : public OpKernel {
     absl::StatusOr<int64_t> seed2 = GetAttrInt(c->def(), "seed2");
     if (!seed2.ok()) return seed2.status();
     absl::MutexLock l(&mu_);
-    if (*seed != 0 || *seed2 != 0) {
-      const uint64_t s1 = static_cast<uint64_t>(*seed), s2 = static_cast<uint64_t>(*seed2);
-      std::seed_seq seq{static_cast<uint32_t>(s1), static_cast<uint32_t>(s1 >> 32), static_cast<uint32_t>(s2),
-                        static_cast<uint32_t>(s2 >> 32)};
-      gen_.seed(seq);
-    } else {
-      std::random_device rd;
-      std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
-      gen_.seed(seq);
-    }
+    kernel_util::SeedGenerator(&gen_, *seed, *seed2);
     return absl::OkStatus();
   }
 
@@ -90,13 +72,13 @@ class RandomOp : public RandomOpBase {
     absl::Span<T> v = (*out)->template flat<T>();
     absl::MutexLock l(&mu_);
     if constexpr (D == Dist::kUniform) {
-      for (T& x : v) x = UniformFrom<T>(gen_());
+      for (T& x : v) x = kernel_util::UniformFrom<T>(gen_());
     } else {
       size_t i = 0;
       while (i < v.size()) {
         // Box-Muller: two independent standard normals per pair of uniforms.
-        const double u1 = 1.0 - UniformFrom<double>(gen_());  // (0, 1]
-        const double u2 = UniformFrom<double>(gen_());
+        const double u1 = 1.0 - kernel_util::UniformFrom<double>(gen_());  // (0, 1]
+        const double u2 = kernel_util::UniformFrom<double>(gen_());
         const double r = std::sqrt(-2.0 * std::log(u1));
         const double theta = 2.0 * M_PI * u2;
         for (double z : {r * std::cos(theta), r * std::sin(theta)}) {
