@@ -7,6 +7,7 @@
 //       BM_RunGraphDirect       one RunGraph RPC straight to the worker (no master), Const -> Identity
 //       BM_StepWorkerOnly       grpc:// step whose graph lives on the worker only (RunStep + 1 RunGraph)
 //       BM_StepCrossTask        Variable on ps, Add on worker (RunStep + 2 RunGraph + 1 RecvTensor)
+//       BM_StepVsRpcInterleaved the unary RPC and the cross-task step alternated; medians and ratio
 //   (b) Tensor transfer (float Variable on ps of 1..256 MiB, Sum on the worker):
 //       BM_TcpLoopback/MiB      one TCP stream on 127.0.0.1: write N bytes, read a 1-byte ack
 //       BM_GrpcRawPull/MiB      bare gRPC unary call returning N bytes from a zero-copy slice
@@ -24,7 +25,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -66,6 +69,15 @@ struct Cluster {
 
 Cluster& GetCluster() {
   static Cluster* cluster = [] {
+    // DISTFLOW_BENCH_WORKER=127.0.0.1:PORT: use a cluster of separate
+    // distflow-server processes (1 ps + 1 worker, started by the script)
+    // instead of servers inside this process.
+    if (const char* w = std::getenv("DISTFLOW_BENCH_WORKER"); w != nullptr && *w != '\0') {
+      auto* c = new Cluster;
+      c->worker_address = w;
+      c->worker_target = std::string("grpc://") + w;
+      return c;
+    }
     auto spec = MakeLocalClusterSpec(1, 1);
     if (!spec.ok()) Die(spec.status().ToString());
     auto servers = StartLocalCluster(*spec);
@@ -166,6 +178,48 @@ void BM_StepCrossTask(benchmark::State& state) {
   TimeSteps(state, [&] { CheckRun(sess.Run({y}), state); });
 }
 BENCHMARK(BM_StepCrossTask)->UseRealTime()->MinTime(2.0);
+
+// The two sides of target (a) interleaved: each iteration times one bare
+// GetStatus RPC and one cross-task step back to back, so both see the same
+// machine state; the counters are the medians and their ratio. (Separate
+// benchmarks on this shared VM drift by up to 2x between runs.)
+void BM_StepVsRpcInterleaved(benchmark::State& state) {
+  Cluster& c = GetCluster();
+  auto stub = proto::WorkerService::NewStub(grpc::CreateChannel(c.worker_address, grpc::InsecureChannelCredentials()));
+  Scope root = Scope::NewRootScope();
+  auto ps = root.WithDevice("/job:ps/task:0");
+  auto worker = root.WithDevice("/job:worker/task:0");
+  auto v = ops::MakeVariable(ps.WithOpName("vi"), ops::Const(ps, 1.0f));
+  auto y = ops::Add(worker, v, ops::Const(worker, 1.0f));
+  auto init = ops::GlobalVariablesInitializer(root);
+  Session sess(c.worker_target, Options());
+  if (!sess.Run({}, {}, {init}).ok()) Die("init failed");
+  CheckRun(sess.Run({y}), state);
+  std::vector<double> rpc_us, step_us;
+  proto::GetStatusRequest req;
+  proto::GetStatusResponse resp;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->GetStatus(&ctx, req, &resp);
+    auto t1 = std::chrono::steady_clock::now();
+    CheckRun(sess.Run({y}), state);
+    auto t2 = std::chrono::steady_clock::now();
+    if (!s.ok()) state.SkipWithError(s.error_message().c_str());
+    rpc_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    step_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+  }
+  auto median = [](std::vector<double> x) {
+    if (x.empty()) return 0.0;
+    std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(x.size() / 2), x.end());
+    return x[x.size() / 2];
+  };
+  double r = median(rpc_us), st = median(step_us);
+  state.counters["rpc_median_us"] = r;
+  state.counters["step_median_us"] = st;
+  state.counters["step_over_rpc"] = r > 0 ? st / r : 0;
+}
+BENCHMARK(BM_StepVsRpcInterleaved)->UseRealTime()->MinTime(3.0);
 
 // The worker half of a step without the master: RegisterGraph once (Const ->
 // Identity), then one RunGraph RPC per iteration straight to the worker.

@@ -69,38 +69,62 @@ class MasterSession {
     return graph_->Extend(graph);
   }
 
-  absl::Status Run(const proto::RunStepRequest& req, proto::RunStepResponse* resp) {
-    // Deduplicate retried requests.
+  // Runs one step without parking the calling thread (an RPC thread): `done`
+  // is called once, from whichever thread finishes the step. `req` and `resp`
+  // must stay alive until then. Steps whose plan is not built yet go to
+  // `pool` (registering partitions makes blocking RPCs).
+  void RunAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                std::function<void(absl::Status)> done) {
+    if (req->request_id() == 0) {
+      RunOnceAsync(req, resp, pool, std::move(done));
+      return;
+    }
+    // Deduplicate retried requests: a retry waits for the first attempt's result.
     std::shared_ptr<Pending> pending;
     bool owner = false;
-    if (req.request_id() != 0) {
+    {
       absl::MutexLock lock(&mu_);
-      auto it = requests_.find(req.request_id());
-      if (it == requests_.end()) {
+      auto it = requests_.find(req->request_id());
+      if (it != requests_.end()) {
+        pending = it->second;
+      } else {
         pending = std::make_shared<Pending>();
-        requests_[req.request_id()] = pending;
-        request_order_.push_back(req.request_id());
+        requests_[req->request_id()] = pending;
+        request_order_.push_back(req->request_id());
         while (request_order_.size() > 256) {
           requests_.erase(request_order_.front());
           request_order_.pop_front();
         }
         owner = true;
-      } else {
-        pending = it->second;
       }
     }
-    if (pending != nullptr && !owner) {
-      pending->done.WaitForNotification();
-      *resp = pending->response;
-      return pending->status;
+    if (!owner) {
+      {
+        absl::MutexLock lock(&pending->mu);
+        if (!pending->finished) {
+          pending->waiters.push_back([resp, done, pending] {
+            *resp = pending->response;
+            done(pending->status);
+          });
+          return;
+        }
+      }
+      *resp = pending->response;  // immutable once finished
+      done(pending->status);
+      return;
     }
-    absl::Status s = RunOnce(req, resp);
-    if (pending != nullptr) {
-      pending->status = s;
-      pending->response = *resp;
-      pending->done.Notify();
-    }
-    return s;
+    RunOnceAsync(req, resp, pool, [resp, pending, done = std::move(done)](absl::Status s) {
+      std::vector<std::function<void()>> waiters;
+      {
+        absl::MutexLock lock(&pending->mu);
+        pending->status = s;
+        pending->response = *resp;
+        pending->finished = true;
+        waiters.swap(pending->waiters);
+      }
+      done(s);
+      for (auto& w : waiters) w();
+    });
   }
 
   void Close() {
@@ -134,10 +158,13 @@ class MasterSession {
   struct Plan {
     std::map<std::string, PartitionPlan> parts;
   };
+  // The first attempt of a request id; retries wait on it.
   struct Pending {
-    absl::Notification done;
-    absl::Status status;
-    proto::RunStepResponse response;
+    absl::Mutex mu;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    absl::Status status;              // written under `mu` before `finished`, then immutable
+    proto::RunStepResponse response;  // likewise
+    std::vector<std::function<void()>> waiters ABSL_GUARDED_BY(mu);
   };
 
   // Asks every task (that passes the device filters) for its devices, retrying
@@ -238,144 +265,244 @@ class MasterSession {
     return plan;
   }
 
-  absl::Status RunOnce(const proto::RunStepRequest& req, proto::RunStepResponse* resp) {
-    std::vector<TensorId> feeds, fetches;
-    std::vector<std::string> targets(req.target().begin(), req.target().end());
-    std::map<std::string, const proto::TensorProto*> feed_values;
-    for (const proto::NamedTensor& f : req.feed()) {
-      absl::StatusOr<TensorId> id = ParseTensorId(f.name());
-      if (!id.ok()) return id.status();
-      std::string canon = absl::StrCat(id->node, ":", id->index);
-      if (!feed_values.emplace(canon, &f.tensor()).second) {
-        return absl::InvalidArgumentError(absl::StrCat("Tensor '", canon, "' is fed twice"));
-      }
-      feeds.push_back(*id);
-    }
-    for (const std::string& f : req.fetch()) {
-      absl::StatusOr<TensorId> id = ParseTensorId(f);
-      if (!id.ok()) return id.status();
-      fetches.push_back(*id);
-    }
-    std::vector<std::string> fkeys, okeys;
-    for (auto& f : feeds) fkeys.push_back(absl::StrCat(f.node, ":", f.index));
-    for (auto& f : fetches) okeys.push_back(absl::StrCat(f.node, ":", f.index));
-    std::string key = absl::StrCat(absl::StrJoin(fkeys, ","), "->", absl::StrJoin(okeys, ","), "/", absl::StrJoin(targets, ","));
-    absl::StatusOr<std::shared_ptr<Plan>> plan = GetPlan(feeds, fetches, targets, key);
-    if (!plan.ok()) return plan.status();
-
-    const int64_t step_id = RandomStepId();
-    int64_t timeout = req.timeout_ms() > 0 ? req.timeout_ms() : config_.operation_timeout_ms();
+  // One step in flight: a call per partition, and what their completions need.
+  struct StepState {
     struct Call {
+      std::string task;
+      bool local = false;
       grpc::ClientContext ctx;
       proto::RunGraphRequest request;
       proto::RunGraphResponse response;
-      grpc::Status status;
-      std::string task;
+      RunGraphCall local_call;  // when `local`
     };
+    int64_t step_id = 0;
+    std::shared_ptr<Plan> plan;
     std::vector<std::unique_ptr<Call>> calls;
-    for (auto& [device, pp] : (*plan)->parts) {
-      auto c = std::make_unique<Call>();
+    const proto::RunStepRequest* req = nullptr;
+    proto::RunStepResponse* resp = nullptr;
+    std::vector<std::string> fetch_keys;                         // canonical, in request order
+    std::map<std::string, const proto::TensorProto*> feed_values;  // canonical name -> in `req`
+    std::function<void(absl::Status)> done;
+    ThreadPool* pool = nullptr;
+    absl::Mutex mu;
+    int remaining ABSL_GUARDED_BY(mu) = 0;
+    absl::Status first_error ABSL_GUARDED_BY(mu);
+    bool aborted ABSL_GUARDED_BY(mu) = false;
+  };
+
+  void RunOnceAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                    std::function<void(absl::Status)> done) {
+    auto st = std::make_shared<StepState>();
+    st->req = req;
+    st->resp = resp;
+    st->pool = pool;
+    st->done = std::move(done);
+    std::vector<TensorId> feeds, fetches;
+    std::vector<std::string> targets(req->target().begin(), req->target().end());
+    std::vector<std::string> feed_keys;
+    for (const proto::NamedTensor& f : req->feed()) {
+      absl::StatusOr<TensorId> id = ParseTensorId(f.name());
+      if (!id.ok()) return st->done(id.status());
+      std::string canon = absl::StrCat(id->node, ":", id->index);
+      if (!st->feed_values.emplace(canon, &f.tensor()).second) {
+        return st->done(absl::InvalidArgumentError(absl::StrCat("Tensor '", canon, "' is fed twice")));
+      }
+      feeds.push_back(*id);
+      feed_keys.push_back(canon);
+    }
+    for (const std::string& f : req->fetch()) {
+      absl::StatusOr<TensorId> id = ParseTensorId(f);
+      if (!id.ok()) return st->done(id.status());
+      fetches.push_back(*id);
+      st->fetch_keys.push_back(absl::StrCat(id->node, ":", id->index));
+    }
+    std::string key = absl::StrCat(absl::StrJoin(feed_keys, ","), "->", absl::StrJoin(st->fetch_keys, ","), "/",
+                                   absl::StrJoin(targets, ","));
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = plans_.find(key);
+      if (it != plans_.end()) st->plan = it->second;
+    }
+    if (st->plan != nullptr) {
+      StartStep(st);
+      return;
+    }
+    // First step of this signature: placing, partitioning and registering
+    // make blocking RPCs, so they run on the master's pool.
+    pool->Schedule([this, st, feeds = std::move(feeds), fetches = std::move(fetches),
+                    targets = std::move(targets), key = std::move(key)] {
+      absl::StatusOr<std::shared_ptr<Plan>> plan = GetPlan(feeds, fetches, targets, key);
+      if (!plan.ok()) return st->done(plan.status());
+      st->plan = std::move(*plan);
+      StartStep(st);
+    });
+  }
+
+  void StartStep(const std::shared_ptr<StepState>& st) {
+    st->step_id = RandomStepId();
+    const int64_t timeout = st->req->timeout_ms() > 0 ? st->req->timeout_ms() : config_.operation_timeout_ms();
+    for (auto& [device, pp] : st->plan->parts) {
+      auto c = std::make_unique<StepState::Call>();
       c->task = pp.task;
-      c->request.set_graph_handle(pp.handle);
-      c->request.set_step_id(step_id);
-      c->request.set_timeout_ms(timeout);
-      for (const std::string& f : pp.partition.feeds) {
-        proto::NamedTensor* nt = c->request.add_send();
-        nt->set_name(f);
-        *nt->mutable_tensor() = *feed_values[f];
-      }
-      for (const std::string& f : pp.partition.fetches) c->request.add_recv_key(f);
-      for (const std::string& t : pp.partition.targets) c->request.add_target(t);
-      calls.push_back(std::move(c));
-    }
-    // The step's thread waits for every partition; when one fails it aborts
-    // the others (cancelling their RunGraph and failing waiting transfers) so
-    // that nothing is left blocked, then keeps waiting for them to return.
-    struct WaitState {
-      int remaining = 0;
-      bool need_abort = false;
-      absl::Status first_error;
-      bool Ready() const { return remaining == 0 || need_abort; }
-    } state;
-    state.remaining = static_cast<int>(calls.size());
-    absl::Mutex wait_mu;
-    int& remaining = state.remaining;
-    bool& need_abort = state.need_abort;
-    absl::Status& first_error = state.first_error;
-    for (auto& c : calls) {
-      absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(c->task);
-      if (!stub.ok()) return stub.status();
-      Call* raw = c.get();
-      auto on_done = [&, raw](const absl::Status& result) {
-        absl::MutexLock l(&wait_mu);
-        if (!result.ok()) {
-          absl::Status e = result;
-          if (!absl::StrContains(e.message(), raw->task)) {
-            e = absl::Status(e.code(), absl::StrCat("[", raw->task, "] ", e.message()));
+      c->local = local_worker_ != nullptr && pp.task == local_task_;
+      if (c->local) {
+        // This task's own partition: tensors in memory, no loopback RPC.
+        RunGraphCall& lc = c->local_call;
+        lc.graph_handle = pp.handle;
+        lc.step_id = st->step_id;
+        lc.timeout_ms = timeout;
+        for (const std::string& f : pp.partition.feeds) {
+          absl::StatusOr<Tensor> t = DecodeTensor(*st->feed_values[f]);
+          if (!t.ok()) {
+            return st->done(absl::InvalidArgumentError(absl::StrCat("Feed '", f, "': ", t.status().message())));
           }
-          // A cancellation is a consequence; keep the root cause.
-          if (first_error.ok() || (absl::IsCancelled(first_error) && !absl::IsCancelled(e))) {
-            if (first_error.ok()) need_abort = true;
-            first_error = e;
-          }
+          lc.send.emplace_back(f, std::move(*t));
         }
-        --remaining;
-      };
-      if (local_worker_ != nullptr && raw->task == local_task_) {
-        // This task's own partition runs without a loopback RPC.
-        local_worker_->RunGraphAsync(&raw->request, &raw->response, on_done);
+        lc.recv_keys = pp.partition.fetches;
+        lc.targets = pp.partition.targets;
       } else {
-        (*stub)->async()->RunGraph(&raw->ctx, &raw->request, &raw->response,
-                                   [on_done](grpc::Status s) { on_done(FromGrpcStatus(s)); });
+        c->request.set_graph_handle(pp.handle);
+        c->request.set_step_id(st->step_id);
+        c->request.set_timeout_ms(timeout);
+        for (const std::string& f : pp.partition.feeds) {
+          proto::NamedTensor* nt = c->request.add_send();
+          nt->set_name(f);
+          *nt->mutable_tensor() = *st->feed_values[f];
+        }
+        for (const std::string& f : pp.partition.fetches) c->request.add_recv_key(f);
+        for (const std::string& t : pp.partition.targets) c->request.add_target(t);
+      }
+      st->calls.push_back(std::move(c));
+    }
+    std::vector<proto::WorkerService::Stub*> stubs;
+    for (auto& c : st->calls) {
+      proto::WorkerService::Stub* stub = nullptr;
+      if (!c->local) {
+        absl::StatusOr<proto::WorkerService::Stub*> s = workers_->Stub(c->task);
+        if (!s.ok()) return st->done(s.status());
+        stub = *s;
+      }
+      stubs.push_back(stub);
+    }
+    {
+      absl::MutexLock lock(&st->mu);
+      st->remaining = static_cast<int>(st->calls.size());
+    }
+    if (st->calls.empty()) return FinishStep(st);
+    // Once the last call is issued a completion may finish the step and free
+    // `st`'s owner; `keep` holds it until this loop ends.
+    // The local partition starts first: its cheap nodes run right here and
+    // issue their RecvTensor calls, so a peer that gets RecvTensor and
+    // RunGraph together answers both in one write.
+    std::shared_ptr<StepState> keep = st;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t i = 0; i < keep->calls.size(); ++i) {
+        StepState::Call* c = keep->calls[i].get();
+        if (c->local != (pass == 0)) continue;
+        if (c->local) {
+          local_worker_->RunGraphAsync(&c->local_call, [this, keep, c](absl::Status s) { PartitionDone(keep, c, s); });
+        } else {
+          stubs[i]->async()->RunGraph(&c->ctx, &c->request, &c->response, [this, keep, c](grpc::Status s) {
+            PartitionDone(keep, c, FromGrpcStatus(s));
+          });
+        }
       }
     }
-    auto abort_all = [&](const absl::Status& why) {
-      for (auto& c : calls) c->ctx.TryCancel();
-      for (auto& [device, pp] : (*plan)->parts) {
-        absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(pp.task);
-        if (!stub.ok()) continue;
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  }
+
+  // A partition has returned. The first failure aborts the step on every task
+  // (cancelling their RunGraph and failing waiting transfers, so nothing is
+  // left blocked); the step reports once every partition has returned.
+  void PartitionDone(const std::shared_ptr<StepState>& st, StepState::Call* c, const absl::Status& result) {
+    bool abort = false, last = false;
+    absl::Status why;
+    {
+      absl::MutexLock lock(&st->mu);
+      if (!result.ok()) {
+        absl::Status e = result;
+        if (!absl::StrContains(e.message(), c->task)) {
+          e = absl::Status(e.code(), absl::StrCat("[", c->task, "] ", e.message()));
+        }
+        // A cancellation is a consequence; keep the root cause.
+        if (st->first_error.ok() || (absl::IsCancelled(st->first_error) && !absl::IsCancelled(e))) {
+          st->first_error = e;
+        }
+        if (!st->aborted) {
+          st->aborted = true;
+          abort = true;
+          why = e;
+        }
+      }
+      last = --st->remaining == 0;
+    }
+    if (abort) st->pool->Schedule([this, st, why] { AbortStep(st, why); });
+    if (last) FinishStep(st);
+  }
+
+  void AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why) {
+    for (auto& c : st->calls)
+      if (!c->local) c->ctx.TryCancel();
+    for (auto& [device, pp] : st->plan->parts) {
+      if (local_worker_ != nullptr && pp.task == local_task_) {
         proto::CleanupGraphRequest r;
-        r.set_step_id(step_id);
+        r.set_step_id(st->step_id);
         r.set_abort_message(std::string(why.message()));
         r.set_abort_code(static_cast<int>(why.code()));
-        proto::CleanupGraphResponse out;
-        (void)(*stub)->CleanupGraph(&ctx, r, &out);
+        local_worker_->CleanupGraph(r);
+        continue;
       }
-    };
-    bool aborted = false;
-    for (;;) {
-      wait_mu.LockWhen(absl::Condition(&state, &WaitState::Ready));
-      if (remaining == 0) {
-        wait_mu.Unlock();
-        break;
-      }
-      absl::Status why = first_error;
-      need_abort = false;
-      wait_mu.Unlock();
-      if (!aborted) {
-        aborted = true;
-        abort_all(why);
-      }
+      absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(pp.task);
+      if (!stub.ok()) continue;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      proto::CleanupGraphRequest r;
+      r.set_step_id(st->step_id);
+      r.set_abort_message(std::string(why.message()));
+      r.set_abort_code(static_cast<int>(why.code()));
+      proto::CleanupGraphResponse out;
+      (void)(*stub)->CleanupGraph(&ctx, r, &out);
     }
-    if (!first_error.ok()) return first_error;
-    std::map<std::string, const proto::TensorProto*> outputs;
-    for (auto& c : calls)
-      for (const proto::NamedTensor& nt : c->response.recv()) outputs[nt.name()] = &nt.tensor();
-    for (const std::string& f : okeys) {
-      proto::NamedTensor* nt = resp->add_tensor();
-      nt->set_name(f);
-      auto it = outputs.find(f);
-      if (it != outputs.end()) {
-        *nt->mutable_tensor() = *it->second;
-      } else if (feed_values.count(f)) {
-        *nt->mutable_tensor() = *feed_values[f];
+  }
+
+  // Every partition has returned: answer the client.
+  void FinishStep(const std::shared_ptr<StepState>& st) {
+    absl::Status error;
+    {
+      absl::MutexLock lock(&st->mu);
+      error = st->first_error;
+    }
+    if (!error.ok()) return st->done(error);
+    std::map<std::string, const Tensor*> local_out;
+    std::map<std::string, proto::TensorProto*> remote_out;
+    for (auto& c : st->calls) {
+      if (c->local) {
+        const RunGraphCall& lc = c->local_call;
+        for (size_t i = 0; i < lc.recv.size() && i < lc.recv_keys.size(); ++i) local_out[lc.recv_keys[i]] = &lc.recv[i];
       } else {
-        return absl::InternalError(absl::StrCat("Fetch '", f, "' was not produced by any partition"));
+        for (proto::NamedTensor& nt : *c->response.mutable_recv()) remote_out[nt.name()] = nt.mutable_tensor();
       }
     }
-    return absl::OkStatus();
+    absl::flat_hash_set<std::string> moved;
+    for (const std::string& f : st->fetch_keys) {
+      proto::NamedTensor* nt = st->resp->add_tensor();
+      nt->set_name(f);
+      if (auto r = remote_out.find(f); r != remote_out.end()) {
+        // Each remote fetch is moved into the answer once, copied if fetched twice.
+        if (moved.insert(f).second) {
+          nt->mutable_tensor()->Swap(r->second);
+          remote_out[f] = nt->mutable_tensor();
+        } else {
+          *nt->mutable_tensor() = *r->second;
+        }
+      } else if (auto l = local_out.find(f); l != local_out.end()) {
+        EncodeTensor(*l->second, nt->mutable_tensor());
+      } else if (auto fv = st->feed_values.find(f); fv != st->feed_values.end()) {
+        *nt->mutable_tensor() = *fv->second;
+      } else {
+        return st->done(absl::InternalError(absl::StrCat("Fetch '", f, "' was not produced by any partition")));
+      }
+    }
+    st->done(absl::OkStatus());
   }
 
   const std::string handle_;
@@ -414,7 +541,9 @@ class Master::Service : public proto::MasterService::CallbackService {
   }
   grpc::ServerUnaryReactor* RunStep(grpc::CallbackServerContext* ctx, const proto::RunStepRequest* req,
                                     proto::RunStepResponse* resp) override {
-    return Offload(ctx, [this, req, resp] { return m_->RunStep(*req, resp); });
+    auto* r = ctx->DefaultReactor();
+    m_->RunStepAsync(req, resp, [r](absl::Status s) { r->Finish(ToGrpcStatus(s)); });
+    return r;
   }
   grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx, const proto::CloseSessionRequest* req,
                                          proto::CloseSessionResponse*) override {
@@ -478,10 +607,12 @@ absl::Status Master::ExtendSession(const proto::ExtendSessionRequest& req) {
   return (*s)->Extend(req.graph_def());
 }
 
-absl::Status Master::RunStep(const proto::RunStepRequest& req, proto::RunStepResponse* resp) {
-  absl::StatusOr<std::shared_ptr<MasterSession>> s = Find(req.session_handle());
-  if (!s.ok()) return s.status();
-  return (*s)->Run(req, resp);
+void Master::RunStepAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp,
+                          std::function<void(absl::Status)> done) {
+  absl::StatusOr<std::shared_ptr<MasterSession>> s = Find(req->session_handle());
+  if (!s.ok()) return done(s.status());
+  // The callback keeps the session alive for the step, even if it is closed meanwhile.
+  (*s)->RunAsync(req, resp, pool_.get(), [session = *s, done = std::move(done)](absl::Status st) { done(st); });
 }
 
 absl::Status Master::CloseSession(const std::string& handle) {

@@ -9,6 +9,7 @@
 // running twice. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,7 +35,10 @@ class Master {
 
   absl::Status CreateSession(const proto::CreateSessionRequest& req, proto::CreateSessionResponse* resp);
   absl::Status ExtendSession(const proto::ExtendSessionRequest& req);
-  absl::Status RunStep(const proto::RunStepRequest& req, proto::RunStepResponse* resp);
+  // Runs a step without parking the calling thread; `done` is called once,
+  // on whichever thread finishes it. `req` and `resp` must outlive that.
+  void RunStepAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp,
+                    std::function<void(absl::Status)> done);
   absl::Status CloseSession(const std::string& handle);
   absl::Status ListDevices(proto::ListDevicesResponse* resp);
   absl::Status Reset(const proto::ResetRequest& req);

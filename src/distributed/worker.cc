@@ -43,7 +43,7 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
   grpc::ServerUnaryReactor* RunGraph(grpc::CallbackServerContext* ctx, const proto::RunGraphRequest* req,
                                      proto::RunGraphResponse* resp) override {
     auto* r = ctx->DefaultReactor();
-    w_->RunGraphAsync(req, resp, [r](absl::Status s) { r->Finish(ToGrpcStatus(s)); });
+    w_->RunGraphFromRpc(req, resp, [r](absl::Status s) { r->Finish(ToGrpcStatus(s)); });
     return r;
   }
   grpc::ServerUnaryReactor* CleanupGraph(grpc::CallbackServerContext* ctx, const proto::CleanupGraphRequest* req,
@@ -139,60 +139,82 @@ absl::Status Worker::DeregisterGraph(const std::string& handle) {
   return absl::OkStatus();
 }
 
-void Worker::RunGraphAsync(const proto::RunGraphRequest* req, proto::RunGraphResponse* resp,
-                           std::function<void(absl::Status)> done) {
+void Worker::RunGraphFromRpc(const proto::RunGraphRequest* req, proto::RunGraphResponse* resp,
+                             std::function<void(absl::Status)> done) {
+  auto call = std::make_shared<RunGraphCall>();
+  call->graph_handle = req->graph_handle();
+  call->step_id = req->step_id();
+  call->timeout_ms = req->timeout_ms();
+  call->recv_keys.assign(req->recv_key().begin(), req->recv_key().end());
+  call->targets.assign(req->target().begin(), req->target().end());
+  auto start = [this, req, resp, call, done = std::move(done)]() mutable {
+    for (const proto::NamedTensor& nt : req->send()) {
+      absl::StatusOr<Tensor> t = DecodeTensor(nt.tensor());
+      if (!t.ok()) {
+        done(absl::InvalidArgumentError(
+            absl::StrCat("[", task_name_, "] Feed '", nt.name(), "': ", t.status().message())));
+        return;
+      }
+      call->send.emplace_back(nt.name(), std::move(*t));
+    }
+    RunGraphAsync(call.get(), [call, resp, done = std::move(done)](absl::Status s) {
+      if (s.ok()) {
+        for (size_t i = 0; i < call->recv.size(); ++i) {
+          proto::NamedTensor* nt = resp->add_recv();
+          nt->set_name(call->recv_keys[i]);
+          EncodeTensor(call->recv[i], nt->mutable_tensor());
+        }
+      }
+      done(s);
+    });
+  };
+  // Copying large feeds out of the message is left to the worker's pool.
+  size_t feed_bytes = 0;
+  for (const proto::NamedTensor& nt : req->send()) feed_bytes += nt.tensor().ByteSizeLong();
+  if (feed_bytes > kInlineFeedBytes) {
+    compute_->Schedule(std::move(start));
+  } else {
+    start();
+  }
+}
+
+void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)> done) {
   std::shared_ptr<LocalSession> session;
   auto cm = std::make_shared<CancellationManager>();
   {
     absl::MutexLock lock(&mu_);
-    auto it = graphs_.find(req->graph_handle());
+    auto it = graphs_.find(call->graph_handle);
     if (it != graphs_.end()) {
       session = it->second;
-      steps_[req->step_id()] = cm;
+      steps_[call->step_id] = cm;
     }
   }
   if (session == nullptr) {
-    done(absl::AbortedError(absl::StrCat("[", task_name_, "] Graph handle '", req->graph_handle(),
+    done(absl::AbortedError(absl::StrCat("[", task_name_, "] Graph handle '", call->graph_handle,
                                          "' is unknown here: the task has probably restarted (its incarnation is now ",
                                          incarnation_, "). Restart the session.")));
     return;
   }
-  compute_->Schedule([this, req, resp, session, cm, done = std::move(done)] {
-    std::vector<std::pair<std::string, Tensor>> feeds;
-    absl::Status status;
-    for (const proto::NamedTensor& nt : req->send()) {
-      absl::StatusOr<Tensor> t = DecodeTensor(nt.tensor());
-      if (!t.ok()) {
-        status = absl::InvalidArgumentError(absl::StrCat("Feed '", nt.name(), "': ", t.status().message()));
-        break;
-      }
-      feeds.emplace_back(nt.name(), std::move(*t));
-    }
-    if (status.ok()) {
-      RunOptions ro;
-      ro.step_id = req->step_id();
-      ro.rendezvous = &rendezvous_;
-      ro.cancellation = cm.get();
-      ro.timeout_ms = req->timeout_ms();
-      std::vector<std::string> fetches(req->recv_key().begin(), req->recv_key().end());
-      std::vector<std::string> targets(req->target().begin(), req->target().end());
-      absl::StatusOr<std::vector<Tensor>> out = session->Run(ro, feeds, fetches, targets);
-      if (out.ok()) {
-        for (size_t i = 0; i < out->size(); ++i) {
-          proto::NamedTensor* nt = resp->add_recv();
-          nt->set_name(fetches[i]);
-          EncodeTensor((*out)[i], nt->mutable_tensor());
-        }
-      } else {
-        status = absl::Status(out.status().code(), absl::StrCat("[", task_name_, "] ", out.status().message()));
-      }
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      steps_.erase(req->step_id());
-    }
-    done(status);
-  });
+  RunOptions ro;
+  ro.step_id = call->step_id;
+  ro.rendezvous = &rendezvous_;
+  ro.cancellation = cm.get();
+  ro.timeout_ms = call->timeout_ms;
+  session->RunAsync(ro, call->send, call->recv_keys, call->targets,
+                    [this, call, session, cm, done = std::move(done)](absl::StatusOr<std::vector<Tensor>> out) {
+                      {
+                        absl::MutexLock lock(&mu_);
+                        auto it = steps_.find(call->step_id);
+                        if (it != steps_.end() && it->second == cm) steps_.erase(it);
+                      }
+                      if (!out.ok()) {
+                        done(absl::Status(out.status().code(),
+                                          absl::StrCat("[", task_name_, "] ", out.status().message())));
+                        return;
+                      }
+                      call->recv = std::move(*out);
+                      done(absl::OkStatus());
+                    });
 }
 
 void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {

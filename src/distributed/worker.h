@@ -4,14 +4,16 @@
 // of every session: between-graph replicas share them), the registered
 // partitions (each a LocalSession over that device, so executors are cached
 // per signature), the rendezvous for cross-task tensors, and the gRPC worker
-// service. RunGraph runs on the worker's own threads so gRPC's threads never
-// block. A random incarnation number, fixed at start, lets masters notice a
+// service. RunGraph starts on the RPC thread that received it and never
+// parks it: cheap nodes run there, expensive ones on the partition's pool. A random incarnation number, fixed at start, lets masters notice a
 // restarted task. Thread-safe.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "base/thread_pool.h"
@@ -22,6 +24,20 @@
 #include "runtime/local_session.h"
 
 namespace distflow {
+
+// One partition run, in memory: what a RunGraph request carries and the
+// tensors it fetched. The master fills one directly for its own task's
+// partitions (no message copies); the gRPC service converts from and to the
+// RunGraph messages.
+struct RunGraphCall {
+  std::string graph_handle;
+  int64_t step_id = 0;
+  int64_t timeout_ms = 0;
+  std::vector<std::pair<std::string, Tensor>> send;  // fed tensors
+  std::vector<std::string> recv_keys;                 // fetched tensors
+  std::vector<std::string> targets;
+  std::vector<Tensor> recv;  // on success, parallel to recv_keys
+};
 
 struct WorkerOptions {
   int inter_op_threads = 0;
@@ -44,9 +60,10 @@ class Worker {
   void GetStatus(proto::GetStatusResponse* resp) const;
   absl::Status RegisterGraph(const proto::RegisterGraphRequest& req, proto::RegisterGraphResponse* resp);
   absl::Status DeregisterGraph(const std::string& handle);
-  // Calls `done` on a worker thread when the partition has run.
-  void RunGraphAsync(const proto::RunGraphRequest* req, proto::RunGraphResponse* resp,
-                     std::function<void(absl::Status)> done);
+  // Starts the partition on the calling thread (cheap nodes only; see
+  // Executor::RunAsync) and calls `done` on whichever thread finishes it.
+  // `call` must stay alive until then.
+  void RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)> done);
   void CleanupGraph(const proto::CleanupGraphRequest& req);
   WorkerRendezvous* rendezvous() { return &rendezvous_; }
   // Called when a Shutdown request arrives (the server decides what to do).
@@ -55,11 +72,15 @@ class Worker {
 
  private:
   class Service;
+  // Feeds larger than this are decoded on the worker's pool, not the RPC thread.
+  static constexpr size_t kInlineFeedBytes = 1 << 20;
+  void RunGraphFromRpc(const proto::RunGraphRequest* req, proto::RunGraphResponse* resp,
+                       std::function<void(absl::Status)> done);
 
   const std::string task_name_;
   const uint64_t incarnation_;
   WorkerOptions options_;
-  std::unique_ptr<ThreadPool> compute_;  // runs RunGraph requests
+  std::unique_ptr<ThreadPool> compute_;  // decodes large RunGraph feeds off gRPC's threads
   std::unique_ptr<Device> device_;
   WorkerRendezvous rendezvous_;
   std::unique_ptr<Service> service_;

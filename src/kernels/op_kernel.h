@@ -67,6 +67,11 @@ class OpKernel {
   virtual bool IsAsync() const { return false; }
   // Cheap kernels run inline on the thread that made them ready.
   virtual bool IsExpensive() const { return true; }
+  // True if the kernel's work is set by an input's value (a shape, a count,
+  // multiples) rather than by the inputs' sizes: Fill, Tile, Range, random
+  // ops. The executor runs an expensive kernel inline when its inputs are
+  // tiny, except for these.
+  virtual bool ExpandsInputs() const { return false; }
 
   const std::string& name() const { return name_; }
   const std::string& type_string() const { return op_; }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "base/denormal.h"
+#include "base/timer.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/resource_mgr.h"
 
@@ -79,19 +80,45 @@ struct Executor::Impl {
   std::vector<FetchSrc> fetches;
   std::vector<int> initially_ready;  // before feeds are applied, items with zero pending
 
+  // One step's state. Owned by itself (`self`) until it finishes, and by a
+  // pending deadline closure, so neither the last node nor the timer can
+  // outlive it.
   struct Step {
     const Impl* impl = nullptr;
+    std::shared_ptr<Step> self;
     std::vector<Entry> slots;
     std::unique_ptr<std::atomic<int>[]> pending;
+    std::vector<Tensor> feed_values;
     std::vector<Tensor> fetched;
+    CancellationManager own_cm;
     CancellationManager* cm = nullptr;
     Rendezvous* rendezvous = nullptr;
     int64_t step_id = 0;
     std::atomic<int> outstanding{0};
-    absl::Notification done;
+    Executor::DoneCallback done;
+    Timer::Id timer = 0;
     absl::Mutex mu;
     absl::Status status ABSL_GUARDED_BY(mu);
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    bool deadline_cancelling ABSL_GUARDED_BY(mu) = false;  // the timer is inside StartCancel
+    bool finish_after_deadline ABSL_GUARDED_BY(mu) = false;
   };
+
+  // Inputs this small make any kernel cheap enough to run on whatever thread
+  // made it ready, an RPC thread included.
+  static constexpr int64_t kInlineInputElements = 4096;
+
+  bool HasTinyInputs(Step* s, const NodeItem& item) const {
+    if (item.kernel->ExpandsInputs()) return false;
+    int64_t elements = 0;
+    for (int k = 0; k < item.node->num_inputs(); ++k) {
+      const Entry& e = s->slots[static_cast<size_t>(item.input_start + k)];
+      if (e.ref != nullptr) return false;  // a variable: its size is unknown here
+      elements += e.val.shape().num_elements();
+      if (elements > kInlineInputElements) return false;
+    }
+    return true;
+  }
 
   void RecordError(Step* s, const NodeItem& item, const absl::Status& st) const {
     absl::Status full = st;
@@ -148,15 +175,20 @@ struct Executor::Impl {
     }
   }
 
-  // Queues ready items: cheap ones and the first expensive one stay on this
-  // thread; further expensive ones go to the inter-op pool.
-  void Schedule(Step* s, const std::vector<int>& ready, std::deque<int>* local) const {
-    bool kept_expensive = false;
+  // Queues ready items. Cheap ones, and expensive ones with tiny inputs, stay
+  // on this thread. On a thread of ours (`owned`: the inter-op pool or a
+  // caller waiting in Run) the first expensive one stays too; everything else
+  // goes to the inter-op pool, so threads we do not own (RPC callbacks, async
+  // kernel completions) never run long kernels.
+  void Schedule(Step* s, const std::vector<int>& ready, bool owned, std::deque<int>* local) const {
+    bool kept_expensive = !owned;
     for (int id : ready) {
       s->outstanding.fetch_add(1, std::memory_order_relaxed);
       const NodeItem& item = items[static_cast<size_t>(id)];
-      if (!item.expensive || options.inter_op_pool == nullptr || !kept_expensive) {
-        kept_expensive |= item.expensive;
+      if (!item.expensive || options.inter_op_pool == nullptr || HasTinyInputs(s, item)) {
+        local->push_back(id);
+      } else if (!kept_expensive) {
+        kept_expensive = true;
         local->push_back(id);
       } else {
         options.inter_op_pool->Schedule([this, s, id] { RunLoop(s, id); });
@@ -165,7 +197,62 @@ struct Executor::Impl {
   }
 
   void NodeDone(Step* s) const {
-    if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) s->done.Notify();
+    if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) StepDone(s);
+  }
+
+  // Every node has finished (or been skipped after an error).
+  void StepDone(Step* s) const {
+    {
+      absl::MutexLock lock(&s->mu);
+      if (s->deadline_cancelling) {
+        // The deadline closure is cancelling through s->cm; it finishes the
+        // step when StartCancel returns, so the caller's cm outlives its use.
+        s->finish_after_deadline = true;
+        return;
+      }
+      s->finished = true;
+    }
+    if (s->timer != 0) Timer::Global()->Cancel(s->timer);
+    Finish(s);
+  }
+
+  void Finish(Step* s) const {
+    std::shared_ptr<Step> keep = std::move(s->self);
+    absl::Status status;
+    {
+      absl::MutexLock lock(&s->mu);
+      status = s->status;
+    }
+    Executor::DoneCallback done = std::move(s->done);
+    if (!status.ok()) {
+      done(status);
+      return;
+    }
+    for (size_t f = 0; f < fetches.size(); ++f) {
+      if (fetches[f].feed >= 0) s->fetched[f] = s->feed_values[static_cast<size_t>(fetches[f].feed)];
+    }
+    done(std::move(s->fetched));
+  }
+
+  // Runs on the timer thread when a step's deadline passes.
+  void Deadline(const std::shared_ptr<Step>& s, int64_t timeout_ms) const {
+    absl::Status timeout = absl::DeadlineExceededError(
+        absl::StrCat("Step ", s->step_id, " timed out after ", timeout_ms, " ms and was cancelled"));
+    {
+      absl::MutexLock lock(&s->mu);
+      if (s->finished) return;
+      if (s->status.ok()) s->status = timeout;
+      s->deadline_cancelling = true;
+    }
+    s->cm->StartCancel(timeout);
+    bool finish = false;
+    {
+      absl::MutexLock lock(&s->mu);
+      s->deadline_cancelling = false;
+      finish = s->finish_after_deadline;
+      if (finish) s->finished = true;
+    }
+    if (finish) Finish(s.get());
   }
 
   void RunLoop(Step* s, int first) const {
@@ -173,11 +260,11 @@ struct Executor::Impl {
     while (!local.empty()) {
       int id = local.front();
       local.pop_front();
-      Process(s, id, &local);
+      Process(s, id, /*owned=*/true, &local);
     }
   }
 
-  void Process(Step* s, int id, std::deque<int>* local) const {
+  void Process(Step* s, int id, bool owned, std::deque<int>* local) const {
     const NodeItem& item = items[static_cast<size_t>(id)];
     if (s->cm->IsCancelled()) {
       NodeDone(s);
@@ -221,13 +308,15 @@ struct Executor::Impl {
         std::vector<int> ready;
         Complete(s, id, ctx, st, &ready);
         delete ctx;
+        // This is the kernel's completion thread (often an RPC thread): it
+        // continues with cheap successors only.
         std::deque<int> more;
-        Schedule(s, ready, &more);
+        Schedule(s, ready, /*owned=*/false, &more);
         NodeDone(s);
         while (!more.empty()) {
           int next = more.front();
           more.pop_front();
-          Process(s, next, &more);
+          Process(s, next, /*owned=*/false, &more);
         }
       });
       return;
@@ -240,7 +329,7 @@ struct Executor::Impl {
     }
     std::vector<int> ready;
     Complete(s, id, &ctx, st, &ready);
-    Schedule(s, ready, local);
+    Schedule(s, ready, owned, local);
     NodeDone(s);
   }
 };
@@ -362,10 +451,27 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
 
 absl::StatusOr<std::vector<Tensor>> Executor::Run(const StepOptions& options,
                                                   const std::vector<Tensor>& feed_values) const {
+  absl::Notification finished;
+  absl::StatusOr<std::vector<Tensor>> result;
+  Start(options, feed_values, /*owned=*/true, [&](absl::StatusOr<std::vector<Tensor>> r) {
+    result = std::move(r);
+    finished.Notify();
+  });
+  finished.WaitForNotification();
+  return result;
+}
+
+void Executor::RunAsync(const StepOptions& options, std::vector<Tensor> feed_values, DoneCallback done) const {
+  Start(options, std::move(feed_values), /*owned=*/false, std::move(done));
+}
+
+void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values, bool owned,
+                     DoneCallback done) const {
   const Impl& impl = *impl_;
   if (feed_values.size() != impl.feeds.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Expected ", impl.feeds.size(), " feed values, got ", feed_values.size()));
+    done(absl::InvalidArgumentError(
+        absl::StrCat("Expected ", impl.feeds.size(), " feed values, got ", feed_values.size())));
+    return;
   }
   for (size_t i = 0; i < feed_values.size(); ++i) {
     const Node* n = impl.feed_nodes[i];
@@ -373,69 +479,61 @@ absl::StatusOr<std::vector<Tensor>> Executor::Run(const StepOptions& options,
     const Tensor& v = feed_values[i];
     std::string name = absl::StrCat(n->name(), ":", idx);
     if (v.dtype() != n->output_type(idx)) {
-      return absl::InvalidArgumentError(absl::StrCat("Cannot feed a ", DataTypeName(v.dtype()), " value for tensor '",
-                                                     name, "', which has dtype ", DataTypeName(n->output_type(idx))));
+      done(absl::InvalidArgumentError(absl::StrCat("Cannot feed a ", DataTypeName(v.dtype()), " value for tensor '",
+                                                   name, "', which has dtype ", DataTypeName(n->output_type(idx)))));
+      return;
     }
     if (!n->output_shape(idx).IsCompatibleWith(v.shape())) {
-      return absl::InvalidArgumentError(absl::StrCat("Cannot feed a value of shape ", v.shape().DebugString(),
-                                                     " for tensor '", name, "', which has shape ",
-                                                     n->output_shape(idx).DebugString()));
+      done(absl::InvalidArgumentError(absl::StrCat("Cannot feed a value of shape ", v.shape().DebugString(),
+                                                   " for tensor '", name, "', which has shape ",
+                                                   n->output_shape(idx).DebugString())));
+      return;
     }
   }
 
-  Impl::Step step;
-  step.impl = &impl;
-  step.step_id = options.step_id;
-  step.slots.resize(static_cast<size_t>(impl.total_slots));
-  step.fetched.resize(impl.fetches.size());
-  step.rendezvous = options.rendezvous ? options.rendezvous : impl.options.rendezvous;
-  CancellationManager own_cm;
-  step.cm = options.cancellation ? options.cancellation : &own_cm;
-  step.pending.reset(new std::atomic<int>[impl.items.size()]);
-  for (size_t i = 0; i < impl.items.size(); ++i) step.pending[i].store(impl.items[i].initial_pending);
+  auto step = std::make_shared<Impl::Step>();
+  Impl::Step* s = step.get();
+  s->self = step;
+  s->impl = &impl;
+  s->step_id = options.step_id;
+  s->done = std::move(done);
+  s->slots.resize(static_cast<size_t>(impl.total_slots));
+  s->fetched.resize(impl.fetches.size());
+  s->rendezvous = options.rendezvous ? options.rendezvous : impl.options.rendezvous;
+  s->cm = options.cancellation ? options.cancellation : &s->own_cm;
+  s->pending.reset(new std::atomic<int>[impl.items.size()]);
+  for (size_t i = 0; i < impl.items.size(); ++i) s->pending[i].store(impl.items[i].initial_pending);
   for (size_t f = 0; f < impl.feed_slots.size(); ++f) {
-    for (int slot : impl.feed_slots[f]) step.slots[static_cast<size_t>(slot)].val = feed_values[f];
-    for (int item : impl.feed_items[f]) step.pending[item].fetch_sub(1);
+    for (int slot : impl.feed_slots[f]) s->slots[static_cast<size_t>(slot)].val = feed_values[f];
+    for (int item : impl.feed_items[f]) s->pending[item].fetch_sub(1);
   }
+  s->feed_values = std::move(feed_values);
   std::vector<int> ready;
   for (size_t i = 0; i < impl.items.size(); ++i)
-    if (step.pending[i].load() == 0) ready.push_back(static_cast<int>(i));
-
-  if (!ready.empty()) {
-    // The caller's own loop holds one extra count so the step cannot finish
-    // while it is still scheduling.
-    step.outstanding.store(1);
-    std::deque<int> local;
-    impl.Schedule(&step, ready, &local);
-    while (!local.empty()) {
-      int id = local.front();
-      local.pop_front();
-      impl.Process(&step, id, &local);
-    }
-    impl.NodeDone(&step);
-    if (options.timeout_ms > 0) {
-      if (!step.done.WaitForNotificationWithTimeout(absl::Milliseconds(options.timeout_ms))) {
-        absl::Status timeout = absl::DeadlineExceededError(
-            absl::StrCat("Step ", options.step_id, " timed out after ", options.timeout_ms, " ms and was cancelled"));
-        {
-          absl::MutexLock lock(&step.mu);
-          if (step.status.ok()) step.status = timeout;
-        }
-        step.cm->StartCancel(timeout);
-        step.done.WaitForNotification();
-      }
-    } else {
-      step.done.WaitForNotification();
-    }
+    if (s->pending[i].load() == 0) ready.push_back(static_cast<int>(i));
+  if (ready.empty()) {
+    impl.StepDone(s);
+    return;
   }
-  {
-    absl::MutexLock lock(&step.mu);
-    if (!step.status.ok()) return step.status;
+  if (options.timeout_ms > 0) {
+    std::shared_ptr<Impl::Step> for_timer = step;
+    int64_t timeout_ms = options.timeout_ms;
+    s->timer = Timer::Global()->After(absl::Milliseconds(timeout_ms), [&impl, for_timer, timeout_ms] {
+      impl.Deadline(for_timer, timeout_ms);
+    });
   }
-  for (size_t f = 0; f < impl.fetches.size(); ++f) {
-    if (impl.fetches[f].feed >= 0) step.fetched[f] = feed_values[static_cast<size_t>(impl.fetches[f].feed)];
+  step.reset();  // from here the step owns itself; `s` stays valid until its last node is done
+  // This loop holds one extra count so the step cannot finish while it is
+  // still scheduling.
+  s->outstanding.store(1);
+  std::deque<int> local;
+  impl.Schedule(s, ready, owned, &local);
+  while (!local.empty()) {
+    int id = local.front();
+    local.pop_front();
+    impl.Process(s, id, owned, &local);
   }
-  return std::move(step.fetched);
+  impl.NodeDone(s);
 }
 
 }  // namespace distflow

@@ -6,13 +6,16 @@
 // precomputes each node's consumers. Run executes one step in dependency
 // order. Cheap kernels run inline on the thread that made them ready; of
 // several expensive ones, one stays on this thread and the rest go to the
-// inter-op pool, so a small step never hops threads. A failed node cancels
-// the step; the error names the node and its op. A deadline cancels the step
-// with DeadlineExceeded.
+// inter-op pool, so a small step never hops threads. RunAsync runs a step
+// without parking a thread (the distributed worker starts partitions on the
+// RPC thread that received them). A failed node cancels the step; the error
+// names the node and its op. A deadline cancels the step with
+// DeadlineExceeded.
 //
 // An Executor is immutable after Create; Run may be called from many threads.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,15 +72,26 @@ class Executor {
                                                           const std::vector<std::string>& targets);
   ~Executor();
 
+  using DoneCallback = std::function<void(absl::StatusOr<std::vector<Tensor>>)>;
+
   // Runs one step. `feed_values` matches the feeds given to Create, in order;
-  // returns the fetched tensors in order.
+  // returns the fetched tensors in order. The calling thread runs nodes
+  // itself and then waits.
   absl::StatusOr<std::vector<Tensor>> Run(const StepOptions& options, const std::vector<Tensor>& feed_values) const;
+
+  // Runs one step without parking any thread: `done` is called exactly once,
+  // on whichever thread finishes the last node (possibly inside this call).
+  // The calling thread runs only cheap nodes (and expensive ones with tiny
+  // inputs); the rest go to the inter-op pool, so an RPC thread may call
+  // this. The executor must stay alive until `done` is called.
+  void RunAsync(const StepOptions& options, std::vector<Tensor> feed_values, DoneCallback done) const;
 
   int num_nodes() const;
 
  private:
   struct Impl;
   explicit Executor(std::unique_ptr<Impl> impl);
+  void Start(const StepOptions& options, std::vector<Tensor> feed_values, bool owned, DoneCallback done) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -97,17 +97,16 @@ absl::StatusOr<std::shared_ptr<Executor>> LocalSession::GetExecutor(const std::v
   return shared;
 }
 
-absl::StatusOr<std::vector<Tensor>> LocalSession::Run(const RunOptions& options,
-                                                      const std::vector<std::pair<std::string, Tensor>>& feeds,
-                                                      const std::vector<std::string>& fetches,
-                                                      const std::vector<std::string>& targets) {
+absl::StatusOr<LocalSession::PreparedStep> LocalSession::Prepare(
+    const RunOptions& options, const std::vector<std::pair<std::string, Tensor>>& feeds,
+    const std::vector<std::string>& fetches, const std::vector<std::string>& targets) {
+  PreparedStep p;
   std::vector<TensorId> feed_ids, fetch_ids;
-  std::vector<Tensor> feed_values;
   for (const auto& [name, value] : feeds) {
     absl::StatusOr<TensorId> id = ParseTensorId(name);
     if (!id.ok()) return id.status();
     feed_ids.push_back(*id);
-    feed_values.push_back(value);
+    p.feed_values.push_back(value);
   }
   for (const std::string& name : fetches) {
     absl::StatusOr<TensorId> id = ParseTensorId(name);
@@ -116,16 +115,41 @@ absl::StatusOr<std::vector<Tensor>> LocalSession::Run(const RunOptions& options,
   }
   absl::StatusOr<std::shared_ptr<Executor>> ex = GetExecutor(feed_ids, fetch_ids, targets);
   if (!ex.ok()) return ex.status();
-  StepOptions so;
-  so.step_id = options.step_id;
-  so.rendezvous = options.rendezvous;
-  so.cancellation = options.cancellation;
-  if (so.step_id == 0) {
+  p.executor = std::move(*ex);
+  p.step.step_id = options.step_id;
+  p.step.rendezvous = options.rendezvous;
+  p.step.cancellation = options.cancellation;
+  if (p.step.step_id == 0) {
     absl::MutexLock lock(&mu_);
-    so.step_id = next_step_id_++;
+    p.step.step_id = next_step_id_++;
   }
-  so.timeout_ms = options.timeout_ms > 0 ? options.timeout_ms : options_.operation_timeout_ms;
-  return (*ex)->Run(so, feed_values);
+  p.step.timeout_ms = options.timeout_ms > 0 ? options.timeout_ms : options_.operation_timeout_ms;
+  return p;
+}
+
+absl::StatusOr<std::vector<Tensor>> LocalSession::Run(const RunOptions& options,
+                                                      const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                      const std::vector<std::string>& fetches,
+                                                      const std::vector<std::string>& targets) {
+  absl::StatusOr<PreparedStep> p = Prepare(options, feeds, fetches, targets);
+  if (!p.ok()) return p.status();
+  return p->executor->Run(p->step, p->feed_values);
+}
+
+void LocalSession::RunAsync(const RunOptions& options, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                            const std::vector<std::string>& fetches, const std::vector<std::string>& targets,
+                            Executor::DoneCallback done) {
+  absl::StatusOr<PreparedStep> p = Prepare(options, feeds, fetches, targets);
+  if (!p.ok()) {
+    done(p.status());
+    return;
+  }
+  Executor* ex = p->executor.get();
+  // The callback keeps the executor alive until the step is over.
+  ex->RunAsync(p->step, std::move(p->feed_values),
+               [keep = std::move(p->executor), done = std::move(done)](absl::StatusOr<std::vector<Tensor>> r) {
+                 done(std::move(r));
+               });
 }
 
 absl::Status LocalSession::Close() {

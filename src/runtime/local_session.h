@@ -89,6 +89,12 @@ class LocalSession : public SessionInterface {
     return Run(RunOptions(), feeds, fetches, targets);
   }
 
+  // Like Run, but never parks the calling thread: `done` gets the result on
+  // whichever thread finishes the step (see Executor::RunAsync).
+  void RunAsync(const RunOptions& options, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                const std::vector<std::string>& fetches, const std::vector<std::string>& targets,
+                Executor::DoneCallback done);
+
   // Drops the session's private variables; later calls fail.
   absl::Status Close() override;
 
@@ -96,6 +102,14 @@ class LocalSession : public SessionInterface {
   int64_t num_cached_executors() const;
 
  private:
+  struct PreparedStep {
+    std::shared_ptr<Executor> executor;
+    StepOptions step;
+    std::vector<Tensor> feed_values;
+  };
+  absl::StatusOr<PreparedStep> Prepare(const RunOptions& options,
+                                       const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                       const std::vector<std::string>& fetches, const std::vector<std::string>& targets);
   absl::StatusOr<std::shared_ptr<Executor>> GetExecutor(const std::vector<TensorId>& feeds,
                                                         const std::vector<TensorId>& fetches,
                                                         const std::vector<std::string>& targets);

@@ -3,6 +3,9 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_test_util.h"
@@ -196,6 +199,96 @@ TEST_F(LocalSessionTimeout, SessionOptionTimeoutApplies) {
   ASSERT_TRUE(s.Create(g).ok());
   auto out = s.Run({}, {"block"});
   EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
+}
+
+TEST_F(LocalSessionTimeout, RunAsyncDeadlineFiresWithoutAParkedThread) {
+  proto::GraphDef g;
+  AddNode(&g, "block", "TestBlockUntilCancelled");
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  RunOptions ro;
+  ro.timeout_ms = 100;
+  absl::Notification done;
+  absl::Status status;
+  absl::Time start = absl::Now();
+  s.RunAsync(ro, {}, {"block"}, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
+    status = r.status();
+    done.Notify();
+  });
+  EXPECT_FALSE(done.HasBeenNotified()) << "RunAsync returned only after the step ended";
+  done.WaitForNotification();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(90));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+}
+
+TEST(LocalSession, RunAsyncRunsATinyStepOnTheCallingThread) {
+  proto::GraphDef g;
+  AddConst(&g, "a", Tensor::Scalar<float>(2));
+  AddConst(&g, "b", Tensor::Scalar<float>(3));
+  AddNode(&g, "sum", "Add", {"a", "b"});
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  std::thread::id ran_on;
+  absl::StatusOr<std::vector<Tensor>> out;
+  s.RunAsync({}, {}, {"sum"}, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
+    ran_on = std::this_thread::get_id();
+    out = std::move(r);
+  });
+  EXPECT_EQ(ran_on, std::this_thread::get_id()) << "a scalar Add should not hop threads";
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(5), (*out)[0]);
+}
+
+TEST(LocalSession, RunAsyncSendsLargeKernelsToThePool) {
+  // A 128x128 MatMul has 32768 input elements: too much for an RPC thread.
+  Tensor m = Tensor::Allocate(DT_FLOAT, TensorShape({128, 128})).value();
+  for (float& v : m.flat<float>()) v = 1.0f;
+  proto::GraphDef g;
+  AddConst(&g, "m", m);
+  AddNode(&g, "mm", "MatMul", {"m", "m"});
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  absl::Notification done;
+  std::thread::id ran_on;
+  absl::StatusOr<std::vector<Tensor>> out;
+  s.RunAsync({}, {}, {"mm"}, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
+    ran_on = std::this_thread::get_id();
+    out = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FLOAT_EQ(out->at(0).flat<float>()[0], 128.0f);
+}
+
+TEST(LocalSession, RunAsyncCallsDoneOnceWhenDeadlinesRaceCompletion) {
+  // Deadlines of 1 ms race steps that take about as long; every step must
+  // report exactly once, either its result or DeadlineExceeded.
+  Tensor m = Tensor::Allocate(DT_FLOAT, TensorShape({96, 96})).value();
+  for (float& v : m.flat<float>()) v = 0.5f;
+  proto::GraphDef g;
+  AddConst(&g, "m", m);
+  AddNode(&g, "mm", "MatMul", {"m", "m"});
+  AddNode(&g, "mm2", "MatMul", {"mm", "m"});
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  constexpr int kSteps = 300;
+  std::atomic<int> calls{0}, ok{0}, deadline{0};
+  absl::BlockingCounter all(kSteps);
+  for (int i = 0; i < kSteps; ++i) {
+    RunOptions ro;
+    ro.timeout_ms = 1;
+    s.RunAsync(ro, {}, {"mm2"}, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
+      calls.fetch_add(1);
+      if (r.ok()) ok.fetch_add(1);
+      if (r.status().code() == absl::StatusCode::kDeadlineExceeded) deadline.fetch_add(1);
+      all.DecrementCount();
+    });
+  }
+  all.Wait();
+  EXPECT_EQ(calls.load(), kSteps);
+  EXPECT_EQ(ok.load() + deadline.load(), kSteps);
 }
 
 TEST(LocalSession, BadExtendLeavesGraphUnchanged) {

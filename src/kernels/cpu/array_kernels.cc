@@ -144,6 +144,7 @@ class RankOp : public OpKernel {
 
 class FillOp : public OpKernel {
  public:
+  bool ExpandsInputs() const override { return true; }
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInts(ctx->input(0), "dims"));
@@ -571,6 +572,7 @@ class TransposeOp : public OpKernel {
 
 class TileOp : public OpKernel {
  public:
+  bool ExpandsInputs() const override { return true; }
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& in = ctx->input(0);
@@ -659,6 +661,7 @@ absl::StatusOr<int64_t> RangeSize(T start, T limit, T delta) {
 template <typename T>
 class RangeOp : public OpKernel {
  public:
+  bool ExpandsInputs() const override { return true; }
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     for (int i = 0; i < 3; ++i) {
@@ -689,6 +692,7 @@ class RangeOp : public OpKernel {
 
 class OneHotOp : public OpKernel {
  public:
+  bool ExpandsInputs() const override { return true; }
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
     ASSIGN_OR_RETURN(axis_, GetAttrInt(c->def(), "axis"));

@@ -25,6 +25,7 @@ enum class Dist { kUniform, kNormal, kTruncatedNormal };
 
 class RandomOpBase : public OpKernel {
  public:
+  bool ExpandsInputs() const override { return true; }
   using OpKernel::OpKernel;
 
   absl::Status Init(OpKernelConstruction* c) override {

@@ -1,0 +1,49 @@
+// Timer: runs closures after a delay, on one process-wide background thread.
+//
+// Used for deadlines of work that does not park a thread (an asynchronous
+// step): the closure should be short (it runs on the shared timer thread) and
+// must not call Cancel on its own id. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace distflow {
+
+class Timer {
+ public:
+  using Id = uint64_t;
+
+  // The process-wide timer (its thread starts on first use, never stops).
+  static Timer* Global();
+
+  Timer();
+  ~Timer();
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+
+  // Runs `fn` once `delay` has passed. Returns an id for Cancel (never 0).
+  Id After(absl::Duration delay, std::function<void()> fn);
+  // True if `fn` had not started and now never will; false if it has
+  // started (it may still be running) or the id is unknown.
+  bool Cancel(Id id);
+  size_t NumPendingForTest();
+
+ private:
+  void Loop();
+
+  absl::Mutex mu_;
+  std::map<std::pair<absl::Time, Id>, std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<Id, absl::Time> when_ ABSL_GUARDED_BY(mu_);
+  Id next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace distflow
