@@ -33,8 +33,18 @@ absl::Status Server::Start() {
   absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(*address);
   if (!hp.ok()) return hp.status();
   host_ = hp->first;
+  if (options_.bulk_transfer && BulkTransferEnabledByEnv()) {
+    absl::StatusOr<std::unique_ptr<BulkServer>> bulk = BulkServer::Start(host_);
+    if (bulk.ok()) {
+      bulk_ = std::move(*bulk);
+    } else {
+      LOG(WARNING) << bulk.status().message() << "; large tensors will travel inside gRPC messages";
+    }
+  }
   workers_ = std::make_unique<WorkerCache>(cluster_);
+  if (bulk_ != nullptr) workers_->EnableBulkTransfer();
   worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);
+  worker_->set_bulk_server(bulk_.get());
   master_ = std::make_unique<Master>(task_name_, workers_.get(), worker_.get());
   worker_->SetShutdownHandler([this](const std::string&) {
     std::thread([this] { Stop(); }).detach();
@@ -64,7 +74,8 @@ absl::Status Server::Start() {
   }
   started_ = true;
   LOG(INFO) << "Started server for " << task_name_ << " on " << host_ << ":" << bound_port_ << " with device "
-            << worker_->device_name();
+            << worker_->device_name()
+            << (bulk_ ? absl::StrCat("; bulk tensor transfer on port ", bulk_->port()) : std::string("; bulk transfer off"));
   return absl::OkStatus();
 }
 

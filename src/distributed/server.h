@@ -21,6 +21,10 @@ namespace distflow {
 
 struct ServerOptions {
   WorkerOptions worker;
+  // Large tensors between tasks travel over a second, system-chosen TCP port
+  // on the task's host (distributed/bulk_transfer.h). Turn off where only the
+  // cluster spec's ports are reachable; DISTFLOW_BULK_TRANSFER=0 does too.
+  bool bulk_transfer = true;
 };
 
 class Server {
@@ -39,6 +43,9 @@ class Server {
   const ClusterSpec& cluster() const { return cluster_; }
   Worker* worker() { return worker_.get(); }
   int port() const { return bound_port_; }
+  // The bulk-transfer port, 0 if bulk transfer is off.
+  int bulk_port() const { return bulk_ ? bulk_->port() : 0; }
+  uint64_t bulk_bytes_served() const { return bulk_ ? bulk_->bytes_served() : 0; }
 
  private:
   Server(ClusterSpec cluster, std::string job, int task, ServerOptions options);
@@ -50,6 +57,7 @@ class Server {
   ServerOptions options_;
   std::string host_;
   int bound_port_ = 0;
+  std::unique_ptr<BulkServer> bulk_;  // outlives the services that offer tensors on it
   std::unique_ptr<WorkerCache> workers_;
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<Master> master_;

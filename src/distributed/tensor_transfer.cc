@@ -28,7 +28,27 @@ void Gather(const std::vector<grpc::Slice>& slices, size_t offset, size_t n, cha
   }
 }
 
+std::string HeaderPrefix(const proto::RecvTensorHeader& header) {
+  std::string head;
+  header.SerializeToString(&head);
+  uint32_t len = static_cast<uint32_t>(head.size());
+  std::string prefix(4, '\0');
+  for (int i = 0; i < 4; ++i) prefix[static_cast<size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
+  return prefix + head;
+}
+
 }  // namespace
+
+grpc::ByteBuffer EncodeBulkTensorHeader(const Tensor& tensor, uint64_t ticket, int port) {
+  proto::RecvTensorHeader header;
+  header.set_dtype(static_cast<proto::DataType>(tensor.dtype()));
+  EncodeShape(tensor.shape(), header.mutable_shape());
+  header.set_bulk_ticket(ticket);
+  header.set_bulk_port(port);
+  std::string prefix = HeaderPrefix(header);
+  grpc::Slice slice(prefix.data(), prefix.size());
+  return grpc::ByteBuffer(&slice, 1);
+}
 
 grpc::ByteBuffer EncodeTensorToByteBuffer(const Tensor& tensor) {
   proto::RecvTensorHeader header;
@@ -37,12 +57,7 @@ grpc::ByteBuffer EncodeTensorToByteBuffer(const Tensor& tensor) {
   if (tensor.dtype() == DT_STRING) {
     for (const std::string& s : tensor.flat<std::string>()) header.add_string_val(s);
   }
-  std::string head;
-  header.SerializeToString(&head);
-  uint32_t len = static_cast<uint32_t>(head.size());
-  std::string prefix(4, '\0');
-  for (int i = 0; i < 4; ++i) prefix[static_cast<size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
-  prefix += head;
+  std::string prefix = HeaderPrefix(header);
   std::vector<grpc::Slice> slices;
   slices.emplace_back(prefix.data(), prefix.size());
   size_t bytes = tensor.dtype() == DT_STRING ? 0 : tensor.TotalBytes();
@@ -53,7 +68,8 @@ grpc::ByteBuffer EncodeTensorToByteBuffer(const Tensor& tensor) {
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer) {
+absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer, BulkRef* bulk) {
+  if (bulk != nullptr) *bulk = BulkRef();
   std::vector<grpc::Slice> slices;
   grpc::Status st = buffer.Dump(&slices);
   if (!st.ok()) return absl::DataLossError(absl::StrCat("Cannot read the tensor payload: ", st.error_message()));
@@ -77,6 +93,22 @@ absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer
   absl::StatusOr<TensorShape> shape = DecodeShape(header.shape());
   if (!shape.ok()) return absl::DataLossError(shape.status().message());
   size_t body = total - 4 - len;
+  if (header.bulk_ticket() != 0) {
+    if (bulk == nullptr) return absl::DataLossError("Got a bulk-transfer header where the tensor's bytes were expected");
+    if (dtype == DT_STRING || dtype == DT_BOOL || body != 0 || header.bulk_port() <= 0 || header.bulk_port() > 65535) {
+      return absl::DataLossError(absl::StrCat("Malformed bulk-transfer header (dtype ", DataTypeName(dtype), ", port ",
+                                              header.bulk_port(), ", ", body, " extra bytes)"));
+    }
+    size_t bytes = 0;
+    if (__builtin_mul_overflow(static_cast<size_t>(shape->num_elements()), DataTypeSize(dtype), &bytes)) {
+      return absl::DataLossError("Bulk-transfer header describes a tensor too large to address");
+    }
+    absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
+    if (!t.ok()) return t.status();
+    bulk->ticket = header.bulk_ticket();
+    bulk->port = header.bulk_port();
+    return t;
+  }
   if (dtype == DT_STRING) {
     if (header.string_val_size() != shape->num_elements() || body != 0) {
       return absl::DataLossError(absl::StrCat("String tensor of shape ", shape->DebugString(), " carries ",

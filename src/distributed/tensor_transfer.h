@@ -8,6 +8,8 @@
 // into the new tensor's buffer. No size limits beyond the element count.
 #pragma once
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "tensor/tensor.h"
@@ -15,6 +17,16 @@
 namespace distflow {
 
 grpc::ByteBuffer EncodeTensorToByteBuffer(const Tensor& tensor);
-absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer);
+// A header only: the bytes travel over the bulk port (bulk_transfer.h).
+grpc::ByteBuffer EncodeBulkTensorHeader(const Tensor& tensor, uint64_t ticket, int port);
+
+// Where a bulk answer's bytes are to be fetched from.
+struct BulkRef {
+  uint64_t ticket = 0;  // 0: the answer carried the bytes
+  int port = 0;
+};
+// Decodes an answer. If `bulk` is non-null a header-only answer is accepted:
+// the tensor is allocated but not filled and `bulk` says where its bytes are.
+absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer, BulkRef* bulk = nullptr);
 
 }  // namespace distflow

@@ -63,9 +63,18 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
       r->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Malformed RecvTensor request"));
       return r;
     }
+    BulkServer* bulk = req.accept_bulk() ? w_->bulk_server() : nullptr;
     w_->rendezvous()->RecvLocalAsync(req.step_id(), req.rendezvous_key(), nullptr,
-                                     [r, response](absl::Status s, Tensor t) {
-                                       if (s.ok()) *response = EncodeTensorToByteBuffer(t);
+                                     [r, response, bulk](absl::Status s, Tensor t) {
+                                       if (s.ok()) {
+                                         // Large numeric tensors go over the bulk port; the answer names it.
+                                         if (bulk != nullptr && t.dtype() != DT_STRING && t.dtype() != DT_BOOL &&
+                                             t.TotalBytes() >= kBulkMinBytes) {
+                                           *response = EncodeBulkTensorHeader(t, bulk->Offer(t), bulk->port());
+                                         } else {
+                                           *response = EncodeTensorToByteBuffer(t);
+                                         }
+                                       }
                                        r->Finish(ToGrpcStatus(s));
                                      });
     return r;

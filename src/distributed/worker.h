@@ -17,6 +17,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "base/thread_pool.h"
+#include "distributed/bulk_transfer.h"
 #include "distributed/worker_cache.h"
 #include "distributed/worker_rendezvous.h"
 #include "kernels/device.h"
@@ -66,6 +67,10 @@ class Worker {
   void RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)> done);
   void CleanupGraph(const proto::CleanupGraphRequest& req);
   WorkerRendezvous* rendezvous() { return &rendezvous_; }
+  // Serves large tensors to peers that accept bulk transfer (null: never).
+  // Set before the service starts.
+  void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }
+  BulkServer* bulk_server() const { return bulk_; }
   // Called when a Shutdown request arrives (the server decides what to do).
   void SetShutdownHandler(std::function<void(const std::string&)> fn);
   void HandleShutdown(const std::string& reason);
@@ -83,6 +88,7 @@ class Worker {
   std::unique_ptr<ThreadPool> compute_;  // decodes large RunGraph feeds off gRPC's threads
   std::unique_ptr<Device> device_;
   WorkerRendezvous rendezvous_;
+  BulkServer* bulk_ = nullptr;
   std::unique_ptr<Service> service_;
 
   absl::Mutex mu_;

@@ -32,6 +32,17 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+WorkerCache::WorkerCache(ClusterSpec cluster) : cluster_(std::move(cluster)) {}
+
+WorkerCache::~WorkerCache() {
+  bulk_pool_.reset();  // finishes in-flight bulk reads before the client goes
+}
+
+void WorkerCache::EnableBulkTransfer() {
+  bulk_ = std::make_unique<BulkClient>();
+  bulk_pool_ = std::make_unique<ThreadPool>("df_bulk", 4);
+}
+
 std::vector<std::string> WorkerCache::TaskNames() const {
   std::vector<std::string> out;
   for (const std::string& job : cluster_.jobs())
@@ -105,6 +116,7 @@ void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, cons
   proto::RecvTensorRequest req;
   req.set_step_id(step_id);
   req.set_rendezvous_key(key);
+  req.set_accept_bulk(bulk_ != nullptr);
   bool own = false;
   grpc::Status ser = grpc::GenericSerialize<grpc::ProtoBufferWriter, proto::RecvTensorRequest>(req, &call->request, &own);
   if (!ser.ok()) {
@@ -119,7 +131,7 @@ void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, cons
     }
   }
   (*stub)->UnaryCall(&call->ctx, "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &call->request,
-                     &call->response, [call, cm, task, key, done = std::move(done)](grpc::Status s) {
+                     &call->response, [this, call, cm, task, key, done = std::move(done)](grpc::Status s) {
                        if (cm != nullptr) cm->Deregister(call->token);
                        if (!s.ok()) {
                          absl::Status err = FromGrpcStatus(s);
@@ -128,7 +140,13 @@ void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, cons
                               Tensor());
                          return;
                        }
-                       absl::StatusOr<Tensor> t = DecodeTensorFromByteBuffer(call->response);
+                       BulkRef ref;
+                       absl::StatusOr<Tensor> t =
+                           DecodeTensorFromByteBuffer(call->response, bulk_ != nullptr ? &ref : nullptr);
+                       if (t.ok() && ref.ticket != 0) {
+                         FetchBulk(task, key, std::move(*t), ref, cm, std::move(done));
+                         return;
+                       }
                        if (!t.ok()) {
                          done(absl::Status(t.status().code(), absl::StrCat("RecvTensor '", key, "' from ", task,
                                                                            ": ", t.status().message())),
@@ -137,6 +155,25 @@ void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, cons
                        }
                        done(absl::OkStatus(), std::move(*t));
                      });
+}
+
+void WorkerCache::FetchBulk(const std::string& task, const std::string& key, Tensor t, BulkRef ref,
+                            CancellationManager* cm, Rendezvous::DoneCallback done) {
+  absl::StatusOr<std::string> addr = AddressOf(task);
+  absl::StatusOr<std::pair<std::string, int>> hp =
+      addr.ok() ? SplitHostPort(*addr) : absl::StatusOr<std::pair<std::string, int>>(addr.status());
+  if (!hp.ok()) {
+    done(hp.status(), Tensor());
+    return;
+  }
+  bulk_pool_->Schedule([this, task, key, host = hp->first, t = std::move(t), ref, cm, done = std::move(done)]() mutable {
+    absl::Status s = bulk_->Fetch(host, ref.port, ref.ticket, t.raw_data(), t.TotalBytes(), cm);
+    if (!s.ok()) {
+      done(absl::Status(s.code(), absl::StrCat("RecvTensor '", key, "' from ", task, ": ", s.message())), Tensor());
+      return;
+    }
+    done(absl::OkStatus(), std::move(t));
+  });
 }
 
 }  // namespace distflow

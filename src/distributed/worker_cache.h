@@ -8,7 +8,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/thread_pool.h"
+#include "distributed/bulk_transfer.h"
 #include "distributed/cluster_spec.h"
+#include "distributed/tensor_transfer.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "kernels/rendezvous.h"
@@ -28,7 +31,11 @@ grpc::Status ToGrpcStatus(const absl::Status& s);
 
 class WorkerCache {
  public:
-  explicit WorkerCache(ClusterSpec cluster) : cluster_(std::move(cluster)) {}
+  explicit WorkerCache(ClusterSpec cluster);
+  ~WorkerCache();
+
+  // Lets large tensors arrive over the senders' bulk ports (bulk_transfer.h).
+  void EnableBulkTransfer();
 
   const ClusterSpec& cluster() const { return cluster_; }
   // Every task name in the cluster, sorted.
@@ -52,7 +59,12 @@ class WorkerCache {
   };
   absl::StatusOr<Peer*> GetPeer(const std::string& task_name);
 
+  void FetchBulk(const std::string& task, const std::string& key, Tensor t, BulkRef ref, CancellationManager* cm,
+                 Rendezvous::DoneCallback done);
+
   const ClusterSpec cluster_;
+  std::unique_ptr<BulkClient> bulk_;       // set by EnableBulkTransfer, before any transfer
+  std::unique_ptr<ThreadPool> bulk_pool_;  // runs blocking bulk reads
   mutable absl::Mutex mu_;
   std::map<std::string, std::string> overrides_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);

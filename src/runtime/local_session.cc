@@ -1,6 +1,7 @@
 #include "runtime/local_session.h"
 
 #include <atomic>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -38,7 +39,19 @@ LocalSession::LocalSession(SessionOptions options) : options_(std::move(options)
   if (intra > 1) intra_op_ = std::make_unique<ThreadPool>("df_intra", intra - 1);
 }
 
-LocalSession::~LocalSession() { (void)Close(); }
+LocalSession::~LocalSession() {
+  (void)Close();
+  // An asynchronous step's completion may drop the last reference on one of
+  // this session's own pool threads. A pool cannot join itself, so another
+  // thread joins it; the current closure finishes first (it only unwinds).
+  bool on_own_thread = (inter_op_ != nullptr && inter_op_->InPool()) || (intra_op_ != nullptr && intra_op_->InPool());
+  if (on_own_thread) {
+    std::thread([inter = std::move(inter_op_), intra = std::move(intra_op_)]() mutable {
+      inter.reset();
+      intra.reset();
+    }).detach();
+  }
+}
 
 absl::Status LocalSession::Create(const proto::GraphDef& graph) {
   absl::MutexLock lock(&mu_);

@@ -262,6 +262,32 @@ TEST(LocalSession, RunAsyncSendsLargeKernelsToThePool) {
   EXPECT_FLOAT_EQ(out->at(0).flat<float>()[0], 128.0f);
 }
 
+TEST(LocalSession, LastReferenceMayBeDroppedOnItsOwnPoolThread) {
+  // The distributed worker keeps a partition's session alive from the step's
+  // callback; if the graph is deregistered meanwhile, the session dies on the
+  // thread that ran its last node.
+  Tensor m = Tensor::Allocate(DT_FLOAT, TensorShape({128, 128})).value();
+  for (float& v : m.flat<float>()) v = 1.0f;
+  proto::GraphDef g;
+  AddConst(&g, "m", m);
+  AddNode(&g, "mm", "MatMul", {"m", "m"});
+  for (int i = 0; i < 20; ++i) {
+    auto session = std::make_shared<LocalSession>();
+    ASSERT_TRUE(session->Create(g).ok());
+    LocalSession* raw = session.get();
+    absl::Notification done;
+    std::thread::id ran_on;
+    raw->RunAsync({}, {}, {"mm"}, {}, [&, keep = std::move(session)](absl::StatusOr<std::vector<Tensor>> r) mutable {
+      EXPECT_TRUE(r.ok()) << r.status();
+      ran_on = std::this_thread::get_id();
+      keep.reset();  // the last reference, on a pool thread
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_NE(ran_on, std::this_thread::get_id());
+  }
+}
+
 TEST(LocalSession, RunAsyncCallsDoneOnceWhenDeadlinesRaceCompletion) {
   // Deadlines of 1 ms race steps that take about as long; every step must
   // report exactly once, either its result or DeadlineExceeded.

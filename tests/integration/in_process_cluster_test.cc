@@ -154,6 +154,35 @@ TEST_F(ClusterTest, LargeTensorCrossesTasksWithoutSizeLimit) {
   auto out = sess.Run({sum});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_NEAR((*out)[0].scalar<float>(), n * 0.5, n * 0.5 * 1e-3);
+  uint64_t served = 0;
+  for (auto& s : servers_) served += s->bulk_bytes_served();
+  EXPECT_EQ(served, static_cast<uint64_t>(n) * 4) << "the tensor should travel over the bulk port";
+}
+
+// Where only the cluster spec's ports are open, bulk transfer is turned off
+// and large tensors travel inside the gRPC answers.
+TEST(Cluster, LargeTensorsCrossTasksWithBulkTransferOff) {
+  auto spec = MakeLocalClusterSpec(1, 1);
+  ASSERT_TRUE(spec.ok());
+  ServerOptions so;
+  so.bulk_transfer = false;
+  auto servers = StartLocalCluster(*spec, so);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  std::string target;
+  for (auto& s : *servers) {
+    EXPECT_EQ(s->bulk_port(), 0);
+    if (s->task_name() == "/job:worker/replica:0/task:0") target = s->target();
+  }
+  const int64_t n = int64_t{3} << 20;  // 12 MiB
+  Scope root = Scope::NewRootScope();
+  auto big = ops::Fill(root.WithDevice("/job:ps/task:0"), {n}, ops::Const(root, 0.25f));
+  auto sum = ops::Sum(root.WithDevice("/job:worker/task:0"), big, {0});
+  SessionOptions o;
+  o.wait_for_cluster_ms = 20000;
+  Session sess(target, o);
+  auto out = sess.Run({sum});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NEAR((*out)[0].scalar<float>(), n * 0.25, n * 0.25 * 1e-3);
 }
 
 TEST_F(ClusterTest, RetriedRunStepIsNotExecutedTwice) {

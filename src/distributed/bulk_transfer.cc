@@ -1,0 +1,396 @@
+#include "distributed/bulk_transfer.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+
+namespace distflow {
+namespace {
+
+constexpr uint32_t kMagic = 0x4B424644;  // "DFBK" little-endian
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kUnknownTicket = ~uint64_t{0};
+
+void PutU32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+void PutU64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+uint64_t GetU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+
+// 0 on success, else errno (EPIPE-like for a closed peer).
+int WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : EPIPE;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return 0;
+}
+
+// Returns bytes read before EOF or an error (errno in *err, 0 for EOF).
+size_t ReadAll(int fd, char* p, size_t n, int* err) {
+  size_t done = 0;
+  *err = 0;
+  while (done < n) {
+    ssize_t r = recv(fd, p + done, n - done, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      *err = errno;
+      return done;
+    }
+    if (r == 0) return done;
+    done += static_cast<size_t>(r);
+  }
+  return done;
+}
+
+void SetNoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+bool BulkTransferEnabledByEnv() {
+  const char* v = std::getenv("DISTFLOW_BULK_TRANSFER");
+  return v == nullptr || std::string(v) != "0";
+}
+
+// The offered tensors; shared with expiry closures so they never outlive it.
+struct BulkServer::Offers {
+  absl::Mutex mu;
+  absl::flat_hash_map<uint64_t, std::pair<Tensor, Timer::Id>> map ABSL_GUARDED_BY(mu);
+  std::mt19937_64 gen ABSL_GUARDED_BY(mu){std::random_device{}()};
+
+  bool Take(uint64_t ticket, Tensor* out) {
+    Timer::Id timer = 0;
+    {
+      absl::MutexLock lock(&mu);
+      auto it = map.find(ticket);
+      if (it == map.end()) return false;
+      *out = std::move(it->second.first);
+      timer = it->second.second;
+      map.erase(it);
+    }
+    Timer::Global()->Cancel(timer);
+    return true;
+  }
+};
+
+absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string& host, absl::Duration offer_ttl,
+                                                              int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+  if (rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Bulk transfer: cannot resolve host '", host, "': ", gai_strerror(rc)));
+  }
+  int fd = -1;
+  std::string last_error = "no address";
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // a restart may rebind a port in TIME_WAIT
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) break;
+    last_error = std::strerror(errno);
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("Bulk transfer: cannot listen on ", host, ": ", last_error));
+  }
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int bound = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                         : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  return std::unique_ptr<BulkServer>(new BulkServer(fd, bound, offer_ttl));
+}
+
+BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl)
+    : listen_fd_(listen_fd), port_(port), ttl_(ttl), offers_(std::make_shared<Offers>()) {
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+}
+
+BulkServer::~BulkServer() {
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (int fd : fds_) shutdown(fd, SHUT_RDWR);  // wakes their threads
+  }
+  shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+  acceptor_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) t.join();
+  close(listen_fd_);
+  absl::MutexLock lock(&offers_->mu);
+  for (auto& [ticket, offer] : offers_->map) Timer::Global()->Cancel(offer.second);
+  offers_->map.clear();
+}
+
+uint64_t BulkServer::Offer(const Tensor& t) {
+  absl::MutexLock lock(&offers_->mu);
+  uint64_t ticket = 0;
+  do {
+    ticket = offers_->gen();
+  } while (ticket == 0 || ticket == kUnknownTicket || offers_->map.contains(ticket));
+  std::weak_ptr<Offers> weak = offers_;
+  Timer::Id timer = Timer::Global()->After(ttl_, [weak, ticket] {
+    if (std::shared_ptr<Offers> o = weak.lock()) {
+      absl::MutexLock l(&o->mu);
+      o->map.erase(ticket);
+    }
+  });
+  offers_->map.emplace(ticket, std::make_pair(t, timer));
+  return ticket;
+}
+
+size_t BulkServer::NumOffersForTest() const {
+  absl::MutexLock lock(&offers_->mu);
+  return offers_->map.size();
+}
+
+void BulkServer::AcceptLoop() {
+  for (;;) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        mu_.Unlock();
+        usleep(10000);  // out of descriptors: let some close
+        mu_.Lock();
+        continue;
+      }
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || static_cast<int>(fds_.size()) >= kMaxConnections) {
+      close(fd);
+      if (stopping_) return;
+      continue;
+    }
+    SetNoDelay(fd);
+    fds_.push_back(fd);
+    threads_.emplace_back([this, fd] { Serve(fd); });
+  }
+}
+
+void BulkServer::Serve(int fd) {
+  for (;;) {
+    char req[16];
+    int err = 0;
+    if (ReadAll(fd, req, sizeof(req), &err) != sizeof(req)) break;  // peer closed or shut down
+    if (GetU32(req) != kMagic || GetU32(req + 4) != kVersion) break;  // not our protocol: drop it
+    Tensor t;
+    char head[8];
+    if (!offers_->Take(GetU64(req + 8), &t)) {
+      PutU64(head, kUnknownTicket);
+      if (WriteAll(fd, head, sizeof(head)) != 0) break;
+      continue;
+    }
+    size_t n = t.TotalBytes();
+    PutU64(head, n);
+    if (WriteAll(fd, head, sizeof(head)) != 0) break;
+    if (n > 0 && WriteAll(fd, static_cast<const char*>(t.raw_data()), n) != 0) break;
+    bytes_served_.fetch_add(n, std::memory_order_relaxed);
+  }
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    if (fds_[i] == fd) {
+      fds_.erase(fds_.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  }
+  close(fd);
+}
+
+BulkClient::~BulkClient() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [peer, fds] : idle_)
+    for (int fd : fds) close(fd);
+}
+
+size_t BulkClient::NumPooledForTest() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (auto& [peer, fds] : idle_) n += fds.size();
+  return n;
+}
+
+absl::StatusOr<int> BulkClient::Connect(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
+  if (rc != 0) return absl::UnavailableError(absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
+  std::string last_error = "no address";
+  int fd = -1;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+    last_error = std::strerror(errno);
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot connect: ", last_error));
+  SetNoDelay(fd);
+  return fd;
+}
+
+absl::Status BulkClient::Fetch(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
+                               CancellationManager* cm, absl::Duration idle_timeout) {
+  bool stale = false;
+  absl::Status s = FetchOnce(host, port, ticket, dst, n, cm, idle_timeout, /*pooled_ok=*/true, &stale);
+  // A pooled connection the peer has closed (it restarted, or idled out)
+  // fails before any byte of the answer: try once more on a new one.
+  if (stale) s = FetchOnce(host, port, ticket, dst, n, cm, idle_timeout, /*pooled_ok=*/false, &stale);
+  return s;
+}
+
+absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
+                                   CancellationManager* cm, absl::Duration idle_timeout, bool pooled_ok,
+                                   bool* stale) {
+  *stale = false;
+  const std::string peer = absl::StrCat(host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host,
+                                        ":", port);
+  auto fail = [&](absl::StatusCode code, const std::string& what) {
+    return absl::Status(code, absl::StrCat("Bulk transfer of ", n, " bytes from ", peer, ": ", what,
+                                           ". If a firewall allows only the cluster spec's ports, set "
+                                           "DISTFLOW_BULK_TRANSFER=0 on every task."));
+  };
+  int fd = -1;
+  bool pooled = false;
+  if (pooled_ok) {
+    absl::MutexLock lock(&mu_);
+    auto it = idle_.find(peer);
+    if (it != idle_.end() && !it->second.empty()) {
+      fd = it->second.back();
+      it->second.pop_back();
+      pooled = true;
+    }
+  }
+  if (fd < 0) {
+    absl::StatusOr<int> c = Connect(host, port);
+    if (!c.ok()) return fail(absl::StatusCode::kUnavailable, std::string(c.status().message()));
+    fd = *c;
+  }
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(absl::ToInt64Seconds(idle_timeout));
+  tv.tv_usec = static_cast<suseconds_t>(absl::ToInt64Microseconds(idle_timeout) % 1000000);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+
+  // Cancellation shuts the socket down, which wakes a blocked recv. The guard
+  // keeps the callback from touching the descriptor after it is released.
+  struct Guard {
+    absl::Mutex mu;
+    int fd ABSL_GUARDED_BY(mu) = -1;
+  };
+  auto guard = std::make_shared<Guard>();
+  {
+    absl::MutexLock l(&guard->mu);
+    guard->fd = fd;
+  }
+  CancellationManager::Token token = CancellationManager::kInvalidToken;
+  if (cm != nullptr) {
+    token = cm->Register([guard] {
+      absl::MutexLock l(&guard->mu);
+      if (guard->fd >= 0) shutdown(guard->fd, SHUT_RDWR);
+    });
+    if (token == CancellationManager::kInvalidToken) {
+      close(fd);
+      return absl::CancelledError(absl::StrCat("Bulk transfer from ", peer, " cancelled before it started"));
+    }
+  }
+  absl::Status status;
+  char req[16];
+  PutU32(req, kMagic);
+  PutU32(req + 4, kVersion);
+  PutU64(req + 8, ticket);
+  char head[8];
+  int err = 0;
+  if (int w = WriteAll(fd, req, sizeof(req)); w != 0) {
+    *stale = pooled;
+    status = fail(absl::StatusCode::kUnavailable, absl::StrCat("sending the request: ", std::strerror(w)));
+  } else if (size_t got_head = ReadAll(fd, head, sizeof(head), &err); got_head != sizeof(head)) {
+    *stale = pooled && got_head == 0 && err != EAGAIN && err != EWOULDBLOCK;
+    status = fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
+                                                      : absl::StatusCode::kUnavailable,
+                  err ? std::strerror(err) : "the peer closed the connection");
+  } else if (uint64_t len = GetU64(head); len == kUnknownTicket) {
+    status = fail(absl::StatusCode::kNotFound, "the peer no longer holds the tensor (ticket unknown or expired)");
+  } else if (len != n) {
+    status = fail(absl::StatusCode::kDataLoss, absl::StrCat("the peer offers ", len, " bytes"));
+  } else if (size_t got = ReadAll(fd, static_cast<char*>(dst), n, &err); got != n) {
+    status = fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
+                                                      : absl::StatusCode::kDataLoss,
+                  absl::StrCat("the connection ended after ", got, " bytes",
+                               err ? absl::StrCat(" (", std::strerror(err), ")") : std::string()));
+  }
+  bool cancelled = false;
+  if (cm != nullptr && !cm->Deregister(token)) cancelled = true;
+  {
+    absl::MutexLock l(&guard->mu);
+    guard->fd = -1;
+  }
+  if (cancelled) {
+    *stale = false;
+    close(fd);
+    return absl::CancelledError(absl::StrCat("Bulk transfer from ", peer, " cancelled"));
+  }
+  if (!status.ok()) {
+    close(fd);
+    return status;
+  }
+  absl::MutexLock lock(&mu_);
+  idle_[peer].push_back(fd);
+  return absl::OkStatus();
+}
+
+}  // namespace distflow

@@ -1,0 +1,112 @@
+// Bulk tensor transfer: large tensors cross between tasks on a plain TCP
+// connection and are read straight into the receiving tensor's buffer, while
+// gRPC carries only the RecvTensor request and a small header.
+//
+// Why: gRPC copies every received byte into its own slices and frames it in
+// HTTP/2; on loopback that costs ~40% of the bandwidth a plain socket reaches
+// (docs/PERFORMANCE.md). Here the sender writes from the tensor's memory and
+// the receiver reads into the destination tensor: one copy each way, in the
+// kernel, like iperf3.
+//
+// Flow: a RecvTensor answer for a tensor of at least kBulkMinBytes carries a
+// ticket and the sender's bulk port instead of the bytes (only if the request
+// said it accepts bulk). The receiver connects to that port on the sending
+// task's host (connections are pooled), sends the ticket and reads exactly the
+// tensor's byte count. Offers not fetched within a TTL are dropped.
+//
+// Wire format on the bulk connection, all little-endian:
+//   request  = u32 magic "DFBK", u32 version (1), u64 ticket
+//   response = u64 length (UINT64_MAX: unknown or expired ticket), bytes
+//
+// Thread-safe. Each accepted connection is served by its own thread (at most
+// kMaxConnections); connections are persistent.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/cancellation.h"
+#include "base/timer.h"
+#include "tensor/tensor.h"
+
+namespace distflow {
+
+// Tensors smaller than this travel inside the gRPC answer.
+inline constexpr size_t kBulkMinBytes = size_t{1} << 20;
+
+// False if the environment variable DISTFLOW_BULK_TRANSFER is "0" (for
+// networks where only the cluster spec's ports are open).
+bool BulkTransferEnabledByEnv();
+
+class BulkServer {
+ public:
+  static constexpr int kMaxConnections = 64;
+
+  // Listens on `host` (as in the cluster spec: a name, an IPv4 or an IPv6
+  // address without brackets), on `port` (0: one the system picks).
+  static absl::StatusOr<std::unique_ptr<BulkServer>> Start(const std::string& host,
+                                                           absl::Duration offer_ttl = absl::Seconds(120),
+                                                           int port = 0);
+  ~BulkServer();  // closes the listener and every connection, joins their threads
+  BulkServer(const BulkServer&) = delete;
+  BulkServer& operator=(const BulkServer&) = delete;
+
+  int port() const { return port_; }
+  // Keeps `t` until one peer fetches it or the TTL passes; returns the ticket.
+  uint64_t Offer(const Tensor& t);
+  size_t NumOffersForTest() const;
+  // Tensor bytes sent to peers so far.
+  uint64_t bytes_served() const { return bytes_served_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Offers;
+  BulkServer(int listen_fd, int port, absl::Duration ttl);
+  void AcceptLoop();
+  void Serve(int fd);
+
+  const int listen_fd_;
+  const int port_;
+  const absl::Duration ttl_;
+  std::shared_ptr<Offers> offers_;
+  std::thread acceptor_;
+  std::atomic<uint64_t> bytes_served_{0};
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<int> fds_ ABSL_GUARDED_BY(mu_);  // open connections
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+class BulkClient {
+ public:
+  BulkClient() = default;
+  ~BulkClient();  // closes pooled connections
+  BulkClient(const BulkClient&) = delete;
+  BulkClient& operator=(const BulkClient&) = delete;
+
+  // Fetches ticket `ticket` from host:port into `dst`, which must hold exactly
+  // `n` bytes. Blocks; `cm` (may be null) cancels it by shutting the socket.
+  // Errors name the peer: Unavailable (cannot connect), NotFound (ticket
+  // unknown or expired), DataLoss (wrong length, connection closed early),
+  // DeadlineExceeded (no data for `idle_timeout`), Cancelled.
+  absl::Status Fetch(const std::string& host, int port, uint64_t ticket, void* dst, size_t n, CancellationManager* cm,
+                     absl::Duration idle_timeout = absl::Seconds(60));
+  size_t NumPooledForTest() const;
+
+ private:
+  absl::StatusOr<int> Connect(const std::string& host, int port);
+  absl::Status FetchOnce(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
+                         CancellationManager* cm, absl::Duration idle_timeout, bool pooled_ok, bool* stale);
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::vector<int>> idle_ ABSL_GUARDED_BY(mu_);  // "host:port" -> fds
+};
+
+}  // namespace distflow

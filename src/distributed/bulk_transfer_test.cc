@@ -1,0 +1,225 @@
+#include "distributed/bulk_transfer.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace distflow {
+namespace {
+
+Tensor Ramp(int64_t n) {
+  Tensor t = Tensor::Allocate(DT_FLOAT, TensorShape({n})).value();
+  float* p = static_cast<float*>(t.raw_data());
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(i % 1000) * 0.5f;
+  return t;
+}
+
+TEST(BulkTransfer, FetchCopiesTheOfferedBytesAndReusesTheConnection) {
+  auto server = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  Tensor t = Ramp(3 << 20);  // 12 MiB
+  BulkClient client;
+  for (int round = 0; round < 2; ++round) {
+    uint64_t ticket = (*server)->Offer(t);
+    EXPECT_EQ((*server)->NumOffersForTest(), 1u);
+    Tensor dst = Tensor::Allocate(DT_FLOAT, t.shape()).value();
+    absl::Status s = client.Fetch("127.0.0.1", (*server)->port(), ticket, dst.raw_data(), dst.TotalBytes(), nullptr);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(std::memcmp(dst.raw_data(), t.raw_data(), t.TotalBytes()), 0);
+    EXPECT_EQ((*server)->NumOffersForTest(), 0u) << "an offer is served once";
+    EXPECT_EQ(client.NumPooledForTest(), 1u) << "the connection goes back to the pool";
+  }
+}
+
+TEST(BulkTransfer, UnknownTicketIsNotFoundAndTheConnectionSurvives) {
+  auto server = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  BulkClient client;
+  char buf[16];
+  absl::Status s = client.Fetch("127.0.0.1", (*server)->port(), 12345, buf, sizeof(buf), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_NE(s.message().find("127.0.0.1"), std::string::npos) << s;
+  // A ticket is good for one fetch only.
+  Tensor t = Ramp(4);
+  uint64_t ticket = (*server)->Offer(t);
+  ASSERT_TRUE(client.Fetch("127.0.0.1", (*server)->port(), ticket, buf, sizeof(buf), nullptr).ok());
+  EXPECT_EQ(client.Fetch("127.0.0.1", (*server)->port(), ticket, buf, sizeof(buf), nullptr).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(BulkTransfer, SizeMismatchIsDataLossNamingBothSizes) {
+  auto server = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  uint64_t ticket = (*server)->Offer(Ramp(8));  // 32 bytes
+  BulkClient client;
+  char buf[16];
+  absl::Status s = client.Fetch("127.0.0.1", (*server)->port(), ticket, buf, sizeof(buf), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("offers 32 bytes"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("16 bytes"), std::string::npos) << s;
+}
+
+TEST(BulkTransfer, OffersExpire) {
+  auto server = BulkServer::Start("127.0.0.1", absl::Milliseconds(30));
+  ASSERT_TRUE(server.ok()) << server.status();
+  uint64_t ticket = (*server)->Offer(Ramp(4));
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while ((*server)->NumOffersForTest() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ((*server)->NumOffersForTest(), 0u);
+  BulkClient client;
+  char buf[16];
+  EXPECT_EQ(client.Fetch("127.0.0.1", (*server)->port(), ticket, buf, sizeof(buf), nullptr).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(BulkTransfer, NobodyListeningIsUnavailableWithTheFix) {
+  // Bind a port, then close it so nothing listens there.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  close(fd);
+  BulkClient client;
+  char buf[8];
+  absl::Status s = client.Fetch("127.0.0.1", port, 1, buf, sizeof(buf), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("DISTFLOW_BULK_TRANSFER=0"), std::string::npos) << s;
+}
+
+// A peer that accepts, reads the request, sends a header promising `promise`
+// bytes, sends `send` of them and then either closes or stalls.
+class FakePeer {
+ public:
+  FakePeer(uint64_t promise, size_t send, bool stall) {
+    listen_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    listen(listen_, 1);
+    socklen_t len = sizeof(a);
+    getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([=, this] {
+      int c = accept(listen_, nullptr, nullptr);
+      if (c < 0) return;
+      char req[16];
+      size_t got = 0;
+      while (got < sizeof(req)) {
+        ssize_t r = read(c, req + got, sizeof(req) - got);
+        if (r <= 0) break;
+        got += static_cast<size_t>(r);
+      }
+      char head[8];
+      for (int i = 0; i < 8; ++i) head[i] = static_cast<char>((promise >> (8 * i)) & 0xff);
+      (void)!write(c, head, sizeof(head));
+      std::string body(send, 'x');
+      if (send > 0) (void)!write(c, body.data(), body.size());
+      if (stall) release_.WaitForNotification();
+      close(c);
+    });
+  }
+  ~FakePeer() {
+    release_.Notify();
+    shutdown(listen_, SHUT_RDWR);
+    thread_.join();
+    close(listen_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int listen_ = -1;
+  int port_ = 0;
+  absl::Notification release_;
+  std::thread thread_;
+};
+
+TEST(BulkTransfer, TruncatedTransferIsDataLoss) {
+  FakePeer peer(/*promise=*/1000, /*send=*/100, /*stall=*/false);
+  BulkClient client;
+  std::vector<char> buf(1000);
+  absl::Status s = client.Fetch("127.0.0.1", peer.port(), 7, buf.data(), buf.size(), nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("after 100 bytes"), std::string::npos) << s;
+  EXPECT_EQ(client.NumPooledForTest(), 0u) << "a broken connection is not reused";
+}
+
+TEST(BulkTransfer, CancellationUnblocksAStalledFetch) {
+  FakePeer peer(/*promise=*/1000, /*send=*/10, /*stall=*/true);
+  BulkClient client;
+  CancellationManager cm;
+  std::vector<char> buf(1000);
+  absl::Status s;
+  absl::Notification done;
+  std::thread t([&] {
+    s = client.Fetch("127.0.0.1", peer.port(), 7, buf.data(), buf.size(), &cm);
+    done.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(done.HasBeenNotified());
+  cm.StartCancel(absl::CancelledError("step aborted"));
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  t.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+}
+
+TEST(BulkTransfer, IdleTimeoutEndsAStalledFetch) {
+  FakePeer peer(/*promise=*/1000, /*send=*/10, /*stall=*/true);
+  BulkClient client;
+  std::vector<char> buf(1000);
+  absl::Status s = client.Fetch("127.0.0.1", peer.port(), 7, buf.data(), buf.size(), nullptr, absl::Milliseconds(100));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+}
+
+TEST(BulkTransfer, GarbageOnTheBulkPortIsDropped) {
+  auto server = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>((*server)->port()));
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const char junk[] = "GET / HTTP/1.1\r\n\r\n";
+  ASSERT_GT(write(fd, junk, sizeof(junk)), 0);
+  char c;
+  EXPECT_LE(read(fd, &c, 1), 0) << "the server closes a connection that does not speak its protocol";
+  close(fd);
+  // And it keeps serving others.
+  uint64_t ticket = (*server)->Offer(Ramp(4));
+  BulkClient client;
+  char buf[16];
+  EXPECT_TRUE(client.Fetch("127.0.0.1", (*server)->port(), ticket, buf, sizeof(buf), nullptr).ok());
+}
+
+TEST(BulkTransfer, RestartedPeerIsReachedOnAFreshConnection) {
+  BulkClient client;
+  char buf[16];
+  int port = 0;
+  {
+    auto first = BulkServer::Start("127.0.0.1");
+    ASSERT_TRUE(first.ok());
+    port = (*first)->port();
+    ASSERT_TRUE(client.Fetch("127.0.0.1", port, (*first)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
+    ASSERT_EQ(client.NumPooledForTest(), 1u);
+  }  // the peer goes away: the pooled connection is dead
+  auto second = BulkServer::Start("127.0.0.1", absl::Seconds(120), port);
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::Status s = client.Fetch("127.0.0.1", port, (*second)->Offer(Ramp(4)), buf, sizeof(buf), nullptr);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(client.NumPooledForTest(), 1u);
+}
+
+}  // namespace
+}  // namespace distflow
