@@ -1,0 +1,531 @@
+#include "distributed/master_session.h"
+
+#include <random>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "base/logging.h"
+#include "distributed/device_name.h"
+#include "distributed/placement.h"
+#include "graph/graph.h"
+#include "tensor/tensor_codec.h"
+
+namespace distflow {
+namespace {
+
+constexpr int64_t kDefaultWaitForTasksMs = 300000;
+
+}  // namespace
+
+int64_t RandomStepId() {
+  static std::mt19937_64 gen{std::random_device{}()};
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
+  return static_cast<int64_t>(gen() >> 1) | 1;
+}
+
+bool PassesFilters(const std::string& task, const std::vector<std::string>& filters) {
+  if (filters.empty()) return true;
+  absl::StatusOr<DeviceName> t = DeviceName::Parse(task);
+  for (const std::string& f : filters) {
+    absl::StatusOr<DeviceName> d = DeviceName::Parse(f);
+    if (t.ok() && d.ok() && d->AddressSpace().IsSpecificationOf(*t)) return true;
+  }
+  return false;
+}
+
+namespace {
+
+class MasterSessionImpl final : public MasterSession {
+ public:
+  MasterSessionImpl(std::string handle, proto::SessionConfig config, WorkerCache* workers, std::string local_task,
+                Worker* local_worker)
+      : handle_(std::move(handle)),
+        config_(std::move(config)),
+        workers_(workers),
+        local_task_(std::move(local_task)),
+        local_worker_(local_worker) {}
+
+  absl::Status Init(const proto::GraphDef& graph) override {
+    absl::Status s = Discover();
+    if (!s.ok()) return s;
+    return Extend(graph);
+  }
+
+  absl::Status Extend(const proto::GraphDef& graph) override {
+    absl::MutexLock lock(&mu_);
+    if (graph_ == nullptr) graph_ = std::make_unique<Graph>();
+    // Validate on a copy so a bad extension leaves the session's graph intact.
+    proto::GraphDef current;
+    graph_->ToGraphDef(&current);
+    absl::StatusOr<std::unique_ptr<Graph>> probe = Graph::FromGraphDef(current);
+    if (!probe.ok()) return probe.status();
+    absl::Status s = (*probe)->Extend(graph);
+    if (!s.ok()) return s;
+    return graph_->Extend(graph);
+  }
+
+  // Runs one step without parking the calling thread (an RPC thread): `done`
+  // is called once, from whichever thread finishes the step. `req` and `resp`
+  // must stay alive until then. Steps whose plan is not built yet go to
+  // `pool` (registering partitions makes blocking RPCs).
+  void RunAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                std::function<void(absl::Status)> done) override {
+    if (req->request_id() == 0) {
+      RunOnceAsync(req, resp, pool, std::move(done));
+      return;
+    }
+    // Deduplicate retried requests: a retry waits for the first attempt's result.
+    std::shared_ptr<Pending> pending;
+    bool owner = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = requests_.find(req->request_id());
+      if (it != requests_.end()) {
+        pending = it->second;
+      } else {
+        pending = std::make_shared<Pending>();
+        requests_[req->request_id()] = pending;
+        request_order_.push_back(req->request_id());
+        while (request_order_.size() > 256) {
+          requests_.erase(request_order_.front());
+          request_order_.pop_front();
+        }
+        owner = true;
+      }
+    }
+    if (!owner) {
+      {
+        absl::MutexLock lock(&pending->mu);
+        if (!pending->finished) {
+          pending->waiters.push_back([resp, done, pending] {
+            *resp = pending->response;
+            done(pending->status);
+          });
+          return;
+        }
+      }
+      *resp = pending->response;  // immutable once finished
+      done(pending->status);
+      return;
+    }
+    RunOnceAsync(req, resp, pool, [resp, pending, done = std::move(done)](absl::Status s) {
+      std::vector<std::function<void()>> waiters;
+      {
+        absl::MutexLock lock(&pending->mu);
+        pending->status = s;
+        pending->response = *resp;
+        pending->finished = true;
+        waiters.swap(pending->waiters);
+      }
+      done(s);
+      for (auto& w : waiters) w();
+    });
+  }
+
+  void Close() override {
+    std::map<std::string, std::shared_ptr<Plan>> plans;
+    {
+      absl::MutexLock lock(&mu_);
+      plans.swap(plans_);
+    }
+    for (auto& [key, plan] : plans) {
+      for (auto& [device, part] : plan->parts) {
+        absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(part.task);
+        if (!stub.ok()) continue;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        proto::DeregisterGraphRequest r;
+        r.set_graph_handle(part.handle);
+        proto::DeregisterGraphResponse out;
+        (void)(*stub)->DeregisterGraph(&ctx, r, &out);
+      }
+    }
+  }
+
+  const std::vector<std::string>& devices() const { return devices_; }
+
+ private:
+  struct PartitionPlan {
+    std::string task;
+    std::string handle;
+    Partition partition;
+  };
+  struct Plan {
+    std::map<std::string, PartitionPlan> parts;
+  };
+  // The first attempt of a request id; retries wait on it.
+  struct Pending {
+    absl::Mutex mu;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    absl::Status status;              // written under `mu` before `finished`, then immutable
+    proto::RunStepResponse response;  // likewise
+    std::vector<std::function<void()>> waiters ABSL_GUARDED_BY(mu);
+  };
+
+  // Asks every task (that passes the device filters) for its devices, retrying
+  // with backoff until the configured wait runs out.
+  absl::Status Discover() {
+    std::vector<std::string> filters(config_.device_filters().begin(), config_.device_filters().end());
+    std::vector<std::string> waiting;
+    for (const std::string& t : workers_->TaskNames())
+      if (PassesFilters(t, filters)) waiting.push_back(t);
+    int64_t wait_ms = config_.wait_for_tasks_ms() > 0 ? config_.wait_for_tasks_ms() : kDefaultWaitForTasksMs;
+    absl::Time deadline = absl::Now() + absl::Milliseconds(wait_ms);
+    absl::Time next_log = absl::Now() + absl::Seconds(2);
+    absl::Duration backoff = absl::Milliseconds(50);
+    std::vector<std::string> devices;
+    while (!waiting.empty()) {
+      std::vector<std::string> still;
+      for (const std::string& task : waiting) {
+        absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);
+        if (!stub.ok()) return stub.status();
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
+        proto::GetStatusRequest r;
+        proto::GetStatusResponse out;
+        grpc::Status s = (*stub)->GetStatus(&ctx, r, &out);
+        if (s.ok()) {
+          for (const auto& d : out.devices()) devices.push_back(d.name());
+        } else {
+          still.push_back(task);
+        }
+      }
+      waiting.swap(still);
+      if (waiting.empty()) break;
+      absl::Time now = absl::Now();
+      if (now >= deadline) {
+        std::vector<std::string> desc;
+        for (const std::string& t : waiting) desc.push_back(absl::StrCat(t, " at ", workers_->AddressOf(t).value_or("?")));
+        return absl::UnavailableError(absl::StrCat(
+            "Gave up after ", wait_ms / 1000.0, " s waiting for ", waiting.size(), " task(s) of the cluster: ",
+            absl::StrJoin(desc, ", "), ". Start them, check their addresses in the cluster spec, or limit the "
+            "session to some tasks with device filters."));
+      }
+      if (now >= next_log) {
+        std::vector<std::string> desc;
+        for (const std::string& t : waiting) desc.push_back(absl::StrCat(t, " at ", workers_->AddressOf(t).value_or("?")));
+        LOG(INFO) << "Waiting for " << absl::StrJoin(desc, ", ") << " to come up";
+        next_log = now + absl::Seconds(5);
+      }
+      absl::SleepFor(std::min(backoff, deadline - now));
+      backoff = std::min(backoff * 2, absl::Seconds(1));
+    }
+    std::sort(devices.begin(), devices.end());
+    devices_ = devices;
+    default_device_ = local_task_ + "/device:CPU:0";
+    if (std::find(devices_.begin(), devices_.end(), default_device_) == devices_.end() && !devices_.empty()) {
+      default_device_ = devices_.front();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches,
+                                                const std::vector<std::string>& targets, const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    if (graph_ == nullptr) return absl::FailedPreconditionError("Session has no graph");
+    absl::StatusOr<std::vector<const Node*>> nodes = PruneForStep(*graph_, feeds, fetches, targets);
+    if (!nodes.ok()) return nodes.status();
+    PlacementOptions po;
+    po.devices = devices_;
+    po.default_device = default_device_;
+    po.allow_soft_placement = config_.allow_soft_placement();
+    po.log_device_placement = config_.log_device_placement();
+    absl::StatusOr<std::vector<std::string>> placement = PlaceNodes(*graph_, *nodes, po);
+    if (!placement.ok()) return placement.status();
+    absl::StatusOr<std::map<std::string, Partition>> parts = PartitionGraph(*graph_, *nodes, *placement, feeds, fetches, targets);
+    if (!parts.ok()) return parts.status();
+    auto plan = std::make_shared<Plan>();
+    for (auto& [device, part] : *parts) {
+      absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(part.task);
+      if (!stub.ok()) return stub.status();
+      grpc::ClientContext ctx;
+      proto::RegisterGraphRequest r;
+      r.set_session_handle(handle_);
+      *r.mutable_graph_def() = part.graph;
+      proto::RegisterGraphResponse out;
+      grpc::Status s = (*stub)->RegisterGraph(&ctx, r, &out);
+      if (!s.ok()) {
+        absl::Status e = FromGrpcStatus(s);
+        return absl::Status(e.code(), absl::StrCat("Registering the partition for ", part.task, ": ", e.message()));
+      }
+      PartitionPlan pp;
+      pp.task = part.task;
+      pp.handle = out.graph_handle();
+      pp.partition = std::move(part);
+      plan->parts[device] = std::move(pp);
+    }
+    plans_[key] = plan;
+    return plan;
+  }
+
+  // One step in flight: a call per partition, and what their completions need.
+  struct StepState {
+    struct Call {
+      std::string task;
+      bool local = false;
+      grpc::ClientContext ctx;
+      proto::RunGraphRequest request;
+      proto::RunGraphResponse response;
+      RunGraphCall local_call;  // when `local`
+    };
+    int64_t step_id = 0;
+    std::shared_ptr<Plan> plan;
+    std::vector<std::unique_ptr<Call>> calls;
+    const proto::RunStepRequest* req = nullptr;
+    proto::RunStepResponse* resp = nullptr;
+    std::vector<std::string> fetch_keys;                         // canonical, in request order
+    std::map<std::string, const proto::TensorProto*> feed_values;  // canonical name -> in `req`
+    std::function<void(absl::Status)> done;
+    ThreadPool* pool = nullptr;
+    absl::Mutex mu;
+    int remaining ABSL_GUARDED_BY(mu) = 0;
+    absl::Status first_error ABSL_GUARDED_BY(mu);
+    bool aborted ABSL_GUARDED_BY(mu) = false;
+  };
+
+  void RunOnceAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                    std::function<void(absl::Status)> done) {
+    auto st = std::make_shared<StepState>();
+    st->req = req;
+    st->resp = resp;
+    st->pool = pool;
+    st->done = std::move(done);
+    std::vector<TensorId> feeds, fetches;
+    std::vector<std::string> targets(req->target().begin(), req->target().end());
+    std::vector<std::string> feed_keys;
+    for (const proto::NamedTensor& f : req->feed()) {
+      absl::StatusOr<TensorId> id = ParseTensorId(f.name());
+      if (!id.ok()) return st->done(id.status());
+      std::string canon = absl::StrCat(id->node, ":", id->index);
+      if (!st->feed_values.emplace(canon, &f.tensor()).second) {
+        return st->done(absl::InvalidArgumentError(absl::StrCat("Tensor '", canon, "' is fed twice")));
+      }
+      feeds.push_back(*id);
+      feed_keys.push_back(canon);
+    }
+    for (const std::string& f : req->fetch()) {
+      absl::StatusOr<TensorId> id = ParseTensorId(f);
+      if (!id.ok()) return st->done(id.status());
+      fetches.push_back(*id);
+      st->fetch_keys.push_back(absl::StrCat(id->node, ":", id->index));
+    }
+    std::string key = absl::StrCat(absl::StrJoin(feed_keys, ","), "->", absl::StrJoin(st->fetch_keys, ","), "/",
+                                   absl::StrJoin(targets, ","));
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = plans_.find(key);
+      if (it != plans_.end()) st->plan = it->second;
+    }
+    if (st->plan != nullptr) {
+      StartStep(st);
+      return;
+    }
+    // First step of this signature: placing, partitioning and registering
+    // make blocking RPCs, so they run on the master's pool.
+    pool->Schedule([this, st, feeds = std::move(feeds), fetches = std::move(fetches),
+                    targets = std::move(targets), key = std::move(key)] {
+      absl::StatusOr<std::shared_ptr<Plan>> plan = GetPlan(feeds, fetches, targets, key);
+      if (!plan.ok()) return st->done(plan.status());
+      st->plan = std::move(*plan);
+      StartStep(st);
+    });
+  }
+
+  void StartStep(const std::shared_ptr<StepState>& st) {
+    st->step_id = RandomStepId();
+    const int64_t timeout = st->req->timeout_ms() > 0 ? st->req->timeout_ms() : config_.operation_timeout_ms();
+    for (auto& [device, pp] : st->plan->parts) {
+      auto c = std::make_unique<StepState::Call>();
+      c->task = pp.task;
+      c->local = local_worker_ != nullptr && pp.task == local_task_;
+      if (c->local) {
+        // This task's own partition: tensors in memory, no loopback RPC.
+        RunGraphCall& lc = c->local_call;
+        lc.graph_handle = pp.handle;
+        lc.step_id = st->step_id;
+        lc.timeout_ms = timeout;
+        for (const std::string& f : pp.partition.feeds) {
+          absl::StatusOr<Tensor> t = DecodeTensor(*st->feed_values[f]);
+          if (!t.ok()) {
+            return st->done(absl::InvalidArgumentError(absl::StrCat("Feed '", f, "': ", t.status().message())));
+          }
+          lc.send.emplace_back(f, std::move(*t));
+        }
+        lc.recv_keys = pp.partition.fetches;
+        lc.targets = pp.partition.targets;
+      } else {
+        c->request.set_graph_handle(pp.handle);
+        c->request.set_step_id(st->step_id);
+        c->request.set_timeout_ms(timeout);
+        for (const std::string& f : pp.partition.feeds) {
+          proto::NamedTensor* nt = c->request.add_send();
+          nt->set_name(f);
+          *nt->mutable_tensor() = *st->feed_values[f];
+        }
+        for (const std::string& f : pp.partition.fetches) c->request.add_recv_key(f);
+        for (const std::string& t : pp.partition.targets) c->request.add_target(t);
+      }
+      st->calls.push_back(std::move(c));
+    }
+    std::vector<proto::WorkerService::Stub*> stubs;
+    for (auto& c : st->calls) {
+      proto::WorkerService::Stub* stub = nullptr;
+      if (!c->local) {
+        absl::StatusOr<proto::WorkerService::Stub*> s = workers_->Stub(c->task);
+        if (!s.ok()) return st->done(s.status());
+        stub = *s;
+      }
+      stubs.push_back(stub);
+    }
+    {
+      absl::MutexLock lock(&st->mu);
+      st->remaining = static_cast<int>(st->calls.size());
+    }
+    if (st->calls.empty()) return FinishStep(st);
+    // Once the last call is issued a completion may finish the step and free
+    // `st`'s owner; `keep` holds it until this loop ends.
+    // The local partition starts first: its cheap nodes run right here and
+    // issue their RecvTensor calls, so a peer that gets RecvTensor and
+    // RunGraph together answers both in one write.
+    std::shared_ptr<StepState> keep = st;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t i = 0; i < keep->calls.size(); ++i) {
+        StepState::Call* c = keep->calls[i].get();
+        if (c->local != (pass == 0)) continue;
+        if (c->local) {
+          local_worker_->RunGraphAsync(&c->local_call, [this, keep, c](absl::Status s) { PartitionDone(keep, c, s); });
+        } else {
+          stubs[i]->async()->RunGraph(&c->ctx, &c->request, &c->response, [this, keep, c](grpc::Status s) {
+            PartitionDone(keep, c, FromGrpcStatus(s));
+          });
+        }
+      }
+    }
+  }
+
+  // A partition has returned. The first failure aborts the step on every task
+  // (cancelling their RunGraph and failing waiting transfers, so nothing is
+  // left blocked); the step reports once every partition has returned.
+  void PartitionDone(const std::shared_ptr<StepState>& st, StepState::Call* c, const absl::Status& result) {
+    bool abort = false, last = false;
+    absl::Status why;
+    {
+      absl::MutexLock lock(&st->mu);
+      if (!result.ok()) {
+        absl::Status e = result;
+        if (!absl::StrContains(e.message(), c->task)) {
+          e = absl::Status(e.code(), absl::StrCat("[", c->task, "] ", e.message()));
+        }
+        // A cancellation is a consequence; keep the root cause.
+        if (st->first_error.ok() || (absl::IsCancelled(st->first_error) && !absl::IsCancelled(e))) {
+          st->first_error = e;
+        }
+        if (!st->aborted) {
+          st->aborted = true;
+          abort = true;
+          why = e;
+        }
+      }
+      last = --st->remaining == 0;
+    }
+    if (abort) st->pool->Schedule([this, st, why] { AbortStep(st, why); });
+    if (last) FinishStep(st);
+  }
+
+  void AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why) {
+    for (auto& c : st->calls)
+      if (!c->local) c->ctx.TryCancel();
+    for (auto& [device, pp] : st->plan->parts) {
+      if (local_worker_ != nullptr && pp.task == local_task_) {
+        proto::CleanupGraphRequest r;
+        r.set_step_id(st->step_id);
+        r.set_abort_message(std::string(why.message()));
+        r.set_abort_code(static_cast<int>(why.code()));
+        local_worker_->CleanupGraph(r);
+        continue;
+      }
+      absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(pp.task);
+      if (!stub.ok()) continue;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      proto::CleanupGraphRequest r;
+      r.set_step_id(st->step_id);
+      r.set_abort_message(std::string(why.message()));
+      r.set_abort_code(static_cast<int>(why.code()));
+      proto::CleanupGraphResponse out;
+      (void)(*stub)->CleanupGraph(&ctx, r, &out);
+    }
+  }
+
+  // Every partition has returned: answer the client.
+  void FinishStep(const std::shared_ptr<StepState>& st) {
+    absl::Status error;
+    {
+      absl::MutexLock lock(&st->mu);
+      error = st->first_error;
+    }
+    if (!error.ok()) return st->done(error);
+    std::map<std::string, const Tensor*> local_out;
+    std::map<std::string, proto::TensorProto*> remote_out;
+    for (auto& c : st->calls) {
+      if (c->local) {
+        const RunGraphCall& lc = c->local_call;
+        for (size_t i = 0; i < lc.recv.size() && i < lc.recv_keys.size(); ++i) local_out[lc.recv_keys[i]] = &lc.recv[i];
+      } else {
+        for (proto::NamedTensor& nt : *c->response.mutable_recv()) remote_out[nt.name()] = nt.mutable_tensor();
+      }
+    }
+    absl::flat_hash_set<std::string> moved;
+    for (const std::string& f : st->fetch_keys) {
+      proto::NamedTensor* nt = st->resp->add_tensor();
+      nt->set_name(f);
+      if (auto r = remote_out.find(f); r != remote_out.end()) {
+        // Each remote fetch is moved into the answer once, copied if fetched twice.
+        if (moved.insert(f).second) {
+          nt->mutable_tensor()->Swap(r->second);
+          remote_out[f] = nt->mutable_tensor();
+        } else {
+          *nt->mutable_tensor() = *r->second;
+        }
+      } else if (auto l = local_out.find(f); l != local_out.end()) {
+        EncodeTensor(*l->second, nt->mutable_tensor());
+      } else if (auto fv = st->feed_values.find(f); fv != st->feed_values.end()) {
+        *nt->mutable_tensor() = *fv->second;
+      } else {
+        return st->done(absl::InternalError(absl::StrCat("Fetch '", f, "' was not produced by any partition")));
+      }
+    }
+    st->done(absl::OkStatus());
+  }
+
+  const std::string handle_;
+  const proto::SessionConfig config_;
+  WorkerCache* const workers_;
+  const std::string local_task_;
+  Worker* const local_worker_;
+  std::vector<std::string> devices_;
+  std::string default_device_;
+
+  absl::Mutex mu_;
+  std::unique_ptr<Graph> graph_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Plan>> plans_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<Pending>> requests_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> request_order_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+std::shared_ptr<MasterSession> MasterSession::Create(std::string handle, proto::SessionConfig config,
+                                                     WorkerCache* workers, std::string local_task,
+                                                     Worker* local_worker) {
+  return std::make_shared<MasterSessionImpl>(std::move(handle), std::move(config), workers, std::move(local_task),
+                                             local_worker);
+}
+
+}  // namespace distflow

@@ -1,0 +1,49 @@
+// MasterSession: one client session on a master — its graph, the devices it
+// may use (discovered with backoff), a plan per (feeds, fetches, targets)
+// signature (placement, partitions registered with their workers), and the
+// asynchronous step: its own task's partition in memory, the others by
+// RunGraph RPCs, aborted everywhere on the first error, answered from the last
+// partition's completion; retried requests (same request id) run once.
+// Thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "base/thread_pool.h"
+#include "distributed/worker.h"
+#include "distributed/worker_cache.h"
+#include "proto/master.pb.h"
+
+namespace distflow {
+
+class MasterSession {
+ public:
+  // `local_worker` (may be null) runs `local_task`'s partitions without an RPC.
+  static std::shared_ptr<MasterSession> Create(std::string handle, proto::SessionConfig config, WorkerCache* workers,
+                                               std::string local_task, Worker* local_worker);
+  virtual ~MasterSession() = default;
+
+  // Waits for the cluster's tasks (per the config's filters), then takes the graph.
+  virtual absl::Status Init(const proto::GraphDef& graph) = 0;
+  // Adds nodes; a bad extension leaves the graph unchanged.
+  virtual absl::Status Extend(const proto::GraphDef& graph) = 0;
+  // Runs one step without parking the calling thread: `done` is called once,
+  // from whichever thread finishes it. `req` and `resp` must outlive that.
+  // Steps whose plan is not built yet run on `pool` (registering partitions
+  // makes blocking RPCs).
+  virtual void RunAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                        std::function<void(absl::Status)> done) = 0;
+  // Deregisters the partitions from their workers.
+  virtual void Close() = 0;
+};
+
+// A random positive step (or session) id.
+int64_t RandomStepId();
+// True if `task` matches one of the device filters (or there are none).
+bool PassesFilters(const std::string& task, const std::vector<std::string>& filters);
+
+}  // namespace distflow
