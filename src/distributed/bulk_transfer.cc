@@ -14,11 +14,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "tensor/tensor_codec.h"
 
 namespace distflow {
 namespace {
 
-constexpr uint32_t kMagic = 0x4B424644;  // "DFBK" little-endian
+constexpr uint32_t kMagic = 0x4B424644;     // "DFBK" little-endian: get
+constexpr uint32_t kPutMagic = 0x50424644;  // "DFBP": put
 constexpr uint32_t kVersion = 1;
 constexpr uint64_t kUnknownTicket = ~uint64_t{0};
 
@@ -68,6 +70,18 @@ size_t ReadAll(int fd, char* p, size_t n, int* err) {
   return done;
 }
 
+std::string PeerName(const std::string& host, int port) {
+  return absl::StrCat(host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host, ":", port);
+}
+
+void SetIdleTimeout(int fd, absl::Duration idle_timeout) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(absl::ToInt64Seconds(idle_timeout));
+  tv.tv_usec = static_cast<suseconds_t>(absl::ToInt64Microseconds(idle_timeout) % 1000000);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
 void SetNoDelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -80,11 +94,62 @@ bool BulkTransferEnabledByEnv() {
   return v == nullptr || std::string(v) != "0";
 }
 
+bool IsBulkCandidate(const Tensor& t) {
+  return t.dtype() != DT_STRING && t.dtype() != DT_BOOL && t.TotalBytes() >= kBulkMinBytes;
+}
+
+void SetBulkNamedTensor(const std::string& name, const Tensor& t, uint64_t ticket, int port, proto::NamedTensor* out) {
+  out->set_name(name);
+  out->mutable_tensor()->set_dtype(static_cast<proto::DataType>(t.dtype()));
+  EncodeShape(t.shape(), out->mutable_tensor()->mutable_shape());
+  out->set_bulk_ticket(ticket);
+  out->set_bulk_port(port);
+}
+
+absl::StatusOr<std::pair<DataType, TensorShape>> BulkTensorSpec(const proto::NamedTensor& nt) {
+  int raw = nt.tensor().dtype();
+  if (!IsValidDataType(raw) || raw == DT_STRING || raw == DT_BOOL || raw == DT_INVALID) {
+    return absl::DataLossError(absl::StrCat("Tensor '", nt.name(), "' announces bulk bytes with dtype ", raw));
+  }
+  absl::StatusOr<TensorShape> shape = DecodeShape(nt.tensor().shape());
+  if (!shape.ok()) return absl::DataLossError(absl::StrCat("Tensor '", nt.name(), "': ", shape.status().message()));
+  if (!nt.tensor().tensor_content().empty() || nt.tensor().string_val_size() > 0) {
+    return absl::DataLossError(absl::StrCat("Tensor '", nt.name(), "' carries bytes and a bulk ticket"));
+  }
+  return std::make_pair(static_cast<DataType>(raw), *shape);
+}
+
 // The offered tensors; shared with expiry closures so they never outlive it.
 struct BulkServer::Offers {
+  struct Received {
+    std::shared_ptr<TensorBuffer> buffer;
+    size_t bytes = 0;
+    Timer::Id timer = 0;
+  };
   absl::Mutex mu;
-  absl::flat_hash_map<uint64_t, std::pair<Tensor, Timer::Id>> map ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<uint64_t, std::pair<Tensor, Timer::Id>> map ABSL_GUARDED_BY(mu);  // to send
+  absl::flat_hash_map<uint64_t, Received> received ABSL_GUARDED_BY(mu);                 // put by peers
   std::mt19937_64 gen ABSL_GUARDED_BY(mu){std::random_device{}()};
+
+  uint64_t NewTicket() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    uint64_t ticket = 0;
+    do {
+      ticket = gen();
+    } while (ticket == 0 || ticket == kUnknownTicket || map.contains(ticket) || received.contains(ticket));
+    return ticket;
+  }
+
+  // Drops the ticket from whichever table holds it once `ttl` has passed.
+  static Timer::Id Expire(const std::shared_ptr<Offers>& self, uint64_t ticket, absl::Duration ttl) {
+    std::weak_ptr<Offers> weak = self;
+    return Timer::Global()->After(ttl, [weak, ticket] {
+      if (std::shared_ptr<Offers> o = weak.lock()) {
+        absl::MutexLock l(&o->mu);
+        o->map.erase(ticket);
+        o->received.erase(ticket);
+      }
+    });
+  }
 
   bool Take(uint64_t ticket, Tensor* out) {
     Timer::Id timer = 0;
@@ -163,24 +228,44 @@ BulkServer::~BulkServer() {
   close(listen_fd_);
   absl::MutexLock lock(&offers_->mu);
   for (auto& [ticket, offer] : offers_->map) Timer::Global()->Cancel(offer.second);
+  for (auto& [ticket, r] : offers_->received) Timer::Global()->Cancel(r.timer);
   offers_->map.clear();
+  offers_->received.clear();
 }
 
 uint64_t BulkServer::Offer(const Tensor& t) {
   absl::MutexLock lock(&offers_->mu);
-  uint64_t ticket = 0;
-  do {
-    ticket = offers_->gen();
-  } while (ticket == 0 || ticket == kUnknownTicket || offers_->map.contains(ticket));
-  std::weak_ptr<Offers> weak = offers_;
-  Timer::Id timer = Timer::Global()->After(ttl_, [weak, ticket] {
-    if (std::shared_ptr<Offers> o = weak.lock()) {
-      absl::MutexLock l(&o->mu);
-      o->map.erase(ticket);
-    }
-  });
-  offers_->map.emplace(ticket, std::make_pair(t, timer));
+  uint64_t ticket = offers_->NewTicket();
+  offers_->map.emplace(ticket, std::make_pair(t, Offers::Expire(offers_, ticket, ttl_)));
   return ticket;
+}
+
+absl::StatusOr<Tensor> BulkServer::TakeReceived(uint64_t ticket, DataType dtype, const TensorShape& shape) {
+  Offers::Received r;
+  {
+    absl::MutexLock lock(&offers_->mu);
+    auto it = offers_->received.find(ticket);
+    if (it == offers_->received.end()) {
+      return absl::NotFoundError(absl::StrCat("Bulk feed ticket ", ticket,
+                                              " is unknown here (expired after the TTL, or already used)"));
+    }
+    r = std::move(it->second);
+    offers_->received.erase(it);
+  }
+  Timer::Global()->Cancel(r.timer);
+  size_t bytes = 0;
+  if (dtype == DT_STRING || dtype == DT_BOOL ||
+      __builtin_mul_overflow(static_cast<size_t>(shape.num_elements()), DataTypeSize(dtype), &bytes) ||
+      bytes != r.bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("Bulk feed of ", r.bytes, " bytes cannot be a ", DataTypeName(dtype),
+                                                   " tensor of shape ", shape.DebugString()));
+  }
+  return Tensor::FromBuffer(dtype, shape, std::move(r.buffer), 0);
+}
+
+size_t BulkServer::NumReceivedForTest() const {
+  absl::MutexLock lock(&offers_->mu);
+  return offers_->received.size();
 }
 
 size_t BulkServer::NumOffersForTest() const {
@@ -220,9 +305,33 @@ void BulkServer::Serve(int fd) {
     char req[16];
     int err = 0;
     if (ReadAll(fd, req, sizeof(req), &err) != sizeof(req)) break;  // peer closed or shut down
-    if (GetU32(req) != kMagic || GetU32(req + 4) != kVersion) break;  // not our protocol: drop it
-    Tensor t;
+    const uint32_t magic = GetU32(req);
+    if (GetU32(req + 4) != kVersion || (magic != kMagic && magic != kPutMagic)) break;  // not our protocol
     char head[8];
+    if (magic == kPutMagic) {
+      const uint64_t n = GetU64(req + 8);
+      absl::StatusOr<std::shared_ptr<TensorBuffer>> buf =
+          n > static_cast<uint64_t>(INT64_MAX) ? absl::StatusOr<std::shared_ptr<TensorBuffer>>(
+                                                     absl::ResourceExhaustedError("too large"))
+                                               : TensorBuffer::Allocate(DT_UINT8, static_cast<int64_t>(n));
+      if (!buf.ok()) {
+        PutU64(head, kUnknownTicket);
+        (void)WriteAll(fd, head, sizeof(head));
+        break;  // the bytes that follow cannot be stored: drop the connection
+      }
+      if (n > 0 && ReadAll(fd, static_cast<char*>((*buf)->data()), n, &err) != n) break;  // truncated: drop it
+      uint64_t ticket = 0;
+      {
+        absl::MutexLock lock(&offers_->mu);
+        ticket = offers_->NewTicket();
+        offers_->received.emplace(ticket, Offers::Received{std::move(*buf), n, Offers::Expire(offers_, ticket, ttl_)});
+      }
+      bytes_received_.fetch_add(n, std::memory_order_relaxed);
+      PutU64(head, ticket);
+      if (WriteAll(fd, head, sizeof(head)) != 0) break;
+      continue;
+    }
+    Tensor t;
     if (!offers_->Take(GetU64(req + 8), &t)) {
       PutU64(head, kUnknownTicket);
       if (WriteAll(fd, head, sizeof(head)) != 0) break;
@@ -298,33 +407,17 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
                                    CancellationManager* cm, absl::Duration idle_timeout, bool pooled_ok,
                                    bool* stale) {
   *stale = false;
-  const std::string peer = absl::StrCat(host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host,
-                                        ":", port);
+  const std::string peer = PeerName(host, port);
   auto fail = [&](absl::StatusCode code, const std::string& what) {
     return absl::Status(code, absl::StrCat("Bulk transfer of ", n, " bytes from ", peer, ": ", what,
                                            ". If a firewall allows only the cluster spec's ports, set "
                                            "DISTFLOW_BULK_TRANSFER=0 on every task."));
   };
-  int fd = -1;
   bool pooled = false;
-  if (pooled_ok) {
-    absl::MutexLock lock(&mu_);
-    auto it = idle_.find(peer);
-    if (it != idle_.end() && !it->second.empty()) {
-      fd = it->second.back();
-      it->second.pop_back();
-      pooled = true;
-    }
-  }
-  if (fd < 0) {
-    absl::StatusOr<int> c = Connect(host, port);
-    if (!c.ok()) return fail(absl::StatusCode::kUnavailable, std::string(c.status().message()));
-    fd = *c;
-  }
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(absl::ToInt64Seconds(idle_timeout));
-  tv.tv_usec = static_cast<suseconds_t>(absl::ToInt64Microseconds(idle_timeout) % 1000000);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  absl::StatusOr<int> acquired = Acquire(peer, host, port, pooled_ok, &pooled);
+  if (!acquired.ok()) return fail(absl::StatusCode::kUnavailable, std::string(acquired.status().message()));
+  const int fd = *acquired;
+  SetIdleTimeout(fd, idle_timeout);
 
   // Cancellation shuts the socket down, which wakes a blocked recv. The guard
   // keeps the callback from touching the descriptor after it is released.
@@ -388,9 +481,72 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
     close(fd);
     return status;
   }
+  Release(peer, fd);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> BulkClient::Acquire(const std::string& peer, const std::string& host, int port, bool pooled_ok,
+                                        bool* pooled) {
+  *pooled = false;
+  if (pooled_ok) {
+    absl::MutexLock lock(&mu_);
+    auto it = idle_.find(peer);
+    if (it != idle_.end() && !it->second.empty()) {
+      int fd = it->second.back();
+      it->second.pop_back();
+      *pooled = true;
+      return fd;
+    }
+  }
+  return Connect(host, port);
+}
+
+void BulkClient::Release(const std::string& peer, int fd) {
   absl::MutexLock lock(&mu_);
   idle_[peer].push_back(fd);
-  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, const void* src, size_t n,
+                                         absl::Duration idle_timeout) {
+  const std::string peer = PeerName(host, port);
+  auto fail = [&](absl::StatusCode code, const std::string& what) {
+    return absl::Status(code, absl::StrCat("Bulk transfer of ", n, " bytes to ", peer, ": ", what,
+                                           ". If a firewall allows only the cluster spec's ports, set "
+                                           "DISTFLOW_BULK_TRANSFER=0."));
+  };
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    bool pooled = false;
+    absl::StatusOr<int> acquired = Acquire(peer, host, port, /*pooled_ok=*/attempt == 0, &pooled);
+    if (!acquired.ok()) return fail(absl::StatusCode::kUnavailable, std::string(acquired.status().message()));
+    const int fd = *acquired;
+    SetIdleTimeout(fd, idle_timeout);
+    char req[16];
+    PutU32(req, kPutMagic);
+    PutU32(req + 4, kVersion);
+    PutU64(req + 8, n);
+    char head[8];
+    int err = 0;
+    int w = WriteAll(fd, req, sizeof(req));
+    if (w == 0 && n > 0) w = WriteAll(fd, static_cast<const char*>(src), n);
+    size_t got = w == 0 ? ReadAll(fd, head, sizeof(head), &err) : 0;
+    if (w == 0 && got == sizeof(head)) {
+      uint64_t ticket = GetU64(head);
+      if (ticket == kUnknownTicket) {
+        close(fd);
+        return fail(absl::StatusCode::kResourceExhausted, "the peer could not allocate the buffer");
+      }
+      Release(peer, fd);
+      return ticket;
+    }
+    close(fd);
+    // A stale pooled connection (the peer restarted) fails at once: one retry on a new one.
+    if (pooled && got == 0 && err != EAGAIN && err != EWOULDBLOCK) continue;
+    if (w != 0) return fail(absl::StatusCode::kUnavailable, absl::StrCat("sending: ", std::strerror(w)));
+    return fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
+                                                    : absl::StatusCode::kUnavailable,
+                err ? std::strerror(err) : "the peer closed the connection");
+  }
+  return fail(absl::StatusCode::kUnavailable, "the connection failed twice");
 }
 
 }  // namespace distflow

@@ -14,9 +14,15 @@
 // task's host (connections are pooled), sends the ticket and reads exactly the
 // tensor's byte count. Offers not fetched within a TTL are dropped.
 //
+// The other direction (a client's large feeds to its master) puts bytes:
+// the client sends them to the master's bulk port and gets a ticket, which
+// the RunStep request names instead of carrying the bytes.
+//
 // Wire format on the bulk connection, all little-endian:
-//   request  = u32 magic "DFBK", u32 version (1), u64 ticket
-//   response = u64 length (UINT64_MAX: unknown or expired ticket), bytes
+//   get:  request  = u32 magic "DFBK", u32 version (1), u64 ticket
+//         response = u64 length (UINT64_MAX: unknown or expired ticket), bytes
+//   put:  request  = u32 magic "DFBP", u32 version (1), u64 length, bytes
+//         response = u64 ticket (UINT64_MAX: refused, e.g. out of memory)
 //
 // Thread-safe. Each accepted connection is served by its own thread (at most
 // kMaxConnections); connections are persistent.
@@ -35,6 +41,7 @@
 #include "absl/time/time.h"
 #include "base/cancellation.h"
 #include "base/timer.h"
+#include "proto/worker.pb.h"
 #include "tensor/tensor.h"
 
 namespace distflow {
@@ -45,6 +52,14 @@ inline constexpr size_t kBulkMinBytes = size_t{1} << 20;
 // False if the environment variable DISTFLOW_BULK_TRANSFER is "0" (for
 // networks where only the cluster spec's ports are open).
 bool BulkTransferEnabledByEnv();
+
+// True for tensors that travel over a bulk port: numeric (not bool, whose
+// bytes must be validated) and at least kBulkMinBytes.
+bool IsBulkCandidate(const Tensor& t);
+// Fills `out` with `t`'s dtype and shape and the ticket and port of its bytes.
+void SetBulkNamedTensor(const std::string& name, const Tensor& t, uint64_t ticket, int port, proto::NamedTensor* out);
+// The dtype and shape a bulk NamedTensor announces (DataLoss if malformed).
+absl::StatusOr<std::pair<DataType, TensorShape>> BulkTensorSpec(const proto::NamedTensor& nt);
 
 class BulkServer {
  public:
@@ -63,8 +78,13 @@ class BulkServer {
   // Keeps `t` until one peer fetches it or the TTL passes; returns the ticket.
   uint64_t Offer(const Tensor& t);
   size_t NumOffersForTest() const;
-  // Tensor bytes sent to peers so far.
+  // Takes bytes a peer put, as a tensor of `dtype` and `shape` (their sizes
+  // must match). NotFound if the ticket is unknown or expired.
+  absl::StatusOr<Tensor> TakeReceived(uint64_t ticket, DataType dtype, const TensorShape& shape);
+  size_t NumReceivedForTest() const;
+  // Tensor bytes sent to peers, and received from them, so far.
   uint64_t bytes_served() const { return bytes_served_.load(std::memory_order_relaxed); }
+  uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
 
  private:
   struct Offers;
@@ -78,6 +98,7 @@ class BulkServer {
   std::shared_ptr<Offers> offers_;
   std::thread acceptor_;
   std::atomic<uint64_t> bytes_served_{0};
+  std::atomic<uint64_t> bytes_received_{0};
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int> fds_ ABSL_GUARDED_BY(mu_);  // open connections
@@ -98,9 +119,17 @@ class BulkClient {
   // DeadlineExceeded (no data for `idle_timeout`), Cancelled.
   absl::Status Fetch(const std::string& host, int port, uint64_t ticket, void* dst, size_t n, CancellationManager* cm,
                      absl::Duration idle_timeout = absl::Seconds(60));
+  // Sends `n` bytes from `src` to host:port; returns the ticket that names
+  // them there. Errors as for Fetch.
+  absl::StatusOr<uint64_t> Put(const std::string& host, int port, const void* src, size_t n,
+                               absl::Duration idle_timeout = absl::Seconds(60));
   size_t NumPooledForTest() const;
 
  private:
+  // A connection to host:port, from the pool or new; `pooled` says which.
+  absl::StatusOr<int> Acquire(const std::string& peer, const std::string& host, int port, bool pooled_ok,
+                              bool* pooled);
+  void Release(const std::string& peer, int fd);
   absl::StatusOr<int> Connect(const std::string& host, int port);
   absl::Status FetchOnce(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
                          CancellationManager* cm, absl::Duration idle_timeout, bool pooled_ok, bool* stale);

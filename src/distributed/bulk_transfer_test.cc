@@ -203,6 +203,48 @@ TEST(BulkTransfer, GarbageOnTheBulkPortIsDropped) {
   EXPECT_TRUE(client.Fetch("127.0.0.1", (*server)->port(), ticket, buf, sizeof(buf), nullptr).ok());
 }
 
+TEST(BulkTransfer, PutBytesComeBackAsATensorOfTheGivenShape) {
+  auto server = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  Tensor t = Ramp(1 << 20);  // 4 MiB
+  BulkClient client;
+  absl::StatusOr<uint64_t> ticket = client.Put("127.0.0.1", (*server)->port(), t.raw_data(), t.TotalBytes());
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  EXPECT_EQ((*server)->NumReceivedForTest(), 1u);
+  EXPECT_EQ((*server)->bytes_received(), t.TotalBytes());
+  absl::StatusOr<Tensor> got = (*server)->TakeReceived(*ticket, DT_FLOAT, TensorShape({1024, 1024}));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->shape(), TensorShape({1024, 1024}));
+  EXPECT_EQ(std::memcmp(got->raw_data(), t.raw_data(), t.TotalBytes()), 0);
+  EXPECT_EQ((*server)->TakeReceived(*ticket, DT_FLOAT, TensorShape({1024, 1024})).status().code(),
+            absl::StatusCode::kNotFound)
+      << "a put ticket is good once";
+  EXPECT_EQ(client.NumPooledForTest(), 1u);
+}
+
+TEST(BulkTransfer, PutBytesOfTheWrongSizeForTheShapeAreRejected) {
+  auto server = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  Tensor t = Ramp(10);
+  BulkClient client;
+  absl::StatusOr<uint64_t> ticket = client.Put("127.0.0.1", (*server)->port(), t.raw_data(), t.TotalBytes());
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  absl::StatusOr<Tensor> got = (*server)->TakeReceived(*ticket, DT_DOUBLE, TensorShape({10}));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << got.status();
+  EXPECT_NE(got.status().message().find("40 bytes"), std::string::npos) << got.status();
+}
+
+TEST(BulkTransfer, UnclaimedPutsExpire) {
+  auto server = BulkServer::Start("127.0.0.1", absl::Milliseconds(30));
+  ASSERT_TRUE(server.ok()) << server.status();
+  Tensor t = Ramp(10);
+  BulkClient client;
+  ASSERT_TRUE(client.Put("127.0.0.1", (*server)->port(), t.raw_data(), t.TotalBytes()).ok());
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while ((*server)->NumReceivedForTest() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ((*server)->NumReceivedForTest(), 0u);
+}
+
 TEST(BulkTransfer, RestartedPeerIsReachedOnAFreshConnection) {
   BulkClient client;
   char buf[16];

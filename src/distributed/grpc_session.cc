@@ -66,6 +66,14 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
       return e;
     }
     handle_ = resp.session_handle();
+    if (resp.bulk_port() > 0 && BulkTransferEnabledByEnv()) {
+      absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address_);
+      if (hp.ok()) {
+        bulk_host_ = hp->first;
+        bulk_port_ = resp.bulk_port();
+        bulk_ = std::make_unique<BulkClient>();
+      }
+    }
     return absl::OkStatus();
   }
   proto::ExtendSessionRequest req;
@@ -80,17 +88,33 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
                                                      const std::vector<std::string>& fetches,
                                                      const std::vector<std::string>& targets) {
   proto::RunStepRequest req;
+  BulkClient* bulk = nullptr;
+  std::string bulk_host;
+  int bulk_port = 0;
   {
     absl::MutexLock lock(&mu_);
     if (closed_) return absl::FailedPreconditionError("Session has been closed");
     if (handle_.empty()) return absl::FailedPreconditionError("Session has no graph yet");
     req.set_session_handle(handle_);
+    bulk = bulk_.get();
+    bulk_host = bulk_host_;
+    bulk_port = bulk_port_;
   }
   for (const auto& [name, t] : feeds) {
     proto::NamedTensor* nt = req.add_feed();
+    // Large feeds go to the master's bulk port first; the request names them.
+    if (bulk != nullptr && IsBulkCandidate(t)) {
+      absl::StatusOr<uint64_t> ticket = bulk->Put(bulk_host, bulk_port, t.raw_data(), t.TotalBytes());
+      if (ticket.ok()) {
+        SetBulkNamedTensor(name, t, *ticket, bulk_port, nt);
+        continue;
+      }
+      // Nothing was handed over: send this one inside the request instead.
+    }
     nt->set_name(name);
     EncodeTensor(t, nt->mutable_tensor());
   }
+  req.set_accept_bulk(bulk != nullptr);
   for (const std::string& f : fetches) req.add_fetch(f);
   for (const std::string& t : targets) req.add_target(t);
   req.set_request_id(RandomRequestId());
@@ -111,6 +135,17 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
   if (!s.ok()) return FromGrpcStatus(s);
   std::vector<Tensor> out;
   for (const proto::NamedTensor& nt : resp.tensor()) {
+    if (nt.bulk_ticket() != 0) {
+      if (bulk == nullptr) return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "' came as a bulk ticket"));
+      absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
+      if (!spec.ok()) return spec.status();
+      absl::StatusOr<Tensor> t = Tensor::Allocate(spec->first, spec->second);
+      if (!t.ok()) return t.status();
+      absl::Status got = bulk->Fetch(bulk_host, nt.bulk_port(), nt.bulk_ticket(), t->raw_data(), t->TotalBytes(), nullptr);
+      if (!got.ok()) return absl::Status(got.code(), absl::StrCat("Fetched tensor '", nt.name(), "': ", got.message()));
+      out.push_back(std::move(*t));
+      continue;
+    }
     absl::StatusOr<Tensor> t = DecodeTensor(nt.tensor());
     if (!t.ok()) return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "': ", t.status().message()));
     out.push_back(std::move(*t));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "distributed/bulk_transfer.h"
 #include "proto/master.grpc.pb.h"
 #include "runtime/local_session.h"
 
@@ -39,6 +40,10 @@ class GrpcSession : public SessionInterface {
   std::unique_ptr<proto::MasterService::Stub> stub_;
   absl::Mutex mu_;
   std::string handle_ ABSL_GUARDED_BY(mu_);
+  // Large feeds and fetches travel over the master's bulk port, if it has one.
+  std::unique_ptr<BulkClient> bulk_ ABSL_GUARDED_BY(mu_);
+  std::string bulk_host_ ABSL_GUARDED_BY(mu_);
+  int bulk_port_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

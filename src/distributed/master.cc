@@ -77,12 +77,13 @@ absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto
     absl::MutexLock lock(&mu_);
     handle = absl::StrCat("session_", next_session_++, "_", RandomStepId());
   }
-  auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, local_worker_);
+  auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, local_worker_, bulk_);
   absl::Status s = session->Init(req.graph_def());
   if (!s.ok()) return s;
   absl::MutexLock lock(&mu_);
   sessions_[handle] = session;
   resp->set_session_handle(handle);
+  resp->set_bulk_port(bulk_ != nullptr ? bulk_->port() : 0);
   return absl::OkStatus();
 }
 

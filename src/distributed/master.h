@@ -46,6 +46,10 @@ class Master {
   // Closes every session (on server shutdown).
   void CloseAll();
 
+  // Takes large feeds from and serves large fetches to clients (null: never).
+  // Set before the service starts.
+  void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }
+
  private:
   class Service;
   absl::StatusOr<std::shared_ptr<MasterSession>> Find(const std::string& handle);
@@ -53,6 +57,7 @@ class Master {
   const std::string local_task_;
   WorkerCache* const workers_;
   Worker* const local_worker_;
+  BulkServer* bulk_ = nullptr;
   std::unique_ptr<ThreadPool> pool_;  // runs blocking calls off gRPC's threads
   std::unique_ptr<Service> service_;
   absl::Mutex mu_;

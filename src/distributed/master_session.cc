@@ -42,12 +42,13 @@ namespace {
 class MasterSessionImpl final : public MasterSession {
  public:
   MasterSessionImpl(std::string handle, proto::SessionConfig config, WorkerCache* workers, std::string local_task,
-                Worker* local_worker)
+                    Worker* local_worker, BulkServer* bulk)
       : handle_(std::move(handle)),
         config_(std::move(config)),
         workers_(workers),
         local_task_(std::move(local_task)),
-        local_worker_(local_worker) {}
+        local_worker_(local_worker),
+        bulk_(bulk) {}
 
   absl::Status Init(const proto::GraphDef& graph) override {
     absl::Status s = Discover();
@@ -281,6 +282,21 @@ class MasterSessionImpl final : public MasterSession {
     proto::RunStepResponse* resp = nullptr;
     std::vector<std::string> fetch_keys;                         // canonical, in request order
     std::map<std::string, const proto::TensorProto*> feed_values;  // canonical name -> in `req`
+    std::map<std::string, Tensor> bulk_feeds;  // feeds whose bytes the client put on our bulk port
+
+    // A feed as a tensor (a copy out of the request, or the bulk bytes).
+    absl::StatusOr<Tensor> FeedTensor(const std::string& name) const {
+      if (auto b = bulk_feeds.find(name); b != bulk_feeds.end()) return b->second;
+      return DecodeTensor(*feed_values.at(name));
+    }
+    // A feed into a message: moved bytes for bulk feeds, a copy otherwise.
+    void FeedProto(const std::string& name, proto::TensorProto* out) const {
+      if (auto b = bulk_feeds.find(name); b != bulk_feeds.end()) {
+        EncodeTensor(b->second, out);
+      } else {
+        *out = *feed_values.at(name);
+      }
+    }
     std::function<void(absl::Status)> done;
     ThreadPool* pool = nullptr;
     absl::Mutex mu;
@@ -305,6 +321,19 @@ class MasterSessionImpl final : public MasterSession {
       std::string canon = absl::StrCat(id->node, ":", id->index);
       if (!st->feed_values.emplace(canon, &f.tensor()).second) {
         return st->done(absl::InvalidArgumentError(absl::StrCat("Tensor '", canon, "' is fed twice")));
+      }
+      if (f.bulk_ticket() != 0) {
+        if (bulk_ == nullptr) {
+          return st->done(absl::InvalidArgumentError(
+              absl::StrCat("Feed '", canon, "' names a bulk ticket, but bulk transfer is off on ", local_task_)));
+        }
+        absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(f);
+        if (!spec.ok()) return st->done(spec.status());
+        absl::StatusOr<Tensor> t = bulk_->TakeReceived(f.bulk_ticket(), spec->first, spec->second);
+        if (!t.ok()) {
+          return st->done(absl::Status(t.status().code(), absl::StrCat("Feed '", canon, "': ", t.status().message())));
+        }
+        st->bulk_feeds[canon] = std::move(*t);
       }
       feeds.push_back(*id);
       feed_keys.push_back(canon);
@@ -351,7 +380,7 @@ class MasterSessionImpl final : public MasterSession {
         lc.step_id = st->step_id;
         lc.timeout_ms = timeout;
         for (const std::string& f : pp.partition.feeds) {
-          absl::StatusOr<Tensor> t = DecodeTensor(*st->feed_values[f]);
+          absl::StatusOr<Tensor> t = st->FeedTensor(f);
           if (!t.ok()) {
             return st->done(absl::InvalidArgumentError(absl::StrCat("Feed '", f, "': ", t.status().message())));
           }
@@ -366,7 +395,7 @@ class MasterSessionImpl final : public MasterSession {
         for (const std::string& f : pp.partition.feeds) {
           proto::NamedTensor* nt = c->request.add_send();
           nt->set_name(f);
-          *nt->mutable_tensor() = *st->feed_values[f];
+          st->FeedProto(f, nt->mutable_tensor());
         }
         for (const std::string& f : pp.partition.fetches) c->request.add_recv_key(f);
         for (const std::string& t : pp.partition.targets) c->request.add_target(t);
@@ -463,6 +492,17 @@ class MasterSessionImpl final : public MasterSession {
     }
   }
 
+  // A fetched tensor we hold in memory: large ones go back over the bulk port
+  // if the client accepts that, the rest inside the answer.
+  void SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,
+                proto::NamedTensor* out) {
+    if (bulk_ != nullptr && st->req->accept_bulk() && IsBulkCandidate(t)) {
+      SetBulkNamedTensor(name, t, bulk_->Offer(t), bulk_->port(), out);
+    } else {
+      EncodeTensor(t, out->mutable_tensor());
+    }
+  }
+
   // Every partition has returned: answer the client.
   void FinishStep(const std::shared_ptr<StepState>& st) {
     absl::Status error;
@@ -494,7 +534,9 @@ class MasterSessionImpl final : public MasterSession {
           *nt->mutable_tensor() = *r->second;
         }
       } else if (auto l = local_out.find(f); l != local_out.end()) {
-        EncodeTensor(*l->second, nt->mutable_tensor());
+        SetFetch(st, f, *l->second, nt);
+      } else if (auto b = st->bulk_feeds.find(f); b != st->bulk_feeds.end()) {
+        SetFetch(st, f, b->second, nt);
       } else if (auto fv = st->feed_values.find(f); fv != st->feed_values.end()) {
         *nt->mutable_tensor() = *fv->second;
       } else {
@@ -509,6 +551,7 @@ class MasterSessionImpl final : public MasterSession {
   WorkerCache* const workers_;
   const std::string local_task_;
   Worker* const local_worker_;
+  BulkServer* const bulk_;  // may be null
   std::vector<std::string> devices_;
   std::string default_device_;
 
@@ -523,9 +566,9 @@ class MasterSessionImpl final : public MasterSession {
 
 std::shared_ptr<MasterSession> MasterSession::Create(std::string handle, proto::SessionConfig config,
                                                      WorkerCache* workers, std::string local_task,
-                                                     Worker* local_worker) {
+                                                     Worker* local_worker, BulkServer* bulk) {
   return std::make_shared<MasterSessionImpl>(std::move(handle), std::move(config), workers, std::move(local_task),
-                                             local_worker);
+                                             local_worker, bulk);
 }
 
 }  // namespace distflow

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "base/thread_pool.h"
+#include "distributed/bulk_transfer.h"
 #include "distributed/worker.h"
 #include "distributed/worker_cache.h"
 #include "proto/master.pb.h"
@@ -22,9 +23,10 @@ namespace distflow {
 
 class MasterSession {
  public:
-  // `local_worker` (may be null) runs `local_task`'s partitions without an RPC.
+  // `local_worker` (may be null) runs `local_task`'s partitions without an
+  // RPC; `bulk` (may be null) takes large feeds and serves large fetches.
   static std::shared_ptr<MasterSession> Create(std::string handle, proto::SessionConfig config, WorkerCache* workers,
-                                               std::string local_task, Worker* local_worker);
+                                               std::string local_task, Worker* local_worker, BulkServer* bulk);
   virtual ~MasterSession() = default;
 
   // Waits for the cluster's tasks (per the config's filters), then takes the graph.

@@ -46,6 +46,7 @@ absl::Status Server::Start() {
   worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);
   worker_->set_bulk_server(bulk_.get());
   master_ = std::make_unique<Master>(task_name_, workers_.get(), worker_.get());
+  master_->set_bulk_server(bulk_.get());
   worker_->SetShutdownHandler([this](const std::string&) {
     std::thread([this] { Stop(); }).detach();
   });
@@ -100,6 +101,11 @@ void Server::Join() {
   stopped_note_.WaitForNotification();
 }
 
+void Server::SetPeerAddress(const std::string& task, const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  if (workers_ != nullptr) workers_->SetTaskAddress(task, address);
+}
+
 std::string Server::target() const {
   std::string h = host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_;
   return absl::StrCat("grpc://", h, ":", bound_port_);
@@ -144,14 +150,34 @@ absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers) {
 
 absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
                                                                       ServerOptions options) {
+  ClusterSpec spec = cluster;
   std::vector<std::unique_ptr<Server>> servers;
   for (const std::string& job : cluster.jobs()) {
     for (int t : cluster.task_indices(job)) {
-      absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(cluster, job, t, options);
-      if (!s.ok()) return s.status();
-      absl::Status started = (*s)->Start();
-      if (!started.ok()) return started;
-      servers.push_back(std::move(*s));
+      for (int attempt = 0;; ++attempt) {
+        absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(spec, job, t, options);
+        if (!s.ok()) return s.status();
+        absl::Status started = (*s)->Start();
+        if (started.ok()) {
+          servers.push_back(std::move(*s));
+          break;
+        }
+        // A port picked in advance (MakeLocalClusterSpec) can be taken before
+        // its server binds it, e.g. by another server's bulk port: pick
+        // another and tell the servers already running.
+        absl::StatusOr<std::string> old = spec.task_address(job, t);
+        absl::StatusOr<std::pair<std::string, int>> hp = old.ok() ? SplitHostPort(*old)
+                                                                  : absl::StatusOr<std::pair<std::string, int>>(old.status());
+        absl::StatusOr<int> port = Env::Default()->PickUnusedPort();
+        if (!absl::IsUnavailable(started) || attempt >= 4 || !hp.ok() || !port.ok()) return started;
+        std::string address = absl::StrCat(hp->first, ":", *port);
+        ClusterSpec::JobMap jobs = spec.job_map();
+        jobs[job][t] = address;
+        absl::StatusOr<ClusterSpec> updated = ClusterSpec::FromJobs(jobs);
+        if (!updated.ok()) return updated.status();
+        spec = *updated;
+        for (auto& running : servers) running->SetPeerAddress(TaskName(job, t), address);
+      }
     }
   }
   return servers;

@@ -41,11 +41,14 @@ class Server {
   std::string target() const;
   const std::string& task_name() const { return task_name_; }
   const ClusterSpec& cluster() const { return cluster_; }
+  // Tells a running server that `task` now listens at `address` (host:port).
+  void SetPeerAddress(const std::string& task, const std::string& address);
   Worker* worker() { return worker_.get(); }
   int port() const { return bound_port_; }
   // The bulk-transfer port, 0 if bulk transfer is off.
   int bulk_port() const { return bulk_ ? bulk_->port() : 0; }
   uint64_t bulk_bytes_served() const { return bulk_ ? bulk_->bytes_served() : 0; }
+  uint64_t bulk_bytes_received() const { return bulk_ ? bulk_->bytes_received() : 0; }
 
  private:
   Server(ClusterSpec cluster, std::string job, int task, ServerOptions options);

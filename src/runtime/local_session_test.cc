@@ -239,55 +239,6 @@ TEST(LocalSession, RunAsyncRunsATinyStepOnTheCallingThread) {
   EXPECT_TENSOR_EQ(Tensor::Scalar<float>(5), (*out)[0]);
 }
 
-TEST(LocalSession, RunAsyncSendsLargeKernelsToThePool) {
-  // A 128x128 MatMul has 32768 input elements: too much for an RPC thread.
-  Tensor m = Tensor::Allocate(DT_FLOAT, TensorShape({128, 128})).value();
-  for (float& v : m.flat<float>()) v = 1.0f;
-  proto::GraphDef g;
-  AddConst(&g, "m", m);
-  AddNode(&g, "mm", "MatMul", {"m", "m"});
-  LocalSession s;
-  ASSERT_TRUE(s.Create(g).ok());
-  absl::Notification done;
-  std::thread::id ran_on;
-  absl::StatusOr<std::vector<Tensor>> out;
-  s.RunAsync({}, {}, {"mm"}, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
-    ran_on = std::this_thread::get_id();
-    out = std::move(r);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  EXPECT_NE(ran_on, std::this_thread::get_id());
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_FLOAT_EQ(out->at(0).flat<float>()[0], 128.0f);
-}
-
-TEST(LocalSession, LastReferenceMayBeDroppedOnItsOwnPoolThread) {
-  // The distributed worker keeps a partition's session alive from the step's
-  // callback; if the graph is deregistered meanwhile, the session dies on the
-  // thread that ran its last node.
-  Tensor m = Tensor::Allocate(DT_FLOAT, TensorShape({128, 128})).value();
-  for (float& v : m.flat<float>()) v = 1.0f;
-  proto::GraphDef g;
-  AddConst(&g, "m", m);
-  AddNode(&g, "mm", "MatMul", {"m", "m"});
-  for (int i = 0; i < 20; ++i) {
-    auto session = std::make_shared<LocalSession>();
-    ASSERT_TRUE(session->Create(g).ok());
-    LocalSession* raw = session.get();
-    absl::Notification done;
-    std::thread::id ran_on;
-    raw->RunAsync({}, {}, {"mm"}, {}, [&, keep = std::move(session)](absl::StatusOr<std::vector<Tensor>> r) mutable {
-      EXPECT_TRUE(r.ok()) << r.status();
-      ran_on = std::this_thread::get_id();
-      keep.reset();  // the last reference, on a pool thread
-      done.Notify();
-    });
-    done.WaitForNotification();
-    EXPECT_NE(ran_on, std::this_thread::get_id());
-  }
-}
-
 TEST(LocalSession, RunAsyncCallsDoneOnceWhenDeadlinesRaceCompletion) {
   // Deadlines of 1 ms race steps that take about as long; every step must
   // report exactly once, either its result or DeadlineExceeded.
@@ -315,6 +266,88 @@ TEST(LocalSession, RunAsyncCallsDoneOnceWhenDeadlinesRaceCompletion) {
   all.Wait();
   EXPECT_EQ(calls.load(), kSteps);
   EXPECT_EQ(ok.load() + deadline.load(), kSteps);
+}
+
+// A test-only expensive op: forwards its input after 50 ms and records the
+// thread it ran on.
+std::atomic<std::thread::id> slow_op_thread;
+class SlowRecordThreadOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext* ctx) override {
+    slow_op_thread.store(std::this_thread::get_id());
+    absl::SleepFor(absl::Milliseconds(50));
+    return ctx->set_output(0, ctx->input(0));
+  }
+};
+
+class LocalSessionAsync : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    static bool once = [] {
+      OpRegistry::Global()->MustRegister(
+          OpDefBuilder("TestSlowRecordThread").Input("x: float").Output("y: float").SetIsStateful());
+      KernelRegistry::Global()->Register<SlowRecordThreadOp>("TestSlowRecordThread", kCpu, DT_INVALID);
+      return true;
+    }();
+    (void)once;
+  }
+  static proto::GraphDef Graph(int64_t n) {
+    Tensor m = Tensor::Allocate(DT_FLOAT, TensorShape({n})).value();
+    for (float& v : m.flat<float>()) v = 1.0f;
+    proto::GraphDef g;
+    AddConst(&g, "m", m);
+    AddNode(&g, "slow", "TestSlowRecordThread", {"m"});
+    return g;
+  }
+};
+
+TEST_F(LocalSessionAsync, LargeInputsGoToThePoolAndRunAsyncReturnsAtOnce) {
+  LocalSession s;
+  ASSERT_TRUE(s.Create(Graph(32768)).ok());  // over the 4096-element inline limit
+  absl::Notification done;
+  std::thread::id done_on;
+  absl::StatusOr<std::vector<Tensor>> out;
+  s.RunAsync({}, {}, {"slow"}, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
+    done_on = std::this_thread::get_id();
+    out = std::move(r);
+    done.Notify();
+  });
+  EXPECT_FALSE(done.HasBeenNotified()) << "RunAsync waited for a 50 ms kernel";
+  done.WaitForNotification();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(slow_op_thread.load(), std::this_thread::get_id());
+  EXPECT_NE(done_on, std::this_thread::get_id());
+}
+
+TEST_F(LocalSessionAsync, TinyInputsRunOnTheCallingThread) {
+  LocalSession s;
+  ASSERT_TRUE(s.Create(Graph(16)).ok());
+  absl::StatusOr<std::vector<Tensor>> out;
+  s.RunAsync({}, {}, {"slow"}, {}, [&](absl::StatusOr<std::vector<Tensor>> r) { out = std::move(r); });
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(slow_op_thread.load(), std::this_thread::get_id());
+}
+
+TEST_F(LocalSessionAsync, LastReferenceMayBeDroppedOnItsOwnPoolThread) {
+  // The distributed worker keeps a partition's session alive from the step's
+  // callback; if the graph is deregistered meanwhile, the session dies on the
+  // thread that ran its last node.
+  for (int i = 0; i < 5; ++i) {
+    auto session = std::make_shared<LocalSession>();
+    ASSERT_TRUE(session->Create(Graph(32768)).ok());
+    LocalSession* raw = session.get();
+    absl::Notification done;
+    std::thread::id ran_on;
+    raw->RunAsync({}, {}, {"slow"}, {}, [&, keep = std::move(session)](absl::StatusOr<std::vector<Tensor>> r) mutable {
+      EXPECT_TRUE(r.ok()) << r.status();
+      ran_on = std::this_thread::get_id();
+      keep.reset();  // the last reference, on a pool thread
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_NE(ran_on, std::this_thread::get_id());
+  }
 }
 
 TEST(LocalSession, BadExtendLeavesGraphUnchanged) {

@@ -159,6 +159,37 @@ TEST_F(ClusterTest, LargeTensorCrossesTasksWithoutSizeLimit) {
   EXPECT_EQ(served, static_cast<uint64_t>(n) * 4) << "the tensor should travel over the bulk port";
 }
 
+TEST_F(ClusterTest, LargeFeedsAndFetchesTravelOverTheMastersBulkPort) {
+  // A 2M-element float feed (8 MiB) to a placeholder on the worker whose
+  // master the client talks to; the doubled tensor comes back as a fetch.
+  const int64_t n = int64_t{2} << 20;
+  Scope root = Scope::NewRootScope();
+  auto w = root.WithDevice("/job:worker/task:0");
+  auto x = ops::Placeholder(w.WithOpName("x"), DT_FLOAT);
+  auto y = ops::Add(w, x, x);
+  auto s = ops::Sum(w, y, {0});
+  Session sess(Target("worker", 0), Options());
+  Tensor feed = Tensor::Allocate(DT_FLOAT, TensorShape({n})).value();
+  float* p = static_cast<float*>(feed.raw_data());
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(i % 7);
+  auto out = sess.Run({{x, feed}}, {y, s});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].shape(), TensorShape({n}));
+  const float* q = static_cast<const float*>((*out)[0].raw_data());
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(q[i], 2.0f * static_cast<float>(i % 7)) << i;
+  Server* master = nullptr;
+  for (auto& srv : servers_)
+    if (srv->task_name() == "/job:worker/replica:0/task:0") master = srv.get();
+  ASSERT_NE(master, nullptr);
+  EXPECT_EQ(master->bulk_bytes_received(), static_cast<uint64_t>(n) * 4) << "the feed should arrive over the bulk port";
+  EXPECT_EQ(master->bulk_bytes_served(), static_cast<uint64_t>(n) * 4) << "the fetch should leave over the bulk port";
+  // Small tensors still travel inside the messages.
+  auto small = sess.Run({{x, Tensor::FromVector<float>({1, 2, 3})}}, {s});
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ((*small)[0].scalar<float>(), 12.0f);
+  EXPECT_EQ(master->bulk_bytes_received(), static_cast<uint64_t>(n) * 4);
+}
+
 // Where only the cluster spec's ports are open, bulk transfer is turned off
 // and large tensors travel inside the gRPC answers.
 TEST(Cluster, LargeTensorsCrossTasksWithBulkTransferOff) {
@@ -228,7 +259,7 @@ TEST_F(ClusterTest, RestartedTaskIsDetected) {
   for (auto& s : servers_) {
     if (s->task_name() == "/job:ps/replica:0/task:0") {
       s->Stop();
-      auto again = Server::Create(spec_, "ps", 0);
+      auto again = Server::Create(s->cluster(), "ps", 0);
       ASSERT_TRUE(again.ok());
       ASSERT_TRUE((*again)->Start().ok());
       s = std::move(*again);
