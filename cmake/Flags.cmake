@@ -17,6 +17,13 @@ set(CMAKE_CXX_FLAGS_RELEASE "-O2 -DNDEBUG")
 # width), which leaves channel loops, masks and reductions scalar.
 set(DISTFLOW_KERNEL_OPT_FLAGS "-O3" CACHE STRING "Extra optimisation flags for the CPU kernels")
 
+# A checking build: -DDISTFLOW_SANITIZE=address,undefined (see README, "Sanitizers").
+set(DISTFLOW_SANITIZE "" CACHE STRING "Sanitizers to build with, e.g. address,undefined (empty: none)")
+if(DISTFLOW_SANITIZE)
+  add_compile_options(-fsanitize=${DISTFLOW_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${DISTFLOW_SANITIZE})
+endif()
+
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM)
   set(CMAKE_CXX_COMPILER_LAUNCHER "${CCACHE_PROGRAM}")

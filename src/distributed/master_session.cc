@@ -283,11 +283,15 @@ class MasterSessionImpl final : public MasterSession {
     std::vector<std::string> fetch_keys;                         // canonical, in request order
     std::map<std::string, const proto::TensorProto*> feed_values;  // canonical name -> in `req`
     std::map<std::string, Tensor> bulk_feeds;  // feeds whose bytes the client put on our bulk port
+    std::map<std::string, Tensor> remote_tensors;  // fetches read from remote partitions' bulk ports
 
     // A feed as a tensor (a copy out of the request, or the bulk bytes).
     absl::StatusOr<Tensor> FeedTensor(const std::string& name) const {
       if (auto b = bulk_feeds.find(name); b != bulk_feeds.end()) return b->second;
       return DecodeTensor(*feed_values.at(name));
+    }
+    bool IsLargeFeed(const std::string& name) const {
+      return bulk_feeds.count(name) > 0 || feed_values.at(name)->tensor_content().size() >= kBulkMinBytes;
     }
     // A feed into a message: moved bytes for bulk feeds, a copy otherwise.
     void FeedProto(const std::string& name, proto::TensorProto* out) const {
@@ -392,8 +396,21 @@ class MasterSessionImpl final : public MasterSession {
         c->request.set_graph_handle(pp.handle);
         c->request.set_step_id(st->step_id);
         c->request.set_timeout_ms(timeout);
+        c->request.set_master_task(local_task_);
+        c->request.set_accept_bulk(bulk_ != nullptr && workers_->bulk_enabled());
         for (const std::string& f : pp.partition.feeds) {
           proto::NamedTensor* nt = c->request.add_send();
+          if (bulk_ != nullptr && st->IsLargeFeed(f)) {
+            // The worker reads it from our bulk port.
+            absl::StatusOr<Tensor> t = st->FeedTensor(f);
+            if (!t.ok()) {
+              return st->done(absl::InvalidArgumentError(absl::StrCat("Feed '", f, "': ", t.status().message())));
+            }
+            if (IsBulkCandidate(*t)) {
+              SetBulkNamedTensor(f, *t, bulk_->Offer(*t), bulk_->port(), nt);
+              continue;
+            }
+          }
           nt->set_name(f);
           st->FeedProto(f, nt->mutable_tensor());
         }
@@ -503,7 +520,8 @@ class MasterSessionImpl final : public MasterSession {
     }
   }
 
-  // Every partition has returned: answer the client.
+  // Every partition has returned. Fetches that remote partitions left on
+  // their bulk ports are read first, on the pool (the reads block).
   void FinishStep(const std::shared_ptr<StepState>& st) {
     absl::Status error;
     {
@@ -511,6 +529,33 @@ class MasterSessionImpl final : public MasterSession {
       error = st->first_error;
     }
     if (!error.ok()) return st->done(error);
+    bool bulk_fetches = false;
+    for (auto& c : st->calls)
+      if (!c->local)
+        for (const proto::NamedTensor& nt : c->response.recv()) bulk_fetches |= nt.bulk_ticket() != 0;
+    if (!bulk_fetches) return AnswerStep(st);
+    st->pool->Schedule([this, st] {
+      for (auto& c : st->calls) {
+        if (c->local) continue;
+        for (const proto::NamedTensor& nt : c->response.recv()) {
+          if (nt.bulk_ticket() == 0) continue;
+          absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
+          absl::StatusOr<Tensor> t = spec.ok() ? Tensor::Allocate(spec->first, spec->second)
+                                               : absl::StatusOr<Tensor>(spec.status());
+          absl::Status s = t.ok() ? workers_->FetchBulkInto(c->task, nt.bulk_ticket(), nt.bulk_port(), &*t, nullptr)
+                                  : t.status();
+          if (!s.ok()) {
+            return st->done(absl::Status(s.code(), absl::StrCat("Fetch '", nt.name(), "' from ", c->task, ": ",
+                                                                s.message())));
+          }
+          st->remote_tensors[nt.name()] = std::move(*t);
+        }
+      }
+      AnswerStep(st);
+    });
+  }
+
+  void AnswerStep(const std::shared_ptr<StepState>& st) {
     std::map<std::string, const Tensor*> local_out;
     std::map<std::string, proto::TensorProto*> remote_out;
     for (auto& c : st->calls) {
@@ -518,9 +563,11 @@ class MasterSessionImpl final : public MasterSession {
         const RunGraphCall& lc = c->local_call;
         for (size_t i = 0; i < lc.recv.size() && i < lc.recv_keys.size(); ++i) local_out[lc.recv_keys[i]] = &lc.recv[i];
       } else {
-        for (proto::NamedTensor& nt : *c->response.mutable_recv()) remote_out[nt.name()] = nt.mutable_tensor();
+        for (proto::NamedTensor& nt : *c->response.mutable_recv())
+          if (nt.bulk_ticket() == 0) remote_out[nt.name()] = nt.mutable_tensor();
       }
     }
+    for (const auto& [name, t] : st->remote_tensors) local_out[name] = &t;  // read from bulk ports
     absl::flat_hash_set<std::string> moved;
     for (const std::string& f : st->fetch_keys) {
       proto::NamedTensor* nt = st->resp->add_tensor();

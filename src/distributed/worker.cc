@@ -103,6 +103,7 @@ Worker::Worker(std::string task_name, WorkerCache* peers, WorkerOptions options)
     : task_name_(std::move(task_name)),
       incarnation_(RandomIncarnation()),
       options_(options),
+      peers_(peers),
       compute_(std::make_unique<ThreadPool>("df_worker", 8)),
       device_(std::make_unique<Device>(task_name_ + "/device:CPU:0", "CPU", nullptr)),
       rendezvous_(task_name_,
@@ -156,35 +157,58 @@ void Worker::RunGraphFromRpc(const proto::RunGraphRequest* req, proto::RunGraphR
   call->timeout_ms = req->timeout_ms();
   call->recv_keys.assign(req->recv_key().begin(), req->recv_key().end());
   call->targets.assign(req->target().begin(), req->target().end());
-  auto start = [this, req, resp, call, done = std::move(done)]() mutable {
+  BulkServer* bulk = req->accept_bulk() ? bulk_ : nullptr;
+  auto start = [this, req, resp, call, bulk, done = std::move(done)]() mutable {
     for (const proto::NamedTensor& nt : req->send()) {
-      absl::StatusOr<Tensor> t = DecodeTensor(nt.tensor());
+      absl::StatusOr<Tensor> t = ReceiveFeed(nt, req->master_task());
       if (!t.ok()) {
-        done(absl::InvalidArgumentError(
-            absl::StrCat("[", task_name_, "] Feed '", nt.name(), "': ", t.status().message())));
+        done(absl::Status(t.status().code(),
+                          absl::StrCat("[", task_name_, "] Feed '", nt.name(), "': ", t.status().message())));
         return;
       }
       call->send.emplace_back(nt.name(), std::move(*t));
     }
-    RunGraphAsync(call.get(), [call, resp, done = std::move(done)](absl::Status s) {
+    RunGraphAsync(call.get(), [call, resp, bulk, done = std::move(done)](absl::Status s) {
       if (s.ok()) {
         for (size_t i = 0; i < call->recv.size(); ++i) {
           proto::NamedTensor* nt = resp->add_recv();
-          nt->set_name(call->recv_keys[i]);
-          EncodeTensor(call->recv[i], nt->mutable_tensor());
+          const Tensor& t = call->recv[i];
+          // Large fetches wait on the bulk port for the master to read them.
+          if (bulk != nullptr && IsBulkCandidate(t)) {
+            SetBulkNamedTensor(call->recv_keys[i], t, bulk->Offer(t), bulk->port(), nt);
+          } else {
+            nt->set_name(call->recv_keys[i]);
+            EncodeTensor(t, nt->mutable_tensor());
+          }
         }
       }
       done(s);
     });
   };
-  // Copying large feeds out of the message is left to the worker's pool.
+  // Copying large feeds out of the message, or reading them from the
+  // master's bulk port, is left to the worker's pool.
   size_t feed_bytes = 0;
-  for (const proto::NamedTensor& nt : req->send()) feed_bytes += nt.tensor().ByteSizeLong();
-  if (feed_bytes > kInlineFeedBytes) {
+  bool bulk_feeds = false;
+  for (const proto::NamedTensor& nt : req->send()) {
+    feed_bytes += nt.tensor().ByteSizeLong();
+    bulk_feeds |= nt.bulk_ticket() != 0;
+  }
+  if (bulk_feeds || feed_bytes > kInlineFeedBytes) {
     compute_->Schedule(std::move(start));
   } else {
     start();
   }
+}
+
+absl::StatusOr<Tensor> Worker::ReceiveFeed(const proto::NamedTensor& nt, const std::string& master_task) {
+  if (nt.bulk_ticket() == 0) return DecodeTensor(nt.tensor());
+  absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<Tensor> t = Tensor::Allocate(spec->first, spec->second);
+  if (!t.ok()) return t.status();
+  absl::Status got = peers_->FetchBulkInto(master_task, nt.bulk_ticket(), nt.bulk_port(), &*t, nullptr);
+  if (!got.ok()) return got;
+  return t;
 }
 
 void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)> done) {

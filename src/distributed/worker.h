@@ -81,10 +81,13 @@ class Worker {
   static constexpr size_t kInlineFeedBytes = 1 << 20;
   void RunGraphFromRpc(const proto::RunGraphRequest* req, proto::RunGraphResponse* resp,
                        std::function<void(absl::Status)> done);
+  // A feed from a RunGraph request: decoded, or read from the master's bulk port.
+  absl::StatusOr<Tensor> ReceiveFeed(const proto::NamedTensor& nt, const std::string& master_task);
 
   const std::string task_name_;
   const uint64_t incarnation_;
   WorkerOptions options_;
+  WorkerCache* const peers_;
   std::unique_ptr<ThreadPool> compute_;  // decodes large RunGraph feeds off gRPC's threads
   std::unique_ptr<Device> device_;
   WorkerRendezvous rendezvous_;

@@ -157,6 +157,18 @@ void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, cons
                      });
 }
 
+absl::Status WorkerCache::FetchBulkInto(const std::string& task, uint64_t ticket, int port, Tensor* t,
+                                        CancellationManager* cm) {
+  if (bulk_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("A bulk ticket from ", task, " arrived, but bulk transfer is off here"));
+  }
+  absl::StatusOr<std::string> addr = AddressOf(task);
+  if (!addr.ok()) return addr.status();
+  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(*addr);
+  if (!hp.ok()) return hp.status();
+  return bulk_->Fetch(hp->first, port, ticket, t->raw_data(), t->TotalBytes(), cm);
+}
+
 void WorkerCache::FetchBulk(const std::string& task, const std::string& key, Tensor t, BulkRef ref,
                             CancellationManager* cm, Rendezvous::DoneCallback done) {
   absl::StatusOr<std::string> addr = AddressOf(task);

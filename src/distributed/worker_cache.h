@@ -47,6 +47,12 @@ class WorkerCache {
   absl::StatusOr<proto::WorkerService::Stub*> Stub(const std::string& task_name);
   absl::StatusOr<grpc::GenericStub*> GenericStub(const std::string& task_name);
 
+  // Reads the bytes of a tensor that `task` offered on its bulk port into
+  // `t` (already allocated with the announced dtype and shape). Blocks.
+  // FailedPrecondition if bulk transfer is off here.
+  absl::Status FetchBulkInto(const std::string& task, uint64_t ticket, int port, Tensor* t, CancellationManager* cm);
+  bool bulk_enabled() const { return bulk_ != nullptr; }
+
   // Pulls a tensor from `task` (its RecvTensor service) for the rendezvous.
   void RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
                        Rendezvous::DoneCallback done);

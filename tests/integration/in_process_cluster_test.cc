@@ -190,6 +190,35 @@ TEST_F(ClusterTest, LargeFeedsAndFetchesTravelOverTheMastersBulkPort) {
   EXPECT_EQ(master->bulk_bytes_received(), static_cast<uint64_t>(n) * 4);
 }
 
+TEST_F(ClusterTest, LargeFeedsAndFetchesOfAnotherTaskTravelOverBulkPorts) {
+  // The client talks to worker 0's master; the placeholder and the result
+  // live on worker 1, so the feed goes client -> master -> worker 1 and the
+  // fetch worker 1 -> master -> client, every hop over a bulk port.
+  const int64_t n = int64_t{2} << 20;
+  Scope root = Scope::NewRootScope();
+  auto w1 = root.WithDevice("/job:worker/task:1");
+  auto x = ops::Placeholder(w1.WithOpName("x1"), DT_FLOAT);
+  auto y = ops::Add(w1, x, x);
+  Session sess(Target("worker", 0), Options());
+  Tensor feed = Tensor::Allocate(DT_FLOAT, TensorShape({n})).value();
+  float* p = static_cast<float*>(feed.raw_data());
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(i % 5);
+  auto out = sess.Run({{x, feed}}, {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const float* q = static_cast<const float*>((*out)[0].raw_data());
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(q[i], 2.0f * static_cast<float>(i % 5)) << i;
+  const uint64_t bytes = static_cast<uint64_t>(n) * 4;
+  for (auto& srv : servers_) {
+    if (srv->task_name() == "/job:worker/replica:0/task:0") {
+      EXPECT_EQ(srv->bulk_bytes_received(), bytes) << "the client's feed";
+      EXPECT_EQ(srv->bulk_bytes_served(), 2 * bytes) << "the feed to worker 1 and the fetch to the client";
+    }
+    if (srv->task_name() == "/job:worker/replica:0/task:1") {
+      EXPECT_EQ(srv->bulk_bytes_served(), bytes) << "the fetch, read by the master";
+    }
+  }
+}
+
 // Where only the cluster spec's ports are open, bulk transfer is turned off
 // and large tensors travel inside the gRPC answers.
 TEST(Cluster, LargeTensorsCrossTasksWithBulkTransferOff) {
@@ -211,9 +240,11 @@ TEST(Cluster, LargeTensorsCrossTasksWithBulkTransferOff) {
   SessionOptions o;
   o.wait_for_cluster_ms = 20000;
   Session sess(target, o);
-  auto out = sess.Run({sum});
+  auto out = sess.Run({sum, big});  // the 12 MiB tensor itself comes back too
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_NEAR((*out)[0].scalar<float>(), n * 0.25, n * 0.25 * 1e-3);
+  ASSERT_EQ((*out)[1].shape(), TensorShape({n}));
+  EXPECT_EQ((*out)[1].flat<float>()[n - 1], 0.25f);
 }
 
 TEST_F(ClusterTest, RetriedRunStepIsNotExecutedTwice) {
