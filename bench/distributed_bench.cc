@@ -14,6 +14,9 @@
 //       BM_SumOnPs/MiB          Sum placed on ps next to the variable (no transfer): step + consumer cost
 //       BM_PullSum/MiB          Sum on the worker: step + RecvTensor of N bytes + consumer cost
 //       BM_AllocAndCopy/MiB     receiver-side decode alone: fresh tensor + memcpy (vs BM_CopyReused)
+//   (c) Client feeds and fetches through the master (16, 64 MiB), bulk port vs messages:
+//       BM_ClientFeed/MiB/bulk  a fed placeholder on the master's task, reduced there
+//       BM_ClientFetch/MiB/bulk a worker variable fetched by the client
 //     The transfer cost is PullSum - SumOnPs; bench/run_distributed_bench.sh
 //     prints MB/s from it and ratios against the TCP baselines.
 //
@@ -507,6 +510,60 @@ void BM_CopyReused(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * n);
 }
+
+// (c) Client feeds and fetches through the master: a float tensor of N MiB
+// fed to a placeholder on the master's own task (reduced by Sum there), or a
+// worker variable of N MiB fetched. bulk:1 uses the master's bulk port,
+// bulk:0 a session created with DISTFLOW_BULK_TRANSFER=0 (protobuf messages).
+struct ClientIo {
+  std::unique_ptr<Session> sess;
+  Output x, sum, var;
+};
+
+ClientIo& GetClientIo(int64_t mib, bool bulk) {
+  static std::map<std::pair<int64_t, bool>, std::unique_ptr<ClientIo>> cache;
+  auto& io = cache[{mib, bulk}];
+  if (io != nullptr) return *io;
+  io = std::make_unique<ClientIo>();
+  Cluster& c = GetCluster();
+  Scope root = Scope::NewRootScope();
+  auto worker = root.WithDevice("/job:worker/task:0");
+  const std::string tag = std::to_string(mib) + (bulk ? "b" : "p");
+  io->x = ops::Placeholder(worker.WithOpName("cio_x_" + tag), DT_FLOAT);
+  io->sum = ops::Sum(worker, io->x, {0});
+  const int64_t n = mib * kMiB / 4;
+  io->var = ops::MakeVariable(worker.WithOpName("cio_v_" + tag), ops::Fill(worker, {n}, ops::Const(worker, 1.0f)));
+  auto init = ops::GlobalVariablesInitializer(root);
+  if (!bulk) setenv("DISTFLOW_BULK_TRANSFER", "0", 1);  // read when the session is created
+  io->sess = std::make_unique<Session>(c.worker_target, Options());
+  if (!io->sess->Run({}, {}, {init}).ok()) Die("init of the client-io variable failed");
+  unsetenv("DISTFLOW_BULK_TRANSFER");
+  return *io;
+}
+
+void BM_ClientFeed(benchmark::State& state) {
+  const int64_t mib = state.range(0);
+  ClientIo& io = GetClientIo(mib, state.range(1) != 0);
+  Tensor feed = Tensor::Allocate(DT_FLOAT, TensorShape({mib * kMiB / 4})).value();
+  for (float& v : feed.flat<float>()) v = 1.0f;
+  for (auto _ : state) CheckRun(io.sess->Run({{io.x, feed}}, {io.sum}), state);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * mib * kMiB);
+}
+
+void BM_ClientFetch(benchmark::State& state) {
+  const int64_t mib = state.range(0);
+  ClientIo& io = GetClientIo(mib, state.range(1) != 0);
+  for (auto _ : state) CheckRun(io.sess->Run({io.var}), state);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * mib * kMiB);
+}
+
+void ClientIoSizes(benchmark::internal::Benchmark* b) {
+  for (int64_t mib : {16, 64})
+    for (int bulk : {0, 1}) b->Args({mib, bulk});
+  b->ArgNames({"MiB", "bulk"})->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+}
+BENCHMARK(BM_ClientFeed)->Apply(ClientIoSizes);
+BENCHMARK(BM_ClientFetch)->Apply(ClientIoSizes);
 
 void TransferSizes(benchmark::internal::Benchmark* b) {
   for (int64_t mib : {1, 16, 64, 256}) b->Arg(mib);

@@ -9,8 +9,9 @@
 #      is installed (Debian package iperf3);
 #   3. distributed_bench (1 ps + 1 worker in one process, 127.0.0.1 ports),
 #      JSON in BUILD_DIR/bench-results/distributed_bench.json;
-#   4. a summary: step latency vs a bare gRPC unary RPC, and RecvTensor MB/s vs
-#      loopback TCP (in-binary socket test and iperf3) at 1/16/64/256 MiB.
+#   4. a summary: step latency vs a bare gRPC unary RPC, RecvTensor MB/s vs
+#      loopback TCP (in-binary socket test and iperf3) at 1/16/64/256 MiB, and
+#      client feeds/fetches over the master's bulk port vs protobuf messages.
 # MB = 10^6 bytes. The machine may be shared: compare ratios from one run.
 set -euo pipefail
 
@@ -121,5 +122,15 @@ ac, cr = times.get("BM_AllocAndCopy/MiB:64"), times.get("BM_CopyReused/MiB:64")
 if ac and cr:
     print(f"  receiver decode at 64 MiB: fresh tensor + memcpy {ac * 1e3:.1f} ms vs memcpy into a reused buffer {cr * 1e3:.1f} ms")
 print("  xfer = bytes / (step with Sum on worker - step with Sum on ps): RecvTensor path only")
+print()
+print("== (c) client feeds and fetches through the master (whole step) ==")
+print(f"  {'':14s} {'MiB':>4s} {'messages MB/s':>14s} {'bulk MB/s':>10s} {'speed-up':>9s}")
+for kind, label in (("BM_ClientFeed", "feed"), ("BM_ClientFetch", "fetch")):
+    for mib in (16, 64):
+        p, b = times.get(f"{kind}/MiB:{mib}/bulk:0"), times.get(f"{kind}/MiB:{mib}/bulk:1")
+        if p is None or b is None:
+            continue
+        n = mib * (1 << 20)
+        print(f"  {label:14s} {mib:4d} {n / p / 1e6:14.0f} {n / b / 1e6:10.0f} {p / b:8.2f}x")
 print("  gross = bytes / whole step (RunStep + transfer + Sum)")
 PY

@@ -124,22 +124,33 @@ void Scope::SetGraphSeed(int64_t seed) const {
 
 void Scope::AddInitializer(const Operation& op) const {
   absl::MutexLock lock(&graph_->mu);
-  graph_->initializers.push_back(op);
+  graph_->initializers.push_back(op.node());
 }
 
 std::vector<Operation> Scope::Initializers() const {
   absl::MutexLock lock(&graph_->mu);
-  return graph_->initializers;
+  std::vector<Operation> out;
+  for (const Node* n : graph_->initializers) out.emplace_back(n, graph_);
+  return out;
 }
 
 void Scope::AddTrainableVariable(const Output& var) const {
+  Scope detached = var.scope();
+  detached.graph_.reset();
+  detached.control_deps_.clear();
   absl::MutexLock lock(&graph_->mu);
-  graph_->trainable_variables.push_back(var);
+  graph_->trainable_variables.push_back(GraphState::Variable{var.node(), var.index(), std::move(detached)});
 }
 
 std::vector<Output> Scope::TrainableVariables() const {
   absl::MutexLock lock(&graph_->mu);
-  return graph_->trainable_variables;
+  std::vector<Output> out;
+  for (const GraphState::Variable& v : graph_->trainable_variables) {
+    Scope attached = v.scope;
+    attached.graph_ = graph_;
+    out.emplace_back(Operation(v.node, graph_), v.index, std::move(attached));
+  }
+  return out;
 }
 
 std::string Output::name() const {

@@ -126,8 +126,15 @@ struct GraphState {
   Graph graph ABSL_GUARDED_BY(mu);
   absl::Status status ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<std::string, int> name_counts ABSL_GUARDED_BY(mu);
-  std::vector<Operation> initializers ABSL_GUARDED_BY(mu);
-  std::vector<Output> trainable_variables ABSL_GUARDED_BY(mu);
+  // Kept as nodes, not Operations/Outputs: those hold the GraphState, and a
+  // GraphState holding them would never be freed.
+  std::vector<const Node*> initializers ABSL_GUARDED_BY(mu);
+  struct Variable {
+    const Node* node = nullptr;
+    int index = 0;
+    Scope scope;  // the scope the variable was made in, without its graph or control dependencies
+  };
+  std::vector<Variable> trainable_variables ABSL_GUARDED_BY(mu);
   int64_t graph_seed ABSL_GUARDED_BY(mu) = 0;
   int64_t next_op_seed ABSL_GUARDED_BY(mu) = 1;
 };

@@ -212,7 +212,7 @@ BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl)
 }
 
 BulkServer::~BulkServer() {
-  std::vector<std::thread> threads;
+  std::vector<Conn> conns;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -222,9 +222,9 @@ BulkServer::~BulkServer() {
   acceptor_.join();
   {
     absl::MutexLock lock(&mu_);
-    threads.swap(threads_);
+    conns.swap(conns_);
   }
-  for (std::thread& t : threads) t.join();
+  for (Conn& c : conns) c.thread.join();
   close(listen_fd_);
   absl::MutexLock lock(&offers_->mu);
   for (auto& [ticket, offer] : offers_->map) Timer::Global()->Cancel(offer.second);
@@ -295,8 +295,24 @@ void BulkServer::AcceptLoop() {
       continue;
     }
     SetNoDelay(fd);
+    // Join the threads of connections that have ended (a joinable thread
+    // keeps its stack until joined).
+    for (size_t i = 0; i < conns_.size();) {
+      if (conns_[i].finished->load()) {
+        conns_[i].thread.join();
+        conns_[i] = std::move(conns_.back());
+        conns_.pop_back();
+      } else {
+        ++i;
+      }
+    }
     fds_.push_back(fd);
-    threads_.emplace_back([this, fd] { Serve(fd); });
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    conns_.push_back(Conn{std::thread([this, fd, finished] {
+                            Serve(fd);
+                            finished->store(true);
+                          }),
+                          finished});
   }
 }
 

@@ -12,7 +12,8 @@
 // ticket and the sender's bulk port instead of the bytes (only if the request
 // said it accepts bulk). The receiver connects to that port on the sending
 // task's host (connections are pooled), sends the ticket and reads exactly the
-// tensor's byte count. Offers not fetched within a TTL are dropped.
+// tensor's byte count. Offers not fetched within a TTL are dropped. RunGraph
+// and RunStep feeds and fetches use the same tickets (NamedTensor.bulk_ticket).
 //
 // The other direction (a client's large feeds to its master) puts bytes:
 // the client sends them to the master's bulk port and gets a ticket, which
@@ -82,6 +83,10 @@ class BulkServer {
   // must match). NotFound if the ticket is unknown or expired.
   absl::StatusOr<Tensor> TakeReceived(uint64_t ticket, DataType dtype, const TensorShape& shape);
   size_t NumReceivedForTest() const;
+  size_t NumConnectionThreadsForTest() const {
+    absl::MutexLock lock(&mu_);
+    return conns_.size();
+  }
   // Tensor bytes sent to peers, and received from them, so far.
   uint64_t bytes_served() const { return bytes_served_.load(std::memory_order_relaxed); }
   uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
@@ -102,7 +107,12 @@ class BulkServer {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int> fds_ ABSL_GUARDED_BY(mu_);  // open connections
-  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  // One per accepted connection; finished ones are joined on the next accept.
+  struct Conn {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::vector<Conn> conns_ ABSL_GUARDED_BY(mu_);
 };
 
 class BulkClient {

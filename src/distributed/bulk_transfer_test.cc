@@ -245,6 +245,18 @@ TEST(BulkTransfer, UnclaimedPutsExpire) {
   EXPECT_EQ((*server)->NumReceivedForTest(), 0u);
 }
 
+TEST(BulkTransfer, ThreadsOfClosedConnectionsAreReaped) {
+  auto server = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  char buf[16];
+  for (int i = 0; i < 20; ++i) {
+    BulkClient client;  // a new connection each time, closed when the client goes
+    ASSERT_TRUE(client.Fetch("127.0.0.1", (*server)->port(), (*server)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_LE((*server)->NumConnectionThreadsForTest(), 5u) << "one thread per live connection, not per connection ever";
+}
+
 TEST(BulkTransfer, RestartedPeerIsReachedOnAFreshConnection) {
   BulkClient client;
   char buf[16];

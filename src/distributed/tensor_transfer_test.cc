@@ -61,5 +61,43 @@ TEST(TensorTransfer, GarbageHeaderIsAnError) {
   EXPECT_FALSE(DecodeTensorFromByteBuffer(hb).ok());
 }
 
+TEST(TensorTransfer, BulkHeaderAllocatesTheTensorAndSaysWhereItsBytesAre) {
+  Tensor t = Tensor::FromVector<double>({1, 2, 3}, TensorShape({3, 1}));
+  grpc::ByteBuffer b = EncodeBulkTensorHeader(t, 0x1234, 4242);
+  BulkRef ref;
+  absl::StatusOr<Tensor> r = DecodeTensorFromByteBuffer(b, &ref);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->dtype(), DT_DOUBLE);
+  EXPECT_EQ(r->shape(), TensorShape({3, 1}));
+  EXPECT_EQ(ref.ticket, 0x1234u);
+  EXPECT_EQ(ref.port, 4242);
+  // A receiver that did not ask for bulk answers refuses one.
+  EXPECT_EQ(DecodeTensorFromByteBuffer(b).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(TensorTransfer, MalformedBulkHeadersAreDataLoss) {
+  BulkRef ref;
+  // A port out of range.
+  grpc::ByteBuffer bad_port = EncodeBulkTensorHeader(Tensor::FromVector<float>({1}), 7, 70000);
+  EXPECT_EQ(DecodeTensorFromByteBuffer(bad_port, &ref).status().code(), absl::StatusCode::kDataLoss);
+  // Strings and bools never travel in bulk.
+  grpc::ByteBuffer strings = EncodeBulkTensorHeader(Tensor::FromVector<std::string>({"a"}), 7, 80);
+  EXPECT_EQ(DecodeTensorFromByteBuffer(strings, &ref).status().code(), absl::StatusCode::kDataLoss);
+  grpc::ByteBuffer bools = EncodeBulkTensorHeader(Tensor::FromVector<bool>({true}), 7, 80);
+  EXPECT_EQ(DecodeTensorFromByteBuffer(bools, &ref).status().code(), absl::StatusCode::kDataLoss);
+  // Bytes after a bulk header.
+  grpc::ByteBuffer ok = EncodeBulkTensorHeader(Tensor::FromVector<float>({1}), 7, 80);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(ok.Dump(&slices).ok());
+  std::string all;
+  for (auto& sl : slices) all.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  all += "xyz";
+  grpc::Slice extra(all.data(), all.size());
+  grpc::ByteBuffer with_extra(&extra, 1);
+  absl::StatusOr<Tensor> r = DecodeTensorFromByteBuffer(with_extra, &ref);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("3 extra bytes"), std::string::npos) << r.status();
+}
+
 }  // namespace
 }  // namespace distflow
