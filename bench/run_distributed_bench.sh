@@ -122,6 +122,7 @@ ac, cr = times.get("BM_AllocAndCopy/MiB:64"), times.get("BM_CopyReused/MiB:64")
 if ac and cr:
     print(f"  receiver decode at 64 MiB: fresh tensor + memcpy {ac * 1e3:.1f} ms vs memcpy into a reused buffer {cr * 1e3:.1f} ms")
 print("  xfer = bytes / (step with Sum on worker - step with Sum on ps): RecvTensor path only")
+print("  gross = bytes / whole step (RunStep + transfer + Sum)")
 print()
 print("== (c) client feeds and fetches through the master (whole step) ==")
 print(f"  {'':14s} {'MiB':>4s} {'messages MB/s':>14s} {'bulk MB/s':>10s} {'speed-up':>9s}")
@@ -132,5 +133,4 @@ for kind, label in (("BM_ClientFeed", "feed"), ("BM_ClientFetch", "fetch")):
             continue
         n = mib * (1 << 20)
         print(f"  {label:14s} {mib:4d} {n / p / 1e6:14.0f} {n / b / 1e6:10.0f} {p / b:8.2f}x")
-print("  gross = bytes / whole step (RunStep + transfer + Sum)")
 PY
