@@ -154,6 +154,7 @@ class MasterSessionImpl final : public MasterSession {
     std::string task;
     std::string handle;
     Partition partition;
+    bool only_sends = false;  // OnlyFeedsOtherPartitions: the step need not wait for its answer
   };
   struct Plan {
     std::map<std::string, PartitionPlan> parts;
@@ -258,6 +259,7 @@ class MasterSessionImpl final : public MasterSession {
       PartitionPlan pp;
       pp.task = part.task;
       pp.handle = out.graph_handle();
+      pp.only_sends = OnlyFeedsOtherPartitions(part);
       pp.partition = std::move(part);
       plan->parts[device] = std::move(pp);
     }
@@ -270,6 +272,7 @@ class MasterSessionImpl final : public MasterSession {
     struct Call {
       std::string task;
       bool local = false;
+      bool only_sends = false;
       grpc::ClientContext ctx;
       proto::RunGraphRequest request;
       proto::RunGraphResponse response;
@@ -304,7 +307,10 @@ class MasterSessionImpl final : public MasterSession {
     std::function<void(absl::Status)> done;
     ThreadPool* pool = nullptr;
     absl::Mutex mu;
+    // Partitions the answer waits for: all but those that only send (their
+    // consumers finishing implies they are done; their errors still abort).
     int remaining ABSL_GUARDED_BY(mu) = 0;
+    bool answered ABSL_GUARDED_BY(mu) = false;
     absl::Status first_error ABSL_GUARDED_BY(mu);
     bool aborted ABSL_GUARDED_BY(mu) = false;
   };
@@ -377,6 +383,7 @@ class MasterSessionImpl final : public MasterSession {
       auto c = std::make_unique<StepState::Call>();
       c->task = pp.task;
       c->local = local_worker_ != nullptr && pp.task == local_task_;
+      c->only_sends = pp.only_sends;
       if (c->local) {
         // This task's own partition: tensors in memory, no loopback RPC.
         RunGraphCall& lc = c->local_call;
@@ -429,9 +436,17 @@ class MasterSessionImpl final : public MasterSession {
       }
       stubs.push_back(stub);
     }
+    int awaited = 0;
+    for (auto& c : st->calls) awaited += c->only_sends ? 0 : 1;
+    if (awaited == 0) {
+      // Cannot happen for a partitioned step (someone receives what is sent);
+      // wait for everything rather than answer early.
+      for (auto& c : st->calls) c->only_sends = false;
+      awaited = static_cast<int>(st->calls.size());
+    }
     {
       absl::MutexLock lock(&st->mu);
-      st->remaining = static_cast<int>(st->calls.size());
+      st->remaining = awaited;
     }
     if (st->calls.empty()) return FinishStep(st);
     // Once the last call is issued a completion may finish the step and free
@@ -459,11 +474,15 @@ class MasterSessionImpl final : public MasterSession {
   // (cancelling their RunGraph and failing waiting transfers, so nothing is
   // left blocked); the step reports once every partition has returned.
   void PartitionDone(const std::shared_ptr<StepState>& st, StepState::Call* c, const absl::Status& result) {
-    bool abort = false, last = false;
+    bool abort = false, last = false, late = false;
     absl::Status why;
     {
       absl::MutexLock lock(&st->mu);
-      if (!result.ok()) {
+      if (!result.ok() && st->answered) {
+        // A partition that only sends failed after its consumers received
+        // everything: the step's answer stands.
+        late = st->first_error.ok();
+      } else if (!result.ok()) {
         absl::Status e = result;
         if (!absl::StrContains(e.message(), c->task)) {
           e = absl::Status(e.code(), absl::StrCat("[", c->task, "] ", e.message()));
@@ -478,8 +497,12 @@ class MasterSessionImpl final : public MasterSession {
           why = e;
         }
       }
-      last = --st->remaining == 0;
+      if (!c->only_sends && !st->answered) {
+        last = --st->remaining == 0;
+        st->answered = last;
+      }
     }
+    if (late) LOG(WARNING) << "Step " << st->step_id << ": " << c->task << " failed after the step ended: " << result;
     if (abort) st->pool->Schedule([this, st, why] { AbortStep(st, why); });
     if (last) FinishStep(st);
   }

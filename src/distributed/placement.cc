@@ -280,4 +280,27 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(const Graph& gra
   return parts;
 }
 
+bool OnlyFeedsOtherPartitions(const Partition& p) {
+  if (!p.fetches.empty() || p.graph.node_size() == 0) return false;
+  absl::flat_hash_set<std::string> sends;
+  for (const proto::NodeDef& n : p.graph.node())
+    if (n.op() == "_Send") sends.insert(n.name());
+  if (sends.empty()) return false;
+  for (const std::string& t : p.targets)
+    if (!sends.contains(t)) return false;
+  // Every node must be consumed by another node, unless it is a _Send.
+  absl::flat_hash_set<std::string> consumed;
+  for (const proto::NodeDef& n : p.graph.node()) {
+    for (const std::string& in : n.input()) {
+      absl::string_view name = in;
+      if (!name.empty() && name[0] == '^') name.remove_prefix(1);
+      name = name.substr(0, name.find(':'));
+      consumed.insert(std::string(name));
+    }
+  }
+  for (const proto::NodeDef& n : p.graph.node())
+    if (!consumed.contains(n.name()) && !sends.contains(n.name())) return false;
+  return true;
+}
+
 }  // namespace distflow

@@ -43,6 +43,12 @@ struct Partition {
   std::vector<std::string> targets;  // nodes to run (including its _Send nodes)
 };
 
+// True if everything `p` does flows into its _Send nodes: no fetches, only
+// _Send targets, and every node upstream of a _Send. Once its consumers have
+// received every tensor it sends, such a partition has nothing left to do, so
+// a step need not wait for its RunGraph answer to succeed (only for errors).
+bool OnlyFeedsOtherPartitions(const Partition& p);
+
 // Splits the placed nodes into per-device partitions.
 absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(const Graph& graph,
                                                                 const std::vector<const Node*>& nodes,

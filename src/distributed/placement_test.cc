@@ -128,6 +128,32 @@ TEST(Partition, CrossingEdgesGetSendRecvPairs) {
   // Both partitions are valid graphs on their own.
   EXPECT_TRUE(Graph::FromGraphDef(ps.graph).ok());
   EXPECT_TRUE(Graph::FromGraphDef(wk.graph).ok());
+  EXPECT_FALSE(OnlyFeedsOtherPartitions(ps)) << "the NoOp target n runs on ps after the token arrives";
+  EXPECT_FALSE(OnlyFeedsOtherPartitions(wk)) << "it has a fetch";
+}
+
+TEST(Partition, APartitionThatOnlySendsIsRecognised) {
+  proto::GraphDef g;
+  Var(&g, "w", "/job:ps/task:0");
+  Add(&g, "r", "Identity", {"w"}, "/job:ps/task:0");
+  Add(&g, "a", "Identity", {"r"}, "/job:worker/task:0");
+  Placed p = Place(g);
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  std::vector<const Node*> nodes;
+  for (auto& n : p.graph->nodes()) nodes.push_back(n.get());
+  auto parts = PartitionGraph(*p.graph, nodes, p.devices, {}, {{"a", 0}}, {});
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_TRUE(OnlyFeedsOtherPartitions(parts->at(kDevices[0])));
+  EXPECT_FALSE(OnlyFeedsOtherPartitions(parts->at(kDevices[2])));
+  // A node on ps that nothing consumes (a target doing its own work) spoils it.
+  Add(&g, "side", "Identity", {"w"}, "/job:ps/task:0");
+  Placed q = Place(g);
+  ASSERT_TRUE(q.status.ok()) << q.status;
+  std::vector<const Node*> qn;
+  for (auto& n : q.graph->nodes()) qn.push_back(n.get());
+  auto qparts = PartitionGraph(*q.graph, qn, q.devices, {}, {{"a", 0}}, {"side"});
+  ASSERT_TRUE(qparts.ok()) << qparts.status();
+  EXPECT_FALSE(OnlyFeedsOtherPartitions(qparts->at(kDevices[0])));
 }
 
 }  // namespace
