@@ -25,6 +25,9 @@ ABSL_FLAG(std::string, cluster_spec, "", "cluster as 'job|host:port;host:port,jo
 ABSL_FLAG(std::string, job_name, "", "this task's job");
 ABSL_FLAG(int, task_index, -1, "this task's index in its job");
 ABSL_FLAG(int, task_id, -1, "alias of --task_index");
+ABSL_FLAG(int, bulk_port, 0,
+          "port for bulk tensor transfer on this task's host: 0 = any free one, -1 = off "
+          "(large tensors then travel inside gRPC messages)");
 ABSL_FLAG(std::string, cluster_config, "", "file holding {\"cluster\": {...}, \"task\": {\"type\": J, \"index\": I}}");
 
 namespace {
@@ -98,7 +101,12 @@ int main(int argc, char** argv) {
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  absl::StatusOr<std::unique_ptr<distflow::Server>> server = distflow::Server::Create(*cluster, job, index);
+  distflow::ServerOptions options;
+  options.bulk_port = absl::GetFlag(FLAGS_bulk_port);
+  if (options.bulk_port < -1 || options.bulk_port > 65535) {
+    return Fail(2, absl::StrCat("bad --bulk_port=", options.bulk_port, ": use a port, 0 for any, or -1 for none"));
+  }
+  absl::StatusOr<std::unique_ptr<distflow::Server>> server = distflow::Server::Create(*cluster, job, index, options);
   if (!server.ok()) return Fail(2, std::string(server.status().message()));
   absl::Status started = (*server)->Start();
   if (!started.ok()) return Fail(1, std::string(started.message()));

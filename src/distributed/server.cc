@@ -33,10 +33,14 @@ absl::Status Server::Start() {
   absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(*address);
   if (!hp.ok()) return hp.status();
   host_ = hp->first;
-  if (options_.bulk_transfer && BulkTransferEnabledByEnv()) {
-    absl::StatusOr<std::unique_ptr<BulkServer>> bulk = BulkServer::Start(host_);
+  if (options_.bulk_transfer && options_.bulk_port >= 0 && BulkTransferEnabledByEnv()) {
+    absl::StatusOr<std::unique_ptr<BulkServer>> bulk = BulkServer::Start(host_, absl::Seconds(120), options_.bulk_port);
     if (bulk.ok()) {
       bulk_ = std::move(*bulk);
+    } else if (options_.bulk_port != 0) {
+      return absl::UnavailableError(absl::StrCat("Task ", task_name_, " cannot listen for bulk transfer on ", host_, ":",
+                                                 options_.bulk_port, ": ", bulk.status().message(),
+                                                 ". Pick a free --bulk_port, 0 for any, or -1 for none."));
     } else {
       LOG(WARNING) << bulk.status().message() << "; large tensors will travel inside gRPC messages";
     }

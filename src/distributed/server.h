@@ -25,6 +25,9 @@ struct ServerOptions {
   // on the task's host (distributed/bulk_transfer.h). Turn off where only the
   // cluster spec's ports are reachable; DISTFLOW_BULK_TRANSFER=0 does too.
   bool bulk_transfer = true;
+  // The bulk port: 0 lets the system choose (a failure to listen then only
+  // turns bulk transfer off); a fixed port for firewalled sites must be free.
+  int bulk_port = 0;
 };
 
 class Server {

@@ -114,6 +114,28 @@ TEST(Processes, HelloDistributedThenCleanExitOnSigterm) {
   EXPECT_NE(log.find("device /job:local/replica:0/task:0/device:CPU:0"), std::string::npos) << log;
 }
 
+TEST(Processes, BulkPortFlagPinsOrDisablesTheBulkPort) {
+  int port = FreePort(), bulk = FreePort();
+  Cluster c;
+  c.procs_.reserve(4);
+  Proc& pinned = c.Start({absl::StrCat("--cluster_spec=local|127.0.0.1:", port), "--job_name=local", "--task_index=0",
+                          absl::StrCat("--bulk_port=", bulk)});
+  Proc client = Spawn({HELLO_BIN, absl::StrCat("grpc://127.0.0.1:", port)});
+  EXPECT_EQ(Wait(client, 60), 0) << Output(client);
+  kill(pinned.pid, SIGTERM);
+  EXPECT_EQ(Wait(pinned, 20), 0) << Output(pinned);
+  EXPECT_NE(Output(pinned).find(absl::StrCat("bulk tensor transfer on port ", bulk)), std::string::npos)
+      << Output(pinned);
+  int port2 = FreePort();
+  Proc& off = c.Start({absl::StrCat("--cluster_spec=local|127.0.0.1:", port2), "--job_name=local", "--task_index=0",
+                       "--bulk_port=-1"});
+  Proc client2 = Spawn({HELLO_BIN, absl::StrCat("grpc://127.0.0.1:", port2)});
+  EXPECT_EQ(Wait(client2, 60), 0) << Output(client2);
+  kill(off.pid, SIGTERM);
+  EXPECT_EQ(Wait(off, 20), 0) << Output(off);
+  EXPECT_NE(Output(off).find("bulk transfer off"), std::string::npos) << Output(off);
+}
+
 TEST(Processes, BadCommandLinesExitTwoNamingTheProblem) {
   struct Case {
     std::vector<std::string> args;
@@ -126,6 +148,7 @@ TEST(Processes, BadCommandLinesExitTwoNamingTheProblem) {
       {{"--cluster_spec=ps|localhost:2222", "--job_name=ps", "--task_index=3"}, "3"},
       {{"--cluster_spec=", "--job_name=ps", "--task_index=0"}, "cluster"},
       {{"--cluster_spec=ps|a:1,ps|b:2", "--job_name=ps", "--task_index=0"}, "ps"},
+      {{"--cluster_spec=ps|localhost:2222", "--job_name=ps", "--task_index=0", "--bulk_port=70000"}, "--bulk_port=70000"},
   };
   for (const Case& k : cases) {
     Cluster c;
