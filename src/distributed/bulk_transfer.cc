@@ -426,8 +426,8 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
   const std::string peer = PeerName(host, port);
   auto fail = [&](absl::StatusCode code, const std::string& what) {
     return absl::Status(code, absl::StrCat("Bulk transfer of ", n, " bytes from ", peer, ": ", what,
-                                           ". If a firewall allows only the cluster spec's ports, set "
-                                           "DISTFLOW_BULK_TRANSFER=0 on every task."));
+                                           ". If a firewall blocks it, give the servers a --bulk_port it allows, "
+                                           "or set DISTFLOW_BULK_TRANSFER=0 on every task."));
   };
   bool pooled = false;
   absl::StatusOr<int> acquired = Acquire(peer, host, port, pooled_ok, &pooled);
@@ -527,8 +527,8 @@ absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, cons
   const std::string peer = PeerName(host, port);
   auto fail = [&](absl::StatusCode code, const std::string& what) {
     return absl::Status(code, absl::StrCat("Bulk transfer of ", n, " bytes to ", peer, ": ", what,
-                                           ". If a firewall allows only the cluster spec's ports, set "
-                                           "DISTFLOW_BULK_TRANSFER=0."));
+                                           ". If a firewall blocks it, give the servers a --bulk_port it allows, "
+                                           "or set DISTFLOW_BULK_TRANSFER=0."));
   };
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool pooled = false;
