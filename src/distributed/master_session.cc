@@ -27,15 +27,6 @@ int64_t RandomStepId() {
   return static_cast<int64_t>(gen() >> 1) | 1;
 }
 
-bool PassesFilters(const std::string& task, const std::vector<std::string>& filters) {
-  if (filters.empty()) return true;
-  absl::StatusOr<DeviceName> t = DeviceName::Parse(task);
-  for (const std::string& f : filters) {
-    absl::StatusOr<DeviceName> d = DeviceName::Parse(f);
-    if (t.ok() && d.ok() && d->AddressSpace().IsSpecificationOf(*t)) return true;
-  }
-  return false;
-}
 
 namespace {
 
@@ -168,56 +159,14 @@ class MasterSessionImpl final : public MasterSession {
     std::vector<std::function<void()>> waiters ABSL_GUARDED_BY(mu);
   };
 
-  // Asks every task (that passes the device filters) for its devices, retrying
-  // with backoff until the configured wait runs out.
+  // Waits for the cluster's tasks (those that pass the device filters) and
+  // learns their devices.
   absl::Status Discover() {
     std::vector<std::string> filters(config_.device_filters().begin(), config_.device_filters().end());
-    std::vector<std::string> waiting;
-    for (const std::string& t : workers_->TaskNames())
-      if (PassesFilters(t, filters)) waiting.push_back(t);
     int64_t wait_ms = config_.wait_for_tasks_ms() > 0 ? config_.wait_for_tasks_ms() : kDefaultWaitForTasksMs;
-    absl::Time deadline = absl::Now() + absl::Milliseconds(wait_ms);
-    absl::Time next_log = absl::Now() + absl::Seconds(2);
-    absl::Duration backoff = absl::Milliseconds(50);
-    std::vector<std::string> devices;
-    while (!waiting.empty()) {
-      std::vector<std::string> still;
-      for (const std::string& task : waiting) {
-        absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);
-        if (!stub.ok()) return stub.status();
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
-        proto::GetStatusRequest r;
-        proto::GetStatusResponse out;
-        grpc::Status s = (*stub)->GetStatus(&ctx, r, &out);
-        if (s.ok()) {
-          for (const auto& d : out.devices()) devices.push_back(d.name());
-        } else {
-          still.push_back(task);
-        }
-      }
-      waiting.swap(still);
-      if (waiting.empty()) break;
-      absl::Time now = absl::Now();
-      if (now >= deadline) {
-        std::vector<std::string> desc;
-        for (const std::string& t : waiting) desc.push_back(absl::StrCat(t, " at ", workers_->AddressOf(t).value_or("?")));
-        return absl::UnavailableError(absl::StrCat(
-            "Gave up after ", wait_ms / 1000.0, " s waiting for ", waiting.size(), " task(s) of the cluster: ",
-            absl::StrJoin(desc, ", "), ". Start them, check their addresses in the cluster spec, or limit the "
-            "session to some tasks with device filters."));
-      }
-      if (now >= next_log) {
-        std::vector<std::string> desc;
-        for (const std::string& t : waiting) desc.push_back(absl::StrCat(t, " at ", workers_->AddressOf(t).value_or("?")));
-        LOG(INFO) << "Waiting for " << absl::StrJoin(desc, ", ") << " to come up";
-        next_log = now + absl::Seconds(5);
-      }
-      absl::SleepFor(std::min(backoff, deadline - now));
-      backoff = std::min(backoff * 2, absl::Seconds(1));
-    }
-    std::sort(devices.begin(), devices.end());
-    devices_ = devices;
+    absl::StatusOr<std::vector<std::string>> devices = workers_->WaitForDevices(filters, absl::Milliseconds(wait_ms));
+    if (!devices.ok()) return devices.status();
+    devices_ = std::move(*devices);
     default_device_ = local_task_ + "/device:CPU:0";
     if (std::find(devices_.begin(), devices_.end(), default_device_) == devices_.end() && !devices_.empty()) {
       default_device_ = devices_.front();

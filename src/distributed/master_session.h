@@ -45,7 +45,5 @@ class MasterSession {
 
 // A random positive step (or session) id.
 int64_t RandomStepId();
-// True if `task` matches one of the device filters (or there are none).
-bool PassesFilters(const std::string& task, const std::vector<std::string>& filters);
 
 }  // namespace distflow

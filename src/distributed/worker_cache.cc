@@ -3,13 +3,27 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "base/logging.h"
+#include "distributed/device_name.h"
 #include "distributed/tensor_transfer.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
 namespace distflow {
+
+bool PassesFilters(const std::string& task, const std::vector<std::string>& filters) {
+  if (filters.empty()) return true;
+  absl::StatusOr<DeviceName> t = DeviceName::Parse(task);
+  for (const std::string& f : filters) {
+    absl::StatusOr<DeviceName> d = DeviceName::Parse(f);
+    if (t.ok() && d.ok() && d->AddressSpace().IsSpecificationOf(*t)) return true;
+  }
+  return false;
+}
 
 std::string TaskName(const std::string& job, int task) { return absl::StrCat("/job:", job, "/replica:0/task:", task); }
 
@@ -98,6 +112,56 @@ absl::StatusOr<grpc::GenericStub*> WorkerCache::GenericStub(const std::string& t
   absl::StatusOr<Peer*> p = GetPeer(task_name);
   if (!p.ok()) return p.status();
   return (*p)->generic.get();
+}
+
+absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::vector<std::string>& filters,
+                                                                      absl::Duration wait) {
+  std::vector<std::string> waiting;
+  for (const std::string& t : TaskNames())
+    if (PassesFilters(t, filters)) waiting.push_back(t);
+  const absl::Time deadline = absl::Now() + wait;
+  absl::Time next_log = absl::Now() + absl::Seconds(2);
+  absl::Duration backoff = absl::Milliseconds(50);
+  std::vector<std::string> devices;
+  auto describe = [this](const std::vector<std::string>& tasks) {
+    std::vector<std::string> desc;
+    for (const std::string& t : tasks) desc.push_back(absl::StrCat(t, " at ", AddressOf(t).value_or("?")));
+    return absl::StrJoin(desc, ", ");
+  };
+  while (!waiting.empty()) {
+    std::vector<std::string> still;
+    for (const std::string& task : waiting) {
+      absl::StatusOr<proto::WorkerService::Stub*> stub = Stub(task);
+      if (!stub.ok()) return stub.status();
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
+      proto::GetStatusRequest r;
+      proto::GetStatusResponse out;
+      grpc::Status s = (*stub)->GetStatus(&ctx, r, &out);
+      if (s.ok()) {
+        for (const auto& d : out.devices()) devices.push_back(d.name());
+      } else {
+        still.push_back(task);
+      }
+    }
+    waiting.swap(still);
+    if (waiting.empty()) break;
+    absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "Gave up after ", absl::ToDoubleSeconds(wait), " s waiting for ", waiting.size(), " task(s) of the cluster: ",
+          describe(waiting), ". Start them, check their addresses in the cluster spec, or limit the "
+          "session to some tasks with device filters."));
+    }
+    if (now >= next_log) {
+      LOG(INFO) << "Waiting for " << describe(waiting) << " to come up";
+      next_log = now + absl::Seconds(5);
+    }
+    absl::SleepFor(std::min(backoff, deadline - now));
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+  std::sort(devices.begin(), devices.end());
+  return devices;
 }
 
 void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key,

@@ -29,6 +29,9 @@ grpc::ChannelArguments UnlimitedChannelArguments();
 absl::Status FromGrpcStatus(const grpc::Status& s);
 grpc::Status ToGrpcStatus(const absl::Status& s);
 
+// True if `task` matches one of the device filters (or there are none).
+bool PassesFilters(const std::string& task, const std::vector<std::string>& filters);
+
 class WorkerCache {
  public:
   explicit WorkerCache(ClusterSpec cluster);
@@ -46,6 +49,13 @@ class WorkerCache {
 
   absl::StatusOr<proto::WorkerService::Stub*> Stub(const std::string& task_name);
   absl::StatusOr<grpc::GenericStub*> GenericStub(const std::string& task_name);
+
+  // Asks every task that passes `filters` for its devices, retrying tasks
+  // that are not up yet with backoff (a log line every few seconds names
+  // them) until `wait` runs out; then Unavailable names the missing tasks and
+  // their addresses. Returns the device names, sorted.
+  absl::StatusOr<std::vector<std::string>> WaitForDevices(const std::vector<std::string>& filters,
+                                                          absl::Duration wait);
 
   // Reads the bytes of a tensor that `task` offered on its bulk port into
   // `t` (already allocated with the announced dtype and shape). Blocks.

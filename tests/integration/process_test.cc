@@ -209,8 +209,10 @@ TEST(Processes, DistributedTrainingOnFashionMnistEndsTheCluster) {
   c.Start({"--cluster_spec=" + spec, "--job_name=ps", "--task_index=0"});
   c.Start({"--cluster_spec=" + spec, "--job_name=worker", "--task_index=0"});
   c.Start({"--cluster_spec=" + spec, "--job_name=worker", "--task_index=1"});
+  // Adam at 0.003: with two workers updating asynchronously, 0.01 sometimes
+  // overshoots (test accuracy 0.68-0.82 over 11 runs); 0.003 gave 0.78-0.80.
   std::vector<std::string> common = {"--cluster_spec=" + spec, "--model=softmax", "--steps=300",
-                                     "--learning_rate=0.01"};
+                                     "--learning_rate=0.003"};
   std::vector<std::string> a0 = {MNIST_DISTRIBUTED_BIN, "--task_index=0", "--min_accuracy=0.7"};
   std::vector<std::string> a1 = {MNIST_DISTRIBUTED_BIN, "--task_index=1"};
   a0.insert(a0.end(), common.begin(), common.end());
