@@ -106,6 +106,11 @@ void SetBulkNamedTensor(const std::string& name, const Tensor& t, uint64_t ticke
   out->set_bulk_port(port);
 }
 
+void DropBulkFeeds(BulkServer& bulk, const proto::RunStepRequest& req) {
+  for (const proto::NamedTensor& f : req.feed())
+    if (f.bulk_ticket() != 0) bulk.DropReceived(f.bulk_ticket());
+}
+
 absl::StatusOr<std::pair<DataType, TensorShape>> BulkTensorSpec(const proto::NamedTensor& nt) {
   int raw = nt.tensor().dtype();
   if (!IsValidDataType(raw) || raw == DT_STRING || raw == DT_BOOL || raw == DT_INVALID) {
@@ -129,6 +134,7 @@ struct BulkServer::Offers {
   absl::Mutex mu;
   absl::flat_hash_map<uint64_t, std::pair<Tensor, Timer::Id>> map ABSL_GUARDED_BY(mu);  // to send
   absl::flat_hash_map<uint64_t, Received> received ABSL_GUARDED_BY(mu);                 // put by peers
+  uint64_t held_put_bytes ABSL_GUARDED_BY(mu) = 0;  // reserved by puts in flight and held in `received`
   std::mt19937_64 gen ABSL_GUARDED_BY(mu){std::random_device{}()};
 
   uint64_t NewTicket() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -146,9 +152,19 @@ struct BulkServer::Offers {
       if (std::shared_ptr<Offers> o = weak.lock()) {
         absl::MutexLock l(&o->mu);
         o->map.erase(ticket);
-        o->received.erase(ticket);
+        o->EraseReceived(ticket);
       }
     });
+  }
+
+  // Removes a put and releases its bytes from the budget; false if unknown.
+  bool EraseReceived(uint64_t ticket, Received* out = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = received.find(ticket);
+    if (it == received.end()) return false;
+    held_put_bytes -= it->second.bytes;
+    if (out != nullptr) *out = std::move(it->second);
+    received.erase(it);
+    return true;
   }
 
   bool Take(uint64_t ticket, Tensor* out) {
@@ -206,8 +222,20 @@ absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string&
   return std::unique_ptr<BulkServer>(new BulkServer(fd, bound, offer_ttl));
 }
 
+namespace {
+uint64_t HalfOfMemory() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{4} << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
+}
+}  // namespace
+
 BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl)
-    : listen_fd_(listen_fd), port_(port), ttl_(ttl), offers_(std::make_shared<Offers>()) {
+    : listen_fd_(listen_fd),
+      port_(port),
+      ttl_(ttl),
+      max_held_put_bytes_(HalfOfMemory()),
+      offers_(std::make_shared<Offers>()) {
   acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 
@@ -244,13 +272,10 @@ absl::StatusOr<Tensor> BulkServer::TakeReceived(uint64_t ticket, DataType dtype,
   Offers::Received r;
   {
     absl::MutexLock lock(&offers_->mu);
-    auto it = offers_->received.find(ticket);
-    if (it == offers_->received.end()) {
+    if (!offers_->EraseReceived(ticket, &r)) {
       return absl::NotFoundError(absl::StrCat("Bulk feed ticket ", ticket,
                                               " is unknown here (expired after the TTL, or already used)"));
     }
-    r = std::move(it->second);
-    offers_->received.erase(it);
   }
   Timer::Global()->Cancel(r.timer);
   size_t bytes = 0;
@@ -261,6 +286,15 @@ absl::StatusOr<Tensor> BulkServer::TakeReceived(uint64_t ticket, DataType dtype,
                                                    " tensor of shape ", shape.DebugString()));
   }
   return Tensor::FromBuffer(dtype, shape, std::move(r.buffer), 0);
+}
+
+void BulkServer::DropReceived(uint64_t ticket) {
+  Offers::Received r;
+  {
+    absl::MutexLock lock(&offers_->mu);
+    if (!offers_->EraseReceived(ticket, &r)) return;
+  }
+  Timer::Global()->Cancel(r.timer);
 }
 
 size_t BulkServer::NumReceivedForTest() const {
@@ -277,16 +311,17 @@ void BulkServer::AcceptLoop() {
   for (;;) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        mu_.Unlock();
-        usleep(10000);  // out of descriptors: let some close
-        mu_.Lock();
-        continue;
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED) continue;
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) return;
       }
-      return;
+      // Out of descriptors, or a network error of a pending connection that
+      // accept reports (EPROTO, ENETUNREACH, EPERM...): keep serving.
+      LOG(WARNING) << "Bulk transfer: accept failed: " << std::strerror(err) << "; retrying";
+      usleep(10000);
+      continue;
     }
     absl::MutexLock lock(&mu_);
     if (stopping_ || static_cast<int>(fds_.size()) >= kMaxConnections) {
@@ -295,6 +330,9 @@ void BulkServer::AcceptLoop() {
       continue;
     }
     SetNoDelay(fd);
+    // A connection idle this long is closed (clients reconnect when a pooled
+    // connection turns out closed), so idle pools cannot hold every slot.
+    SetIdleTimeout(fd, kServerIdleTimeout);
     // Join the threads of connections that have ended (a joinable thread
     // keeps its stack until joined).
     for (size_t i = 0; i < conns_.size();) {
@@ -326,21 +364,38 @@ void BulkServer::Serve(int fd) {
     char head[8];
     if (magic == kPutMagic) {
       const uint64_t n = GetU64(req + 8);
+      bool reserved = false;
+      {
+        absl::MutexLock lock(&offers_->mu);
+        if (n <= max_held_put_bytes_ && offers_->held_put_bytes <= max_held_put_bytes_ - n) {
+          offers_->held_put_bytes += n;
+          reserved = true;
+        }
+      }
       absl::StatusOr<std::shared_ptr<TensorBuffer>> buf =
-          n > static_cast<uint64_t>(INT64_MAX) ? absl::StatusOr<std::shared_ptr<TensorBuffer>>(
-                                                     absl::ResourceExhaustedError("too large"))
-                                               : TensorBuffer::Allocate(DT_UINT8, static_cast<int64_t>(n));
+          reserved ? TensorBuffer::Allocate(DT_UINT8, static_cast<int64_t>(n))
+                   : absl::StatusOr<std::shared_ptr<TensorBuffer>>(absl::ResourceExhaustedError("over budget"));
+      auto unreserve = [&] {
+        absl::MutexLock lock(&offers_->mu);
+        offers_->held_put_bytes -= n;
+      };
       if (!buf.ok()) {
+        if (reserved) unreserve();
         PutU64(head, kUnknownTicket);
         (void)WriteAll(fd, head, sizeof(head));
         break;  // the bytes that follow cannot be stored: drop the connection
       }
-      if (n > 0 && ReadAll(fd, static_cast<char*>((*buf)->data()), n, &err) != n) break;  // truncated: drop it
+      if (n > 0 && ReadAll(fd, static_cast<char*>((*buf)->data()), n, &err) != n) {
+        unreserve();
+        break;  // truncated: drop it
+      }
       uint64_t ticket = 0;
       {
         absl::MutexLock lock(&offers_->mu);
         ticket = offers_->NewTicket();
-        offers_->received.emplace(ticket, Offers::Received{std::move(*buf), n, Offers::Expire(offers_, ticket, ttl_)});
+        offers_->received.emplace(
+            ticket, Offers::Received{std::move(*buf), n,
+                                     Offers::Expire(offers_, ticket, std::min(ttl_, absl::Seconds(30)))});
       }
       bytes_received_.fetch_add(n, std::memory_order_relaxed);
       PutU64(head, ticket);
@@ -518,8 +573,15 @@ absl::StatusOr<int> BulkClient::Acquire(const std::string& peer, const std::stri
 }
 
 void BulkClient::Release(const std::string& peer, int fd) {
-  absl::MutexLock lock(&mu_);
-  idle_[peer].push_back(fd);
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<int>& idle = idle_[peer];
+    if (idle.size() < kMaxIdlePerPeer) {
+      idle.push_back(fd);
+      return;
+    }
+  }
+  close(fd);
 }
 
 absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, const void* src, size_t n,

@@ -26,7 +26,7 @@
 //         response = u64 ticket (UINT64_MAX: refused, e.g. out of memory)
 //
 // Thread-safe. Each accepted connection is served by its own thread (at most
-// kMaxConnections); connections are persistent.
+// kMaxConnections); connections are persistent until idle for a minute.
 #pragma once
 
 #include <atomic>
@@ -42,6 +42,7 @@
 #include "absl/time/time.h"
 #include "base/cancellation.h"
 #include "base/timer.h"
+#include "proto/master.pb.h"
 #include "proto/worker.pb.h"
 #include "tensor/tensor.h"
 
@@ -59,12 +60,20 @@ bool BulkTransferEnabledByEnv();
 bool IsBulkCandidate(const Tensor& t);
 // Fills `out` with `t`'s dtype and shape and the ticket and port of its bytes.
 void SetBulkNamedTensor(const std::string& name, const Tensor& t, uint64_t ticket, int port, proto::NamedTensor* out);
+class BulkServer;
+// Drops the puts a RunStep request names (its step will not take them).
+void DropBulkFeeds(BulkServer& bulk, const proto::RunStepRequest& req);
+
 // The dtype and shape a bulk NamedTensor announces (DataLoss if malformed).
 absl::StatusOr<std::pair<DataType, TensorShape>> BulkTensorSpec(const proto::NamedTensor& nt);
 
 class BulkServer {
  public:
-  static constexpr int kMaxConnections = 64;
+  // Connections served at once (a thread each); more are closed at accept.
+  // Clients keep at most BulkClient::kMaxIdlePerPeer idle connections per
+  // peer, and connections idle for kServerIdleTimeout are closed here.
+  static constexpr int kMaxConnections = 1024;
+  static constexpr absl::Duration kServerIdleTimeout = absl::Seconds(60);
 
   // Listens on `host` (as in the cluster spec: a name, an IPv4 or an IPv6
   // address without brackets), on `port` (0: one the system picks).
@@ -82,6 +91,11 @@ class BulkServer {
   // Takes bytes a peer put, as a tensor of `dtype` and `shape` (their sizes
   // must match). NotFound if the ticket is unknown or expired.
   absl::StatusOr<Tensor> TakeReceived(uint64_t ticket, DataType dtype, const TensorShape& shape);
+  // Frees the bytes of a put nobody will take (its step failed first).
+  void DropReceived(uint64_t ticket);
+  // Puts are refused while the bytes held for puts would exceed this (half
+  // the machine's memory); unclaimed puts are dropped after min(TTL, 30 s).
+  uint64_t max_held_put_bytes() const { return max_held_put_bytes_; }
   size_t NumReceivedForTest() const;
   size_t NumConnectionThreadsForTest() const {
     absl::MutexLock lock(&mu_);
@@ -100,6 +114,7 @@ class BulkServer {
   const int listen_fd_;
   const int port_;
   const absl::Duration ttl_;
+  const uint64_t max_held_put_bytes_;
   std::shared_ptr<Offers> offers_;
   std::thread acceptor_;
   std::atomic<uint64_t> bytes_served_{0};
@@ -117,6 +132,7 @@ class BulkServer {
 
 class BulkClient {
  public:
+  static constexpr size_t kMaxIdlePerPeer = 4;
   BulkClient() = default;
   ~BulkClient();  // closes pooled connections
   BulkClient(const BulkClient&) = delete;

@@ -257,6 +257,27 @@ TEST(BulkTransfer, ThreadsOfClosedConnectionsAreReaped) {
   EXPECT_LE((*server)->NumConnectionThreadsForTest(), 5u) << "one thread per live connection, not per connection ever";
 }
 
+TEST(BulkTransfer, ClientKeepsAFewIdleConnectionsPerPeer) {
+  auto server = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  BulkClient client;
+  Tensor t = Ramp(1 << 18);  // 1 MiB, so the fetches overlap
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      std::vector<char> buf(t.TotalBytes());
+      if (client.Fetch("127.0.0.1", (*server)->port(), (*server)->Offer(t), buf.data(), buf.size(), nullptr).ok()) {
+        ok.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), kThreads);
+  EXPECT_LE(client.NumPooledForTest(), BulkClient::kMaxIdlePerPeer);
+}
+
 TEST(BulkTransfer, RestartedPeerIsReachedOnAFreshConnection) {
   BulkClient client;
   char buf[16];

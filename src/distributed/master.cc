@@ -96,7 +96,10 @@ absl::Status Master::ExtendSession(const proto::ExtendSessionRequest& req) {
 void Master::RunStepAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp,
                           std::function<void(absl::Status)> done) {
   absl::StatusOr<std::shared_ptr<MasterSession>> s = Find(req->session_handle());
-  if (!s.ok()) return done(s.status());
+  if (!s.ok()) {
+    if (bulk_ != nullptr) DropBulkFeeds(*bulk_, *req);
+    return done(s.status());
+  }
   // The callback keeps the session alive for the step, even if it is closed meanwhile.
   (*s)->RunAsync(req, resp, pool_.get(), [session = *s, done = std::move(done)](absl::Status st) { done(st); });
 }

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -119,6 +120,7 @@ class MasterSessionImpl final : public MasterSession {
   }
 
   void Close() override {
+    CancelActiveSteps();
     std::map<std::string, std::shared_ptr<Plan>> plans;
     {
       absl::MutexLock lock(&mu_);
@@ -146,6 +148,7 @@ class MasterSessionImpl final : public MasterSession {
     std::string handle;
     Partition partition;
     bool only_sends = false;  // OnlyFeedsOtherPartitions: the step need not wait for its answer
+    bool accepts_bulk = false;  // the worker can read feeds from our bulk port
   };
   struct Plan {
     std::map<std::string, PartitionPlan> parts;
@@ -208,6 +211,7 @@ class MasterSessionImpl final : public MasterSession {
       PartitionPlan pp;
       pp.task = part.task;
       pp.handle = out.graph_handle();
+      pp.accepts_bulk = out.accepts_bulk();
       pp.only_sends = OnlyFeedsOtherPartitions(part);
       pp.partition = std::move(part);
       plan->parts[device] = std::move(pp);
@@ -260,6 +264,7 @@ class MasterSessionImpl final : public MasterSession {
     // consumers finishing implies they are done; their errors still abort).
     int remaining ABSL_GUARDED_BY(mu) = 0;
     bool answered ABSL_GUARDED_BY(mu) = false;
+    int unreported ABSL_GUARDED_BY(mu) = 0;  // every call, until its completion has run
     absl::Status first_error ABSL_GUARDED_BY(mu);
     bool aborted ABSL_GUARDED_BY(mu) = false;
   };
@@ -270,7 +275,11 @@ class MasterSessionImpl final : public MasterSession {
     st->req = req;
     st->resp = resp;
     st->pool = pool;
-    st->done = std::move(done);
+    // A failed step frees the bytes its client put for it on our bulk port.
+    st->done = [this, req, done = std::move(done)](absl::Status s) {
+      if (!s.ok() && bulk_ != nullptr) DropBulkFeeds(*bulk_, *req);
+      done(s);
+    };
     std::vector<TensorId> feeds, fetches;
     std::vector<std::string> targets(req->target().begin(), req->target().end());
     std::vector<std::string> feed_keys;
@@ -356,7 +365,7 @@ class MasterSessionImpl final : public MasterSession {
         c->request.set_accept_bulk(bulk_ != nullptr && workers_->bulk_enabled());
         for (const std::string& f : pp.partition.feeds) {
           proto::NamedTensor* nt = c->request.add_send();
-          if (bulk_ != nullptr && st->IsLargeFeed(f)) {
+          if (bulk_ != nullptr && pp.accepts_bulk && st->IsLargeFeed(f)) {
             // The worker reads it from our bulk port.
             absl::StatusOr<Tensor> t = st->FeedTensor(f);
             if (!t.ok()) {
@@ -396,6 +405,11 @@ class MasterSessionImpl final : public MasterSession {
     {
       absl::MutexLock lock(&st->mu);
       st->remaining = awaited;
+      st->unreported = static_cast<int>(st->calls.size());
+    }
+    {
+      absl::MutexLock lock(&active_mu_);
+      active_.emplace(st.get(), st);
     }
     if (st->calls.empty()) return FinishStep(st);
     // Once the last call is issued a completion may finish the step and free
@@ -454,6 +468,15 @@ class MasterSessionImpl final : public MasterSession {
     if (late) LOG(WARNING) << "Step " << st->step_id << ": " << c->task << " failed after the step ended: " << result;
     if (abort) st->pool->Schedule([this, st, why] { AbortStep(st, why); });
     if (last) FinishStep(st);
+    bool all_reported = false;
+    {
+      absl::MutexLock lock(&st->mu);
+      all_reported = --st->unreported == 0;
+    }
+    if (all_reported) {
+      absl::MutexLock lock(&active_mu_);
+      active_.erase(st.get());
+    }
   }
 
   void AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why) {
@@ -501,14 +524,16 @@ class MasterSessionImpl final : public MasterSession {
       error = st->first_error;
     }
     if (!error.ok()) return st->done(error);
+    // Partitions that only send have no fetches and may still be running:
+    // their calls are not read here.
     bool bulk_fetches = false;
     for (auto& c : st->calls)
-      if (!c->local)
+      if (!c->local && !c->only_sends)
         for (const proto::NamedTensor& nt : c->response.recv()) bulk_fetches |= nt.bulk_ticket() != 0;
     if (!bulk_fetches) return AnswerStep(st);
     st->pool->Schedule([this, st] {
       for (auto& c : st->calls) {
-        if (c->local) continue;
+        if (c->local || c->only_sends) continue;
         for (const proto::NamedTensor& nt : c->response.recv()) {
           if (nt.bulk_ticket() == 0) continue;
           absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
@@ -531,6 +556,7 @@ class MasterSessionImpl final : public MasterSession {
     std::map<std::string, const Tensor*> local_out;
     std::map<std::string, proto::TensorProto*> remote_out;
     for (auto& c : st->calls) {
+      if (c->only_sends) continue;  // no fetches; may still be running
       if (c->local) {
         const RunGraphCall& lc = c->local_call;
         for (size_t i = 0; i < lc.recv.size() && i < lc.recv_keys.size(); ++i) local_out[lc.recv_keys[i]] = &lc.recv[i];
@@ -564,6 +590,39 @@ class MasterSessionImpl final : public MasterSession {
     }
     st->done(absl::OkStatus());
   }
+
+  // On Close (and so on server shutdown): cancels the steps still running
+  // and waits (up to 30 s) until every partition call has reported, so no
+  // completion runs after the master, its pool or the local worker are gone.
+  void CancelActiveSteps() {
+    std::vector<std::shared_ptr<StepState>> steps;
+    {
+      absl::MutexLock lock(&active_mu_);
+      for (auto& [raw, weak] : active_)
+        if (std::shared_ptr<StepState> st = weak.lock()) steps.push_back(std::move(st));
+    }
+    // Not under active_mu_: cancelling can finish a step on this thread.
+    for (const std::shared_ptr<StepState>& st : steps) {
+      for (auto& c : st->calls)
+        if (!c->local) c->ctx.TryCancel();
+      if (local_worker_ != nullptr) {
+        proto::CleanupGraphRequest r;
+        r.set_step_id(st->step_id);
+        r.set_abort_message("the session is closing");
+        r.set_abort_code(static_cast<int>(absl::StatusCode::kCancelled));
+        local_worker_->CleanupGraph(r);
+      }
+    }
+    steps.clear();
+    absl::MutexLock lock(&active_mu_);
+    auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return active_.empty(); };
+    if (!active_mu_.AwaitWithTimeout(absl::Condition(&idle), absl::Seconds(30))) {
+      LOG(ERROR) << "Session " << handle_ << ": " << active_.size() << " step(s) did not end within 30 s of closing";
+    }
+  }
+
+  absl::Mutex active_mu_;
+  absl::flat_hash_map<StepState*, std::weak_ptr<StepState>> active_ ABSL_GUARDED_BY(active_mu_);
 
   const std::string handle_;
   const proto::SessionConfig config_;

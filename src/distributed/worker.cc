@@ -112,7 +112,24 @@ Worker::Worker(std::string task_name, WorkerCache* peers, WorkerOptions options)
       service_(std::make_unique<Service>(this)) {}
 
 Worker::~Worker() {
-  compute_.reset();  // joins in-flight RunGraph work first
+  compute_.reset();  // joins feed decoding still queued
+  // Cancel the partitions still running and wait for them: their completions
+  // use this Worker.
+  std::map<int64_t, std::shared_ptr<CancellationManager>> steps;
+  {
+    absl::MutexLock lock(&mu_);
+    steps = steps_;
+  }
+  absl::Status reason = absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down"));
+  for (auto& [step, cm] : steps) {
+    rendezvous_.AbortStep(step, reason);
+    cm->StartCancel(reason);
+  }
+  absl::MutexLock lock(&inflight_->mu);
+  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return inflight_->count == 0; };
+  if (!inflight_->mu.AwaitWithTimeout(absl::Condition(&idle), absl::Seconds(30))) {
+    LOG(ERROR) << task_name_ << ": " << inflight_->count << " partition run(s) did not end within 30 s of shutdown";
+  }
 }
 
 grpc::Service* Worker::service() { return service_.get(); }
@@ -140,6 +157,7 @@ absl::Status Worker::RegisterGraph(const proto::RegisterGraphRequest& req, proto
   graphs_[handle] = std::move(session);
   resp->set_graph_handle(handle);
   resp->set_incarnation(incarnation_);
+  resp->set_accepts_bulk(peers_->bulk_enabled());
   return absl::OkStatus();
 }
 
@@ -228,13 +246,18 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
                                          incarnation_, "). Restart the session.")));
     return;
   }
+  {
+    absl::MutexLock lock(&inflight_->mu);
+    ++inflight_->count;
+  }
   RunOptions ro;
   ro.step_id = call->step_id;
   ro.rendezvous = &rendezvous_;
   ro.cancellation = cm.get();
   ro.timeout_ms = call->timeout_ms;
   session->RunAsync(ro, call->send, call->recv_keys, call->targets,
-                    [this, call, session, cm, done = std::move(done)](absl::StatusOr<std::vector<Tensor>> out) {
+                    [this, call, session, cm, inflight = inflight_,
+                     done = std::move(done)](absl::StatusOr<std::vector<Tensor>> out) {
                       {
                         absl::MutexLock lock(&mu_);
                         auto it = steps_.find(call->step_id);
@@ -243,10 +266,13 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
                       if (!out.ok()) {
                         done(absl::Status(out.status().code(),
                                           absl::StrCat("[", task_name_, "] ", out.status().message())));
-                        return;
+                      } else {
+                        call->recv = std::move(*out);
+                        done(absl::OkStatus());
                       }
-                      call->recv = std::move(*out);
-                      done(absl::OkStatus());
+                      // The last touch: the shared count, not the Worker.
+                      absl::MutexLock lock(&inflight->mu);
+                      --inflight->count;
                     });
 }
 

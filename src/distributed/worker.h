@@ -94,6 +94,14 @@ class Worker {
   BulkServer* bulk_ = nullptr;
   std::unique_ptr<Service> service_;
 
+  // Partitions still running; the destructor cancels them and waits. Shared
+  // so that a finishing step's last touch is not of the Worker itself.
+  struct InFlight {
+    absl::Mutex mu;
+    int count ABSL_GUARDED_BY(mu) = 0;
+  };
+  std::shared_ptr<InFlight> inflight_ = std::make_shared<InFlight>();
+
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<LocalSession>> graphs_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, std::shared_ptr<CancellationManager>> steps_ ABSL_GUARDED_BY(mu_);

@@ -219,6 +219,37 @@ TEST_F(ClusterTest, LargeFeedsAndFetchesOfAnotherTaskTravelOverBulkPorts) {
   }
 }
 
+TEST(Cluster, LargeFeedToATaskWithoutBulkTransferTravelsInside) {
+  // The master (worker 0) has bulk transfer, the ps runs with --bulk_port=-1:
+  // a large feed for the ps must go inside the RunGraph message.
+  auto spec = MakeLocalClusterSpec(1, 1);
+  ASSERT_TRUE(spec.ok());
+  ServerOptions off;
+  off.bulk_port = -1;
+  auto ps = Server::Create(*spec, "ps", 0, off);
+  auto worker = Server::Create(*spec, "worker", 0);
+  ASSERT_TRUE(ps.ok() && worker.ok());
+  ASSERT_TRUE((*ps)->Start().ok());
+  ASSERT_TRUE((*worker)->Start().ok());
+  EXPECT_EQ((*ps)->bulk_port(), 0);
+  EXPECT_GT((*worker)->bulk_port(), 0);
+  const int64_t n = int64_t{1} << 20;  // 4 MiB
+  Scope root = Scope::NewRootScope();
+  auto on_ps = root.WithDevice("/job:ps/task:0");
+  auto x = ops::Placeholder(on_ps.WithOpName("xps"), DT_FLOAT);
+  auto s = ops::Sum(on_ps, x, {0});
+  SessionOptions o;
+  o.wait_for_cluster_ms = 20000;
+  Session sess((*worker)->target(), o);
+  Tensor feed = Tensor::Allocate(DT_FLOAT, TensorShape({n})).value();
+  for (float& v : feed.flat<float>()) v = 0.5f;
+  auto out = sess.Run({{x, feed}}, {s});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NEAR((*out)[0].scalar<float>(), n * 0.5, n * 0.5 * 1e-3);
+  EXPECT_EQ((*worker)->bulk_bytes_received(), static_cast<uint64_t>(n) * 4) << "client -> master over bulk";
+  EXPECT_EQ((*worker)->bulk_bytes_served(), 0u) << "master -> ps inside the RunGraph message";
+}
+
 // Where only the cluster spec's ports are open, bulk transfer is turned off
 // and large tensors travel inside the gRPC answers.
 TEST(Cluster, LargeTensorsCrossTasksWithBulkTransferOff) {
