@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "distflow/distflow.h"
 #include "gtest/gtest.h"
 #include "grpcpp/create_channel.h"
@@ -248,6 +250,43 @@ TEST(Cluster, LargeFeedToATaskWithoutBulkTransferTravelsInside) {
   EXPECT_NEAR((*out)[0].scalar<float>(), n * 0.5, n * 0.5 * 1e-3);
   EXPECT_EQ((*worker)->bulk_bytes_received(), static_cast<uint64_t>(n) * 4) << "client -> master over bulk";
   EXPECT_EQ((*worker)->bulk_bytes_served(), 0u) << "master -> ps inside the RunGraph message";
+}
+
+TEST(Cluster, ServersShutDownWhileAStepIsRunning) {
+  // A step of a few seconds (chained 1024^3 MatMuls on a worker, fed from a
+  // ps variable); the servers are destroyed in the middle of it. The client
+  // gets an answer (or an error) and every server's destructor returns.
+  auto spec = MakeLocalClusterSpec(1, 2);
+  ASSERT_TRUE(spec.ok());
+  auto servers = StartLocalCluster(*spec);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  std::string target;
+  for (auto& s : *servers)
+    if (s->task_name() == "/job:worker/replica:0/task:0") target = s->target();
+  Scope root = Scope::NewRootScope();
+  auto m = ops::MakeVariable(root.WithDevice("/job:ps/task:0").WithOpName("m"),
+                             ops::Fill(root.WithDevice("/job:ps/task:0"), {1024, 1024}, ops::Const(root, 0.001f)));
+  auto w1 = root.WithDevice("/job:worker/task:1");
+  Output y = ops::MatMul(w1, m, m);
+  for (int i = 0; i < 40; ++i) y = ops::MatMul(w1, y, m);
+  auto s = ops::Sum(root.WithDevice("/job:worker/task:0"), y, {0, 1});
+  SessionOptions o;
+  o.wait_for_cluster_ms = 20000;
+  Session sess(target, o);
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
+  absl::Notification answered;
+  absl::Status status;
+  std::thread client([&] {
+    status = sess.Run({s}).status();  // ~40 x 2 GFLOP: still running when the servers go
+    answered.Notify();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  absl::Time start = absl::Now();
+  servers->clear();  // Stop + destroy every server mid-step
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  client.join();
+  EXPECT_FALSE(status.ok()) << "the step cannot have finished";
 }
 
 // Where only the cluster spec's ports are open, bulk transfer is turned off
