@@ -1,0 +1,231 @@
+// BulkClient: pooled connections to peers' bulk ports (see bulk_transfer.h).
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "distributed/bulk_transfer.h"
+#include "distributed/bulk_wire.h"
+
+namespace distflow {
+
+using bulk_internal::kMagic;
+using bulk_internal::kPutMagic;
+using bulk_internal::kVersion;
+using bulk_internal::kUnknownTicket;
+using bulk_internal::PutU32;
+using bulk_internal::PutU64;
+using bulk_internal::GetU64;
+using bulk_internal::WriteAll;
+using bulk_internal::ReadAll;
+using bulk_internal::PeerName;
+using bulk_internal::SetIdleTimeout;
+using bulk_internal::SetNoDelay;
+
+BulkClient::~BulkClient() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [peer, fds] : idle_)
+    for (int fd : fds) close(fd);
+}
+
+size_t BulkClient::NumPooledForTest() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (auto& [peer, fds] : idle_) n += fds.size();
+  return n;
+}
+
+absl::StatusOr<int> BulkClient::Connect(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
+  if (rc != 0) return absl::UnavailableError(absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
+  std::string last_error = "no address";
+  int fd = -1;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+    last_error = std::strerror(errno);
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot connect: ", last_error));
+  SetNoDelay(fd);
+  return fd;
+}
+
+absl::Status BulkClient::Fetch(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
+                               CancellationManager* cm, absl::Duration idle_timeout) {
+  bool stale = false;
+  absl::Status s = FetchOnce(host, port, ticket, dst, n, cm, idle_timeout, /*pooled_ok=*/true, &stale);
+  // A pooled connection the peer has closed (it restarted, or idled out)
+  // fails before any byte of the answer: try once more on a new one.
+  if (stale) s = FetchOnce(host, port, ticket, dst, n, cm, idle_timeout, /*pooled_ok=*/false, &stale);
+  return s;
+}
+
+absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
+                                   CancellationManager* cm, absl::Duration idle_timeout, bool pooled_ok,
+                                   bool* stale) {
+  *stale = false;
+  const std::string peer = PeerName(host, port);
+  auto fail = [&](absl::StatusCode code, const std::string& what) {
+    return absl::Status(code, absl::StrCat("Bulk transfer of ", n, " bytes from ", peer, ": ", what,
+                                           ". If a firewall blocks it, give the servers a --bulk_port it allows, "
+                                           "or set DISTFLOW_BULK_TRANSFER=0 on every task."));
+  };
+  bool pooled = false;
+  absl::StatusOr<int> acquired = Acquire(peer, host, port, pooled_ok, &pooled);
+  if (!acquired.ok()) return fail(absl::StatusCode::kUnavailable, std::string(acquired.status().message()));
+  const int fd = *acquired;
+  SetIdleTimeout(fd, idle_timeout);
+
+  // Cancellation shuts the socket down, which wakes a blocked recv. The guard
+  // keeps the callback from touching the descriptor after it is released.
+  struct Guard {
+    absl::Mutex mu;
+    int fd ABSL_GUARDED_BY(mu) = -1;
+  };
+  auto guard = std::make_shared<Guard>();
+  {
+    absl::MutexLock l(&guard->mu);
+    guard->fd = fd;
+  }
+  CancellationManager::Token token = CancellationManager::kInvalidToken;
+  if (cm != nullptr) {
+    token = cm->Register([guard] {
+      absl::MutexLock l(&guard->mu);
+      if (guard->fd >= 0) shutdown(guard->fd, SHUT_RDWR);
+    });
+    if (token == CancellationManager::kInvalidToken) {
+      close(fd);
+      return absl::CancelledError(absl::StrCat("Bulk transfer from ", peer, " cancelled before it started"));
+    }
+  }
+  absl::Status status;
+  char req[16];
+  PutU32(req, kMagic);
+  PutU32(req + 4, kVersion);
+  PutU64(req + 8, ticket);
+  char head[8];
+  int err = 0;
+  if (int w = WriteAll(fd, req, sizeof(req)); w != 0) {
+    *stale = pooled;
+    status = fail(absl::StatusCode::kUnavailable, absl::StrCat("sending the request: ", std::strerror(w)));
+  } else if (size_t got_head = ReadAll(fd, head, sizeof(head), &err); got_head != sizeof(head)) {
+    *stale = pooled && got_head == 0 && err != EAGAIN && err != EWOULDBLOCK;
+    status = fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
+                                                      : absl::StatusCode::kUnavailable,
+                  err ? std::strerror(err) : "the peer closed the connection");
+  } else if (uint64_t len = GetU64(head); len == kUnknownTicket) {
+    status = fail(absl::StatusCode::kNotFound, "the peer no longer holds the tensor (ticket unknown or expired)");
+  } else if (len != n) {
+    status = fail(absl::StatusCode::kDataLoss, absl::StrCat("the peer offers ", len, " bytes"));
+  } else if (size_t got = ReadAll(fd, static_cast<char*>(dst), n, &err); got != n) {
+    status = fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
+                                                      : absl::StatusCode::kDataLoss,
+                  absl::StrCat("the connection ended after ", got, " bytes",
+                               err ? absl::StrCat(" (", std::strerror(err), ")") : std::string()));
+  }
+  bool cancelled = false;
+  if (cm != nullptr && !cm->Deregister(token)) cancelled = true;
+  {
+    absl::MutexLock l(&guard->mu);
+    guard->fd = -1;
+  }
+  if (cancelled) {
+    *stale = false;
+    close(fd);
+    return absl::CancelledError(absl::StrCat("Bulk transfer from ", peer, " cancelled"));
+  }
+  if (!status.ok()) {
+    close(fd);
+    return status;
+  }
+  Release(peer, fd);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> BulkClient::Acquire(const std::string& peer, const std::string& host, int port, bool pooled_ok,
+                                        bool* pooled) {
+  *pooled = false;
+  if (pooled_ok) {
+    absl::MutexLock lock(&mu_);
+    auto it = idle_.find(peer);
+    if (it != idle_.end() && !it->second.empty()) {
+      int fd = it->second.back();
+      it->second.pop_back();
+      *pooled = true;
+      return fd;
+    }
+  }
+  return Connect(host, port);
+}
+
+void BulkClient::Release(const std::string& peer, int fd) {
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<int>& idle = idle_[peer];
+    if (idle.size() < kMaxIdlePerPeer) {
+      idle.push_back(fd);
+      return;
+    }
+  }
+  close(fd);
+}
+
+absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, const void* src, size_t n,
+                                         absl::Duration idle_timeout) {
+  const std::string peer = PeerName(host, port);
+  auto fail = [&](absl::StatusCode code, const std::string& what) {
+    return absl::Status(code, absl::StrCat("Bulk transfer of ", n, " bytes to ", peer, ": ", what,
+                                           ". If a firewall blocks it, give the servers a --bulk_port it allows, "
+                                           "or set DISTFLOW_BULK_TRANSFER=0."));
+  };
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    bool pooled = false;
+    absl::StatusOr<int> acquired = Acquire(peer, host, port, /*pooled_ok=*/attempt == 0, &pooled);
+    if (!acquired.ok()) return fail(absl::StatusCode::kUnavailable, std::string(acquired.status().message()));
+    const int fd = *acquired;
+    SetIdleTimeout(fd, idle_timeout);
+    char req[16];
+    PutU32(req, kPutMagic);
+    PutU32(req + 4, kVersion);
+    PutU64(req + 8, n);
+    char head[8];
+    int err = 0;
+    int w = WriteAll(fd, req, sizeof(req));
+    if (w == 0 && n > 0) w = WriteAll(fd, static_cast<const char*>(src), n);
+    size_t got = w == 0 ? ReadAll(fd, head, sizeof(head), &err) : 0;
+    if (w == 0 && got == sizeof(head)) {
+      uint64_t ticket = GetU64(head);
+      if (ticket == kUnknownTicket) {
+        close(fd);
+        return fail(absl::StatusCode::kResourceExhausted, "the peer could not allocate the buffer");
+      }
+      Release(peer, fd);
+      return ticket;
+    }
+    close(fd);
+    // A stale pooled connection (the peer restarted) fails at once: one retry on a new one.
+    if (pooled && got == 0 && err != EAGAIN && err != EWOULDBLOCK) continue;
+    if (w != 0) return fail(absl::StatusCode::kUnavailable, absl::StrCat("sending: ", std::strerror(w)));
+    return fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
+                                                    : absl::StatusCode::kUnavailable,
+                err ? std::strerror(err) : "the peer closed the connection");
+  }
+  return fail(absl::StatusCode::kUnavailable, "the connection failed twice");
+}
+
+}  // namespace distflow
