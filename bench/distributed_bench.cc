@@ -7,7 +7,8 @@
 //       BM_RunGraphDirect       one RunGraph RPC straight to the worker (no master), Const -> Identity
 //       BM_StepWorkerOnly       grpc:// step whose graph lives on the worker only (RunStep + 1 RunGraph)
 //       BM_StepCrossTask        Variable on ps, Add on worker (RunStep + 2 RunGraph + 1 RecvTensor)
-//       BM_StepVsRpcInterleaved the unary RPC and the cross-task step alternated; medians and ratio
+//       BM_StepVsRpcInterleaved the unary RPC and the cross-task step alternated (client over gRPC,
+//                               and client in the worker's process); medians and ratios
 //   (b) Tensor transfer (float Variable on ps of 1..256 MiB, Sum on the worker):
 //       BM_TcpLoopback/MiB      one TCP stream on 127.0.0.1: write N bytes, read a 1-byte ack
 //       BM_GrpcRawPull/MiB      bare gRPC unary call returning N bytes from a zero-copy slice
@@ -96,9 +97,11 @@ Cluster& GetCluster() {
   return *cluster;
 }
 
+// The client as if in another process: its steps reach the master over gRPC.
 SessionOptions Options() {
   SessionOptions o;
   o.wait_for_cluster_ms = 20000;
+  o.in_process_master = false;
   return o;
 }
 
@@ -195,10 +198,17 @@ void BM_StepVsRpcInterleaved(benchmark::State& state) {
   auto v = ops::MakeVariable(ps.WithOpName("vi"), ops::Const(ps, 1.0f));
   auto y = ops::Add(worker, v, ops::Const(worker, 1.0f));
   auto init = ops::GlobalVariablesInitializer(root);
-  Session sess(c.worker_target, Options());
-  if (!sess.Run({}, {}, {init}).ok()) Die("init failed");
-  CheckRun(sess.Run({y}), state);
-  std::vector<double> rpc_us, step_us;
+  // `remote` reaches the worker's master over gRPC, as a client in another
+  // process does; `local` calls it in process, as the seeds' workers do
+  // (server and session in one process, session on server.target).
+  Session remote(c.worker_target, Options());
+  SessionOptions lo = Options();
+  lo.in_process_master = true;
+  Session local(c.worker_target, lo);
+  if (!remote.Run({}, {}, {init}).ok()) Die("init failed");
+  CheckRun(remote.Run({y}), state);
+  CheckRun(local.Run({y}), state);
+  std::vector<double> rpc_us, step_us, local_us;
   proto::GetStatusRequest req;
   proto::GetStatusResponse resp;
   for (auto _ : state) {
@@ -206,21 +216,28 @@ void BM_StepVsRpcInterleaved(benchmark::State& state) {
     grpc::ClientContext ctx;
     grpc::Status s = stub->GetStatus(&ctx, req, &resp);
     auto t1 = std::chrono::steady_clock::now();
-    CheckRun(sess.Run({y}), state);
+    CheckRun(remote.Run({y}), state);
     auto t2 = std::chrono::steady_clock::now();
+    CheckRun(local.Run({y}), state);
+    auto t3 = std::chrono::steady_clock::now();
     if (!s.ok()) state.SkipWithError(s.error_message().c_str());
     rpc_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     step_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+    local_us.push_back(std::chrono::duration<double, std::micro>(t3 - t2).count());
   }
   auto median = [](std::vector<double> x) {
     if (x.empty()) return 0.0;
     std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(x.size() / 2), x.end());
     return x[x.size() / 2];
   };
-  double r = median(rpc_us), st = median(step_us);
+  double r = median(rpc_us), st = median(step_us), lst = median(local_us);
   state.counters["rpc_median_us"] = r;
   state.counters["step_median_us"] = st;
+  state.counters["local_step_median_us"] = lst;
   state.counters["step_over_rpc"] = r > 0 ? st / r : 0;
+  state.counters["local_step_over_rpc"] = r > 0 ? lst / r : 0;
+  // Whether `local` really found the master in process (not with external servers).
+  state.counters["in_process"] = c.servers.empty() ? 0 : 1;
 }
 BENCHMARK(BM_StepVsRpcInterleaved)->UseRealTime()->MinTime(3.0);
 

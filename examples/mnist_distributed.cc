@@ -7,10 +7,17 @@
 // worker is done, shuts the whole cluster down, so parameter servers exit by
 // themselves.
 //
+// With --start_server a worker runs its own task's server in this process,
+// as the seeds' workers do (`server = tf.train.Server(...)`, then a session
+// on `server.target`); the session then reaches its master without the
+// network. Without it, the worker task is a separate distflow-server:
+//
 //   distflow-server --cluster_spec=$SPEC --job_name=ps --task_index=0 &
-//   distflow-server --cluster_spec=$SPEC --job_name=worker --task_index=0 &
-//   distflow-server --cluster_spec=$SPEC --job_name=worker --task_index=1 &
-//   mnist_distributed --cluster_spec=$SPEC --task_index=0 & mnist_distributed --cluster_spec=$SPEC --task_index=1
+//   mnist_distributed --cluster_spec=$SPEC --task_index=0 --start_server &
+//   mnist_distributed --cluster_spec=$SPEC --task_index=1 --start_server
+//
+//   (or: distflow-server ... --job_name=worker --task_index=0 & ... and
+//    mnist_distributed --cluster_spec=$SPEC --task_index=0 without the flag)
 #include <cstdio>
 #include <thread>
 
@@ -32,6 +39,8 @@ ABSL_FLAG(double, learning_rate, 1e-3, "Adam learning rate");
 ABSL_FLAG(std::string, data_dir, distflow::data::kDefaultFashionMnistDir, "directory of the IDX files");
 ABSL_FLAG(int, print_every, 100, "print when the global step crosses a multiple of this");
 ABSL_FLAG(double, min_accuracy, 0.0, "the chief exits 3 if test accuracy ends below this");
+ABSL_FLAG(bool, start_server, false,
+          "run this worker task's server in this process (no distflow-server for it), as the seeds do");
 ABSL_FLAG(bool, shutdown_cluster, true, "the chief stops every task when all workers are done");
 
 namespace df = distflow;
@@ -91,9 +100,21 @@ int main(int argc, char** argv) {
   auto init = df::ops::GlobalVariablesInitializer(root);
   if (!root.ok()) return Die("building the graph", root.status());
 
+  std::unique_ptr<df::Server> server;
+  std::string target = absl::StrCat("grpc://", *address);
+  if (absl::GetFlag(FLAGS_start_server)) {
+    absl::StatusOr<std::unique_ptr<df::Server>> created = df::Server::Create(*cluster, "worker", task);
+    if (!created.ok()) return Die("creating this task's server", created.status());
+    if (absl::Status st = (*created)->Start(); !st.ok()) return Die("starting this task's server", st);
+    server = std::move(*created);
+    target = server->target();
+  }
   df::SessionOptions options;
   options.wait_for_cluster_ms = 120000;
-  df::Session sess(absl::StrCat("grpc://", *address), options);
+  // This worker's steps touch only the ps tasks and its own task: do not
+  // wait for the other workers (TensorFlow's device_filters idiom).
+  options.device_filters = {"/job:ps", worker_device};
+  df::Session sess(target, options);
   if (chief) {
     if (auto r = sess.Run({}, {}, {init}); !r.ok()) return Die("initialising", r.status());
     std::printf("Worker %d (chief): model initialised on the ps tasks\n", task);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs distflow's main job: a local
-# cluster (one parameter server, two workers, each a distflow-server
-# process) training the book's CNN on Fashion-MNIST with between-graph
-# replication. When training is over the chief shuts the cluster down, so
-# every server exits by itself.
+# cluster (one parameter server process, two worker processes) training the
+# book's CNN on Fashion-MNIST with between-graph replication. As in the seeds,
+# each worker process runs its own task's server and its training loop; the
+# ps is a plain distflow-server. When training is over the chief shuts the
+# cluster down, so the parameter server exits by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,19 +29,16 @@ LOGS=$(mktemp -d)
 echo "cluster: $SPEC (server logs in $LOGS)"
 
 ./build/tools/distflow-server --cluster_spec="$SPEC" --job_name=ps --task_index=0 >"$LOGS/ps0.log" 2>&1 &
-SERVERS=($!)
-for i in 0 1; do
-  ./build/tools/distflow-server --cluster_spec="$SPEC" --job_name=worker --task_index=$i >"$LOGS/worker$i.log" 2>&1 &
-  SERVERS+=($!)
-done
-# On an early exit, stop the servers; those already gone make kill fail, which is fine.
-trap 'kill "${SERVERS[@]}" 2>/dev/null || true' EXIT
+PS_PID=$!
+# On an early exit, stop the ps; if it is already gone kill fails, which is fine.
+trap 'kill "$PS_PID" 2>/dev/null || true' EXIT
 
-./build/examples/mnist_distributed --cluster_spec="$SPEC" --task_index=1 --steps="$STEPS" >"$LOGS/client1.log" 2>&1 &
-CLIENT1=$!
-./build/examples/mnist_distributed --cluster_spec="$SPEC" --task_index=0 --steps="$STEPS"
-wait "$CLIENT1"
-# The servers exit on their own once the chief shuts the cluster down.
-for pid in "${SERVERS[@]}"; do wait "$pid"; done
+./build/examples/mnist_distributed --cluster_spec="$SPEC" --task_index=1 --start_server --steps="$STEPS" \
+  >"$LOGS/worker1.log" 2>&1 &
+WORKER1=$!
+./build/examples/mnist_distributed --cluster_spec="$SPEC" --task_index=0 --start_server --steps="$STEPS"
+wait "$WORKER1"
+# The ps exits on its own once the chief shuts the cluster down.
+wait "$PS_PID"
 trap - EXIT
-echo "every server exited by itself"
+echo "every process exited by itself"

@@ -70,7 +70,9 @@ absl::StatusOr<std::pair<DataType, TensorShape>> BulkTensorSpec(const proto::Nam
 struct BulkServer::Offers {
   struct Received {
     std::shared_ptr<TensorBuffer> buffer;
+    size_t offset = 0;  // of the first byte in `buffer`
     size_t bytes = 0;
+    bool local = false;  // put by PutLocal: shares the putter's memory, not budgeted
     Timer::Id timer = 0;
   };
   absl::Mutex mu;
@@ -103,7 +105,7 @@ struct BulkServer::Offers {
   bool EraseReceived(uint64_t ticket, Received* out = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = received.find(ticket);
     if (it == received.end()) return false;
-    held_put_bytes -= it->second.bytes;
+    if (!it->second.local) held_put_bytes -= it->second.bytes;
     if (out != nullptr) *out = std::move(it->second);
     received.erase(it);
     return true;
@@ -227,7 +229,25 @@ absl::StatusOr<Tensor> BulkServer::TakeReceived(uint64_t ticket, DataType dtype,
     return absl::InvalidArgumentError(absl::StrCat("Bulk feed of ", r.bytes, " bytes cannot be a ", DataTypeName(dtype),
                                                    " tensor of shape ", shape.DebugString()));
   }
-  return Tensor::FromBuffer(dtype, shape, std::move(r.buffer), 0);
+  return Tensor::FromBuffer(dtype, shape, std::move(r.buffer), r.offset);
+}
+
+uint64_t BulkServer::PutLocal(const Tensor& t) {
+  absl::MutexLock lock(&offers_->mu);
+  uint64_t ticket = offers_->NewTicket();
+  size_t offset = static_cast<size_t>(static_cast<const char*>(t.raw_data()) -
+                                      static_cast<const char*>(t.buffer()->data()));
+  offers_->received.emplace(ticket, Offers::Received{t.buffer(), offset, t.TotalBytes(), /*local=*/true,
+                                                     Offers::Expire(offers_, ticket, std::min(ttl_, absl::Seconds(30)))});
+  return ticket;
+}
+
+absl::StatusOr<Tensor> BulkServer::TakeOffer(uint64_t ticket) {
+  Tensor t;
+  if (!offers_->Take(ticket, &t)) {
+    return absl::NotFoundError(absl::StrCat("Bulk ticket ", ticket, " is unknown here (expired after the TTL, or already taken)"));
+  }
+  return t;
 }
 
 void BulkServer::DropReceived(uint64_t ticket) {
@@ -336,7 +356,7 @@ void BulkServer::Serve(int fd) {
         absl::MutexLock lock(&offers_->mu);
         ticket = offers_->NewTicket();
         offers_->received.emplace(
-            ticket, Offers::Received{std::move(*buf), n,
+            ticket, Offers::Received{std::move(*buf), 0, n, /*local=*/false,
                                      Offers::Expire(offers_, ticket, std::min(ttl_, absl::Seconds(30)))});
       }
       bytes_received_.fetch_add(n, std::memory_order_relaxed);

@@ -88,6 +88,12 @@ class BulkServer {
   // Keeps `t` until one peer fetches it or the TTL passes; returns the ticket.
   uint64_t Offer(const Tensor& t);
   size_t NumOffersForTest() const;
+  // Takes an offer in this process (an in-process client's fetch): the
+  // tensor itself, no copy. NotFound if the ticket is unknown or expired.
+  absl::StatusOr<Tensor> TakeOffer(uint64_t ticket);
+  // A put from this process (an in-process client's feed): keeps `t`'s
+  // buffer, no copy, under the same ticket rules as a put from a peer.
+  uint64_t PutLocal(const Tensor& t);
   // Takes bytes a peer put, as a tensor of `dtype` and `shape` (their sizes
   // must match). NotFound if the ticket is unknown or expired.
   absl::StatusOr<Tensor> TakeReceived(uint64_t ticket, DataType dtype, const TensorShape& shape);

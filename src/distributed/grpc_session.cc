@@ -1,10 +1,14 @@
 #include "distributed/grpc_session.h"
 
 #include <random>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "distributed/local_master.h"
+#include "distributed/master.h"
 #include "distributed/worker_cache.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -32,6 +36,11 @@ GrpcSession::GrpcSession(std::string address, SessionOptions options)
 
 GrpcSession::~GrpcSession() { (void)Close(); }
 
+std::optional<LocalMasterLease> GrpcSession::InProcessMaster() const {
+  if (!options_.in_process_master) return std::nullopt;
+  return LocalMasterLease::Find(address_);
+}
+
 absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(const std::string& target, SessionOptions options) {
   absl::string_view rest = target;
   if (!absl::ConsumePrefix(&rest, "grpc://") || rest.empty()) {
@@ -57,16 +66,22 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
     c->set_operation_timeout_ms(options_.operation_timeout_ms);
     c->set_wait_for_tasks_ms(wait);
     proto::CreateSessionResponse resp;
-    grpc::Status s = stub_->CreateSession(&ctx, req, &resp);
-    if (!s.ok()) {
-      absl::Status e = FromGrpcStatus(s);
+    absl::Status e;
+    std::optional<LocalMasterLease> local = InProcessMaster();
+    if (local) {
+      e = local->master()->CreateSession(req, &resp);
+    } else {
+      e = FromGrpcStatus(stub_->CreateSession(&ctx, req, &resp));
+    }
+    if (!e.ok()) {
       if (absl::IsDeadlineExceeded(e) || absl::IsUnavailable(e)) {
         return absl::UnavailableError(absl::StrCat("Cannot create a session on ", address_, ": ", e.message()));
       }
       return e;
     }
     handle_ = resp.session_handle();
-    if (resp.bulk_port() > 0 && BulkTransferEnabledByEnv()) {
+    // An in-process master takes large feeds from memory (Run); others over their bulk port.
+    if (!local && resp.bulk_port() > 0 && BulkTransferEnabledByEnv()) {
       absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address_);
       if (hp.ok()) {
         bulk_host_ = hp->first;
@@ -79,6 +94,7 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
   proto::ExtendSessionRequest req;
   req.set_session_handle(handle_);
   *req.mutable_graph_def() = graph;
+  if (std::optional<LocalMasterLease> local = InProcessMaster()) return local->master()->ExtendSession(req);
   proto::ExtendSessionResponse resp;
   return FromGrpcStatus(stub_->ExtendSession(&ctx, req, &resp));
 }
@@ -100,8 +116,18 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
     bulk_host = bulk_host_;
     bulk_port = bulk_port_;
   }
+  // A master in this process takes large feeds and hands back large fetches
+  // in memory, through its bulk server's tickets, without copying them.
+  std::optional<LocalMasterLease> local = InProcessMaster();
+  BulkServer* local_bulk =
+      local && BulkTransferEnabledByEnv() ? local->master()->bulk_server() : nullptr;
+  if (local) bulk = nullptr;
   for (const auto& [name, t] : feeds) {
     proto::NamedTensor* nt = req.add_feed();
+    if (local_bulk != nullptr && IsBulkCandidate(t)) {
+      SetBulkNamedTensor(name, t, local_bulk->PutLocal(t), local_bulk->port(), nt);
+      continue;
+    }
     // Large feeds go to the master's bulk port first; the request names them.
     if (bulk != nullptr && IsBulkCandidate(t)) {
       absl::StatusOr<uint64_t> ticket = bulk->Put(bulk_host, bulk_port, t.raw_data(), t.TotalBytes());
@@ -114,31 +140,60 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
     nt->set_name(name);
     EncodeTensor(t, nt->mutable_tensor());
   }
-  req.set_accept_bulk(bulk != nullptr);
+  req.set_accept_bulk(bulk != nullptr || local_bulk != nullptr);
   for (const std::string& f : fetches) req.add_fetch(f);
   for (const std::string& t : targets) req.add_target(t);
   req.set_request_id(RandomRequestId());
   req.set_timeout_ms(options.timeout_ms > 0 ? options.timeout_ms : options_.operation_timeout_ms);
   proto::RunStepResponse resp;
-  grpc::Status s;
-  // A reply lost to a broken connection is retried; the master runs the step once.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    grpc::ClientContext ctx;
-    ctx.set_wait_for_ready(true);
-    if (req.timeout_ms() > 0) {
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(req.timeout_ms() + 5000));
+  if (local) {
+    // The master enforces the step's deadline itself.
+    absl::Notification finished;
+    absl::Status st;
+    local->master()->RunStepAsync(&req, &resp, [&](absl::Status s) {
+      st = std::move(s);
+      finished.Notify();
+    });
+    finished.WaitForNotification();
+    if (!st.ok()) return st;
+  } else {
+    grpc::Status s;
+    // A reply lost to a broken connection is retried; the master runs the
+    // step once. The session exists, so its master was up: a master that
+    // stays unreachable is an error after the retries, not a wait forever.
+    constexpr int kAttempts = 3;
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250 * attempt));
+      grpc::ClientContext ctx;
+      if (req.timeout_ms() > 0) {
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(req.timeout_ms() + 5000));
+      }
+      resp.Clear();
+      s = stub_->RunStep(&ctx, req, &resp);
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
     }
-    resp.Clear();
-    s = stub_->RunStep(&ctx, req, &resp);
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      return absl::UnavailableError(absl::StrCat("The master at ", address_, " is unreachable after ", kAttempts,
+                                                 " attempts (", s.error_message(),
+                                                 "); is its server still running?"));
+    }
+    if (!s.ok()) return FromGrpcStatus(s);
   }
-  if (!s.ok()) return FromGrpcStatus(s);
   std::vector<Tensor> out;
   for (const proto::NamedTensor& nt : resp.tensor()) {
     if (nt.bulk_ticket() != 0) {
-      if (bulk == nullptr) return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "' came as a bulk ticket"));
       absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
       if (!spec.ok()) return spec.status();
+      if (local_bulk != nullptr) {
+        absl::StatusOr<Tensor> t = local_bulk->TakeOffer(nt.bulk_ticket());
+        if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat("Fetched tensor '", nt.name(), "': ", t.status().message()));
+        if (t->dtype() != spec->first || t->shape() != spec->second) {
+          return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "' does not match its announced type"));
+        }
+        out.push_back(std::move(*t));
+        continue;
+      }
+      if (bulk == nullptr) return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "' came as a bulk ticket"));
       absl::StatusOr<Tensor> t = Tensor::Allocate(spec->first, spec->second);
       if (!t.ok()) return t.status();
       absl::Status got = bulk->Fetch(bulk_host, nt.bulk_port(), nt.bulk_ticket(), t->raw_data(), t->TotalBytes(), nullptr);
@@ -165,6 +220,7 @@ absl::Status GrpcSession::Close() {
     handle = handle_;
   }
   if (handle.empty()) return absl::OkStatus();
+  if (std::optional<LocalMasterLease> local = InProcessMaster()) return local->master()->CloseSession(handle);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   proto::CloseSessionRequest req;
@@ -175,11 +231,12 @@ absl::Status GrpcSession::Close() {
 }
 
 absl::Status GrpcSession::Reset(const std::vector<std::string>& containers) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   proto::ResetRequest req;
   for (const std::string& c : containers) req.add_container(c);
   for (const std::string& f : options_.device_filters) req.add_device_filters(f);
+  if (std::optional<LocalMasterLease> local = InProcessMaster()) return local->master()->Reset(req);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   proto::ResetResponse resp;
   return FromGrpcStatus(stub_->Reset(&ctx, req, &resp));
 }

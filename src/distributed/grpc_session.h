@@ -3,7 +3,8 @@
 // client. The first Extend creates the master session; later ones extend it.
 // Calls wait for the server to come up (bounded by wait_for_cluster_ms), so a
 // client may start before its cluster. Each RunStep carries a request id, so
-// a retry after a lost reply is not executed twice. Thread-safe.
+// a retry after a lost reply is not executed twice. A target naming a server
+// in this process skips the network (local_master.h). Thread-safe.
 #pragma once
 
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "distributed/bulk_transfer.h"
+#include "distributed/local_master.h"
 #include "proto/master.grpc.pb.h"
 #include "runtime/local_session.h"
 
@@ -34,6 +36,8 @@ class GrpcSession : public SessionInterface {
 
  private:
   GrpcSession(std::string address, SessionOptions options);
+  // The master of a server in this process that `address_` names, if any.
+  std::optional<LocalMasterLease> InProcessMaster() const;
 
   const std::string address_;
   const SessionOptions options_;

@@ -49,6 +49,7 @@ class Master {
   // Takes large feeds from and serves large fetches to clients (null: never).
   // Set before the service starts.
   void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }
+  BulkServer* bulk_server() const { return bulk_; }
 
  private:
   class Service;

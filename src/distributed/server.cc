@@ -23,7 +23,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ClusterSpec& cluste
   return s;
 }
 
-Server::~Server() { Stop(); }
+Server::~Server() {
+  Stop();
+  std::thread stopper;
+  {
+    absl::MutexLock lock(&mu_);
+    stopper = std::move(shutdown_thread_);
+  }
+  if (stopper.joinable()) stopper.join();
+  // In-process sessions may still be inside a call to the master.
+  if (local_entry_ != nullptr) local_entry_->WaitIdle();
+}
 
 absl::Status Server::Start() {
   absl::MutexLock lock(&mu_);
@@ -51,8 +61,11 @@ absl::Status Server::Start() {
   worker_->set_bulk_server(bulk_.get());
   master_ = std::make_unique<Master>(task_name_, workers_.get(), worker_.get());
   master_->set_bulk_server(bulk_.get());
+  // Stop from a thread of our own (not the RPC's), joined by ~Server.
   worker_->SetShutdownHandler([this](const std::string&) {
-    std::thread([this] { Stop(); }).detach();
+    absl::MutexLock lock(&mu_);
+    if (stopped_ || shutdown_thread_.joinable()) return;
+    shutdown_thread_ = std::thread([this] { Stop(); });
   });
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -78,6 +91,8 @@ absl::Status Server::Start() {
     workers_->SetTaskAddress(task_name_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
   }
   started_ = true;
+  local_entry_ = std::make_shared<LocalMasterEntry>(master_.get());
+  RegisterLocalMaster(host_port(), local_entry_);
   LOG(INFO) << "Started server for " << task_name_ << " on " << host_ << ":" << bound_port_ << " with device "
             << worker_->device_name()
             << (bulk_ ? absl::StrCat("; bulk tensor transfer on port ", bulk_->port()) : std::string("; bulk transfer off"));
@@ -85,12 +100,21 @@ absl::Status Server::Start() {
 }
 
 void Server::Stop() {
+  bool already = false;
   {
     absl::MutexLock lock(&mu_);
-    if (!started_ || stopped_) return;
+    if (!started_) return;
+    already = stopped_;
     stopped_ = true;
   }
+  if (already) {
+    // Another thread is stopping the server: return once it has.
+    stopped_note_.WaitForNotification();
+    return;
+  }
   LOG(INFO) << "Stopping server for " << task_name_;
+  UnregisterLocalMaster(host_port(), local_entry_.get());
+  local_entry_->Close();
   master_->CloseAll();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server_->Wait();
@@ -110,10 +134,12 @@ void Server::SetPeerAddress(const std::string& task, const std::string& address)
   if (workers_ != nullptr) workers_->SetTaskAddress(task, address);
 }
 
-std::string Server::target() const {
+std::string Server::host_port() const {
   std::string h = host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_;
-  return absl::StrCat("grpc://", h, ":", bound_port_);
+  return absl::StrCat(h, ":", bound_port_);
 }
+
+std::string Server::target() const { return absl::StrCat("grpc://", host_port()); }
 
 absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
                              const std::vector<std::string>& except) {

@@ -2,17 +2,21 @@
 // worker services (and gRPC's standard health service) on the task's address
 // from the cluster spec, binding the host given there (0.0.0.0 only if the
 // spec says so). Port 0 picks a free port; target() then reports the real
-// one. Stop() closes sessions and shuts the server down; Join() returns once
-// the server has stopped — after Stop(), a Shutdown request from the chief,
-// or a signal handled by the binary. Thread-safe.
+// one. Sessions in this process whose target is this server's call its
+// master directly (local_master.h). Stop() closes sessions and shuts the
+// server down (a second caller waits for the first); Join() returns once the
+// server has stopped — after Stop(), a Shutdown request from the chief, or a
+// signal handled by the binary. Thread-safe.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "distributed/cluster_spec.h"
+#include "distributed/local_master.h"
 #include "distributed/master.h"
 #include "distributed/worker.h"
 #include "grpcpp/server.h"
@@ -55,6 +59,7 @@ class Server {
 
  private:
   Server(ClusterSpec cluster, std::string job, int task, ServerOptions options);
+  std::string host_port() const;  // with the bound port
 
   ClusterSpec cluster_;
   const std::string job_;
@@ -68,9 +73,12 @@ class Server {
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<Master> master_;
   std::unique_ptr<grpc::Server> server_;
+  // Sessions in this process reach master_ through this (local_master.h).
+  std::shared_ptr<LocalMasterEntry> local_entry_;
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread shutdown_thread_ ABSL_GUARDED_BY(mu_);  // runs Stop() for a Shutdown request
   absl::Notification stopped_note_;
 };
 

@@ -44,6 +44,10 @@ struct SessionOptions {
   bool log_device_placement = false;
   std::vector<std::string> device_filters;  // e.g. {"/job:ps", "/job:worker/task:1"}
   int64_t wait_for_cluster_ms = 0;          // 0: 300 s
+  // A target naming a server in this process calls its master directly (no
+  // network between client and master, feeds and fetches not copied), as
+  // with TensorFlow's `tf.Session(server.target)`. False: always use gRPC.
+  bool in_process_master = true;
 };
 
 struct RunOptions {

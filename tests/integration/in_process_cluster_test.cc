@@ -1,5 +1,7 @@
 // Clusters of real gRPC servers inside the test process (2 ps + 2 workers),
-// driven through grpc:// sessions exactly as a user would.
+// driven through grpc:// sessions exactly as a user would. The ClusterTest
+// cases run twice: with the client calling its in-process master directly,
+// and through gRPC as a client in another process would.
 #include <algorithm>
 #include <thread>
 
@@ -15,7 +17,7 @@
 namespace distflow {
 namespace {
 
-class ClusterTest : public ::testing::Test {
+class ClusterTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     auto spec = MakeLocalClusterSpec(2, 2);
@@ -33,13 +35,18 @@ class ClusterTest : public ::testing::Test {
   SessionOptions Options() {
     SessionOptions o;
     o.wait_for_cluster_ms = 20000;
+    o.in_process_master = InProcess();
     return o;
   }
+  static bool InProcess() { return GetParam(); }
   ClusterSpec spec_;
   std::vector<std::unique_ptr<Server>> servers_;
 };
 
-TEST_F(ClusterTest, CrossTaskEdgesComputeOnWorkerWithVariablesOnPs) {
+INSTANTIATE_TEST_SUITE_P(ClientPath, ClusterTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "InProcessMaster" : "OverGrpc"; });
+
+TEST_P(ClusterTest, CrossTaskEdgesComputeOnWorkerWithVariablesOnPs) {
   Scope root = Scope::NewRootScope();
   auto ps0 = root.WithDevice("/job:ps/task:0");
   auto ps1 = root.WithDevice("/job:ps/task:1");
@@ -56,7 +63,7 @@ TEST_F(ClusterTest, CrossTaskEdgesComputeOnWorkerWithVariablesOnPs) {
   EXPECT_TENSOR_EQ(Tensor::FromVector<float>({4, 6}, TensorShape({1, 2})), (*out)[0]);
 }
 
-TEST_F(ClusterTest, VariablesPersistAcrossStepsAndSessions) {
+TEST_P(ClusterTest, VariablesPersistAcrossStepsAndSessions) {
   auto build = [](Scope root, Output* counter, Output* incr, Operation* init) {
     auto ps = root.WithDevice("/job:ps/task:1");
     *counter = ops::MakeVariable(ps.WithOpName("counter"), ops::Const(ps, int64_t{0}));
@@ -82,7 +89,7 @@ TEST_F(ClusterTest, VariablesPersistAcrossStepsAndSessions) {
   EXPECT_EQ((*out)[0].scalar<int64_t>(), 3) << "a new session on another worker sees the ps variable";
 }
 
-TEST_F(ClusterTest, TwoClientsShareVariables) {
+TEST_P(ClusterTest, TwoClientsShareVariables) {
   {
     Scope root = Scope::NewRootScope();
     auto ps = root.WithDevice("/job:ps/task:0");
@@ -109,7 +116,7 @@ TEST_F(ClusterTest, TwoClientsShareVariables) {
   EXPECT_EQ((*out)[0].scalar<float>(), 40.f);
 }
 
-TEST_F(ClusterTest, ErrorOnPsReachesClientAndAbortsTheStep) {
+TEST_P(ClusterTest, ErrorOnPsReachesClientAndAbortsTheStep) {
   Scope root = Scope::NewRootScope();
   auto ps = root.WithDevice("/job:ps/task:1");
   auto w = ops::Variable(ps.WithOpName("never_initialized"), PartialShape({2}), DT_FLOAT);
@@ -128,7 +135,7 @@ TEST_F(ClusterTest, ErrorOnPsReachesClientAndAbortsTheStep) {
   EXPECT_TRUE(ok.ok()) << ok.status();
 }
 
-TEST_F(ClusterTest, UnknownDeviceIsAClearErrorAndSoftPlacementFixesIt) {
+TEST_P(ClusterTest, UnknownDeviceIsAClearErrorAndSoftPlacementFixesIt) {
   Scope root = Scope::NewRootScope();
   auto v = ops::Const(root.WithDevice("/job:ps/task:0/device:CPU:1").WithOpName("b"), 1.f);
   {
@@ -146,7 +153,7 @@ TEST_F(ClusterTest, UnknownDeviceIsAClearErrorAndSoftPlacementFixesIt) {
   EXPECT_EQ((*out)[0].scalar<float>(), 1.f);
 }
 
-TEST_F(ClusterTest, LargeTensorCrossesTasksWithoutSizeLimit) {
+TEST_P(ClusterTest, LargeTensorCrossesTasksWithoutSizeLimit) {
   // 256 MiB of float32 made on a ps and reduced on a worker.
   const int64_t n = int64_t{64} << 20;
   Scope root = Scope::NewRootScope();
@@ -161,38 +168,44 @@ TEST_F(ClusterTest, LargeTensorCrossesTasksWithoutSizeLimit) {
   EXPECT_EQ(served, static_cast<uint64_t>(n) * 4) << "the tensor should travel over the bulk port";
 }
 
-TEST_F(ClusterTest, LargeFeedsAndFetchesTravelOverTheMastersBulkPort) {
+TEST_P(ClusterTest, LargeFeedsAndFetchesTravelOverTheMastersBulkPort) {
   // A 2M-element float feed (8 MiB) to a placeholder on the worker whose
   // master the client talks to; the doubled tensor comes back as a fetch.
+  // In process, nothing crosses a socket and the fed tensor itself reaches
+  // the graph (its Identity comes back sharing the client's memory).
   const int64_t n = int64_t{2} << 20;
   Scope root = Scope::NewRootScope();
   auto w = root.WithDevice("/job:worker/task:0");
   auto x = ops::Placeholder(w.WithOpName("x"), DT_FLOAT);
   auto y = ops::Add(w, x, x);
   auto s = ops::Sum(w, y, {0});
+  auto same = ops::Identity(w, x);
   Session sess(Target("worker", 0), Options());
   Tensor feed = Tensor::Allocate(DT_FLOAT, TensorShape({n})).value();
   float* p = static_cast<float*>(feed.raw_data());
   for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(i % 7);
-  auto out = sess.Run({{x, feed}}, {y, s});
+  auto out = sess.Run({{x, feed}}, {y, s, same});
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ((*out)[0].shape(), TensorShape({n}));
   const float* q = static_cast<const float*>((*out)[0].raw_data());
   for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(q[i], 2.0f * static_cast<float>(i % 7)) << i;
+  EXPECT_TENSOR_EQ(feed, (*out)[2]);
+  EXPECT_EQ((*out)[2].SharesBufferWith(feed), InProcess());
   Server* master = nullptr;
   for (auto& srv : servers_)
     if (srv->task_name() == "/job:worker/replica:0/task:0") master = srv.get();
   ASSERT_NE(master, nullptr);
-  EXPECT_EQ(master->bulk_bytes_received(), static_cast<uint64_t>(n) * 4) << "the feed should arrive over the bulk port";
-  EXPECT_EQ(master->bulk_bytes_served(), static_cast<uint64_t>(n) * 4) << "the fetch should leave over the bulk port";
+  const uint64_t bytes = InProcess() ? 0 : static_cast<uint64_t>(n) * 4;
+  EXPECT_EQ(master->bulk_bytes_received(), bytes) << "the feed arrives over the bulk port unless in process";
+  EXPECT_EQ(master->bulk_bytes_served(), 2 * bytes) << "the fetches leave over the bulk port unless in process";
   // Small tensors still travel inside the messages.
   auto small = sess.Run({{x, Tensor::FromVector<float>({1, 2, 3})}}, {s});
   ASSERT_TRUE(small.ok()) << small.status();
   EXPECT_EQ((*small)[0].scalar<float>(), 12.0f);
-  EXPECT_EQ(master->bulk_bytes_received(), static_cast<uint64_t>(n) * 4);
+  EXPECT_EQ(master->bulk_bytes_received(), bytes);
 }
 
-TEST_F(ClusterTest, LargeFeedsAndFetchesOfAnotherTaskTravelOverBulkPorts) {
+TEST_P(ClusterTest, LargeFeedsAndFetchesOfAnotherTaskTravelOverBulkPorts) {
   // The client talks to worker 0's master; the placeholder and the result
   // live on worker 1, so the feed goes client -> master -> worker 1 and the
   // fetch worker 1 -> master -> client, every hop over a bulk port.
@@ -210,10 +223,11 @@ TEST_F(ClusterTest, LargeFeedsAndFetchesOfAnotherTaskTravelOverBulkPorts) {
   const float* q = static_cast<const float*>((*out)[0].raw_data());
   for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(q[i], 2.0f * static_cast<float>(i % 5)) << i;
   const uint64_t bytes = static_cast<uint64_t>(n) * 4;
+  const uint64_t client_bytes = InProcess() ? 0 : bytes;  // in process, client <-> master is memory
   for (auto& srv : servers_) {
     if (srv->task_name() == "/job:worker/replica:0/task:0") {
-      EXPECT_EQ(srv->bulk_bytes_received(), bytes) << "the client's feed";
-      EXPECT_EQ(srv->bulk_bytes_served(), 2 * bytes) << "the feed to worker 1 and the fetch to the client";
+      EXPECT_EQ(srv->bulk_bytes_received(), client_bytes) << "the client's feed";
+      EXPECT_EQ(srv->bulk_bytes_served(), bytes + client_bytes) << "the feed to worker 1 and the fetch to the client";
     }
     if (srv->task_name() == "/job:worker/replica:0/task:1") {
       EXPECT_EQ(srv->bulk_bytes_served(), bytes) << "the fetch, read by the master";
@@ -242,6 +256,7 @@ TEST(Cluster, LargeFeedToATaskWithoutBulkTransferTravelsInside) {
   auto s = ops::Sum(on_ps, x, {0});
   SessionOptions o;
   o.wait_for_cluster_ms = 20000;
+  o.in_process_master = false;  // the client's feed crosses the master's bulk port
   Session sess((*worker)->target(), o);
   Tensor feed = Tensor::Allocate(DT_FLOAT, TensorShape({n})).value();
   for (float& v : feed.flat<float>()) v = 0.5f;
@@ -252,10 +267,10 @@ TEST(Cluster, LargeFeedToATaskWithoutBulkTransferTravelsInside) {
   EXPECT_EQ((*worker)->bulk_bytes_served(), 0u) << "master -> ps inside the RunGraph message";
 }
 
-TEST(Cluster, ServersShutDownWhileAStepIsRunning) {
-  // A step of a few seconds (chained 1024^3 MatMuls on a worker, fed from a
-  // ps variable); the servers are destroyed in the middle of it. The client
-  // gets an answer (or an error) and every server's destructor returns.
+// A step of a few seconds (chained 1024^3 MatMuls on a worker, fed from a ps
+// variable); the servers are destroyed in the middle of it. The client gets
+// an answer (or an error) and every server's destructor returns.
+void ShutDownServersWhileAStepIsRunning(bool in_process_master) {
   auto spec = MakeLocalClusterSpec(1, 2);
   ASSERT_TRUE(spec.ok());
   auto servers = StartLocalCluster(*spec);
@@ -272,6 +287,7 @@ TEST(Cluster, ServersShutDownWhileAStepIsRunning) {
   auto s = ops::Sum(root.WithDevice("/job:worker/task:0"), y, {0, 1});
   SessionOptions o;
   o.wait_for_cluster_ms = 20000;
+  o.in_process_master = in_process_master;
   Session sess(target, o);
   ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
   absl::Notification answered;
@@ -288,6 +304,9 @@ TEST(Cluster, ServersShutDownWhileAStepIsRunning) {
   client.join();
   EXPECT_FALSE(status.ok()) << "the step cannot have finished";
 }
+
+TEST(Cluster, ServersShutDownWhileAStepIsRunningOverGrpc) { ShutDownServersWhileAStepIsRunning(false); }
+TEST(Cluster, ServersShutDownWhileAnInProcessStepIsRunning) { ShutDownServersWhileAStepIsRunning(true); }
 
 // Where only the cluster spec's ports are open, bulk transfer is turned off
 // and large tensors travel inside the gRPC answers.
@@ -317,7 +336,7 @@ TEST(Cluster, LargeTensorsCrossTasksWithBulkTransferOff) {
   EXPECT_EQ((*out)[1].flat<float>()[n - 1], 0.25f);
 }
 
-TEST_F(ClusterTest, RetriedRunStepIsNotExecutedTwice) {
+TEST_P(ClusterTest, RetriedRunStepIsNotExecutedTwice) {
   Scope root = Scope::NewRootScope();
   auto ps = root.WithDevice("/job:ps/task:0");
   auto c = ops::MakeVariable(ps.WithOpName("dedupe_counter"), ops::Const(ps, int64_t{0}));
@@ -349,7 +368,7 @@ TEST_F(ClusterTest, RetriedRunStepIsNotExecutedTwice) {
   EXPECT_EQ((*out)[0].scalar<int64_t>(), 2) << "1 from the session + 1 from the twice-sent request";
 }
 
-TEST_F(ClusterTest, RestartedTaskIsDetected) {
+TEST_P(ClusterTest, RestartedTaskIsDetected) {
   Scope root = Scope::NewRootScope();
   auto ps = root.WithDevice("/job:ps/task:0");
   auto v = ops::Const(ps.WithOpName("on_ps"), 2.f);
@@ -371,7 +390,7 @@ TEST_F(ClusterTest, RestartedTaskIsDetected) {
   EXPECT_NE(out.status().message().find("restarted"), std::string::npos) << out.status();
 }
 
-TEST_F(ClusterTest, ResetClearsContainersOnEveryTask) {
+TEST_P(ClusterTest, ResetClearsContainersOnEveryTask) {
   Scope root = Scope::NewRootScope();
   auto ps = root.WithDevice("/job:ps/task:1");
   auto v = ops::MakeVariable(ps.WithOpName("to_reset"), ops::Const(ps, 7.f));
@@ -384,7 +403,7 @@ TEST_F(ClusterTest, ResetClearsContainersOnEveryTask) {
   EXPECT_NE(after.status().message().find("uninitialized variable 'to_reset'"), std::string::npos) << after.status();
 }
 
-TEST_F(ClusterTest, ListDevicesReportsEveryTask) {
+TEST_P(ClusterTest, ListDevicesReportsEveryTask) {
   auto channel = grpc::CreateChannel(Target("ps", 0).substr(7), grpc::InsecureChannelCredentials());
   auto stub = proto::MasterService::NewStub(channel);
   grpc::ClientContext ctx;
@@ -399,7 +418,7 @@ TEST_F(ClusterTest, ListDevicesReportsEveryTask) {
                                              "/job:worker/replica:0/task:1/device:CPU:0"}));
 }
 
-TEST_F(ClusterTest, LogDevicePlacementPrintsEveryNode) {
+TEST_P(ClusterTest, LogDevicePlacementPrintsEveryNode) {
   Scope root = Scope::NewRootScope();
   auto a = ops::Const(root.WithDevice("/job:ps/task:0").WithOpName("logged_a"), 1.f);
   auto b = ops::Square(root.WithOpName("logged_b"), a);
@@ -480,6 +499,36 @@ TEST(Cluster, PortInUseIsAClearError) {
   absl::Status s = (*b)->Start();
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("already in use"), std::string::npos) << s;
+}
+
+// The in-process path follows the server: "localhost" names the server the
+// spec calls 127.0.0.1, and once the server stops, the session's calls go
+// to the network like any other client's (and fail cleanly, not hang).
+TEST(Cluster, InProcessMasterIsFoundByAliasAndLeftWhenTheServerStops) {
+  auto spec = MakeLocalClusterSpec(0, 1);
+  ASSERT_TRUE(spec.ok());
+  auto servers = StartLocalCluster(*spec);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  Server& server = *(*servers)[0];
+  std::string alias = "grpc://localhost:" + std::to_string(server.port());
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+  auto same = ops::Identity(root, x);
+  SessionOptions o;
+  o.wait_for_cluster_ms = 5000;
+  Session sess(alias, o);
+  Tensor big = Tensor::Allocate(DT_FLOAT, TensorShape({int64_t{1} << 19})).value();  // 2 MiB
+  for (float& v : big.flat<float>()) v = 1.5f;
+  auto out = sess.Run({{x, big}}, {same});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE((*out)[0].SharesBufferWith(big)) << "localhost should reach the in-process master";
+  server.Stop();
+  absl::Time start = absl::Now();
+  auto after = sess.Run({{x, big}}, {same});
+  ASSERT_FALSE(after.ok());
+  EXPECT_TRUE(absl::IsUnavailable(after.status())) << after.status();
+  EXPECT_NE(after.status().message().find(alias.substr(7)), std::string::npos) << after.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
 }  // namespace

@@ -1,0 +1,96 @@
+#include "distributed/local_master.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "distributed/cluster_spec.h"
+
+namespace distflow {
+namespace {
+
+struct Registry {
+  absl::Mutex mu;
+  absl::flat_hash_map<std::string, std::shared_ptr<LocalMasterEntry>> entries ABSL_GUARDED_BY(mu);
+};
+
+Registry& GetRegistry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+}  // namespace
+
+std::string LocalMasterKey(const std::string& address) {
+  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address);
+  if (!hp.ok()) return "";
+  std::string host = absl::AsciiStrToLower(hp->first);
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1" || host == "0.0.0.0" || host == "::") {
+    host = "loopback";
+  }
+  return absl::StrCat(host, "#", hp->second);
+}
+
+void LocalMasterEntry::Close() {
+  absl::MutexLock lock(&mu_);
+  master_ = nullptr;
+}
+
+void LocalMasterEntry::WaitIdle() {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return leases_ == 0; };
+  mu_.Await(absl::Condition(&idle));
+}
+
+Master* LocalMasterEntry::Borrow() {
+  absl::MutexLock lock(&mu_);
+  if (master_ != nullptr) ++leases_;
+  return master_;
+}
+
+void LocalMasterEntry::Return() {
+  absl::MutexLock lock(&mu_);
+  --leases_;
+}
+
+LocalMasterLease::LocalMasterLease(LocalMasterLease&& other) noexcept
+    : entry_(std::move(other.entry_)), master_(other.master_) {
+  other.master_ = nullptr;
+}
+
+LocalMasterLease::~LocalMasterLease() {
+  if (entry_ != nullptr && master_ != nullptr) entry_->Return();
+}
+
+std::optional<LocalMasterLease> LocalMasterLease::Find(const std::string& address) {
+  std::string key = LocalMasterKey(address);
+  if (key.empty()) return std::nullopt;
+  std::shared_ptr<LocalMasterEntry> entry;
+  {
+    Registry& r = GetRegistry();
+    absl::MutexLock lock(&r.mu);
+    auto it = r.entries.find(key);
+    if (it == r.entries.end()) return std::nullopt;
+    entry = it->second;
+  }
+  Master* m = entry->Borrow();
+  if (m == nullptr) return std::nullopt;
+  return LocalMasterLease(std::move(entry), m);
+}
+
+void RegisterLocalMaster(const std::string& address, std::shared_ptr<LocalMasterEntry> entry) {
+  std::string key = LocalMasterKey(address);
+  if (key.empty()) return;
+  Registry& r = GetRegistry();
+  absl::MutexLock lock(&r.mu);
+  r.entries[key] = std::move(entry);
+}
+
+void UnregisterLocalMaster(const std::string& address, const LocalMasterEntry* entry) {
+  std::string key = LocalMasterKey(address);
+  Registry& r = GetRegistry();
+  absl::MutexLock lock(&r.mu);
+  auto it = r.entries.find(key);
+  if (it != r.entries.end() && it->second.get() == entry) r.entries.erase(it);
+}
+
+}  // namespace distflow

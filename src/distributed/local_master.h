@@ -1,0 +1,77 @@
+// In-process masters. A Server registers its master under its address; a
+// grpc:// session in the same process whose target names that address calls
+// the master directly instead of through gRPC, the way TensorFlow's
+// LocalMaster does. The seeds' workers run `Server` and their session on
+// `server.target` in one process, so every step saves the client -> master
+// and master -> client network hops, and large feeds and fetches are handed
+// over without a copy.
+//
+// Addresses match after normalisation: "localhost", "127.0.0.1", "::1" and the
+// wildcards "0.0.0.0" / "::" name the same loopback server for a given port.
+// Thread-safe.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+
+namespace distflow {
+
+class Master;
+
+// One registered master. Calls hold a lease; Server::Stop closes the entry
+// (no new leases) and ~Server waits until the leases are back before the
+// master goes away.
+class LocalMasterEntry {
+ public:
+  explicit LocalMasterEntry(Master* master) : master_(master) {}
+
+  // Refuses new leases.
+  void Close();
+  // Blocks until every lease taken before Close has been returned.
+  void WaitIdle();
+
+ private:
+  friend class LocalMasterLease;
+  Master* Borrow();
+  void Return();
+
+  absl::Mutex mu_;
+  Master* master_ ABSL_GUARDED_BY(mu_);
+  int leases_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Use of a registered master for the duration of one call.
+class LocalMasterLease {
+ public:
+  LocalMasterLease(LocalMasterLease&& other) noexcept;
+  LocalMasterLease& operator=(LocalMasterLease&&) = delete;
+  LocalMasterLease(const LocalMasterLease&) = delete;
+  ~LocalMasterLease();
+
+  Master* master() const { return master_; }
+
+  // A lease on the master registered for `address` ("host:port"), if there
+  // is one in this process and it is not shutting down.
+  static std::optional<LocalMasterLease> Find(const std::string& address);
+
+ private:
+  LocalMasterLease(std::shared_ptr<LocalMasterEntry> entry, Master* master)
+      : entry_(std::move(entry)), master_(master) {}
+  std::shared_ptr<LocalMasterEntry> entry_;
+  Master* master_;
+};
+
+// Registers `entry` under `address` ("host:port" with the bound port). A
+// later registration for the same address replaces it.
+void RegisterLocalMaster(const std::string& address, std::shared_ptr<LocalMasterEntry> entry);
+// Removes `address` if it still maps to `entry`.
+void UnregisterLocalMaster(const std::string& address, const LocalMasterEntry* entry);
+
+// The registry key for "host:port" (loopback and wildcard hosts fold into one);
+// empty if the address does not parse.
+std::string LocalMasterKey(const std::string& address);
+
+}  // namespace distflow
