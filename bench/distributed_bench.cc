@@ -15,9 +15,11 @@
 //       BM_SumOnPs/MiB          Sum placed on ps next to the variable (no transfer): step + consumer cost
 //       BM_PullSum/MiB          Sum on the worker: step + RecvTensor of N bytes + consumer cost
 //       BM_AllocAndCopy/MiB     receiver-side decode alone: fresh tensor + memcpy (vs BM_CopyReused)
-//   (c) Client feeds and fetches through the master (16, 64 MiB), bulk port vs messages:
-//       BM_ClientFeed/MiB/bulk  a fed placeholder on the master's task, reduced there
-//       BM_ClientFetch/MiB/bulk a worker variable fetched by the client
+//       BM_PullVsTcpInterleaved 64 MiB: TCP stream, pull step and Sum-on-ps step alternated; medians
+//   (c) Client feeds and fetches through the master (16, 64 MiB); path 0 messages,
+//       1 bulk port, 2 client in the master's process:
+//       BM_ClientFeed/MiB/path  a fed placeholder on the master's task, reduced there
+//       BM_ClientFetch/MiB/path a worker variable fetched by the client
 //     The transfer cost is PullSum - SumOnPs; bench/run_distributed_bench.sh
 //     prints MB/s from it and ratios against the TCP baselines.
 //
@@ -501,6 +503,43 @@ void BM_TcpLoopback(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n));
 }
 
+// The 64 MiB pull, the same step with Sum on ps (no transfer) and a 64 MiB
+// TCP stream, alternated so that machine load hits all three alike; medians.
+void BM_PullVsTcpInterleaved(benchmark::State& state) {
+  const int64_t mib = state.range(0);
+  const uint64_t n = static_cast<uint64_t>(mib) * kMiB;
+  PullGraph& g = GetPullGraph(mib);
+  static TcpSink* sink = new TcpSink;
+  static std::vector<char>* buf = new std::vector<char>(256 * kMiB, 1);
+  std::vector<double> tcp_s, pull_s, base_s;
+  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (!sink->Transfer(buf->data(), n)) {
+      state.SkipWithError("tcp transfer failed");
+      break;
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    CheckRun(g.sess->Run({g.sum_on_worker}), state);
+    auto t2 = std::chrono::steady_clock::now();
+    CheckRun(g.sess->Run({g.sum_on_ps}), state);
+    auto t3 = std::chrono::steady_clock::now();
+    tcp_s.push_back(secs(t0, t1));
+    pull_s.push_back(secs(t1, t2));
+    base_s.push_back(secs(t2, t3));
+  }
+  auto median = [](std::vector<double> x) {
+    if (x.empty()) return 0.0;
+    std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(x.size() / 2), x.end());
+    return x[x.size() / 2];
+  };
+  const double tcp = median(tcp_s), net = median(pull_s) - median(base_s);
+  state.counters["tcp_MBps"] = tcp > 0 ? static_cast<double>(n) / tcp / 1e6 : 0;
+  state.counters["xfer_MBps"] = net > 0 ? static_cast<double>(n) / net / 1e6 : 0;
+  state.counters["xfer_over_tcp"] = net > 0 && tcp > 0 ? tcp / net : 0;
+}
+BENCHMARK(BM_PullVsTcpInterleaved)->Arg(64)->ArgName("MiB")->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(3.0);
+
 // The receiver's decode step in isolation: a fresh tensor per transfer
 // (Tensor::Allocate, i.e. aligned_alloc; above glibc's mmap threshold that is a
 // fresh mmap whose pages fault in on first touch) plus one memcpy, against a
@@ -530,29 +569,33 @@ void BM_CopyReused(benchmark::State& state) {
 
 // (c) Client feeds and fetches through the master: a float tensor of N MiB
 // fed to a placeholder on the master's own task (reduced by Sum there), or a
-// worker variable of N MiB fetched. bulk:1 uses the master's bulk port,
-// bulk:0 a session created with DISTFLOW_BULK_TRANSFER=0 (protobuf messages).
+// worker variable of N MiB fetched. path:0 sends them inside protobuf
+// messages (a session created with DISTFLOW_BULK_TRANSFER=0), path:1 over
+// the master's bulk port, path:2 from a client in the master's own process
+// (in-process master: tensors handed over without a copy).
 struct ClientIo {
   std::unique_ptr<Session> sess;
   Output x, sum, var;
 };
 
-ClientIo& GetClientIo(int64_t mib, bool bulk) {
-  static std::map<std::pair<int64_t, bool>, std::unique_ptr<ClientIo>> cache;
-  auto& io = cache[{mib, bulk}];
+ClientIo& GetClientIo(int64_t mib, int path) {
+  static std::map<std::pair<int64_t, int>, std::unique_ptr<ClientIo>> cache;
+  auto& io = cache[{mib, path}];
   if (io != nullptr) return *io;
   io = std::make_unique<ClientIo>();
   Cluster& c = GetCluster();
   Scope root = Scope::NewRootScope();
   auto worker = root.WithDevice("/job:worker/task:0");
-  const std::string tag = std::to_string(mib) + (bulk ? "b" : "p");
+  const std::string tag = std::to_string(mib) + "_" + std::to_string(path);
   io->x = ops::Placeholder(worker.WithOpName("cio_x_" + tag), DT_FLOAT);
   io->sum = ops::Sum(worker, io->x, {0});
   const int64_t n = mib * kMiB / 4;
   io->var = ops::MakeVariable(worker.WithOpName("cio_v_" + tag), ops::Fill(worker, {n}, ops::Const(worker, 1.0f)));
   auto init = ops::GlobalVariablesInitializer(root);
-  if (!bulk) setenv("DISTFLOW_BULK_TRANSFER", "0", 1);  // read when the session is created
-  io->sess = std::make_unique<Session>(c.worker_target, Options());
+  if (path == 0) setenv("DISTFLOW_BULK_TRANSFER", "0", 1);  // read when the session is created
+  SessionOptions o = Options();
+  o.in_process_master = path == 2;
+  io->sess = std::make_unique<Session>(c.worker_target, o);
   if (!io->sess->Run({}, {}, {init}).ok()) Die("init of the client-io variable failed");
   unsetenv("DISTFLOW_BULK_TRANSFER");
   return *io;
@@ -560,7 +603,7 @@ ClientIo& GetClientIo(int64_t mib, bool bulk) {
 
 void BM_ClientFeed(benchmark::State& state) {
   const int64_t mib = state.range(0);
-  ClientIo& io = GetClientIo(mib, state.range(1) != 0);
+  ClientIo& io = GetClientIo(mib, static_cast<int>(state.range(1)));
   Tensor feed = Tensor::Allocate(DT_FLOAT, TensorShape({mib * kMiB / 4})).value();
   for (float& v : feed.flat<float>()) v = 1.0f;
   for (auto _ : state) CheckRun(io.sess->Run({{io.x, feed}}, {io.sum}), state);
@@ -569,15 +612,15 @@ void BM_ClientFeed(benchmark::State& state) {
 
 void BM_ClientFetch(benchmark::State& state) {
   const int64_t mib = state.range(0);
-  ClientIo& io = GetClientIo(mib, state.range(1) != 0);
+  ClientIo& io = GetClientIo(mib, static_cast<int>(state.range(1)));
   for (auto _ : state) CheckRun(io.sess->Run({io.var}), state);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * mib * kMiB);
 }
 
 void ClientIoSizes(benchmark::internal::Benchmark* b) {
   for (int64_t mib : {16, 64})
-    for (int bulk : {0, 1}) b->Args({mib, bulk});
-  b->ArgNames({"MiB", "bulk"})->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+    for (int path : {0, 1, 2}) b->Args({mib, path});
+  b->ArgNames({"MiB", "path"})->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 }
 BENCHMARK(BM_ClientFeed)->Apply(ClientIoSizes);
 BENCHMARK(BM_ClientFetch)->Apply(ClientIoSizes);
