@@ -1,0 +1,164 @@
+// MasterSessionImpl: the MasterSession behind MasterSession::Create, shared
+// by master_session.cc (graph, device discovery, plans, retried requests,
+// Close) and master_step.cc (running one step on every partition). Internal
+// to those two files. Thread-safe.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "distributed/master_session.h"
+#include "distributed/placement.h"
+#include "graph/graph.h"
+#include "proto/worker.grpc.pb.h"
+#include "tensor/tensor_codec.h"
+
+namespace distflow {
+
+class MasterSessionImpl final : public MasterSession {
+ public:
+  MasterSessionImpl(std::string handle, proto::SessionConfig config, WorkerCache* workers, std::string local_task,
+                    Worker* local_worker, BulkServer* bulk)
+      : handle_(std::move(handle)),
+        config_(std::move(config)),
+        workers_(workers),
+        local_task_(std::move(local_task)),
+        local_worker_(local_worker),
+        bulk_(bulk) {}
+
+  absl::Status Init(const proto::GraphDef& graph) override;
+
+  absl::Status Extend(const proto::GraphDef& graph) override;
+
+  // Runs one step without parking the calling thread (an RPC thread): `done`
+  // is called once, from whichever thread finishes the step. `req` and `resp`
+  // must stay alive until then. Steps whose plan is not built yet go to
+  // `pool` (registering partitions makes blocking RPCs).
+  void RunAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                std::function<void(absl::Status)> done) override;
+
+  void Close() override;
+
+ private:
+  struct PartitionPlan {
+    std::string task;
+    std::string handle;
+    Partition partition;
+    bool only_sends = false;  // OnlyFeedsOtherPartitions: the step need not wait for its answer
+    bool accepts_bulk = false;  // the worker can read feeds from our bulk port
+  };
+  struct Plan {
+    std::map<std::string, PartitionPlan> parts;
+  };
+  // The first attempt of a request id; retries wait on it.
+  struct Pending {
+    absl::Mutex mu;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    absl::Status status;              // written under `mu` before `finished`, then immutable
+    proto::RunStepResponse response;  // likewise
+    std::vector<std::function<void()>> waiters ABSL_GUARDED_BY(mu);
+  };
+
+  // Waits for the cluster's tasks (those that pass the device filters) and
+  // learns their devices.
+  absl::Status Discover();
+  absl::StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches,
+                                                const std::vector<std::string>& targets, const std::string& key);
+
+  // One step in flight: a call per partition, and what their completions need.
+  struct StepState {
+    struct Call {
+      std::string task;
+      bool local = false;
+      bool only_sends = false;
+      grpc::ClientContext ctx;
+      proto::RunGraphRequest request;
+      proto::RunGraphResponse response;
+      RunGraphCall local_call;  // when `local`
+    };
+    int64_t step_id = 0;
+    std::shared_ptr<Plan> plan;
+    std::vector<std::unique_ptr<Call>> calls;
+    const proto::RunStepRequest* req = nullptr;
+    proto::RunStepResponse* resp = nullptr;
+    std::vector<std::string> fetch_keys;                         // canonical, in request order
+    std::map<std::string, const proto::TensorProto*> feed_values;  // canonical name -> in `req`
+    std::map<std::string, Tensor> bulk_feeds;  // feeds whose bytes the client put on our bulk port
+    std::map<std::string, Tensor> remote_tensors;  // fetches read from remote partitions' bulk ports
+
+    // A feed as a tensor (a copy out of the request, or the bulk bytes).
+    absl::StatusOr<Tensor> FeedTensor(const std::string& name) const {
+      if (auto b = bulk_feeds.find(name); b != bulk_feeds.end()) return b->second;
+      return DecodeTensor(*feed_values.at(name));
+    }
+    bool IsLargeFeed(const std::string& name) const {
+      return bulk_feeds.count(name) > 0 || feed_values.at(name)->tensor_content().size() >= kBulkMinBytes;
+    }
+    // A feed into a message: moved bytes for bulk feeds, a copy otherwise.
+    void FeedProto(const std::string& name, proto::TensorProto* out) const {
+      if (auto b = bulk_feeds.find(name); b != bulk_feeds.end()) {
+        EncodeTensor(b->second, out);
+      } else {
+        *out = *feed_values.at(name);
+      }
+    }
+    std::function<void(absl::Status)> done;
+    ThreadPool* pool = nullptr;
+    absl::Mutex mu;
+    // Partitions the answer waits for: all but those that only send (their
+    // consumers finishing implies they are done; their errors still abort).
+    int remaining ABSL_GUARDED_BY(mu) = 0;
+    bool answered ABSL_GUARDED_BY(mu) = false;
+    int unreported ABSL_GUARDED_BY(mu) = 0;  // every call, until its completion has run
+    absl::Status first_error ABSL_GUARDED_BY(mu);
+    bool aborted ABSL_GUARDED_BY(mu) = false;
+  };
+
+  // master_step.cc
+  void RunOnceAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                    std::function<void(absl::Status)> done);
+  void StartStep(const std::shared_ptr<StepState>& st);
+  // A partition has returned. The first failure aborts the step on every task
+  // (cancelling their RunGraph and failing waiting transfers, so nothing is
+  // left blocked); the step reports once every partition has returned.
+  void PartitionDone(const std::shared_ptr<StepState>& st, StepState::Call* c, const absl::Status& result);
+  void AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why);
+  // A fetched tensor we hold in memory: large ones go back over the bulk port
+  // if the client accepts that, the rest inside the answer.
+  void SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,
+                proto::NamedTensor* out);
+  // Every partition has returned. Fetches that remote partitions left on
+  // their bulk ports are read first, on the pool (the reads block).
+  void FinishStep(const std::shared_ptr<StepState>& st);
+  void AnswerStep(const std::shared_ptr<StepState>& st);
+  // On Close (and so on server shutdown): cancels the steps still running
+  // and waits (up to 30 s) until every partition call has reported, so no
+  // completion runs after the master, its pool or the local worker are gone.
+  void CancelActiveSteps();
+
+  absl::Mutex active_mu_;
+  absl::flat_hash_map<StepState*, std::weak_ptr<StepState>> active_ ABSL_GUARDED_BY(active_mu_);
+
+  const std::string handle_;
+  const proto::SessionConfig config_;
+  WorkerCache* const workers_;
+  const std::string local_task_;
+  Worker* const local_worker_;
+  BulkServer* const bulk_;  // may be null
+  std::vector<std::string> devices_;
+  std::string default_device_;
+
+  absl::Mutex mu_;
+  std::unique_ptr<Graph> graph_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Plan>> plans_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<Pending>> requests_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> request_order_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace distflow

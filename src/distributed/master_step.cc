@@ -1,0 +1,355 @@
+// Running one step of a MasterSession: its own task's partition in memory,
+// the others by asynchronous RunGraph calls, aborted everywhere on the first
+// error, answered from the last awaited partition's completion.
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/logging.h"
+#include "distributed/master_session_impl.h"
+
+namespace distflow {
+
+void MasterSessionImpl::RunOnceAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                                     std::function<void(absl::Status)> done) {
+  auto st = std::make_shared<StepState>();
+  st->req = req;
+  st->resp = resp;
+  st->pool = pool;
+  // A failed step frees the bytes its client put for it on our bulk port.
+  st->done = [this, req, done = std::move(done)](absl::Status s) {
+    if (!s.ok() && bulk_ != nullptr) DropBulkFeeds(*bulk_, *req);
+    done(s);
+  };
+  std::vector<TensorId> feeds, fetches;
+  std::vector<std::string> targets(req->target().begin(), req->target().end());
+  std::vector<std::string> feed_keys;
+  for (const proto::NamedTensor& f : req->feed()) {
+    absl::StatusOr<TensorId> id = ParseTensorId(f.name());
+    if (!id.ok()) return st->done(id.status());
+    std::string canon = absl::StrCat(id->node, ":", id->index);
+    if (!st->feed_values.emplace(canon, &f.tensor()).second) {
+      return st->done(absl::InvalidArgumentError(absl::StrCat("Tensor '", canon, "' is fed twice")));
+    }
+    if (f.bulk_ticket() != 0) {
+      if (bulk_ == nullptr) {
+        return st->done(absl::InvalidArgumentError(
+            absl::StrCat("Feed '", canon, "' names a bulk ticket, but bulk transfer is off on ", local_task_)));
+      }
+      absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(f);
+      if (!spec.ok()) return st->done(spec.status());
+      absl::StatusOr<Tensor> t = bulk_->TakeReceived(f.bulk_ticket(), spec->first, spec->second);
+      if (!t.ok()) {
+        return st->done(absl::Status(t.status().code(), absl::StrCat("Feed '", canon, "': ", t.status().message())));
+      }
+      st->bulk_feeds[canon] = std::move(*t);
+    }
+    feeds.push_back(*id);
+    feed_keys.push_back(canon);
+  }
+  for (const std::string& f : req->fetch()) {
+    absl::StatusOr<TensorId> id = ParseTensorId(f);
+    if (!id.ok()) return st->done(id.status());
+    fetches.push_back(*id);
+    st->fetch_keys.push_back(absl::StrCat(id->node, ":", id->index));
+  }
+  std::string key = absl::StrCat(absl::StrJoin(feed_keys, ","), "->", absl::StrJoin(st->fetch_keys, ","), "/",
+                                 absl::StrJoin(targets, ","));
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) st->plan = it->second;
+  }
+  if (st->plan != nullptr) {
+    StartStep(st);
+    return;
+  }
+  // First step of this signature: placing, partitioning and registering
+  // make blocking RPCs, so they run on the master's pool.
+  pool->Schedule([this, st, feeds = std::move(feeds), fetches = std::move(fetches), targets = std::move(targets),
+                  key = std::move(key)] {
+    absl::StatusOr<std::shared_ptr<Plan>> plan = GetPlan(feeds, fetches, targets, key);
+    if (!plan.ok()) return st->done(plan.status());
+    st->plan = std::move(*plan);
+    StartStep(st);
+  });
+}
+
+void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
+  st->step_id = RandomStepId();
+  const int64_t timeout = st->req->timeout_ms() > 0 ? st->req->timeout_ms() : config_.operation_timeout_ms();
+  for (auto& [device, pp] : st->plan->parts) {
+    auto c = std::make_unique<StepState::Call>();
+    c->task = pp.task;
+    c->local = local_worker_ != nullptr && pp.task == local_task_;
+    c->only_sends = pp.only_sends;
+    if (c->local) {
+      // This task's own partition: tensors in memory, no loopback RPC.
+      RunGraphCall& lc = c->local_call;
+      lc.graph_handle = pp.handle;
+      lc.step_id = st->step_id;
+      lc.timeout_ms = timeout;
+      for (const std::string& f : pp.partition.feeds) {
+        absl::StatusOr<Tensor> t = st->FeedTensor(f);
+        if (!t.ok()) {
+          return st->done(absl::InvalidArgumentError(absl::StrCat("Feed '", f, "': ", t.status().message())));
+        }
+        lc.send.emplace_back(f, std::move(*t));
+      }
+      lc.recv_keys = pp.partition.fetches;
+      lc.targets = pp.partition.targets;
+    } else {
+      c->request.set_graph_handle(pp.handle);
+      c->request.set_step_id(st->step_id);
+      c->request.set_timeout_ms(timeout);
+      c->request.set_master_task(local_task_);
+      c->request.set_accept_bulk(bulk_ != nullptr && workers_->bulk_enabled());
+      for (const std::string& f : pp.partition.feeds) {
+        proto::NamedTensor* nt = c->request.add_send();
+        if (bulk_ != nullptr && pp.accepts_bulk && st->IsLargeFeed(f)) {
+          // The worker reads it from our bulk port.
+          absl::StatusOr<Tensor> t = st->FeedTensor(f);
+          if (!t.ok()) {
+            return st->done(absl::InvalidArgumentError(absl::StrCat("Feed '", f, "': ", t.status().message())));
+          }
+          if (IsBulkCandidate(*t)) {
+            SetBulkNamedTensor(f, *t, bulk_->Offer(*t), bulk_->port(), nt);
+            continue;
+          }
+        }
+        nt->set_name(f);
+        st->FeedProto(f, nt->mutable_tensor());
+      }
+      for (const std::string& f : pp.partition.fetches) c->request.add_recv_key(f);
+      for (const std::string& t : pp.partition.targets) c->request.add_target(t);
+    }
+    st->calls.push_back(std::move(c));
+  }
+  std::vector<proto::WorkerService::Stub*> stubs;
+  for (auto& c : st->calls) {
+    proto::WorkerService::Stub* stub = nullptr;
+    if (!c->local) {
+      absl::StatusOr<proto::WorkerService::Stub*> s = workers_->Stub(c->task);
+      if (!s.ok()) return st->done(s.status());
+      stub = *s;
+    }
+    stubs.push_back(stub);
+  }
+  int awaited = 0;
+  for (auto& c : st->calls) awaited += c->only_sends ? 0 : 1;
+  if (awaited == 0) {
+    // Cannot happen for a partitioned step (someone receives what is sent);
+    // wait for everything rather than answer early.
+    for (auto& c : st->calls) c->only_sends = false;
+    awaited = static_cast<int>(st->calls.size());
+  }
+  {
+    absl::MutexLock lock(&st->mu);
+    st->remaining = awaited;
+    st->unreported = static_cast<int>(st->calls.size());
+  }
+  {
+    absl::MutexLock lock(&active_mu_);
+    active_.emplace(st.get(), st);
+  }
+  if (st->calls.empty()) return FinishStep(st);
+  // Once the last call is issued a completion may finish the step and free
+  // `st`'s owner; `keep` holds it until this loop ends.
+  // The local partition starts first: its cheap nodes run right here and
+  // issue their RecvTensor calls, so a peer that gets RecvTensor and
+  // RunGraph together answers both in one write.
+  std::shared_ptr<StepState> keep = st;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < keep->calls.size(); ++i) {
+      StepState::Call* c = keep->calls[i].get();
+      if (c->local != (pass == 0)) continue;
+      if (c->local) {
+        local_worker_->RunGraphAsync(&c->local_call, [this, keep, c](absl::Status s) { PartitionDone(keep, c, s); });
+      } else {
+        stubs[i]->async()->RunGraph(&c->ctx, &c->request, &c->response,
+                                    [this, keep, c](grpc::Status s) { PartitionDone(keep, c, FromGrpcStatus(s)); });
+      }
+    }
+  }
+}
+
+void MasterSessionImpl::PartitionDone(const std::shared_ptr<StepState>& st, StepState::Call* c,
+                                      const absl::Status& result) {
+  bool abort = false, last = false, late = false;
+  absl::Status why;
+  {
+    absl::MutexLock lock(&st->mu);
+    if (!result.ok() && st->answered) {
+      // A partition that only sends failed after its consumers received
+      // everything: the step's answer stands.
+      late = st->first_error.ok();
+    } else if (!result.ok()) {
+      absl::Status e = result;
+      if (!absl::StrContains(e.message(), c->task)) {
+        e = absl::Status(e.code(), absl::StrCat("[", c->task, "] ", e.message()));
+      }
+      // A cancellation is a consequence; keep the root cause.
+      if (st->first_error.ok() || (absl::IsCancelled(st->first_error) && !absl::IsCancelled(e))) {
+        st->first_error = e;
+      }
+      if (!st->aborted) {
+        st->aborted = true;
+        abort = true;
+        why = e;
+      }
+    }
+    if (!c->only_sends && !st->answered) {
+      last = --st->remaining == 0;
+      st->answered = last;
+    }
+  }
+  if (late) LOG(WARNING) << "Step " << st->step_id << ": " << c->task << " failed after the step ended: " << result;
+  if (abort) st->pool->Schedule([this, st, why] { AbortStep(st, why); });
+  if (last) FinishStep(st);
+  bool all_reported = false;
+  {
+    absl::MutexLock lock(&st->mu);
+    all_reported = --st->unreported == 0;
+  }
+  if (all_reported) {
+    absl::MutexLock lock(&active_mu_);
+    active_.erase(st.get());
+  }
+}
+
+void MasterSessionImpl::AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why) {
+  for (auto& c : st->calls)
+    if (!c->local) c->ctx.TryCancel();
+  for (auto& [device, pp] : st->plan->parts) {
+    if (local_worker_ != nullptr && pp.task == local_task_) {
+      proto::CleanupGraphRequest r;
+      r.set_step_id(st->step_id);
+      r.set_abort_message(std::string(why.message()));
+      r.set_abort_code(static_cast<int>(why.code()));
+      local_worker_->CleanupGraph(r);
+      continue;
+    }
+    absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(pp.task);
+    if (!stub.ok()) continue;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    proto::CleanupGraphRequest r;
+    r.set_step_id(st->step_id);
+    r.set_abort_message(std::string(why.message()));
+    r.set_abort_code(static_cast<int>(why.code()));
+    proto::CleanupGraphResponse out;
+    (void)(*stub)->CleanupGraph(&ctx, r, &out);
+  }
+}
+
+void MasterSessionImpl::SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,
+                                 proto::NamedTensor* out) {
+  if (bulk_ != nullptr && st->req->accept_bulk() && IsBulkCandidate(t)) {
+    SetBulkNamedTensor(name, t, bulk_->Offer(t), bulk_->port(), out);
+  } else {
+    EncodeTensor(t, out->mutable_tensor());
+  }
+}
+
+void MasterSessionImpl::FinishStep(const std::shared_ptr<StepState>& st) {
+  absl::Status error;
+  {
+    absl::MutexLock lock(&st->mu);
+    error = st->first_error;
+  }
+  if (!error.ok()) return st->done(error);
+  // Partitions that only send have no fetches and may still be running:
+  // their calls are not read here.
+  bool bulk_fetches = false;
+  for (auto& c : st->calls)
+    if (!c->local && !c->only_sends)
+      for (const proto::NamedTensor& nt : c->response.recv()) bulk_fetches |= nt.bulk_ticket() != 0;
+  if (!bulk_fetches) return AnswerStep(st);
+  st->pool->Schedule([this, st] {
+    for (auto& c : st->calls) {
+      if (c->local || c->only_sends) continue;
+      for (const proto::NamedTensor& nt : c->response.recv()) {
+        if (nt.bulk_ticket() == 0) continue;
+        absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
+        absl::StatusOr<Tensor> t =
+            spec.ok() ? Tensor::Allocate(spec->first, spec->second) : absl::StatusOr<Tensor>(spec.status());
+        absl::Status s =
+            t.ok() ? workers_->FetchBulkInto(c->task, nt.bulk_ticket(), nt.bulk_port(), &*t, nullptr) : t.status();
+        if (!s.ok()) {
+          return st->done(
+              absl::Status(s.code(), absl::StrCat("Fetch '", nt.name(), "' from ", c->task, ": ", s.message())));
+        }
+        st->remote_tensors[nt.name()] = std::move(*t);
+      }
+    }
+    AnswerStep(st);
+  });
+}
+
+void MasterSessionImpl::AnswerStep(const std::shared_ptr<StepState>& st) {
+  std::map<std::string, const Tensor*> local_out;
+  std::map<std::string, proto::TensorProto*> remote_out;
+  for (auto& c : st->calls) {
+    if (c->only_sends) continue;  // no fetches; may still be running
+    if (c->local) {
+      const RunGraphCall& lc = c->local_call;
+      for (size_t i = 0; i < lc.recv.size() && i < lc.recv_keys.size(); ++i) local_out[lc.recv_keys[i]] = &lc.recv[i];
+    } else {
+      for (proto::NamedTensor& nt : *c->response.mutable_recv())
+        if (nt.bulk_ticket() == 0) remote_out[nt.name()] = nt.mutable_tensor();
+    }
+  }
+  for (const auto& [name, t] : st->remote_tensors) local_out[name] = &t;  // read from bulk ports
+  absl::flat_hash_set<std::string> moved;
+  for (const std::string& f : st->fetch_keys) {
+    proto::NamedTensor* nt = st->resp->add_tensor();
+    nt->set_name(f);
+    if (auto r = remote_out.find(f); r != remote_out.end()) {
+      // Each remote fetch is moved into the answer once, copied if fetched twice.
+      if (moved.insert(f).second) {
+        nt->mutable_tensor()->Swap(r->second);
+        remote_out[f] = nt->mutable_tensor();
+      } else {
+        *nt->mutable_tensor() = *r->second;
+      }
+    } else if (auto l = local_out.find(f); l != local_out.end()) {
+      SetFetch(st, f, *l->second, nt);
+    } else if (auto b = st->bulk_feeds.find(f); b != st->bulk_feeds.end()) {
+      SetFetch(st, f, b->second, nt);
+    } else if (auto fv = st->feed_values.find(f); fv != st->feed_values.end()) {
+      *nt->mutable_tensor() = *fv->second;
+    } else {
+      return st->done(absl::InternalError(absl::StrCat("Fetch '", f, "' was not produced by any partition")));
+    }
+  }
+  st->done(absl::OkStatus());
+}
+
+void MasterSessionImpl::CancelActiveSteps() {
+  std::vector<std::shared_ptr<StepState>> steps;
+  {
+    absl::MutexLock lock(&active_mu_);
+    for (auto& [raw, weak] : active_)
+      if (std::shared_ptr<StepState> st = weak.lock()) steps.push_back(std::move(st));
+  }
+  // Not under active_mu_: cancelling can finish a step on this thread.
+  for (const std::shared_ptr<StepState>& st : steps) {
+    for (auto& c : st->calls)
+      if (!c->local) c->ctx.TryCancel();
+    if (local_worker_ != nullptr) {
+      proto::CleanupGraphRequest r;
+      r.set_step_id(st->step_id);
+      r.set_abort_message("the session is closing");
+      r.set_abort_code(static_cast<int>(absl::StatusCode::kCancelled));
+      local_worker_->CleanupGraph(r);
+    }
+  }
+  steps.clear();
+  absl::MutexLock lock(&active_mu_);
+  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return active_.empty(); };
+  if (!active_mu_.AwaitWithTimeout(absl::Condition(&idle), absl::Seconds(30))) {
+    LOG(ERROR) << "Session " << handle_ << ": " << active_.size() << " step(s) did not end within 30 s of closing";
+  }
+}
+
+}  // namespace distflow
