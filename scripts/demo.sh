@@ -29,16 +29,17 @@ LOGS=$(mktemp -d)
 echo "cluster: $SPEC (server logs in $LOGS)"
 
 ./build/tools/distflow-server --cluster_spec="$SPEC" --job_name=ps --task_index=0 >"$LOGS/ps0.log" 2>&1 &
-PS_PID=$!
-# On an early exit, stop the ps; if it is already gone kill fails, which is fine.
-trap 'kill "$PS_PID" 2>/dev/null || true' EXIT
+PIDS=($!)
+# On an early exit, stop what is still running; kill fails for the rest, which is fine.
+trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT
 
 ./build/examples/mnist_distributed --cluster_spec="$SPEC" --task_index=1 --start_server --steps="$STEPS" \
   >"$LOGS/worker1.log" 2>&1 &
 WORKER1=$!
+PIDS+=("$WORKER1")
 ./build/examples/mnist_distributed --cluster_spec="$SPEC" --task_index=0 --start_server --steps="$STEPS"
 wait "$WORKER1"
 # The ps exits on its own once the chief shuts the cluster down.
-wait "$PS_PID"
+wait "${PIDS[0]}"
 trap - EXIT
 echo "every process exited by itself"

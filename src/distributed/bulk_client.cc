@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "distributed/bulk_transfer.h"
+
+#include <algorithm>
 #include "distributed/bulk_wire.h"
 
 namespace distflow {
@@ -27,14 +29,31 @@ using bulk_internal::SetNoDelay;
 
 BulkClient::~BulkClient() {
   absl::MutexLock lock(&mu_);
-  for (auto& [peer, fds] : idle_)
-    for (int fd : fds) close(fd);
+  for (auto& [peer, conns] : idle_)
+    for (const Idle& c : conns) close(c.fd);
+}
+
+void BulkClient::CloseExpired(absl::Time now) {
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    std::vector<Idle>& conns = it->second;
+    auto keep = std::remove_if(conns.begin(), conns.end(), [&](const Idle& c) {
+      if (now - c.since <= idle_close_) return false;
+      close(c.fd);
+      return true;
+    });
+    conns.erase(keep, conns.end());
+    if (conns.empty()) {
+      idle_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
 }
 
 size_t BulkClient::NumPooledForTest() const {
   absl::MutexLock lock(&mu_);
   size_t n = 0;
-  for (auto& [peer, fds] : idle_) n += fds.size();
+  for (auto& [peer, conns] : idle_) n += conns.size();
   return n;
 }
 
@@ -162,9 +181,10 @@ absl::StatusOr<int> BulkClient::Acquire(const std::string& peer, const std::stri
   *pooled = false;
   if (pooled_ok) {
     absl::MutexLock lock(&mu_);
+    CloseExpired(absl::Now());
     auto it = idle_.find(peer);
     if (it != idle_.end() && !it->second.empty()) {
-      int fd = it->second.back();
+      int fd = it->second.back().fd;
       it->second.pop_back();
       *pooled = true;
       return fd;
@@ -176,9 +196,11 @@ absl::StatusOr<int> BulkClient::Acquire(const std::string& peer, const std::stri
 void BulkClient::Release(const std::string& peer, int fd) {
   {
     absl::MutexLock lock(&mu_);
-    std::vector<int>& idle = idle_[peer];
+    absl::Time now = absl::Now();
+    CloseExpired(now);
+    std::vector<Idle>& idle = idle_[peer];
     if (idle.size() < kMaxIdlePerPeer) {
-      idle.push_back(fd);
+      idle.push_back({fd, now});
       return;
     }
   }

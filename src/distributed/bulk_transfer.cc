@@ -79,6 +79,7 @@ struct BulkServer::Offers {
   absl::flat_hash_map<uint64_t, std::pair<Tensor, Timer::Id>> map ABSL_GUARDED_BY(mu);  // to send
   absl::flat_hash_map<uint64_t, Received> received ABSL_GUARDED_BY(mu);                 // put by peers
   uint64_t held_put_bytes ABSL_GUARDED_BY(mu) = 0;  // reserved by puts in flight and held in `received`
+  uint64_t held_offer_bytes ABSL_GUARDED_BY(mu) = 0;  // of the tensors in `map`
   std::mt19937_64 gen ABSL_GUARDED_BY(mu){std::random_device{}()};
 
   uint64_t NewTicket() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -95,10 +96,20 @@ struct BulkServer::Offers {
     return Timer::Global()->After(ttl, [weak, ticket] {
       if (std::shared_ptr<Offers> o = weak.lock()) {
         absl::MutexLock l(&o->mu);
-        o->map.erase(ticket);
+        o->EraseOffer(ticket);
         o->EraseReceived(ticket);
       }
     });
+  }
+
+  // Removes an offer and releases its bytes from the budget; false if unknown.
+  bool EraseOffer(uint64_t ticket, std::pair<Tensor, Timer::Id>* out = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = map.find(ticket);
+    if (it == map.end()) return false;
+    held_offer_bytes -= it->second.first.TotalBytes();
+    if (out != nullptr) *out = std::move(it->second);
+    map.erase(it);
+    return true;
   }
 
   // Removes a put and releases its bytes from the budget; false if unknown.
@@ -112,16 +123,13 @@ struct BulkServer::Offers {
   }
 
   bool Take(uint64_t ticket, Tensor* out) {
-    Timer::Id timer = 0;
+    std::pair<Tensor, Timer::Id> offer;
     {
       absl::MutexLock lock(&mu);
-      auto it = map.find(ticket);
-      if (it == map.end()) return false;
-      *out = std::move(it->second.first);
-      timer = it->second.second;
-      map.erase(it);
+      if (!EraseOffer(ticket, &offer)) return false;
     }
-    Timer::Global()->Cancel(timer);
+    Timer::Global()->Cancel(offer.second);
+    *out = std::move(offer.first);
     return true;
   }
 };
@@ -179,6 +187,7 @@ BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl)
       port_(port),
       ttl_(ttl),
       max_held_put_bytes_(HalfOfMemory()),
+      max_held_offer_bytes_(HalfOfMemory()),
       offers_(std::make_shared<Offers>()) {
   acceptor_ = std::thread([this] { AcceptLoop(); });
 }
@@ -206,7 +215,11 @@ BulkServer::~BulkServer() {
 }
 
 uint64_t BulkServer::Offer(const Tensor& t) {
+  const uint64_t n = t.TotalBytes();
   absl::MutexLock lock(&offers_->mu);
+  const uint64_t limit = max_held_offer_bytes_.load(std::memory_order_relaxed);
+  if (n > limit || offers_->held_offer_bytes > limit - n) return 0;
+  offers_->held_offer_bytes += n;
   uint64_t ticket = offers_->NewTicket();
   offers_->map.emplace(ticket, std::make_pair(t, Offers::Expire(offers_, ticket, ttl_)));
   return ticket;

@@ -85,8 +85,13 @@ class BulkServer {
   BulkServer& operator=(const BulkServer&) = delete;
 
   int port() const { return port_; }
-  // Keeps `t` until one peer fetches it or the TTL passes; returns the ticket.
+  // Keeps `t` until one peer fetches it or the TTL passes; returns the ticket,
+  // or 0 if the offers held would exceed max_held_offer_bytes() (peers that
+  // never fetch, e.g. because they died): send `t` inside the message then.
   uint64_t Offer(const Tensor& t);
+  uint64_t max_held_offer_bytes() const { return max_held_offer_bytes_.load(std::memory_order_relaxed); }
+  // Half the machine's memory unless set (tests, small machines).
+  void set_max_held_offer_bytes(uint64_t n) { max_held_offer_bytes_.store(n, std::memory_order_relaxed); }
   size_t NumOffersForTest() const;
   // Takes an offer in this process (an in-process client's fetch): the
   // tensor itself, no copy. NotFound if the ticket is unknown or expired.
@@ -121,6 +126,7 @@ class BulkServer {
   const int port_;
   const absl::Duration ttl_;
   const uint64_t max_held_put_bytes_;
+  std::atomic<uint64_t> max_held_offer_bytes_;
   std::shared_ptr<Offers> offers_;
   std::thread acceptor_;
   std::atomic<uint64_t> bytes_served_{0};
@@ -139,7 +145,11 @@ class BulkServer {
 class BulkClient {
  public:
   static constexpr size_t kMaxIdlePerPeer = 4;
-  BulkClient() = default;
+  // Pooled connections idle longer than this are closed (the server closes
+  // its end after kServerIdleTimeout; a peer that restarted on another port
+  // would otherwise leave its old connections here for good).
+  static constexpr absl::Duration kClientIdleTimeout = absl::Seconds(50);
+  explicit BulkClient(absl::Duration idle_close = kClientIdleTimeout) : idle_close_(idle_close) {}
   ~BulkClient();  // closes pooled connections
   BulkClient(const BulkClient&) = delete;
   BulkClient& operator=(const BulkClient&) = delete;
@@ -166,8 +176,16 @@ class BulkClient {
   absl::Status FetchOnce(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
                          CancellationManager* cm, absl::Duration idle_timeout, bool pooled_ok, bool* stale);
 
+  // Closes pooled connections idle for longer than idle_close_.
+  void CloseExpired(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct Idle {
+    int fd;
+    absl::Time since;
+  };
+  const absl::Duration idle_close_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::vector<int>> idle_ ABSL_GUARDED_BY(mu_);  // "host:port" -> fds
+  absl::flat_hash_map<std::string, std::vector<Idle>> idle_ ABSL_GUARDED_BY(mu_);  // "host:port" -> connections
 };
 
 }  // namespace distflow

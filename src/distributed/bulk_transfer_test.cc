@@ -296,5 +296,44 @@ TEST(BulkTransfer, RestartedPeerIsReachedOnAFreshConnection) {
   EXPECT_EQ(client.NumPooledForTest(), 1u);
 }
 
+// Offers nobody fetches (a dead peer) cannot pile up without bound: past
+// the budget Offer refuses (0) and the caller sends inside the message.
+TEST(BulkTransfer, OffersBeyondTheBudgetAreRefusedUntilOthersAreTaken) {
+  auto server = BulkServer::Start("127.0.0.1", absl::Milliseconds(300));
+  ASSERT_TRUE(server.ok());
+  (*server)->set_max_held_offer_bytes(10 << 20);
+  Tensor six = Ramp(6 << 18);  // 6 MiB
+  uint64_t first = (*server)->Offer(six);
+  ASSERT_NE(first, 0u);
+  EXPECT_EQ((*server)->Offer(six), 0u) << "12 MiB held would exceed the 10 MiB budget";
+  BulkClient client;
+  Tensor dst = Tensor::Allocate(DT_FLOAT, six.shape()).value();
+  ASSERT_TRUE(client.Fetch("127.0.0.1", (*server)->port(), first, dst.raw_data(), dst.TotalBytes(), nullptr).ok());
+  uint64_t second = (*server)->Offer(six);
+  EXPECT_NE(second, 0u) << "a fetched offer frees its share of the budget";
+  // An expired offer frees it too.
+  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_EQ((*server)->NumOffersForTest(), 0u);
+  EXPECT_NE((*server)->Offer(six), 0u);
+}
+
+// A peer that went away (or restarted on another port) leaves no pooled
+// connection behind: idle connections are closed after the idle limit.
+TEST(BulkTransfer, IdlePooledConnectionsAreClosedAfterTheLimit) {
+  auto a = BulkServer::Start("127.0.0.1");
+  auto b = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(a.ok() && b.ok());
+  BulkClient client(absl::Milliseconds(200));
+  char buf[16];
+  ASSERT_TRUE(client.Fetch("127.0.0.1", (*a)->port(), (*a)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
+  EXPECT_EQ(client.NumPooledForTest(), 1u);
+  absl::SleepFor(absl::Milliseconds(400));
+  ASSERT_TRUE(client.Fetch("127.0.0.1", (*b)->port(), (*b)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
+  EXPECT_EQ(client.NumPooledForTest(), 1u) << "a's expired connection is closed, b's kept";
+  // a is reached again on a fresh connection.
+  ASSERT_TRUE(client.Fetch("127.0.0.1", (*a)->port(), (*a)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
+  EXPECT_EQ(client.NumPooledForTest(), 2u);
+}
+
 }  // namespace
 }  // namespace distflow

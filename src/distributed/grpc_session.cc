@@ -41,6 +41,61 @@ std::optional<LocalMasterLease> GrpcSession::InProcessMaster() const {
   return LocalMasterLease::Find(address_);
 }
 
+absl::Status GrpcSession::RunInProcess(const std::shared_ptr<InProcessCall>& call) {
+  call->lease->master()->RunStepAsync(&call->req, &call->resp, [call](absl::Status s) {
+    call->status = std::move(s);
+    call->finished.Notify();
+  });
+  // The master enforces the step's deadline on its partitions; this bounds
+  // the rest (registering a new plan, a peer that accepts but never answers)
+  // the way the gRPC path's deadline does.
+  if (call->req.timeout_ms() > 0) {
+    if (!call->finished.WaitForNotificationWithTimeout(absl::Milliseconds(call->req.timeout_ms() + 5000))) {
+      return absl::DeadlineExceededError(absl::StrCat("The step did not finish within its ", call->req.timeout_ms(),
+                                                      " ms timeout (plus 5 s) on ", address_));
+    }
+  } else {
+    call->finished.WaitForNotification();
+  }
+  return call->status;
+}
+
+absl::Status GrpcSession::RunOverGrpc(const proto::RunStepRequest& req, proto::RunStepResponse* resp) {
+  // A reply lost to a broken connection is retried; the master runs the step
+  // once (same request id). Retries wait a little for the channel to
+  // reconnect (gRPC's first reconnect backoff is about a second). The
+  // session exists, so its master was up: one that stays unreachable is an
+  // error after the retries, not a wait forever.
+  constexpr int kAttempts = 3;
+  constexpr auto kReconnectWait = std::chrono::seconds(3);
+  grpc::Status s;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    grpc::ClientContext ctx;
+    auto now = std::chrono::system_clock::now();
+    auto deadline = std::chrono::system_clock::time_point::max();
+    if (req.timeout_ms() > 0) deadline = now + std::chrono::milliseconds(req.timeout_ms() + 5000);
+    bool reconnect_deadline = false;
+    if (attempt > 0) {
+      ctx.set_wait_for_ready(true);
+      if (now + kReconnectWait < deadline) {
+        deadline = now + kReconnectWait;
+        reconnect_deadline = true;
+      }
+    }
+    if (deadline != std::chrono::system_clock::time_point::max()) ctx.set_deadline(deadline);
+    resp->Clear();
+    s = stub_->RunStep(&ctx, req, resp);
+    if (s.ok()) return absl::OkStatus();
+    const auto& trailers = ctx.GetServerTrailingMetadata();
+    if (trailers.find(kStepStatusMetadataKey) != trailers.end()) return FromGrpcStatus(s);  // the step's own error
+    const bool unreachable = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                             (reconnect_deadline && s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+    if (!unreachable) return FromGrpcStatus(s);
+  }
+  return absl::UnavailableError(absl::StrCat("The master at ", address_, " is unreachable after ", kAttempts,
+                                             " attempts (", s.error_message(), "); is its server still running?"));
+}
+
 absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(const std::string& target, SessionOptions options) {
   absl::string_view rest = target;
   if (!absl::ConsumePrefix(&rest, "grpc://") || rest.empty()) {
@@ -145,40 +200,23 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
   for (const std::string& t : targets) req.add_target(t);
   req.set_request_id(RandomRequestId());
   req.set_timeout_ms(options.timeout_ms > 0 ? options.timeout_ms : options_.operation_timeout_ms);
-  proto::RunStepResponse resp;
+  // In process, `call` holds the lease (and so the master) until the step's
+  // completion has run, even if we stop waiting for it.
+  std::shared_ptr<InProcessCall> call;
+  proto::RunStepResponse remote_resp;
+  const proto::RunStepResponse* answer = &remote_resp;
   if (local) {
-    // The master enforces the step's deadline itself.
-    absl::Notification finished;
-    absl::Status st;
-    local->master()->RunStepAsync(&req, &resp, [&](absl::Status s) {
-      st = std::move(s);
-      finished.Notify();
-    });
-    finished.WaitForNotification();
+    call = std::make_shared<InProcessCall>();
+    call->req = std::move(req);
+    call->lease.emplace(std::move(*local));
+    absl::Status st = RunInProcess(call);
     if (!st.ok()) return st;
+    answer = &call->resp;
   } else {
-    grpc::Status s;
-    // A reply lost to a broken connection is retried; the master runs the
-    // step once. The session exists, so its master was up: a master that
-    // stays unreachable is an error after the retries, not a wait forever.
-    constexpr int kAttempts = 3;
-    for (int attempt = 0; attempt < kAttempts; ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250 * attempt));
-      grpc::ClientContext ctx;
-      if (req.timeout_ms() > 0) {
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(req.timeout_ms() + 5000));
-      }
-      resp.Clear();
-      s = stub_->RunStep(&ctx, req, &resp);
-      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-    }
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      return absl::UnavailableError(absl::StrCat("The master at ", address_, " is unreachable after ", kAttempts,
-                                                 " attempts (", s.error_message(),
-                                                 "); is its server still running?"));
-    }
-    if (!s.ok()) return FromGrpcStatus(s);
+    absl::Status st = RunOverGrpc(req, &remote_resp);
+    if (!st.ok()) return st;
   }
+  const proto::RunStepResponse& resp = *answer;
   std::vector<Tensor> out;
   for (const proto::NamedTensor& nt : resp.tensor()) {
     if (nt.bulk_ticket() != 0) {
@@ -186,9 +224,15 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
       if (!spec.ok()) return spec.status();
       if (local_bulk != nullptr) {
         absl::StatusOr<Tensor> t = local_bulk->TakeOffer(nt.bulk_ticket());
-        if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat("Fetched tensor '", nt.name(), "': ", t.status().message()));
-        if (t->dtype() != spec->first || t->shape() != spec->second) {
-          return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "' does not match its announced type"));
+        if (t.ok() && (t->dtype() != spec->first || t->shape() != spec->second)) {
+          t = absl::DataLossError("it does not match its announced type");
+        }
+        if (!t.ok()) {
+          // Do not leave the other fetches' tensors pinned until their TTL.
+          for (const proto::NamedTensor& rest : resp.tensor())
+            if (rest.bulk_ticket() != 0) (void)local_bulk->TakeOffer(rest.bulk_ticket());
+          return absl::Status(t.status().code(),
+                              absl::StrCat("Fetched tensor '", nt.name(), "': ", t.status().message()));
         }
         out.push_back(std::move(*t));
         continue;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "distributed/bulk_transfer.h"
 #include "distributed/local_master.h"
 #include "proto/master.grpc.pb.h"
@@ -38,6 +39,16 @@ class GrpcSession : public SessionInterface {
   GrpcSession(std::string address, SessionOptions options);
   // The master of a server in this process that `address_` names, if any.
   std::optional<LocalMasterLease> InProcessMaster() const;
+  // One RunStep on an in-process master; shared with its completion.
+  struct InProcessCall {
+    proto::RunStepRequest req;
+    proto::RunStepResponse resp;
+    std::optional<LocalMasterLease> lease;
+    absl::Notification finished;
+    absl::Status status;  // set before `finished`
+  };
+  absl::Status RunInProcess(const std::shared_ptr<InProcessCall>& call);
+  absl::Status RunOverGrpc(const proto::RunStepRequest& req, proto::RunStepResponse* resp);
 
   const std::string address_;
   const SessionOptions options_;

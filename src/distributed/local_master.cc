@@ -3,6 +3,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/logging.h"
 #include "distributed/cluster_spec.h"
 
 namespace distflow {
@@ -23,9 +24,13 @@ Registry& GetRegistry() {
 std::string LocalMasterKey(const std::string& address) {
   absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address);
   if (!hp.ok()) return "";
+  // IPv4 and IPv6 loopback are different sockets (two servers may hold the
+  // same port on each), so they stay apart; "localhost" is taken as IPv4.
   std::string host = absl::AsciiStrToLower(hp->first);
-  if (host == "localhost" || host == "127.0.0.1" || host == "::1" || host == "0.0.0.0" || host == "::") {
-    host = "loopback";
+  if (host == "localhost" || host == "127.0.0.1" || host == "0.0.0.0") {
+    host = "loopback4";
+  } else if (host == "::1" || host == "::") {
+    host = "loopback6";
   }
   return absl::StrCat(host, "#", hp->second);
 }
@@ -82,7 +87,16 @@ void RegisterLocalMaster(const std::string& address, std::shared_ptr<LocalMaster
   if (key.empty()) return;
   Registry& r = GetRegistry();
   absl::MutexLock lock(&r.mu);
-  r.entries[key] = std::move(entry);
+  auto [it, inserted] = r.entries.emplace(key, entry);
+  if (inserted) return;
+  // A stopped server may not have unregistered yet; a live one keeps its place.
+  absl::MutexLock entry_lock(&it->second->mu_);
+  if (it->second->master_ == nullptr) {
+    it->second = std::move(entry);
+  } else {
+    LOG(WARNING) << "Another server in this process already serves " << address
+                 << "; sessions naming it will use that one's master";
+  }
 }
 
 void UnregisterLocalMaster(const std::string& address, const LocalMasterEntry* entry) {

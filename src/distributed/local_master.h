@@ -6,8 +6,13 @@
 // and master -> client network hops, and large feeds and fetches are handed
 // over without a copy.
 //
-// Addresses match after normalisation: "localhost", "127.0.0.1", "::1" and the
-// wildcards "0.0.0.0" / "::" name the same loopback server for a given port.
+// Addresses match after normalisation: "localhost", "127.0.0.1" and "0.0.0.0"
+// name the same IPv4 server for a given port; "::1" and "::" the same IPv6 one.
+//
+// As with a local session, tensors of 1 MiB or more are shared, not copied:
+// a fed tensor becomes the graph's input (a variable assigned from it shares
+// its buffer until its next update), and a fetched one may be a variable's
+// snapshot. Do not write into either afterwards; DeepCopy() first.
 // Thread-safe.
 #pragma once
 
@@ -35,6 +40,7 @@ class LocalMasterEntry {
 
  private:
   friend class LocalMasterLease;
+  friend void RegisterLocalMaster(const std::string& address, std::shared_ptr<LocalMasterEntry> entry);
   Master* Borrow();
   void Return();
 
@@ -64,8 +70,8 @@ class LocalMasterLease {
   Master* master_;
 };
 
-// Registers `entry` under `address` ("host:port" with the bound port). A
-// later registration for the same address replaces it.
+// Registers `entry` under `address` ("host:port" with the bound port). An
+// entry already there is replaced only if it is closed.
 void RegisterLocalMaster(const std::string& address, std::shared_ptr<LocalMasterEntry> entry);
 // Removes `address` if it still maps to `entry`.
 void UnregisterLocalMaster(const std::string& address, const LocalMasterEntry* entry);

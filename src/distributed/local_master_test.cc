@@ -11,9 +11,10 @@ namespace {
 
 TEST(LocalMasterKey, LoopbackAndWildcardHostsNameOneServerPerPort) {
   EXPECT_EQ(LocalMasterKey("localhost:2222"), LocalMasterKey("127.0.0.1:2222"));
-  EXPECT_EQ(LocalMasterKey("LOCALHOST:2222"), LocalMasterKey("[::1]:2222"));
+  EXPECT_EQ(LocalMasterKey("LOCALHOST:2222"), LocalMasterKey("127.0.0.1:2222"));
   EXPECT_EQ(LocalMasterKey("0.0.0.0:2222"), LocalMasterKey("localhost:2222"));
-  EXPECT_EQ(LocalMasterKey("[::]:2222"), LocalMasterKey("localhost:2222"));
+  EXPECT_EQ(LocalMasterKey("[::]:2222"), LocalMasterKey("[::1]:2222"));
+  EXPECT_NE(LocalMasterKey("[::1]:2222"), LocalMasterKey("127.0.0.1:2222")) << "v4 and v6 sockets are distinct";
   EXPECT_NE(LocalMasterKey("localhost:2222"), LocalMasterKey("localhost:2223"));
   EXPECT_NE(LocalMasterKey("10.0.0.5:2222"), LocalMasterKey("localhost:2222"));
   EXPECT_EQ(LocalMasterKey("Example.com:80"), LocalMasterKey("example.com:80"));
@@ -54,6 +55,18 @@ TEST_F(LocalMasterRegistryTest, UnregisterLeavesAnotherServersEntryInPlace) {
   EXPECT_TRUE(LocalMasterLease::Find(kAddress).has_value());
   UnregisterLocalMaster(kAddress, entry_.get());
   EXPECT_FALSE(LocalMasterLease::Find(kAddress).has_value());
+}
+
+TEST_F(LocalMasterRegistryTest, ALiveEntryIsNotReplacedAClosedOneIs) {
+  RegisterLocalMaster(kAddress, entry_);
+  Master other_master("/job:local/replica:0/task:0", workers_.get());
+  auto other = std::make_shared<LocalMasterEntry>(&other_master);
+  RegisterLocalMaster(kAddress, other);
+  EXPECT_EQ(LocalMasterLease::Find(kAddress)->master(), master_.get()) << "the live first entry stays";
+  entry_->Close();
+  RegisterLocalMaster(kAddress, other);
+  EXPECT_EQ(LocalMasterLease::Find(kAddress)->master(), &other_master) << "a closed entry gives way";
+  UnregisterLocalMaster(kAddress, other.get());
 }
 
 TEST_F(LocalMasterRegistryTest, CloseRefusesNewLeasesAndWaitIdleWaitsForOldOnes) {

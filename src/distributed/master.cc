@@ -27,7 +27,10 @@ class Master::Service : public proto::MasterService::CallbackService {
   grpc::ServerUnaryReactor* RunStep(grpc::CallbackServerContext* ctx, const proto::RunStepRequest* req,
                                     proto::RunStepResponse* resp) override {
     auto* r = ctx->DefaultReactor();
-    m_->RunStepAsync(req, resp, [r](absl::Status s) { r->Finish(ToGrpcStatus(s)); });
+    m_->RunStepAsync(req, resp, [ctx, r](absl::Status s) {
+      if (!s.ok()) ctx->AddTrailingMetadata(kStepStatusMetadataKey, "1");
+      r->Finish(ToGrpcStatus(s));
+    });
     return r;
   }
   grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx, const proto::CloseSessionRequest* req,

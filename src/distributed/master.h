@@ -24,6 +24,11 @@ namespace distflow {
 
 class MasterSession;
 
+// Trailing metadata the master's RunStep answer carries when the step itself
+// failed, so that a client can tell the step's Unavailable (a task of the
+// cluster is down) from not reaching the master at all.
+inline constexpr char kStepStatusMetadataKey[] = "distflow-step-failed";
+
 class Master {
  public:
   // `local_task`: this server's task, where unconstrained nodes go;

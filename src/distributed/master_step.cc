@@ -112,8 +112,9 @@ void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
           if (!t.ok()) {
             return st->done(absl::InvalidArgumentError(absl::StrCat("Feed '", f, "': ", t.status().message())));
           }
-          if (IsBulkCandidate(*t)) {
-            SetBulkNamedTensor(f, *t, bulk_->Offer(*t), bulk_->port(), nt);
+          uint64_t ticket = IsBulkCandidate(*t) ? bulk_->Offer(*t) : 0;
+          if (ticket != 0) {
+            SetBulkNamedTensor(f, *t, ticket, bulk_->port(), nt);
             continue;
           }
         }
@@ -244,8 +245,9 @@ void MasterSessionImpl::AbortStep(const std::shared_ptr<StepState>& st, const ab
 
 void MasterSessionImpl::SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,
                                  proto::NamedTensor* out) {
-  if (bulk_ != nullptr && st->req->accept_bulk() && IsBulkCandidate(t)) {
-    SetBulkNamedTensor(name, t, bulk_->Offer(t), bulk_->port(), out);
+  uint64_t ticket = bulk_ != nullptr && st->req->accept_bulk() && IsBulkCandidate(t) ? bulk_->Offer(t) : 0;
+  if (ticket != 0) {
+    SetBulkNamedTensor(name, t, ticket, bulk_->port(), out);
   } else {
     EncodeTensor(t, out->mutable_tensor());
   }

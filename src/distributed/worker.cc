@@ -68,9 +68,9 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
                                      [r, response, bulk](absl::Status s, Tensor t) {
                                        if (s.ok()) {
                                          // Large numeric tensors go over the bulk port; the answer names it.
-                                         if (bulk != nullptr && t.dtype() != DT_STRING && t.dtype() != DT_BOOL &&
-                                             t.TotalBytes() >= kBulkMinBytes) {
-                                           *response = EncodeBulkTensorHeader(t, bulk->Offer(t), bulk->port());
+                                         uint64_t ticket = bulk != nullptr && IsBulkCandidate(t) ? bulk->Offer(t) : 0;
+                                         if (ticket != 0) {
+                                           *response = EncodeBulkTensorHeader(t, ticket, bulk->port());
                                          } else {
                                            *response = EncodeTensorToByteBuffer(t);
                                          }
@@ -192,8 +192,9 @@ void Worker::RunGraphFromRpc(const proto::RunGraphRequest* req, proto::RunGraphR
           proto::NamedTensor* nt = resp->add_recv();
           const Tensor& t = call->recv[i];
           // Large fetches wait on the bulk port for the master to read them.
-          if (bulk != nullptr && IsBulkCandidate(t)) {
-            SetBulkNamedTensor(call->recv_keys[i], t, bulk->Offer(t), bulk->port(), nt);
+          uint64_t ticket = bulk != nullptr && IsBulkCandidate(t) ? bulk->Offer(t) : 0;
+          if (ticket != 0) {
+            SetBulkNamedTensor(call->recv_keys[i], t, ticket, bulk->port(), nt);
           } else {
             nt->set_name(call->recv_keys[i]);
             EncodeTensor(t, nt->mutable_tensor());

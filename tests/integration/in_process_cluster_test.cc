@@ -390,6 +390,26 @@ TEST_P(ClusterTest, RestartedTaskIsDetected) {
   EXPECT_NE(out.status().message().find("restarted"), std::string::npos) << out.status();
 }
 
+// A task that goes down mid-training fails the step with an error naming
+// that task; a client over gRPC must not mistake it for its master being
+// unreachable (and neither path may hang).
+TEST_P(ClusterTest, StepOnATaskThatWentDownNamesTheTask) {
+  Scope root = Scope::NewRootScope();
+  auto ps = root.WithDevice("/job:ps/task:1");
+  auto v = ops::Const(ps.WithOpName("on_ps1"), 3.f);
+  auto y = ops::Square(root.WithDevice("/job:worker/task:0"), v);
+  Session sess(Target("worker", 0), Options());
+  { auto r_ = sess.Run({y}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  for (auto& s : servers_)
+    if (s->task_name() == "/job:ps/replica:0/task:1") s->Stop();
+  absl::Time start = absl::Now();
+  auto out = sess.Run({y});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("/job:ps/replica:0/task:1"), std::string::npos) << out.status();
+  EXPECT_EQ(out.status().message().find("master"), std::string::npos) << out.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));
+}
+
 TEST_P(ClusterTest, ResetClearsContainersOnEveryTask) {
   Scope root = Scope::NewRootScope();
   auto ps = root.WithDevice("/job:ps/task:1");
