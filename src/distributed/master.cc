@@ -80,10 +80,15 @@ absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto
     absl::MutexLock lock(&mu_);
     handle = absl::StrCat("session_", next_session_++, "_", RandomStepId());
   }
-  auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, local_worker_, bulk_);
+  auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, local_worker_, bulk_, &closing_);
   absl::Status s = session->Init(req.graph_def());
   if (!s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  // Closing swapped the sessions out under mu_; a session registered after
+  // that would never be closed.
+  if (closing_.HasBeenNotified()) {
+    return absl::UnavailableError(absl::StrCat("The server of ", local_task_, " is shutting down"));
+  }
   sessions_[handle] = session;
   resp->set_session_handle(handle);
   resp->set_bulk_port(bulk_ != nullptr ? bulk_->port() : 0);
@@ -124,6 +129,7 @@ void Master::CloseAll() {
   std::map<std::string, std::shared_ptr<MasterSession>> all;
   {
     absl::MutexLock lock(&mu_);
+    if (!closing_.HasBeenNotified()) closing_.Notify();
     all.swap(sessions_);
   }
   for (auto& [h, s] : all) s->Close();

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "base/thread_pool.h"
 #include "distributed/worker.h"
 #include "distributed/worker_cache.h"
@@ -64,6 +65,7 @@ class Master {
   WorkerCache* const workers_;
   Worker* const local_worker_;
   BulkServer* bulk_ = nullptr;
+  absl::Notification closing_;  // CloseAll: sessions still waiting for the cluster give up
   std::unique_ptr<ThreadPool> pool_;  // runs blocking calls off gRPC's threads
   std::unique_ptr<Service> service_;
   absl::Mutex mu_;

@@ -21,9 +21,9 @@ int64_t RandomStepId() {
 
 std::shared_ptr<MasterSession> MasterSession::Create(std::string handle, proto::SessionConfig config,
                                                      WorkerCache* workers, std::string local_task, Worker* local_worker,
-                                                     BulkServer* bulk) {
+                                                     BulkServer* bulk, const absl::Notification* closing) {
   return std::make_shared<MasterSessionImpl>(std::move(handle), std::move(config), workers, std::move(local_task),
-                                             local_worker, bulk);
+                                             local_worker, bulk, closing);
 }
 
 absl::Status MasterSessionImpl::Init(const proto::GraphDef& graph) {
@@ -123,7 +123,8 @@ void MasterSessionImpl::Close() {
 absl::Status MasterSessionImpl::Discover() {
   std::vector<std::string> filters(config_.device_filters().begin(), config_.device_filters().end());
   int64_t wait_ms = config_.wait_for_tasks_ms() > 0 ? config_.wait_for_tasks_ms() : kDefaultWaitForTasksMs;
-  absl::StatusOr<std::vector<std::string>> devices = workers_->WaitForDevices(filters, absl::Milliseconds(wait_ms));
+  absl::StatusOr<std::vector<std::string>> devices =
+      workers_->WaitForDevices(filters, absl::Milliseconds(wait_ms), closing_);
   if (!devices.ok()) return devices.status();
   devices_ = std::move(*devices);
   default_device_ = local_task_ + "/device:CPU:0";

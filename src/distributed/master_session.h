@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
 #include "base/thread_pool.h"
 #include "distributed/bulk_transfer.h"
 #include "distributed/worker.h"
@@ -24,9 +25,11 @@ namespace distflow {
 class MasterSession {
  public:
   // `local_worker` (may be null) runs `local_task`'s partitions without an
-  // RPC; `bulk` (may be null) takes large feeds and serves large fetches.
+  // RPC; `bulk` (may be null) takes large feeds and serves large fetches;
+  // `closing` (may be null), once notified, ends Init's wait for the cluster.
   static std::shared_ptr<MasterSession> Create(std::string handle, proto::SessionConfig config, WorkerCache* workers,
-                                               std::string local_task, Worker* local_worker, BulkServer* bulk);
+                                               std::string local_task, Worker* local_worker, BulkServer* bulk,
+                                               const absl::Notification* closing = nullptr);
   virtual ~MasterSession() = default;
 
   // Waits for the cluster's tasks (per the config's filters), then takes the graph.

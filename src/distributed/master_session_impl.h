@@ -24,13 +24,14 @@ namespace distflow {
 class MasterSessionImpl final : public MasterSession {
  public:
   MasterSessionImpl(std::string handle, proto::SessionConfig config, WorkerCache* workers, std::string local_task,
-                    Worker* local_worker, BulkServer* bulk)
+                    Worker* local_worker, BulkServer* bulk, const absl::Notification* closing)
       : handle_(std::move(handle)),
         config_(std::move(config)),
         workers_(workers),
         local_task_(std::move(local_task)),
         local_worker_(local_worker),
-        bulk_(bulk) {}
+        bulk_(bulk),
+        closing_(closing) {}
 
   absl::Status Init(const proto::GraphDef& graph) override;
 
@@ -151,6 +152,7 @@ class MasterSessionImpl final : public MasterSession {
   const std::string local_task_;
   Worker* const local_worker_;
   BulkServer* const bulk_;  // may be null
+  const absl::Notification* const closing_;  // the master is closing (may be null)
   std::vector<std::string> devices_;
   std::string default_device_;
 

@@ -115,7 +115,8 @@ absl::StatusOr<grpc::GenericStub*> WorkerCache::GenericStub(const std::string& t
 }
 
 absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::vector<std::string>& filters,
-                                                                      absl::Duration wait) {
+                                                                      absl::Duration wait,
+                                                                      const absl::Notification* stop) {
   std::vector<std::string> waiting;
   for (const std::string& t : TaskNames())
     if (PassesFilters(t, filters)) waiting.push_back(t);
@@ -157,7 +158,13 @@ absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::
       LOG(INFO) << "Waiting for " << describe(waiting) << " to come up";
       next_log = now + absl::Seconds(5);
     }
-    absl::SleepFor(std::min(backoff, deadline - now));
+    const absl::Duration pause = std::min(backoff, deadline - now);
+    if (stop == nullptr) {
+      absl::SleepFor(pause);
+    } else if (stop->WaitForNotificationWithTimeout(pause)) {
+      return absl::CancelledError(absl::StrCat("Stopped waiting for ", describe(waiting),
+                                               ": this server is shutting down"));
+    }
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
   std::sort(devices.begin(), devices.end());

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "base/thread_pool.h"
 #include "distributed/bulk_transfer.h"
 #include "distributed/cluster_spec.h"
@@ -53,9 +54,11 @@ class WorkerCache {
   // Asks every task that passes `filters` for its devices, retrying tasks
   // that are not up yet with backoff (a log line every few seconds names
   // them) until `wait` runs out; then Unavailable names the missing tasks and
-  // their addresses. Returns the device names, sorted.
+  // their addresses. Returns the device names, sorted. `stop` (may be null)
+  // ends the wait early with Cancelled, e.g. when the server shuts down.
   absl::StatusOr<std::vector<std::string>> WaitForDevices(const std::vector<std::string>& filters,
-                                                          absl::Duration wait);
+                                                          absl::Duration wait,
+                                                          const absl::Notification* stop = nullptr);
 
   // Reads the bytes of a tensor that `task` offered on its bulk port into
   // `t` (already allocated with the announced dtype and shape). Blocks.

@@ -521,6 +521,40 @@ TEST(Cluster, PortInUseIsAClearError) {
   EXPECT_NE(s.message().find("already in use"), std::string::npos) << s;
 }
 
+// A server stopped while a client waits in CreateSession for a task that
+// never comes stops at once instead of after the (here 5 minute) wait; the
+// client gets an error.
+void StopServerWhileASessionWaitsForTheCluster(bool in_process_master) {
+  auto spec = MakeLocalClusterSpec(1, 1);  // the ps is never started
+  ASSERT_TRUE(spec.ok());
+  auto worker = Server::Create(*spec, "worker", 0);
+  ASSERT_TRUE(worker.ok());
+  ASSERT_TRUE((*worker)->Start().ok());
+  SessionOptions o;
+  o.wait_for_cluster_ms = 300000;
+  o.in_process_master = in_process_master;
+  absl::Status status;
+  absl::Notification answered;
+  std::thread client([&] {
+    Session sess((*worker)->target(), o);
+    Scope root = Scope::NewRootScope();
+    status = sess.Run({ops::Const(root, 1.f)}).status();
+    answered.Notify();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  absl::Time start = absl::Now();
+  worker->reset();  // Stop + destroy
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  client.join();
+  EXPECT_FALSE(status.ok());
+}
+
+TEST(Cluster, StoppingAServerEndsAnInProcessSessionsWaitForTheCluster) {
+  StopServerWhileASessionWaitsForTheCluster(true);
+}
+TEST(Cluster, StoppingAServerEndsARemoteSessionsWaitForTheCluster) { StopServerWhileASessionWaitsForTheCluster(false); }
+
 // The in-process path follows the server: "localhost" names the server the
 // spec calls 127.0.0.1, and once the server stops, the session's calls go
 // to the network like any other client's (and fail cleanly, not hang).
