@@ -9,7 +9,11 @@ function(distflow_library name)
 endfunction()
 
 # distflow_test(NAME SRCS ... DEPS ...): a GoogleTest binary registered with ctest.
+# Not built in the fuzzing build, which only needs the libraries under test.
 function(distflow_test name)
+  if(DISTFLOW_FUZZ)
+    return()
+  endif()
   cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SRCS})
   target_compile_options(${name} PRIVATE ${DISTFLOW_WARNINGS} ${DISTFLOW_ARCH_FLAGS})

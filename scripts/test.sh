@@ -13,6 +13,6 @@ export CCACHE_BASEDIR="$PWD"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDISTFLOW_FUZZ=ON
 cmake --build build-fuzz
 
-cmake -S . -B build -G Ninja -DDISTFLOW_FUZZER_BINARY="$PWD/build-fuzz/fuzz/tensor_decode_fuzzer"
+cmake -S . -B build -G Ninja -DDISTFLOW_FUZZERS_DIR="$PWD/build-fuzz/fuzz"
 cmake --build build
 ctest --test-dir build --output-on-failure -j 2
