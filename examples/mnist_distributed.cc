@@ -24,6 +24,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "data/mnist.h"
 #include "distflow/distflow.h"
 #include "train/layers.h"
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
   const int64_t steps = absl::GetFlag(FLAGS_steps);
   const int64_t every = absl::GetFlag(FLAGS_print_every);
   int64_t step = 0, local_steps = 0;
+  const absl::Time train_start = absl::Now();
   while (step < steps) {
     auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
     auto out = sess.Run({{images, bx}, {labels, by}}, {loss, accuracy, global_step}, {*train});
@@ -145,8 +147,10 @@ int main(int argc, char** argv) {
     }
     step = now;
   }
-  std::printf("Worker %d ran %lld of the %lld global steps\n", task, static_cast<long long>(local_steps),
-              static_cast<long long>(step));
+  const double secs = absl::ToDoubleSeconds(absl::Now() - train_start);
+  std::printf("Worker %d ran %lld of the %lld global steps in %.2f s (%.1f steps/s)\n", task,
+              static_cast<long long>(local_steps), static_cast<long long>(step), secs,
+              secs > 0 ? static_cast<double>(local_steps) / secs : 0.0);
   if (auto r = sess.Run({finished}); !r.ok()) return Die("reporting completion", r.status());
   if (!chief) return 0;
 
