@@ -386,8 +386,13 @@ void BulkServer::Serve(int fd) {
     size_t n = t.TotalBytes();
     PutU64(head, n);
     if (WriteAll(fd, head, sizeof(head)) != 0) break;
-    if (n > 0 && WriteAll(fd, static_cast<const char*>(t.raw_data()), n) != 0) break;
+    // Counted before the write: the peer may finish reading (and look at the
+    // counter) before this thread runs again. Taken back if the write fails.
     bytes_served_.fetch_add(n, std::memory_order_relaxed);
+    if (n > 0 && WriteAll(fd, static_cast<const char*>(t.raw_data()), n) != 0) {
+      bytes_served_.fetch_sub(n, std::memory_order_relaxed);
+      break;
+    }
   }
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < fds_.size(); ++i) {
