@@ -8,6 +8,7 @@
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
+#include "graph/window.h"
 
 namespace distflow {
 namespace {
@@ -18,71 +19,12 @@ std::string IntsStr(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-// Validates strides/ksize/padding/data_format attrs of a conv or pool node.
-struct WindowAttrs {
-  std::vector<int64_t> strides;
-  std::vector<int64_t> ksize;  // pools only
-  bool same = false;
-};
-
-absl::StatusOr<WindowAttrs> ReadWindowAttrs(const proto::NodeDef& node, bool pool) {
-  WindowAttrs a;
-  absl::StatusOr<std::vector<int64_t>> strides = GetAttrIntList(node, "strides");
-  if (!strides.ok()) return strides.status();
-  a.strides = *strides;
-  if (a.strides.size() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("strides must have 4 elements (NHWC), got ", IntsStr(a.strides)));
-  }
-  if (a.strides[0] != 1 || a.strides[3] != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strides in the batch and depth dimensions must be 1 (strides[0] = strides[3] = 1), got ", IntsStr(a.strides)));
-  }
-  if (a.strides[1] < 1 || a.strides[2] < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("strides must be positive, got ", IntsStr(a.strides)));
-  }
-  if (pool) {
-    absl::StatusOr<std::vector<int64_t>> ksize = GetAttrIntList(node, "ksize");
-    if (!ksize.ok()) return ksize.status();
-    a.ksize = *ksize;
-    if (a.ksize.size() != 4) {
-      return absl::InvalidArgumentError(absl::StrCat("ksize must have 4 elements (NHWC), got ", IntsStr(a.ksize)));
-    }
-    if (a.ksize[0] != 1 || a.ksize[3] != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pooling is not supported across the batch or depth dimensions (ksize[0] = ksize[3] = 1), got ",
-          IntsStr(a.ksize)));
-    }
-    if (a.ksize[1] < 1 || a.ksize[2] < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("ksize must be positive, got ", IntsStr(a.ksize)));
-    }
-  }
-  absl::StatusOr<std::string> padding = GetAttrString(node, "padding");
-  if (!padding.ok()) return padding.status();
-  if (*padding != "SAME" && *padding != "VALID") {
-    return absl::InvalidArgumentError(absl::StrCat("padding must be 'SAME' or 'VALID', got '", *padding, "'"));
-  }
-  a.same = *padding == "SAME";
-  if (HasAttr(node, "data_format")) {
-    absl::StatusOr<std::string> fmt = GetAttrString(node, "data_format");
-    if (!fmt.ok()) return fmt.status();
-    if (*fmt != "NHWC") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("data_format '", *fmt, "' is not supported: only NHWC is implemented"));
-    }
-  }
-  return a;
-}
-
-// TensorFlow's windowed output size; -1 if `in` is unknown.
+// The windowed output size (graph/window.h); -1 if `in` or `k` is unknown.
 absl::StatusOr<int64_t> OutSize(int64_t in, int64_t k, int64_t s, bool same, const char* what) {
   if (in < 0 || k < 0) return int64_t{-1};
-  if (same) return (in + s - 1) / s;
-  if (in < k) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("VALID padding: the ", what, " window (", k, ") is larger than the input (", in, ")"));
-  }
-  return (in - k) / s + 1;
+  absl::StatusOr<WindowDim> d = ComputeWindow(in, k, s, same, what);
+  if (!d.ok()) return d.status();
+  return d->out;
 }
 
 absl::Status Conv2DShape(InferenceContext* c) {
@@ -97,9 +39,9 @@ absl::Status Conv2DShape(InferenceContext* c) {
                                                    in->DebugString(), " has ", in->dim(3), " channels, filter ",
                                                    f->DebugString(), " has ", f->dim(2)));
   }
-  absl::StatusOr<int64_t> oh = OutSize(in->dim(1), f->dim(0), a->strides[1], a->same, "filter");
+  absl::StatusOr<int64_t> oh = OutSize(in->dim(1), f->dim(0), a->sh, a->same, "filter");
   if (!oh.ok()) return oh.status();
-  absl::StatusOr<int64_t> ow = OutSize(in->dim(2), f->dim(1), a->strides[2], a->same, "filter");
+  absl::StatusOr<int64_t> ow = OutSize(in->dim(2), f->dim(1), a->sw, a->same, "filter");
   if (!ow.ok()) return ow.status();
   c->set_output(0, PartialShape({in->dim(0), *oh, *ow, f->dim(3)}));
   return absl::OkStatus();
@@ -146,9 +88,9 @@ absl::Status PoolShape(InferenceContext* c) {
   if (!a.ok()) return a.status();
   absl::StatusOr<PartialShape> in = c->WithRank(c->input(0), 4, "input");
   if (!in.ok()) return in.status();
-  absl::StatusOr<int64_t> oh = OutSize(in->dim(1), a->ksize[1], a->strides[1], a->same, "pooling");
+  absl::StatusOr<int64_t> oh = OutSize(in->dim(1), a->kh, a->sh, a->same, "pooling");
   if (!oh.ok()) return oh.status();
-  absl::StatusOr<int64_t> ow = OutSize(in->dim(2), a->ksize[2], a->strides[2], a->same, "pooling");
+  absl::StatusOr<int64_t> ow = OutSize(in->dim(2), a->kw, a->sw, a->same, "pooling");
   if (!ow.ok()) return ow.status();
   c->set_output(0, PartialShape({in->dim(0), *oh, *ow, in->dim(3)}));
   return absl::OkStatus();

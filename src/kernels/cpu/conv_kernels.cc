@@ -26,83 +26,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "graph/attr_value.h"
+#include "graph/window.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/kernel_registry.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace distflow {
 namespace {
-
-std::string IntsStr(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) absl::StrAppend(&s, i ? "," : "", v[i]);
-  return s + "]";
-}
-
-struct WindowAttrs {
-  int64_t sh = 1, sw = 1;
-  int64_t kh = 0, kw = 0;  // pools only
-  bool same = false;
-};
-
-absl::StatusOr<WindowAttrs> ReadWindowAttrs(const proto::NodeDef& node, bool pool) {
-  WindowAttrs a;
-  absl::StatusOr<std::vector<int64_t>> strides = GetAttrIntList(node, "strides");
-  if (!strides.ok()) return strides.status();
-  if (strides->size() != 4 || (*strides)[0] != 1 || (*strides)[3] != 1 || (*strides)[1] < 1 || (*strides)[2] < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strides must be 4 positive values with strides[0] = strides[3] = 1 (NHWC), got ", IntsStr(*strides)));
-  }
-  a.sh = (*strides)[1];
-  a.sw = (*strides)[2];
-  if (pool) {
-    absl::StatusOr<std::vector<int64_t>> ksize = GetAttrIntList(node, "ksize");
-    if (!ksize.ok()) return ksize.status();
-    if (ksize->size() != 4 || (*ksize)[0] != 1 || (*ksize)[3] != 1 || (*ksize)[1] < 1 || (*ksize)[2] < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ksize must be 4 positive values with ksize[0] = ksize[3] = 1 (NHWC), got ", IntsStr(*ksize)));
-    }
-    a.kh = (*ksize)[1];
-    a.kw = (*ksize)[2];
-  }
-  absl::StatusOr<std::string> padding = GetAttrString(node, "padding");
-  if (!padding.ok()) return padding.status();
-  if (*padding != "SAME" && *padding != "VALID") {
-    return absl::InvalidArgumentError(absl::StrCat("padding must be 'SAME' or 'VALID', got '", *padding, "'"));
-  }
-  a.same = *padding == "SAME";
-  if (HasAttr(node, "data_format")) {
-    absl::StatusOr<std::string> fmt = GetAttrString(node, "data_format");
-    if (!fmt.ok()) return fmt.status();
-    if (*fmt != "NHWC") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("data_format '", *fmt, "' is not supported: only NHWC is implemented"));
-    }
-  }
-  return a;
-}
-
-// One spatial dimension of a window: TF's output size and padding.
-struct Dim1 {
-  int64_t out = 0, pad_before = 0, pad_after = 0;
-};
-
-absl::StatusOr<Dim1> Window(int64_t in, int64_t k, int64_t s, bool same) {
-  Dim1 d;
-  if (same) {
-    d.out = (in + s - 1) / s;
-    const int64_t total = std::max<int64_t>((d.out - 1) * s + k - in, 0);
-    d.pad_before = total / 2;
-    d.pad_after = total - d.pad_before;
-  } else {
-    if (in < k) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("VALID padding: the window (", k, ") is larger than the input (", in, ")"));
-    }
-    d.out = (in - k) / s + 1;
-  }
-  return d;
-}
 
 // Geometry of a convolution or pooling.
 struct Geom {
@@ -113,7 +43,9 @@ struct Geom {
   int64_t pt, pb, pl, pr;
 };
 
-absl::StatusOr<Geom> MakeGeom(const TensorShape& in, int64_t kh, int64_t kw, int64_t o, const WindowAttrs& a) {
+// `what` names the window in errors: "filter" or "pooling".
+absl::StatusOr<Geom> MakeGeom(const TensorShape& in, int64_t kh, int64_t kw, int64_t o, const WindowAttrs& a,
+                              const char* what) {
   Geom g;
   g.n = in.dim_size(0);
   g.h = in.dim_size(1);
@@ -124,9 +56,9 @@ absl::StatusOr<Geom> MakeGeom(const TensorShape& in, int64_t kh, int64_t kw, int
   g.o = o;
   g.sh = a.sh;
   g.sw = a.sw;
-  absl::StatusOr<Dim1> dh = Window(g.h, kh, a.sh, a.same);
+  absl::StatusOr<WindowDim> dh = ComputeWindow(g.h, kh, a.sh, a.same, what);
   if (!dh.ok()) return dh.status();
-  absl::StatusOr<Dim1> dw = Window(g.w, kw, a.sw, a.same);
+  absl::StatusOr<WindowDim> dw = ComputeWindow(g.w, kw, a.sw, a.same, what);
   if (!dw.ok()) return dw.status();
   g.oh = dh->out;
   g.ow = dw->out;
@@ -407,7 +339,7 @@ class ConvOp : public OpKernel {
           " channels, filter ", filter_shape.DebugString(), " has ", filter_shape.dim_size(2)));
     }
     absl::StatusOr<Geom> gs = MakeGeom(in_shape, filter_shape.dim_size(0), filter_shape.dim_size(1),
-                                       filter_shape.dim_size(3), attrs_);
+                                       filter_shape.dim_size(3), attrs_, "filter");
     if (!gs.ok()) return gs.status();
     const Geom& g = *gs;
     const TensorShape y_shape({g.n, g.oh, g.ow, g.o});
@@ -660,7 +592,7 @@ class PoolOp : public OpKernel {
       return absl::InvalidArgumentError(
           absl::StrCat("pooling input must be 4-D (NHWC), got shape ", in_shape.DebugString()));
     }
-    absl::StatusOr<Geom> gs = MakeGeom(in_shape, attrs_.kh, attrs_.kw, in_shape.dim_size(3), attrs_);
+    absl::StatusOr<Geom> gs = MakeGeom(in_shape, attrs_.kh, attrs_.kw, in_shape.dim_size(3), attrs_, "pooling");
     if (!gs.ok()) return gs.status();
     const Geom& g = *gs;
     const TensorShape y_shape({g.n, g.oh, g.ow, g.c});
