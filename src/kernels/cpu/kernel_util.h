@@ -1,5 +1,5 @@
 // Small helpers shared by the CPU kernel families: reading int32/int64
-// shape-like inputs with clear errors, printing dims, and the seeded random
+// shape-like inputs with clear errors, printing dims, copy costs, and the seeded random
 // generators of the stateful random kernels (RandomUniform & co, Dropout).
 // Header-only; everything here is stateless except the caller's generator.
 #pragma once
@@ -41,6 +41,19 @@ inline absl::StatusOr<std::vector<int64_t>> ReadInts(const Tensor& t, absl::stri
   }
   return out;
 }
+
+// The value of an int32/int64 scalar tensor.
+inline absl::StatusOr<int64_t> ReadScalarInt(const Tensor& t, absl::string_view what) {
+  if (t.dims() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be a scalar, got shape ", t.shape().DebugString()));
+  }
+  if (t.dtype() == DT_INT32) return t.scalar<int32_t>();
+  if (t.dtype() == DT_INT64) return t.scalar<int64_t>();
+  return absl::InvalidArgumentError(absl::StrCat(what, " must be int32 or int64, got ", DataTypeName(t.dtype())));
+}
+
+// Rough cycles to copy one element of `dt` (strings allocate), for ParallelFor costs.
+inline int64_t CopyCost(DataType dt) { return dt == DT_STRING ? 50 : 1; }
 
 // Seeds `gen` from the op's (seed, seed2) attributes: reproducible when either
 // is non-zero, from std::random_device otherwise.
