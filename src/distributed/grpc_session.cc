@@ -19,6 +19,12 @@ namespace {
 
 constexpr int64_t kDefaultWaitMs = 300000;
 
+// Takes (and drops) the offers an in-process master made for `resp`'s fetches.
+void TakeBulkFetches(BulkServer& bulk, const proto::RunStepResponse& resp) {
+  for (const proto::NamedTensor& nt : resp.tensor())
+    if (nt.bulk_ticket() != 0) (void)bulk.TakeOffer(nt.bulk_ticket());
+}
+
 uint64_t RandomRequestId() {
   static std::mt19937_64 gen{std::random_device{}()};
   static absl::Mutex mu(absl::kConstInit);
@@ -30,8 +36,8 @@ uint64_t RandomRequestId() {
 
 GrpcSession::GrpcSession(std::string address, SessionOptions options)
     : address_(std::move(address)), options_(std::move(options)) {
-  auto channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), UnlimitedChannelArguments());
-  stub_ = proto::MasterService::NewStub(channel);
+  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), UnlimitedChannelArguments());
+  stub_ = proto::MasterService::NewStub(channel_);
 }
 
 GrpcSession::~GrpcSession() { (void)Close(); }
@@ -43,7 +49,14 @@ std::optional<LocalMasterLease> GrpcSession::InProcessMaster() const {
 
 absl::Status GrpcSession::RunInProcess(const std::shared_ptr<InProcessCall>& call) {
   call->lease->master()->RunStepAsync(&call->req, &call->resp, [call](absl::Status s) {
-    call->status = std::move(s);
+    bool abandoned = false;
+    {
+      absl::MutexLock lock(&call->mu);
+      call->status = std::move(s);
+      call->completed = true;
+      abandoned = call->abandoned;
+    }
+    if (abandoned && call->bulk != nullptr) TakeBulkFetches(*call->bulk, call->resp);
     call->finished.Notify();
   });
   // The master enforces the step's deadline on its partitions; this bounds
@@ -51,8 +64,12 @@ absl::Status GrpcSession::RunInProcess(const std::shared_ptr<InProcessCall>& cal
   // the way the gRPC path's deadline does.
   if (call->req.timeout_ms() > 0) {
     if (!call->finished.WaitForNotificationWithTimeout(absl::Milliseconds(call->req.timeout_ms() + 5000))) {
-      return absl::DeadlineExceededError(absl::StrCat("The step did not finish within its ", call->req.timeout_ms(),
-                                                      " ms timeout (plus 5 s) on ", address_));
+      absl::MutexLock lock(&call->mu);
+      if (!call->completed) {
+        call->abandoned = true;  // its completion frees what it offered
+        return absl::DeadlineExceededError(absl::StrCat("The step did not finish within its ", call->req.timeout_ms(),
+                                                        " ms timeout (plus 5 s) on ", address_));
+      }
     }
   } else {
     call->finished.WaitForNotification();
@@ -62,35 +79,26 @@ absl::Status GrpcSession::RunInProcess(const std::shared_ptr<InProcessCall>& cal
 
 absl::Status GrpcSession::RunOverGrpc(const proto::RunStepRequest& req, proto::RunStepResponse* resp) {
   // A reply lost to a broken connection is retried; the master runs the step
-  // once (same request id). Retries wait a little for the channel to
-  // reconnect (gRPC's first reconnect backoff is about a second). The
-  // session exists, so its master was up: one that stays unreachable is an
-  // error after the retries, not a wait forever.
+  // once (same request id), and a retry of a step still running waits for
+  // it. Before a retry the channel gets a few seconds to reconnect (gRPC's
+  // first reconnect backoff is about a second); only that wait is bounded,
+  // not the step. The session exists, so its master was up: one that stays
+  // unreachable is an error after the retries, not a wait forever.
   constexpr int kAttempts = 3;
   constexpr auto kReconnectWait = std::chrono::seconds(3);
   grpc::Status s;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    if (attempt > 0 && !channel_->WaitForConnected(std::chrono::system_clock::now() + kReconnectWait)) continue;
     grpc::ClientContext ctx;
-    auto now = std::chrono::system_clock::now();
-    auto deadline = std::chrono::system_clock::time_point::max();
-    if (req.timeout_ms() > 0) deadline = now + std::chrono::milliseconds(req.timeout_ms() + 5000);
-    bool reconnect_deadline = false;
-    if (attempt > 0) {
-      ctx.set_wait_for_ready(true);
-      if (now + kReconnectWait < deadline) {
-        deadline = now + kReconnectWait;
-        reconnect_deadline = true;
-      }
+    if (req.timeout_ms() > 0) {
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(req.timeout_ms() + 5000));
     }
-    if (deadline != std::chrono::system_clock::time_point::max()) ctx.set_deadline(deadline);
     resp->Clear();
     s = stub_->RunStep(&ctx, req, resp);
     if (s.ok()) return absl::OkStatus();
     const auto& trailers = ctx.GetServerTrailingMetadata();
     if (trailers.find(kStepStatusMetadataKey) != trailers.end()) return FromGrpcStatus(s);  // the step's own error
-    const bool unreachable = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                             (reconnect_deadline && s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
-    if (!unreachable) return FromGrpcStatus(s);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return FromGrpcStatus(s);
   }
   return absl::UnavailableError(absl::StrCat("The master at ", address_, " is unreachable after ", kAttempts,
                                              " attempts (", s.error_message(), "); is its server still running?"));
@@ -209,6 +217,7 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
     call = std::make_shared<InProcessCall>();
     call->req = std::move(req);
     call->lease.emplace(std::move(*local));
+    call->bulk = local_bulk;
     absl::Status st = RunInProcess(call);
     if (!st.ok()) return st;
     answer = &call->resp;
@@ -221,16 +230,17 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
   for (const proto::NamedTensor& nt : resp.tensor()) {
     if (nt.bulk_ticket() != 0) {
       absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
-      if (!spec.ok()) return spec.status();
+      if (!spec.ok()) {
+        if (local_bulk != nullptr) TakeBulkFetches(*local_bulk, resp);  // do not leave them pinned
+        return spec.status();
+      }
       if (local_bulk != nullptr) {
         absl::StatusOr<Tensor> t = local_bulk->TakeOffer(nt.bulk_ticket());
         if (t.ok() && (t->dtype() != spec->first || t->shape() != spec->second)) {
           t = absl::DataLossError("it does not match its announced type");
         }
         if (!t.ok()) {
-          // Do not leave the other fetches' tensors pinned until their TTL.
-          for (const proto::NamedTensor& rest : resp.tensor())
-            if (rest.bulk_ticket() != 0) (void)local_bulk->TakeOffer(rest.bulk_ticket());
+          TakeBulkFetches(*local_bulk, resp);  // do not leave the others pinned until their TTL
           return absl::Status(t.status().code(),
                               absl::StrCat("Fetched tensor '", nt.name(), "': ", t.status().message()));
         }

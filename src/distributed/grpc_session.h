@@ -44,7 +44,11 @@ class GrpcSession : public SessionInterface {
     proto::RunStepRequest req;
     proto::RunStepResponse resp;
     std::optional<LocalMasterLease> lease;
+    BulkServer* bulk = nullptr;  // the master's, if large fetches come as tickets
     absl::Notification finished;
+    absl::Mutex mu;
+    bool completed ABSL_GUARDED_BY(mu) = false;
+    bool abandoned ABSL_GUARDED_BY(mu) = false;  // the caller stopped waiting: drop the fetches
     absl::Status status;  // set before `finished`
   };
   absl::Status RunInProcess(const std::shared_ptr<InProcessCall>& call);
@@ -52,6 +56,7 @@ class GrpcSession : public SessionInterface {
 
   const std::string address_;
   const SessionOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::MasterService::Stub> stub_;
   absl::Mutex mu_;
   std::string handle_ ABSL_GUARDED_BY(mu_);

@@ -90,8 +90,13 @@ void RegisterLocalMaster(const std::string& address, std::shared_ptr<LocalMaster
   auto [it, inserted] = r.entries.emplace(key, entry);
   if (inserted) return;
   // A stopped server may not have unregistered yet; a live one keeps its place.
-  absl::MutexLock entry_lock(&it->second->mu_);
-  if (it->second->master_ == nullptr) {
+  std::shared_ptr<LocalMasterEntry> old = it->second;  // outlives the lock below
+  bool closed = false;
+  {
+    absl::MutexLock entry_lock(&old->mu_);
+    closed = old->master_ == nullptr;
+  }
+  if (closed) {
     it->second = std::move(entry);
   } else {
     LOG(WARNING) << "Another server in this process already serves " << address

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "graph/attr_value.h"
 #include "graph/shape_inference.h"
@@ -248,6 +249,20 @@ absl::StatusOr<std::unique_ptr<Graph>> Graph::FromGraphDef(const proto::GraphDef
   return g;
 }
 
+namespace {
+
+// Protobuf equality where a NaN attribute equals itself (the default
+// comparator says NaN != NaN, which would make a node differ from its copy).
+bool SameMessage(const google::protobuf::Message& a, const google::protobuf::Message& b) {
+  google::protobuf::util::DefaultFieldComparator comparator;
+  comparator.set_treat_nan_as_equal(true);
+  google::protobuf::util::MessageDifferencer differ;
+  differ.set_field_comparator(&comparator);
+  return differ.Compare(a, b);
+}
+
+}  // namespace
+
 absl::Status Graph::Extend(const proto::GraphDef& def) {
   // Index the new nodes, rejecting duplicates and conflicting redefinitions.
   absl::flat_hash_map<std::string, int> index;
@@ -257,15 +272,14 @@ absl::Status Graph::Extend(const proto::GraphDef& def) {
     if (index.contains(n.name())) return NodeError(n, "a node with this name appears twice in the GraphDef");
     index[n.name()] = i;
     if (const Node* existing = FindNode(n.name())) {
-      if (!google::protobuf::util::MessageDifferencer::Equals(existing->def(), n)) {
+      if (!SameMessage(existing->def(), n)) {
         // Defaults may have been filled in; compare what the caller specified.
         proto::NodeDef a = existing->def();
         bool same = a.op() == n.op() && a.device() == n.device() && a.input_size() == n.input_size();
         for (int k = 0; same && k < n.input_size(); ++k) same = a.input(k) == n.input(k);
         for (const auto& [name, v] : n.attr()) {
           auto it = a.attr().find(name);
-          same = same && it != a.attr().end() &&
-                 google::protobuf::util::MessageDifferencer::Equals(it->second, v);
+          same = same && it != a.attr().end() && SameMessage(it->second, v);
         }
         if (!same) return NodeError(n, "a different node with this name is already in the graph");
       }

@@ -1,5 +1,7 @@
 #include "graph/graph.h"
 
+#include <limits>
+
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 
@@ -174,6 +176,19 @@ TEST(Graph, ExtendAddsOnlyNewNodesAndRejectsConflicts) {
   *conflict.add_node() = Const("c", Tensor::Scalar<float>(2));
   absl::Status s = (*graph)->Extend(conflict);
   EXPECT_NE(s.message().find("a different node with this name"), std::string::npos) << s;
+}
+
+// Found by the graph_import fuzzer: a node whose attribute is NaN compared
+// unequal to itself, so re-sending the same graph was a "conflict".
+TEST(Graph, ExtendWithTheSameNodeHoldingANanAttrIsNotAConflict) {
+  proto::GraphDef g;
+  proto::NodeDef n = Node("n", "NoOp", {});
+  (*n.mutable_attr())["_note"].set_f(std::numeric_limits<double>::quiet_NaN());
+  *g.add_node() = n;
+  auto graph = Graph::FromGraphDef(g);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  absl::Status s = (*graph)->Extend(g);
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 }  // namespace
