@@ -22,7 +22,8 @@
 
 namespace distflow {
 
-void RegisterConvKernels(KernelRegistry* r);
+void RegisterConvKernels(KernelRegistry* r);  // conv_kernels.cc
+void RegisterPoolKernels(KernelRegistry* r);  // pool_kernels.cc
 
 namespace {
 
@@ -444,6 +445,7 @@ void RegisterNnKernels(KernelRegistry* r) {
   RegisterFloat<DropoutOp>(r, "Dropout");
   RegisterFloat<SparseXentOp>(r, "SparseSoftmaxCrossEntropyWithLogits");
   RegisterConvKernels(r);
+  RegisterPoolKernels(r);
 }
 
 }  // namespace distflow
