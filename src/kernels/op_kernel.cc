@@ -71,4 +71,10 @@ void OpKernelContext::ParallelFor(int64_t n, int64_t cost_per_unit,
   pool->ParallelFor(n, min_block, fn);
 }
 
+int64_t OpKernel::EstimatedWork(const std::vector<TensorShape>& inputs) const {
+  int64_t n = 0;
+  for (const TensorShape& s : inputs) n += s.num_elements();
+  return n;
+}
+
 }  // namespace distflow

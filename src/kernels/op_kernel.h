@@ -67,11 +67,14 @@ class OpKernel {
   virtual bool IsAsync() const { return false; }
   // Cheap kernels run inline on the thread that made them ready.
   virtual bool IsExpensive() const { return true; }
-  // True if the kernel's work is set by an input's value (a shape, a count,
-  // multiples) rather than by the inputs' sizes: Fill, Tile, Range, random
-  // ops. The executor runs an expensive kernel inline when its inputs are
-  // tiny, except for these.
-  virtual bool ExpandsInputs() const { return false; }
+  // Roughly how many element operations Compute does for inputs of these
+  // shapes (a variable input counts as its declared shape), or -1 if the
+  // shapes do not tell: the work is set by an input's value (a shape, a
+  // count, multiples: Fill, Tile, Range, random ops). The executor runs an
+  // expensive kernel inline on the thread that made it ready, an RPC thread
+  // included, when this is small, since a hand-off to the pool costs more.
+  // Default: the number of input elements (one pass over the inputs).
+  virtual int64_t EstimatedWork(const std::vector<TensorShape>& inputs) const;
 
   const std::string& name() const { return name_; }
   const std::string& type_string() const { return op_; }

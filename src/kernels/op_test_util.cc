@@ -26,8 +26,7 @@ OpTest& OpTest::IntraOpThreads(int n) {
   return *this;
 }
 
-absl::StatusOr<std::vector<Tensor>> OpTest::Run() {
-  Graph g;
+absl::StatusOr<std::unique_ptr<OpKernel>> OpTest::MakeKernel(Graph* g, Device* device, const Node** node_out) {
   proto::NodeDef node = def_;
   node.clear_input();
   for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -36,14 +35,32 @@ absl::StatusOr<std::vector<Tensor>> OpTest::Run() {
     c.set_op("Const");
     SetAttrTensor(&c, "value", inputs_[i]);
     SetAttrType(&c, "dtype", inputs_[i].dtype());
-    absl::StatusOr<const Node*> added = g.AddNode(std::move(c));
+    absl::StatusOr<const Node*> added = g->AddNode(std::move(c));
     if (!added.ok()) return added.status();
     node.add_input(absl::StrCat("input_", i));
   }
-  absl::StatusOr<const Node*> n = g.AddNode(node);
+  absl::StatusOr<const Node*> n = g->AddNode(node);
   if (!n.ok()) return n.status();
+  *node_out = *n;
+  return KernelRegistry::Global()->CreateKernel(**n, device);
+}
+
+absl::StatusOr<int64_t> OpTest::EstimatedWork() {
+  Graph g;
   Device device("/job:localhost/replica:0/task:0/device:CPU:0", kCpu, pool_.get());
-  absl::StatusOr<std::unique_ptr<OpKernel>> kernel = KernelRegistry::Global()->CreateKernel(**n, &device);
+  const Node* node = nullptr;
+  absl::StatusOr<std::unique_ptr<OpKernel>> kernel = MakeKernel(&g, &device, &node);
+  if (!kernel.ok()) return kernel.status();
+  std::vector<TensorShape> shapes;
+  for (const Tensor& t : inputs_) shapes.push_back(t.shape());
+  return (*kernel)->EstimatedWork(shapes);
+}
+
+absl::StatusOr<std::vector<Tensor>> OpTest::Run() {
+  Graph g;
+  Device device("/job:localhost/replica:0/task:0/device:CPU:0", kCpu, pool_.get());
+  const Node* node = nullptr;
+  absl::StatusOr<std::unique_ptr<OpKernel>> kernel = MakeKernel(&g, &device, &node);
   if (!kernel.ok()) return kernel.status();
   OpKernelContext::Params p;
   p.device = &device;
@@ -60,11 +77,11 @@ absl::StatusOr<std::vector<Tensor>> OpTest::Run() {
     if (!out[i].IsInitialized()) {
       return absl::InternalError(absl::StrCat("kernel left output ", i, " unset"));
     }
-    if (out[i].dtype() != (*n)->output_type(static_cast<int>(i))) {
+    if (out[i].dtype() != node->output_type(static_cast<int>(i))) {
       return absl::InternalError(absl::StrCat("output ", i, " has dtype ", DataTypeName(out[i].dtype()), ", op says ",
-                                              DataTypeName((*n)->output_type(static_cast<int>(i)))));
+                                              DataTypeName(node->output_type(static_cast<int>(i)))));
     }
-    const PartialShape& inferred = (*n)->output_shape(static_cast<int>(i));
+    const PartialShape& inferred = node->output_shape(static_cast<int>(i));
     if (!inferred.IsCompatibleWith(out[i].shape())) {
       return absl::InternalError(absl::StrCat("shape function inferred ", inferred.DebugString(), " for output ", i,
                                               " but the kernel produced ", out[i].shape().DebugString()));

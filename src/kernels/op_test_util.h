@@ -24,6 +24,12 @@
 #include "tensor/tensor.h"
 
 namespace distflow {
+
+class Device;
+class Graph;
+class Node;
+class OpKernel;
+
 namespace test {
 
 class OpTest {
@@ -38,8 +44,13 @@ class OpTest {
   OpTest& IntraOpThreads(int n);
 
   absl::StatusOr<std::vector<Tensor>> Run();
+  // The kernel's OpKernel::EstimatedWork for the inputs' shapes.
+  absl::StatusOr<int64_t> EstimatedWork();
 
  private:
+  // Adds the node with Const inputs to `g` (*node) and makes its kernel on `device`.
+  absl::StatusOr<std::unique_ptr<OpKernel>> MakeKernel(Graph* g, Device* device, const Node** node);
+
   proto::NodeDef def_;
   std::vector<Tensor> inputs_;
   std::unique_ptr<ThreadPool> pool_;

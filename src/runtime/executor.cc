@@ -104,20 +104,31 @@ struct Executor::Impl {
     bool finish_after_deadline ABSL_GUARDED_BY(mu) = false;
   };
 
-  // Inputs this small make any kernel cheap enough to run on whatever thread
-  // made it ready, an RPC thread included.
-  static constexpr int64_t kInlineInputElements = 4096;
+  // Work (OpKernel::EstimatedWork: about one pass over an element each)
+  // below which a kernel runs on whatever thread made it ready, an RPC thread
+  // included: a few tens of microseconds, less than handing it to the pool
+  // and waking a thread there.
+  static constexpr int64_t kInlineWork = 1 << 16;
 
-  bool HasTinyInputs(Step* s, const NodeItem& item) const {
-    if (item.kernel->ExpandsInputs()) return false;
+  bool CheapEnoughToInline(Step* s, const NodeItem& item) const {
+    std::vector<TensorShape> shapes;
+    shapes.reserve(static_cast<size_t>(item.node->num_inputs()));
     int64_t elements = 0;
     for (int k = 0; k < item.node->num_inputs(); ++k) {
       const Entry& e = s->slots[static_cast<size_t>(item.input_start + k)];
-      if (e.ref != nullptr) return false;  // a variable: its size is unknown here
-      elements += e.val.shape().num_elements();
-      if (elements > kInlineInputElements) return false;
+      if (e.ref != nullptr) {
+        // A variable: its declared shape (no lock), if it says.
+        absl::StatusOr<TensorShape> declared = e.ref->declared_shape().ToTensorShape();
+        if (!declared.ok()) return false;
+        shapes.push_back(*std::move(declared));
+      } else {
+        shapes.push_back(e.val.shape());
+      }
+      elements += shapes.back().num_elements();
+      if (elements > 64 * kInlineWork) return false;  // not worth asking the kernel
     }
-    return true;
+    const int64_t work = item.kernel->EstimatedWork(shapes);
+    return work >= 0 && work <= kInlineWork;
   }
 
   void RecordError(Step* s, const NodeItem& item, const absl::Status& st) const {
@@ -175,7 +186,7 @@ struct Executor::Impl {
     }
   }
 
-  // Queues ready items. Cheap ones, and expensive ones with tiny inputs, stay
+  // Queues ready items. Cheap ones, and expensive ones with little estimated work, stay
   // on this thread. On a thread of ours (`owned`: the inter-op pool or a
   // caller waiting in Run) the first expensive one stays too; everything else
   // goes to the inter-op pool, so threads we do not own (RPC callbacks, async
@@ -185,7 +196,7 @@ struct Executor::Impl {
     for (int id : ready) {
       s->outstanding.fetch_add(1, std::memory_order_relaxed);
       const NodeItem& item = items[static_cast<size_t>(id)];
-      if (!item.expensive || options.inter_op_pool == nullptr || HasTinyInputs(s, item)) {
+      if (!item.expensive || options.inter_op_pool == nullptr || CheapEnoughToInline(s, item)) {
         local->push_back(id);
       } else if (!kept_expensive) {
         kept_expensive = true;

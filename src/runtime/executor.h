@@ -81,9 +81,9 @@ class Executor {
 
   // Runs one step without parking any thread: `done` is called exactly once,
   // on whichever thread finishes the last node (possibly inside this call).
-  // The calling thread runs only cheap nodes (and expensive ones with tiny
-  // inputs); the rest go to the inter-op pool, so an RPC thread may call
-  // this. The executor must stay alive until `done` is called.
+  // The calling thread runs only cheap nodes (and expensive ones whose
+  // OpKernel::EstimatedWork is a few tens of microseconds); the rest go to
+  // the inter-op pool, so an RPC thread may call this. The executor must stay alive until `done` is called.
   void RunAsync(const StepOptions& options, std::vector<Tensor> feed_values, DoneCallback done) const;
 
   int num_nodes() const;

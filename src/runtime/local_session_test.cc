@@ -304,7 +304,7 @@ class LocalSessionAsync : public ::testing::Test {
 
 TEST_F(LocalSessionAsync, LargeInputsGoToThePoolAndRunAsyncReturnsAtOnce) {
   LocalSession s;
-  ASSERT_TRUE(s.Create(Graph(32768)).ok());  // over the 4096-element inline limit
+  ASSERT_TRUE(s.Create(Graph(1 << 18)).ok());  // estimated work over the executor's inline limit
   absl::Notification done;
   std::thread::id done_on;
   absl::StatusOr<std::vector<Tensor>> out;
@@ -335,7 +335,7 @@ TEST_F(LocalSessionAsync, LastReferenceMayBeDroppedOnItsOwnPoolThread) {
   // thread that ran its last node.
   for (int i = 0; i < 5; ++i) {
     auto session = std::make_shared<LocalSession>();
-    ASSERT_TRUE(session->Create(Graph(32768)).ok());
+    ASSERT_TRUE(session->Create(Graph(1 << 18)).ok());  // runs on the pool
     LocalSession* raw = session.get();
     absl::Notification done;
     std::thread::id ran_on;

@@ -130,7 +130,7 @@ class RankOp : public OpKernel {
 
 class FillOp : public OpKernel {
  public:
-  bool ExpandsInputs() const override { return true; }
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInts(ctx->input(0), "dims"));

@@ -152,7 +152,7 @@ class TransposeOp : public OpKernel {
 
 class TileOp : public OpKernel {
  public:
-  bool ExpandsInputs() const override { return true; }
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& in = ctx->input(0);
@@ -241,7 +241,7 @@ absl::StatusOr<int64_t> RangeSize(T start, T limit, T delta) {
 template <typename T>
 class RangeOp : public OpKernel {
  public:
-  bool ExpandsInputs() const override { return true; }
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     for (int i = 0; i < 3; ++i) {
@@ -272,7 +272,7 @@ class RangeOp : public OpKernel {
 
 class OneHotOp : public OpKernel {
  public:
-  bool ExpandsInputs() const override { return true; }
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
     ASSIGN_OR_RETURN(axis_, GetAttrInt(c->def(), "axis"));

@@ -251,6 +251,9 @@ class ConvOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
 
+  // Never small enough to run on a thread the executor does not own.
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
+
   absl::Status Init(OpKernelConstruction* c) override {
     absl::StatusOr<WindowAttrs> a = ReadWindowAttrs(c->def(), false);
     if (!a.ok()) return a.status();

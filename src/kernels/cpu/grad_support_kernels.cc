@@ -109,6 +109,8 @@ class ReducedShapeOp : public OpKernel {
 class BroadcastToOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  // The output's size is an input's value.
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& in = ctx->input(0);
     ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInts(ctx->input(1), "shape"));
@@ -217,6 +219,8 @@ class ConcatOffsetOp : public OpKernel {
 class SliceGradOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  // The output's size is an input's value.
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInts(ctx->input(0), "input_shape"));
     ASSIGN_OR_RETURN(std::vector<int64_t> begin, ReadInts(ctx->input(1), "begin"));

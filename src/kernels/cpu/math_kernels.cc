@@ -224,6 +224,14 @@ class BinaryOp : public OpKernel {
   using Out = decltype(std::declval<const F&>()(T{}, T{}));
   using OpKernel::OpKernel;
 
+  // One pass over the broadcast output, which may be far larger than the
+  // inputs ([n,1] + [1,n]).
+  int64_t EstimatedWork(const std::vector<TensorShape>& in) const override {
+    if (in.size() != 2) return OpKernel::EstimatedWork(in);
+    absl::StatusOr<BroadcastPlan> plan = BroadcastPlan::Make(in[0], in[1]);
+    return plan.ok() ? plan->output_shape.num_elements() : OpKernel::EstimatedWork(in);
+  }
+
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
     const Tensor& y = ctx->input(1);

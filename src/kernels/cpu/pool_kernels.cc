@@ -183,6 +183,12 @@ class PoolOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
 
+  // A window per input element; AvgPoolGrad's input size is an input's value.
+  int64_t EstimatedWork(const std::vector<TensorShape>& in) const override {
+    if (K == PoolKind::kAvgGrad || in.empty()) return -1;
+    return in[0].num_elements() * attrs_.kh * attrs_.kw;
+  }
+
   absl::Status Init(OpKernelConstruction* c) override {
     absl::StatusOr<WindowAttrs> a = ReadWindowAttrs(c->def(), true);
     if (!a.ok()) return a.status();

@@ -25,7 +25,7 @@ enum class Dist { kUniform, kNormal, kTruncatedNormal };
 
 class RandomOpBase : public OpKernel {
  public:
-  bool ExpandsInputs() const override { return true; }
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
   using OpKernel::OpKernel;
 
   absl::Status Init(OpKernelConstruction* c) override {
