@@ -31,7 +31,7 @@ echo "cluster: $SPEC (server logs in $LOGS)"
 ./build/tools/distflow-server --cluster_spec="$SPEC" --job_name=ps --task_index=0 >"$LOGS/ps0.log" 2>&1 &
 PIDS=($!)
 # On an early exit, stop what is still running; kill fails for the rest, which is fine.
-trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT
+trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT  # those already gone make kill fail: fine
 
 ./build/examples/mnist_distributed --cluster_spec="$SPEC" --task_index=1 --start_server --steps="$STEPS" \
   >"$LOGS/worker1.log" 2>&1 &
