@@ -35,14 +35,7 @@ absl::Status MasterSessionImpl::Init(const proto::GraphDef& graph) {
 absl::Status MasterSessionImpl::Extend(const proto::GraphDef& graph) {
   absl::MutexLock lock(&mu_);
   if (graph_ == nullptr) graph_ = std::make_unique<Graph>();
-  // Validate on a copy so a bad extension leaves the session's graph intact.
-  proto::GraphDef current;
-  graph_->ToGraphDef(&current);
-  absl::StatusOr<std::unique_ptr<Graph>> probe = Graph::FromGraphDef(current);
-  if (!probe.ok()) return probe.status();
-  absl::Status s = (*probe)->Extend(graph);
-  if (!s.ok()) return s;
-  return graph_->Extend(graph);
+  return graph_->Extend(graph);  // all or nothing
 }
 
 void MasterSessionImpl::RunAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,

@@ -244,7 +244,7 @@ absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
 absl::StatusOr<std::unique_ptr<Graph>> Graph::FromGraphDef(const proto::GraphDef& def,
                                                           const OpRegistry* registry) {
   auto g = std::make_unique<Graph>(registry);
-  absl::Status s = g->Extend(def);
+  absl::Status s = g->ExtendInPlace(def);  // a failed graph is dropped whole
   if (!s.ok()) return s;
   return g;
 }
@@ -264,6 +264,28 @@ bool SameMessage(const google::protobuf::Message& a, const google::protobuf::Mes
 }  // namespace
 
 absl::Status Graph::Extend(const proto::GraphDef& def) {
+  if (nodes_.empty()) {
+    // Nothing can point at nodes yet: on an error, start over empty.
+    absl::Status s = ExtendInPlace(def);
+    if (!s.ok()) {
+      by_name_.clear();
+      nodes_.clear();
+    }
+    return s;
+  }
+  // Others may hold our Node pointers (cached executors), so the graph is
+  // extended in place, after the extension has been validated on a copy: a
+  // node failing halfway must not leave the nodes added before it.
+  proto::GraphDef current;
+  ToGraphDef(&current);
+  absl::StatusOr<std::unique_ptr<Graph>> probe = FromGraphDef(current, registry_);
+  if (!probe.ok()) return probe.status();
+  absl::Status s = (*probe)->ExtendInPlace(def);
+  if (!s.ok()) return s;
+  return ExtendInPlace(def);
+}
+
+absl::Status Graph::ExtendInPlace(const proto::GraphDef& def) {
   // Index the new nodes, rejecting duplicates and conflicting redefinitions.
   absl::flat_hash_map<std::string, int> index;
   std::vector<int> pending;

