@@ -87,7 +87,8 @@ class Proxy {
       ssize_t n = read(from, buf, sizeof(buf));
       if (n <= 0) break;
       for (ssize_t off = 0; off < n;) {
-        ssize_t w = write(to, buf + off, static_cast<size_t>(n - off));
+        // MSG_NOSIGNAL: a peer that hung up is an error here, not a SIGPIPE.
+        ssize_t w = send(to, buf + off, static_cast<size_t>(n - off), MSG_NOSIGNAL);
         if (w <= 0) {
           n = -1;
           break;
