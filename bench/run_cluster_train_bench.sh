@@ -36,13 +36,13 @@ run() {
   spec="ps|127.0.0.1:$ps,worker|127.0.0.1:$w"
   "$SERVER" --cluster_spec="$spec" --job_name=ps --task_index=0 >"$LOGS/ps.log" 2>&1 &
   pids+=($!)
-  local args=(--cluster_spec="$spec" --task_index=0 --model="$MODEL" --steps="$STEPS" --print_every=100000)
+  local args=(--cluster_spec="$spec" --task_index=0 --model="$MODEL" --train_steps="$STEPS" --print_every=100000)
   if [ "$mode" = in-process ]; then
-    "$TRAIN" "${args[@]}" --start_server >"$LOGS/train.log" 2>&1
+    "$TRAIN" "${args[@]}" --start_server=true >"$LOGS/train.log" 2>&1
   else
     "$SERVER" --cluster_spec="$spec" --job_name=worker --task_index=0 >"$LOGS/worker.log" 2>&1 &
     pids+=($!)
-    "$TRAIN" "${args[@]}" >"$LOGS/train.log" 2>&1
+    "$TRAIN" "${args[@]}" --start_server=false >"$LOGS/train.log" 2>&1
   fi
   for p in "${pids[@]}"; do wait "$p" || true; done  # the chief's shutdown ends them
   sed -n 's/.*(\([0-9.]*\) steps\/s).*/\1/p' "$LOGS/train.log"

@@ -15,3 +15,6 @@ target_link_libraries(distflow_dnnl INTERFACE ${DNNL_LIBRARY})
 target_include_directories(distflow_dnnl SYSTEM INTERFACE ${DNNL_INCLUDE_DIR})
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
+# CRC-32C for checkpoints: Intel's ISA-L (crc32_iscsi), hardware-accelerated.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)

@@ -1,48 +1,60 @@
-// Between-graph replicated training on Fashion-MNIST, the book's distributed
-// example: one client per worker task builds the same graph, variables go to
-// the ps tasks through ReplicaDeviceSetter, and every worker runs Adam steps
-// asynchronously against the shared parameters until the global step reaches
-// --steps. The chief (worker 0) initialises the model; the others wait until
-// it is ready. At the end the chief reports the test accuracy and, once every
-// worker is done, shuts the whole cluster down, so parameter servers exit by
-// themselves.
+// The book's distributed example (between-graph replication on Fashion-MNIST),
+// as the book runs it: the same program is started once per task.
 //
-// With --start_server a worker runs its own task's server in this process,
-// as the seeds' workers do (`server = tf.train.Server(...)`, then a session
-// on `server.target`); the session then reaches its master without the
-// network. Without it, the worker task is a separate distflow-server:
+//   mnist_distributed --job_name=ps --task_index=0 &
+//   mnist_distributed --job_name=worker --task_index=0 &   # the chief
+//   mnist_distributed --job_name=worker --task_index=1 &
+//   mnist_distributed --job_name=worker --task_index=2
 //
-//   distflow-server --cluster_spec=$SPEC --job_name=ps --task_index=0 &
-//   mnist_distributed --cluster_spec=$SPEC --task_index=0 --start_server &
-//   mnist_distributed --cluster_spec=$SPEC --task_index=1 --start_server
+// The cluster defaults to the book's (ps on localhost:2222, workers on
+// localhost:2223-2225); --ps_hosts/--worker_hosts (comma-separated) or
+// --cluster_spec name another. A ps task serves its variables and exits once
+// the chief shuts the cluster down (the book's `server.join()` returns). A
+// worker runs its task's server in this process, builds the model with its
+// variables on the ps tasks (ReplicaDeviceSetter), and trains through a
+// MonitoredSession: the chief initialises the model or restores the newest
+// checkpoint of --logdir, saves checkpoints every --save_checkpoint_steps,
+// and recovers if a task fails; the others wait until the model is ready.
+// Steps are asynchronous Adam updates until the global step reaches
+// --train_steps. The chief then prints the test accuracy and, once every
+// worker is done (or --wait_for_workers_secs passed), shuts the cluster down.
 //
-//   (or: distflow-server ... --job_name=worker --task_index=0 & ... and
-//    mnist_distributed --cluster_spec=$SPEC --task_index=0 without the flag)
+// --start_server=false drives a worker task served by a separate
+// distflow-server process instead.
 #include <cstdio>
 #include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "data/mnist.h"
 #include "distflow/distflow.h"
 #include "train/layers.h"
 #include "train/optimizer.h"
 #include "train/replica_device_setter.h"
+#include "train/supervisor.h"
 
-ABSL_FLAG(std::string, cluster_spec, "", "the cluster, as for distflow-server");
-ABSL_FLAG(int, task_index, 0, "this client's worker task (0 is the chief)");
+ABSL_FLAG(std::string, job_name, "worker", "ps or worker");
+ABSL_FLAG(int, task_index, 0, "this task's index in its job (worker 0 is the chief)");
+ABSL_FLAG(std::string, ps_hosts, "", "comma-separated host:port of the ps tasks (default localhost:2222)");
+ABSL_FLAG(std::string, worker_hosts, "",
+          "comma-separated host:port of the worker tasks (default localhost:2223,localhost:2224,localhost:2225)");
+ABSL_FLAG(std::string, cluster_spec, "", "the whole cluster, as for distflow-server (instead of the *_hosts flags)");
 ABSL_FLAG(std::string, model, "cnn", "cnn (the book's network) or softmax");
-ABSL_FLAG(int, steps, 1000, "stop when the global step reaches this");
+ABSL_FLAG(int, train_steps, 5000, "stop when the global step reaches this");
 ABSL_FLAG(int, batch_size, 50, "examples per step");
 ABSL_FLAG(double, learning_rate, 1e-3, "Adam learning rate");
 ABSL_FLAG(std::string, data_dir, distflow::data::kDefaultFashionMnistDir, "directory of the IDX files");
+ABSL_FLAG(std::string, logdir, "", "checkpoint directory (empty: no checkpoints)");
+ABSL_FLAG(int, save_checkpoint_steps, 500, "the chief saves a checkpoint every this many global steps");
 ABSL_FLAG(int, print_every, 100, "print when the global step crosses a multiple of this");
 ABSL_FLAG(double, min_accuracy, 0.0, "the chief exits 3 if test accuracy ends below this");
-ABSL_FLAG(bool, start_server, false,
-          "run this worker task's server in this process (no distflow-server for it), as the seeds do");
+ABSL_FLAG(bool, start_server, true, "run this worker task's server in this process, as the book does");
 ABSL_FLAG(bool, shutdown_cluster, true, "the chief stops every task when all workers are done");
+ABSL_FLAG(int, wait_for_workers_secs, 120, "how long the chief waits for the other workers before shutting down");
 
 namespace df = distflow;
 
@@ -65,16 +77,53 @@ int Die(const std::string& what, const absl::Status& s) {
   return 1;
 }
 
+int Usage(const std::string& what) {
+  std::fprintf(stderr, "mnist_distributed: %s\n", what.c_str());
+  return 2;
+}
+
+// The cluster from --cluster_spec, or from --ps_hosts/--worker_hosts (the
+// book's cluster where they are not given).
+absl::StatusOr<df::ClusterSpec> ClusterFromFlags() {
+  const std::string spec = absl::GetFlag(FLAGS_cluster_spec);
+  std::string ps = absl::GetFlag(FLAGS_ps_hosts), workers = absl::GetFlag(FLAGS_worker_hosts);
+  if (!spec.empty()) {
+    if (!ps.empty() || !workers.empty()) {
+      return absl::InvalidArgumentError("give either --cluster_spec or --ps_hosts/--worker_hosts, not both");
+    }
+    return df::ClusterSpec::Parse(spec);
+  }
+  if (ps.empty()) ps = "localhost:2222";
+  if (workers.empty()) workers = "localhost:2223,localhost:2224,localhost:2225";
+  return df::ClusterSpec::Parse(absl::StrCat("ps|", absl::StrJoin(absl::StrSplit(ps, ','), ";"), ",worker|",
+                                             absl::StrJoin(absl::StrSplit(workers, ','), ";")));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  const std::string job = absl::GetFlag(FLAGS_job_name);
   const int task = absl::GetFlag(FLAGS_task_index);
+  if (job != "ps" && job != "worker") return Usage(absl::StrCat("--job_name is '", job, "'; use ps or worker"));
+  absl::StatusOr<df::ClusterSpec> cluster = ClusterFromFlags();
+  if (!cluster.ok()) return Usage(absl::StrCat("bad cluster: ", cluster.status().message()));
+  absl::StatusOr<std::string> address = cluster->task_address(job, task);
+  if (!address.ok()) return Usage(absl::StrCat("bad --task_index: ", address.status().message()));
+
+  if (job == "ps") {
+    // The book's ps: serve, and join until the chief shuts the cluster down.
+    absl::StatusOr<std::unique_ptr<df::Server>> server = df::Server::Create(*cluster, "ps", task);
+    if (!server.ok()) return Die("creating the ps server", server.status());
+    if (absl::Status st = (*server)->Start(); !st.ok()) return Die("starting the ps server", st);
+    std::printf("ps %d serving on %s\n", task, address->c_str());
+    std::fflush(stdout);
+    (*server)->Join();
+    std::printf("ps %d: the cluster was shut down\n", task);
+    return 0;
+  }
+
   const bool chief = task == 0;
-  absl::StatusOr<df::ClusterSpec> cluster = df::ClusterSpec::Parse(absl::GetFlag(FLAGS_cluster_spec));
-  if (!cluster.ok()) return Die("bad --cluster_spec", cluster.status());
-  absl::StatusOr<std::string> address = cluster->task_address("worker", task);
-  if (!address.ok()) return Die("bad --task_index", address.status());
   const int num_workers = cluster->num_tasks("worker");
   auto data = df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000, 100 + static_cast<uint64_t>(task));
   if (!data.ok()) return Die("reading data", data.status());
@@ -96,9 +145,7 @@ int main(int argc, char** argv) {
   if (!train.ok()) return Die("building the optimizer", train.status());
   auto correct = df::ops::Equal(s, df::ops::ArgMax(s, logits, 1), df::ops::Cast(s, labels, df::DT_INT64));
   auto accuracy = df::ops::Mean(s, df::ops::Cast(s, correct, df::DT_FLOAT), {0});
-  auto ready = df::ops::IsVariableInitialized(s, global_step);
   auto finished = df::ops::AssignAdd(s, done_workers, df::ops::Const(s, int64_t{1}));
-  auto init = df::ops::GlobalVariablesInitializer(root);
   if (!root.ok()) return Die("building the graph", root.status());
 
   std::unique_ptr<df::Server> server;
@@ -110,49 +157,55 @@ int main(int argc, char** argv) {
     server = std::move(*created);
     target = server->target();
   }
-  df::SessionOptions options;
-  options.wait_for_cluster_ms = 120000;
+  df::SupervisorOptions sv;
+  sv.is_chief = chief;
+  sv.logdir = absl::GetFlag(FLAGS_logdir);
+  sv.global_step = global_step;
+  sv.save_checkpoint_steps = absl::GetFlag(FLAGS_save_checkpoint_steps);
+  sv.save_checkpoint_secs = 0;
+  sv.coordination_vars = {done_workers};
+  sv.session_options.wait_for_cluster_ms = 120000;
   // This worker's steps touch only the ps tasks and its own task: do not
   // wait for the other workers (TensorFlow's device_filters idiom).
-  options.device_filters = {"/job:ps", worker_device};
-  df::Session sess(target, options);
-  if (chief) {
-    if (auto r = sess.Run({}, {}, {init}); !r.ok()) return Die("initialising", r.status());
-    std::printf("Worker %d (chief): model initialised on the ps tasks\n", task);
+  sv.session_options.device_filters = {"/job:ps", worker_device};
+  const int64_t train_steps = absl::GetFlag(FLAGS_train_steps);
+  std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
+  hooks.push_back(std::make_unique<df::StopAtStepHook>(train_steps));
+  auto session = df::MonitoredSession::Create(root, target, sv, std::move(hooks));
+  if (!session.ok()) return Die("creating the session", session.status());
+  df::MonitoredSession& sess = **session;
+  if (chief && !sess.restored_from().empty()) {
+    std::printf("Worker %d (chief): restored %s at global step %lld\n", task, sess.restored_from().c_str(),
+                static_cast<long long>(sess.global_step()));
   } else {
-    // Wait for the chief, as a Supervisor's non-chief workers do.
-    for (;;) {
-      auto r = sess.Run({ready});
-      if (r.ok() && (*r)[0].scalar<bool>()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    std::printf("Worker %d: model is ready, training\n", task);
+    std::printf("Worker %d%s: model is ready, training\n", task, chief ? " (chief)" : "");
   }
   std::fflush(stdout);
 
-  const int64_t steps = absl::GetFlag(FLAGS_steps);
   const int64_t every = absl::GetFlag(FLAGS_print_every);
-  int64_t step = 0, local_steps = 0;
+  int64_t step = sess.global_step(), local_steps = 0;
   const absl::Time train_start = absl::Now();
-  while (step < steps) {
+  while (!sess.ShouldStop()) {
     auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
-    auto out = sess.Run({{images, bx}, {labels, by}}, {loss, accuracy, global_step}, {*train});
+    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy}, {*train});
     if (!out.ok()) return Die("training step", out.status());
-    int64_t now = (*out)[2].scalar<int64_t>();
+    int64_t now = sess.global_step();
     ++local_steps;
     if (now / every != step / every) {
-      std::printf("Worker : %d, Step: %lld, Loss: %.4f, Accuracy (batch): %.3f\n", task, static_cast<long long>(now),
-                  (*out)[0].scalar<float>(), (*out)[1].scalar<float>());
+      std::printf("Worker : %d, Step: %lld, Accuracy (batch): %.3f\n", task, static_cast<long long>(now),
+                  (*out)[0].scalar<float>());
       std::fflush(stdout);
     }
     step = now;
   }
   const double secs = absl::ToDoubleSeconds(absl::Now() - train_start);
-  std::printf("Worker %d ran %lld of the %lld global steps in %.2f s (%.1f steps/s)\n", task,
+  std::printf("Worker %d ran %lld of the %lld global steps in %.2f s (%.1f steps/s)%s\n", task,
               static_cast<long long>(local_steps), static_cast<long long>(step), secs,
-              secs > 0 ? static_cast<double>(local_steps) / secs : 0.0);
-  if (auto r = sess.Run({finished}); !r.ok()) return Die("reporting completion", r.status());
-  if (!chief) return 0;
+              secs > 0 ? static_cast<double>(local_steps) / secs : 0.0,
+              sess.recoveries() > 0 ? absl::StrCat(", recovered ", sess.recoveries(), " times").c_str() : "");
+  df::Session* raw = sess.raw_session();
+  if (auto r = raw->Run({finished}); !r.ok()) return Die("reporting completion", r.status());
+  if (!chief) return sess.Close().ok() ? 0 : 1;
 
   // The test set in chunks, averaged.
   double hits = 0;
@@ -161,7 +214,7 @@ int main(int argc, char** argv) {
   const int64_t n = ti.dim_size(0), chunk = 1000;
   for (int64_t b = 0; b < n; b += chunk) {
     int64_t e = std::min(n, b + chunk);
-    auto r = sess.Run({{images, ti.Slice(b, e)}, {labels, tl.Slice(b, e)}}, {accuracy});
+    auto r = raw->Run({{images, ti.Slice(b, e)}, {labels, tl.Slice(b, e)}}, {accuracy});
     if (!r.ok()) return Die("evaluating", r.status());
     hits += (*r)[0].scalar<float>() * static_cast<double>(e - b);
   }
@@ -170,14 +223,24 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   if (absl::GetFlag(FLAGS_shutdown_cluster)) {
-    for (int i = 0; i < 600; ++i) {
-      auto r = sess.Run({done_workers});
-      if (r.ok() && (*r)[0].scalar<int64_t>() >= num_workers) break;
+    int64_t done = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_wait_for_workers_secs));
+    while (absl::Now() < deadline) {
+      auto r = raw->Run({done_workers});
+      if (r.ok()) done = (*r)[0].scalar<int64_t>();
+      if (done >= num_workers) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    (void)sess.Close();
+    if (absl::Status st = sess.Close(); !st.ok()) std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
     absl::Status s = df::ShutdownCluster(*cluster, "training is over");
-    std::printf("All %d workers are done; cluster shut down%s\n", num_workers, s.ok() ? "" : " (with errors)");
+    if (done >= num_workers) {
+      std::printf("All %d workers are done; cluster shut down%s\n", num_workers, s.ok() ? "" : " (with errors)");
+    } else {
+      std::printf("%lld of %d workers reported done within %d s; cluster shut down%s\n", static_cast<long long>(done),
+                  num_workers, absl::GetFlag(FLAGS_wait_for_workers_secs), s.ok() ? "" : " (with errors)");
+    }
+  } else if (absl::Status st = sess.Close(); !st.ok()) {
+    std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
   }
   return acc >= absl::GetFlag(FLAGS_min_accuracy) ? 0 : 3;
 }

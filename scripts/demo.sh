@@ -13,7 +13,7 @@ bash scripts/install_deps.sh
 # Paths relative to the checkout let ccache reuse objects across clones.
 export CCACHE_BASEDIR="$PWD"
 cmake -S . -B build -G Ninja
-cmake --build build --target distflow-server mnist_distributed
+cmake --build build --target mnist_distributed
 
 STEPS="${STEPS:-2000}"
 free_port() {
@@ -28,16 +28,19 @@ SPEC="ps|127.0.0.1:$PS0,worker|127.0.0.1:$W0;127.0.0.1:$W1"
 LOGS=$(mktemp -d)
 echo "cluster: $SPEC (server logs in $LOGS)"
 
-./build/tools/distflow-server --cluster_spec="$SPEC" --job_name=ps --task_index=0 >"$LOGS/ps0.log" 2>&1 &
+# The same program for every task, as in the book; the ps exits by itself
+# when the chief shuts the cluster down. Checkpoints go to $LOGS/train_logs.
+./build/examples/mnist_distributed --cluster_spec="$SPEC" --job_name=ps --task_index=0 >"$LOGS/ps0.log" 2>&1 &
 PIDS=($!)
 # On an early exit, stop what is still running; kill fails for the rest, which is fine.
 trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT  # those already gone make kill fail: fine
 
-./build/examples/mnist_distributed --cluster_spec="$SPEC" --task_index=1 --start_server --steps="$STEPS" \
-  >"$LOGS/worker1.log" 2>&1 &
+./build/examples/mnist_distributed --cluster_spec="$SPEC" --job_name=worker --task_index=1 \
+  --train_steps="$STEPS" --logdir="$LOGS/train_logs" >"$LOGS/worker1.log" 2>&1 &
 WORKER1=$!
 PIDS+=("$WORKER1")
-./build/examples/mnist_distributed --cluster_spec="$SPEC" --task_index=0 --start_server --steps="$STEPS"
+./build/examples/mnist_distributed --cluster_spec="$SPEC" --job_name=worker --task_index=0 \
+  --train_steps="$STEPS" --logdir="$LOGS/train_logs"
 wait "$WORKER1"
 # The ps exits on its own once the chief shuts the cluster down.
 wait "${PIDS[0]}"

@@ -87,6 +87,14 @@ class PosixEnv : public Env {
       ::unlink(tmp.c_str());
       return ErrnoStatus("Cannot rename into", path, err);
     }
+    // The rename is durable only once the directory is.
+    size_t slash = path.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd);
+      ::close(dfd);
+    }
     return absl::OkStatus();
   }
 

@@ -116,6 +116,9 @@ void Server::Stop() {
   UnregisterLocalMaster(host_port(), local_entry_.get());
   local_entry_->Close();
   master_->CloseAll();
+  // Handlers waiting on this task (a RecvTensor for a step whose client
+  // died) must end before gRPC's shutdown can finish.
+  worker_->AbortAll(absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down")));
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server_->Wait();
   stopped_note_.Notify();

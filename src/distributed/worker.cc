@@ -290,6 +290,19 @@ void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {
   if (cm) cm->StartCancel(reason);
 }
 
+void Worker::AbortAll(const absl::Status& reason) {
+  std::map<int64_t, std::shared_ptr<CancellationManager>> steps;
+  {
+    absl::MutexLock lock(&mu_);
+    steps = steps_;
+  }
+  for (auto& [step, cm] : steps) {
+    rendezvous_.AbortStep(step, reason);
+    cm->StartCancel(reason);
+  }
+  rendezvous_.AbortAll(reason);
+}
+
 void Worker::SetShutdownHandler(std::function<void(const std::string&)> fn) {
   absl::MutexLock lock(&mu_);
   shutdown_handler_ = std::move(fn);

@@ -67,6 +67,10 @@ class Worker {
   void RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)> done);
   void CleanupGraph(const proto::CleanupGraphRequest& req);
   WorkerRendezvous* rendezvous() { return &rendezvous_; }
+  // Aborts every running partition and fails every receive waiting here,
+  // now and later, so that no RPC handler is left waiting (Server::Stop
+  // calls it before shutting gRPC down, which waits for every handler).
+  void AbortAll(const absl::Status& reason);
   // Serves large tensors to peers that accept bulk transfer (null: never).
   // Set before the service starts.
   void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }

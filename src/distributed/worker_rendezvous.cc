@@ -11,6 +11,7 @@ absl::Status WorkerRendezvous::Send(int64_t step_id, const std::string& key, con
   Waiter w;
   {
     absl::MutexLock lock(&mu_);
+    if (!closed_.ok()) return closed_;
     auto ab = aborted_.find(step_id);
     if (ab != aborted_.end()) return ab->second;
     Slot& slot = table_[{step_id, key}];
@@ -43,7 +44,9 @@ void WorkerRendezvous::RecvLocalAsync(int64_t step_id, const std::string& key, C
   {
     absl::MutexLock lock(&mu_);
     auto ab = aborted_.find(step_id);
-    if (ab != aborted_.end()) {
+    if (!closed_.ok()) {
+      error = closed_;
+    } else if (ab != aborted_.end()) {
       error = ab->second;
     } else {
       Slot& slot = table_[{step_id, key}];
@@ -108,6 +111,22 @@ void WorkerRendezvous::AbortStep(int64_t step_id, const absl::Status& status) {
       for (Waiter& w : it->second.waiters) fail.push_back(std::move(w));
       it = table_.erase(it);
     }
+  }
+  for (Waiter& w : fail) {
+    if (w.cm != nullptr && w.token >= 0) w.cm->Deregister(w.token);
+    w.done(status, Tensor());
+  }
+}
+
+void WorkerRendezvous::AbortAll(const absl::Status& status) {
+  std::vector<Waiter> fail;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = status;
+    for (auto& [key, slot] : table_) {
+      for (Waiter& w : slot.waiters) fail.push_back(std::move(w));
+    }
+    table_.clear();
   }
   for (Waiter& w : fail) {
     if (w.cm != nullptr && w.token >= 0) w.cm->Deregister(w.token);

@@ -34,6 +34,9 @@ class WorkerRendezvous : public Rendezvous {
 
   // Fails every waiter of the step with `status` and drops its tensors.
   void AbortStep(int64_t step_id, const absl::Status& status);
+  // Fails every waiter of every step with `status`, and every later Send
+  // and Recv too: the task is stopping, and no RPC may wait on it.
+  void AbortAll(const absl::Status& status);
   size_t NumPendingForTest() const;
 
  private:
@@ -55,6 +58,7 @@ class WorkerRendezvous : public Rendezvous {
   std::map<Key, Slot> table_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, absl::Status> aborted_ ABSL_GUARDED_BY(mu_);  // bounded: oldest dropped
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::Status closed_ ABSL_GUARDED_BY(mu_);  // set by AbortAll
 };
 
 }  // namespace distflow

@@ -70,6 +70,12 @@ void SetAttrTypeList(proto::NodeDef* n, absl::string_view name, const std::vecto
   for (DataType x : v) l->add_type(static_cast<proto::DataType>(x));
 }
 
+void SetAttrStringList(proto::NodeDef* n, absl::string_view name, const std::vector<std::string>& v) {
+  auto* l = Mutable(n, name).mutable_list();
+  l->Clear();
+  for (const std::string& x : v) l->add_s(x);
+}
+
 absl::StatusOr<int64_t> GetAttrInt(const proto::NodeDef& n, absl::string_view name) {
   auto v = Find(n, name, proto::AttrValue::kI, "int");
   if (!v.ok()) return v.status();
@@ -142,6 +148,12 @@ absl::StatusOr<std::vector<DataType>> GetAttrTypeList(const proto::NodeDef& n, a
     out.push_back(static_cast<DataType>(t));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<std::string>> GetAttrStringList(const proto::NodeDef& n, absl::string_view name) {
+  auto l = FindList(n, name, "list(string)");
+  if (!l.ok()) return l.status();
+  return std::vector<std::string>((*l)->s().begin(), (*l)->s().end());
 }
 
 std::string AttrKind(const proto::AttrValue& v) {

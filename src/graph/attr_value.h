@@ -27,6 +27,7 @@ void SetAttrTensor(proto::NodeDef* node, absl::string_view name, const Tensor& v
 void SetAttrIntList(proto::NodeDef* node, absl::string_view name, const std::vector<int64_t>& v);
 void SetAttrFloatList(proto::NodeDef* node, absl::string_view name, const std::vector<double>& v);
 void SetAttrTypeList(proto::NodeDef* node, absl::string_view name, const std::vector<DataType>& v);
+void SetAttrStringList(proto::NodeDef* node, absl::string_view name, const std::vector<std::string>& v);
 
 absl::StatusOr<int64_t> GetAttrInt(const proto::NodeDef& node, absl::string_view name);
 absl::StatusOr<double> GetAttrFloat(const proto::NodeDef& node, absl::string_view name);
@@ -38,6 +39,7 @@ absl::StatusOr<Tensor> GetAttrTensor(const proto::NodeDef& node, absl::string_vi
 absl::StatusOr<std::vector<int64_t>> GetAttrIntList(const proto::NodeDef& node, absl::string_view name);
 absl::StatusOr<std::vector<double>> GetAttrFloatList(const proto::NodeDef& node, absl::string_view name);
 absl::StatusOr<std::vector<DataType>> GetAttrTypeList(const proto::NodeDef& node, absl::string_view name);
+absl::StatusOr<std::vector<std::string>> GetAttrStringList(const proto::NodeDef& node, absl::string_view name);
 
 // "int", "float", "bool", "string", "type", "shape", "tensor", "list(int)", ...;
 // "<unset>" for an empty AttrValue.

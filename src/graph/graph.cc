@@ -108,12 +108,26 @@ absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
     }
   }
 
-  // Infer list lengths: a single variable-length input arg takes what is left.
+  // Infer list lengths: a single variable-length input arg takes what is
+  // left (a list of mixed dtypes takes their dtypes too).
   int fixed = 0, lists = 0;
-  for (const ArgDef& arg : op.inputs) (arg.number_attr.empty() ? fixed : lists)++;
+  for (const ArgDef& arg : op.inputs) (arg.number_attr.empty() && arg.type_list_attr.empty() ? fixed : lists)++;
   for (const ArgDef& arg : op.inputs) {
-    if (!arg.number_attr.empty() && !HasAttr(def, arg.number_attr) && lists == 1) {
+    if (lists != 1 || static_cast<int>(data.size()) < fixed) continue;
+    if (!arg.number_attr.empty() && !HasAttr(def, arg.number_attr)) {
       SetAttrInt(&def, arg.number_attr, static_cast<int64_t>(data.size()) - fixed);
+    }
+    if (!arg.type_list_attr.empty() && !HasAttr(def, arg.type_list_attr)) {
+      size_t start = 0;
+      for (const ArgDef& a : op.inputs) {
+        if (&a == &arg) break;
+        ++start;
+      }
+      std::vector<DataType> types;
+      for (size_t i = start; i < start + data.size() - static_cast<size_t>(fixed); ++i) {
+        types.push_back(data[i].node->output_type(data[i].index));
+      }
+      SetAttrTypeList(&def, arg.type_list_attr, types);
     }
   }
 
@@ -121,10 +135,16 @@ absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
   size_t next = 0;
   for (const ArgDef& arg : op.inputs) {
     int64_t n = 1;
+    std::vector<DataType> list_types;
     if (!arg.number_attr.empty()) {
       absl::StatusOr<int64_t> v = GetAttrInt(def, arg.number_attr);
       if (!v.ok()) return NodeError(def, v.status().message());
       n = *v;
+    } else if (!arg.type_list_attr.empty()) {
+      absl::StatusOr<std::vector<DataType>> v = GetAttrTypeList(def, arg.type_list_attr);
+      if (!v.ok()) return NodeError(def, v.status().message());
+      list_types = std::move(*v);
+      n = static_cast<int64_t>(list_types.size());
     }
     for (int64_t k = 0; k < n; ++k, ++next) {
       if (next >= data.size()) {
@@ -133,7 +153,7 @@ absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
       }
       const NodeOut& in = data[next];
       DataType got = in.node->output_type(in.index);
-      DataType want = arg.type;
+      DataType want = arg.type_list_attr.empty() ? arg.type : list_types[static_cast<size_t>(k)];
       if (want == DT_INVALID) {
         if (!HasAttr(def, arg.type_attr)) SetAttrType(&def, arg.type_attr, got);
         absl::StatusOr<DataType> t = GetAttrType(def, arg.type_attr);
@@ -187,6 +207,16 @@ absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
 
   // Output types.
   for (const ArgDef& arg : op.outputs) {
+    if (!arg.type_list_attr.empty()) {
+      absl::StatusOr<std::vector<DataType>> v = GetAttrTypeList(def, arg.type_list_attr);
+      if (!v.ok()) return NodeError(def, v.status().message());
+      if (v->size() > 100000) return NodeError(def, absl::StrCat("output count ", v->size(), " is out of range"));
+      for (DataType t : *v) {
+        node->output_types_.push_back(t);
+        node->output_refs_.push_back(arg.is_ref);
+      }
+      continue;
+    }
     int64_t n = 1;
     if (!arg.number_attr.empty()) {
       absl::StatusOr<int64_t> v = GetAttrInt(def, arg.number_attr);

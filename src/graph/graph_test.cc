@@ -209,3 +209,49 @@ TEST(Graph, ExtendWithTheSameNodeHoldingANanAttrIsNotAConflict) {
 
 }  // namespace
 }  // namespace distflow
+
+namespace distflow {
+namespace {
+
+// "vars: Ref(dtypes)" with dtypes a list(type): one input per listed dtype,
+// the list inferred from the inputs when it is not given.
+TEST(Graph, TypeListInputsAreInferredAndChecked) {
+  Graph g;
+  proto::NodeDef path = Const("path", Tensor::Scalar<std::string>("/tmp/x"));
+  ASSERT_TRUE(g.AddNode(path).ok());
+  proto::NodeDef f = Node("f", "Variable", {});
+  SetAttrShape(&f, "shape", PartialShape({2}));
+  SetAttrType(&f, "dtype", DT_FLOAT);
+  ASSERT_TRUE(g.AddNode(f).ok());
+  proto::NodeDef i = Node("i", "Variable", {});
+  SetAttrShape(&i, "shape", PartialShape({}));
+  SetAttrType(&i, "dtype", DT_INT64);
+  ASSERT_TRUE(g.AddNode(i).ok());
+
+  proto::NodeDef save = Node("save", "SaveShard", {"path", "f", "i"});
+  SetAttrStringList(&save, "names", {"f", "i"});
+  auto node = g.AddNode(save);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)->num_inputs(), 3);
+  EXPECT_EQ((*node)->input_type(2), DT_INT64);
+  EXPECT_EQ(GetAttrTypeList((*node)->def(), "dtypes").value(), (std::vector<DataType>{DT_FLOAT, DT_INT64}));
+
+  // A given list must match the inputs' dtypes.
+  proto::NodeDef wrong = Node("wrong", "SaveShard", {"path", "f", "i"});
+  SetAttrStringList(&wrong, "names", {"f", "i"});
+  SetAttrTypeList(&wrong, "dtypes", {DT_FLOAT, DT_FLOAT});
+  auto bad = g.AddNode(wrong);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("has dtype int64 but float32 is expected"), std::string::npos) << bad.status();
+  // A value where a variable is needed.
+  proto::NodeDef value = Node("value", "SaveShard", {"path", "path"});
+  SetAttrStringList(&value, "names", {"p"});
+  EXPECT_FALSE(g.AddNode(value).ok());
+  // Names and variables must pair up.
+  proto::NodeDef names = Node("names", "SaveShard", {"path", "f"});
+  SetAttrStringList(&names, "names", {"f", "g"});
+  EXPECT_FALSE(g.AddNode(names).ok());
+}
+
+}  // namespace
+}  // namespace distflow

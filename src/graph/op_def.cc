@@ -106,7 +106,7 @@ absl::Status ParseAttr(const std::string& op, const std::string& spec, AttrDef* 
     }
   } else {
     static const char* kKinds[] = {"int", "float", "bool", "string", "type", "shape", "tensor",
-                                   "list(int)", "list(float)", "list(type)", "list(shape)"};
+                                   "list(int)", "list(float)", "list(type)", "list(shape)", "list(string)"};
     if (std::find(std::begin(kKinds), std::end(kKinds), rest) == std::end(kKinds)) {
       return SpecError(op, spec, absl::StrCat("unknown attribute kind '", rest, "'"));
     }
@@ -174,6 +174,14 @@ absl::StatusOr<OpDef> OpDefBuilder::Build() const {
       ArgDef arg;
       absl::Status st = ParseArg(name, s, &arg);
       if (!st.ok()) return st;
+      if (!arg.type_attr.empty() && arg.number_attr.empty()) {
+        // "name: Tlist" where Tlist is list(type): one tensor per listed dtype.
+        const AttrDef* a = op.FindAttr(arg.type_attr);
+        if (a != nullptr && a->kind == "list(type)") {
+          arg.type_list_attr = arg.type_attr;
+          arg.type_attr.clear();
+        }
+      }
       for (const std::string* ref : {&arg.type_attr, &arg.number_attr}) {
         if (ref->empty()) continue;
         const AttrDef* a = op.FindAttr(*ref);

@@ -1,7 +1,8 @@
 // Op definitions and the op registry.
 //
 // An OpDef says what a node of that op looks like: typed inputs and outputs
-// (a fixed dtype, a type attribute "T", a list "N * T", or a reference to a
+// (a fixed dtype, a type attribute "T", a list "N * T", a list of mixed
+// dtypes "Tlist" whose attribute is list(type), or a reference to a
 // variable "Ref(T)"), attributes with kinds, defaults and allowed types, a
 // stateful flag, and a shape function that runs when a node is added to a
 // graph so that shape errors surface at build time.
@@ -40,6 +41,7 @@ struct ArgDef {
   DataType type = DT_INVALID;  // a fixed dtype, or DT_INVALID with type_attr set
   std::string type_attr;       // the attribute that holds the dtype
   std::string number_attr;     // non-empty for "N * T": N tensors of one dtype
+  std::string type_list_attr;  // non-empty for "name: Tlist" (a list(type) attribute): a tensor per dtype
   bool is_ref = false;         // "Ref(T)": a mutable reference to a variable
 };
 

@@ -212,10 +212,10 @@ TEST(Processes, DistributedTrainingOnFashionMnistEndsTheCluster) {
   c.Start({"--cluster_spec=" + spec, "--job_name=worker", "--task_index=1"});
   // Adam at 0.003: with two workers updating asynchronously, 0.01 sometimes
   // overshoots (test accuracy 0.68-0.82 over 11 runs); 0.003 gave 0.78-0.80.
-  std::vector<std::string> common = {"--cluster_spec=" + spec, "--model=softmax", "--steps=300",
+  std::vector<std::string> common = {"--cluster_spec=" + spec, "--model=softmax", "--train_steps=300",
                                      "--learning_rate=0.003"};
-  std::vector<std::string> a0 = {MNIST_DISTRIBUTED_BIN, "--task_index=0", "--start_server", "--min_accuracy=0.7"};
-  std::vector<std::string> a1 = {MNIST_DISTRIBUTED_BIN, "--task_index=1"};
+  std::vector<std::string> a0 = {MNIST_DISTRIBUTED_BIN, "--task_index=0", "--min_accuracy=0.7"};
+  std::vector<std::string> a1 = {MNIST_DISTRIBUTED_BIN, "--task_index=1", "--start_server=false"};
   a0.insert(a0.end(), common.begin(), common.end());
   a1.insert(a1.end(), common.begin(), common.end());
   Proc chief = Spawn(a0);
@@ -225,6 +225,130 @@ TEST(Processes, DistributedTrainingOnFashionMnistEndsTheCluster) {
   EXPECT_NE(Output(chief).find("Test-Accuracy"), std::string::npos) << Output(chief);
   // Nobody kills the servers: the chief's shutdown makes them exit 0.
   for (Proc& p : c.procs_) EXPECT_EQ(Wait(p, 30), 0) << Output(p);
+}
+
+}  // namespace
+}  // namespace distflow
+
+namespace distflow {
+namespace {
+
+// The newest checkpoint step in `logdir` (from its index files), or -1.
+int64_t NewestCheckpointStep(const std::string& logdir) {
+  int64_t best = -1;
+  auto files = Env::Default()->ListDir(logdir);
+  if (!files.ok()) return best;
+  for (const std::string& f : *files) {
+    size_t dash = f.rfind('-'), dot = f.rfind(".index");
+    if (dot == std::string::npos || dot + 6 != f.size() || dash == std::string::npos || dash > dot) continue;
+    best = std::max<int64_t>(best, std::stoll(f.substr(dash + 1, dot - dash - 1)));
+  }
+  return best;
+}
+
+// Waits until `logdir` holds a checkpoint of at least `step`; false after `seconds`.
+bool WaitForCheckpoint(const std::string& logdir, int64_t step, int seconds) {
+  for (int i = 0; i < seconds * 20; ++i) {
+    if (NewestCheckpointStep(logdir) >= step) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::string NewLogdir(const std::string& tag) {
+  std::string dir = absl::StrCat("/tmp/distflow_proc_", getpid(), "_", tag, "_logs");
+  std::string cmd = "rm -rf '" + dir + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return dir;
+}
+
+// The book's program for every task: 1 ps + 2 workers.
+struct BookCluster {
+  std::string spec, logdir;
+  int wait_for_workers_secs = 20;
+  std::vector<std::string> Args(const std::string& job, int task, int steps) const {
+    return {MNIST_DISTRIBUTED_BIN, "--cluster_spec=" + spec, "--job_name=" + job, absl::StrCat("--task_index=", task),
+            "--model=softmax", "--learning_rate=0.003", absl::StrCat("--train_steps=", steps), "--logdir=" + logdir,
+            "--save_checkpoint_steps=50", "--print_every=500",
+            absl::StrCat("--wait_for_workers_secs=", wait_for_workers_secs)};
+  }
+  BookCluster(const std::string& tag) : logdir(NewLogdir(tag)) {
+    spec = absl::StrCat("ps|127.0.0.1:", FreePort(), ",worker|127.0.0.1:", FreePort(), ";127.0.0.1:", FreePort());
+  }
+};
+
+int64_t RestoredStep(const std::string& out) {
+  size_t at = out.find("at global step ");
+  return at == std::string::npos ? -1 : std::stoll(out.substr(at + 15));
+}
+
+TEST(Recovery, AChiefKilledWithSigkillResumesFromItsLastCheckpoint) {
+  BookCluster c("chief_kill");
+  Proc ps = Spawn(c.Args("ps", 0, 0));
+  Proc w1 = Spawn(c.Args("worker", 1, 4000));
+  Proc chief = Spawn(c.Args("worker", 0, 4000));
+  ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
+  kill(chief.pid, SIGKILL);
+  EXPECT_EQ(Wait(chief, 10), 128 + SIGKILL);
+  const int64_t last = NewestCheckpointStep(c.logdir);
+  Proc again = Spawn(c.Args("worker", 0, 4000));
+  EXPECT_EQ(Wait(again, 180), 0) << Output(again);
+  const std::string out = Output(again);
+  EXPECT_NE(out.find("restored"), std::string::npos) << out;
+  // Back to the newest checkpoint at the kill (or a newer one), never to 0.
+  EXPECT_GE(RestoredStep(out), last) << out;
+  EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_EQ(Wait(ps, 60), 0) << Output(ps);  // the book's ps: join() returned
+}
+
+TEST(Recovery, APsKilledAndRestartedIsRecoveredFromTheLastCheckpoint) {
+  BookCluster c("ps_kill");
+  Proc ps = Spawn(c.Args("ps", 0, 0));
+  Proc w1 = Spawn(c.Args("worker", 1, 3000));
+  Proc chief = Spawn(c.Args("worker", 0, 3000));
+  ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
+  kill(ps.pid, SIGKILL);
+  EXPECT_EQ(Wait(ps, 10), 128 + SIGKILL);
+  Proc ps_again = Spawn(c.Args("ps", 0, 0));  // same address
+  EXPECT_EQ(Wait(chief, 240), 0) << Output(chief);
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_EQ(Wait(ps_again, 60), 0) << Output(ps_again);
+  const std::string out = Output(chief);
+  EXPECT_NE(out.find("recovered"), std::string::npos) << out;
+  EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
+}
+
+TEST(Recovery, ANonChiefKilledInAsyncTrainingLeavesTheOthersToFinish) {
+  BookCluster c("worker_kill");
+  c.wait_for_workers_secs = 5;  // the chief waits this long for the worker that died
+  Proc ps = Spawn(c.Args("ps", 0, 0));
+  Proc w1 = Spawn(c.Args("worker", 1, 3000));
+  Proc chief = Spawn(c.Args("worker", 0, 3000));
+  ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
+  kill(w1.pid, SIGKILL);
+  EXPECT_EQ(Wait(w1, 10), 128 + SIGKILL);
+  EXPECT_EQ(Wait(chief, 180), 0) << Output(chief);
+  const std::string out = Output(chief);
+  EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
+  // The chief says how many workers finished, not that all did.
+  EXPECT_NE(out.find("1 of 2 workers reported done"), std::string::npos) << out;
+  // Before, this ps hung on shutdown: a RecvTensor of the dead worker's
+  // last step waited forever and gRPC's shutdown waited for it.
+  EXPECT_EQ(Wait(ps, 30), 0) << Output(ps);
+}
+
+TEST(Recovery, BookFlagsAreCheckedAndTheDefaultsAreTheBooksCluster) {
+  Proc both = Spawn({MNIST_DISTRIBUTED_BIN, "--cluster_spec=ps|a:1,worker|b:2", "--ps_hosts=a:1"});
+  EXPECT_EQ(Wait(both, 30), 2);
+  EXPECT_NE(Output(both).find("not both"), std::string::npos) << Output(both);
+  Proc job = Spawn({MNIST_DISTRIBUTED_BIN, "--job_name=chief"});
+  EXPECT_EQ(Wait(job, 30), 2);
+  EXPECT_NE(Output(job).find("use ps or worker"), std::string::npos) << Output(job);
+  // The book's cluster has three workers: task 3 does not exist.
+  Proc task = Spawn({MNIST_DISTRIBUTED_BIN, "--task_index=3"});
+  EXPECT_EQ(Wait(task, 30), 2);
+  EXPECT_NE(Output(task).find("bad --task_index"), std::string::npos) << Output(task);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ void RegisterRandomOps(OpRegistry* r);     // RandomUniform, RandomStandardNorma
 void RegisterNnOps(OpRegistry* r);         // Conv2D, pooling, BiasAdd, activations, softmax losses, and their grads
 void RegisterTrainingOps(OpRegistry* r);   // ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam
 void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other helpers of symbolic gradients
+void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -28,6 +29,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterNnOps(r);
   RegisterTrainingOps(r);
   RegisterGradSupportOps(r);
+  RegisterCheckpointOps(r);
 }
 
 }  // namespace distflow

@@ -17,6 +17,7 @@ void RegisterRandomKernels(KernelRegistry* r);
 void RegisterNnKernels(KernelRegistry* r);
 void RegisterTrainingKernels(KernelRegistry* r);
 void RegisterGradSupportKernels(KernelRegistry* r);
+void RegisterCheckpointKernels(KernelRegistry* r);
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -29,6 +30,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterNnKernels(r);
   RegisterTrainingKernels(r);
   RegisterGradSupportKernels(r);
+  RegisterCheckpointKernels(r);
 }
 
 }  // namespace distflow

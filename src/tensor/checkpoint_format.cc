@@ -1,0 +1,225 @@
+#include "tensor/checkpoint_format.h"
+
+#include <isa-l/crc.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace distflow::checkpoint {
+namespace {
+
+constexpr char kMagic[8] = {'D', 'F', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr size_t kTrailerSize = 4 + 8 + sizeof(kMagic);
+
+void PutFixed32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void PutFixed64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint64_t GetFixed(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+absl::Status Damaged(const std::string& path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("Checkpoint file '", path, "' is damaged: ", what));
+}
+
+void AppendFooter(const google::protobuf::MessageLite& footer, std::string* out) {
+  std::string bytes = footer.SerializeAsString();
+  out->append(bytes);
+  PutFixed32(out, Crc32c(bytes));
+  PutFixed64(out, bytes.size());
+  out->append(kMagic, sizeof(kMagic));
+}
+
+// Checks the trailer and the footer's crc; splits `contents` into payload and footer.
+absl::Status SplitFile(absl::string_view contents, const std::string& path, absl::string_view* payload,
+                       absl::string_view* footer) {
+  if (contents.size() < kTrailerSize) {
+    return Damaged(path, absl::StrCat("it has ", contents.size(), " bytes, fewer than a checkpoint trailer (",
+                                      kTrailerSize, "); it was probably cut short"));
+  }
+  const char* end = contents.data() + contents.size();
+  if (std::memcmp(end - sizeof(kMagic), kMagic, sizeof(kMagic)) != 0) {
+    return Damaged(path, "it does not end in the checkpoint magic (truncated, or not a distflow checkpoint)");
+  }
+  uint64_t len = GetFixed(end - sizeof(kMagic) - 8, 8);
+  uint32_t crc = static_cast<uint32_t>(GetFixed(end - kTrailerSize, 4));
+  if (len > contents.size() - kTrailerSize) {
+    return Damaged(path, absl::StrCat("its footer claims ", len, " bytes but the file has only ", contents.size()));
+  }
+  size_t body = contents.size() - kTrailerSize - static_cast<size_t>(len);
+  *payload = contents.substr(0, body);
+  *footer = contents.substr(body, static_cast<size_t>(len));
+  if (Crc32c(*footer) != crc) return Damaged(path, "the crc32c of its footer does not match");
+  return absl::OkStatus();
+}
+
+// Checks one entry: a name, a fixed-size dtype, a known shape whose bytes
+// are `size`, and bytes that lie inside a payload of `payload_size`.
+absl::Status CheckEntry(const proto::CheckpointEntry& e, uint64_t payload_size, const std::string& path) {
+  if (e.name().empty()) return Damaged(path, "an entry has no name");
+  const std::string who = absl::StrCat("entry '", e.name(), "'");
+  if (!IsValidDataType(e.dtype()) || e.dtype() == proto::DT_STRING) {
+    return Damaged(path, absl::StrCat(who, " has unsupported dtype ", static_cast<int>(e.dtype())));
+  }
+  if (e.shape().unknown_rank()) return Damaged(path, absl::StrCat(who, " has a shape of unknown rank"));
+  std::vector<int64_t> dims(e.shape().dim().begin(), e.shape().dim().end());
+  absl::StatusOr<TensorShape> shape = TensorShape::FromDims(dims);
+  if (!shape.ok()) return Damaged(path, absl::StrCat(who, ": ", shape.status().message()));
+  const uint64_t elem = DataTypeSize(static_cast<DataType>(e.dtype()));
+  const uint64_t n = static_cast<uint64_t>(shape->num_elements());
+  if (elem != 0 && n > std::numeric_limits<uint64_t>::max() / elem) {
+    return Damaged(path, absl::StrCat(who, " is too large"));
+  }
+  if (e.size() < 0 || static_cast<uint64_t>(e.size()) != n * elem) {
+    return Damaged(path, absl::StrCat(who, " has ", e.size(), " bytes but ", EntryTypeString(e), " needs ", n * elem));
+  }
+  if (e.offset() < 0 || static_cast<uint64_t>(e.offset()) > payload_size ||
+      static_cast<uint64_t>(e.size()) > payload_size - static_cast<uint64_t>(e.offset())) {
+    return Damaged(path, absl::StrCat(who, " lies outside the file's ", payload_size, " data bytes (offset ",
+                                      e.offset(), ", ", e.size(), " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckUniqueNames(const google::protobuf::RepeatedPtrField<proto::CheckpointEntry>& entries,
+                              const std::string& path) {
+  absl::flat_hash_set<std::string> seen;
+  for (const proto::CheckpointEntry& e : entries) {
+    if (!seen.insert(e.name()).second) return Damaged(path, absl::StrCat("entry '", e.name(), "' appears twice"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+uint32_t Crc32c(absl::string_view data) {
+  // ISA-L's crc32_iscsi takes an int length and works on the uninverted CRC.
+  uint32_t crc = 0xffffffffu;
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(data.data());
+  size_t left = data.size();
+  while (left > 0) {
+    int n = static_cast<int>(std::min<size_t>(left, size_t{1} << 30));
+    crc = crc32_iscsi(const_cast<unsigned char*>(p), n, crc);
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return ~crc;
+}
+
+std::string DataFileName(absl::string_view prefix, int shard, int num_shards) {
+  return absl::StrFormat("%s.data-%05d-of-%05d", prefix, shard, num_shards);
+}
+
+std::string IndexFileName(absl::string_view prefix) { return absl::StrCat(prefix, ".index"); }
+
+std::string EntryTypeString(const proto::CheckpointEntry& e) {
+  std::string dtype = IsValidDataType(e.dtype()) ? DataTypeName(static_cast<DataType>(e.dtype()))
+                                                 : absl::StrCat("dtype#", static_cast<int>(e.dtype()));
+  if (e.shape().unknown_rank()) return absl::StrCat(dtype, "[?]");
+  return absl::StrCat(dtype, "[", absl::StrJoin(e.shape().dim(), ","), "]");
+}
+
+absl::StatusOr<std::string> EncodeShard(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                        proto::CheckpointShardFooter* footer) {
+  size_t total = 0;
+  for (const auto& [name, t] : tensors) {
+    if (t.dtype() == DT_STRING) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Cannot checkpoint variable '", name, "': string variables are not supported in checkpoints"));
+    }
+    total += t.TotalBytes();
+  }
+  std::string out;
+  out.reserve(total + 4096);
+  footer->Clear();
+  for (const auto& [name, t] : tensors) {
+    absl::string_view bytes(static_cast<const char*>(t.raw_data()), t.TotalBytes());
+    proto::CheckpointEntry* e = footer->add_entry();
+    e->set_name(name);
+    e->set_dtype(static_cast<proto::DataType>(t.dtype()));
+    for (int i = 0; i < t.dims(); ++i) e->mutable_shape()->add_dim(t.dim_size(i));
+    e->set_offset(static_cast<int64_t>(out.size()));
+    e->set_size(static_cast<int64_t>(bytes.size()));
+    e->set_crc32c(Crc32c(bytes));
+    out.append(bytes.data(), bytes.size());
+  }
+  AppendFooter(*footer, &out);
+  return out;
+}
+
+absl::StatusOr<ParsedShard> ParseShard(absl::string_view contents, const std::string& path) {
+  ParsedShard shard;
+  shard.path = path;
+  absl::string_view footer;
+  if (absl::Status s = SplitFile(contents, path, &shard.payload, &footer); !s.ok()) return s;
+  if (!shard.footer.ParseFromArray(footer.data(), static_cast<int>(footer.size()))) {
+    return Damaged(path, "its footer does not parse");
+  }
+  for (const proto::CheckpointEntry& e : shard.footer.entry()) {
+    if (absl::Status s = CheckEntry(e, shard.payload.size(), path); !s.ok()) return s;
+  }
+  if (absl::Status s = CheckUniqueNames(shard.footer.entry(), path); !s.ok()) return s;
+  return shard;
+}
+
+absl::StatusOr<Tensor> ReadTensor(const ParsedShard& shard, const proto::CheckpointEntry& e) {
+  if (absl::Status s = CheckEntry(e, shard.payload.size(), shard.path); !s.ok()) return s;
+  absl::string_view bytes = shard.payload.substr(static_cast<size_t>(e.offset()), static_cast<size_t>(e.size()));
+  if (Crc32c(bytes) != e.crc32c()) {
+    return Damaged(shard.path, absl::StrCat("the bytes of '", e.name(), "' do not match their crc32c"));
+  }
+  std::vector<int64_t> dims(e.shape().dim().begin(), e.shape().dim().end());
+  absl::StatusOr<TensorShape> shape = TensorShape::FromDims(dims);
+  if (!shape.ok()) return shape.status();
+  absl::StatusOr<Tensor> t = Tensor::Allocate(static_cast<DataType>(e.dtype()), *shape);
+  if (!t.ok()) return t.status();
+  if (!bytes.empty()) std::memcpy(t->raw_data(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string FrameFooter(const google::protobuf::MessageLite& footer) {
+  std::string out;
+  AppendFooter(footer, &out);
+  return out;
+}
+
+std::string EncodeIndex(const proto::CheckpointIndex& index) { return FrameFooter(index); }
+
+absl::StatusOr<proto::CheckpointIndex> ParseIndex(absl::string_view contents, const std::string& path) {
+  absl::string_view payload, footer;
+  if (absl::Status s = SplitFile(contents, path, &payload, &footer); !s.ok()) return s;
+  if (!payload.empty()) return Damaged(path, "an index holds no data before its footer");
+  proto::CheckpointIndex index;
+  if (!index.ParseFromArray(footer.data(), static_cast<int>(footer.size()))) {
+    return Damaged(path, "the index does not parse");
+  }
+  if (index.format_version() != kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("Checkpoint index '", path, "' has format version ",
+                                                      index.format_version(), "; this build reads version ",
+                                                      kFormatVersion));
+  }
+  if (index.num_shards() < 1 || index.num_shards() > kMaxShards) {
+    return Damaged(path, absl::StrCat("it names ", index.num_shards(), " shards"));
+  }
+  for (const proto::CheckpointEntry& e : index.entry()) {
+    if (e.shard() < 0 || e.shard() >= index.num_shards()) {
+      return Damaged(path, absl::StrCat("entry '", e.name(), "' is in shard ", e.shard(), " of ", index.num_shards()));
+    }
+    if (absl::Status s = CheckEntry(e, std::numeric_limits<int64_t>::max(), path); !s.ok()) return s;
+  }
+  if (absl::Status s = CheckUniqueNames(index.entry(), path); !s.ok()) return s;
+  return index;
+}
+
+}  // namespace distflow::checkpoint

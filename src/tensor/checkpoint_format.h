@@ -1,0 +1,66 @@
+// The files of a checkpoint (formats in proto/checkpoint.proto): data files
+// written by the tasks that hold the variables, and the index the saving
+// client writes last.
+//
+// Every file ends in the same trailer: [footer bytes][u32 crc32c of the
+// footer][u64 footer length][8-byte magic], little-endian. Readers check the
+// trailer, the footer's crc, and every entry's bounds, dtype, shape and size
+// before touching the payload; a tensor's bytes are checked against their
+// crc32c when read. A checkpoint file is read with the same distrust as a
+// network message: nothing in it can crash the reader, and every error
+// names the file and what is wrong with it (DataLoss for damage).
+//
+// Free functions, no state: thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/checkpoint.pb.h"
+#include "tensor/tensor.h"
+
+namespace distflow::checkpoint {
+
+inline constexpr int kFormatVersion = 1;
+inline constexpr int kMaxShards = 100000;
+
+// CRC-32C (Castagnoli) of `data`, as iSCSI and TensorFlow's checkpoints use.
+uint32_t Crc32c(absl::string_view data);
+
+// "<prefix>.data-00000-of-00002" and "<prefix>.index".
+std::string DataFileName(absl::string_view prefix, int shard, int num_shards);
+std::string IndexFileName(absl::string_view prefix);
+
+// The contents of a data file holding `tensors` (name, value) in order.
+// InvalidArgument naming the tensor if one cannot be saved (a string tensor).
+absl::StatusOr<std::string> EncodeShard(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                        proto::CheckpointShardFooter* footer);
+
+// A data file, parsed and checked: every entry lies inside the payload and
+// its size matches its dtype and shape. `contents` must outlive it.
+struct ParsedShard {
+  std::string path;
+  proto::CheckpointShardFooter footer;
+  absl::string_view payload;
+};
+absl::StatusOr<ParsedShard> ParseShard(absl::string_view contents, const std::string& path);
+
+// The tensor of `entry` (one of shard.footer's), its crc verified.
+absl::StatusOr<Tensor> ReadTensor(const ParsedShard& shard, const proto::CheckpointEntry& entry);
+
+// A footer followed by the trailer: what ends every checkpoint file.
+std::string FrameFooter(const google::protobuf::MessageLite& footer);
+
+// The contents of an index file, and its parse: format version, shard
+// count, and entries (unique names, shards in range, sizes that match).
+std::string EncodeIndex(const proto::CheckpointIndex& index);
+absl::StatusOr<proto::CheckpointIndex> ParseIndex(absl::string_view contents, const std::string& path);
+
+// "float32[784,10]": how errors and listings name an entry's type.
+std::string EntryTypeString(const proto::CheckpointEntry& entry);
+
+}  // namespace distflow::checkpoint

@@ -1,0 +1,346 @@
+#include "train/saver.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/env.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "client/ops.h"
+#include "google/protobuf/text_format.h"
+#include "graph/attr_value.h"
+#include "tensor/checkpoint_format.h"
+
+namespace distflow {
+namespace {
+
+constexpr char kStateFile[] = "checkpoint";
+
+std::string Absolute(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+std::string Join(const std::string& dir, const std::string& name) {
+  if (!name.empty() && name[0] == '/') return name;
+  return absl::StrCat(dir, dir.empty() || dir.back() == '/' ? "" : "/", name);
+}
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string TypeString(const Saver::VarInfo& v) { return absl::StrCat(DataTypeName(v.dtype), v.shape.DebugString()); }
+
+// The trailing "-<step>" of a checkpoint name, or -1.
+int64_t StepOf(const std::string& name) {
+  size_t dash = name.rfind('-');
+  int64_t step;
+  if (dash == std::string::npos || !absl::SimpleAtoi(name.substr(dash + 1), &step)) return -1;
+  return step;
+}
+
+absl::StatusOr<proto::CheckpointState> ReadState(const std::string& logdir) {
+  const std::string path = Join(logdir, kStateFile);
+  absl::StatusOr<std::string> text = Env::Default()->ReadFile(path);
+  if (!text.ok()) return text.status();
+  proto::CheckpointState state;
+  if (!google::protobuf::TextFormat::ParseFromString(*text, &state)) {
+    return absl::DataLossError(absl::StrCat("Checkpoint state file '", path, "' does not parse"));
+  }
+  return state;
+}
+
+// Every file of the checkpoint named `name` in `logdir`.
+std::vector<std::string> FilesOf(const std::string& logdir, const std::string& name) {
+  std::vector<std::string> out;
+  absl::StatusOr<std::vector<std::string>> all = Env::Default()->ListDir(logdir);
+  if (!all.ok()) return out;
+  for (const std::string& f : *all) {
+    if (f == name + ".index" || absl::StartsWith(f, name + ".data-")) out.push_back(Join(logdir, f));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Saver>> Saver::Create(const Scope& scope, SaverOptions options) {
+  if (options.max_to_keep < 0) return absl::InvalidArgumentError("SaverOptions::max_to_keep must be >= 0");
+  if (options.basename.empty() || options.basename.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SaverOptions::basename '", options.basename, "' must be a file name without '/'"));
+  }
+  RETURN_IF_ERROR(scope.status());
+  auto saver = std::unique_ptr<Saver>(new Saver);
+  saver->options_ = options;
+  const std::shared_ptr<GraphState>& graph = scope.graph_state();
+  std::vector<const Node*> nodes;
+  if (options.var_list.empty()) {
+    absl::MutexLock lock(&graph->mu);
+    for (const auto& n : graph->graph.nodes()) {
+      if (n->op() == "Variable") nodes.push_back(n.get());
+    }
+  } else {
+    for (const Output& v : options.var_list) {
+      if (!v.ok() || v.node()->op() != "Variable") {
+        return absl::InvalidArgumentError(absl::StrCat("Saver: '", v.name(), "' is not a variable"));
+      }
+      nodes.push_back(v.node());
+    }
+  }
+  if (nodes.empty()) return absl::InvalidArgumentError("Saver: the graph has no variables to save");
+  std::map<std::string, int> shard_of_device;
+  for (const Node* n : nodes) {
+    VarInfo v;
+    v.name = n->name();
+    v.dtype = n->output_type(0);
+    v.shape = n->output_shape(0);
+    for (const VarInfo& seen : saver->vars_) {
+      if (seen.name == v.name) return absl::InvalidArgumentError(absl::StrCat("Saver: variable '", v.name, "' given twice"));
+    }
+    auto [it, fresh] = shard_of_device.try_emplace(n->def().device(), static_cast<int>(saver->shards_.size()));
+    if (fresh) saver->shards_.emplace_back();
+    saver->shards_[static_cast<size_t>(it->second)].vars.push_back(static_cast<int>(saver->vars_.size()));
+    saver->vars_.push_back(std::move(v));
+  }
+  Scope save = scope.WithNoControlDependencies().NewSubScope("save");
+  for (auto& [device, index] : shard_of_device) {
+    Shard& shard = saver->shards_[static_cast<size_t>(index)];
+    Scope s = save.WithDevice(device);
+    std::vector<Output> refs;
+    std::vector<std::string> names;
+    for (int v : shard.vars) {
+      const Node* n = nodes[static_cast<size_t>(v)];
+      refs.emplace_back(Operation(n, graph), 0, s);
+      names.push_back(n->name());
+    }
+    auto set_names = [&](proto::NodeDef* def) { SetAttrStringList(def, "names", names); };
+    shard.save_path = ops::Placeholder(s.WithOpName(absl::StrCat("path_", index)), DT_STRING, PartialShape({}));
+    std::vector<Output> save_inputs = {shard.save_path};
+    save_inputs.insert(save_inputs.end(), refs.begin(), refs.end());
+    Operation save_op = ops::Raw(s.WithOpName(absl::StrCat("SaveShard_", index)), "SaveShard", save_inputs, set_names);
+    shard.save = Output(save_op, 0, s);
+    shard.restore_files = ops::Placeholder(s.WithOpName(absl::StrCat("files_", index)), DT_STRING,
+                                           PartialShape({static_cast<int64_t>(names.size())}));
+    std::vector<Output> restore_inputs = {shard.restore_files};
+    restore_inputs.insert(restore_inputs.end(), refs.begin(), refs.end());
+    shard.restore = ops::Raw(s.WithOpName(absl::StrCat("RestoreShard_", index)), "RestoreShard", restore_inputs,
+                             set_names);
+  }
+  RETURN_IF_ERROR(scope.status());
+  return saver;
+}
+
+absl::StatusOr<std::string> Saver::Save(Session* session, const std::string& logdir_in, int64_t global_step) {
+  const std::string logdir = Absolute(logdir_in);
+  Env* env = Env::Default();
+  if (absl::Status s = env->CreateDir(logdir); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("Cannot save a checkpoint in log directory '", logdir_in,
+                                                      "': ", s.message()));
+  }
+  const std::string name = absl::StrCat(options_.basename, "-", global_step);
+  const std::string prefix = Join(logdir, name);
+  const int num_shards = static_cast<int>(shards_.size());
+  FeedDict feeds;
+  std::vector<Output> fetches;
+  for (int i = 0; i < num_shards; ++i) {
+    feeds.emplace_back(shards_[static_cast<size_t>(i)].save_path,
+                       Tensor::Scalar<std::string>(checkpoint::DataFileName(prefix, i, num_shards)));
+    fetches.push_back(shards_[static_cast<size_t>(i)].save);
+  }
+  absl::StatusOr<std::vector<Tensor>> footers = session->Run(feeds, fetches);
+  auto fail = [&](const absl::Status& s) {
+    for (int i = 0; i < num_shards; ++i) (void)env->DeleteFile(checkpoint::DataFileName(prefix, i, num_shards));
+    return absl::Status(s.code(), absl::StrCat("Saving checkpoint '", prefix, "' failed (the previous checkpoint is "
+                                               "still valid): ", s.message()));
+  };
+  if (!footers.ok()) return fail(footers.status());
+  proto::CheckpointIndex index;
+  index.set_format_version(checkpoint::kFormatVersion);
+  index.set_num_shards(num_shards);
+  index.set_global_step(global_step);
+  for (int i = 0; i < num_shards; ++i) {
+    proto::CheckpointShardFooter footer;
+    if (!footer.ParseFromString((*footers)[static_cast<size_t>(i)].flat<std::string>()[0])) {
+      return fail(absl::DataLossError(absl::StrCat("shard ", i, " returned a footer that does not parse")));
+    }
+    for (proto::CheckpointEntry& e : *footer.mutable_entry()) {
+      e.set_shard(i);
+      *index.add_entry() = std::move(e);
+    }
+  }
+  if (absl::Status s = env->WriteFileAtomically(checkpoint::IndexFileName(prefix), checkpoint::EncodeIndex(index));
+      !s.ok()) {
+    return fail(s);
+  }
+  if (absl::Status s = UpdateState(logdir, name); !s.ok()) {
+    (void)env->DeleteFile(checkpoint::IndexFileName(prefix));
+    return fail(s);
+  }
+  return prefix;
+}
+
+absl::Status Saver::UpdateState(const std::string& logdir, const std::string& name) {
+  proto::CheckpointState state;
+  absl::StatusOr<proto::CheckpointState> old = ReadState(logdir);
+  if (old.ok()) {
+    for (const std::string& p : old->all_model_checkpoint_paths()) {
+      if (p != name) state.add_all_model_checkpoint_paths(p);
+    }
+  } else if (!absl::IsNotFound(old.status())) {
+    LOG(WARNING) << old.status().message() << "; writing a new one";
+  }
+  state.add_all_model_checkpoint_paths(name);
+  state.set_model_checkpoint_path(name);
+  std::vector<std::string> dropped;
+  if (options_.max_to_keep > 0) {
+    auto* all = state.mutable_all_model_checkpoint_paths();
+    while (all->size() > options_.max_to_keep) {
+      dropped.push_back(all->Get(0));
+      all->erase(all->begin());
+    }
+  }
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(state, &text);
+  RETURN_IF_ERROR(Env::Default()->WriteFileAtomically(Join(logdir, kStateFile), text));
+  // Only now that the state no longer names them.
+  for (const std::string& d : dropped) {
+    if (d.empty() || d[0] == '/' || d.find("..") != std::string::npos) continue;  // never outside the directory
+    for (const std::string& f : FilesOf(logdir, d)) (void)Env::Default()->DeleteFile(f);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Saver::CheckCompatible(const std::string& prefix) const {
+  const std::string path = checkpoint::IndexFileName(prefix);
+  absl::StatusOr<std::string> contents = Env::Default()->ReadFile(path);
+  if (!contents.ok()) return contents.status();
+  absl::StatusOr<proto::CheckpointIndex> index = checkpoint::ParseIndex(*contents, path);
+  if (!index.ok()) return index.status();
+  absl::flat_hash_map<std::string, const proto::CheckpointEntry*> entries;
+  for (const proto::CheckpointEntry& e : index->entry()) entries[e.name()] = &e;
+  std::vector<std::string> missing, mismatched, extra;
+  absl::flat_hash_map<std::string, bool> ours;
+  for (const VarInfo& v : vars_) {
+    ours[v.name] = true;
+    auto it = entries.find(v.name);
+    if (it == entries.end()) {
+      missing.push_back(absl::StrCat(v.name, " (", TypeString(v), ")"));
+      continue;
+    }
+    const proto::CheckpointEntry& e = *it->second;
+    std::vector<int64_t> dims(e.shape().dim().begin(), e.shape().dim().end());
+    absl::StatusOr<TensorShape> shape = TensorShape::FromDims(dims);
+    if (static_cast<int>(e.dtype()) != static_cast<int>(v.dtype) || !shape.ok() || !v.shape.IsCompatibleWith(*shape)) {
+      mismatched.push_back(
+          absl::StrCat(v.name, ": the model has ", TypeString(v), ", the checkpoint ", checkpoint::EntryTypeString(e)));
+    }
+  }
+  for (const proto::CheckpointEntry& e : index->entry()) {
+    if (!ours.contains(e.name())) extra.push_back(absl::StrCat(e.name(), " (", checkpoint::EntryTypeString(e), ")"));
+  }
+  if (missing.empty() && mismatched.empty() && extra.empty()) return index->global_step();
+  auto list = [](const std::vector<std::string>& v) {
+    constexpr size_t kShown = 10;
+    std::vector<std::string> shown(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(v.size(), kShown)));
+    return absl::StrCat(absl::StrJoin(shown, ", "), v.size() > kShown ? absl::StrCat(" and ", v.size() - kShown, " more") : "");
+  };
+  std::string msg = absl::StrCat("Checkpoint '", prefix, "' does not match this model:");
+  if (!missing.empty()) absl::StrAppend(&msg, " missing from the checkpoint: ", list(missing), ";");
+  if (!extra.empty()) absl::StrAppend(&msg, " in the checkpoint but not in the model: ", list(extra), ";");
+  if (!mismatched.empty()) absl::StrAppend(&msg, " different dtype or shape: ", list(mismatched), ";");
+  absl::StrAppend(&msg, " is the log directory from another model? Use a new log directory, or start afresh");
+  return absl::FailedPreconditionError(msg);
+}
+
+absl::Status Saver::Restore(Session* session, const std::string& prefix_in) {
+  const std::string prefix = Absolute(prefix_in);
+  ASSIGN_OR_RETURN(int64_t step, CheckCompatible(prefix));
+  (void)step;
+  const std::string path = checkpoint::IndexFileName(prefix);
+  ASSIGN_OR_RETURN(std::string contents, Env::Default()->ReadFile(path));
+  ASSIGN_OR_RETURN(proto::CheckpointIndex index, checkpoint::ParseIndex(contents, path));
+  absl::flat_hash_map<std::string, int> shard_of;
+  for (const proto::CheckpointEntry& e : index.entry()) shard_of[e.name()] = e.shard();
+  FeedDict feeds;
+  std::vector<Operation> targets;
+  for (const Shard& shard : shards_) {
+    Tensor files(DT_STRING, TensorShape({static_cast<int64_t>(shard.vars.size())}));
+    for (size_t i = 0; i < shard.vars.size(); ++i) {
+      const std::string& name = vars_[static_cast<size_t>(shard.vars[i])].name;
+      files.flat<std::string>()[i] = checkpoint::DataFileName(prefix, shard_of[name], index.num_shards());
+    }
+    feeds.emplace_back(shard.restore_files, std::move(files));
+    targets.push_back(shard.restore);
+  }
+  absl::StatusOr<std::vector<Tensor>> r = session->Run(feeds, {}, targets);
+  if (!r.ok()) {
+    return absl::Status(r.status().code(),
+                        absl::StrCat("Restoring checkpoint '", prefix, "' failed: ", r.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Saver::RestoreLatest(Session* session, const std::string& logdir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> history, CheckpointHistory(logdir));
+  if (history.empty()) return absl::NotFoundError(absl::StrCat("No checkpoint in '", logdir, "'"));
+  std::vector<std::string> skipped;
+  for (auto it = history.rbegin(); it != history.rend(); ++it) {
+    absl::Status s = Restore(session, *it);
+    if (s.ok()) return *it;
+    if (!absl::IsDataLoss(s) && !absl::IsNotFound(s)) return s;
+    LOG(WARNING) << "Checkpoint '" << *it << "' is unusable, trying the one before it: " << s.message();
+    skipped.push_back(BaseName(*it));
+  }
+  return absl::DataLossError(absl::StrCat("Every checkpoint in '", logdir, "' is damaged or incomplete (",
+                                          absl::StrJoin(skipped, ", "),
+                                          "); move them away to start afresh, or restore from a backup"));
+}
+
+absl::StatusOr<std::vector<std::string>> CheckpointHistory(const std::string& logdir_in) {
+  const std::string logdir = Absolute(logdir_in);
+  Env* env = Env::Default();
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (std::filesystem::exists(logdir, ec) && !std::filesystem::is_directory(logdir, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Log directory '", logdir_in, "' is a file, not a directory: name a directory for checkpoints"));
+  }
+  absl::StatusOr<proto::CheckpointState> state = ReadState(logdir);
+  if (state.ok()) {
+    for (const std::string& p : state->all_model_checkpoint_paths()) out.push_back(Join(logdir, p));
+    if (out.empty() && !state->model_checkpoint_path().empty()) {
+      out.push_back(Join(logdir, state->model_checkpoint_path()));
+    }
+    return out;
+  }
+  if (!absl::IsNotFound(state.status())) LOG(WARNING) << state.status().message() << "; looking for index files";
+  if (!env->FileExists(logdir)) return out;
+  absl::StatusOr<std::vector<std::string>> files = env->ListDir(logdir);
+  if (!files.ok()) return files.status();
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const std::string& f : *files) {
+    if (!absl::EndsWith(f, ".index")) continue;
+    std::string name = f.substr(0, f.size() - 6);
+    found.emplace_back(StepOf(name), Join(logdir, name));
+  }
+  std::sort(found.begin(), found.end());
+  for (auto& [step, prefix] : found) out.push_back(std::move(prefix));
+  return out;
+}
+
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& logdir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> history, CheckpointHistory(logdir));
+  if (history.empty()) return absl::NotFoundError(absl::StrCat("No checkpoint in '", logdir, "'"));
+  return history.back();
+}
+
+}  // namespace distflow

@@ -1,0 +1,300 @@
+#include "train/saver.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "base/env.h"
+#include "distflow/distflow.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tensor/checkpoint_format.h"
+#include "train/optimizer.h"
+
+namespace distflow {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string TempDir(const std::string& name) {
+  std::string dir = (fs::path(::testing::TempDir()) / absl::StrCat("saver_", name, "_", ::getpid())).string();
+  fs::remove_all(dir);
+  return dir;
+}
+
+// A small model: weights (float [3,2]), bias (double [2]), a step (int64).
+struct Model {
+  Scope root = Scope::NewRootScope();
+  Output w, b, step;
+  explicit Model(int64_t wcols = 2, bool with_bias = true) {
+    w = ops::MakeVariable(root.WithOpName("w"), ops::Const(root, Tensor::FromVector<float>(
+                                                                    std::vector<float>(static_cast<size_t>(3 * wcols), 1.5f),
+                                                                    TensorShape({3, wcols}))));
+    if (with_bias) b = ops::MakeVariable(root.WithOpName("b"), ops::Const(root, Tensor::FromVector<double>({0.25, -2})));
+    step = CreateGlobalStep(root);
+  }
+};
+
+std::vector<float> Floats(Session* s, const Output& o) {
+  auto r = s->Run({o});
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return {};
+  auto f = (*r)[0].flat<float>();
+  return {f.begin(), f.end()};
+}
+
+void Overwrite(Session* s, const Model& m) {
+  std::vector<int64_t> dims;
+  for (int i = 0; i < m.w.shape().rank(); ++i) dims.push_back(m.w.shape().dim(i));
+  auto r = s->Run({}, {}, {ops::Assign(m.root, m.w, ops::Fill(m.root, dims, ops::Const(m.root, 9.0f))).op(),
+                           ops::Assign(m.root, m.step, ops::Const(m.root, int64_t{77})).op()});
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+void FlipByte(const std::string& path, long offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  f.seekg(offset);
+  char c;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x40);
+  f.seekp(offset);
+  f.write(&c, 1);
+}
+
+TEST(Saver, SavesAndRestoresEveryDtype) {
+  const std::string dir = TempDir("roundtrip");
+  Model m;
+  auto saver = Saver::Create(m.root);
+  ASSERT_TRUE(saver.ok()) << saver.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(m.root)}).ok());
+  ASSERT_TRUE(sess.Run({}, {}, {ops::AssignAdd(m.root, m.step, ops::Const(m.root, int64_t{5})).op()}).ok());
+  auto prefix = (*saver)->Save(&sess, dir, 5);
+  ASSERT_TRUE(prefix.ok()) << prefix.status();
+  EXPECT_EQ(*prefix, dir + "/model.ckpt-5");
+  EXPECT_TRUE(fs::exists(dir + "/model.ckpt-5.index"));
+  EXPECT_TRUE(fs::exists(dir + "/model.ckpt-5.data-00000-of-00001"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint"));
+
+  Overwrite(&sess, m);
+  EXPECT_EQ(Floats(&sess, m.w)[0], 9.0f);
+  ASSERT_TRUE((*saver)->Restore(&sess, *prefix).ok());
+  EXPECT_EQ(Floats(&sess, m.w), std::vector<float>(6, 1.5f));
+  auto r = sess.Run({m.step, m.b});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].scalar<int64_t>(), 5);
+  EXPECT_EQ((*r)[1].flat<double>()[1], -2.0);
+}
+
+TEST(Saver, RestoresIntoAFreshSessionBeforeInitialisation) {
+  const std::string dir = TempDir("fresh");
+  {
+    Model m;
+    Session sess;
+    ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(m.root)}).ok());
+    ASSERT_TRUE((*Saver::Create(m.root))->Save(&sess, dir, 1).ok());
+  }
+  Model m;  // a new process would build the same graph
+  Session sess;
+  auto saver = Saver::Create(m.root);
+  ASSERT_TRUE(saver.ok());
+  auto restored = (*saver)->RestoreLatest(&sess, dir);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(Floats(&sess, m.w), std::vector<float>(6, 1.5f));
+}
+
+TEST(Saver, KeepsOnlyMaxToKeep) {
+  const std::string dir = TempDir("keep");
+  Model m;
+  SaverOptions opts;
+  opts.max_to_keep = 2;
+  auto saver = Saver::Create(m.root, opts);
+  ASSERT_TRUE(saver.ok());
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(m.root)}).ok());
+  for (int step : {10, 20, 30}) ASSERT_TRUE((*saver)->Save(&sess, dir, step).ok());
+  EXPECT_FALSE(fs::exists(dir + "/model.ckpt-10.index"));
+  EXPECT_FALSE(fs::exists(dir + "/model.ckpt-10.data-00000-of-00001"));
+  EXPECT_TRUE(fs::exists(dir + "/model.ckpt-20.index"));
+  auto history = CheckpointHistory(dir);
+  ASSERT_TRUE(history.ok());
+  EXPECT_EQ(*history, (std::vector<std::string>{dir + "/model.ckpt-20", dir + "/model.ckpt-30"}));
+  // The state file holds names relative to the directory.
+  std::ifstream state(dir + "/checkpoint");
+  std::string text((std::istreambuf_iterator<char>(state)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("model_checkpoint_path: \"model.ckpt-30\""));
+  EXPECT_EQ(text.find(dir), std::string::npos) << text;
+}
+
+TEST(Saver, AMovedDirectoryStillRestores) {
+  const std::string dir = TempDir("moved_from"), moved = TempDir("moved_to");
+  Model m;
+  auto saver = Saver::Create(m.root);
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(m.root)}).ok());
+  ASSERT_TRUE((*saver)->Save(&sess, dir, 3).ok());
+  fs::rename(dir, moved);
+  Overwrite(&sess, m);
+  auto restored = (*saver)->RestoreLatest(&sess, moved);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(*restored, moved + "/model.ckpt-3");
+  EXPECT_EQ(Floats(&sess, m.w), std::vector<float>(6, 1.5f));
+}
+
+TEST(Saver, AnotherModelIsAClearErrorListingEveryDifference) {
+  const std::string dir = TempDir("other_model");
+  {
+    Model m;
+    Session sess;
+    ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(m.root)}).ok());
+    ASSERT_TRUE((*Saver::Create(m.root))->Save(&sess, dir, 1).ok());
+  }
+  Model other(/*wcols=*/4, /*with_bias=*/false);
+  auto extra = ops::MakeVariable(other.root.WithOpName("extra"), ops::Const(other.root, 1.0f));
+  Session sess;
+  auto saver = Saver::Create(other.root);
+  ASSERT_TRUE(saver.ok());
+  auto restored = (*saver)->RestoreLatest(&sess, dir);
+  ASSERT_FALSE(restored.ok());
+  EXPECT_EQ(restored.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string msg(restored.status().message());
+  EXPECT_THAT(msg, HasSubstr("missing from the checkpoint: extra (float32[])"));
+  EXPECT_THAT(msg, HasSubstr("in the checkpoint but not in the model: b (float64[2])"));
+  EXPECT_THAT(msg, HasSubstr("w: the model has float32[3,4], the checkpoint float32[3,2]"));
+  EXPECT_THAT(msg, HasSubstr("new log directory"));
+}
+
+TEST(Saver, ADamagedCheckpointFallsBackToThePreviousOne) {
+  const std::string dir = TempDir("damaged");
+  Model m;
+  auto saver = Saver::Create(m.root);
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(m.root)}).ok());
+  ASSERT_TRUE((*saver)->Save(&sess, dir, 1).ok());
+  Overwrite(&sess, m);
+  ASSERT_TRUE((*saver)->Save(&sess, dir, 2).ok());
+  // A flipped bit in a tensor of the newest checkpoint's data file.
+  FlipByte(dir + "/model.ckpt-2.data-00000-of-00001", 3);
+  absl::Status direct = (*saver)->Restore(&sess, dir + "/model.ckpt-2");
+  EXPECT_EQ(direct.code(), absl::StatusCode::kDataLoss) << direct;
+  EXPECT_THAT(std::string(direct.message()), HasSubstr("model.ckpt-2.data-00000-of-00001"));
+  EXPECT_THAT(std::string(direct.message()), HasSubstr("crc32c"));
+  auto restored = (*saver)->RestoreLatest(&sess, dir);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(*restored, dir + "/model.ckpt-1");
+  EXPECT_EQ(Floats(&sess, m.w), std::vector<float>(6, 1.5f));
+
+  // A truncated index: the same fallback.
+  fs::resize_file(dir + "/model.ckpt-2.index", 10);
+  restored = (*saver)->RestoreLatest(&sess, dir);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(*restored, dir + "/model.ckpt-1");
+
+  // Nothing usable at all: an error, never a silent fresh start.
+  fs::resize_file(dir + "/model.ckpt-1.data-00000-of-00001", 5);
+  restored = (*saver)->RestoreLatest(&sess, dir);
+  ASSERT_FALSE(restored.ok());
+  EXPECT_EQ(restored.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(restored.status().message()), HasSubstr("model.ckpt-1"));
+}
+
+TEST(Saver, ADamagedStateFileFallsBackToIndexFiles) {
+  const std::string dir = TempDir("state");
+  Model m;
+  auto saver = Saver::Create(m.root);
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(m.root)}).ok());
+  ASSERT_TRUE((*saver)->Save(&sess, dir, 9).ok());
+  ASSERT_TRUE((*saver)->Save(&sess, dir, 10).ok());
+  std::ofstream(dir + "/checkpoint") << "model_checkpoint_path: \"unterminated";
+  auto latest = LatestCheckpoint(dir);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, dir + "/model.ckpt-10");  // ordered by step, not by name
+}
+
+TEST(Saver, ALogdirThatIsAFileIsAClearError) {
+  const std::string file = TempDir("a_file");
+  std::ofstream(file) << "not a directory";
+  Model m;
+  auto saver = Saver::Create(m.root);
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(m.root)}).ok());
+  auto saved = (*saver)->Save(&sess, file, 1);
+  ASSERT_FALSE(saved.ok());
+  EXPECT_EQ(saved.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(saved.status().message()), HasSubstr("not a directory"));
+  EXPECT_EQ(LatestCheckpoint(file).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(LatestCheckpoint(file).status().message()), HasSubstr("is a file, not a directory"));
+}
+
+TEST(Saver, UninitialisedVariablesAreNamed) {
+  const std::string dir = TempDir("uninit");
+  Model m;
+  auto saver = Saver::Create(m.root);
+  Session sess;
+  auto saved = (*saver)->Save(&sess, dir, 1);
+  ASSERT_FALSE(saved.ok());
+  EXPECT_THAT(std::string(saved.status().message()), HasSubstr("Cannot save variable"));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoint"));
+}
+
+// A full disk during a save: file writes beyond a size limit fail (EFBIG),
+// as they would with ENOSPC. The previous checkpoint stays the latest and
+// restorable, and the failed one leaves no files behind.
+TEST(Saver, AFailedWriteLeavesThePreviousCheckpointValid) {
+  const std::string dir = TempDir("full");
+  Model m(/*wcols=*/4096);  // 48 KiB of weights
+  auto saver = Saver::Create(m.root);
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(m.root)}).ok());
+  ASSERT_TRUE((*saver)->Save(&sess, dir, 1).ok());
+  Overwrite(&sess, m);
+
+  struct rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  sighandler_t old_handler = signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = 16 * 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  auto saved = (*saver)->Save(&sess, dir, 2);
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, old_handler);
+
+  ASSERT_FALSE(saved.ok());
+  EXPECT_THAT(std::string(saved.status().message()), HasSubstr("previous checkpoint is still valid"));
+  EXPECT_FALSE(fs::exists(dir + "/model.ckpt-2.index"));
+  EXPECT_FALSE(fs::exists(dir + "/model.ckpt-2.data-00000-of-00001"));
+  for (const auto& f : fs::directory_iterator(dir)) {
+    EXPECT_EQ(f.path().string().find(".tmp"), std::string::npos) << f.path();
+  }
+  auto latest = LatestCheckpoint(dir);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(*latest, dir + "/model.ckpt-1");
+  ASSERT_TRUE((*saver)->Restore(&sess, *latest).ok());
+  EXPECT_EQ(Floats(&sess, m.w)[0], 1.5f);
+}
+
+TEST(Saver, RejectsBadOptions) {
+  Model m;
+  SaverOptions o;
+  o.max_to_keep = -1;
+  EXPECT_EQ(Saver::Create(m.root, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.max_to_keep = 1;
+  o.basename = "a/b";
+  EXPECT_EQ(Saver::Create(m.root, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.basename = "ok";
+  o.var_list = {ops::Const(m.root, 1.0f)};
+  EXPECT_THAT(std::string(Saver::Create(m.root, o).status().message()), HasSubstr("is not a variable"));
+  Scope empty = Scope::NewRootScope();
+  EXPECT_FALSE(Saver::Create(empty).ok());
+}
+
+}  // namespace
+}  // namespace distflow

@@ -1,0 +1,294 @@
+#include "train/supervisor.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "client/ops.h"
+
+namespace distflow {
+namespace {
+
+bool Recoverable(const absl::Status& s) { return absl::IsUnavailable(s) || absl::IsAborted(s); }
+
+std::string FirstNames(const std::vector<std::string>& names, size_t n) {
+  std::vector<std::string> shown(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(std::min(n, names.size())));
+  return absl::StrCat(absl::StrJoin(shown, ", "), names.size() > n ? absl::StrCat(", and ", names.size() - n, " more") : "");
+}
+
+}  // namespace
+
+absl::Status StopAtStepHook::AfterCreateSession(MonitoredSession* session) {
+  if (session->global_step() >= last_step_) session->RequestStop();
+  return absl::OkStatus();
+}
+
+absl::Status StopAtStepHook::AfterRun(MonitoredSession* session, int64_t global_step, const std::vector<Tensor>&) {
+  if (global_step >= last_step_) session->RequestStop();
+  return absl::OkStatus();
+}
+
+absl::Status LoggingHook::AfterRun(MonitoredSession*, int64_t global_step, const std::vector<Tensor>& values) {
+  ++local_steps_;
+  if (every_ <= 0 || local_steps_ % every_ != 0) return absl::OkStatus();
+  absl::Time now = absl::Now();
+  std::string rate;
+  if (last_step_ >= 0 && now > last_time_) {
+    rate = absl::StrFormat(", %.1f global steps/s", static_cast<double>(global_step - last_step_) /
+                                                        absl::ToDoubleSeconds(now - last_time_));
+  }
+  double loss = values.empty() ? 0 : (values[0].dtype() == DT_DOUBLE ? values[0].scalar<double>()
+                                                                      : static_cast<double>(values[0].scalar<float>()));
+  LOG(INFO) << "global step " << global_step << ", loss " << loss << rate;
+  last_step_ = global_step;
+  last_time_ = now;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
+    const Scope& scope, const std::string& target, SupervisorOptions options,
+    std::vector<std::unique_ptr<SessionRunHook>> hooks) {
+  auto s = std::unique_ptr<MonitoredSession>(new MonitoredSession);
+  s->scope_ = scope;
+  s->target_ = target;
+  s->options_ = options;
+  s->hooks_ = std::move(hooks);
+  if (!s->options_.init_op.ok()) s->options_.init_op = ops::GlobalVariablesInitializer(scope);
+  std::vector<Output> vars, saved;
+  {
+    absl::MutexLock lock(&scope.graph_state()->mu);
+    for (const auto& n : scope.graph_state()->graph.nodes()) {
+      if (n->op() == "Variable") vars.emplace_back(Operation(n.get(), scope.graph_state()), 0, scope);
+    }
+  }
+  auto is_coordination = [&](const Output& v) {
+    for (const Output& c : options.coordination_vars) {
+      if (c.node() == v.node()) return true;
+    }
+    return false;
+  };
+  for (const Output& v : vars) {
+    if (!is_coordination(v)) saved.push_back(v);
+  }
+  if (!options.logdir.empty()) {
+    if (!options.global_step.ok()) {
+      return absl::InvalidArgumentError("SupervisorOptions: a logdir needs a global_step (CreateGlobalStep)");
+    }
+    SaverOptions so;
+    so.max_to_keep = options.max_to_keep;
+    so.var_list = saved;
+    ASSIGN_OR_RETURN(s->saver_, Saver::Create(scope, so));
+  }
+  // One readiness check per variable, placed beside it; the initialisers
+  // (Assigns) of the variables checkpoints leave out.
+  Scope ready = scope.WithNoControlDependencies().NewSubScope("ready");
+  std::vector<Operation> inits = scope.Initializers();
+  for (const Output& v : vars) {
+    s->ready_checks_.push_back(ops::IsVariableInitialized(ready, v));
+    s->var_names_.push_back(v.node()->name());
+    if (s->saver_ == nullptr || !is_coordination(v)) continue;
+    for (const Operation& init : inits) {
+      if (init.node()->num_inputs() > 0 && init.node()->input(0).node == v.node()) {
+        s->unsaved_inits_.push_back(init);
+        s->unsaved_ready_.push_back(s->ready_checks_.back());
+      }
+    }
+  }
+  RETURN_IF_ERROR(scope.status());
+  RETURN_IF_ERROR(s->CreateSession());
+  return s;
+}
+
+MonitoredSession::~MonitoredSession() {
+  if (!closed_ && session_ != nullptr) (void)session_->Close();
+}
+
+absl::StatusOr<int64_t> MonitoredSession::ReadGlobalStep() {
+  if (!options_.global_step.ok()) return -1;
+  ASSIGN_OR_RETURN(std::vector<Tensor> v, session_->Run({options_.global_step}));
+  return v[0].scalar<int64_t>();
+}
+
+Output MonitoredSession::StepAfter(const std::vector<Operation>& targets) {
+  std::vector<const Node*> key;
+  for (const Operation& t : targets) key.push_back(t.node());
+  auto it = step_after_.find(key);
+  if (it != step_after_.end()) return it->second;
+  Scope s = scope_.WithNoControlDependencies()
+                .WithDevice(options_.global_step.node()->def().device())
+                .WithControlDependencies(targets);
+  Output read = ops::Identity(s.WithFullOpName(scope_.GetUniqueName("global_step_after_step")), options_.global_step);
+  step_after_.emplace(std::move(key), read);
+  return read;
+}
+
+absl::Status MonitoredSession::InitialiseUnsaved() {
+  if (unsaved_inits_.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<Tensor> ready, session_->Run(unsaved_ready_));
+  std::vector<Operation> todo;
+  for (size_t i = 0; i < ready.size(); ++i) {
+    if (!ready[i].scalar<bool>()) todo.push_back(unsaved_inits_[i]);
+  }
+  if (todo.empty()) return absl::OkStatus();
+  return session_->Run({}, {}, todo).status();
+}
+
+absl::Status MonitoredSession::WaitUntilReady() {
+  if (ready_checks_.empty()) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + options_.ready_timeout;
+  absl::Time next_log = absl::Now() + absl::Seconds(5);
+  std::vector<std::string> not_ready = var_names_;
+  absl::Status last_error;
+  while (true) {
+    absl::StatusOr<std::vector<Tensor>> r = session_->Run(ready_checks_);
+    if (r.ok()) {
+      not_ready.clear();
+      for (size_t i = 0; i < r->size(); ++i) {
+        if (!(*r)[i].scalar<bool>()) not_ready.push_back(var_names_[i]);
+      }
+      if (not_ready.empty()) return absl::OkStatus();
+    } else if (Recoverable(r.status())) {
+      last_error = r.status();  // a task still starting or restarting: keep waiting
+    } else {
+      return r.status();
+    }
+    absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "The model was not initialised within ", absl::FormatDuration(options_.ready_timeout),
+          ": the chief (worker task 0) should initialise or restore it. Variables not ready: ",
+          FirstNames(not_ready, 8), last_error.ok() ? "" : absl::StrCat(". Last error: ", last_error.message())));
+    }
+    if (now >= next_log) {
+      LOG(INFO) << "Waiting for the chief to initialise the model; " << not_ready.size() << " of "
+                << var_names_.size() << " variables not ready: " << FirstNames(not_ready, 5);
+      next_log = now + absl::Seconds(5);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+absl::Status MonitoredSession::CreateSession() {
+  if (session_ != nullptr) (void)session_->Close();
+  session_ = std::make_unique<Session>(target_, options_.session_options);
+  restored_from_.clear();
+  if (options_.is_chief) {
+    bool restored = false;
+    if (saver_ != nullptr) {
+      absl::StatusOr<std::string> from = saver_->RestoreLatest(session_.get(), options_.logdir);
+      if (from.ok()) {
+        restored = true;
+        restored_from_ = *from;
+        RETURN_IF_ERROR(InitialiseUnsaved());
+      } else if (!absl::IsNotFound(from.status())) {
+        return from.status();
+      }
+    }
+    if (!restored) {
+      absl::StatusOr<std::vector<Tensor>> r = session_->Run({}, {}, {options_.init_op});
+      if (!r.ok()) return r.status();
+    }
+    ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
+    if (restored) {
+      LOG(INFO) << "Restored the model from " << restored_from_ << " (global step " << global_step_ << ")";
+    } else {
+      LOG(INFO) << "Initialised the model" << (saver_ ? " (no checkpoint yet in " + options_.logdir + ")" : "");
+    }
+    last_save_step_ = global_step_;
+    last_save_time_ = absl::Now();
+  } else {
+    RETURN_IF_ERROR(WaitUntilReady());
+    ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
+  }
+  for (auto& h : hooks_) RETURN_IF_ERROR(h->AfterCreateSession(this));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> MonitoredSession::SaveCheckpoint() {
+  if (saver_ == nullptr || !options_.is_chief) {
+    return absl::FailedPreconditionError("Only the chief with a logdir saves checkpoints");
+  }
+  ASSIGN_OR_RETURN(int64_t step, ReadGlobalStep());
+  ASSIGN_OR_RETURN(std::string prefix, saver_->Save(session_.get(), options_.logdir, step));
+  last_save_step_ = step;
+  last_save_time_ = absl::Now();
+  return prefix;
+}
+
+absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds, const std::vector<Output>& fetches,
+                                                          const std::vector<Operation>& targets) {
+  if (closed_) return absl::FailedPreconditionError("MonitoredSession::Run after Close");
+  for (int attempt = 0;; ++attempt) {
+    std::vector<Output> all = fetches;
+    std::vector<size_t> hook_begin;
+    for (auto& h : hooks_) {
+      hook_begin.push_back(all.size());
+      for (Output& o : h->BeforeRun()) all.push_back(std::move(o));
+    }
+    const size_t step_at = all.size();
+    if (options_.global_step.ok()) all.push_back(StepAfter(targets));
+    absl::StatusOr<std::vector<Tensor>> r = session_->Run(feeds, all, targets);
+    if (!r.ok()) {
+      if (!Recoverable(r.status()) || attempt >= options_.max_recoveries) return r.status();
+      LOG(WARNING) << "Step failed (" << r.status().message() << "); recreating the session ("
+                   << attempt + 1 << " of at most " << options_.max_recoveries << ")";
+      absl::Status created;
+      do {
+        std::this_thread::sleep_for(absl::ToChronoMilliseconds(options_.recovery_wait));
+        created = CreateSession();
+        if (!created.ok()) LOG(WARNING) << "Recreating the session failed: " << created.message();
+      } while (!created.ok() && Recoverable(created) && ++attempt < options_.max_recoveries);
+      if (!created.ok()) return created;
+      ++total_recoveries_;
+      continue;
+    }
+    if (options_.global_step.ok()) global_step_ = (*r)[step_at].scalar<int64_t>();
+    for (size_t i = 0; i < hooks_.size(); ++i) {
+      size_t end = i + 1 < hooks_.size() ? hook_begin[i + 1] : step_at;
+      std::vector<Tensor> values(r->begin() + static_cast<std::ptrdiff_t>(hook_begin[i]),
+                                 r->begin() + static_cast<std::ptrdiff_t>(end));
+      RETURN_IF_ERROR(hooks_[i]->AfterRun(this, global_step_, values));
+    }
+    if (saver_ != nullptr && options_.is_chief) {
+      bool by_steps = options_.save_checkpoint_steps > 0 && global_step_ - last_save_step_ >= options_.save_checkpoint_steps;
+      bool by_time = options_.save_checkpoint_secs > 0 &&
+                     absl::Now() - last_save_time_ >= absl::Seconds(options_.save_checkpoint_secs);
+      if (by_steps || by_time) {
+        absl::StatusOr<std::string> saved = SaveCheckpoint();
+        if (saved.ok()) {
+          LOG(INFO) << "Saved checkpoint " << *saved;
+        } else {
+          // Training goes on; the previous checkpoint is still valid.
+          LOG(ERROR) << saved.status().message();
+          last_save_time_ = absl::Now();
+          last_save_step_ = global_step_;
+        }
+      }
+    }
+    r->resize(fetches.size());
+    return r;
+  }
+}
+
+absl::Status MonitoredSession::Close() {
+  if (closed_) return absl::OkStatus();
+  absl::Status status;
+  for (auto& h : hooks_) status.Update(h->End(this));
+  if (saver_ != nullptr && options_.is_chief) {
+    absl::StatusOr<std::string> saved = SaveCheckpoint();
+    if (saved.ok()) {
+      LOG(INFO) << "Saved checkpoint " << *saved;
+    } else {
+      status.Update(saved.status());
+    }
+  }
+  closed_ = true;
+  status.Update(session_->Close());
+  return status;
+}
+
+}  // namespace distflow

@@ -1,0 +1,175 @@
+// Supervisor and MonitoredSession: the session a training program runs
+// steps on, with the model initialised or restored, checkpoints saved, and
+// recovery when a task of the cluster fails (TensorFlow's tf.train.Supervisor
+// and MonitoredTrainingSession).
+//
+//   SupervisorOptions opts;
+//   opts.is_chief = task_index == 0;
+//   opts.logdir = "train_logs";
+//   opts.global_step = global_step;
+//   opts.save_checkpoint_steps = 500;
+//   auto session = MonitoredSession::Create(root, server->target(), opts,
+//                                           {std::make_unique<StopAtStepHook>(5000)});
+//   while (!(*session)->ShouldStop()) (*session)->Run(feeds, {loss}, {train_op});
+//   (*session)->Close();                      // the chief saves a last checkpoint
+//
+// Creating the session: the chief restores the newest usable checkpoint of
+// `logdir` (a damaged one is skipped with a warning; one of another model is
+// an error naming the differences) or, if there is none, runs `init_op`; the
+// other workers wait until every variable is initialised, logging which are
+// not ready yet, and give up after `ready_timeout` with an error naming the
+// chief and those variables.
+//
+// A step that fails because a task went away or restarted (Unavailable,
+// Aborted) is not the end: the session is closed and created again as
+// above (so the chief restores the last checkpoint if the ps lost the
+// variables), and the step is run again, up to `max_recoveries` times in a
+// row. Any other error is returned.
+//
+// Not thread-safe: one training loop drives one MonitoredSession.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/scope.h"
+#include "client/session.h"
+#include "train/saver.h"
+
+namespace distflow {
+
+struct SupervisorOptions {
+  bool is_chief = true;
+  // Where checkpoints go; empty: none are saved or restored.
+  std::string logdir;
+  // The global step variable (CreateGlobalStep); needed for checkpoints and
+  // for hooks that count steps.
+  Output global_step;
+  // Run by the chief when there is no checkpoint; default: every
+  // initialiser of the graph (GlobalVariablesInitializer).
+  Operation init_op;
+  // The chief saves a checkpoint every this many seconds or global steps
+  // (0 turns either off), and once at Close.
+  int64_t save_checkpoint_secs = 600;
+  int64_t save_checkpoint_steps = 0;
+  int max_to_keep = 5;
+  // Variables that coordinate the tasks rather than describe the model (a
+  // count of finished workers): checkpoints leave them out, and after a
+  // restore the chief initialises those that are not initialised yet.
+  std::vector<Output> coordination_vars;
+  // How long a non-chief waits for the chief to initialise the model.
+  absl::Duration ready_timeout = absl::Minutes(5);
+  // Session recreations allowed in a row before a failing step is returned.
+  int max_recoveries = 10;
+  // Pause before recreating the session (a restarting task needs a moment).
+  absl::Duration recovery_wait = absl::Seconds(1);
+  SessionOptions session_options;
+};
+
+class MonitoredSession;
+
+// Called around every MonitoredSession::Run.
+class SessionRunHook {
+ public:
+  virtual ~SessionRunHook() = default;
+  // Once the session exists (and after each recovery).
+  virtual absl::Status AfterCreateSession(MonitoredSession* session) { return absl::OkStatus(); }
+  // Extra tensors to fetch with this step.
+  virtual std::vector<Output> BeforeRun() { return {}; }
+  // `global_step` after the step (-1 without a global step) and the values
+  // of BeforeRun's tensors.
+  virtual absl::Status AfterRun(MonitoredSession* session, int64_t global_step, const std::vector<Tensor>& values) {
+    return absl::OkStatus();
+  }
+  // At Close, before the session ends.
+  virtual absl::Status End(MonitoredSession* session) { return absl::OkStatus(); }
+};
+
+// Requests a stop once the global step reaches `last_step`.
+class StopAtStepHook : public SessionRunHook {
+ public:
+  explicit StopAtStepHook(int64_t last_step) : last_step_(last_step) {}
+  absl::Status AfterCreateSession(MonitoredSession* session) override;
+  absl::Status AfterRun(MonitoredSession* session, int64_t global_step, const std::vector<Tensor>& values) override;
+
+ private:
+  int64_t last_step_;
+};
+
+// Logs the global step, steps per second and `loss` every `every_steps`
+// local steps.
+class LoggingHook : public SessionRunHook {
+ public:
+  LoggingHook(Output loss, int64_t every_steps) : loss_(std::move(loss)), every_(every_steps) {}
+  std::vector<Output> BeforeRun() override { return {loss_}; }
+  absl::Status AfterRun(MonitoredSession* session, int64_t global_step, const std::vector<Tensor>& values) override;
+
+ private:
+  Output loss_;
+  int64_t every_;
+  int64_t local_steps_ = 0;
+  int64_t last_step_ = -1;
+  absl::Time last_time_ = absl::InfinitePast();
+};
+
+class MonitoredSession {
+ public:
+  static absl::StatusOr<std::unique_ptr<MonitoredSession>> Create(
+      const Scope& scope, const std::string& target, SupervisorOptions options,
+      std::vector<std::unique_ptr<SessionRunHook>> hooks = {});
+  ~MonitoredSession();
+
+  // One step, as Session::Run; recovers from a failed task as described above.
+  absl::StatusOr<std::vector<Tensor>> Run(const FeedDict& feeds, const std::vector<Output>& fetches,
+                                          const std::vector<Operation>& targets = {});
+  bool ShouldStop() const { return stop_requested_; }
+  void RequestStop() { stop_requested_ = true; }
+  // Runs the hooks' End (the chief's last checkpoint) and closes the session.
+  absl::Status Close();
+
+  // The global step as of the last step or session creation (-1 if unknown).
+  int64_t global_step() const { return global_step_; }
+  bool is_chief() const { return options_.is_chief; }
+  // How many times the session was recreated after a failure.
+  int recoveries() const { return total_recoveries_; }
+  // The checkpoint the chief restored when the session was last created, or "".
+  const std::string& restored_from() const { return restored_from_; }
+  // Saves a checkpoint now (chief with a logdir only); returns its prefix.
+  absl::StatusOr<std::string> SaveCheckpoint();
+  Session* raw_session() { return session_.get(); }
+
+ private:
+  MonitoredSession() = default;
+  absl::Status CreateSession();
+  absl::Status WaitUntilReady();
+  absl::StatusOr<int64_t> ReadGlobalStep();
+  absl::Status InitialiseUnsaved();
+  // The global step read after `targets` ran in the same step (an Identity
+  // with control dependencies on them), made once per set of targets.
+  Output StepAfter(const std::vector<Operation>& targets);
+
+  Scope scope_ = Scope::NewRootScope();
+  std::string target_;
+  SupervisorOptions options_;
+  std::vector<std::unique_ptr<SessionRunHook>> hooks_;
+  std::unique_ptr<Saver> saver_;
+  std::vector<Output> ready_checks_;  // IsVariableInitialized per variable
+  std::vector<std::string> var_names_;
+  std::vector<Operation> unsaved_inits_;  // initialisers of variables checkpoints do not hold
+  std::vector<Output> unsaved_ready_;     // and their readiness checks
+  std::unique_ptr<Session> session_;
+  std::map<std::vector<const Node*>, Output> step_after_;
+  bool stop_requested_ = false;
+  bool closed_ = false;
+  int64_t global_step_ = -1;
+  int total_recoveries_ = 0;
+  std::string restored_from_;
+  int64_t last_save_step_ = -1;
+  absl::Time last_save_time_ = absl::InfinitePast();
+};
+
+}  // namespace distflow

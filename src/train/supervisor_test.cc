@@ -1,0 +1,146 @@
+#include "train/supervisor.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "distflow/distflow.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "train/optimizer.h"
+
+namespace distflow {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string TempDir(const std::string& name) {
+  std::string dir = (fs::path(::testing::TempDir()) / absl::StrCat("supervisor_", name, "_", ::getpid())).string();
+  fs::remove_all(dir);
+  return dir;
+}
+
+// y = w * x, trained towards w = 3 by gradient descent.
+struct Model {
+  Scope root = Scope::NewRootScope();
+  Output x, w, loss, step;
+  Operation train;
+  Model() {
+    x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {});
+    w = ops::MakeVariable(root.WithOpName("w"), ops::Const(root, 0.0f));
+    step = CreateGlobalStep(root);
+    auto diff = ops::Sub(root, ops::Mul(root, w, x), ops::Mul(root, ops::Const(root, 3.0f), x));
+    loss = ops::Mul(root, diff, diff);
+    GradientDescentOptimizer sgd(0.1);
+    train = *sgd.Minimize(root, loss, &step);
+  }
+};
+
+TEST(MonitoredSession, ChiefInitialisesTrainsSavesAndRestores) {
+  const std::string dir = TempDir("chief");
+  float w_at_end = 0;
+  {
+    Model m;
+    SupervisorOptions o;
+    o.logdir = dir;
+    o.global_step = m.step;
+    o.save_checkpoint_steps = 4;
+    o.save_checkpoint_secs = 0;
+    std::vector<std::unique_ptr<SessionRunHook>> hooks;
+    hooks.push_back(std::make_unique<StopAtStepHook>(10));
+    hooks.push_back(std::make_unique<LoggingHook>(m.loss, 5));
+    auto s = MonitoredSession::Create(m.root, "", o, std::move(hooks));
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ((*s)->restored_from(), "");
+    EXPECT_EQ((*s)->global_step(), 0);
+    int runs = 0;
+    while (!(*s)->ShouldStop()) {
+      auto r = (*s)->Run({{m.x, Tensor::Scalar<float>(1.0f)}}, {m.w}, {m.train});
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_EQ(r->size(), 1u);  // the hooks' and the step's fetches are not returned
+      w_at_end = (*r)[0].scalar<float>();
+      ++runs;
+    }
+    EXPECT_EQ(runs, 10);
+    EXPECT_GT(w_at_end, 0.0f);  // trained towards 3
+    EXPECT_EQ((*s)->global_step(), 10);
+    EXPECT_TRUE(fs::exists(dir + "/model.ckpt-4.index"));
+    EXPECT_TRUE(fs::exists(dir + "/model.ckpt-8.index"));
+    ASSERT_TRUE((*s)->Close().ok());
+    EXPECT_TRUE(fs::exists(dir + "/model.ckpt-10.index"));  // saved at the end
+  }
+  // A restarted chief picks up where the last checkpoint left off.
+  Model m;
+  SupervisorOptions o;
+  o.logdir = dir;
+  o.global_step = m.step;
+  std::vector<std::unique_ptr<SessionRunHook>> hooks;
+  hooks.push_back(std::make_unique<StopAtStepHook>(10));
+  auto s = MonitoredSession::Create(m.root, "", o, std::move(hooks));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->restored_from(), dir + "/model.ckpt-10");
+  EXPECT_EQ((*s)->global_step(), 10);
+  EXPECT_TRUE((*s)->ShouldStop());  // already at the last step
+  auto w = (*s)->raw_session()->Run({m.w});
+  ASSERT_TRUE(w.ok());
+  EXPECT_NE((*w)[0].scalar<float>(), 0.0f);
+}
+
+TEST(MonitoredSession, AnotherModelsLogdirIsAnErrorNotACrash) {
+  const std::string dir = TempDir("other");
+  {
+    Scope root = Scope::NewRootScope();
+    ops::MakeVariable(root.WithOpName("something_else"), ops::Const(root, 1.0));
+    SupervisorOptions o;
+    o.logdir = dir;
+    o.global_step = CreateGlobalStep(root);
+    auto s = MonitoredSession::Create(root, "", o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE((*s)->Close().ok());
+  }
+  Model m;
+  SupervisorOptions o;
+  o.logdir = dir;
+  o.global_step = m.step;
+  auto s = MonitoredSession::Create(m.root, "", o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("something_else"));
+}
+
+TEST(MonitoredSession, NonChiefGivesUpNamingTheVariablesNotReady) {
+  Model m;
+  SupervisorOptions o;
+  o.is_chief = false;
+  o.global_step = m.step;
+  o.ready_timeout = absl::Milliseconds(300);
+  // A local session's variables are its own: no chief will ever initialise them.
+  auto s = MonitoredSession::Create(m.root, "", o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("Variables not ready: w"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("global_step"));
+}
+
+TEST(MonitoredSession, ALogdirNeedsAGlobalStep) {
+  Model m;
+  SupervisorOptions o;
+  o.logdir = TempDir("nostep");
+  auto s = MonitoredSession::Create(m.root, "", o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("global_step"));
+}
+
+TEST(MonitoredSession, RunAfterCloseIsAnError) {
+  Model m;
+  SupervisorOptions o;
+  o.global_step = m.step;
+  auto s = MonitoredSession::Create(m.root, "", o);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->Close().ok());
+  EXPECT_EQ((*s)->Run({}, {m.w}).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace distflow
