@@ -220,6 +220,11 @@ absl::Status Saver::UpdateState(const std::string& logdir, const std::string& na
 }
 
 absl::StatusOr<int64_t> Saver::CheckCompatible(const std::string& prefix) const {
+  ASSIGN_OR_RETURN(proto::CheckpointIndex index, ReadCompatibleIndex(prefix));
+  return index.global_step();
+}
+
+absl::StatusOr<proto::CheckpointIndex> Saver::ReadCompatibleIndex(const std::string& prefix) const {
   const std::string path = checkpoint::IndexFileName(prefix);
   absl::StatusOr<std::string> contents = Env::Default()->ReadFile(path);
   if (!contents.ok()) return contents.status();
@@ -247,7 +252,7 @@ absl::StatusOr<int64_t> Saver::CheckCompatible(const std::string& prefix) const 
   for (const proto::CheckpointEntry& e : index->entry()) {
     if (!ours.contains(e.name())) extra.push_back(absl::StrCat(e.name(), " (", checkpoint::EntryTypeString(e), ")"));
   }
-  if (missing.empty() && mismatched.empty() && extra.empty()) return index->global_step();
+  if (missing.empty() && mismatched.empty() && extra.empty()) return index;
   auto list = [](const std::vector<std::string>& v) {
     constexpr size_t kShown = 10;
     std::vector<std::string> shown(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(v.size(), kShown)));
@@ -263,11 +268,7 @@ absl::StatusOr<int64_t> Saver::CheckCompatible(const std::string& prefix) const 
 
 absl::Status Saver::Restore(Session* session, const std::string& prefix_in) {
   const std::string prefix = Absolute(prefix_in);
-  ASSIGN_OR_RETURN(int64_t step, CheckCompatible(prefix));
-  (void)step;
-  const std::string path = checkpoint::IndexFileName(prefix);
-  ASSIGN_OR_RETURN(std::string contents, Env::Default()->ReadFile(path));
-  ASSIGN_OR_RETURN(proto::CheckpointIndex index, checkpoint::ParseIndex(contents, path));
+  ASSIGN_OR_RETURN(proto::CheckpointIndex index, ReadCompatibleIndex(prefix));
   absl::flat_hash_map<std::string, int> shard_of;
   for (const proto::CheckpointEntry& e : index.entry()) shard_of[e.name()] = e.shard();
   FeedDict feeds;

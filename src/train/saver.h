@@ -40,6 +40,9 @@
 #include "graph/partial_shape.h"
 
 namespace distflow {
+namespace proto {
+class CheckpointIndex;
+}
 
 struct SaverOptions {
   // Variables to save; empty: every variable in the graph when Create runs.
@@ -86,6 +89,8 @@ class Saver {
     Operation restore;      // RestoreShard
   };
   Saver() = default;
+  // The index at `prefix`, read once and checked against vars_.
+  absl::StatusOr<proto::CheckpointIndex> ReadCompatibleIndex(const std::string& prefix) const;
   absl::Status UpdateState(const std::string& logdir, const std::string& name);
 
   SaverOptions options_;
