@@ -1,5 +1,7 @@
 #include "kernels/resource_mgr.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 
 namespace distflow {
@@ -55,16 +57,49 @@ absl::StatusOr<std::shared_ptr<Var>> ResourceMgr::LookupVar(const std::string& c
   return absl::NotFoundError(absl::StrCat("No variable '", name, "' in container '", container, "'"));
 }
 
+absl::StatusOr<std::shared_ptr<Resource>> ResourceMgr::LookupOrCreateResource(
+    const std::string& container, const std::string& name, const char* type_name,
+    const std::function<std::shared_ptr<Resource>()>& create) {
+  absl::MutexLock lock(&mu_);
+  auto& resources = resources_[container];
+  auto it = resources.find(name);
+  if (it != resources.end()) {
+    if (std::string(it->second->type_name()) != type_name) {
+      return absl::InvalidArgumentError(absl::StrCat("Resource '", name, "' in container '", container,
+                                                     "' is a ", it->second->type_name(), ", not a ", type_name,
+                                                     ". Use another name, or Reset the container."));
+    }
+    return it->second;
+  }
+  std::shared_ptr<Resource> r = create();
+  resources[name] = r;
+  return r;
+}
+
 void ResourceMgr::Cleanup(const std::string& container) {
+  std::map<std::string, std::shared_ptr<Resource>> dropped;  // destroyed outside the lock
   absl::MutexLock lock(&mu_);
   containers_.erase(container);
+  auto it = resources_.find(container);
+  if (it != resources_.end()) {
+    dropped.swap(it->second);
+    resources_.erase(it);
+  }
 }
 
 std::vector<std::string> ResourceMgr::Containers() const {
   absl::MutexLock lock(&mu_);
-  std::vector<std::string> out;
-  for (const auto& [name, vars] : containers_) out.push_back(name);
-  return out;
+  std::set<std::string> names;
+  for (const auto& [name, vars] : containers_) names.insert(name);
+  for (const auto& [name, rs] : resources_) names.insert(name);
+  return {names.begin(), names.end()};
+}
+
+size_t ResourceMgr::NumResources() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [name, rs] : resources_) n += rs.size();
+  return n;
 }
 
 size_t ResourceMgr::NumVars() const {

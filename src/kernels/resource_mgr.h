@@ -4,11 +4,14 @@
 // buffer; writers update in place when no snapshot is alive and copy first
 // otherwise (copy-on-write), so a value a step has read never changes under it.
 //
-// ResourceMgr maps (container, shared_name) to a Var. Variables outlive runs
-// and sessions; Cleanup(container) drops a container (Session Reset).
-// Both classes are thread-safe.
+// ResourceMgr maps (container, shared_name) to a Var, and to other stateful
+// resources that ops share across steps (the gradient accumulators and step
+// barrier of synchronous training). Both outlive runs and sessions;
+// Cleanup(container) drops a container (Session Reset).
+// The classes here are thread-safe; a Resource subclass must be too.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,8 +57,27 @@ class Var {
   Tensor value_ ABSL_GUARDED_BY(mu_);
 };
 
+// A stateful object other than a variable, shared by the ops that name it.
+// Subclasses declare `static constexpr char kTypeName[]`.
+class Resource {
+ public:
+  virtual ~Resource() = default;
+  virtual const char* type_name() const = 0;
+};
+
 class ResourceMgr {
  public:
+  // The resource of type T at (container, name), made by `create` if absent.
+  // InvalidArgument if a resource of another type holds the name.
+  template <typename T>
+  absl::StatusOr<std::shared_ptr<T>> LookupOrCreate(const std::string& container, const std::string& name,
+                                                    const std::function<std::shared_ptr<T>()>& create) {
+    absl::StatusOr<std::shared_ptr<Resource>> r =
+        LookupOrCreateResource(container, name, T::kTypeName, [&create] { return std::shared_ptr<Resource>(create()); });
+    if (!r.ok()) return r.status();
+    return std::static_pointer_cast<T>(*r);
+  }
+
   // The Var at (container, name), created if absent. If it exists with another
   // dtype or an incompatible shape, InvalidArgument naming both.
   absl::StatusOr<std::shared_ptr<Var>> LookupOrCreateVar(const std::string& container, const std::string& name,
@@ -66,6 +88,8 @@ class ResourceMgr {
   // Drops every resource of `container`; OK if it does not exist.
   void Cleanup(const std::string& container);
   std::vector<std::string> Containers() const;
+  // Number of resources other than variables across containers.
+  size_t NumResources() const;
   // Number of variables across containers.
   size_t NumVars() const;
   // Every (container, name, var), for checkpointing and debugging.
@@ -73,7 +97,12 @@ class ResourceMgr {
 
  private:
   mutable absl::Mutex mu_;
+  absl::StatusOr<std::shared_ptr<Resource>> LookupOrCreateResource(
+      const std::string& container, const std::string& name, const char* type_name,
+      const std::function<std::shared_ptr<Resource>()>& create);
+
   std::map<std::string, std::map<std::string, std::shared_ptr<Var>>> containers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::map<std::string, std::shared_ptr<Resource>>> resources_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace distflow

@@ -141,6 +141,8 @@ class MonitoredSession {
   // Saves a checkpoint now (chief with a logdir only); returns its prefix.
   absl::StatusOr<std::string> SaveCheckpoint();
   Session* raw_session() { return session_.get(); }
+  const std::string& target() const { return target_; }
+  const SessionOptions& session_options() const { return options_.session_options; }
 
  private:
   MonitoredSession() = default;

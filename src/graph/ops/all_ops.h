@@ -17,6 +17,7 @@ void RegisterNnOps(OpRegistry* r);         // Conv2D, pooling, BiasAdd, activati
 void RegisterTrainingOps(OpRegistry* r);   // ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam
 void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other helpers of symbolic gradients
 void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
+void RegisterSyncOps(OpRegistry* r);         // accumulators and step barrier of synchronous training
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -30,6 +31,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterTrainingOps(r);
   RegisterGradSupportOps(r);
   RegisterCheckpointOps(r);
+  RegisterSyncOps(r);
 }
 
 }  // namespace distflow

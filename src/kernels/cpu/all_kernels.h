@@ -18,6 +18,7 @@ void RegisterNnKernels(KernelRegistry* r);
 void RegisterTrainingKernels(KernelRegistry* r);
 void RegisterGradSupportKernels(KernelRegistry* r);
 void RegisterCheckpointKernels(KernelRegistry* r);
+void RegisterSyncKernels(KernelRegistry* r);
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -31,6 +32,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterTrainingKernels(r);
   RegisterGradSupportKernels(r);
   RegisterCheckpointKernels(r);
+  RegisterSyncKernels(r);
 }
 
 }  // namespace distflow

@@ -1,0 +1,593 @@
+// Kernels of the synchronous-training ops (graph/ops/sync_ops.cc): the
+// conditional accumulator and the step barrier, both resources of the
+// task's ResourceMgr. Ops that wait (AccumulatorWaitReady, SyncBarrierWait)
+// are asynchronous: they park a callback on the resource and hold no thread;
+// the callback runs when the resource's state satisfies it, when its
+// deadline passes, or when its step is cancelled, whichever is first.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "base/logging.h"
+#include "base/timer.h"
+#include "graph/attr_value.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/resource_mgr.h"
+
+namespace distflow {
+namespace {
+
+// A resource whose ops may wait for its state to change.
+class WaitableResource : public Resource {
+ public:
+  // Decides under the resource's lock whether the waiter may go on (and
+  // records what it found); called at parking and after every change.
+  using Check = std::function<bool()>;
+  // Under the lock when the deadline passes: the status to finish with.
+  using OnTimeout = std::function<absl::Status()>;
+  // Outside the lock, exactly once: OK with satisfied = true, the status of
+  // OnTimeout with satisfied = false, or Cancelled.
+  using Finish = std::function<void(absl::Status, bool satisfied)>;
+
+  // Parks a waiter unless `check` already holds. The caller must hold a
+  // shared_ptr to this resource (`self`) for the callbacks to keep it alive.
+  void Park(const std::shared_ptr<WaitableResource>& self, Check check, OnTimeout on_timeout, Finish finish,
+            absl::Duration timeout, CancellationManager* cm) {
+    uint64_t id;
+    {
+      absl::MutexLock lock(&mu_);
+      if (check()) {
+        id = 0;
+      } else {
+        id = next_id_++;
+        parked_[id] = Waiter{std::move(check), std::move(on_timeout), std::move(finish), 0, nullptr,
+                             CancellationManager::kInvalidToken};
+      }
+    }
+    if (id == 0) {
+      finish(absl::OkStatus(), true);
+      return;
+    }
+    Timer::Id timer = Timer::Global()->After(timeout, [self, id] { self->Expire(id, Source::kTimer); });
+    CancellationManager::Token token = CancellationManager::kInvalidToken;
+    if (cm != nullptr) token = cm->Register([self, id] { self->Expire(id, Source::kCancel); });
+    bool gone;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = parked_.find(id);
+      gone = it == parked_.end();
+      if (!gone) {
+        it->second.timer = timer;
+        it->second.cm = cm;
+        it->second.token = token;
+      }
+    }
+    if (gone) {  // finished already, before it knew its timer and token
+      Timer::Global()->Cancel(timer);
+      if (token != CancellationManager::kInvalidToken) cm->Deregister(token);
+    } else if (cm != nullptr && token == CancellationManager::kInvalidToken) {
+      Expire(id, Source::kCancel);  // the step was cancelled before we registered
+    }
+  }
+
+  size_t NumParkedForTest() {
+    absl::MutexLock lock(&mu_);
+    return parked_.size();
+  }
+
+ protected:
+  // Finishes every waiter whose check now holds. Call after a change, without the lock.
+  void WakeSatisfied() {
+    std::vector<Waiter> ready;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = parked_.begin(); it != parked_.end();) {
+        if (it->second.check()) {
+          ready.push_back(std::move(it->second));
+          it = parked_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (Waiter& w : ready) {
+      Release(w, Source::kWake);
+      w.finish(absl::OkStatus(), true);
+    }
+  }
+
+  absl::Mutex mu_;
+
+ private:
+  enum class Source { kWake, kTimer, kCancel };
+  struct Waiter {
+    Check check;
+    OnTimeout on_timeout;
+    Finish finish;
+    Timer::Id timer;
+    CancellationManager* cm;
+    CancellationManager::Token token;
+  };
+
+  void Expire(uint64_t id, Source source) {
+    Waiter w;
+    absl::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = parked_.find(id);
+      if (it == parked_.end()) return;
+      w = std::move(it->second);
+      parked_.erase(it);
+      status = source == Source::kTimer ? w.on_timeout() : absl::CancelledError("The step was cancelled");
+    }
+    Release(w, source);
+    w.finish(status, false);
+  }
+
+  // Drops the waiter's timer and cancellation callback, except the one running.
+  static void Release(const Waiter& w, Source source) {
+    if (source != Source::kTimer && w.timer != 0) Timer::Global()->Cancel(w.timer);
+    if (source != Source::kCancel && w.cm != nullptr && w.token != CancellationManager::kInvalidToken) {
+      w.cm->Deregister(w.token);
+    }
+  }
+
+  std::map<uint64_t, Waiter> parked_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+// Gradients of one variable for the current global step.
+class Accumulator : public WaitableResource {
+ public:
+  static constexpr char kTypeName[] = "ConditionalAccumulator";
+  Accumulator(std::string name, DataType dtype) : name_(std::move(name)), dtype_(dtype) {}
+  const char* type_name() const override { return kTypeName; }
+  const std::string& name() const { return name_; }
+
+  absl::Status Apply(int64_t local_step, int64_t replica, const Tensor& grad) {
+    if (grad.dtype() != dtype_) {
+      return absl::InvalidArgumentError(absl::StrCat("Gradient accumulator '", name_, "' holds ",
+                                                     DataTypeName(dtype_), ", got a ", DataTypeName(grad.dtype()),
+                                                     " gradient"));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (!initialized_ || local_step < step_ || contributed_.count(replica) > 0) {
+        ++dropped_;
+        return absl::OkStatus();
+      }
+      if (count_ == 0) {
+        absl::StatusOr<Tensor> copy = Tensor::Allocate(dtype_, grad.shape());
+        if (!copy.ok()) return copy.status();
+        sum_ = std::move(*copy);
+        if (dtype_ == DT_FLOAT) {
+          std::copy_n(grad.flat<float>().data(), grad.NumElements(), sum_.flat<float>().data());
+        } else {
+          std::copy_n(grad.flat<double>().data(), grad.NumElements(), sum_.flat<double>().data());
+        }
+      } else {
+        if (grad.shape() != sum_.shape()) {
+          return absl::InvalidArgumentError(absl::StrCat("Gradient accumulator '", name_, "' holds shape ",
+                                                         sum_.shape().DebugString(), ", got a gradient of shape ",
+                                                         grad.shape().DebugString()));
+        }
+        if (dtype_ == DT_FLOAT) {
+          Add<float>(grad);
+        } else {
+          Add<double>(grad);
+        }
+      }
+      ++count_;
+      contributed_.insert(replica);
+    }
+    WakeSatisfied();
+    return absl::OkStatus();
+  }
+
+  // Under the lock.
+  bool Ready(int64_t required) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return initialized_ && count_ >= required;
+  }
+
+  absl::Status Take(int64_t required, Tensor* average, int64_t* dropped) {
+    absl::MutexLock lock(&mu_);
+    if (!initialized_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Gradient accumulator '", name_, "' has not been initialised by the chief (was its task restarted?)"));
+    }
+    if (count_ < required) {
+      return absl::FailedPreconditionError(absl::StrCat("Gradient accumulator '", name_, "' holds ", count_,
+                                                        " gradients for step ", step_, ", ", required,
+                                                        " are required (was its task restarted?)"));
+    }
+    if (dtype_ == DT_FLOAT) {
+      Scale<float>(1.0 / static_cast<double>(count_));
+    } else {
+      Scale<double>(1.0 / static_cast<double>(count_));
+    }
+    *average = std::move(sum_);
+    sum_ = Tensor();
+    *dropped = dropped_;
+    dropped_ = 0;
+    count_ = 0;
+    contributed_.clear();
+    ++step_;
+    return absl::OkStatus();
+  }
+
+  void SetGlobalStep(int64_t step) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!initialized_ || step != step_) {
+        dropped_ += count_;
+        count_ = 0;
+        sum_ = Tensor();
+        contributed_.clear();
+      }
+      initialized_ = true;
+      step_ = step;
+    }
+    WakeSatisfied();
+  }
+
+  absl::Mutex* mu() ABSL_LOCK_RETURNED(mu_) { return &mu_; }
+
+ private:
+  template <typename T>
+  void Add(const Tensor& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::Span<T> s = sum_.flat<T>();
+    absl::Span<const T> g = grad.flat<T>();
+    for (size_t i = 0; i < s.size(); ++i) s[i] += g[i];
+  }
+  template <typename T>
+  void Scale(double f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (T& v : sum_.flat<T>()) v = static_cast<T>(v * f);
+  }
+
+  const std::string name_;
+  const DataType dtype_;
+  bool initialized_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  Tensor sum_ ABSL_GUARDED_BY(mu_);
+  int64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<int64_t> contributed_ ABSL_GUARDED_BY(mu_);
+  int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Where the workers wait for the chief to apply a step.
+class StepBarrier : public WaitableResource {
+ public:
+  static constexpr char kTypeName[] = "SyncStepBarrier";
+  explicit StepBarrier(std::string name) : name_(std::move(name)) {}
+  const char* type_name() const override { return kTypeName; }
+
+  int64_t LocalStep(int64_t replica) {
+    absl::MutexLock lock(&mu_);
+    if (!initialized_) return -1;
+    auto it = local_.find(replica);
+    // A replica the barrier has not released yet, or one left ahead by a
+    // restore of an older step, works at the current step.
+    if (it == local_.end() || it->second > step_) return step_;
+    return it->second;
+  }
+
+  void Release(int64_t step) {
+    {
+      absl::MutexLock lock(&mu_);
+      initialized_ = true;
+      step_ = step;
+      // Reports for steps long gone are of no use any more.
+      reported_.erase(reported_.begin(), reported_.lower_bound(step - 1));
+    }
+    WakeSatisfied();
+  }
+
+  // Records the report and parks `finish` until the step moves on.
+  void Wait(const std::shared_ptr<StepBarrier>& self, int64_t local_step, int64_t replica, int64_t to_aggregate,
+            int64_t total, absl::Duration timeout, CancellationManager* cm,
+            std::function<void(absl::Status, int64_t)> done) {
+    {
+      absl::MutexLock lock(&mu_);
+      reported_[local_step].insert(replica);
+    }
+    auto result = std::make_shared<int64_t>(-1);
+    Park(
+        self,
+        [this, local_step, replica, result]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          if (!initialized_ || step_ == local_step) return false;
+          *result = step_;
+          local_[replica] = step_;
+          return true;
+        },
+        [this, local_step, to_aggregate, total, timeout]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          if (!initialized_) {
+            return absl::DeadlineExceededError(absl::StrCat(
+                "Synchronous training: the chief has not initialised the step barrier '", name_, "' within ",
+                absl::FormatDuration(timeout),
+                ". The chief (worker replica 0) runs the SyncReplicasOptimizer's hook; check that it is running."));
+          }
+          std::vector<int64_t> got, missing;
+          const std::set<int64_t>& in = reported_[local_step];
+          for (int64_t r = 0; r < total; ++r) (in.count(r) ? got : missing).push_back(r);
+          return absl::DeadlineExceededError(absl::StrCat(
+              "Synchronous training: global step ", local_step, " did not complete within ",
+              absl::FormatDuration(timeout), ". Gradients for it were reported by worker replicas [",
+              absl::StrJoin(got, ", "), "], not by [", absl::StrJoin(missing, ", "), "]; each step needs ",
+              to_aggregate, " of the ", total,
+              " replicas, and the chief's SyncReplicasOptimizer hook to apply it. Start the missing workers, "
+              "or check the chief's log."));
+        },
+        [result, done = std::move(done)](absl::Status s, bool satisfied) { done(s, *result); }, timeout, cm);
+  }
+
+  void Status(int64_t* step, std::vector<int64_t>* reported) {
+    absl::MutexLock lock(&mu_);
+    *step = initialized_ ? step_ : -1;
+    auto it = reported_.find(step_);
+    if (initialized_ && it != reported_.end()) reported->assign(it->second.begin(), it->second.end());
+  }
+
+ private:
+  const std::string name_;
+  bool initialized_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = -1;
+  std::map<int64_t, int64_t> local_ ABSL_GUARDED_BY(mu_);              // replica -> step it works at
+  std::map<int64_t, std::set<int64_t>> reported_ ABSL_GUARDED_BY(mu_);  // step -> replicas done with it
+};
+
+absl::StatusOr<int64_t> ScalarInt64(const OpKernelContext* ctx, int i, const char* what) {
+  const Tensor& t = ctx->input(i);
+  if (t.dtype() != DT_INT64 || t.NumElements() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("'", what, "' must be one int64, got ",
+                                                   DataTypeName(t.dtype()), " ", t.shape().DebugString()));
+  }
+  return t.flat<int64_t>()[0];
+}
+
+// Reads the attributes every op here has.
+class SyncKernelBase {
+ protected:
+  absl::Status InitBase(OpKernelConstruction* c) {
+    absl::StatusOr<std::string> name = GetAttrString(c->def(), "shared_name");
+    if (!name.ok()) return name.status();
+    if (name->empty()) return absl::InvalidArgumentError("'shared_name' must not be empty");
+    shared_name_ = *name;
+    absl::StatusOr<std::string> container = GetAttrString(c->def(), "container");
+    if (container.ok()) container_ = *container;
+    absl::StatusOr<DataType> dtype = GetAttrType(c->def(), "T");
+    if (dtype.ok()) dtype_ = *dtype;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> IntAttr(OpKernelConstruction* c, const char* attr, int64_t min) {
+    absl::StatusOr<int64_t> v = GetAttrInt(c->def(), attr);
+    if (!v.ok()) return v.status();
+    if (*v < min) return absl::InvalidArgumentError(absl::StrCat("'", attr, "' must be at least ", min, ", got ", *v));
+    return *v;
+  }
+  std::string Container(const OpKernelContext* ctx) const {
+    return container_.empty() ? ctx->default_container() : container_;
+  }
+  absl::StatusOr<std::shared_ptr<Accumulator>> GetAccumulator(const OpKernelContext* ctx) const {
+    if (dtype_ != DT_FLOAT && dtype_ != DT_DOUBLE) {
+      return absl::InvalidArgumentError(absl::StrCat("Gradient accumulators hold float32 or float64, not ",
+                                                     DataTypeName(dtype_)));
+    }
+    return ctx->resource_manager()->LookupOrCreate<Accumulator>(
+        Container(ctx), shared_name_, [this] { return std::make_shared<Accumulator>(shared_name_, dtype_); });
+  }
+  absl::StatusOr<std::shared_ptr<StepBarrier>> GetBarrier(const OpKernelContext* ctx) const {
+    return ctx->resource_manager()->LookupOrCreate<StepBarrier>(
+        Container(ctx), shared_name_, [this] { return std::make_shared<StepBarrier>(shared_name_); });
+  }
+
+  std::string shared_name_, container_;
+  DataType dtype_ = DT_INVALID;
+};
+
+class AccumulatorApplyGradientOp : public OpKernel, SyncKernelBase {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    if (absl::Status s = InitBase(c); !s.ok()) return s;
+    absl::StatusOr<int64_t> r = IntAttr(c, "replica_id", 0);
+    if (!r.ok()) return r.status();
+    replica_ = *r;
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    absl::StatusOr<int64_t> local_step = ScalarInt64(ctx, 0, "local_step");
+    if (!local_step.ok()) return local_step.status();
+    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
+    if (!acc.ok()) return acc.status();
+    return (*acc)->Apply(*local_step, replica_, ctx->input(1));
+  }
+
+ private:
+  int64_t replica_ = 0;
+};
+
+class AccumulatorWaitReadyOp : public AsyncOpKernel, SyncKernelBase {
+ public:
+  using AsyncOpKernel::AsyncOpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    if (absl::Status s = InitBase(c); !s.ok()) return s;
+    absl::StatusOr<int64_t> n = IntAttr(c, "num_required", 1);
+    if (!n.ok()) return n.status();
+    absl::StatusOr<int64_t> t = IntAttr(c, "timeout_ms", 0);
+    if (!t.ok()) return t.status();
+    required_ = *n;
+    timeout_ = absl::Milliseconds(*t);
+    return absl::OkStatus();
+  }
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
+    if (!acc.ok()) return done(acc.status());
+    Accumulator* a = acc->get();
+    const int64_t required = required_;
+    (*acc)->Park(
+        *acc, [a, required]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return a->Ready(required); },
+        [] { return absl::OkStatus(); },
+        [ctx, done = std::move(done)](absl::Status s, bool satisfied) {
+          if (s.ok()) s = ctx->set_output(0, Tensor::Scalar<bool>(satisfied));
+          done(s);
+        },
+        timeout_, ctx->cancellation_manager());
+  }
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return 1; }
+
+ private:
+  int64_t required_ = 1;
+  absl::Duration timeout_;
+};
+
+class AccumulatorTakeGradientOp : public OpKernel, SyncKernelBase {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    if (absl::Status s = InitBase(c); !s.ok()) return s;
+    absl::StatusOr<int64_t> n = IntAttr(c, "num_required", 1);
+    if (!n.ok()) return n.status();
+    required_ = *n;
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
+    if (!acc.ok()) return acc.status();
+    Tensor average;
+    int64_t dropped = 0;
+    if (absl::Status s = (*acc)->Take(required_, &average, &dropped); !s.ok()) return s;
+    if (absl::Status s = ctx->set_output(0, std::move(average)); !s.ok()) return s;
+    return ctx->set_output(1, Tensor::Scalar<int64_t>(dropped));
+  }
+
+ private:
+  int64_t required_ = 1;
+};
+
+class AccumulatorSetGlobalStepOp : public OpKernel, SyncKernelBase {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override { return InitBase(c); }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    absl::StatusOr<int64_t> step = ScalarInt64(ctx, 0, "new_step");
+    if (!step.ok()) return step.status();
+    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
+    if (!acc.ok()) return acc.status();
+    (*acc)->SetGlobalStep(*step);
+    return absl::OkStatus();
+  }
+};
+
+class SyncBarrierLocalStepOp : public OpKernel, SyncKernelBase {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    if (absl::Status s = InitBase(c); !s.ok()) return s;
+    absl::StatusOr<int64_t> r = IntAttr(c, "replica_id", 0);
+    if (!r.ok()) return r.status();
+    replica_ = *r;
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    absl::StatusOr<std::shared_ptr<StepBarrier>> b = GetBarrier(ctx);
+    if (!b.ok()) return b.status();
+    return ctx->set_output(0, Tensor::Scalar<int64_t>((*b)->LocalStep(replica_)));
+  }
+  bool IsExpensive() const override { return false; }
+
+ private:
+  int64_t replica_ = 0;
+};
+
+class SyncBarrierWaitOp : public AsyncOpKernel, SyncKernelBase {
+ public:
+  using AsyncOpKernel::AsyncOpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    if (absl::Status s = InitBase(c); !s.ok()) return s;
+    absl::StatusOr<int64_t> r = IntAttr(c, "replica_id", 0);
+    absl::StatusOr<int64_t> n = IntAttr(c, "replicas_to_aggregate", 1);
+    absl::StatusOr<int64_t> total = IntAttr(c, "total_num_replicas", 1);
+    absl::StatusOr<int64_t> t = IntAttr(c, "timeout_ms", 1);
+    for (const auto* v : {&r, &n, &total, &t}) {
+      if (!v->ok()) return v->status();
+    }
+    if (*n > *total) {
+      return absl::InvalidArgumentError(absl::StrCat("replicas_to_aggregate (", *n,
+                                                     ") is larger than total_num_replicas (", *total, ")"));
+    }
+    if (*r >= *total) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("replica_id ", *r, " is not below total_num_replicas (", *total, ")"));
+    }
+    replica_ = *r;
+    to_aggregate_ = *n;
+    total_ = *total;
+    timeout_ = absl::Milliseconds(*t);
+    return absl::OkStatus();
+  }
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    absl::StatusOr<int64_t> local_step = ScalarInt64(ctx, 0, "local_step");
+    if (!local_step.ok()) return done(local_step.status());
+    absl::StatusOr<std::shared_ptr<StepBarrier>> b = GetBarrier(ctx);
+    if (!b.ok()) return done(b.status());
+    (*b)->Wait(*b, *local_step, replica_, to_aggregate_, total_, timeout_, ctx->cancellation_manager(),
+               [ctx, done = std::move(done)](absl::Status s, int64_t step) {
+                 if (s.ok()) s = ctx->set_output(0, Tensor::Scalar<int64_t>(step));
+                 done(s);
+               });
+  }
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return 1; }
+
+ private:
+  int64_t replica_ = 0, to_aggregate_ = 1, total_ = 1;
+  absl::Duration timeout_;
+};
+
+class SyncBarrierReleaseOp : public OpKernel, SyncKernelBase {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override { return InitBase(c); }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    absl::StatusOr<int64_t> step = ScalarInt64(ctx, 0, "step");
+    if (!step.ok()) return step.status();
+    absl::StatusOr<std::shared_ptr<StepBarrier>> b = GetBarrier(ctx);
+    if (!b.ok()) return b.status();
+    (*b)->Release(*step);
+    return absl::OkStatus();
+  }
+  bool IsExpensive() const override { return false; }
+};
+
+class SyncBarrierStatusOp : public OpKernel, SyncKernelBase {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override { return InitBase(c); }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    absl::StatusOr<std::shared_ptr<StepBarrier>> b = GetBarrier(ctx);
+    if (!b.ok()) return b.status();
+    int64_t step = -1;
+    std::vector<int64_t> reported;
+    (*b)->Status(&step, &reported);
+    if (absl::Status s = ctx->set_output(0, Tensor::Scalar<int64_t>(step)); !s.ok()) return s;
+    return ctx->set_output(1, Tensor::FromVector(reported));
+  }
+  bool IsExpensive() const override { return false; }
+};
+
+}  // namespace
+
+void RegisterSyncKernels(KernelRegistry* r) {
+  r->Register<AccumulatorApplyGradientOp>("AccumulatorApplyGradient", kCpu, DT_INVALID);
+  r->Register<AccumulatorWaitReadyOp>("AccumulatorWaitReady", kCpu, DT_INVALID);
+  r->Register<AccumulatorTakeGradientOp>("AccumulatorTakeGradient", kCpu, DT_INVALID);
+  r->Register<AccumulatorSetGlobalStepOp>("AccumulatorSetGlobalStep", kCpu, DT_INVALID);
+  r->Register<SyncBarrierLocalStepOp>("SyncBarrierLocalStep", kCpu, DT_INVALID);
+  r->Register<SyncBarrierWaitOp>("SyncBarrierWait", kCpu, DT_INVALID);
+  r->Register<SyncBarrierReleaseOp>("SyncBarrierRelease", kCpu, DT_INVALID);
+  r->Register<SyncBarrierStatusOp>("SyncBarrierStatus", kCpu, DT_INVALID);
+}
+
+}  // namespace distflow

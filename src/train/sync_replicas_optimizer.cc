@@ -1,0 +1,324 @@
+#include "train/sync_replicas_optimizer.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "client/ops.h"
+#include "graph/attr_value.h"
+
+namespace distflow {
+
+namespace {
+
+constexpr char kBarrierName[] = "sync_replicas/step_barrier";
+
+const std::string& DeviceOf(const Output& o) { return o.node()->def().device(); }
+
+std::string AccumulatorName(const Output& var) { return absl::StrCat(var.op().name(), "/grad_accumulator"); }
+
+// Sets the attributes naming an accumulator of `var`.
+std::function<void(proto::NodeDef*)> AccumulatorAttrs(const Output& var,
+                                                      std::function<void(proto::NodeDef*)> more = nullptr) {
+  return [var, more](proto::NodeDef* n) {
+    SetAttrType(n, "T", var.dtype());
+    SetAttrString(n, "shared_name", AccumulatorName(var));
+    if (more) more(n);
+  };
+}
+
+std::function<void(proto::NodeDef*)> BarrierAttrs(std::function<void(proto::NodeDef*)> more = nullptr) {
+  return [more](proto::NodeDef* n) {
+    SetAttrString(n, "shared_name", kBarrierName);
+    if (more) more(n);
+  };
+}
+
+bool IsFatal(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// The chief's hook: initialises the accumulators and the barrier whenever
+// the session is (re)created, and applies the steps on a background thread
+// with its own Session.
+class SyncReplicasChiefHook : public SessionRunHook {
+ public:
+  explicit SyncReplicasChiefHook(SyncReplicasOptimizer* opt) : opt_(opt) {}
+  ~SyncReplicasChiefHook() override { Stop(); }
+
+  absl::Status AfterCreateSession(MonitoredSession* session) override {
+    if (!opt_->built_) {
+      return absl::FailedPreconditionError(
+          "The SyncReplicasOptimizer's hook was made before its ApplyGradients or Minimize: build the train op first");
+    }
+    absl::StatusOr<std::vector<Tensor>> r = session->raw_session()->Run({}, {}, {opt_->init_});
+    if (!r.ok()) {
+      return absl::Status(r.status().code(), absl::StrCat("Initialising synchronous training: ", r.status().message()));
+    }
+    if (!thread_.joinable()) {
+      target_ = session->target();
+      session_options_ = session->session_options();
+      thread_ = std::thread([this] { Loop(); });
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status AfterRun(MonitoredSession*, int64_t, const std::vector<Tensor>&) override {
+    absl::MutexLock lock(&mu_);
+    return error_;
+  }
+
+  absl::Status End(MonitoredSession*) override {
+    Stop();
+    absl::MutexLock lock(&mu_);
+    return error_;
+  }
+
+ private:
+  void Stop() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Waits up to `d` unless stopping; true if stopping.
+  bool Pause(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stop_), d);
+    return stop_;
+  }
+
+  bool Stopping() {
+    absl::MutexLock lock(&mu_);
+    return stop_;
+  }
+
+  // After a failed run: false if the thread should end.
+  bool OnError(const absl::Status& s, std::unique_ptr<Session>* session) {
+    if (Stopping()) return false;
+    if (IsFatal(s)) {
+      LOG(ERROR) << "Synchronous training cannot apply updates: " << s.message();
+      absl::MutexLock lock(&mu_);
+      error_ = absl::Status(s.code(), absl::StrCat("Synchronous training cannot apply updates: ", s.message()));
+      return false;
+    }
+    if (absl::Now() - last_error_log_ > absl::Seconds(10)) {
+      LOG(WARNING) << "Synchronous training: applying a step failed (" << s.message() << "); retrying";
+      last_error_log_ = absl::Now();
+    }
+    // A task went away or restarted: a new session registers the graph again.
+    (*session)->Close().IgnoreError();
+    session->reset();
+    return !Pause(absl::Seconds(1));
+  }
+
+  void Loop() {
+    const int64_t num_vars = static_cast<int64_t>(opt_->ready_.size());
+    std::vector<Output> wait_fetches = opt_->ready_;
+    wait_fetches.push_back(opt_->barrier_step_);
+    wait_fetches.push_back(opt_->reported_);
+    std::vector<Output> update_fetches = opt_->dropped_;
+    update_fetches.push_back(opt_->applied_step_);
+    RunOptions run_options;
+    run_options.timeout_ms = 60'000;
+
+    std::unique_ptr<Session> session;
+    absl::Time last_progress = absl::Now(), last_wait_log = absl::InfinitePast(),
+               last_drop_log = absl::InfinitePast();
+    int64_t dropped_total = 0, dropped_logged = 0;
+    while (!Stopping()) {
+      if (session == nullptr) session = std::make_unique<Session>(target_, session_options_);
+      absl::StatusOr<std::vector<Tensor>> ready = session->Run({}, wait_fetches, {}, run_options);
+      if (!ready.ok()) {
+        if (!OnError(ready.status(), &session)) return;
+        continue;
+      }
+      bool all = true;
+      for (int64_t i = 0; i < num_vars; ++i) all = all && (*ready)[static_cast<size_t>(i)].scalar<bool>();
+      if (!all) {
+        const absl::Time now = absl::Now();
+        if (now - last_progress > absl::Seconds(30) && now - last_wait_log > absl::Seconds(30)) {
+          const Tensor& reported = (*ready)[static_cast<size_t>(num_vars) + 1];
+          std::vector<int64_t> who(reported.flat<int64_t>().begin(), reported.flat<int64_t>().end());
+          LOG(INFO) << "Synchronous training: waiting for the gradients of global step "
+                    << (*ready)[static_cast<size_t>(num_vars)].scalar<int64_t>() << " (replicas reported: ["
+                    << absl::StrJoin(who, ", ") << "], " << opt_->options_.replicas_to_aggregate << " needed)";
+          last_wait_log = now;
+        }
+        continue;
+      }
+      absl::StatusOr<std::vector<Tensor>> applied = session->Run({}, update_fetches, {opt_->update_}, run_options);
+      if (!applied.ok()) {
+        if (!OnError(applied.status(), &session)) return;
+        continue;
+      }
+      last_progress = absl::Now();
+      for (int64_t i = 0; i < num_vars; ++i) dropped_total += (*applied)[static_cast<size_t>(i)].scalar<int64_t>();
+      const int64_t step = applied->back().scalar<int64_t>();
+      opt_->stats_.steps_applied.fetch_add(1);
+      opt_->stats_.stale_gradients_dropped.store(dropped_total / num_vars);
+      if (dropped_total != dropped_logged && last_progress - last_drop_log > absl::Seconds(10)) {
+        LOG(INFO) << "Synchronous training: global step " << step << ", " << dropped_total / num_vars
+                  << " stale gradients dropped so far (computed at an older step)";
+        dropped_logged = dropped_total;
+        last_drop_log = last_progress;
+      }
+    }
+  }
+
+  SyncReplicasOptimizer* const opt_;
+  std::string target_;
+  SessionOptions session_options_;
+  std::thread thread_;
+  absl::Time last_error_log_ = absl::InfinitePast();
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<std::unique_ptr<SyncReplicasOptimizer>> SyncReplicasOptimizer::Create(
+    std::unique_ptr<Optimizer> optimizer, SyncReplicasOptions options) {
+  if (optimizer == nullptr) return absl::InvalidArgumentError("SyncReplicasOptimizer needs an optimizer to wrap");
+  if (options.replicas_to_aggregate < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicas_to_aggregate must be at least 1, got ", options.replicas_to_aggregate));
+  }
+  if (options.total_num_replicas == 0) options.total_num_replicas = options.replicas_to_aggregate;
+  if (options.total_num_replicas < options.replicas_to_aggregate) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replicas_to_aggregate (", options.replicas_to_aggregate, ") is larger than total_num_replicas (",
+        options.total_num_replicas,
+        "): no step could ever collect enough gradients. Use at most as many as there are workers."));
+  }
+  if (options.replica_id < 0 || options.replica_id >= options.total_num_replicas) {
+    return absl::InvalidArgumentError(absl::StrCat("replica_id ", options.replica_id, " is not in [0, ",
+                                                   options.total_num_replicas,
+                                                   "): pass the worker's task index and the number of workers"));
+  }
+  if (options.step_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("step_timeout must be positive");
+  }
+  return std::unique_ptr<SyncReplicasOptimizer>(new SyncReplicasOptimizer(std::move(optimizer), options));
+}
+
+SyncReplicasOptimizer::~SyncReplicasOptimizer() = default;
+
+absl::StatusOr<Operation> SyncReplicasOptimizer::Minimize(const Scope& scope, const Output& loss,
+                                                          const Output* global_step,
+                                                          const std::vector<Output>& var_list) {
+  absl::StatusOr<Optimizer::GradsAndVars> gv = ComputeGradients(scope, loss, var_list);
+  if (!gv.ok()) return gv.status();
+  return ApplyGradients(scope, *gv, global_step);
+}
+
+absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& scope,
+                                                                const Optimizer::GradsAndVars& grads_and_vars,
+                                                                const Output* global_step) {
+  if (built_) {
+    return absl::FailedPreconditionError(
+        "SyncReplicasOptimizer::ApplyGradients was already called; make one SyncReplicasOptimizer per train op");
+  }
+  if (global_step == nullptr || !global_step->ok()) {
+    return absl::InvalidArgumentError("SyncReplicasOptimizer needs the global step (CreateGlobalStep)");
+  }
+  Optimizer::GradsAndVars pairs;
+  for (const auto& [grad, var] : grads_and_vars) {
+    if (grad.ok()) pairs.emplace_back(grad, var);
+  }
+  if (pairs.empty()) return absl::InvalidArgumentError("SyncReplicasOptimizer: no variable has a gradient");
+  for (const auto& [grad, var] : pairs) {
+    if (!var.ok() || !var.node()->output_is_ref(var.index())) {
+      return absl::InvalidArgumentError(absl::StrCat("'", var.name(), "' is not a variable reference"));
+    }
+    if (var.dtype() != DT_FLOAT && var.dtype() != DT_DOUBLE) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable '", var.name(), "' has dtype ", DataTypeName(var.dtype()),
+                       "; synchronous training averages float or double gradients"));
+    }
+  }
+  const SyncReplicasOptions& o = options_;
+  Scope s = scope.NewSubScope("sync_replicas");
+  Scope at_step = s.WithDevice(DeviceOf(*global_step));
+
+  // The worker's step.
+  Output local_step = Output(
+      ops::Raw(at_step.WithNoControlDependencies(), "SyncBarrierLocalStep", {},
+               BarrierAttrs([&o](proto::NodeDef* n) { SetAttrInt(n, "replica_id", o.replica_id); })),
+      0, s);
+  std::vector<Operation> pushes;
+  for (const auto& [grad, var] : pairs) {
+    pushes.push_back(ops::Raw(s.WithDevice(DeviceOf(var)), "AccumulatorApplyGradient", {local_step, grad},
+                              AccumulatorAttrs(var, [&o](proto::NodeDef* n) {
+                                SetAttrInt(n, "replica_id", o.replica_id);
+                              })));
+  }
+  Operation train =
+      ops::Raw(at_step.WithControlDependencies(pushes), "SyncBarrierWait", {local_step}, BarrierAttrs([&o](proto::NodeDef* n) {
+                 SetAttrInt(n, "replica_id", o.replica_id);
+                 SetAttrInt(n, "replicas_to_aggregate", o.replicas_to_aggregate);
+                 SetAttrInt(n, "total_num_replicas", o.total_num_replicas);
+                 SetAttrInt(n, "timeout_ms", absl::ToInt64Milliseconds(o.step_timeout));
+               }));
+
+  // The chief's update.
+  Scope chief = s.WithNoControlDependencies();
+  Optimizer::GradsAndVars averaged;
+  for (const auto& [grad, var] : pairs) {
+    Scope at_var = chief.WithDevice(DeviceOf(var));
+    ready_.emplace_back(ops::Raw(at_var, "AccumulatorWaitReady", {}, AccumulatorAttrs(var, [&o](proto::NodeDef* n) {
+                                   SetAttrInt(n, "num_required", o.replicas_to_aggregate);
+                                   SetAttrInt(n, "timeout_ms", 1000);
+                                 })),
+                        0, s);
+    Operation take = ops::Raw(at_var, "AccumulatorTakeGradient", {}, AccumulatorAttrs(var, [&o](proto::NodeDef* n) {
+                                SetAttrInt(n, "num_required", o.replicas_to_aggregate);
+                              }));
+    averaged.emplace_back(Output(take, 0, s), var);
+    dropped_.emplace_back(take, 1, s);
+  }
+  Operation status = ops::Raw(chief.WithDevice(DeviceOf(*global_step)), "SyncBarrierStatus", {}, BarrierAttrs());
+  barrier_step_ = Output(status, 0, s);
+  reported_ = Output(status, 1, s);
+  absl::StatusOr<Operation> apply = optimizer_->ApplyGradients(chief, averaged, global_step);
+  if (!apply.ok()) return apply.status();
+  Scope after = chief.WithDevice(DeviceOf(*global_step)).WithControlDependencies({*apply});
+  applied_step_ = ops::Identity(after, *global_step);
+  update_ = ops::Raw(chief.WithDevice(DeviceOf(*global_step)), "SyncBarrierRelease", {applied_step_}, BarrierAttrs());
+
+  // The chief's initialisation: accumulators first, then the barrier.
+  std::vector<Operation> sets;
+  for (const auto& [grad, var] : pairs) {
+    Scope at_var = chief.WithDevice(DeviceOf(var));
+    sets.push_back(ops::Raw(at_var, "AccumulatorSetGlobalStep", {ops::Identity(at_var, *global_step)},
+                            AccumulatorAttrs(var)));
+  }
+  Scope init_scope = chief.WithDevice(DeviceOf(*global_step)).WithControlDependencies(sets);
+  init_ = ops::Raw(init_scope, "SyncBarrierRelease", {ops::Identity(init_scope, *global_step)}, BarrierAttrs());
+  RETURN_IF_ERROR(scope.status());
+  built_ = true;
+  return train;
+}
+
+std::unique_ptr<SessionRunHook> SyncReplicasOptimizer::MakeSessionRunHook(bool is_chief) {
+  if (!is_chief) return std::make_unique<SessionRunHook>();
+  return std::make_unique<SyncReplicasChiefHook>(this);
+}
+
+}  // namespace distflow

@@ -1,0 +1,170 @@
+// Synchronous between-graph training on a real in-process cluster (1 ps + 3
+// workers, gRPC on loopback): each replica builds its own graph and runs its
+// own MonitoredSession against its own worker task, as separate worker
+// processes would. The model makes every update checkable: replica r's loss
+// is c_r * sum(w), so its gradient is c_r everywhere and each applied step
+// moves w by -lr * (the average of the c_r that were aggregated).
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "distflow/distflow.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "train/optimizer.h"
+#include "train/replica_device_setter.h"
+#include "train/supervisor.h"
+#include "train/sync_replicas_optimizer.h"
+
+namespace distflow {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr double kLr = 0.5;
+constexpr float kGrad[] = {1.0f, 2.0f, 4.0f};  // c_r
+
+class SyncReplicasTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto spec = MakeLocalClusterSpec(1, 3);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    spec_ = *spec;
+    auto servers = StartLocalCluster(spec_);
+    ASSERT_TRUE(servers.ok()) << servers.status();
+    servers_ = std::move(*servers);
+  }
+  std::string Target(int worker) {
+    for (auto& s : servers_)
+      if (s->task_name() == "/job:worker/replica:0/task:" + std::to_string(worker)) return s->target();
+    return "";
+  }
+
+  struct Result {
+    absl::Status status;
+    int64_t last_step = -1;
+    int local_steps = 0;
+    std::vector<float> w;
+    int64_t steps_applied = 0, dropped = 0;
+  };
+
+  // One replica's training loop until the global step reaches `last_step`
+  // (or `max_local_steps` of its own).
+  Result RunReplica(int replica, SyncReplicasOptions sync, int64_t last_step, int max_local_steps = 1 << 30) {
+    Result res;
+    auto fail = [&res](absl::Status st) {
+      res.status = std::move(st);
+      return res;
+    };
+    Scope root = Scope::NewRootScope();
+    Scope s = root.WithDeviceFunction(ReplicaDeviceSetter(spec_, "/job:worker/task:" + std::to_string(replica)));
+    Output w = ops::MakeVariable(s.WithOpName("w"), ops::Const(s, {0.0f, 0.0f}, TensorShape({2})));
+    Output step = CreateGlobalStep(s);
+    Output loss = ops::Mul(s, ops::Const(s, kGrad[replica]), ops::Sum(s, w, {0}));
+    sync.replica_id = replica;
+    auto opt = SyncReplicasOptimizer::Create(std::make_unique<GradientDescentOptimizer>(kLr), sync);
+    if (!opt.ok()) return fail(opt.status());
+    auto train = (*opt)->Minimize(s, loss, &step);
+    if (!train.ok()) return fail(train.status());
+    SupervisorOptions o;
+    o.is_chief = replica == 0;
+    o.global_step = step;
+    o.ready_timeout = absl::Seconds(60);
+    o.session_options.wait_for_cluster_ms = 20000;
+    std::vector<std::unique_ptr<SessionRunHook>> hooks;
+    hooks.push_back((*opt)->MakeSessionRunHook(replica == 0));
+    hooks.push_back(std::make_unique<StopAtStepHook>(last_step));
+    auto session = MonitoredSession::Create(root, Target(replica), o, std::move(hooks));
+    if (!session.ok()) return fail(session.status());
+    while (!(*session)->ShouldStop() && res.local_steps < max_local_steps) {
+      auto r = (*session)->Run({}, {}, {*train});
+      if (!r.ok()) {
+        res.status = r.status();
+        break;
+      }
+      ++res.local_steps;
+    }
+    res.last_step = (*session)->global_step();
+    auto wv = (*session)->raw_session()->Run({w});
+    if (wv.ok()) res.w.assign((*wv)[0].flat<float>().begin(), (*wv)[0].flat<float>().end());
+    absl::Status closed = (*session)->Close();
+    if (res.status.ok()) res.status = closed;
+    res.steps_applied = (*opt)->stats().steps_applied.load();
+    res.dropped = (*opt)->stats().stale_gradients_dropped.load();
+    return res;
+  }
+
+  ClusterSpec spec_;
+  std::vector<std::unique_ptr<Server>> servers_;
+};
+
+TEST_F(SyncReplicasTest, EveryStepAveragesAllReplicasOnce) {
+  SyncReplicasOptions sync;
+  sync.replicas_to_aggregate = 3;
+  sync.total_num_replicas = 3;
+  constexpr int64_t kSteps = 12;
+  Result res[3];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(res[r].status.ok()) << "replica " << r << ": " << res[r].status;
+    EXPECT_EQ(res[r].last_step, kSteps) << "replica " << r;
+    // With all three needed, nobody can run ahead or fall behind.
+    EXPECT_EQ(res[r].local_steps, kSteps) << "replica " << r;
+  }
+  EXPECT_EQ(res[0].steps_applied, kSteps);
+  EXPECT_EQ(res[0].dropped, 0);
+  // Each step: w -= lr * (1 + 2 + 4) / 3.
+  const float expected = static_cast<float>(-kLr * kSteps * 7.0 / 3.0);
+  ASSERT_EQ(res[0].w.size(), 2u);
+  EXPECT_NEAR(res[0].w[0], expected, 1e-4);
+  EXPECT_NEAR(res[0].w[1], expected, 1e-4);
+}
+
+TEST_F(SyncReplicasTest, BackupReplicaStopsAndTheOtherTwoCarryOn) {
+  SyncReplicasOptions sync;
+  sync.replicas_to_aggregate = 2;
+  sync.total_num_replicas = 3;
+  sync.step_timeout = absl::Seconds(60);
+  constexpr int64_t kSteps = 30;
+  Result res[3];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    // Replica 2 stops after 5 of its own steps, as a worker that died would.
+    threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps, r == 2 ? 5 : 1 << 30); });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(res[2].status.ok()) << res[2].status;
+  EXPECT_EQ(res[2].local_steps, 5);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(res[r].status.ok()) << "replica " << r << ": " << res[r].status;
+    EXPECT_EQ(res[r].last_step, kSteps) << "replica " << r;
+  }
+  EXPECT_EQ(res[0].steps_applied, kSteps);
+  // Every update is the mean of two or three of {1, 2, 4}: between 1.5 and 3 per step.
+  ASSERT_EQ(res[0].w.size(), 2u);
+  EXPECT_LE(res[0].w[0], -kLr * kSteps * 1.5 + 1e-3);
+  EXPECT_GE(res[0].w[0], -kLr * kSteps * 3.0 - 1e-3);
+}
+
+TEST_F(SyncReplicasTest, AMissingReplicaIsNamedWhenTheStepTimesOut) {
+  SyncReplicasOptions sync;
+  sync.replicas_to_aggregate = 3;
+  sync.total_num_replicas = 3;
+  sync.step_timeout = absl::Seconds(2);
+  Result res[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, 10); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(res[r].status.ok()) << "replica " << r;
+    EXPECT_EQ(res[r].status.code(), absl::StatusCode::kDeadlineExceeded) << res[r].status;
+    const std::string m(res[r].status.message());
+    EXPECT_THAT(m, HasSubstr("global step 0 did not complete within 2s"));
+    EXPECT_THAT(m, HasSubstr("not by [2]"));
+  }
+}
+
+}  // namespace
+}  // namespace distflow
