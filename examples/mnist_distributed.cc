@@ -16,7 +16,9 @@
 // checkpoint of --logdir, saves checkpoints every --save_checkpoint_steps,
 // and recovers if a task fails; the others wait until the model is ready.
 // Steps are asynchronous Adam updates until the global step reaches
-// --train_steps. The chief then prints the test accuracy and, once every
+// --train_steps; with --sync_replicas they are synchronous: each global step
+// averages the gradients of --replicas_to_aggregate workers (default: all of
+// them; fewer makes the slowest workers backups). The chief then prints the test accuracy and, once every
 // worker is done (or --wait_for_workers_secs passed), shuts the cluster down.
 //
 // --start_server=false drives a worker task served by a separate
@@ -36,6 +38,7 @@
 #include "train/optimizer.h"
 #include "train/replica_device_setter.h"
 #include "train/supervisor.h"
+#include "train/sync_replicas_optimizer.h"
 
 ABSL_FLAG(std::string, job_name, "worker", "ps or worker");
 ABSL_FLAG(int, task_index, 0, "this task's index in its job (worker 0 is the chief)");
@@ -54,6 +57,10 @@ ABSL_FLAG(int, print_every, 100, "print when the global step crosses a multiple 
 ABSL_FLAG(double, min_accuracy, 0.0, "the chief exits 3 if test accuracy ends below this");
 ABSL_FLAG(bool, start_server, true, "run this worker task's server in this process, as the book does");
 ABSL_FLAG(bool, shutdown_cluster, true, "the chief stops every task when all workers are done");
+ABSL_FLAG(bool, sync_replicas, false, "synchronous training: average the workers' gradients for each global step");
+ABSL_FLAG(int, replicas_to_aggregate, 0,
+          "with --sync_replicas: gradients averaged per step (default: the number of workers; fewer: backup workers)");
+ABSL_FLAG(int, sync_step_timeout_secs, 120, "with --sync_replicas: how long a worker waits for its step to be applied");
 ABSL_FLAG(int, wait_for_workers_secs, 120, "how long the chief waits for the other workers before shutting down");
 
 namespace df = distflow;
@@ -125,6 +132,14 @@ int main(int argc, char** argv) {
 
   const bool chief = task == 0;
   const int num_workers = cluster->num_tasks("worker");
+  const bool sync = absl::GetFlag(FLAGS_sync_replicas);
+  int to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
+  if (to_aggregate != 0 && !sync) return Usage("--replicas_to_aggregate needs --sync_replicas");
+  if (to_aggregate == 0) to_aggregate = num_workers;
+  if (to_aggregate < 1 || to_aggregate > num_workers) {
+    return Usage(absl::StrCat("--replicas_to_aggregate=", to_aggregate, " but the cluster has ", num_workers,
+                              " workers: a step could never collect enough gradients; use 1 to ", num_workers));
+  }
   auto data = df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000, 100 + static_cast<uint64_t>(task));
   if (!data.ok()) return Die("reading data", data.status());
 
@@ -140,8 +155,22 @@ int main(int argc, char** argv) {
   auto logits = Network(s, images, absl::GetFlag(FLAGS_model));
   auto xent = df::ops::Raw(s, "SparseSoftmaxCrossEntropyWithLogits", {logits, labels});
   auto loss = df::ops::Mean(s, df::Output(xent, 0, s), {0});
-  df::AdamOptimizer adam(absl::GetFlag(FLAGS_learning_rate));
-  auto train = adam.Minimize(root, loss, &global_step);
+  auto adam = std::make_unique<df::AdamOptimizer>(absl::GetFlag(FLAGS_learning_rate));
+  std::unique_ptr<df::SyncReplicasOptimizer> sync_opt;
+  absl::StatusOr<df::Operation> train;
+  if (sync) {
+    df::SyncReplicasOptions o;
+    o.replicas_to_aggregate = to_aggregate;
+    o.total_num_replicas = num_workers;
+    o.replica_id = task;
+    o.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_sync_step_timeout_secs));
+    auto created = df::SyncReplicasOptimizer::Create(std::move(adam), o);
+    if (!created.ok()) return Die("building the optimizer", created.status());
+    sync_opt = std::move(*created);
+    train = sync_opt->Minimize(root, loss, &global_step);
+  } else {
+    train = adam->Minimize(root, loss, &global_step);
+  }
   if (!train.ok()) return Die("building the optimizer", train.status());
   auto correct = df::ops::Equal(s, df::ops::ArgMax(s, logits, 1), df::ops::Cast(s, labels, df::DT_INT64));
   auto accuracy = df::ops::Mean(s, df::ops::Cast(s, correct, df::DT_FLOAT), {0});
@@ -171,6 +200,7 @@ int main(int argc, char** argv) {
   const int64_t train_steps = absl::GetFlag(FLAGS_train_steps);
   std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
   hooks.push_back(std::make_unique<df::StopAtStepHook>(train_steps));
+  if (sync_opt) hooks.push_back(sync_opt->MakeSessionRunHook(chief));
   auto session = df::MonitoredSession::Create(root, target, sv, std::move(hooks));
   if (!session.ok()) return Die("creating the session", session.status());
   df::MonitoredSession& sess = **session;
@@ -178,7 +208,9 @@ int main(int argc, char** argv) {
     std::printf("Worker %d (chief): restored %s at global step %lld\n", task, sess.restored_from().c_str(),
                 static_cast<long long>(sess.global_step()));
   } else {
-    std::printf("Worker %d%s: model is ready, training\n", task, chief ? " (chief)" : "");
+    std::printf("Worker %d%s: model is ready, training %s\n", task, chief ? " (chief)" : "",
+                sync ? absl::StrCat("synchronously (", to_aggregate, " of ", num_workers, " workers per step)").c_str()
+                     : "asynchronously");
   }
   std::fflush(stdout);
 
@@ -241,6 +273,11 @@ int main(int argc, char** argv) {
     }
   } else if (absl::Status st = sess.Close(); !st.ok()) {
     std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
+  }
+  if (sync_opt) {  // after Close, which stopped the chief's update thread
+    std::printf("Synchronous training: %lld steps applied, %lld stale gradients dropped\n",
+                static_cast<long long>(sync_opt->stats().steps_applied.load()),
+                static_cast<long long>(sync_opt->stats().stale_gradients_dropped.load()));
   }
   return acc >= absl::GetFlag(FLAGS_min_accuracy) ? 0 : 3;
 }

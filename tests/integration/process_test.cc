@@ -262,18 +262,23 @@ std::string NewLogdir(const std::string& tag) {
   return dir;
 }
 
-// The book's program for every task: 1 ps + 2 workers.
+// The book's program for every task: 1 ps + 2 workers (or `workers`).
 struct BookCluster {
   std::string spec, logdir;
   int wait_for_workers_secs = 20;
+  std::vector<std::string> extra;  // appended to every task's flags
   std::vector<std::string> Args(const std::string& job, int task, int steps) const {
-    return {MNIST_DISTRIBUTED_BIN, "--cluster_spec=" + spec, "--job_name=" + job, absl::StrCat("--task_index=", task),
-            "--model=softmax", "--learning_rate=0.003", absl::StrCat("--train_steps=", steps), "--logdir=" + logdir,
-            "--save_checkpoint_steps=50", "--print_every=500",
-            absl::StrCat("--wait_for_workers_secs=", wait_for_workers_secs)};
+    std::vector<std::string> args = {
+        MNIST_DISTRIBUTED_BIN, "--cluster_spec=" + spec, "--job_name=" + job, absl::StrCat("--task_index=", task),
+        "--model=softmax", "--learning_rate=0.003", absl::StrCat("--train_steps=", steps), "--logdir=" + logdir,
+        "--save_checkpoint_steps=50", "--print_every=500",
+        absl::StrCat("--wait_for_workers_secs=", wait_for_workers_secs)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
   }
-  BookCluster(const std::string& tag) : logdir(NewLogdir(tag)) {
-    spec = absl::StrCat("ps|127.0.0.1:", FreePort(), ",worker|127.0.0.1:", FreePort(), ";127.0.0.1:", FreePort());
+  explicit BookCluster(const std::string& tag, int workers = 2) : logdir(NewLogdir(tag)) {
+    spec = absl::StrCat("ps|127.0.0.1:", FreePort(), ",worker|127.0.0.1:", FreePort());
+    for (int i = 1; i < workers; ++i) absl::StrAppend(&spec, ";127.0.0.1:", FreePort());
   }
 };
 
@@ -336,6 +341,44 @@ TEST(Recovery, ANonChiefKilledInAsyncTrainingLeavesTheOthersToFinish) {
   // Before, this ps hung on shutdown: a RecvTensor of the dead worker's
   // last step waited forever and gRPC's shutdown waited for it.
   EXPECT_EQ(Wait(ps, 30), 0) << Output(ps);
+}
+
+TEST(Recovery, SyncTrainingWithABackupWorkerSurvivesLosingAWorker) {
+  // 1 ps + 3 workers, each step averaging 2 workers' gradients.
+  BookCluster c("sync_kill", 3);
+  c.wait_for_workers_secs = 5;
+  c.extra = {"--sync_replicas", "--replicas_to_aggregate=2", "--sync_step_timeout_secs=60"};
+  Proc ps = Spawn(c.Args("ps", 0, 0));
+  Proc w2 = Spawn(c.Args("worker", 2, 1500));
+  Proc w1 = Spawn(c.Args("worker", 1, 1500));
+  Proc chief = Spawn(c.Args("worker", 0, 1500));
+  ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
+  kill(w2.pid, SIGKILL);
+  EXPECT_EQ(Wait(w2, 10), 128 + SIGKILL);
+  EXPECT_EQ(Wait(chief, 180), 0) << Output(chief);
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_EQ(Wait(ps, 30), 0) << Output(ps);
+  const std::string out = Output(chief);
+  EXPECT_NE(out.find("training synchronously (2 of 3 workers per step)"), std::string::npos) << out;
+  EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
+  EXPECT_NE(out.find("2 of 3 workers reported done"), std::string::npos) << out;
+  // Every global step was one synchronous update applied by the chief.
+  size_t at = out.find(" steps applied, ");
+  ASSERT_NE(at, std::string::npos) << out;
+  size_t begin = out.rfind(' ', at - 1) + 1;
+  EXPECT_GE(std::stoll(out.substr(begin, at - begin)), 1400) << out;
+  EXPECT_EQ(NewestCheckpointStep(c.logdir), 1500);
+}
+
+TEST(Recovery, SyncFlagsThatCannotWorkAreRejected) {
+  // The book's cluster has three workers.
+  Proc more = Spawn({MNIST_DISTRIBUTED_BIN, "--sync_replicas", "--replicas_to_aggregate=4"});
+  EXPECT_EQ(Wait(more, 30), 2);
+  EXPECT_NE(Output(more).find("--replicas_to_aggregate=4 but the cluster has 3 workers"), std::string::npos)
+      << Output(more);
+  Proc async = Spawn({MNIST_DISTRIBUTED_BIN, "--replicas_to_aggregate=2"});
+  EXPECT_EQ(Wait(async, 30), 2);
+  EXPECT_NE(Output(async).find("needs --sync_replicas"), std::string::npos) << Output(async);
 }
 
 TEST(Recovery, BookFlagsAreCheckedAndTheDefaultsAreTheBooksCluster) {
