@@ -1,6 +1,7 @@
 #include "client/scope.h"
 
 #include "absl/strings/str_cat.h"
+#include "distributed/device_name.h"
 
 namespace distflow {
 
@@ -32,16 +33,49 @@ Scope Scope::WithFullOpName(const std::string& name) const {
   return s;
 }
 
+namespace {
+
+// `inner` over `outer` as nested device scopes merge: every field `inner`
+// sets wins. A name that does not parse is kept as written, for the placer
+// to report.
+std::string MergeDevices(const std::string& outer, const std::string& inner) {
+  if (outer.empty()) return inner;
+  if (inner.empty()) return outer;
+  absl::StatusOr<DeviceName> o = DeviceName::Parse(outer);
+  absl::StatusOr<DeviceName> i = DeviceName::Parse(inner);
+  if (!o.ok() || !i.ok()) return inner;
+  return DeviceName::MergeInner(*o, *i).ToString();
+}
+
+}  // namespace
+
 Scope Scope::WithDevice(const std::string& device) const {
   Scope s = *this;
-  s.device_ = device;
-  s.device_fn_ = nullptr;
+  if (device.empty()) {  // no device: clears what outer scopes set
+    s.device_.clear();
+    s.device_fn_ = nullptr;
+  } else if (device_fn_) {
+    s.device_fn_ = [outer = device_fn_, device](const proto::NodeDef& def) {
+      return MergeDevices(outer(def), device);
+    };
+  } else {
+    s.device_ = MergeDevices(device_, device);
+  }
   return s;
 }
 
 Scope Scope::WithDeviceFunction(DeviceFunction fn) const {
   Scope s = *this;
-  s.device_fn_ = std::move(fn);
+  if (device_fn_ || !device_.empty()) {
+    // The function sees the device the outer scopes chose, as the node's device.
+    s.device_fn_ = [outer = device_fn_, device = device_, fn = std::move(fn)](const proto::NodeDef& def) {
+      proto::NodeDef with_outer = def;
+      with_outer.set_device(outer ? outer(def) : device);
+      return fn(with_outer);
+    };
+  } else {
+    s.device_fn_ = std::move(fn);
+  }
   return s;
 }
 

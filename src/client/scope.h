@@ -52,6 +52,11 @@ class Scope {
   Scope NewSubScope(const std::string& name) const;  // names become "name/op"
   Scope WithOpName(const std::string& name) const;   // the next op's exact name (within the name scope)
   Scope WithFullOpName(const std::string& name) const;  // the next op's name, ignoring the name scope
+  // Nested device scopes merge as TensorFlow's tf.device does: a device
+  // string overrides the fields it sets and keeps the others that outer
+  // scopes chose ("" clears them all); a device function is given, as the
+  // node's device, what the outer scopes chose, and its result is what the
+  // inner scopes then merge into.
   Scope WithDevice(const std::string& device) const;
   Scope WithDeviceFunction(DeviceFunction fn) const;
   Scope WithControlDependencies(const std::vector<Operation>& deps) const;

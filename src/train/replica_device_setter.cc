@@ -1,22 +1,68 @@
 #include "train/replica_device_setter.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "distributed/device_name.h"
+#include "graph/attr_value.h"
 
 namespace distflow {
 
+int64_t VariableBytes(const proto::NodeDef& node) {
+  absl::StatusOr<DataType> dtype = GetAttrType(node, "dtype");
+  absl::StatusOr<PartialShape> shape = GetAttrShape(node, "shape");
+  int64_t elements = 1;
+  if (shape.ok() && !shape->unknown_rank()) {
+    for (int i = 0; i < shape->rank(); ++i) elements *= std::max<int64_t>(shape->dim(i), 1);
+  }
+  return elements * static_cast<int64_t>(dtype.ok() ? DataTypeSize(*dtype) : 4);
+}
+
+DeviceFunction ReplicaDeviceSetter(const ClusterSpec& cluster, ReplicaDeviceSetterOptions options) {
+  struct State {
+    std::vector<int> ps_tasks;
+    std::vector<int64_t> load;  // bytes per entry of ps_tasks
+    size_t next = 0;
+  };
+  auto state = std::make_shared<State>();
+  state->ps_tasks = cluster.task_indices(options.ps_job);
+  state->load.assign(state->ps_tasks.size(), 0);
+  // An unparsable worker device is kept as written, for the placer to report.
+  absl::StatusOr<DeviceName> worker = DeviceName::Parse(options.worker_device);
+  return [state, options, worker](const proto::NodeDef& node) -> std::string {
+    absl::StatusOr<DeviceName> current = DeviceName::Parse(node.device());
+    if (!current.ok()) return node.device();
+    const bool ps_op =
+        std::find(options.ps_ops.begin(), options.ps_ops.end(), node.op()) != options.ps_ops.end();
+    if (ps_op && !state->ps_tasks.empty()) {
+      DeviceName ps;
+      ps.has_job = true;
+      ps.job = options.ps_job;
+      if (!current->has_job || current->job == options.ps_job) {
+        size_t pick;
+        if (options.strategy == PsStrategy::kGreedyBytes) {
+          pick = static_cast<size_t>(std::min_element(state->load.begin(), state->load.end()) - state->load.begin());
+          state->load[pick] += VariableBytes(node);
+        } else {
+          pick = state->next++ % state->ps_tasks.size();
+        }
+        ps.has_task = true;
+        ps.task = state->ps_tasks[pick];
+      }
+      return DeviceName::MergeInner(ps, *current).ToString();
+    }
+    if (!worker.ok()) return options.worker_device;
+    return DeviceName::MergeInner(*worker, *current).ToString();
+  };
+}
+
 DeviceFunction ReplicaDeviceSetter(const ClusterSpec& cluster, const std::string& worker_device,
                                    const std::string& ps_job) {
-  std::vector<int> ps_tasks = cluster.task_indices(ps_job);
-  auto next = std::make_shared<size_t>(0);
-  return [ps_tasks, next, worker_device, ps_job](const proto::NodeDef& node) -> std::string {
-    if (node.op() == "Variable" && !ps_tasks.empty()) {
-      int task = ps_tasks[(*next)++ % ps_tasks.size()];
-      return absl::StrCat("/job:", ps_job, "/task:", task);
-    }
-    return worker_device;
-  };
+  ReplicaDeviceSetterOptions o;
+  o.worker_device = worker_device;
+  o.ps_job = ps_job;
+  return ReplicaDeviceSetter(cluster, std::move(o));
 }
 
 }  // namespace distflow

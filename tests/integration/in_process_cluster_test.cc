@@ -267,8 +267,9 @@ TEST(Cluster, LargeFeedToATaskWithoutBulkTransferTravelsInside) {
   EXPECT_EQ((*worker)->bulk_bytes_served(), 0u) << "master -> ps inside the RunGraph message";
 }
 
-// A step of a few seconds (chained 1024^3 MatMuls on a worker, fed from a ps
-// variable); the servers are destroyed in the middle of it. The client gets
+// A step of many seconds (400 chained 1024^3 MatMuls on a worker, fed from a
+// ps variable: 800 GFLOP, far beyond what two cores do in the 300 ms before
+// the servers go); the servers are destroyed in the middle of it. The client gets
 // an answer (or an error) and every server's destructor returns.
 void ShutDownServersWhileAStepIsRunning(bool in_process_master) {
   auto spec = MakeLocalClusterSpec(1, 2);
@@ -283,7 +284,7 @@ void ShutDownServersWhileAStepIsRunning(bool in_process_master) {
                              ops::Fill(root.WithDevice("/job:ps/task:0"), {1024, 1024}, ops::Const(root, 0.001f)));
   auto w1 = root.WithDevice("/job:worker/task:1");
   Output y = ops::MatMul(w1, m, m);
-  for (int i = 0; i < 40; ++i) y = ops::MatMul(w1, y, m);
+  for (int i = 0; i < 400; ++i) y = ops::MatMul(w1, y, m);
   auto s = ops::Sum(root.WithDevice("/job:worker/task:0"), y, {0, 1});
   SessionOptions o;
   o.wait_for_cluster_ms = 20000;
@@ -293,7 +294,7 @@ void ShutDownServersWhileAStepIsRunning(bool in_process_master) {
   absl::Notification answered;
   absl::Status status;
   std::thread client([&] {
-    status = sess.Run({s}).status();  // ~40 x 2 GFLOP: still running when the servers go
+    status = sess.Run({s}).status();  // still running when the servers go
     answered.Notify();
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -227,6 +227,25 @@ TEST(Processes, DistributedTrainingOnFashionMnistEndsTheCluster) {
   for (Proc& p : c.procs_) EXPECT_EQ(Wait(p, 30), 0) << Output(p);
 }
 
+TEST(Processes, InGraphReplicationTrainsTowersOnDistflowServers) {
+  // One client, three distflow-server tasks: a tower on each worker, the
+  // variables and the averaged update on the ps.
+  const std::string spec =
+      absl::StrCat("ps|127.0.0.1:", FreePort(), ",worker|127.0.0.1:", FreePort(), ";127.0.0.1:", FreePort());
+  Cluster c;
+  c.procs_.reserve(3);
+  c.Start({"--cluster_spec=" + spec, "--job_name=ps", "--task_index=0"});
+  c.Start({"--cluster_spec=" + spec, "--job_name=worker", "--task_index=0"});
+  c.Start({"--cluster_spec=" + spec, "--job_name=worker", "--task_index=1"});
+  Proc client = Spawn({MNIST_IN_GRAPH_BIN, "--cluster_spec=" + spec, "--model=softmax", "--train_steps=300",
+                       "--learning_rate=0.003", "--min_accuracy=0.7"});
+  EXPECT_EQ(Wait(client, 180), 0) << Output(client);
+  const std::string out = Output(client);
+  EXPECT_NE(out.find("2 towers on /job:worker/task:0..1"), std::string::npos) << out;
+  EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
+  for (Proc& p : c.procs_) EXPECT_EQ(Wait(p, 30), 0) << Output(p);
+}
+
 }  // namespace
 }  // namespace distflow
 
