@@ -61,6 +61,7 @@ ABSL_FLAG(bool, sync_replicas, false, "synchronous training: average the workers
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "with --sync_replicas: gradients averaged per step (default: the number of workers; fewer: backup workers)");
 ABSL_FLAG(int, sync_step_timeout_secs, 120, "with --sync_replicas: how long a worker waits for its step to be applied");
+ABSL_FLAG(int, intra_op_threads, 0, "threads of one op in this task's server (0: one per core)");
 ABSL_FLAG(int, wait_for_workers_secs, 120, "how long the chief waits for the other workers before shutting down");
 
 namespace df = distflow;
@@ -120,7 +121,9 @@ int main(int argc, char** argv) {
 
   if (job == "ps") {
     // The book's ps: serve, and join until the chief shuts the cluster down.
-    absl::StatusOr<std::unique_ptr<df::Server>> server = df::Server::Create(*cluster, "ps", task);
+    df::ServerOptions server_options;
+    server_options.worker.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
+    absl::StatusOr<std::unique_ptr<df::Server>> server = df::Server::Create(*cluster, "ps", task, server_options);
     if (!server.ok()) return Die("creating the ps server", server.status());
     if (absl::Status st = (*server)->Start(); !st.ok()) return Die("starting the ps server", st);
     std::printf("ps %d serving on %s\n", task, address->c_str());
@@ -180,7 +183,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<df::Server> server;
   std::string target = absl::StrCat("grpc://", *address);
   if (absl::GetFlag(FLAGS_start_server)) {
-    absl::StatusOr<std::unique_ptr<df::Server>> created = df::Server::Create(*cluster, "worker", task);
+    df::ServerOptions server_options;
+    server_options.worker.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
+    absl::StatusOr<std::unique_ptr<df::Server>> created = df::Server::Create(*cluster, "worker", task, server_options);
     if (!created.ok()) return Die("creating this task's server", created.status());
     if (absl::Status st = (*created)->Start(); !st.ok()) return Die("starting this task's server", st);
     server = std::move(*created);

@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -389,6 +391,19 @@ TEST(Recovery, SyncTrainingWithABackupWorkerSurvivesLosingAWorker) {
   EXPECT_EQ(NewestCheckpointStep(c.logdir), 1500);
 }
 
+TEST(Recovery, TasksStartInAnyOrderEvenTheParameterServerLast) {
+  BookCluster c("any_order");
+  c.extra = {"--sync_replicas"};
+  Proc chief = Spawn(c.Args("worker", 0, 200));
+  Proc w1 = Spawn(c.Args("worker", 1, 200));
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the workers wait for the ps
+  Proc ps = Spawn(c.Args("ps", 0, 0));
+  EXPECT_EQ(Wait(chief, 180), 0) << Output(chief);
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_EQ(Wait(ps, 30), 0) << Output(ps);
+  EXPECT_NE(Output(chief).find("All 2 workers are done"), std::string::npos) << Output(chief);
+}
+
 TEST(Recovery, SyncFlagsThatCannotWorkAreRejected) {
   // The book's cluster has three workers.
   Proc more = Spawn({MNIST_DISTRIBUTED_BIN, "--sync_replicas", "--replicas_to_aggregate=4"});
@@ -411,6 +426,152 @@ TEST(Recovery, BookFlagsAreCheckedAndTheDefaultsAreTheBooksCluster) {
   Proc task = Spawn({MNIST_DISTRIBUTED_BIN, "--task_index=3"});
   EXPECT_EQ(Wait(task, 30), 2);
   EXPECT_NE(Output(task).find("bad --task_index"), std::string::npos) << Output(task);
+}
+
+}  // namespace
+}  // namespace distflow
+
+namespace distflow {
+namespace {
+
+// distflow-launch with the real book program and with small shell programs
+// whose behaviour (exit status, lifetime) each test chooses.
+std::string WriteScript(const std::string& tag, const std::string& body) {
+  const std::string path = absl::StrCat("/tmp/distflow_proc_", getpid(), "_", tag, ".sh");
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+// Waits until `p`'s output holds `n` lines "pid N" and returns the pids.
+std::vector<pid_t> WaitForPids(const Proc& p, size_t n, int seconds) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < seconds * 20 && pids.size() < n; ++i) {
+    pids.clear();
+    std::string out = Output(p);
+    for (size_t at = out.find("pid="); at != std::string::npos; at = out.find("pid=", at + 1)) {
+      pids.push_back(static_cast<pid_t>(std::atoi(out.c_str() + at + 4)));
+    }
+    if (pids.size() < n) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pids;
+}
+
+bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
+
+// True once none of `pids` is alive (within `seconds`).
+bool AllGone(const std::vector<pid_t>& pids, int seconds) {
+  for (int i = 0; i < seconds * 20; ++i) {
+    bool any = false;
+    for (pid_t p : pids) any = any || Alive(p);
+    if (!any) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST(Launch, OneCommandRunsTheBooksProgramOnOnePsAndThreeWorkers) {
+  const std::string logdir = NewLogdir("launch");
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--workers", "3", "--", MNIST_DISTRIBUTED_BIN,
+                       "--model=softmax", "--train_steps=500", "--learning_rate=0.003", "--print_every=100",
+                       "--logdir=" + logdir, "--wait_for_workers_secs=30"});
+  EXPECT_EQ(Wait(launch, 240), 0) << Output(launch);
+  const std::string out = Output(launch);
+  EXPECT_NE(out.find("cluster up: all 4 tasks serving"), std::string::npos) << out;
+  EXPECT_NE(out.find("[worker:0] Test-Accuracy"), std::string::npos) << out;
+  EXPECT_NE(out.find("[worker:2] Worker : 2, Step:"), std::string::npos) << out;
+  EXPECT_NE(out.find("[ps:0] "), std::string::npos) << out;
+  EXPECT_NE(out.find("[launch] every task finished"), std::string::npos) << out;
+  // Whole lines only, each with its task (or the launcher) in front.
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_TRUE(line.rfind("[ps:0] ", 0) == 0 || line.rfind("[worker:", 0) == 0 || line.rfind("[launch] ", 0) == 0)
+        << "unprefixed line: " << line;
+  }
+}
+
+TEST(Launch, TasksGetTheirFlagsAndDistflowConfig) {
+  const std::string script = WriteScript("flags", "echo \"args: $*\"; echo \"config: $DISTFLOW_CONFIG\"\n");
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "2", "--base_port", std::to_string(FreePort()),
+                       "--", script, "--model=x"});
+  EXPECT_EQ(Wait(launch, 60), 0) << Output(launch);
+  const std::string out = Output(launch);
+  EXPECT_NE(out.find("[worker:1] args: --model=x --job_name=worker --task_index=1 --cluster_spec=worker|127.0.0.1:"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("[worker:0] config: {\"cluster\": {\"worker\":[\"127.0.0.1:"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"task\": {\"type\": \"worker\", \"index\": 1}}"), std::string::npos) << out;
+}
+
+TEST(Launch, AFailingTaskStopsTheOthersAndIsNamed) {
+  const std::string script = WriteScript(
+      "fail", "echo \"pid=$$\"\ncase \"$*\" in *task_index=1*) sleep 0.5; exit 3;; esac\nexec sleep 60\n");
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "3", "--grace_secs=5", "--", script});
+  std::vector<pid_t> pids = WaitForPids(launch, 3, 30);
+  EXPECT_EQ(Wait(launch, 60), 1) << Output(launch);
+  EXPECT_NE(Output(launch).find("failed: worker:1 exited with status 3"), std::string::npos) << Output(launch);
+  ASSERT_EQ(pids.size(), 3u) << Output(launch);
+  EXPECT_TRUE(AllGone(pids, 10));
+}
+
+TEST(Launch, SigtermStopsEveryTask) {
+  const std::string script = WriteScript("term", "echo \"pid=$$\"\nexec sleep 60\n");
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "2", "--", script});
+  std::vector<pid_t> pids = WaitForPids(launch, 2, 30);
+  ASSERT_EQ(pids.size(), 2u) << Output(launch);
+  kill(launch.pid, SIGTERM);
+  EXPECT_EQ(Wait(launch, 30), 130) << Output(launch);
+  EXPECT_NE(Output(launch).find("stopping every task"), std::string::npos) << Output(launch);
+  EXPECT_TRUE(AllGone(pids, 10));
+}
+
+TEST(Launch, ASecondSignalKillsTasksThatIgnoreTheFirst) {
+  const std::string script = WriteScript("stubborn", "trap '' TERM\necho \"pid=$$\"\nwhile true; do sleep 0.1; done\n");
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "1", "--grace_secs=600", "--", script});
+  std::vector<pid_t> pids = WaitForPids(launch, 1, 30);
+  ASSERT_EQ(pids.size(), 1u) << Output(launch);
+  kill(launch.pid, SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(Alive(pids[0]));  // it ignores SIGTERM; the grace period is long
+  kill(launch.pid, SIGINT);
+  EXPECT_EQ(Wait(launch, 30), 130) << Output(launch);
+  EXPECT_TRUE(AllGone(pids, 10));
+}
+
+TEST(Launch, NoTaskOutlivesALauncherKilledWithSigkill) {
+  const std::string script = WriteScript("orphan", "echo \"pid=$$\"\nexec sleep 60\n");
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "3", "--", script});
+  std::vector<pid_t> pids = WaitForPids(launch, 3, 30);
+  ASSERT_EQ(pids.size(), 3u) << Output(launch);
+  kill(launch.pid, SIGKILL);
+  EXPECT_EQ(Wait(launch, 10), 128 + SIGKILL);
+  // The parent-death signal kills them; init reaps them.
+  EXPECT_TRUE(AllGone(pids, 10));
+}
+
+TEST(Launch, RestartOnFailureRestartsAFailedTask) {
+  const std::string marker = absl::StrCat("/tmp/distflow_proc_", getpid(), "_restart_marker");
+  std::remove(marker.c_str());
+  const std::string script = WriteScript(
+      "restart", absl::StrCat("if [ ! -e ", marker, " ]; then touch ", marker, "; echo first; exit 4; fi\necho second\n"));
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "1", "--restart_on_failure=1", "--", script});
+  EXPECT_EQ(Wait(launch, 60), 0) << Output(launch);
+  const std::string out = Output(launch);
+  EXPECT_NE(out.find("worker:0 exited with status 4; restarting it (1 of 1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("[worker:0] second"), std::string::npos) << out;
+  std::remove(marker.c_str());
+}
+
+TEST(Launch, BadCommandLinesExitTwo) {
+  Proc none = Spawn({DISTFLOW_LAUNCH_BIN, "--workers", "2"});
+  EXPECT_EQ(Wait(none, 30), 2);
+  EXPECT_NE(Output(none).find("no program"), std::string::npos) << Output(none);
+  Proc both = Spawn({DISTFLOW_LAUNCH_BIN, "--cluster_spec=worker|127.0.0.1:1", "--base_port=3000", "--", "/bin/true"});
+  EXPECT_EQ(Wait(both, 30), 2);
+  EXPECT_NE(Output(both).find("pass one of them"), std::string::npos) << Output(both);
+  Proc bad = Spawn({DISTFLOW_LAUNCH_BIN, "--cluster_spec=worker|nohost", "--", "/bin/true"});
+  EXPECT_EQ(Wait(bad, 30), 2);
+  EXPECT_NE(Output(bad).find("bad --cluster_spec"), std::string::npos) << Output(bad);
 }
 
 }  // namespace
