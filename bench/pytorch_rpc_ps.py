@@ -28,17 +28,9 @@ import torch.distributed.rpc as rpc
 import torch.multiprocessing as mp
 import torch.nn as nn
 
+from pytorch_cnn import cnn  # the book's CNN, as in the single-process baseline
+
 BATCH = 50
-
-
-def cnn():
-    return nn.Sequential(
-        nn.Unflatten(1, (1, 28, 28)),
-        nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2, 2),
-        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2, 2),
-        nn.Flatten(),
-        nn.Linear(7 * 7 * 64, 500), nn.ReLU(),
-        nn.Linear(500, 10))
 
 
 class ParameterServer:

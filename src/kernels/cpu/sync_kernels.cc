@@ -350,7 +350,19 @@ absl::StatusOr<int64_t> ScalarInt64(const OpKernelContext* ctx, int i, const cha
 // Reads the attributes every op here has.
 class SyncKernelBase {
  protected:
-  absl::Status InitBase(OpKernelConstruction* c) {
+  // An integer attribute to read, at least `min`, into `*out`.
+  struct IntSpec {
+    const char* attr;
+    int64_t min;
+    int64_t* out;
+  };
+
+  absl::Status InitBase(OpKernelConstruction* c, std::initializer_list<IntSpec> ints = {}) {
+    for (const IntSpec& i : ints) {
+      absl::StatusOr<int64_t> v = IntAttr(c, i.attr, i.min);
+      if (!v.ok()) return v.status();
+      *i.out = *v;
+    }
     absl::StatusOr<std::string> name = GetAttrString(c->def(), "shared_name");
     if (!name.ok()) return name.status();
     if (name->empty()) return absl::InvalidArgumentError("'shared_name' must not be empty");
@@ -390,13 +402,7 @@ class SyncKernelBase {
 class AccumulatorApplyGradientOp : public OpKernel, SyncKernelBase {
  public:
   using OpKernel::OpKernel;
-  absl::Status Init(OpKernelConstruction* c) override {
-    if (absl::Status s = InitBase(c); !s.ok()) return s;
-    absl::StatusOr<int64_t> r = IntAttr(c, "replica_id", 0);
-    if (!r.ok()) return r.status();
-    replica_ = *r;
-    return absl::OkStatus();
-  }
+  absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"replica_id", 0, &replica_}}); }
   absl::Status Compute(OpKernelContext* ctx) override {
     absl::StatusOr<int64_t> local_step = ScalarInt64(ctx, 0, "local_step");
     if (!local_step.ok()) return local_step.status();
@@ -413,13 +419,11 @@ class AccumulatorWaitReadyOp : public AsyncOpKernel, SyncKernelBase {
  public:
   using AsyncOpKernel::AsyncOpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
-    if (absl::Status s = InitBase(c); !s.ok()) return s;
-    absl::StatusOr<int64_t> n = IntAttr(c, "num_required", 1);
-    if (!n.ok()) return n.status();
-    absl::StatusOr<int64_t> t = IntAttr(c, "timeout_ms", 0);
-    if (!t.ok()) return t.status();
-    required_ = *n;
-    timeout_ = absl::Milliseconds(*t);
+    int64_t timeout_ms = 0;
+    if (absl::Status s = InitBase(c, {{"num_required", 1, &required_}, {"timeout_ms", 0, &timeout_ms}}); !s.ok()) {
+      return s;
+    }
+    timeout_ = absl::Milliseconds(timeout_ms);
     return absl::OkStatus();
   }
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
@@ -446,13 +450,7 @@ class AccumulatorWaitReadyOp : public AsyncOpKernel, SyncKernelBase {
 class AccumulatorTakeGradientOp : public OpKernel, SyncKernelBase {
  public:
   using OpKernel::OpKernel;
-  absl::Status Init(OpKernelConstruction* c) override {
-    if (absl::Status s = InitBase(c); !s.ok()) return s;
-    absl::StatusOr<int64_t> n = IntAttr(c, "num_required", 1);
-    if (!n.ok()) return n.status();
-    required_ = *n;
-    return absl::OkStatus();
-  }
+  absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"num_required", 1, &required_}}); }
   absl::Status Compute(OpKernelContext* ctx) override {
     absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
     if (!acc.ok()) return acc.status();
@@ -484,13 +482,7 @@ class AccumulatorSetGlobalStepOp : public OpKernel, SyncKernelBase {
 class SyncBarrierLocalStepOp : public OpKernel, SyncKernelBase {
  public:
   using OpKernel::OpKernel;
-  absl::Status Init(OpKernelConstruction* c) override {
-    if (absl::Status s = InitBase(c); !s.ok()) return s;
-    absl::StatusOr<int64_t> r = IntAttr(c, "replica_id", 0);
-    if (!r.ok()) return r.status();
-    replica_ = *r;
-    return absl::OkStatus();
-  }
+  absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"replica_id", 0, &replica_}}); }
   absl::Status Compute(OpKernelContext* ctx) override {
     absl::StatusOr<std::shared_ptr<StepBarrier>> b = GetBarrier(ctx);
     if (!b.ok()) return b.status();
@@ -506,26 +498,21 @@ class SyncBarrierWaitOp : public AsyncOpKernel, SyncKernelBase {
  public:
   using AsyncOpKernel::AsyncOpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
-    if (absl::Status s = InitBase(c); !s.ok()) return s;
-    absl::StatusOr<int64_t> r = IntAttr(c, "replica_id", 0);
-    absl::StatusOr<int64_t> n = IntAttr(c, "replicas_to_aggregate", 1);
-    absl::StatusOr<int64_t> total = IntAttr(c, "total_num_replicas", 1);
-    absl::StatusOr<int64_t> t = IntAttr(c, "timeout_ms", 1);
-    for (const auto* v : {&r, &n, &total, &t}) {
-      if (!v->ok()) return v->status();
+    int64_t timeout_ms = 0;
+    absl::Status s = InitBase(c, {{"replica_id", 0, &replica_},
+                                  {"replicas_to_aggregate", 1, &to_aggregate_},
+                                  {"total_num_replicas", 1, &total_},
+                                  {"timeout_ms", 1, &timeout_ms}});
+    if (!s.ok()) return s;
+    if (to_aggregate_ > total_) {
+      return absl::InvalidArgumentError(absl::StrCat("replicas_to_aggregate (", to_aggregate_,
+                                                     ") is larger than total_num_replicas (", total_, ")"));
     }
-    if (*n > *total) {
-      return absl::InvalidArgumentError(absl::StrCat("replicas_to_aggregate (", *n,
-                                                     ") is larger than total_num_replicas (", *total, ")"));
-    }
-    if (*r >= *total) {
+    if (replica_ >= total_) {
       return absl::InvalidArgumentError(
-          absl::StrCat("replica_id ", *r, " is not below total_num_replicas (", *total, ")"));
+          absl::StrCat("replica_id ", replica_, " is not below total_num_replicas (", total_, ")"));
     }
-    replica_ = *r;
-    to_aggregate_ = *n;
-    total_ = *total;
-    timeout_ = absl::Milliseconds(*t);
+    timeout_ = absl::Milliseconds(timeout_ms);
     return absl::OkStatus();
   }
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
