@@ -36,6 +36,7 @@
 #include "distflow/distflow.h"
 #include "train/layers.h"
 #include "train/optimizer.h"
+#include "train/progress_hook.h"
 #include "train/replica_device_setter.h"
 #include "train/supervisor.h"
 #include "train/sync_replicas_optimizer.h"
@@ -61,6 +62,8 @@ ABSL_FLAG(bool, sync_replicas, false, "synchronous training: average the workers
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "with --sync_replicas: gradients averaged per step (default: the number of workers; fewer: backup workers)");
 ABSL_FLAG(int, sync_step_timeout_secs, 120, "with --sync_replicas: how long a worker waits for its step to be applied");
+ABSL_FLAG(bool, progress, true,
+          "the chief shows a progress line: redrawn in place on a terminal, every 10 s otherwise");
 ABSL_FLAG(int, intra_op_threads, 0, "threads of one op in this task's server (0: one per core)");
 ABSL_FLAG(int, wait_for_workers_secs, 120, "how long the chief waits for the other workers before shutting down");
 
@@ -206,6 +209,16 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
   hooks.push_back(std::make_unique<df::StopAtStepHook>(train_steps));
   if (sync_opt) hooks.push_back(sync_opt->MakeSessionRunHook(chief));
+  df::ProgressHook* progress = nullptr;  // owned by the session's hooks
+  if (chief && absl::GetFlag(FLAGS_progress)) {
+    df::ProgressOptions p;
+    p.last_step = train_steps;
+    p.examples_per_step = static_cast<int64_t>(absl::GetFlag(FLAGS_batch_size)) * (sync ? to_aggregate : 1);
+    p.loss = loss;
+    auto hook = std::make_unique<df::ProgressHook>(p);
+    progress = hook.get();
+    hooks.push_back(std::move(hook));
+  }
   auto session = df::MonitoredSession::Create(root, target, sv, std::move(hooks));
   if (!session.ok()) return Die("creating the session", session.status());
   df::MonitoredSession& sess = **session;
@@ -229,12 +242,14 @@ int main(int argc, char** argv) {
     int64_t now = sess.global_step();
     ++local_steps;
     if (now / every != step / every) {
+      if (progress != nullptr) progress->ClearLine();
       std::printf("Worker : %d, Step: %lld, Accuracy (batch): %.3f\n", task, static_cast<long long>(now),
                   (*out)[0].scalar<float>());
       std::fflush(stdout);
     }
     step = now;
   }
+  if (progress != nullptr) progress->Finish();
   const double secs = absl::ToDoubleSeconds(absl::Now() - train_start);
   std::printf("Worker %d ran %lld of the %lld global steps in %.2f s (%.1f steps/s)%s\n", task,
               static_cast<long long>(local_steps), static_cast<long long>(step), secs,

@@ -10,7 +10,7 @@ PACKAGES=(
   libabsl-dev libeigen3-dev libdnnl-dev zlib1g-dev libisal-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  iperf3
+  iperf3 tmux
 )
 
 SUDO=""

@@ -170,6 +170,38 @@ TEST(StepBarrier, HoldsWorkersUntilTheStepIsApplied) {
   EXPECT_EQ((*waited)[0].scalar<int64_t>(), 4);
 }
 
+// Waits that park while releases race them: each must end exactly once, its
+// step still alive (run under the sanitizers by scripts/sanitize.sh).
+TEST(StepBarrier, WaitersRacingReleasesAllFinish) {
+  BarrierGraph g;
+  ASSERT_TRUE(g.Release(0).ok());
+  constexpr int64_t kLast = 1500;
+  std::vector<Output> waits = {g.Wait(0, 20'000), g.Wait(1, 20'000), g.Wait(2, 20'000)};
+  std::vector<absl::Status> errors(3);
+  std::vector<int> rounds(3, 0);
+  std::vector<std::thread> workers;
+  for (int r = 0; r < 3; ++r) {
+    workers.emplace_back([&, r] {
+      int64_t local = 0;
+      while (local != kLast) {
+        auto got = g.Run(waits[r], local);
+        if (!got.ok()) {
+          errors[r] = got.status();
+          return;
+        }
+        local = (*got)[0].scalar<int64_t>();
+        ++rounds[r];
+      }
+    });
+  }
+  for (int64_t s = 1; s <= kLast; ++s) ASSERT_TRUE(g.Release(s).ok());
+  for (auto& t : workers) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(errors[r].ok()) << errors[r];
+    EXPECT_GE(rounds[r], 1);
+  }
+}
+
 TEST(StepBarrier, DeadlineNamesTheStepAndTheReplicasThatDidNotReport) {
   BarrierGraph g;
   ASSERT_TRUE(g.Release(12).ok());

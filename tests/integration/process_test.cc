@@ -576,3 +576,56 @@ TEST(Launch, BadCommandLinesExitTwo) {
 
 }  // namespace
 }  // namespace distflow
+
+namespace distflow {
+namespace {
+
+// What a person sees on a terminal: the chief's progress line, in a real
+// tmux pane, is one line redrawn in place, not one line per update.
+TEST(Terminal, TheProgressLineIsRedrawnInPlaceUnderTmux) {
+  const std::string spec = absl::StrCat("ps|127.0.0.1:", FreePort(), ",worker|127.0.0.1:", FreePort());
+  Cluster c;
+  c.Start({"--cluster_spec=" + spec, "--job_name=ps", "--task_index=0"});
+  const std::string socket = absl::StrCat("distflow_test_", getpid());
+  const std::string done = absl::StrCat("/tmp/distflow_proc_", getpid(), "_tmux_done");
+  std::remove(done.c_str());
+  // The chief in the pane; its exit status goes to a file when it ends.
+  const std::string cmd = absl::StrCat(MNIST_DISTRIBUTED_BIN, " --cluster_spec='", spec,
+                                       "' --model=softmax --train_steps=400 --print_every=100000 2>/dev/null; echo $? > ",
+                                       done, "; sleep 600");
+  const std::string start = absl::StrCat("tmux -L ", socket, " new-session -d -s t -x 150 -y 40 \"", cmd, "\"");
+  ASSERT_EQ(std::system(start.c_str()), 0) << start;
+  auto pane = [&] {
+    std::string text;
+    FILE* p = popen(absl::StrCat("tmux -L ", socket, " capture-pane -p -t t").c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while (p != nullptr && (n = fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
+    if (p != nullptr) pclose(p);
+    return text;
+  };
+  bool finished = false;
+  for (int i = 0; i < 120 * 20 && !finished; ++i) {
+    std::ifstream f(done);
+    finished = f.good() && f.peek() != EOF;
+    if (!finished) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string screen = pane();
+  std::system(absl::StrCat("tmux -L ", socket, " kill-server").c_str());
+  ASSERT_TRUE(finished) << screen;
+  std::ifstream status(done);
+  int code = -1;
+  status >> code;
+  EXPECT_EQ(code, 0) << screen;
+  int rows = 0;
+  std::istringstream lines(screen);
+  for (std::string line; std::getline(lines, line);) rows += line.find("global step ") != std::string::npos;
+  EXPECT_EQ(rows, 1) << screen;
+  EXPECT_NE(screen.find("global step 400/400 (100%)"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("Test-Accuracy"), std::string::npos) << screen;
+  std::remove(done.c_str());
+  for (Proc& p : c.procs_) EXPECT_EQ(Wait(p, 30), 0) << Output(p);
+}
+
+}  // namespace
+}  // namespace distflow

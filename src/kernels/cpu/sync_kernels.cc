@@ -34,43 +34,60 @@ class WaitableResource : public Resource {
 
   // Parks a waiter unless `check` already holds. The caller must hold a
   // shared_ptr to this resource (`self`) for the callbacks to keep it alive.
+  //
+  // Until its timer and cancellation callback are registered the waiter is
+  // pending: nobody else finishes it (a deadline or cancellation that comes
+  // meanwhile is only recorded), since finishing ends the step and frees
+  // the cancellation manager this function is still registering with.
   void Park(const std::shared_ptr<WaitableResource>& self, Check check, OnTimeout on_timeout, Finish finish,
             absl::Duration timeout, CancellationManager* cm) {
-    uint64_t id;
+    uint64_t id = 0;
     {
       absl::MutexLock lock(&mu_);
-      if (check()) {
-        id = 0;
-      } else {
+      if (!check()) {
         id = next_id_++;
-        parked_[id] = Waiter{std::move(check), std::move(on_timeout), std::move(finish), 0, nullptr,
-                             CancellationManager::kInvalidToken};
+        Waiter& w = parked_[id];
+        w.check = std::move(check);
+        w.on_timeout = std::move(on_timeout);
+        w.finish = std::move(finish);
+        w.pending = true;
       }
     }
     if (id == 0) {
       finish(absl::OkStatus(), true);
       return;
     }
-    Timer::Id timer = Timer::Global()->After(timeout, [self, id] { self->Expire(id, Source::kTimer); });
+    const Timer::Id timer = Timer::Global()->After(timeout, [self, id] { self->Expire(id, Source::kTimer); });
     CancellationManager::Token token = CancellationManager::kInvalidToken;
     if (cm != nullptr) token = cm->Register([self, id] { self->Expire(id, Source::kCancel); });
-    bool gone;
+    const bool cancelled_already = cm != nullptr && token == CancellationManager::kInvalidToken;
+    Waiter w;
+    absl::Status status;
+    bool satisfied = false;
+    Source source = Source::kWake;
     {
       absl::MutexLock lock(&mu_);
-      auto it = parked_.find(id);
-      gone = it == parked_.end();
-      if (!gone) {
-        it->second.timer = timer;
-        it->second.cm = cm;
-        it->second.token = token;
+      auto it = parked_.find(id);  // still here: a pending waiter is only removed below
+      it->second.timer = timer;
+      it->second.cm = cm;
+      it->second.token = token;
+      it->second.pending = false;
+      if (it->second.expired) {
+        status = it->second.expired_status;
+        source = it->second.expired_source;
+      } else if (cancelled_already) {
+        status = absl::CancelledError("The step was cancelled");
+        source = Source::kCancel;
+      } else if (it->second.check()) {  // the state changed while it was pending
+        satisfied = true;
+      } else {
+        return;  // parked: a wake, the deadline or a cancellation finishes it
       }
+      w = std::move(it->second);
+      parked_.erase(it);
     }
-    if (gone) {  // finished already, before it knew its timer and token
-      Timer::Global()->Cancel(timer);
-      if (token != CancellationManager::kInvalidToken) cm->Deregister(token);
-    } else if (cm != nullptr && token == CancellationManager::kInvalidToken) {
-      Expire(id, Source::kCancel);  // the step was cancelled before we registered
-    }
+    Release(w, source);
+    w.finish(status, satisfied);
   }
 
   size_t NumParkedForTest() {
@@ -85,7 +102,7 @@ class WaitableResource : public Resource {
     {
       absl::MutexLock lock(&mu_);
       for (auto it = parked_.begin(); it != parked_.end();) {
-        if (it->second.check()) {
+        if (!it->second.pending && it->second.check()) {
           ready.push_back(std::move(it->second));
           it = parked_.erase(it);
         } else {
@@ -107,9 +124,14 @@ class WaitableResource : public Resource {
     Check check;
     OnTimeout on_timeout;
     Finish finish;
-    Timer::Id timer;
-    CancellationManager* cm;
-    CancellationManager::Token token;
+    Timer::Id timer = 0;
+    CancellationManager* cm = nullptr;
+    CancellationManager::Token token = CancellationManager::kInvalidToken;
+    bool pending = false;  // Park is still registering its timer and cancellation
+    // A deadline or cancellation that came while pending.
+    bool expired = false;
+    absl::Status expired_status;
+    Source expired_source = Source::kWake;
   };
 
   void Expire(uint64_t id, Source source) {
@@ -119,6 +141,15 @@ class WaitableResource : public Resource {
       absl::MutexLock lock(&mu_);
       auto it = parked_.find(id);
       if (it == parked_.end()) return;
+      if (it->second.pending) {  // Park finishes it once registered
+        if (!it->second.expired) {
+          it->second.expired = true;
+          it->second.expired_status =
+              source == Source::kTimer ? it->second.on_timeout() : absl::CancelledError("The step was cancelled");
+          it->second.expired_source = source;
+        }
+        return;
+      }
       w = std::move(it->second);
       parked_.erase(it);
       status = source == Source::kTimer ? w.on_timeout() : absl::CancelledError("The step was cancelled");

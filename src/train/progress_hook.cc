@@ -1,0 +1,105 @@
+#include "train/progress_hook.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+
+namespace distflow {
+
+namespace {
+
+std::string Eta(double seconds) {
+  if (seconds < 0 || seconds > 1e7) return "?";
+  return absl::FormatDuration(absl::Seconds(static_cast<int64_t>(seconds + 0.5)));
+}
+
+}  // namespace
+
+ProgressHook::ProgressHook(ProgressOptions options) : options_(std::move(options)) {
+  terminal_ = options_.terminal < 0 ? isatty(fileno(options_.out)) == 1 : options_.terminal == 1;
+}
+
+std::vector<Output> ProgressHook::BeforeRun() {
+  if (options_.loss.ok()) return {options_.loss};
+  return {};
+}
+
+std::string ProgressHook::FormatLine(int64_t step, int64_t last_step, double steps_per_sec, double examples_per_sec,
+                                     const double* loss, bool show_examples) {
+  std::string line = absl::StrCat("global step ", step);
+  if (last_step > 0) {
+    absl::StrAppend(&line, "/", last_step,
+                    absl::StrFormat(" (%d%%)", static_cast<int>(100 * std::min(step, last_step) / last_step)));
+  }
+  absl::StrAppend(&line, absl::StrFormat(" | %.1f steps/s", steps_per_sec));
+  if (show_examples) absl::StrAppend(&line, absl::StrFormat(" | %.0f examples/s", examples_per_sec));
+  if (loss != nullptr) absl::StrAppend(&line, absl::StrFormat(" | loss %.4f", *loss));
+  if (last_step > 0 && step < last_step) {
+    absl::StrAppend(&line, " | ETA ",
+                    steps_per_sec > 0 ? Eta(static_cast<double>(last_step - step) / steps_per_sec) : "?");
+  }
+  return line;
+}
+
+void ProgressHook::Print(int64_t step, const double* loss, bool final_line) {
+  std::string line = FormatLine(step, options_.last_step, rate_,
+                                rate_ * static_cast<double>(options_.examples_per_step), loss,
+                                options_.examples_per_step > 0);
+  if (terminal_) {
+    // Redraw: back to the line's start, and blank what a longer line left.
+    const size_t width = line.size();
+    if (width < drawn_width_) line.append(drawn_width_ - width, ' ');
+    drawn_width_ = width;
+    std::fprintf(options_.out, "\r%s%s", line.c_str(), final_line ? "\n" : "");
+  } else {
+    std::fprintf(options_.out, "%s\n", line.c_str());
+  }
+  std::fflush(options_.out);
+}
+
+absl::Status ProgressHook::AfterRun(MonitoredSession*, int64_t global_step, const std::vector<Tensor>& values) {
+  const absl::Time now = absl::Now();
+  if (!values.empty() && values[0].NumElements() == 1) {
+    have_loss_ = true;
+    loss_ = values[0].dtype() == DT_DOUBLE ? values[0].scalar<double>()
+                                           : static_cast<double>(values[0].scalar<float>());
+  }
+  step_ = global_step;
+  if (last_step_ < 0) {  // the first step starts the clock
+    last_step_ = global_step;
+    last_print_ = now;
+    return absl::OkStatus();
+  }
+  const absl::Duration every = terminal_ ? options_.redraw_every : options_.plain_every;
+  if (finished_) return absl::OkStatus();
+  if (now - last_print_ < every) return absl::OkStatus();
+  rate_ = static_cast<double>(global_step - last_step_) / absl::ToDoubleSeconds(now - last_print_);
+  last_step_ = global_step;
+  last_print_ = now;
+  Print(global_step, have_loss_ ? &loss_ : nullptr, false);
+  return absl::OkStatus();
+}
+
+void ProgressHook::ClearLine() {
+  if (!terminal_ || drawn_width_ == 0) return;
+  std::fprintf(options_.out, "\r\033[K");
+  std::fflush(options_.out);
+  drawn_width_ = 0;
+}
+
+void ProgressHook::Finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (step_ >= 0) Print(step_, have_loss_ ? &loss_ : nullptr, true);
+}
+
+absl::Status ProgressHook::End(MonitoredSession*) {
+  Finish();
+  return absl::OkStatus();
+}
+
+}  // namespace distflow
