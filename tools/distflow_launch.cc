@@ -47,6 +47,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "distributed/cluster_spec.h"
@@ -453,6 +454,36 @@ class Launcher {
   std::atomic<bool> health_stop_{false};
 };
 
+// True if `program` names an executable file (directly, or on PATH).
+bool Executable(const std::string& program) {
+  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
+    if (access(absl::StrCat(dir.empty() ? "." : dir, "/", program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+// OK if `port` on `host` can be bound now.
+absl::Status PortFree(const std::string& host, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::OkStatus();  // cannot tell; the task will say
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &a.sin_addr) != 1) {
+    close(fd);
+    return absl::OkStatus();
+  }
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  const int e = errno;
+  close(fd);
+  if (ok) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("port ", port, " on ", host, " is taken (", strerror(e), ")"));
+}
+
 int Usage(const std::string& what) {
   std::fprintf(stderr, "distflow-launch: %s\n", what.c_str());
   return 2;
@@ -506,6 +537,22 @@ int main(int argc, char** argv) {
   if (ps_program.empty()) {
     ps_program = SelfDir() + "/distflow-server";
     if (access(ps_program.c_str(), X_OK) != 0) ps_program = "distflow-server";
+  }
+  if (!Executable(program[0])) {
+    return Usage(absl::StrCat("the program '", program[0], "' does not exist or is not executable"));
+  }
+  if (cluster->HasJob("ps") && !Executable(ps_program)) {
+    return Usage(absl::StrCat("the ps program '", ps_program, "' does not exist or is not executable (--ps_program)"));
+  }
+  // Ports someone else holds: say so now rather than through a failing task.
+  for (const auto& [job, tasks] : cluster->job_map()) {
+    for (const auto& [index, address] : tasks) {
+      absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
+      if (!hp.ok()) continue;
+      if (absl::Status free = PortFree(hp->first, hp->second); !free.ok()) {
+        return Usage(absl::StrCat("task ", job, ":", index, ": ", free.message()));
+      }
+    }
   }
 
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return Usage("cannot make a pipe");

@@ -562,6 +562,13 @@ TEST(Launch, RestartOnFailureRestartsAFailedTask) {
   std::remove(marker.c_str());
 }
 
+TEST(Launch, ATaskThatExitsAtOnceIsNamed) {
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "2", "--", "/bin/false"});
+  EXPECT_EQ(Wait(launch, 60), 1) << Output(launch);
+  EXPECT_NE(Output(launch).find("exited with status 1; stopping the other tasks"), std::string::npos)
+      << Output(launch);
+}
+
 TEST(Launch, BadCommandLinesExitTwo) {
   Proc none = Spawn({DISTFLOW_LAUNCH_BIN, "--workers", "2"});
   EXPECT_EQ(Wait(none, 30), 2);
@@ -572,6 +579,25 @@ TEST(Launch, BadCommandLinesExitTwo) {
   Proc bad = Spawn({DISTFLOW_LAUNCH_BIN, "--cluster_spec=worker|nohost", "--", "/bin/true"});
   EXPECT_EQ(Wait(bad, 30), 2);
   EXPECT_NE(Output(bad).find("bad --cluster_spec"), std::string::npos) << Output(bad);
+  Proc zero = Spawn({DISTFLOW_LAUNCH_BIN, "--workers", "0", "--", "/bin/true"});
+  EXPECT_EQ(Wait(zero, 30), 2);
+  EXPECT_NE(Output(zero).find("need ps >= 0 and workers >= 1"), std::string::npos) << Output(zero);
+  Proc missing = Spawn({DISTFLOW_LAUNCH_BIN, "--workers", "1", "--", "/nonexistent/trainer"});
+  EXPECT_EQ(Wait(missing, 30), 2);
+  EXPECT_NE(Output(missing).find("'/nonexistent/trainer' does not exist"), std::string::npos) << Output(missing);
+  // A port someone holds: named before any task starts.
+  const int port = FreePort();
+  Cluster holder;
+  holder.Start({absl::StrCat("--cluster_spec=worker|127.0.0.1:", port), "--job_name=worker", "--task_index=0"});
+  Proc taken;
+  for (int i = 0; i < 100; ++i) {  // until the holder listens
+    taken = Spawn({DISTFLOW_LAUNCH_BIN, absl::StrCat("--cluster_spec=worker|127.0.0.1:", port), "--", "/bin/true"});
+    if (Wait(taken, 30) == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(Output(taken).find(absl::StrCat("task worker:0: port ", port, " on 127.0.0.1 is taken")),
+            std::string::npos)
+      << Output(taken);
 }
 
 }  // namespace
