@@ -53,6 +53,8 @@ ABSL_FLAG(int, batch_size, 50, "examples per step");
 ABSL_FLAG(double, learning_rate, 1e-3, "Adam learning rate");
 ABSL_FLAG(std::string, data_dir, distflow::data::kDefaultFashionMnistDir, "directory of the IDX files");
 ABSL_FLAG(std::string, logdir, "", "checkpoint directory (empty: no checkpoints)");
+ABSL_FLAG(bool, start_fresh_if_incompatible, false,
+          "if --logdir holds checkpoints of another model, start afresh instead of failing");
 ABSL_FLAG(int, save_checkpoint_steps, 500, "the chief saves a checkpoint every this many global steps");
 ABSL_FLAG(int, print_every, 100, "print when the global step crosses a multiple of this");
 ABSL_FLAG(double, min_accuracy, 0.0, "the chief exits 3 if test accuracy ends below this");
@@ -199,6 +201,7 @@ int main(int argc, char** argv) {
   sv.logdir = absl::GetFlag(FLAGS_logdir);
   sv.global_step = global_step;
   sv.save_checkpoint_steps = absl::GetFlag(FLAGS_save_checkpoint_steps);
+  sv.start_fresh_if_incompatible = absl::GetFlag(FLAGS_start_fresh_if_incompatible);
   sv.save_checkpoint_secs = 0;
   sv.coordination_vars = {done_workers};
   sv.session_options.wait_for_cluster_ms = 120000;

@@ -184,6 +184,8 @@ absl::Status MonitoredSession::CreateSession() {
         restored = true;
         restored_from_ = *from;
         RETURN_IF_ERROR(InitialiseUnsaved());
+      } else if (options_.start_fresh_if_incompatible && absl::IsFailedPrecondition(from.status())) {
+        LOG(WARNING) << from.status().message() << " -- starting afresh, as asked (start_fresh_if_incompatible)";
       } else if (!absl::IsNotFound(from.status())) {
         return from.status();
       }

@@ -57,6 +57,11 @@ struct SupervisorOptions {
   int64_t save_checkpoint_secs = 600;
   int64_t save_checkpoint_steps = 0;
   int max_to_keep = 5;
+  // When the log directory's checkpoints belong to another model (variables
+  // missing, extra, or of another dtype or shape), the chief fails with an
+  // error naming them; with this set it warns and initialises instead. The
+  // old checkpoints stay until max_to_keep rotates them out.
+  bool start_fresh_if_incompatible = false;
   // Variables that coordinate the tasks rather than describe the model (a
   // count of finished workers): checkpoints leave them out, and after a
   // restore the chief initialises those that are not initialised yet.

@@ -107,6 +107,18 @@ TEST(MonitoredSession, AnotherModelsLogdirIsAnErrorNotACrash) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("something_else"));
+  // Asked to, the chief starts afresh and its checkpoints become the latest.
+  o.start_fresh_if_incompatible = true;
+  auto fresh = MonitoredSession::Create(m.root, "", o);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ((*fresh)->restored_from(), "");
+  EXPECT_EQ((*fresh)->global_step(), 0);
+  ASSERT_TRUE((*fresh)->Run({{m.x, Tensor::Scalar<float>(1.0f)}}, {}, {m.train}).ok());
+  ASSERT_TRUE((*fresh)->Close().ok());
+  auto again = MonitoredSession::Create(m.root, "", o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE((*again)->restored_from(), "");
+  EXPECT_EQ((*again)->global_step(), 1);
 }
 
 TEST(MonitoredSession, NonChiefGivesUpNamingTheVariablesNotReady) {
