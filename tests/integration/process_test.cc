@@ -142,8 +142,25 @@ TEST(Processes, BadCommandLinesExitTwoNamingTheProblem) {
   struct Case {
     std::vector<std::string> args;
     std::string expect;
+    std::vector<std::string> env = {};
   };
+  const std::string config = R"({"cluster": {"ps": ["localhost:2222"]}, "task": {"type": "ps", "index": 0}})";
   const std::vector<Case> cases = {
+      // Sources that disagree, values that are not indices, addresses no peer can use.
+      {{"--cluster_spec=ps|localhost:2222", "--job_name=ps", "--task_index=0", "--task_id=1"},
+       "--task_index=0 and --task_id=1 disagree"},
+      {{"--cluster_spec=ps|localhost:2222", "--job_name=ps", "--task_index=x"}, "--task_index=x is not a whole number"},
+      {{"--cluster_spec=ps|localhost:2222", "--job_name=ps", "--task_index=-1"}, "negative"},
+      {{"--job_name=worker"}, "--job_name and DISTFLOW_CONFIG disagree on the job (worker vs ps)", {"DISTFLOW_CONFIG=" + config}},
+      {{"--cluster_spec=ps|localhost:2223"}, "--cluster_spec and DISTFLOW_CONFIG disagree on the cluster",
+       {"DISTFLOW_CONFIG=" + config}},
+      {{}, "task index 0.7 is not a whole number",
+       {R"(DISTFLOW_CONFIG={"cluster": {"ps": ["localhost:2222"]}, "task": {"type": "ps", "index": 0.7}})"}},
+      {{}, "task index 1e+20 is out of range",
+       {R"(DISTFLOW_CONFIG={"cluster": {"ps": ["localhost:2222"]}, "task": {"type": "ps", "index": 1e20}})"}},
+      {{"--cluster_spec=ps|localhost:2222;localhost:2222", "--job_name=ps", "--task_index=0"},
+       "have the same address localhost:2222"},
+      {{"--cluster_spec=ps|localhost:0", "--job_name=ps", "--task_index=0"}, "has port 0"},
       {{"--cluster_spec=ps|localhost", "--job_name=ps", "--task_index=0"}, "localhost"},
       {{"--cluster_spec=ps|localhost:99999", "--job_name=ps", "--task_index=0"}, "99999"},
       {{"--cluster_spec=ps|localhost:2222", "--job_name=worker", "--task_index=0"}, "worker"},
@@ -154,9 +171,9 @@ TEST(Processes, BadCommandLinesExitTwoNamingTheProblem) {
   };
   for (const Case& k : cases) {
     Cluster c;
-    Proc& p = c.Start(k.args);
-    EXPECT_EQ(Wait(p, 20), 2) << k.args[0] << "\n" << Output(p);
-    EXPECT_NE(Output(p).find(k.expect), std::string::npos) << k.args[0] << "\n" << Output(p);
+    Proc& p = c.Start(k.args, k.env);
+    EXPECT_EQ(Wait(p, 20), 2) << k.expect << "\n" << Output(p);
+    EXPECT_NE(Output(p).find(k.expect), std::string::npos) << k.expect << "\n" << Output(p);
   }
 }
 
