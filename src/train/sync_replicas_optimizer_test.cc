@@ -132,6 +132,20 @@ struct BarrierGraph {
   absl::Status Release(int64_t s) {
     return sess.Run({{step, Tensor::Scalar<int64_t>(s)}}, {}, {release}).status();
   }
+  // Waits (polling SyncBarrierStatus) until `replica` has reported for the
+  // barrier's current step, i.e. its wait is parked; false after 30 s.
+  bool WaitUntilReported(int64_t replica) {
+    Operation status = ops::Raw(root, "SyncBarrierStatus", {}, Barrier());
+    for (int i = 0; i < 3000; ++i) {
+      auto r = sess.Run({Output(status, 1, root)});
+      if (!r.ok()) return false;
+      for (int64_t who : (*r)[0].flat<int64_t>()) {
+        if (who == replica) return true;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
   Session sess;
 };
 
@@ -148,7 +162,7 @@ TEST(StepBarrier, HoldsWorkersUntilTheStepIsApplied) {
 
   absl::StatusOr<std::vector<Tensor>> waited;
   std::thread worker([&] { waited = g.Run(wait1, 7); });
-  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE(g.WaitUntilReported(1));
   ASSERT_TRUE(g.Release(8).ok());  // the chief applied step 7
   worker.join();
   ASSERT_TRUE(waited.ok()) << waited.status();
@@ -163,7 +177,7 @@ TEST(StepBarrier, HoldsWorkersUntilTheStepIsApplied) {
   EXPECT_EQ((*late)[0].scalar<int64_t>(), 8);
   // A restore of an older step releases workers waiting at a newer one.
   std::thread w2([&] { waited = g.Run(wait1, 8); });
-  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE(g.WaitUntilReported(1));
   ASSERT_TRUE(g.Release(4).ok());
   w2.join();
   ASSERT_TRUE(waited.ok()) << waited.status();
@@ -207,7 +221,7 @@ TEST(StepBarrier, DeadlineNamesTheStepAndTheReplicasThatDidNotReport) {
   ASSERT_TRUE(g.Release(12).ok());
   Output wait0 = g.Wait(0, 300), wait2 = g.Wait(2, 300);
   std::thread other([&] { (void)g.Run(wait2, 12); });
-  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(g.WaitUntilReported(2));
   const absl::Time start = absl::Now();
   auto r = g.Run(wait0, 12);
   other.join();
