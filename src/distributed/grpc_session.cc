@@ -80,15 +80,21 @@ absl::Status GrpcSession::RunInProcess(const std::shared_ptr<InProcessCall>& cal
 absl::Status GrpcSession::RunOverGrpc(const proto::RunStepRequest& req, proto::RunStepResponse* resp) {
   // A reply lost to a broken connection is retried; the master runs the step
   // once (same request id), and a retry of a step still running waits for
-  // it. Before a retry the channel gets a few seconds to reconnect (gRPC's
-  // first reconnect backoff is about a second); only that wait is bounded,
-  // not the step. The session exists, so its master was up: one that stays
-  // unreachable is an error after the retries, not a wait forever.
-  constexpr int kAttempts = 3;
-  constexpr auto kReconnectWait = std::chrono::seconds(3);
+  // it. Retries back off (0.1 s doubling to 2 s) and wait for the channel to
+  // reconnect, within a budget of 10 s of failing attempts: right after a
+  // connection breaks, gRPC may still call the channel ready and fail the
+  // next call at once, so retrying without a pause used up every attempt in
+  // a few milliseconds. Only the reconnecting is bounded, not the step. The
+  // session exists, so its master was up: one that stays unreachable is an
+  // error after the budget, not a wait forever.
+  constexpr auto kReconnectBudget = std::chrono::seconds(10);
+  constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
   grpc::Status s;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    if (attempt > 0 && !channel_->WaitForConnected(std::chrono::system_clock::now() + kReconnectWait)) continue;
+  int attempts = 0;
+  std::chrono::milliseconds backoff(100);
+  std::chrono::system_clock::time_point give_up{};
+  for (;;) {
+    ++attempts;
     grpc::ClientContext ctx;
     if (req.timeout_ms() > 0) {
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(req.timeout_ms() + 5000));
@@ -99,9 +105,16 @@ absl::Status GrpcSession::RunOverGrpc(const proto::RunStepRequest& req, proto::R
     const auto& trailers = ctx.GetServerTrailingMetadata();
     if (trailers.find(kStepStatusMetadataKey) != trailers.end()) return FromGrpcStatus(s);  // the step's own error
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return FromGrpcStatus(s);
+    const auto now = std::chrono::system_clock::now();
+    if (attempts == 1) give_up = now + kReconnectBudget;
+    if (now >= give_up) break;
+    std::this_thread::sleep_for(std::min<std::chrono::system_clock::duration>(backoff, give_up - now));
+    backoff = std::min(backoff * 2, kMaxBackoff);
+    channel_->WaitForConnected(std::min(give_up, std::chrono::system_clock::now() + std::chrono::seconds(3)));
   }
-  return absl::UnavailableError(absl::StrCat("The master at ", address_, " is unreachable after ", kAttempts,
-                                             " attempts (", s.error_message(), "); is its server still running?"));
+  return absl::UnavailableError(absl::StrCat("The master at ", address_, " is unreachable after ", attempts,
+                                             " attempts over ", std::chrono::duration_cast<std::chrono::seconds>(kReconnectBudget).count(),
+                                             " s (", s.error_message(), "); is its server still running?"));
 }
 
 absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(const std::string& target, SessionOptions options) {
