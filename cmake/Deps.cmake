@@ -18,3 +18,5 @@ find_package(benchmark REQUIRED)
 # CRC-32C for checkpoints: Intel's ISA-L (crc32_iscsi), hardware-accelerated.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
+# The status pages' HTTP server (its flags must match how Debian built the library).
+pkg_check_modules(httplib REQUIRED IMPORTED_TARGET cpp-httplib)

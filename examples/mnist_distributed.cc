@@ -7,10 +7,13 @@
 //   mnist_distributed --job_name=worker --task_index=2
 //
 // The cluster defaults to the book's (ps on localhost:2222, workers on
-// localhost:2223-2225); --ps_hosts/--worker_hosts (comma-separated) or
-// --cluster_spec name another. A ps task serves its variables and exits once
-// the chief shuts the cluster down (the book's `server.join()` returns). A
-// worker runs its task's server in this process, builds the model with its
+// localhost:2223-2225); --ps_hosts/--worker_hosts (comma-separated),
+// --cluster_spec or DISTFLOW_CONFIG name another. Under srun or mpirun,
+// --job_layout=ps:1,worker:3 derives the task from the rank instead of
+// --job_name/--task_index (rank 0 is the ps, ranks 1..3 the workers).
+// A ps task serves its variables and exits once the chief shuts the cluster
+// down (the book's `server.join()` returns). A worker runs its task's server
+// in this process, builds the model with its
 // variables on the ps tasks (ReplicaDeviceSetter), and trains through a
 // MonitoredSession: the chief initialises the model or restores the newest
 // checkpoint of --logdir, saves checkpoints every --save_checkpoint_steps,
@@ -22,18 +25,22 @@
 // worker is done (or --wait_for_workers_secs passed), shuts the cluster down.
 //
 // --start_server=false drives a worker task served by a separate
-// distflow-server process instead.
+// distflow-server process instead. --trace_step=N writes a timeline of one
+// step (every task's nodes, transfers linked) as Chrome trace-event JSON.
 #include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "data/mnist.h"
 #include "distflow/distflow.h"
+#include "distributed/task_config.h"
 #include "train/layers.h"
 #include "train/optimizer.h"
 #include "train/progress_hook.h"
@@ -41,12 +48,16 @@
 #include "train/supervisor.h"
 #include "train/sync_replicas_optimizer.h"
 
-ABSL_FLAG(std::string, job_name, "worker", "ps or worker");
-ABSL_FLAG(int, task_index, 0, "this task's index in its job (worker 0 is the chief)");
+ABSL_FLAG(std::string, job_name, "", "ps or worker (default: worker, unless DISTFLOW_CONFIG or --job_layout says)");
+ABSL_FLAG(std::string, task_index, "",
+          "this task's index in its job; worker 0 is the chief (default: 0, unless DISTFLOW_CONFIG or --job_layout says)");
 ABSL_FLAG(std::string, ps_hosts, "", "comma-separated host:port of the ps tasks (default localhost:2222)");
 ABSL_FLAG(std::string, worker_hosts, "",
           "comma-separated host:port of the worker tasks (default localhost:2223,localhost:2224,localhost:2225)");
 ABSL_FLAG(std::string, cluster_spec, "", "the whole cluster, as for distflow-server (instead of the *_hosts flags)");
+ABSL_FLAG(std::string, job_layout, "",
+          "jobs in rank order, e.g. ps:1,worker:3: the task is the one of rank SLURM_PROCID, "
+          "OMPI_COMM_WORLD_RANK or PMI_RANK (rank 0 is ps 0, ranks 1..3 workers 0..2)");
 ABSL_FLAG(std::string, model, "cnn", "cnn (the book's network) or softmax");
 ABSL_FLAG(int, train_steps, 5000, "stop when the global step reaches this");
 ABSL_FLAG(int, batch_size, 50, "examples per step");
@@ -66,7 +77,16 @@ ABSL_FLAG(int, replicas_to_aggregate, 0,
 ABSL_FLAG(int, sync_step_timeout_secs, 120, "with --sync_replicas: how long a worker waits for its step to be applied");
 ABSL_FLAG(bool, progress, true,
           "the chief shows a progress line: redrawn in place on a terminal, every 10 s otherwise");
+ABSL_FLAG(int, status_port, -1,
+          "serve this task's status page (/status) and Prometheus metrics (/metrics) over HTTP on this port: "
+          "0 = any free one, -1 = off; the chief's page draws loss and accuracy");
 ABSL_FLAG(int, intra_op_threads, 0, "threads of one op in this task's server (0: one per core)");
+ABSL_FLAG(int64_t, trace_step, -1,
+          "trace the first step this worker runs once the global step reaches this, on every task it touches, "
+          "and write it as Chrome trace-event JSON (open it in Perfetto or chrome://tracing)");
+ABSL_FLAG(std::string, trace_file, "",
+          "where --trace_step writes; {task} becomes the worker's index (default: "
+          "trace_step_N_worker_{task}.json in --logdir or .)");
 ABSL_FLAG(int, wait_for_workers_secs, 120, "how long the chief waits for the other workers before shutting down");
 
 namespace df = distflow;
@@ -95,39 +115,66 @@ int Usage(const std::string& what) {
   return 2;
 }
 
-// The cluster from --cluster_spec, or from --ps_hosts/--worker_hosts (the
-// book's cluster where they are not given).
-absl::StatusOr<df::ClusterSpec> ClusterFromFlags() {
-  const std::string spec = absl::GetFlag(FLAGS_cluster_spec);
-  std::string ps = absl::GetFlag(FLAGS_ps_hosts), workers = absl::GetFlag(FLAGS_worker_hosts);
-  if (!spec.empty()) {
-    if (!ps.empty() || !workers.empty()) {
-      return absl::InvalidArgumentError("give either --cluster_spec or --ps_hosts/--worker_hosts, not both");
-    }
-    return df::ClusterSpec::Parse(spec);
-  }
+// The book's cluster in flag form, with the tasks of --ps_hosts/--worker_hosts where given.
+std::string BookCluster(std::string ps, std::string workers) {
   if (ps.empty()) ps = "localhost:2222";
   if (workers.empty()) workers = "localhost:2223,localhost:2224,localhost:2225";
-  return df::ClusterSpec::Parse(absl::StrCat("ps|", absl::StrJoin(absl::StrSplit(ps, ','), ";"), ",worker|",
-                                             absl::StrJoin(absl::StrSplit(workers, ','), ";")));
+  return absl::StrCat("ps|", absl::StrJoin(absl::StrSplit(ps, ','), ";"), ",worker|",
+                      absl::StrJoin(absl::StrSplit(workers, ','), ";"));
+}
+
+// This task and its cluster (see distributed/task_config.h): the cluster from
+// --cluster_spec or --ps_hosts/--worker_hosts, the task from --job_name and
+// --task_index, DISTFLOW_CONFIG, or a rank placed by --job_layout; the book's
+// cluster and worker 0 where nothing says.
+absl::StatusOr<df::TaskConfig> ResolveTask() {
+  df::TaskConfigFlags flags;
+  flags.cluster_spec = absl::GetFlag(FLAGS_cluster_spec);
+  const std::string ps = absl::GetFlag(FLAGS_ps_hosts), workers = absl::GetFlag(FLAGS_worker_hosts);
+  if (!ps.empty() || !workers.empty()) {
+    if (!flags.cluster_spec.empty()) {
+      return absl::InvalidArgumentError("give either --cluster_spec or --ps_hosts/--worker_hosts, not both");
+    }
+    flags.cluster_spec = BookCluster(ps, workers);
+    flags.cluster_spec_flag = "--ps_hosts/--worker_hosts";
+  }
+  flags.job_name = absl::GetFlag(FLAGS_job_name);
+  flags.task_index = absl::GetFlag(FLAGS_task_index);
+  flags.job_layout = absl::GetFlag(FLAGS_job_layout);
+  df::TaskConfigDefaults defaults;
+  defaults.cluster = *df::ClusterSpec::Parse(BookCluster("", ""));
+  defaults.job = "worker";
+  defaults.task_index = 0;
+  return df::ResolveTaskConfig(flags, df::ProcessEnvironment(), defaults);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  const std::string job = absl::GetFlag(FLAGS_job_name);
-  const int task = absl::GetFlag(FLAGS_task_index);
-  if (job != "ps" && job != "worker") return Usage(absl::StrCat("--job_name is '", job, "'; use ps or worker"));
-  absl::StatusOr<df::ClusterSpec> cluster = ClusterFromFlags();
-  if (!cluster.ok()) return Usage(absl::StrCat("bad cluster: ", cluster.status().message()));
+  auto ps_or_worker = [](const std::string& from, const std::string& job) {
+    return Usage(absl::StrCat(from, " is '", job, "'; use ps or worker"));
+  };
+  if (const std::string flag = absl::GetFlag(FLAGS_job_name); !flag.empty() && flag != "ps" && flag != "worker") {
+    return ps_or_worker("--job_name", flag);
+  }
+  absl::StatusOr<df::TaskConfig> config = ResolveTask();
+  if (!config.ok()) return Usage(std::string(config.status().message()));
+  const std::string job = config->job;
+  const int task = config->task_index;
+  if (job != "ps" && job != "worker") return ps_or_worker("the job", job);
+  const df::ClusterSpec* cluster = &config->cluster;
   absl::StatusOr<std::string> address = cluster->task_address(job, task);
-  if (!address.ok()) return Usage(absl::StrCat("bad --task_index: ", address.status().message()));
+  if (!address.ok()) return Usage(absl::StrCat("bad task: ", address.status().message()));
+  if (!config->placed_by.empty()) {
+    std::printf("This is /job:%s/task:%d (placed by %s)\n", job.c_str(), task, config->placed_by.c_str());
+  }
 
   if (job == "ps") {
     // The book's ps: serve, and join until the chief shuts the cluster down.
     df::ServerOptions server_options;
     server_options.worker.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
+    server_options.status_port = absl::GetFlag(FLAGS_status_port);
     absl::StatusOr<std::unique_ptr<df::Server>> server = df::Server::Create(*cluster, "ps", task, server_options);
     if (!server.ok()) return Die("creating the ps server", server.status());
     if (absl::Status st = (*server)->Start(); !st.ok()) return Die("starting the ps server", st);
@@ -190,6 +237,7 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_start_server)) {
     df::ServerOptions server_options;
     server_options.worker.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
+    server_options.status_port = absl::GetFlag(FLAGS_status_port);
     absl::StatusOr<std::unique_ptr<df::Server>> created = df::Server::Create(*cluster, "worker", task, server_options);
     if (!created.ok()) return Die("creating this task's server", created.status());
     if (absl::Status st = (*created)->Start(); !st.ok()) return Die("starting this task's server", st);
@@ -212,6 +260,11 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
   hooks.push_back(std::make_unique<df::StopAtStepHook>(train_steps));
   if (sync_opt) hooks.push_back(sync_opt->MakeSessionRunHook(chief));
+  if (chief) {
+    // For the status page's curves and /metrics.
+    hooks.push_back(std::make_unique<df::ScalarSummaryHook>(
+        std::vector<std::pair<std::string, df::Output>>{{"loss", loss}, {"accuracy", accuracy}}));
+  }
   df::ProgressHook* progress = nullptr;  // owned by the session's hooks
   if (chief && absl::GetFlag(FLAGS_progress)) {
     df::ProgressOptions p;
@@ -238,10 +291,34 @@ int main(int argc, char** argv) {
   const int64_t every = absl::GetFlag(FLAGS_print_every);
   int64_t step = sess.global_step(), local_steps = 0;
   const absl::Time train_start = absl::Now();
+  const int64_t trace_step = absl::GetFlag(FLAGS_trace_step);
+  bool traced = trace_step < 0;
   while (!sess.ShouldStop()) {
     auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
-    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy}, {*train});
+    df::StepStats trace;
+    df::RunOptions ro;
+    const bool tracing = !traced && step >= trace_step;
+    if (tracing) ro.trace = &trace;
+    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy}, {*train}, ro);
     if (!out.ok()) return Die("training step", out.status());
+    if (tracing) {
+      traced = true;
+      std::string file = absl::GetFlag(FLAGS_trace_file);
+      if (file.empty()) {
+        const std::string dir = absl::GetFlag(FLAGS_logdir).empty() ? "." : absl::GetFlag(FLAGS_logdir);
+        file = absl::StrCat(dir, "/trace_step_", step, "_worker_{task}.json");
+      }
+      file = absl::StrReplaceAll(file, {{"{task}", absl::StrCat(task)}});
+      std::ofstream f(file, std::ios::binary | std::ios::trunc);
+      f << df::ChromeTraceJson(trace);
+      f.close();
+      if (!f) return Die("writing the trace", absl::UnavailableError(absl::StrCat("cannot write ", file)));
+      if (progress != nullptr) progress->ClearLine();
+      std::printf("Worker %d: traced global step %lld (%lld nodes on %zu devices) to %s\n", task,
+                  static_cast<long long>(step), static_cast<long long>(trace.num_nodes()), trace.devices.size(),
+                  file.c_str());
+      std::fflush(stdout);
+    }
     int64_t now = sess.global_step();
     ++local_steps;
     if (now / every != step / every) {

@@ -11,6 +11,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   iperf3 tmux
+  python3 python3-yaml
+  libcpp-httplib-dev chromium
 )
 
 SUDO=""

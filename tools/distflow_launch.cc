@@ -22,11 +22,19 @@
 // second one kills them at once). Each task runs in its own process group
 // with a parent-death signal, so none outlives this process, even when it
 // is killed with SIGKILL.
+//
+// --emit kubernetes|slurm starts nothing: it prints (or writes to
+// --emit_file) manifests for the same cluster shape, --ps N --workers M on
+// --base_port (default 2222) with --image and --name; see launch_emit.h.
+//
+//   distflow-launch --emit kubernetes --ps 1 --workers 3 --image registry/distflow:1 -- mnist_distributed
+//   distflow-launch --emit slurm --ps 1 --workers 3 -- ./mnist_distributed --train_steps=5000 > job.sbatch
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -50,9 +58,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/env.h"
 #include "distributed/cluster_spec.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "launch_emit.h"
 #include "proto/health.grpc.pb.h"
 
 ABSL_FLAG(int, ps, 1, "ps tasks (without --cluster_spec)");
@@ -61,10 +71,19 @@ ABSL_FLAG(int, base_port, 0, "first port of consecutive ones for the tasks, ps f
 ABSL_FLAG(std::string, host, "127.0.0.1", "host of every task (without --cluster_spec)");
 ABSL_FLAG(std::string, cluster_spec, "", "the cluster, as for distflow-server, instead of --ps/--workers");
 ABSL_FLAG(std::string, ps_program, "", "program of the ps tasks (default: distflow-server beside this binary)");
+ABSL_FLAG(int, status_base_port, 0,
+          "give every task a status page (/status, /metrics) on consecutive ports from this one, ps first "
+          "(--status_port=P appended; 0: none)");
 ABSL_FLAG(int, restart_on_failure, 0, "restart a task that fails up to this many times");
 ABSL_FLAG(int, grace_secs, 10, "after SIGTERM, how long a task has before SIGKILL");
 ABSL_FLAG(int, ps_exit_secs, 30, "after the workers finished, how long the ps tasks have to exit by themselves");
 ABSL_FLAG(int, up_timeout_secs, 120, "how long to wait for every task's health check before warning");
+ABSL_FLAG(std::string, emit, "",
+          "start nothing; print manifests for this cluster manager instead: kubernetes or slurm");
+ABSL_FLAG(std::string, emit_file, "", "with --emit: write the manifests to this file instead of stdout");
+ABSL_FLAG(std::string, image, "distflow:latest", "with --emit kubernetes: the container image of every task");
+ABSL_FLAG(std::string, name, "distflow",
+          "with --emit: prefix of the Kubernetes objects (PREFIX-ps, PREFIX-worker) or the SLURM job name");
 
 namespace {
 
@@ -111,6 +130,7 @@ struct Task {
   bool running = false;
   bool finished_ok = false;
   std::string how;  // how it last ended
+  std::string status_url;  // with --status_base_port
   std::string name() const { return absl::StrCat(job, ":", index); }
   bool is_ps() const { return job == "ps"; }
 };
@@ -154,7 +174,7 @@ std::string SelfDir() {
 
 class Launcher {
  public:
-  Launcher(ClusterSpec cluster, std::vector<std::string> program, std::string ps_program)
+  Launcher(ClusterSpec cluster, std::vector<std::string> program, std::string ps_program, int status_base_port)
       : cluster_(std::move(cluster)) {
     const std::string spec = cluster_.ToFlagString().value_or(cluster_.ToJson());
     for (const auto& [job, tasks] : cluster_.job_map()) {
@@ -167,6 +187,12 @@ class Launcher {
         t.argv.push_back("--job_name=" + job);
         t.argv.push_back(absl::StrCat("--task_index=", index));
         t.argv.push_back("--cluster_spec=" + spec);
+        if (status_base_port > 0) {
+          const int port = status_base_port + static_cast<int>(tasks_.size());
+          t.argv.push_back(absl::StrCat("--status_port=", port));
+          absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
+          t.status_url = absl::StrCat("http://", hp.ok() ? hp->first : "127.0.0.1", ":", port, "/status");
+        }
         tasks_.push_back(std::move(t));
       }
     }
@@ -433,6 +459,11 @@ class Launcher {
       if (n == tasks_.size()) {
         Say(absl::StrFormat("cluster up: all %d tasks serving after %.1f s", static_cast<int>(n),
                             absl::ToDoubleSeconds(absl::Now() - start)));
+        if (!tasks_.empty() && !tasks_[0].status_url.empty()) {
+          Say(absl::StrCat("status pages: ", absl::StrJoin(tasks_, ", ", [](std::string* out, const Task& t) {
+                             absl::StrAppend(out, t.name(), " ", t.status_url);
+                           })));
+        }
         return;
       }
       if (absl::Now() > deadline) {
@@ -489,16 +520,52 @@ int Usage(const std::string& what) {
   return 2;
 }
 
+// --emit: the manifests, on stdout or in --emit_file.
+int Emit(const std::vector<std::string>& program) {
+  const std::string kind = absl::GetFlag(FLAGS_emit);
+  if (kind != "kubernetes" && kind != "slurm") {
+    return Usage(absl::StrCat("--emit=", kind, " is not a cluster manager distflow-launch knows; use kubernetes or slurm"));
+  }
+  if (!absl::GetFlag(FLAGS_cluster_spec).empty()) {
+    return Usage("--emit builds the cluster from --ps and --workers (the addresses come from the cluster manager); "
+                 "drop --cluster_spec");
+  }
+  distflow::EmitOptions o;
+  o.ps = absl::GetFlag(FLAGS_ps);
+  o.workers = absl::GetFlag(FLAGS_workers);
+  if (absl::GetFlag(FLAGS_base_port) != 0) o.port = absl::GetFlag(FLAGS_base_port);
+  o.program = program;
+  if (!absl::GetFlag(FLAGS_ps_program).empty()) o.ps_program = absl::GetFlag(FLAGS_ps_program);
+  o.image = absl::GetFlag(FLAGS_image);
+  o.name = absl::GetFlag(FLAGS_name);
+  absl::StatusOr<std::string> text =
+      kind == "kubernetes" ? distflow::KubernetesManifests(o) : distflow::SlurmScript(o);
+  if (!text.ok()) return Usage(std::string(text.status().message()));
+  const std::string path = absl::GetFlag(FLAGS_emit_file);
+  if (path.empty()) {
+    WriteAll(STDOUT_FILENO, *text);
+    return 0;
+  }
+  if (absl::Status st = distflow::Env::Default()->WriteFileAtomically(path, *text); !st.ok()) {
+    return Usage(absl::StrCat("cannot write --emit_file=", path, ": ", st.message()));
+  }
+  if (kind == "slurm") chmod(path.c_str(), 0755);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "starts a cluster on this machine: distflow-launch --ps N --workers M [--base_port P] [--host H] -- PROGRAM "
-      "[ARGS...], or distflow-launch --cluster_spec=SPEC -- PROGRAM [ARGS...]");
+      "[ARGS...], or distflow-launch --cluster_spec=SPEC -- PROGRAM [ARGS...], or distflow-launch --emit "
+      "kubernetes|slurm --ps N --workers M -- PROGRAM [ARGS...] to print manifests instead");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   // What follows "--" is the program; absl leaves it as positional arguments.
   std::vector<std::string> program(rest.begin() + 1, rest.end());
   if (program.empty()) return Usage("no program: put it after --, e.g. distflow-launch --workers 2 -- ./trainer");
+  if (!absl::GetFlag(FLAGS_emit).empty()) return Emit(program);
+  if (!absl::GetFlag(FLAGS_emit_file).empty()) return Usage("--emit_file needs --emit kubernetes or --emit slurm");
 
   absl::StatusOr<ClusterSpec> cluster;
   const std::string spec = absl::GetFlag(FLAGS_cluster_spec);
@@ -533,6 +600,12 @@ int main(int argc, char** argv) {
     cluster = ClusterSpec::FromJobs(std::move(jobs));
     if (!cluster.ok()) return Usage(absl::StrCat("bad --host: ", cluster.status().message()));
   }
+  const int status_base = absl::GetFlag(FLAGS_status_base_port);
+  const int num_tasks = static_cast<int>(cluster->AllTaskNames().size());
+  if (status_base < 0 || (status_base > 0 && status_base + num_tasks - 1 > 65535)) {
+    return Usage(absl::StrCat("--status_base_port=", status_base, " leaves no room for ", num_tasks,
+                              " ports (0 turns status pages off)"));
+  }
   std::string ps_program = absl::GetFlag(FLAGS_ps_program);
   if (ps_program.empty()) {
     ps_program = SelfDir() + "/distflow-server";
@@ -563,7 +636,7 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  Launcher launcher(*cluster, program, ps_program);
+  Launcher launcher(*cluster, program, ps_program, status_base);
   Say(absl::StrCat("cluster ", cluster->ToFlagString().value_or(cluster->ToJson())));
   return launcher.Run();
 }

@@ -1,5 +1,7 @@
 #include "distributed/grpc_session.h"
 
+#include "distributed/step_stats_proto.h"
+
 #include <random>
 #include <thread>
 
@@ -9,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "distributed/local_master.h"
 #include "distributed/master.h"
+#include "distributed/step_stats_proto.h"
 #include "distributed/worker_cache.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -221,6 +224,7 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
   for (const std::string& t : targets) req.add_target(t);
   req.set_request_id(RandomRequestId());
   req.set_timeout_ms(options.timeout_ms > 0 ? options.timeout_ms : options_.operation_timeout_ms);
+  req.set_trace(options.trace != nullptr);
   // In process, `call` holds the lease (and so the master) until the step's
   // completion has run, even if we stop waiting for it.
   std::shared_ptr<InProcessCall> call;
@@ -239,6 +243,7 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
     if (!st.ok()) return st;
   }
   const proto::RunStepResponse& resp = *answer;
+  if (options.trace != nullptr) AppendStepStats(resp.step_stats(), options.trace);
   std::vector<Tensor> out;
   for (const proto::NamedTensor& nt : resp.tensor()) {
     if (nt.bulk_ticket() != 0) {

@@ -1,6 +1,8 @@
 #include "distributed/master.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/metrics.h"
 #include "distributed/master_session.h"
 
 namespace distflow {
@@ -109,7 +111,35 @@ void Master::RunStepAsync(const proto::RunStepRequest* req, proto::RunStepRespon
     return done(s.status());
   }
   // The callback keeps the session alive for the step, even if it is closed meanwhile.
-  (*s)->RunAsync(req, resp, pool_.get(), [session = *s, done = std::move(done)](absl::Status st) { done(st); });
+  (*s)->RunAsync(req, resp, pool_.get(),
+                 [this, session = *s, start = absl::Now(), done = std::move(done)](absl::Status st) {
+                   RecordStep(start, st);
+                   done(st);
+                 });
+}
+
+void Master::RecordStep(absl::Time start, const absl::Status& st) {
+  const absl::Time end = absl::Now();
+  const double secs = absl::ToDoubleSeconds(end - start);
+  Metrics* m = Metrics::Global();
+  m->GetCounter("distflow_steps_total", "Steps this task's master ran, by outcome",
+                {{"status", st.ok() ? "OK" : std::string(absl::StatusCodeToString(st.code()))}})
+      ->Increment();
+  m->GetHistogram("distflow_step_seconds", "Time of a step this task's master ran, on every task it touched")
+      ->Observe(secs);
+  absl::MutexLock lock(&steps_mu_);
+  recent_.push_back({end, secs, st.ok() ? "OK" : st.ToString()});
+  if (recent_.size() > kRecentSteps) recent_.pop_front();
+}
+
+std::vector<Master::StepRecord> Master::RecentSteps() const {
+  absl::MutexLock lock(&steps_mu_);
+  return {recent_.begin(), recent_.end()};
+}
+
+size_t Master::num_sessions() const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.size();
 }
 
 absl::Status Master::CloseSession(const std::string& handle) {

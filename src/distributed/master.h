@@ -9,6 +9,7 @@
 // running twice. Thread-safe.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "base/thread_pool.h"
 #include "distributed/worker.h"
 #include "distributed/worker_cache.h"
@@ -52,6 +54,17 @@ class Master {
   // Closes every session (on server shutdown).
   void CloseAll();
 
+  // The last kRecentSteps steps this master ran, oldest first (for the status
+  // page; their counts and latencies are in the metrics registry).
+  struct StepRecord {
+    absl::Time end;
+    double seconds = 0;
+    std::string status;  // "OK" or the error's code and message
+  };
+  static constexpr size_t kRecentSteps = 20;
+  std::vector<StepRecord> RecentSteps() const;
+  size_t num_sessions() const;
+
   // Takes large feeds from and serves large fetches to clients (null: never).
   // Set before the service starts.
   void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }
@@ -60,6 +73,7 @@ class Master {
  private:
   class Service;
   absl::StatusOr<std::shared_ptr<MasterSession>> Find(const std::string& handle);
+  void RecordStep(absl::Time start, const absl::Status& st);
 
   const std::string local_task_;
   WorkerCache* const workers_;
@@ -68,9 +82,11 @@ class Master {
   absl::Notification closing_;  // CloseAll: sessions still waiting for the cluster give up
   std::unique_ptr<ThreadPool> pool_;  // runs blocking calls off gRPC's threads
   std::unique_ptr<Service> service_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<MasterSession>> sessions_ ABSL_GUARDED_BY(mu_);
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable absl::Mutex steps_mu_;
+  std::deque<StepRecord> recent_ ABSL_GUARDED_BY(steps_mu_);
 };
 
 }  // namespace distflow

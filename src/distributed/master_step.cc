@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "distributed/master_session_impl.h"
+#include "distributed/step_stats_proto.h"
 
 namespace distflow {
 
@@ -82,13 +83,15 @@ void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
     auto c = std::make_unique<StepState::Call>();
     c->task = pp.task;
     c->local = local_worker_ != nullptr && pp.task == local_task_;
-    c->only_sends = pp.only_sends;
+    // A traced step waits for every partition, to gather all their records.
+    c->only_sends = pp.only_sends && !st->req->trace();
     if (c->local) {
       // This task's own partition: tensors in memory, no loopback RPC.
       RunGraphCall& lc = c->local_call;
       lc.graph_handle = pp.handle;
       lc.step_id = st->step_id;
       lc.timeout_ms = timeout;
+      lc.trace = st->req->trace();
       for (const std::string& f : pp.partition.feeds) {
         absl::StatusOr<Tensor> t = st->FeedTensor(f);
         if (!t.ok()) {
@@ -104,6 +107,7 @@ void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
       c->request.set_timeout_ms(timeout);
       c->request.set_master_task(local_task_);
       c->request.set_accept_bulk(bulk_ != nullptr && workers_->bulk_enabled());
+      c->request.set_trace(st->req->trace());
       for (const std::string& f : pp.partition.feeds) {
         proto::NamedTensor* nt = c->request.add_send();
         if (bulk_ != nullptr && pp.accepts_bulk && st->IsLargeFeed(f)) {
@@ -302,6 +306,16 @@ void MasterSessionImpl::AnswerStep(const std::shared_ptr<StepState>& st) {
     }
   }
   for (const auto& [name, t] : st->remote_tensors) local_out[name] = &t;  // read from bulk ports
+  if (st->req->trace()) {
+    for (auto& c : st->calls) {
+      if (c->local) {
+        AppendStepStatsProto(c->local_call.stats, st->resp->mutable_step_stats());
+      } else {
+        for (auto& d : *c->response.mutable_step_stats()->mutable_dev_stats())
+          st->resp->mutable_step_stats()->add_dev_stats()->Swap(&d);
+      }
+    }
+  }
   absl::flat_hash_set<std::string> moved;
   for (const std::string& f : st->fetch_keys) {
     proto::NamedTensor* nt = st->resp->add_tensor();

@@ -1,8 +1,10 @@
 #include "distributed/server.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/env.h"
 #include "base/logging.h"
+#include "distributed/rpc_metrics.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 
@@ -78,6 +80,9 @@ absl::Status Server::Start() {
   builder.SetMaxSendMessageSize(-1);
   // Without this, a second server on the same port would silently share it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(NewRpcMetricsInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(worker_->service());
   builder.RegisterService(master_->service());
   server_ = builder.BuildAndStart();
@@ -91,6 +96,17 @@ absl::Status Server::Start() {
     workers_->SetTaskAddress(task_name_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
   }
   started_ = true;
+  if (options_.status_port >= 0) {
+    StatusView view{task_name_, host_port(), cluster_, absl::Now(), master_.get(), worker_.get(), workers_.get(),
+                    bulk_.get()};
+    absl::StatusOr<std::unique_ptr<StatusServer>> status = StatusServer::Start(view, host_, options_.status_port);
+    if (status.ok()) {
+      status_ = std::move(*status);
+      LOG(INFO) << "Status page of " << task_name_ << " on http://" << host_ << ":" << status_->port() << "/status";
+    } else {
+      LOG(WARNING) << "The status page is off: " << status.status().message() << ". The task serves gRPC anyway.";
+    }
+  }
   local_entry_ = std::make_shared<LocalMasterEntry>(master_.get());
   RegisterLocalMaster(host_port(), local_entry_);
   LOG(INFO) << "Started server for " << task_name_ << " on " << host_ << ":" << bound_port_ << " with device "
@@ -113,6 +129,7 @@ void Server::Stop() {
     return;
   }
   LOG(INFO) << "Stopping server for " << task_name_;
+  if (status_ != nullptr) status_->Stop();
   UnregisterLocalMaster(host_port(), local_entry_.get());
   local_entry_->Close();
   master_->CloseAll();
@@ -141,6 +158,8 @@ std::string Server::host_port() const {
   std::string h = host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_;
   return absl::StrCat(h, ":", bound_port_);
 }
+
+int Server::status_port() const { return status_ != nullptr ? status_->port() : 0; }
 
 std::string Server::target() const { return absl::StrCat("grpc://", host_port()); }
 

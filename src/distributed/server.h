@@ -18,6 +18,7 @@
 #include "distributed/cluster_spec.h"
 #include "distributed/local_master.h"
 #include "distributed/master.h"
+#include "distributed/status_server.h"
 #include "distributed/worker.h"
 #include "grpcpp/server.h"
 
@@ -32,6 +33,11 @@ struct ServerOptions {
   // The bulk port: 0 lets the system choose (a failure to listen then only
   // turns bulk transfer off); a fixed port for firewalled sites must be free.
   int bulk_port = 0;
+  // An HTTP status page and Prometheus metrics on this port of the task's
+  // host (distributed/status_server.h): -1 for none, 0 for a free port. A
+  // port that cannot be had turns only the page off, with a warning; the
+  // task still serves.
+  int status_port = -1;
 };
 
 class Server {
@@ -56,6 +62,8 @@ class Server {
   int bulk_port() const { return bulk_ ? bulk_->port() : 0; }
   uint64_t bulk_bytes_served() const { return bulk_ ? bulk_->bytes_served() : 0; }
   uint64_t bulk_bytes_received() const { return bulk_ ? bulk_->bytes_received() : 0; }
+  // The status page's port, 0 if it is off.
+  int status_port() const;
 
  private:
   Server(ClusterSpec cluster, std::string job, int task, ServerOptions options);
@@ -73,6 +81,7 @@ class Server {
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<Master> master_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<StatusServer> status_;  // stopped before the objects it shows
   // Sessions in this process reach master_ through this (local_master.h).
   std::shared_ptr<LocalMasterEntry> local_entry_;
   absl::Mutex mu_;

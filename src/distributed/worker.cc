@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "distributed/rpc_metrics.h"
+#include "distributed/step_stats_proto.h"
 #include "distributed/tensor_transfer.h"
 #include "tensor/tensor_codec.h"
 
@@ -64,9 +66,13 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
       return r;
     }
     BulkServer* bulk = req.accept_bulk() ? w_->bulk_server() : nullptr;
+    // The key ends with the receiving device: the peer this tensor goes to.
+    const std::string& key = req.rendezvous_key();
+    std::string peer = TaskOfDevice(key.substr(key.rfind(';') == std::string::npos ? 0 : key.rfind(';') + 1));
     w_->rendezvous()->RecvLocalAsync(req.step_id(), req.rendezvous_key(), nullptr,
-                                     [r, response, bulk](absl::Status s, Tensor t) {
+                                     [r, response, bulk, peer = std::move(peer)](absl::Status s, Tensor t) {
                                        if (s.ok()) {
+                                         CountTensorBytesSent(peer, t.TotalBytes());
                                          // Large numeric tensors go over the bulk port; the answer names it.
                                          uint64_t ticket = bulk != nullptr && IsBulkCandidate(t) ? bulk->Offer(t) : 0;
                                          if (ticket != 0) {
@@ -175,6 +181,7 @@ void Worker::RunGraphFromRpc(const proto::RunGraphRequest* req, proto::RunGraphR
   call->timeout_ms = req->timeout_ms();
   call->recv_keys.assign(req->recv_key().begin(), req->recv_key().end());
   call->targets.assign(req->target().begin(), req->target().end());
+  call->trace = req->trace();
   BulkServer* bulk = req->accept_bulk() ? bulk_ : nullptr;
   auto start = [this, req, resp, call, bulk, done = std::move(done)]() mutable {
     for (const proto::NamedTensor& nt : req->send()) {
@@ -187,6 +194,7 @@ void Worker::RunGraphFromRpc(const proto::RunGraphRequest* req, proto::RunGraphR
       call->send.emplace_back(nt.name(), std::move(*t));
     }
     RunGraphAsync(call.get(), [call, resp, bulk, done = std::move(done)](absl::Status s) {
+      if (call->trace) AppendStepStatsProto(call->stats, resp->mutable_step_stats());
       if (s.ok()) {
         for (size_t i = 0; i < call->recv.size(); ++i) {
           proto::NamedTensor* nt = resp->add_recv();
@@ -256,6 +264,7 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
   ro.rendezvous = &rendezvous_;
   ro.cancellation = cm.get();
   ro.timeout_ms = call->timeout_ms;
+  if (call->trace) ro.trace = &call->stats;
   session->RunAsync(ro, call->send, call->recv_keys, call->targets,
                     [this, call, session, cm, inflight = inflight_,
                      done = std::move(done)](absl::StatusOr<std::vector<Tensor>> out) {

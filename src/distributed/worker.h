@@ -38,6 +38,8 @@ struct RunGraphCall {
   std::vector<std::string> recv_keys;                 // fetched tensors
   std::vector<std::string> targets;
   std::vector<Tensor> recv;  // on success, parallel to recv_keys
+  bool trace = false;        // record when each node ran, into `stats`
+  StepStats stats;
 };
 
 struct WorkerOptions {

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "base/logging.h"
 #include "distributed/device_name.h"
+#include "distributed/rpc_metrics.h"
 #include "distributed/tensor_transfer.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -172,7 +173,11 @@ absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::
 }
 
 void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key,
-                                  CancellationManager* cm, Rendezvous::DoneCallback done) {
+                                  CancellationManager* cm, Rendezvous::DoneCallback counted) {
+  Rendezvous::DoneCallback done = [task, counted = std::move(counted)](absl::Status s, Tensor t) {
+    if (s.ok()) CountTensorBytesReceived(TaskOfDevice(task), t.TotalBytes());
+    counted(std::move(s), std::move(t));
+  };
   absl::StatusOr<grpc::GenericStub*> stub = GenericStub(task);
   if (!stub.ok()) {
     done(stub.status(), Tensor());

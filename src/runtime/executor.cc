@@ -8,8 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "base/denormal.h"
 #include "base/timer.h"
+#include "graph/attr_value.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/resource_mgr.h"
 
@@ -54,6 +56,7 @@ struct NodeItem {
   int initial_pending = 0;
   bool expensive = true;
   bool async = false;
+  std::string transfer_key;  // _Send/_Recv: their rendezvous key, for traces
 };
 
 std::string NotFoundWithSuggestions(const Graph& g, const std::string& kind, const std::string& name) {
@@ -93,6 +96,7 @@ struct Executor::Impl {
     CancellationManager own_cm;
     CancellationManager* cm = nullptr;
     Rendezvous* rendezvous = nullptr;
+    StepStatsCollector* stats = nullptr;
     int64_t step_id = 0;
     std::atomic<int> outstanding{0};
     Executor::DoneCallback done;
@@ -266,6 +270,12 @@ struct Executor::Impl {
     if (finish) Finish(s.get());
   }
 
+  static int64_t NowMicros() { return absl::GetCurrentTimeNanos() / 1000; }
+
+  static void RecordStats(Step* s, const NodeItem& item, int64_t start_us) {
+    s->stats->Record({item.node->name(), item.node->op(), start_us, NowMicros(), item.transfer_key});
+  }
+
   void RunLoop(Step* s, int first) const {
     std::deque<int> local{first};
     while (!local.empty()) {
@@ -313,9 +323,11 @@ struct Executor::Impl {
         p.inputs[static_cast<size_t>(k)] = std::move(e.val);
       }
     }
+    const int64_t start_us = s->stats != nullptr ? NowMicros() : 0;
     if (item.async) {
       auto* ctx = new OpKernelContext(std::move(p));
-      static_cast<AsyncOpKernel*>(item.kernel.get())->ComputeAsync(ctx, [this, s, id, ctx](absl::Status st) {
+      static_cast<AsyncOpKernel*>(item.kernel.get())->ComputeAsync(ctx, [this, s, id, ctx, start_us](absl::Status st) {
+        if (s->stats != nullptr) RecordStats(s, items[static_cast<size_t>(id)], start_us);
         std::vector<int> ready;
         Complete(s, id, ctx, st, &ready);
         delete ctx;
@@ -338,6 +350,7 @@ struct Executor::Impl {
       ScopedFlushDenormal flush;
       st = item.kernel->Compute(&ctx);
     }
+    if (s->stats != nullptr) RecordStats(s, item, start_us);
     std::vector<int> ready;
     Complete(s, id, &ctx, st, &ready);
     Schedule(s, ready, owned, local);
@@ -414,6 +427,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     item.kernel = *k;
     item.expensive = item.kernel->IsExpensive();
     item.async = item.kernel->IsAsync();
+    if (n->op() == "_Send" || n->op() == "_Recv") {
+      absl::StatusOr<std::string> key = GetAttrString(n->def(), "key");
+      if (key.ok()) item.transfer_key = *key;
+    }
     item.input_start = impl->total_slots;
     impl->total_slots += n->num_inputs();
     item.out_slots.resize(static_cast<size_t>(n->num_outputs()));
@@ -511,6 +528,7 @@ void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values
   s->slots.resize(static_cast<size_t>(impl.total_slots));
   s->fetched.resize(impl.fetches.size());
   s->rendezvous = options.rendezvous ? options.rendezvous : impl.options.rendezvous;
+  s->stats = options.stats;
   s->cm = options.cancellation ? options.cancellation : &s->own_cm;
   s->pending.reset(new std::atomic<int>[impl.items.size()]);
   for (size_t i = 0; i < impl.items.size(); ++i) s->pending[i].store(impl.items[i].initial_pending);

@@ -27,6 +27,7 @@
 #include "graph/graph.h"
 #include "kernels/device.h"
 #include "kernels/op_kernel.h"
+#include "runtime/step_stats.h"
 
 namespace distflow {
 
@@ -60,6 +61,7 @@ struct StepOptions {
   int64_t timeout_ms = 0;  // 0: no deadline
   CancellationManager* cancellation = nullptr;  // optional; one is made per step otherwise
   Rendezvous* rendezvous = nullptr;             // overrides ExecutorOptions::rendezvous
+  StepStatsCollector* stats = nullptr;          // non-null: record each node's start and end here
 };
 
 class Executor {

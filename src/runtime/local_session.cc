@@ -138,7 +138,12 @@ absl::StatusOr<std::vector<Tensor>> LocalSession::Run(const RunOptions& options,
                                                       const std::vector<std::string>& targets) {
   absl::StatusOr<PreparedStep> p = Prepare(options, feeds, fetches, targets);
   if (!p.ok()) return p.status();
-  return p->executor->Run(p->step, p->feed_values);
+  if (options.trace == nullptr) return p->executor->Run(p->step, p->feed_values);
+  StepStatsCollector stats;
+  p->step.stats = &stats;
+  absl::StatusOr<std::vector<Tensor>> out = p->executor->Run(p->step, p->feed_values);
+  options.trace->devices.push_back({device_->name(), stats.Take()});
+  return out;
 }
 
 void LocalSession::RunAsync(const RunOptions& options, const std::vector<std::pair<std::string, Tensor>>& feeds,
@@ -150,9 +155,16 @@ void LocalSession::RunAsync(const RunOptions& options, const std::vector<std::pa
     return;
   }
   Executor* ex = p->executor.get();
+  std::shared_ptr<StepStatsCollector> stats;
+  if (options.trace != nullptr) {
+    stats = std::make_shared<StepStatsCollector>();
+    p->step.stats = stats.get();
+  }
   // The callback keeps the executor alive until the step is over.
   ex->RunAsync(p->step, std::move(p->feed_values),
-               [keep = std::move(p->executor), done = std::move(done)](absl::StatusOr<std::vector<Tensor>> r) {
+               [keep = std::move(p->executor), stats, trace = options.trace, device = device_->name(),
+                done = std::move(done)](absl::StatusOr<std::vector<Tensor>> r) {
+                 if (trace != nullptr) trace->devices.push_back({device, stats->Take()});
                  done(std::move(r));
                });
 }

@@ -56,6 +56,10 @@ struct RunOptions {
   int64_t step_id = 0;  // 0: the session numbers its own steps
   Rendezvous* rendezvous = nullptr;
   CancellationManager* cancellation = nullptr;
+  // Non-null: trace the step. Each device that runs part of it (every task's,
+  // in a cluster) appends when and where each node ran (runtime/step_stats.h;
+  // ChromeTraceJson makes a timeline of it). Must outlive the run.
+  StepStats* trace = nullptr;
 };
 
 // What every session offers, in process or over gRPC.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/metrics.h"
 
 namespace distflow {
 
@@ -99,6 +100,34 @@ void ProgressHook::Finish() {
 
 absl::Status ProgressHook::End(MonitoredSession*) {
   Finish();
+  return absl::OkStatus();
+}
+
+ScalarSummaryHook::ScalarSummaryHook(std::vector<std::pair<std::string, Output>> scalars, int64_t every_n_steps)
+    : scalars_(std::move(scalars)), every_(std::max<int64_t>(1, every_n_steps)) {}
+
+std::vector<Output> ScalarSummaryHook::BeforeRun() {
+  std::vector<Output> out;
+  for (const auto& [name, o] : scalars_) out.push_back(o);
+  return out;
+}
+
+absl::Status ScalarSummaryHook::AfterRun(MonitoredSession*, int64_t global_step, const std::vector<Tensor>& values) {
+  if (last_reported_ >= 0 && global_step / every_ == last_reported_ / every_) return absl::OkStatus();
+  last_reported_ = global_step;
+  for (size_t i = 0; i < values.size() && i < scalars_.size(); ++i) {
+    const Tensor& v = values[i];
+    if (v.NumElements() != 1) continue;
+    double x = 0;
+    switch (v.dtype()) {
+      case DT_FLOAT: x = v.flat<float>()[0]; break;
+      case DT_DOUBLE: x = v.flat<double>()[0]; break;
+      case DT_INT32: x = v.flat<int32_t>()[0]; break;
+      case DT_INT64: x = static_cast<double>(v.flat<int64_t>()[0]); break;
+      default: continue;
+    }
+    Metrics::Global()->RecordScalar(scalars_[i].first, global_step, x);
+  }
   return absl::OkStatus();
 }
 

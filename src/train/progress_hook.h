@@ -16,6 +16,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -68,6 +69,27 @@ class ProgressHook : public SessionRunHook {
   bool have_loss_ = false;
   size_t drawn_width_ = 0;
   bool finished_ = false;
+};
+
+// ScalarSummaryHook: fetches scalars with each step and reports them, by
+// global step, to the process's metrics registry (base/metrics.h), where the
+// status page draws them as curves and /metrics exports their last values.
+//
+//   hooks.push_back(std::make_unique<ScalarSummaryHook>(
+//       std::vector<std::pair<std::string, Output>>{{"loss", loss}, {"accuracy", accuracy}}));
+//
+// `every_n_steps` > 1 reports only when the global step crosses a multiple
+// of it. Values that are not scalars are skipped.
+class ScalarSummaryHook : public SessionRunHook {
+ public:
+  explicit ScalarSummaryHook(std::vector<std::pair<std::string, Output>> scalars, int64_t every_n_steps = 1);
+  std::vector<Output> BeforeRun() override;
+  absl::Status AfterRun(MonitoredSession* session, int64_t global_step, const std::vector<Tensor>& values) override;
+
+ private:
+  std::vector<std::pair<std::string, Output>> scalars_;
+  const int64_t every_;
+  int64_t last_reported_ = -1;
 };
 
 }  // namespace distflow

@@ -222,7 +222,8 @@ absl::StatusOr<std::string> MonitoredSession::SaveCheckpoint() {
 }
 
 absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds, const std::vector<Output>& fetches,
-                                                          const std::vector<Operation>& targets) {
+                                                          const std::vector<Operation>& targets,
+                                                          const RunOptions& run_options) {
   if (closed_) return absl::FailedPreconditionError("MonitoredSession::Run after Close");
   for (int attempt = 0;; ++attempt) {
     std::vector<Output> all = fetches;
@@ -233,7 +234,7 @@ absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds,
     }
     const size_t step_at = all.size();
     if (options_.global_step.ok()) all.push_back(StepAfter(targets));
-    absl::StatusOr<std::vector<Tensor>> r = session_->Run(feeds, all, targets);
+    absl::StatusOr<std::vector<Tensor>> r = session_->Run(feeds, all, targets, run_options);
     if (!r.ok()) {
       if (!Recoverable(r.status()) || attempt >= options_.max_recoveries) return r.status();
       LOG(WARNING) << "Step failed (" << r.status().message() << "); recreating the session ("

@@ -129,8 +129,10 @@ class MonitoredSession {
   ~MonitoredSession();
 
   // One step, as Session::Run; recovers from a failed task as described above.
+  // `run_options.trace` traces the step (of a recovered step, the attempt that succeeded).
   absl::StatusOr<std::vector<Tensor>> Run(const FeedDict& feeds, const std::vector<Output>& fetches,
-                                          const std::vector<Operation>& targets = {});
+                                          const std::vector<Operation>& targets = {},
+                                          const RunOptions& run_options = RunOptions());
   bool ShouldStop() const { return stop_requested_; }
   void RequestStop() { stop_requested_ = true; }
   // Runs the hooks' End (the chief's last checkpoint) and closes the session.

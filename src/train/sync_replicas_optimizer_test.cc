@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "base/metrics.h"
 #include "client/ops.h"
 #include "client/session.h"
 #include "gmock/gmock.h"
@@ -56,7 +57,14 @@ struct AccumulatorGraph {
   }
 };
 
+double Dropped(const std::string& reason) {
+  return Metrics::Global()
+      ->GetCounter("distflow_sync_dropped_gradients_total", "", {{"reason", reason}})
+      ->value();
+}
+
 TEST(Accumulator, AveragesCurrentGradientsAndDropsStaleOnes) {
+  const double stale0 = Dropped("stale"), dup0 = Dropped("duplicate"), uninit0 = Dropped("uninitialized");
   AccumulatorGraph g;
   // Uninitialised: the chief has not set the step yet, so nothing counts.
   ASSERT_TRUE(g.Apply(g.apply0, 0, {100, 100}).ok());
@@ -77,6 +85,10 @@ TEST(Accumulator, AveragesCurrentGradientsAndDropsStaleOnes) {
   ASSERT_TRUE(took.ok()) << took.status();
   EXPECT_TENSOR_EQ(Tensor::FromVector<float>({2, 4}), (*took)[0]);
   EXPECT_EQ((*took)[1].scalar<int64_t>(), 3);  // uninitialised, stale, duplicate
+  // The same drops, by reason, in the task's metrics (its status page's /metrics).
+  EXPECT_EQ(Dropped("stale") - stale0, 1);
+  EXPECT_EQ(Dropped("duplicate") - dup0, 1);
+  EXPECT_EQ(Dropped("uninitialized") - uninit0, 1);
 
   // The take advanced the accumulator to step 6: step-5 gradients are late now.
   ASSERT_TRUE(g.Apply(g.apply1, 5, {9, 9}).ok());

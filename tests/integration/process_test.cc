@@ -495,12 +495,23 @@ bool AllGone(const std::vector<pid_t>& pids, int seconds) {
 
 TEST(Launch, OneCommandRunsTheBooksProgramOnOnePsAndThreeWorkers) {
   const std::string logdir = NewLogdir("launch");
-  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--workers", "3", "--", MNIST_DISTRIBUTED_BIN,
-                       "--model=softmax", "--train_steps=500", "--learning_rate=0.003", "--print_every=100",
-                       "--logdir=" + logdir, "--wait_for_workers_secs=30"});
+  const int status_base = FreePort();
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--workers", "3", "--status_base_port",
+                       std::to_string(status_base), "--", MNIST_DISTRIBUTED_BIN, "--model=softmax",
+                       "--train_steps=500", "--learning_rate=0.003", "--print_every=100", "--logdir=" + logdir,
+                       "--wait_for_workers_secs=30"});
   EXPECT_EQ(Wait(launch, 240), 0) << Output(launch);
   const std::string out = Output(launch);
   EXPECT_NE(out.find("cluster up: all 4 tasks serving"), std::string::npos) << out;
+  // Each task got its status port, ps first, and the launcher lists the pages.
+  EXPECT_NE(out.find(absl::StrCat("[launch] status pages: ps:0 http://127.0.0.1:", status_base,
+                                  "/status, worker:0 http://127.0.0.1:", status_base + 1, "/status")),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(absl::StrCat("Status page of /job:worker/replica:0/task:2 on http://127.0.0.1:",
+                                  status_base + 3, "/status")),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("[worker:0] Test-Accuracy"), std::string::npos) << out;
   EXPECT_NE(out.find("[worker:2] Worker : 2, Step:"), std::string::npos) << out;
   EXPECT_NE(out.find("[ps:0] "), std::string::npos) << out;
@@ -674,6 +685,80 @@ TEST(Terminal, TheProgressLineIsRedrawnInPlaceUnderTmux) {
   EXPECT_NE(screen.find("Test-Accuracy"), std::string::npos) << screen;
   std::remove(done.c_str());
   for (Proc& p : c.procs_) EXPECT_EQ(Wait(p, 30), 0) << Output(p);
+}
+
+}  // namespace
+}  // namespace distflow
+
+namespace distflow {
+namespace {
+
+// Tasks that place themselves: no --job_name/--task_index, only the cluster,
+// --job_layout and the rank a process manager (srun, mpirun) gives them.
+class RankDerivation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A run inside a SLURM or MPI job must not leak its own rank into the tasks.
+    for (const char* var : {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "DISTFLOW_CONFIG"}) unsetenv(var);
+  }
+
+  // Trains 1 ps + 1 worker of the book's program, each told only its rank in `rank_var`.
+  void TrainPlacedBy(const std::string& rank_var) {
+    const std::string spec = absl::StrCat("ps|127.0.0.1:", FreePort(), ",worker|127.0.0.1:", FreePort());
+    auto args = [&] {
+      return std::vector<std::string>{MNIST_DISTRIBUTED_BIN, "--cluster_spec=" + spec, "--job_layout=ps:1,worker:1",
+                                      "--model=softmax", "--train_steps=30", "--learning_rate=0.003",
+                                      "--print_every=1000", "--wait_for_workers_secs=20", "--progress=false"};
+    };
+    Proc ps = Spawn(args(), {rank_var + "=0"});
+    Proc chief = Spawn(args(), {rank_var + "=1"});
+    EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
+    EXPECT_EQ(Wait(ps, 30), 0) << Output(ps);
+    const std::string out = Output(chief);
+    EXPECT_NE(out.find(absl::StrCat("This is /job:worker/task:0 (placed by --job_layout=ps:1,worker:1 with ", rank_var,
+                                    "=1)")),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("Worker 0 (chief): model is ready"), std::string::npos) << out;
+    EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
+    EXPECT_NE(out.find("All 1 workers are done"), std::string::npos) << out;
+    EXPECT_NE(Output(ps).find("ps 0 serving on 127.0.0.1:"), std::string::npos) << Output(ps);
+  }
+};
+
+TEST_F(RankDerivation, SlurmProcidPlacesTheBooksTasks) { TrainPlacedBy("SLURM_PROCID"); }
+
+TEST_F(RankDerivation, OpenMpiRankPlacesTheBooksTasks) { TrainPlacedBy("OMPI_COMM_WORLD_RANK"); }
+
+TEST_F(RankDerivation, BadLayoutsExitTwoNamingTheProblem) {
+  const std::string spec = "--cluster_spec=ps|127.0.0.1:2222,worker|127.0.0.1:2223";
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> env;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{spec, "--job_layout=ps:1,worker:2"}, {"SLURM_PROCID=0"},
+       "--job_layout=ps:1,worker:2 has 2 worker tasks but --cluster_spec has 1; make them agree"},
+      {{spec, "--job_layout=ps:1,worker:1"}, {"SLURM_PROCID=2"},
+       "SLURM_PROCID=2 is beyond --job_layout=ps:1,worker:1, which places ranks 0..1"},
+      {{spec, "--job_layout=ps:1,worker"}, {"SLURM_PROCID=0"}, "entry 'worker' is not JOB:COUNT"},
+      {{spec, "--job_layout=ps:1,worker:1"}, {}, "none of SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK is set"},
+      {{spec, "--job_layout=ps:1,worker:1", "--job_name=ps"}, {"PMI_RANK=1"},
+       "--job_name and --job_layout=ps:1,worker:1 with PMI_RANK=1 disagree on the job (ps vs worker)"},
+  };
+  for (const Case& k : cases) {
+    // The book's program and distflow-server resolve their task alike.
+    std::vector<std::string> mnist = {MNIST_DISTRIBUTED_BIN};
+    mnist.insert(mnist.end(), k.args.begin(), k.args.end());
+    Proc book = Spawn(mnist, k.env);
+    EXPECT_EQ(Wait(book, 30), 2) << k.expect << "\n" << Output(book);
+    EXPECT_NE(Output(book).find(k.expect), std::string::npos) << k.expect << "\n" << Output(book);
+    Cluster c;
+    Proc& server = c.Start(k.args, k.env);
+    EXPECT_EQ(Wait(server, 30), 2) << k.expect << "\n" << Output(server);
+    EXPECT_NE(Output(server).find(k.expect), std::string::npos) << k.expect << "\n" << Output(server);
+  }
 }
 
 }  // namespace

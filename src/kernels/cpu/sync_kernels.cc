@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "base/logging.h"
+#include "base/metrics.h"
 #include "base/timer.h"
 #include "graph/attr_value.h"
 #include "kernels/kernel_registry.h"
@@ -188,6 +189,13 @@ class Accumulator : public WaitableResource {
       absl::MutexLock lock(&mu_);
       if (!initialized_ || local_step < step_ || contributed_.count(replica) > 0) {
         ++dropped_;
+        const char* why = !initialized_ ? "uninitialized" : local_step < step_ ? "stale" : "duplicate";
+        Metrics::Global()
+            ->GetCounter("distflow_sync_dropped_gradients_total",
+                         "Gradients a sync accumulator on this task dropped: computed at an older step "
+                         "(stale), a second one from a replica (duplicate), or before initialisation",
+                         {{"reason", why}})
+            ->Increment();
         return absl::OkStatus();
       }
       if (count_ == 0) {
@@ -254,6 +262,11 @@ class Accumulator : public WaitableResource {
       absl::MutexLock lock(&mu_);
       if (!initialized_ || step != step_) {
         dropped_ += count_;
+        if (count_ > 0) {
+          Metrics::Global()
+              ->GetCounter("distflow_sync_dropped_gradients_total", "", {{"reason", "step_moved"}})
+              ->Increment(static_cast<double>(count_));
+        }
         count_ = 0;
         sum_ = Tensor();
         contributed_.clear();
