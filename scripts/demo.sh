@@ -7,7 +7,9 @@
 # checkpoints by the chief. Every line is prefixed with its task. When the
 # global step reaches 5000 (STEPS=... changes it; SYNC=1 trains
 # synchronously) the chief prints the test accuracy and shuts the cluster
-# down; the launcher exits once every process has.
+# down; the launcher exits once every process has. While it trains, each
+# task serves a status page (STATUS_PORT=8000: the ps on 8000, worker k on
+# 8001+k; the chief's draws loss and accuracy; STATUS_PORT=0 turns them off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +26,7 @@ EXTRA=()
 if [ "${SYNC:-0}" = 1 ]; then EXTRA=(--sync_replicas); fi
 echo "checkpoints in $LOGS/train_logs"
 # One intra-op thread per process: four processes share two cores.
-./build/tools/distflow-launch --ps 1 --workers 3 -- \
+./build/tools/distflow-launch --ps 1 --workers 3 --status_base_port "${STATUS_PORT:-8000}" -- \
   ./build/examples/mnist_distributed --train_steps="$STEPS" --logdir="$LOGS/train_logs" \
   --intra_op_threads=1 --print_every=500 "${EXTRA[@]}"
 echo "every process exited by itself"
