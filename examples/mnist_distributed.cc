@@ -33,6 +33,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -151,6 +154,14 @@ absl::StatusOr<df::TaskConfig> ResolveTask() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help lists the flags of this file (absl matches files to the binary's
+  // name, which has a dash where the file has an underscore).
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view file) { return absl::StrContains(file, "mnist_distributed"); };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(
+      "the book's distributed example on Fashion-MNIST; run once per task: --job_name=ps|worker --task_index=N");
   absl::ParseCommandLine(argc, argv);
   auto ps_or_worker = [](const std::string& from, const std::string& job) {
     return Usage(absl::StrCat(from, " is '", job, "'; use ps or worker"));

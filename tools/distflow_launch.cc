@@ -51,7 +51,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -556,6 +558,12 @@ int Emit(const std::vector<std::string>& program) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help lists the flags of this file (absl matches files to the binary's
+  // name, which has a dash where the file has an underscore).
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view file) { return absl::StrContains(file, "distflow_launch"); };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "starts a cluster on this machine: distflow-launch --ps N --workers M [--base_port P] [--host H] -- PROGRAM "
       "[ARGS...], or distflow-launch --cluster_spec=SPEC -- PROGRAM [ARGS...], or distflow-launch --emit "

@@ -15,6 +15,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "distributed/server.h"
@@ -46,6 +48,12 @@ int Fail(int code, const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help lists the flags of this file (absl matches files to the binary's
+  // name, which has a dash where the file has an underscore).
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view file) { return absl::StrContains(file, "distflow_server"); };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage("Runs one task of a distflow cluster");
   absl::ParseCommandLine(argc, argv);
 

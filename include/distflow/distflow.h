@@ -12,6 +12,7 @@
 #include "client/ops.h"
 #include "client/scope.h"
 #include "client/session.h"
+#include "distflow/version.h"
 #include "graph/attr_value.h"
 #include "distributed/server.h"
 #include "runtime/local_session.h"

@@ -137,37 +137,33 @@ std::string PrometheusNumber(double v) {
   return absl::StrFormat("%.17g", v);
 }
 
-std::string PrometheusLabelValue(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 namespace {
 
-std::string HelpText(const std::string& s) {
+// The format escapes backslash and newline in help text, and double quotes
+// too in label values.
+std::string Escape(const std::string& s, bool quotes) {
   std::string out;
   for (char c : s) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
       out += "\\n";
+    } else if (c == '"' && quotes) {
+      out += "\\\"";
     } else {
       out += c;
     }
   }
   return out;
 }
+
+std::string HelpText(const std::string& s) { return Escape(s, false); }
+
+}  // namespace
+
+std::string PrometheusLabelValue(const std::string& s) { return Escape(s, true); }
+
+namespace {
 
 std::string LabelSet(const MetricLabels& labels, const std::pair<std::string, std::string>* extra = nullptr) {
   if (labels.empty() && extra == nullptr) return "";

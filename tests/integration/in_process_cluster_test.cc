@@ -49,40 +49,43 @@ class ClusterTest : public ::testing::TestWithParam<bool> {
 INSTANTIATE_TEST_SUITE_P(ClientPath, ClusterTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "InProcessMaster" : "OverGrpc"; });
 
+// y = x * weights_1 * weights_2: the weights on ps 0 and ps 1, the
+// products ("layer1", "layer2") on worker 1.
+struct TwoLayers {
+  explicit TwoLayers(const Scope& root) {
+    auto ps0 = root.WithDevice("/job:ps/task:0");
+    auto ps1 = root.WithDevice("/job:ps/task:1");
+    auto worker = root.WithDevice("/job:worker/task:1");
+    auto w1 = ops::MakeVariable(ps0.WithOpName("weights_1"), ops::Const(ps0, {1, 2, 3, 4}, TensorShape({2, 2})));
+    auto w2 = ops::MakeVariable(ps1.WithOpName("weights_2"), ops::Const(ps1, {1, 0, 0, 1}, TensorShape({2, 2})));
+    x = ops::Placeholder(worker.WithOpName("x"), DT_FLOAT, PartialShape({-1, 2}));
+    y = ops::MatMul(worker.WithOpName("layer2"), ops::MatMul(worker.WithOpName("layer1"), x, w1), w2);
+    init = ops::GlobalVariablesInitializer(root);
+  }
+  Output x, y;
+  Operation init;
+};
+
 TEST_P(ClusterTest, CrossTaskEdgesComputeOnWorkerWithVariablesOnPs) {
   Scope root = Scope::NewRootScope();
-  auto ps0 = root.WithDevice("/job:ps/task:0");
-  auto ps1 = root.WithDevice("/job:ps/task:1");
-  auto worker = root.WithDevice("/job:worker/task:1");
-  auto w1 = ops::MakeVariable(ps0.WithOpName("weights_1"), ops::Const(ps0, {1, 2, 3, 4}, TensorShape({2, 2})));
-  auto w2 = ops::MakeVariable(ps1.WithOpName("weights_2"), ops::Const(ps1, {1, 0, 0, 1}, TensorShape({2, 2})));
-  auto x = ops::Placeholder(worker.WithOpName("x"), DT_FLOAT, PartialShape({-1, 2}));
-  auto y = ops::MatMul(worker, ops::MatMul(worker, x, w1), w2);
-  auto init = ops::GlobalVariablesInitializer(root);
+  TwoLayers m(root);
   Session sess(Target("worker", 0), Options());
-  { auto r_ = sess.Run({}, {}, {init}); ASSERT_TRUE(r_.ok()) << r_.status(); }
-  auto out = sess.Run({{x, Tensor::FromVector<float>({1, 1}, TensorShape({1, 2}))}}, {y});
+  { auto r_ = sess.Run({}, {}, {m.init}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  auto out = sess.Run({{m.x, Tensor::FromVector<float>({1, 1}, TensorShape({1, 2}))}}, {m.y});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TENSOR_EQ(Tensor::FromVector<float>({4, 6}, TensorShape({1, 2})), (*out)[0]);
 }
 
 TEST_P(ClusterTest, ATracedStepReportsEveryTasksNodesWithMatchingTransfers) {
   Scope root = Scope::NewRootScope();
-  auto ps0 = root.WithDevice("/job:ps/task:0");
-  auto ps1 = root.WithDevice("/job:ps/task:1");
-  auto worker = root.WithDevice("/job:worker/task:1");
-  auto w1 = ops::MakeVariable(ps0.WithOpName("weights_1"), ops::Const(ps0, {1, 2, 3, 4}, TensorShape({2, 2})));
-  auto w2 = ops::MakeVariable(ps1.WithOpName("weights_2"), ops::Const(ps1, {1, 0, 0, 1}, TensorShape({2, 2})));
-  auto x = ops::Placeholder(worker.WithOpName("x"), DT_FLOAT, PartialShape({-1, 2}));
-  auto y = ops::MatMul(worker.WithOpName("layer2"), ops::MatMul(worker.WithOpName("layer1"), x, w1), w2);
-  auto init = ops::GlobalVariablesInitializer(root);
+  TwoLayers m(root);
   Session sess(Target("worker", 0), Options());
-  { auto r_ = sess.Run({}, {}, {init}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  { auto r_ = sess.Run({}, {}, {m.init}); ASSERT_TRUE(r_.ok()) << r_.status(); }
   StepStats trace;
   RunOptions ro;
   ro.trace = &trace;
   const int64_t before = absl::ToUnixMicros(absl::Now());
-  auto out = sess.Run({{x, Tensor::FromVector<float>({1, 1}, TensorShape({1, 2}))}}, {y}, {}, ro);
+  auto out = sess.Run({{m.x, Tensor::FromVector<float>({1, 1}, TensorShape({1, 2}))}}, {m.y}, {}, ro);
   const int64_t after = absl::ToUnixMicros(absl::Now());
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TENSOR_EQ(Tensor::FromVector<float>({4, 6}, TensorShape({1, 2})), (*out)[0]);

@@ -27,14 +27,7 @@ import time
 import urllib.request
 import zlib
 
-FAILURES = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
+from checks import FAILURES, check, finish
 
 
 def free_port():
@@ -416,11 +409,7 @@ def main():
                 f.flush()
                 print("---- %s log (tail) ----" % name)
                 print(open(os.path.join(work, name + ".log")).read()[-3000:])
-    if FAILURES:
-        print("%d check(s) failed" % len(FAILURES))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

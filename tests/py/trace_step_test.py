@@ -14,14 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-FAILURES = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
+from checks import FAILURES, check, finish
 
 
 def check_trace(path, worker):
@@ -82,10 +75,7 @@ def main():
         print("%s: %d events" % (path, n), flush=True)
     if FAILURES:
         print(out[-5000:])
-        print("%d check(s) failed" % len(FAILURES))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,97 @@
+# What `cmake --install` and `cpack -G DEB` ship: libdistflow.so (SONAME
+# libdistflow.so.MAJOR) and libdistflow.a made of every layer library, the
+# headers under include/distflow/, distflow-server and distflow-launch, a CMake
+# package (find_package(distflow CONFIG)) and distflow.pc for pkg-config.
+include(GNUInstallDirs)
+
+# The layers, in link order (each links only those after it).
+set(DISTFLOW_LAYERS distflow_data distflow_train distflow_client distflow_distributed distflow_cluster
+    distflow_runtime distflow_kernels distflow_graph distflow_tensor distflow_base distflow_rpc_proto
+    distflow_proto)
+
+# The shared library: every layer's objects; their own dependencies
+# (gRPC, protobuf, abseil, oneDNN, ISA-L, cpp-httplib) as DT_NEEDED.
+add_library(distflow SHARED)
+foreach(layer ${DISTFLOW_LAYERS})
+  target_sources(distflow PRIVATE $<TARGET_OBJECTS:${layer}>)
+endforeach()
+# Linking the layers too brings in their external libraries; their objects
+# are already in, so nothing is taken from these archives twice.
+target_link_libraries(distflow PRIVATE ${DISTFLOW_LAYERS})
+target_include_directories(distflow PUBLIC
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src> $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+  $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/proto>)
+target_link_libraries(distflow INTERFACE absl::status absl::statusor absl::strings absl::synchronization absl::time
+                      absl::flat_hash_map absl::str_format protobuf::libprotobuf gRPC::grpc++ Threads::Threads)
+# Only distflow's own symbols are exported; what the layers link in stays private.
+target_link_options(distflow PRIVATE "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/install/distflow.map"
+                    -Wl,--no-undefined)
+set_target_properties(distflow PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+                      LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/install/distflow.map)
+
+# The static library: the layer archives merged into one.
+set(DISTFLOW_STATIC ${PROJECT_BINARY_DIR}/libdistflow.a)
+set(mri "create ${DISTFLOW_STATIC}\n")
+foreach(layer ${DISTFLOW_LAYERS})
+  string(APPEND mri "addlib $<TARGET_FILE:${layer}>\n")
+endforeach()
+string(APPEND mri "save\nend\n")
+file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/libdistflow.mri CONTENT "${mri}")
+set(layer_files)
+foreach(layer ${DISTFLOW_LAYERS})
+  list(APPEND layer_files $<TARGET_FILE:${layer}>)
+endforeach()
+add_custom_command(OUTPUT ${DISTFLOW_STATIC}
+  COMMAND ${CMAKE_COMMAND} -E rm -f ${DISTFLOW_STATIC}
+  COMMAND ${CMAKE_AR} -M < ${PROJECT_BINARY_DIR}/libdistflow.mri
+  DEPENDS ${DISTFLOW_LAYERS} ${layer_files} ${PROJECT_BINARY_DIR}/libdistflow.mri
+  COMMENT "Merging the layer libraries into libdistflow.a")
+add_custom_target(distflow_static ALL DEPENDS ${DISTFLOW_STATIC})
+
+install(TARGETS distflow LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES ${DISTFLOW_STATIC} DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS distflow-server distflow-launch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+set_target_properties(distflow-server distflow-launch PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+
+# Headers: include/distflow/*.h, and the layers' headers beside them (the
+# API headers include them as "client/scope.h", ...). Test helpers and the
+# CPU kernels' internals (Eigen, oneDNN) stay out.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/distflow/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/distflow
+        FILES_MATCHING PATTERN "*.h")
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/distflow
+        FILES_MATCHING PATTERN "*.h"
+        PATTERN "cpu" EXCLUDE PATTERN "*test*" EXCLUDE PATTERN "gradient_checker.h" EXCLUDE
+        PATTERN "tensor_eigen.h" EXCLUDE)
+install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/proto/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/distflow/proto
+        FILES_MATCHING PATTERN "*.pb.h")
+
+# find_package(distflow CONFIG) and pkg-config.
+include(CMakePackageConfigHelpers)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/install/distflowConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/distflowConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/distflow
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/distflowConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/distflowConfig.cmake ${PROJECT_BINARY_DIR}/distflowConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/distflow)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/install/distflow.pc.in ${PROJECT_BINARY_DIR}/distflow.pc.in @ONLY)
+# The prefix is known only at install time (cmake --install --prefix).
+install(CODE "
+  file(READ \"${PROJECT_BINARY_DIR}/distflow.pc.in\" pc)
+  string(REPLACE \"%PREFIX%\" \"\${CMAKE_INSTALL_PREFIX}\" pc \"\${pc}\")
+  file(WRITE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig/distflow.pc\" \"\${pc}\")
+  message(STATUS \"Installing: \$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig/distflow.pc\")")
+
+# cpack -G DEB: distflow_<version>_amd64.deb, runtime dependencies from dpkg-shlibdeps.
+set(CPACK_PACKAGE_NAME distflow)
+set(CPACK_PACKAGE_VENDOR "distflow maintainers")
+set(CPACK_PACKAGE_CONTACT "distflow maintainers <maintainers@distflow.invalid>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "distributed training runtime: parameter servers, workers, gRPC")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})
+# Building against the headers needs the development packages of what they include.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libgrpc++-dev, libprotobuf-dev, libabsl-dev")
+include(CPack)

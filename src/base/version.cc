@@ -1,0 +1,7 @@
+#include "distflow/version.h"
+
+namespace distflow {
+
+const char* Version() { return DISTFLOW_VERSION; }
+
+}  // namespace distflow

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Installs the built tree into a temporary prefix and uses it as an outsider
+# would: builds tests/install/consumer against it with find_package (shared
+# and static) and with pkg-config, and runs each; checks the shared library's
+# SONAME and that it exports only distflow's symbols; builds the Debian
+# package with cpack, checks its name and dependencies, extracts it with
+# dpkg -x and runs the packaged distflow-server against the packaged library.
+#   install_test.sh BUILD_DIR SOURCE_DIR VERSION
+set -euo pipefail
+BUILD=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+VERSION=$3
+MAJOR=${VERSION%%.*}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "== $*"; }
+
+step "cmake --install into $tmp/prefix"
+cmake --install "$BUILD" --prefix "$tmp/prefix" > "$tmp/install.log"
+P=$tmp/prefix
+LIBDIR=
+for d in "$P/lib" "$P"/lib/*-linux-gnu; do
+  if [ -e "$d/libdistflow.so" ]; then LIBDIR=$d; fi
+done
+[ -n "$LIBDIR" ] || fail "no libdistflow.so installed: $(cat "$tmp/install.log")"
+for f in "$P/bin/distflow-server" "$P/bin/distflow-launch" "$LIBDIR/libdistflow.so.$VERSION" "$LIBDIR/libdistflow.a" \
+         "$LIBDIR/cmake/distflow/distflowConfig.cmake" "$LIBDIR/pkgconfig/distflow.pc" \
+         "$P/include/distflow/distflow.h" "$P/include/distflow/client/scope.h" "$P/include/distflow/proto/graph.pb.h"; do
+  [ -e "$f" ] || fail "not installed: $f"
+done
+[ "$(readlink "$LIBDIR/libdistflow.so")" = "libdistflow.so.$MAJOR" ] || fail "libdistflow.so does not point at the SONAME"
+[ ! -e "$P/include/distflow/kernels/cpu" ] || fail "kernel internals were installed"
+! find "$P/include" -name '*test*' | grep -q . || fail "test helpers were installed: $(find "$P/include" -name '*test*')"
+
+step "SONAME and exported symbols"
+soname=$(readelf -d "$LIBDIR/libdistflow.so.$VERSION" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+[ "$soname" = "libdistflow.so.$MAJOR" ] || fail "SONAME is '$soname'"
+# Every defined dynamic symbol is distflow's (or a generated descriptor
+# table / health-check message distflow's headers and tools name).
+foreign=$(nm -D --defined-only "$LIBDIR/libdistflow.so.$VERSION" | awk '{print $3}' |
+          grep -v -E '^(_ZN|_ZNK|_ZNO|_ZNR|_ZNKO|_ZNKR|_ZTVN|_ZTIN|_ZTSN|_ZTTN|_ZGVN|_ZZN|_ZZNK|_ZTh[^N]*N|_ZTv[^N]*N)(8distflow|4grpc6health2v1)|^descriptor_table_proto_|^_init$|^_fini$' || true)
+[ -z "$foreign" ] || fail "libdistflow.so exports symbols that are not distflow's: $(echo "$foreign" | head -5)"
+exported=$(nm -D --defined-only "$LIBDIR/libdistflow.so.$VERSION" | wc -l)
+[ "$exported" -gt 500 ] || fail "only $exported symbols exported"
+
+step "find_package(distflow CONFIG): shared and static"
+cmake -S "$SRC/tests/install/consumer" -B "$tmp/cb" -G Ninja -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release \
+  > "$tmp/consumer-configure.log" || { cat "$tmp/consumer-configure.log"; fail "configuring the consumer"; }
+cmake --build "$tmp/cb" > "$tmp/consumer-build.log" 2>&1 || { tail -50 "$tmp/consumer-build.log"; fail "building the consumer"; }
+out=$("$tmp/cb/consumer") || fail "consumer (shared) failed: $out"
+echo "$out" | grep -q "^distflow $VERSION$" || fail "consumer reports another version: $out"
+echo "$out" | grep -q "consumer: ok" || fail "consumer: $out"
+ldd "$tmp/cb/consumer" | grep -q "libdistflow.so.$MAJOR => $LIBDIR/" || fail "the consumer does not use the installed library: $(ldd "$tmp/cb/consumer")"
+out=$("$tmp/cb/consumer_static") || fail "consumer (static) failed: $out"
+echo "$out" | grep -q "consumer: ok" || fail "consumer_static: $out"
+! ldd "$tmp/cb/consumer_static" | grep -q libdistflow || fail "the static consumer loads libdistflow.so"
+
+step "pkg-config"
+export PKG_CONFIG_PATH="$LIBDIR/pkgconfig"
+[ "$(pkg-config --modversion distflow)" = "$VERSION" ] || fail "pkg-config version"
+# shellcheck disable=SC2046
+g++ -O1 "$SRC/tests/install/consumer/consumer.cc" -o "$tmp/pc_consumer" $(pkg-config --cflags --libs distflow) \
+  || fail "building with pkg-config"
+out=$(LD_LIBRARY_PATH="$LIBDIR" "$tmp/pc_consumer") || fail "pkg-config consumer failed: $out"
+echo "$out" | grep -q "consumer: ok" || fail "pkg-config consumer: $out"
+
+step "cpack -G DEB"
+(cd "$BUILD" && cpack -G DEB -B "$tmp/deb" > "$tmp/cpack.log" 2>&1) || { tail -30 "$tmp/cpack.log"; fail "cpack"; }
+deb="$tmp/deb/distflow_${VERSION}_amd64.deb"
+[ -f "$deb" ] || fail "no $deb: $(ls "$tmp/deb")"
+depends=$(dpkg-deb -f "$deb" Depends)
+echo "Depends: $depends"
+for d in libc6 libstdc++6 libgrpc++ libprotobuf libabsl libdnnl libisal libcpp-httplib; do
+  echo "$depends" | grep -q "$d" || fail "the package does not depend on $d"
+done
+[ "$(dpkg-deb -f "$deb" Package)" = distflow ] || fail "package name"
+[ "$(dpkg-deb -f "$deb" Architecture)" = amd64 ] || fail "architecture"
+dpkg -x "$deb" "$tmp/root"
+server="$tmp/root/usr/bin/distflow-server"
+[ -x "$server" ] || fail "no distflow-server in the package: $(dpkg -c "$deb" | head -20)"
+resolved=$(ldd "$server" | awk -v so="libdistflow.so.$MAJOR" '$1 == so {print $3}')
+[ -n "$resolved" ] && [ "$(readlink -f "$resolved")" = "$(readlink -f "$tmp/root/usr/lib/libdistflow.so.$MAJOR")" ] ||
+  fail "the packaged server does not load the packaged library: $(ldd "$server" | grep distflow)"
+help=$("$server" --help 2>&1 || true)
+for flag in --cluster_spec --job_name --task_index --status_port; do
+  echo "$help" | grep -q -- "$flag" || fail "packaged distflow-server --help does not list $flag: $help"
+done
+lhelp=$("$tmp/root/usr/bin/distflow-launch" --help 2>&1 || true)
+echo "$lhelp" | grep -q -- "--workers" || fail "packaged distflow-launch --help: $lhelp"
+code=0
+"$server" --job_name=nope > "$tmp/bad.log" 2>&1 || code=$?
+[ "$code" = 2 ] || fail "packaged distflow-server with bad flags exited $code: $(cat "$tmp/bad.log")"
+echo "all checks passed"
