@@ -43,6 +43,7 @@
 #include "absl/time/clock.h"
 #include "data/mnist.h"
 #include "distflow/distflow.h"
+#include "distributed/auth.h"
 #include "distributed/task_config.h"
 #include "train/layers.h"
 #include "train/optimizer.h"
@@ -80,6 +81,8 @@ ABSL_FLAG(int, replicas_to_aggregate, 0,
 ABSL_FLAG(int, sync_step_timeout_secs, 120, "with --sync_replicas: how long a worker waits for its step to be applied");
 ABSL_FLAG(bool, progress, true,
           "the chief shows a progress line: redrawn in place on a terminal, every 10 s otherwise");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file holding the cluster's secret token (else DISTFLOW_AUTH_TOKEN); every task and client needs the same");
 ABSL_FLAG(int, status_port, -1,
           "serve this task's status page (/status) and Prometheus metrics (/metrics) over HTTP on this port: "
           "0 = any free one, -1 = off; the chief's page draws loss and accuracy");
@@ -168,6 +171,9 @@ int main(int argc, char** argv) {
   };
   if (const std::string flag = absl::GetFlag(FLAGS_job_name); !flag.empty() && flag != "ps" && flag != "worker") {
     return ps_or_worker("--job_name", flag);
+  }
+  if (absl::Status st = df::SetUpClusterToken(absl::GetFlag(FLAGS_auth_token_file)); !st.ok()) {
+    return Usage(std::string(st.message()));
   }
   absl::StatusOr<df::TaskConfig> config = ResolveTask();
   if (!config.ok()) return Usage(std::string(config.status().message()));

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "distributed/auth.h"
 #include "distributed/server.h"
 #include "distributed/task_config.h"
 
@@ -27,6 +28,8 @@ ABSL_FLAG(std::string, job_name, "", "this task's job");
 // Strings, so that a value that is not a number is our clear error (exit 2).
 ABSL_FLAG(std::string, task_index, "", "this task's index in its job");
 ABSL_FLAG(std::string, task_id, "", "alias of --task_index");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file holding the cluster's secret token (else DISTFLOW_AUTH_TOKEN); every task and client needs the same");
 ABSL_FLAG(int, bulk_port, 0,
           "port for bulk tensor transfer on this task's host: 0 = any free one, -1 = off "
           "(large tensors then travel inside gRPC messages)");
@@ -82,6 +85,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   distflow::ServerOptions options;
+  if (absl::Status st = distflow::SetUpClusterToken(absl::GetFlag(FLAGS_auth_token_file)); !st.ok()) {
+    return Fail(2, std::string(st.message()));
+  }
   options.bulk_port = absl::GetFlag(FLAGS_bulk_port);
   if (options.bulk_port < -1 || options.bulk_port > 65535) {
     return Fail(2, absl::StrCat("bad --bulk_port=", options.bulk_port, ": use a port, 0 for any, or -1 for none"));

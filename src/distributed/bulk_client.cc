@@ -14,6 +14,9 @@
 
 namespace distflow {
 
+using bulk_internal::kHelloAccepted;
+using bulk_internal::kHelloMagic;
+using bulk_internal::kHelloRefused;
 using bulk_internal::kMagic;
 using bulk_internal::kPutMagic;
 using bulk_internal::kVersion;
@@ -81,6 +84,22 @@ absl::StatusOr<int> BulkClient::Connect(const std::string& host, int port) {
   freeaddrinfo(res);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot connect: ", last_error));
   SetNoDelay(fd);
+  // The hello: our cluster token; the server answers whether it accepts it.
+  std::string hello(12, '\0');
+  PutU32(hello.data(), kHelloMagic);
+  PutU32(hello.data() + 4, kVersion);
+  PutU32(hello.data() + 8, static_cast<uint32_t>(auth_token_.size()));
+  hello += auth_token_;
+  char answer = kHelloRefused;
+  int err = WriteAll(fd, hello.data(), hello.size());
+  if (err == 0 && ReadAll(fd, &answer, 1, &err) != 1 && err == 0) err = ECONNRESET;
+  if (err != 0 || answer != kHelloAccepted) {
+    close(fd);
+    if (err != 0) return absl::UnavailableError(absl::StrCat("the bulk port closed during the hello: ", std::strerror(err)));
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the bulk port refused ", auth_token_.empty() ? "a connection without a cluster token" : "our cluster token",
+        ": give every task and client the same DISTFLOW_AUTH_TOKEN (or --auth_token_file)"));
+  }
   return fd;
 }
 
@@ -106,6 +125,9 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
   };
   bool pooled = false;
   absl::StatusOr<int> acquired = Acquire(peer, host, port, pooled_ok, &pooled);
+  if (absl::IsUnauthenticated(acquired.status())) {  // a refused token: no firewall advice
+    return absl::UnauthenticatedError(absl::StrCat("Bulk transfer from ", peer, ": ", acquired.status().message()));
+  }
   if (!acquired.ok()) return fail(absl::StatusCode::kUnavailable, std::string(acquired.status().message()));
   const int fd = *acquired;
   SetIdleTimeout(fd, idle_timeout);
@@ -218,6 +240,9 @@ absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, cons
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool pooled = false;
     absl::StatusOr<int> acquired = Acquire(peer, host, port, /*pooled_ok=*/attempt == 0, &pooled);
+    if (absl::IsUnauthenticated(acquired.status())) {
+      return absl::UnauthenticatedError(absl::StrCat("Bulk transfer to ", peer, ": ", acquired.status().message()));
+    }
     if (!acquired.ok()) return fail(absl::StatusCode::kUnavailable, std::string(acquired.status().message()));
     const int fd = *acquired;
     SetIdleTimeout(fd, idle_timeout);

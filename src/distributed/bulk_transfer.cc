@@ -14,12 +14,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "distributed/auth.h"
 #include "distributed/bulk_wire.h"
 #include "tensor/tensor_codec.h"
 
 namespace distflow {
 
+using bulk_internal::kHelloAccepted;
+using bulk_internal::kHelloMagic;
+using bulk_internal::kHelloRefused;
 using bulk_internal::kMagic;
+using bulk_internal::kMaxTokenBytes;
 using bulk_internal::kPutMagic;
 using bulk_internal::kVersion;
 using bulk_internal::kUnknownTicket;
@@ -135,7 +140,7 @@ struct BulkServer::Offers {
 };
 
 absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string& host, absl::Duration offer_ttl,
-                                                              int port) {
+                                                              int port, std::string auth_token) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -171,7 +176,7 @@ absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string&
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   int bound = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                          : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  return std::unique_ptr<BulkServer>(new BulkServer(fd, bound, offer_ttl));
+  return std::unique_ptr<BulkServer>(new BulkServer(fd, bound, offer_ttl, std::move(auth_token)));
 }
 
 namespace {
@@ -182,10 +187,11 @@ uint64_t HalfOfMemory() {
 }
 }  // namespace
 
-BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl)
+BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token)
     : listen_fd_(listen_fd),
       port_(port),
       ttl_(ttl),
+      auth_token_(std::move(auth_token)),
       max_held_put_bytes_(HalfOfMemory()),
       max_held_offer_bytes_(HalfOfMemory()),
       offers_(std::make_shared<Offers>()) {
@@ -329,8 +335,30 @@ void BulkServer::AcceptLoop() {
   }
 }
 
+bool BulkServer::Handshake(int fd) {
+  char hello[12];
+  int err = 0;
+  if (ReadAll(fd, hello, sizeof(hello), &err) != sizeof(hello)) return false;
+  const uint32_t len = GetU32(hello + 8);
+  if (GetU32(hello) != kHelloMagic || GetU32(hello + 4) != kVersion || len > kMaxTokenBytes) {
+    LOG(WARNING) << "Bulk transfer: a connection that does not speak distflow's bulk protocol was closed";
+    return false;
+  }
+  std::string token(len, '\0');
+  if (len > 0 && ReadAll(fd, token.data(), len, &err) != len) return false;
+  const bool ok = auth_token_.empty() || TokensEqual(token, auth_token_);
+  const char answer = ok ? kHelloAccepted : kHelloRefused;
+  (void)WriteAll(fd, &answer, 1);
+  if (!ok) {
+    LOG(WARNING) << "Bulk transfer: refused a connection " << (len == 0 ? "without" : "with the wrong")
+                 << " cluster token";
+  }
+  return ok;
+}
+
 void BulkServer::Serve(int fd) {
-  for (;;) {
+  // Nothing is read from a connection before its hello is accepted.
+  for (const bool greeted = Handshake(fd); greeted;) {
     char req[16];
     int err = 0;
     if (ReadAll(fd, req, sizeof(req), &err) != sizeof(req)) break;  // peer closed or shut down

@@ -76,10 +76,12 @@ class BulkServer {
   static constexpr absl::Duration kServerIdleTimeout = absl::Seconds(60);
 
   // Listens on `host` (as in the cluster spec: a name, an IPv4 or an IPv6
-  // address without brackets), on `port` (0: one the system picks).
+  // address without brackets), on `port` (0: one the system picks). With an
+  // `auth_token`, a connection whose hello does not carry it is refused
+  // before anything else is read (distributed/auth.h).
   static absl::StatusOr<std::unique_ptr<BulkServer>> Start(const std::string& host,
                                                            absl::Duration offer_ttl = absl::Seconds(120),
-                                                           int port = 0);
+                                                           int port = 0, std::string auth_token = "");
   ~BulkServer();  // closes the listener and every connection, joins their threads
   BulkServer(const BulkServer&) = delete;
   BulkServer& operator=(const BulkServer&) = delete;
@@ -118,13 +120,17 @@ class BulkServer {
 
  private:
   struct Offers;
-  BulkServer(int listen_fd, int port, absl::Duration ttl);
+  BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token);
+  // Reads the connection's hello; false (and the connection is to close)
+  // unless it carries the token.
+  bool Handshake(int fd);
   void AcceptLoop();
   void Serve(int fd);
 
   const int listen_fd_;
   const int port_;
   const absl::Duration ttl_;
+  const std::string auth_token_;
   const uint64_t max_held_put_bytes_;
   std::atomic<uint64_t> max_held_offer_bytes_;
   std::shared_ptr<Offers> offers_;
@@ -149,7 +155,9 @@ class BulkClient {
   // its end after kServerIdleTimeout; a peer that restarted on another port
   // would otherwise leave its old connections here for good).
   static constexpr absl::Duration kClientIdleTimeout = absl::Seconds(50);
-  explicit BulkClient(absl::Duration idle_close = kClientIdleTimeout) : idle_close_(idle_close) {}
+  // Every new connection opens with a hello carrying `auth_token` (may be empty).
+  explicit BulkClient(absl::Duration idle_close = kClientIdleTimeout, std::string auth_token = "")
+      : idle_close_(idle_close), auth_token_(std::move(auth_token)) {}
   ~BulkClient();  // closes pooled connections
   BulkClient(const BulkClient&) = delete;
   BulkClient& operator=(const BulkClient&) = delete;
@@ -184,6 +192,7 @@ class BulkClient {
     absl::Time since;
   };
   const absl::Duration idle_close_;
+  const std::string auth_token_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::vector<Idle>> idle_ ABSL_GUARDED_BY(mu_);  // "host:port" -> connections
 };

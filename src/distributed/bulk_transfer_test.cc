@@ -114,13 +114,20 @@ class FakePeer {
     thread_ = std::thread([=, this] {
       int c = accept(listen_, nullptr, nullptr);
       if (c < 0) return;
+      auto read_n = [c](char* p, size_t n) {
+        size_t got = 0;
+        while (got < n) {
+          ssize_t r = read(c, p + got, n - got);
+          if (r <= 0) break;
+          got += static_cast<size_t>(r);
+        }
+      };
+      char hello[12];  // magic, version, token length 0 (no token here)
+      read_n(hello, sizeof(hello));
+      const char accepted = 1;
+      (void)!write(c, &accepted, 1);
       char req[16];
-      size_t got = 0;
-      while (got < sizeof(req)) {
-        ssize_t r = read(c, req + got, sizeof(req) - got);
-        if (r <= 0) break;
-        got += static_cast<size_t>(r);
-      }
+      read_n(req, sizeof(req));
       char head[8];
       for (int i = 0; i < 8; ++i) head[i] = static_cast<char>((promise >> (8 * i)) & 0xff);
       (void)!write(c, head, sizeof(head));

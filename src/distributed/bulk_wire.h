@@ -19,7 +19,13 @@ namespace bulk_internal {
 
 constexpr uint32_t kMagic = 0x4B424644;     // "DFBK" little-endian: get
 constexpr uint32_t kPutMagic = 0x50424644;  // "DFBP": put
+constexpr uint32_t kHelloMagic = 0x48424644;  // "DFBH": first on every connection
 constexpr uint32_t kVersion = 1;
+// The hello: magic, version, token length, the token (distributed/auth.h);
+// the server answers one byte, kHelloAccepted or kHelloRefused (then closes).
+constexpr uint32_t kMaxTokenBytes = 4096;
+constexpr char kHelloAccepted = 1;
+constexpr char kHelloRefused = 0;
 constexpr uint64_t kUnknownTicket = ~uint64_t{0};
 
 inline void PutU32(char* p, uint32_t v) {

@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "distributed/auth.h"
 #include "distributed/local_master.h"
 #include "distributed/master.h"
 #include "distributed/step_stats_proto.h"
@@ -39,7 +40,7 @@ uint64_t RandomRequestId() {
 
 GrpcSession::GrpcSession(std::string address, SessionOptions options)
     : address_(std::move(address)), options_(std::move(options)) {
-  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), UnlimitedChannelArguments());
+  channel_ = NewAuthenticatedChannel(address_, UnlimitedChannelArguments(), ClusterToken());
   stub_ = proto::MasterService::NewStub(channel_);
 }
 
@@ -165,7 +166,7 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
       if (hp.ok()) {
         bulk_host_ = hp->first;
         bulk_port_ = resp.bulk_port();
-        bulk_ = std::make_unique<BulkClient>();
+        bulk_ = std::make_unique<BulkClient>(BulkClient::kClientIdleTimeout, ClusterToken());
       }
     }
     return absl::OkStatus();

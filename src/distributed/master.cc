@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/metrics.h"
+#include "distributed/auth.h"
 #include "distributed/master_session.h"
 
 namespace distflow {
@@ -20,14 +21,17 @@ class Master::Service : public proto::MasterService::CallbackService {
 
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx, const proto::CreateSessionRequest* req,
                                           proto::CreateSessionResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     return Offload(ctx, [this, req, resp] { return m_->CreateSession(*req, resp); });
   }
   grpc::ServerUnaryReactor* ExtendSession(grpc::CallbackServerContext* ctx, const proto::ExtendSessionRequest* req,
                                           proto::ExtendSessionResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     return Offload(ctx, [this, req] { return m_->ExtendSession(*req); });
   }
   grpc::ServerUnaryReactor* RunStep(grpc::CallbackServerContext* ctx, const proto::RunStepRequest* req,
                                     proto::RunStepResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     auto* r = ctx->DefaultReactor();
     m_->RunStepAsync(req, resp, [ctx, r](absl::Status s) {
       if (!s.ok()) ctx->AddTrailingMetadata(kStepStatusMetadataKey, "1");
@@ -37,15 +41,23 @@ class Master::Service : public proto::MasterService::CallbackService {
   }
   grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx, const proto::CloseSessionRequest* req,
                                          proto::CloseSessionResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     return Offload(ctx, [this, req] { return m_->CloseSession(req->session_handle()); });
   }
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* ctx, const proto::ListDevicesRequest*,
                                         proto::ListDevicesResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     return Offload(ctx, [this, resp] { return m_->ListDevices(resp); });
   }
   grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* ctx, const proto::ResetRequest* req,
                                   proto::ResetResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     return Offload(ctx, [this, req] { return m_->Reset(*req); });
+  }
+
+  // Calls without the cluster's token are refused (distributed/auth.h).
+  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx) {
+    return RefuseUnauthenticated(ctx, m_->auth_token_, m_->local_task_);
   }
 
  private:

@@ -68,6 +68,9 @@ class Master {
   // Takes large feeds from and serves large fetches to clients (null: never).
   // Set before the service starts.
   void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }
+  // Calls without this token are refused (distributed/auth.h); "" checks
+  // nothing. Set before the service starts.
+  void set_auth_token(std::string token) { auth_token_ = std::move(token); }
   BulkServer* bulk_server() const { return bulk_; }
 
  private:
@@ -79,6 +82,7 @@ class Master {
   WorkerCache* const workers_;
   Worker* const local_worker_;
   BulkServer* bulk_ = nullptr;
+  std::string auth_token_;
   absl::Notification closing_;  // CloseAll: sessions still waiting for the cluster give up
   std::unique_ptr<ThreadPool> pool_;  // runs blocking calls off gRPC's threads
   std::unique_ptr<Service> service_;

@@ -4,6 +4,7 @@
 #include "absl/time/clock.h"
 #include "base/env.h"
 #include "base/logging.h"
+#include "distributed/auth.h"
 #include "distributed/rpc_metrics.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
@@ -45,8 +46,16 @@ absl::Status Server::Start() {
   absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(*address);
   if (!hp.ok()) return hp.status();
   host_ = hp->first;
+  const std::string token = options_.auth_token.value_or(ClusterToken());
+  if (token.empty() && !IsLoopbackHost(host_)) {
+    LOG(WARNING) << "\n*** " << task_name_ << " listens on " << host_
+                 << " without a cluster token: anyone who can reach this port can read and overwrite every "
+                    "variable and shut the cluster down. Set DISTFLOW_AUTH_TOKEN (or --auth_token_file) on every "
+                    "task and client. ***";
+  }
   if (options_.bulk_transfer && options_.bulk_port >= 0 && BulkTransferEnabledByEnv()) {
-    absl::StatusOr<std::unique_ptr<BulkServer>> bulk = BulkServer::Start(host_, absl::Seconds(120), options_.bulk_port);
+    absl::StatusOr<std::unique_ptr<BulkServer>> bulk =
+        BulkServer::Start(host_, absl::Seconds(120), options_.bulk_port, token);
     if (bulk.ok()) {
       bulk_ = std::move(*bulk);
     } else if (options_.bulk_port != 0) {
@@ -57,12 +66,14 @@ absl::Status Server::Start() {
       LOG(WARNING) << bulk.status().message() << "; large tensors will travel inside gRPC messages";
     }
   }
-  workers_ = std::make_unique<WorkerCache>(cluster_);
+  workers_ = std::make_unique<WorkerCache>(cluster_, token);
   if (bulk_ != nullptr) workers_->EnableBulkTransfer();
   worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);
   worker_->set_bulk_server(bulk_.get());
+  worker_->set_auth_token(token);
   master_ = std::make_unique<Master>(task_name_, workers_.get(), worker_.get());
   master_->set_bulk_server(bulk_.get());
+  master_->set_auth_token(token);
   // Stop from a thread of our own (not the RPC's), joined by ~Server.
   worker_->SetShutdownHandler([this](const std::string&) {
     absl::MutexLock lock(&mu_);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -38,6 +39,10 @@ struct ServerOptions {
   // port that cannot be had turns only the page off, with a warning; the
   // task still serves.
   int status_port = -1;
+  // The cluster's secret (distributed/auth.h): every RPC and bulk connection
+  // must carry it, and this task's calls to its peers do. Unset: the
+  // process's token (DISTFLOW_AUTH_TOKEN or --auth_token_file); "": none.
+  std::optional<std::string> auth_token;
 };
 
 class Server {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "distributed/auth.h"
 #include "distributed/rpc_metrics.h"
 #include "distributed/step_stats_proto.h"
 #include "distributed/tensor_transfer.h"
@@ -25,6 +26,7 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx, const proto::GetStatusRequest*,
                                       proto::GetStatusResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     w_->GetStatus(resp);
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);
@@ -32,24 +34,28 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
   }
   grpc::ServerUnaryReactor* RegisterGraph(grpc::CallbackServerContext* ctx, const proto::RegisterGraphRequest* req,
                                           proto::RegisterGraphResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     auto* r = ctx->DefaultReactor();
     r->Finish(ToGrpcStatus(w_->RegisterGraph(*req, resp)));
     return r;
   }
   grpc::ServerUnaryReactor* DeregisterGraph(grpc::CallbackServerContext* ctx, const proto::DeregisterGraphRequest* req,
                                             proto::DeregisterGraphResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     auto* r = ctx->DefaultReactor();
     r->Finish(ToGrpcStatus(w_->DeregisterGraph(req->graph_handle())));
     return r;
   }
   grpc::ServerUnaryReactor* RunGraph(grpc::CallbackServerContext* ctx, const proto::RunGraphRequest* req,
                                      proto::RunGraphResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     auto* r = ctx->DefaultReactor();
     w_->RunGraphFromRpc(req, resp, [r](absl::Status s) { r->Finish(ToGrpcStatus(s)); });
     return r;
   }
   grpc::ServerUnaryReactor* CleanupGraph(grpc::CallbackServerContext* ctx, const proto::CleanupGraphRequest* req,
                                          proto::CleanupGraphResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     w_->CleanupGraph(*req);
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);
@@ -57,6 +63,7 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
   }
   grpc::ServerUnaryReactor* RecvTensor(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     auto* r = ctx->DefaultReactor();
     proto::RecvTensorRequest req;
     grpc::Status parsed = grpc::GenericDeserialize<grpc::ProtoBufferReader, proto::RecvTensorRequest>(
@@ -87,6 +94,7 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
   }
   grpc::ServerUnaryReactor* CleanupAll(grpc::CallbackServerContext* ctx, const proto::CleanupAllRequest* req,
                                        proto::CleanupAllResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     std::vector<std::string> containers(req->container().begin(), req->container().end());
     ResetContainers(w_->device(), containers);
     auto* r = ctx->DefaultReactor();
@@ -95,10 +103,16 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
   }
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx, const proto::ShutdownRequest* req,
                                      proto::ShutdownResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
     w_->HandleShutdown(req->reason());
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);
     return r;
+  }
+
+  // Calls without the cluster's token are refused (distributed/auth.h).
+  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx) {
+    return RefuseUnauthenticated(ctx, w_->auth_token_, w_->task_name_);
   }
 
  private:

@@ -76,6 +76,9 @@ class Worker {
   // Serves large tensors to peers that accept bulk transfer (null: never).
   // Set before the service starts.
   void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }
+  // Calls without this token are refused (distributed/auth.h); "" checks
+  // nothing. Set before the service starts.
+  void set_auth_token(std::string token) { auth_token_ = std::move(token); }
   BulkServer* bulk_server() const { return bulk_; }
   // Called when a Shutdown request arrives (the server decides what to do).
   void SetShutdownHandler(std::function<void(const std::string&)> fn);
@@ -92,6 +95,7 @@ class Worker {
 
   const std::string task_name_;
   const uint64_t incarnation_;
+  std::string auth_token_;
   WorkerOptions options_;
   WorkerCache* const peers_;
   std::unique_ptr<ThreadPool> compute_;  // decodes large RunGraph feeds off gRPC's threads

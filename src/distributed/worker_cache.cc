@@ -8,6 +8,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
+#include "distributed/auth.h"
 #include "distributed/device_name.h"
 #include "distributed/rpc_metrics.h"
 #include "distributed/tensor_transfer.h"
@@ -47,14 +48,17 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
-WorkerCache::WorkerCache(ClusterSpec cluster) : cluster_(std::move(cluster)) {}
+WorkerCache::WorkerCache(ClusterSpec cluster) : WorkerCache(std::move(cluster), ClusterToken()) {}
+
+WorkerCache::WorkerCache(ClusterSpec cluster, std::string auth_token)
+    : cluster_(std::move(cluster)), auth_token_(std::move(auth_token)) {}
 
 WorkerCache::~WorkerCache() {
   bulk_pool_.reset();  // finishes in-flight bulk reads before the client goes
 }
 
 void WorkerCache::EnableBulkTransfer() {
-  bulk_ = std::make_unique<BulkClient>();
+  bulk_ = std::make_unique<BulkClient>(BulkClient::kClientIdleTimeout, auth_token_);
   bulk_pool_ = std::make_unique<ThreadPool>("df_bulk", 4);
 }
 
@@ -95,7 +99,7 @@ absl::StatusOr<WorkerCache::Peer*> WorkerCache::GetPeer(const std::string& task_
   auto it = peers_.find(task_name);
   if (it != peers_.end()) return it->second.get();
   auto peer = std::make_unique<Peer>();
-  peer->channel = grpc::CreateCustomChannel(*addr, grpc::InsecureChannelCredentials(), UnlimitedChannelArguments());
+  peer->channel = NewAuthenticatedChannel(*addr, UnlimitedChannelArguments(), auth_token_);
   peer->stub = proto::WorkerService::NewStub(peer->channel);
   peer->generic = std::make_unique<grpc::GenericStub>(peer->channel);
   Peer* raw = peer.get();

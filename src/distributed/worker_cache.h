@@ -35,7 +35,9 @@ bool PassesFilters(const std::string& task, const std::vector<std::string>& filt
 
 class WorkerCache {
  public:
+  // Calls carry `auth_token` (distributed/auth.h); by default the process's.
   explicit WorkerCache(ClusterSpec cluster);
+  WorkerCache(ClusterSpec cluster, std::string auth_token);
   ~WorkerCache();
 
   // Lets large tensors arrive over the senders' bulk ports (bulk_transfer.h).
@@ -83,6 +85,7 @@ class WorkerCache {
 
   const ClusterSpec cluster_;
   std::unique_ptr<BulkClient> bulk_;       // set by EnableBulkTransfer, before any transfer
+  const std::string auth_token_;
   std::unique_ptr<ThreadPool> bulk_pool_;  // runs blocking bulk reads
   mutable absl::Mutex mu_;
   std::map<std::string, std::string> overrides_ ABSL_GUARDED_BY(mu_);

@@ -31,7 +31,8 @@ for f in "$P/bin/distflow-server" "$P/bin/distflow-launch" "$LIBDIR/libdistflow.
 done
 [ "$(readlink "$LIBDIR/libdistflow.so")" = "libdistflow.so.$MAJOR" ] || fail "libdistflow.so does not point at the SONAME"
 [ ! -e "$P/include/distflow/kernels/cpu" ] || fail "kernel internals were installed"
-! find "$P/include" -name '*test*' | grep -q . || fail "test helpers were installed: $(find "$P/include" -name '*test*')"
+found=$(find "$P/include" -name '*test*')
+[ -z "$found" ] || fail "test helpers were installed: $(find "$P/include" -name '*test*')"
 
 step "SONAME and exported symbols"
 soname=$(readelf -d "$LIBDIR/libdistflow.so.$VERSION" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
@@ -49,12 +50,16 @@ cmake -S "$SRC/tests/install/consumer" -B "$tmp/cb" -G Ninja -DCMAKE_PREFIX_PATH
   > "$tmp/consumer-configure.log" || { cat "$tmp/consumer-configure.log"; fail "configuring the consumer"; }
 cmake --build "$tmp/cb" > "$tmp/consumer-build.log" 2>&1 || { tail -50 "$tmp/consumer-build.log"; fail "building the consumer"; }
 out=$("$tmp/cb/consumer") || fail "consumer (shared) failed: $out"
-echo "$out" | grep -q "^distflow $VERSION$" || fail "consumer reports another version: $out"
-echo "$out" | grep -q "consumer: ok" || fail "consumer: $out"
-ldd "$tmp/cb/consumer" | grep -q "libdistflow.so.$MAJOR => $LIBDIR/" || fail "the consumer does not use the installed library: $(ldd "$tmp/cb/consumer")"
+grep -q "^distflow $VERSION$" <<< "$out" || fail "consumer reports another version: $out"
+grep -q "consumer: ok" <<< "$out" || fail "consumer: $out"
+# (Outputs are taken whole first: with pipefail, grep -q closing a pipe
+# early would fail the writer with SIGPIPE.)
+deps=$(ldd "$tmp/cb/consumer")
+grep -q "libdistflow.so.$MAJOR => $LIBDIR/" <<< "$deps" || fail "the consumer does not use the installed library: $deps"
 out=$("$tmp/cb/consumer_static") || fail "consumer (static) failed: $out"
-echo "$out" | grep -q "consumer: ok" || fail "consumer_static: $out"
-! ldd "$tmp/cb/consumer_static" | grep -q libdistflow || fail "the static consumer loads libdistflow.so"
+grep -q "consumer: ok" <<< "$out" || fail "consumer_static: $out"
+deps=$(ldd "$tmp/cb/consumer_static")
+! grep -q libdistflow <<< "$deps" || fail "the static consumer loads libdistflow.so"
 
 step "pkg-config"
 export PKG_CONFIG_PATH="$LIBDIR/pkgconfig"
@@ -63,7 +68,7 @@ export PKG_CONFIG_PATH="$LIBDIR/pkgconfig"
 g++ -O1 "$SRC/tests/install/consumer/consumer.cc" -o "$tmp/pc_consumer" $(pkg-config --cflags --libs distflow) \
   || fail "building with pkg-config"
 out=$(LD_LIBRARY_PATH="$LIBDIR" "$tmp/pc_consumer") || fail "pkg-config consumer failed: $out"
-echo "$out" | grep -q "consumer: ok" || fail "pkg-config consumer: $out"
+grep -q "consumer: ok" <<< "$out" || fail "pkg-config consumer: $out"
 
 step "cpack -G DEB"
 (cd "$BUILD" && cpack -G DEB -B "$tmp/deb" > "$tmp/cpack.log" 2>&1) || { tail -30 "$tmp/cpack.log"; fail "cpack"; }
@@ -72,7 +77,7 @@ deb="$tmp/deb/distflow_${VERSION}_amd64.deb"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
 for d in libc6 libstdc++6 libgrpc++ libprotobuf libabsl libdnnl libisal libcpp-httplib; do
-  echo "$depends" | grep -q "$d" || fail "the package does not depend on $d"
+  grep -q "$d" <<< "$depends" || fail "the package does not depend on $d"
 done
 [ "$(dpkg-deb -f "$deb" Package)" = distflow ] || fail "package name"
 [ "$(dpkg-deb -f "$deb" Architecture)" = amd64 ] || fail "architecture"
@@ -84,10 +89,10 @@ resolved=$(ldd "$server" | awk -v so="libdistflow.so.$MAJOR" '$1 == so {print $3
   fail "the packaged server does not load the packaged library: $(ldd "$server" | grep distflow)"
 help=$("$server" --help 2>&1 || true)
 for flag in --cluster_spec --job_name --task_index --status_port; do
-  echo "$help" | grep -q -- "$flag" || fail "packaged distflow-server --help does not list $flag: $help"
+  grep -q -- "$flag" <<< "$help" || fail "packaged distflow-server --help does not list $flag: $help"
 done
 lhelp=$("$tmp/root/usr/bin/distflow-launch" --help 2>&1 || true)
-echo "$lhelp" | grep -q -- "--workers" || fail "packaged distflow-launch --help: $lhelp"
+grep -q -- "--workers" <<< "$lhelp" || fail "packaged distflow-launch --help: $lhelp"
 code=0
 "$server" --job_name=nope > "$tmp/bad.log" 2>&1 || code=$?
 [ "$code" = 2 ] || fail "packaged distflow-server with bad flags exited $code: $(cat "$tmp/bad.log")"

@@ -761,5 +761,80 @@ TEST_F(RankDerivation, BadLayoutsExitTwoNamingTheProblem) {
   }
 }
 
+
+// ---- A cluster token keeps outsiders off a task's ports (distributed/auth.h).
+
+// Whether `p`'s output holds `text` within `seconds`.
+bool WaitForOutput(const Proc& p, const std::string& text, int seconds) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(seconds);
+  while (absl::Now() < deadline) {
+    if (Output(p).find(text) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
+TEST(Security, AServerWithATokenRefusesClientsWithoutIt) {
+  const int port = FreePort();
+  Cluster c;
+  c.procs_.reserve(2);
+  Proc& server = c.Start({absl::StrCat("--cluster_spec=local|localhost:", port), "--job_name=local", "--task_index=0"},
+                         {"DISTFLOW_AUTH_TOKEN=correct-horse"});
+  const std::string target = absl::StrCat("grpc://localhost:", port);
+  Proc none = Spawn({HELLO_BIN, target});
+  EXPECT_NE(Wait(none, 60), 0) << Output(none);
+  EXPECT_NE(Output(none).find("requires the cluster's token"), std::string::npos) << Output(none);
+  EXPECT_NE(Output(none).find("DISTFLOW_AUTH_TOKEN"), std::string::npos) << Output(none);
+  Proc wrong = Spawn({HELLO_BIN, target}, {"DISTFLOW_AUTH_TOKEN=battery-staple"});
+  EXPECT_NE(Wait(wrong, 60), 0) << Output(wrong);
+  EXPECT_NE(Output(wrong).find("is not the cluster's"), std::string::npos) << Output(wrong);
+  Proc member = Spawn({HELLO_BIN, target}, {"DISTFLOW_AUTH_TOKEN=correct-horse"});
+  EXPECT_EQ(Wait(member, 60), 0) << Output(member);
+  EXPECT_NE(Output(member).find("Hello, distributed TensorFlow!"), std::string::npos) << Output(member);
+  kill(server.pid, SIGTERM);
+  EXPECT_EQ(Wait(server, 20), 0) << Output(server);
+}
+
+TEST(Security, ALaunchedClusterTrainsWithATokenFile) {
+  const std::string dir = NewLogdir("token");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0) << dir;
+  const std::string token_file = dir + "/token";
+  { std::ofstream(token_file) << "s3cret-from-a-file\n"; }
+  // The ps (distflow-server) gets the token from the environment, the
+  // workers from the file: the same secret, two ways. The CNN's weights
+  // cross over the bulk ports, which check it too.
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--workers", "1", "--", MNIST_DISTRIBUTED_BIN,
+                       "--train_steps=30", "--progress=false", "--auth_token_file=" + token_file,
+                       "--wait_for_workers_secs=30"},
+                      {"DISTFLOW_AUTH_TOKEN=s3cret-from-a-file"});
+  EXPECT_EQ(Wait(launch, 240), 0) << Output(launch);
+  EXPECT_NE(Output(launch).find("Test-Accuracy"), std::string::npos) << Output(launch);
+}
+
+TEST(Security, BadTokensExitTwoAndAnOpenServerWarns) {
+  Proc missing = Spawn({DISTFLOW_SERVER_BIN, "--cluster_spec=local|localhost:2222", "--job_name=local",
+                        "--task_index=0", "--auth_token_file=/nonexistent/token"});
+  EXPECT_EQ(Wait(missing, 30), 2) << Output(missing);
+  EXPECT_NE(Output(missing).find("cannot read the token file '/nonexistent/token'"), std::string::npos)
+      << Output(missing);
+  Proc binary = Spawn({DISTFLOW_SERVER_BIN, "--cluster_spec=local|localhost:2222", "--job_name=local",
+                       "--task_index=0"},
+                      {"DISTFLOW_AUTH_TOKEN=tab\there"});
+  EXPECT_EQ(Wait(binary, 30), 2) << Output(binary);
+  EXPECT_NE(Output(binary).find("DISTFLOW_AUTH_TOKEN holds a byte that is not printable"), std::string::npos)
+      << Output(binary);
+
+  // Listening on every address without a token: a loud warning.
+  const int port = FreePort();
+  Cluster c;
+  c.procs_.reserve(1);
+  Proc& open = c.Start({absl::StrCat("--cluster_spec=local|0.0.0.0:", port), "--job_name=local", "--task_index=0"});
+  ASSERT_TRUE(WaitForOutput(open, "Started server", 30)) << Output(open);
+  EXPECT_NE(Output(open).find("without a cluster token: anyone who can reach this port"), std::string::npos)
+      << Output(open);
+  kill(open.pid, SIGTERM);
+  EXPECT_EQ(Wait(open, 20), 0) << Output(open);
+}
+
 }  // namespace
 }  // namespace distflow

@@ -1,0 +1,67 @@
+// Cluster authentication: a shared secret token.
+//
+// Every task and client of a cluster is given the same token
+// (DISTFLOW_AUTH_TOKEN, or a file named by --auth_token_file). Clients send it
+// with every RPC (metadata "x-distflow-token", added by a channel
+// interceptor) and first thing on every bulk-transfer connection; servers
+// compare it in constant time and refuse anything else: RPCs with
+// UNAUTHENTICATED and a message saying how to fix it, bulk connections by
+// closing them. Without a token nothing is checked (a server that listens on
+// a non-loopback address then warns). gRPC's health service stays open so
+// that probes need no secret.
+//
+// The token is not encryption: on an untrusted network, traffic can be read
+// and a token seen on the wire replayed (see the README's Security section).
+//
+// Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace distflow {
+
+inline constexpr char kAuthTokenMetadataKey[] = "x-distflow-token";
+inline constexpr char kAuthTokenEnv[] = "DISTFLOW_AUTH_TOKEN";
+
+// The process's token: what SetClusterToken set, else DISTFLOW_AUTH_TOKEN
+// (read once), else "" (none).
+std::string ClusterToken();
+void SetClusterToken(std::string token);
+// Reads the token from `path` (surrounding whitespace removed) and sets it.
+// InvalidArgument naming the file if it cannot be read, is empty or holds
+// what ValidateToken refuses.
+absl::Status LoadClusterTokenFile(const std::string& path);
+// A token is 1 to 4096 printable ASCII characters (it travels as gRPC
+// metadata). `source` names where it came from in the error.
+absl::Status ValidateToken(const std::string& token, const std::string& source);
+// For a program's start: loads `token_file` if given, then validates the
+// process's token (DISTFLOW_AUTH_TOKEN otherwise). OK when there is none.
+absl::Status SetUpClusterToken(const std::string& token_file);
+
+// A channel to `address` whose every call carries `token` (none if empty).
+std::shared_ptr<grpc::Channel> NewAuthenticatedChannel(const std::string& address, const grpc::ChannelArguments& args,
+                                                       const std::string& token);
+
+// OK if `expected` is empty or the call carries it; UNAUTHENTICATED saying
+// what is missing otherwise. `server` names the task in the message.
+grpc::Status CheckCallToken(const grpc::ServerContextBase& ctx, const std::string& expected,
+                            const std::string& server);
+
+// For a unary handler: null if the call may proceed, else the call's
+// reactor, already finished with CheckCallToken's refusal.
+grpc::ServerUnaryReactor* RefuseUnauthenticated(grpc::CallbackServerContext* ctx, const std::string& expected,
+                                                const std::string& server);
+
+// Constant-time comparison (the time depends only on the lengths).
+bool TokensEqual(const std::string& a, const std::string& b);
+
+// Whether `host` is a loopback name or address (localhost, 127.x, ::1).
+bool IsLoopbackHost(const std::string& host);
+
+}  // namespace distflow
