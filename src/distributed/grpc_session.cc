@@ -1,7 +1,5 @@
 #include "distributed/grpc_session.h"
 
-#include "distributed/step_stats_proto.h"
-
 #include <random>
 #include <thread>
 
@@ -9,6 +7,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/logging.h"
 #include "distributed/auth.h"
 #include "distributed/local_master.h"
 #include "distributed/master.h"
@@ -16,6 +15,7 @@
 #include "distributed/worker_cache.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "proto/health.grpc.pb.h"
 #include "tensor/tensor_codec.h"
 
 namespace distflow {
@@ -121,6 +121,51 @@ absl::Status GrpcSession::RunOverGrpc(const proto::RunStepRequest& req, proto::R
                                              " s (", s.error_message(), "); is its server still running?"));
 }
 
+absl::Status GrpcSession::WaitForMaster(std::chrono::system_clock::time_point deadline) {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  const auto start = std::chrono::system_clock::now();
+  bool said = false;
+  std::string last;
+  for (auto backoff = std::chrono::milliseconds(100);; backoff = std::min(backoff * 2, std::chrono::milliseconds(2000))) {
+    // A health check that fails at once (no wait for the channel), so a
+    // refused connection is known in a moment rather than at the deadline.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse resp;
+    grpc::Status s = health->Check(&ctx, req, &resp);
+    if (s.ok()) return absl::OkStatus();
+    const std::string msg = s.error_message();
+    if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          address_, " is a gRPC server but not a distflow server (it has no health service): check the target"));
+    }
+    if (absl::StrContains(msg, "http1") || absl::StrContains(msg, "HTTP/1")) {
+      return absl::FailedPreconditionError(absl::StrCat(address_, " answered, but not as a distflow server (",
+                                                        msg, "): check the target's port"));
+    }
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return absl::OkStatus();  // it answered: CreateSession says the rest
+    }
+    const bool refused = absl::StrContains(msg, "onnection refused");
+    last = refused ? "connection refused: nothing listens there" : msg;
+    const auto now = std::chrono::system_clock::now();
+    const int64_t left = std::chrono::duration_cast<std::chrono::seconds>(deadline - now).count();
+    if (now + backoff >= deadline) break;
+    if (!said) {
+      said = true;
+      LOG(WARNING) << "The master at " << address_ << ": " << last << "; waiting up to " << left
+                   << " s for its server to start";
+    }
+    std::this_thread::sleep_for(backoff);
+  }
+  const int64_t waited =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now() - start).count();
+  // Extend names the address.
+  return absl::UnavailableError(
+      absl::StrCat(last, " (waited ", waited, " s). Start its server, or fix the target's host and port."));
+}
+
 absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(const std::string& target, SessionOptions options) {
   absl::string_view rest = target;
   if (!absl::ConsumePrefix(&rest, "grpc://") || rest.empty()) {
@@ -151,7 +196,8 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
     if (local) {
       e = local->master()->CreateSession(req, &resp);
     } else {
-      e = FromGrpcStatus(stub_->CreateSession(&ctx, req, &resp));
+      e = WaitForMaster(std::chrono::system_clock::now() + std::chrono::milliseconds(wait));
+      if (e.ok()) e = FromGrpcStatus(stub_->CreateSession(&ctx, req, &resp));
     }
     if (!e.ok()) {
       if (absl::IsDeadlineExceeded(e) || absl::IsUnavailable(e)) {

@@ -7,6 +7,7 @@
 // in this process skips the network (local_master.h). Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -53,6 +54,10 @@ class GrpcSession : public SessionInterface {
   };
   absl::Status RunInProcess(const std::shared_ptr<InProcessCall>& call);
   absl::Status RunOverGrpc(const proto::RunStepRequest& req, proto::RunStepResponse* resp);
+  // Until `deadline`, waits for the master to answer a health check; says
+  // within a few seconds (a warning) when the connection is refused, and
+  // fails at once if the target is not a distflow server.
+  absl::Status WaitForMaster(std::chrono::system_clock::time_point deadline);
 
   const std::string address_;
   const SessionOptions options_;

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
 #include "gtest/gtest.h"
@@ -271,17 +272,22 @@ TEST(Processes, InGraphReplicationTrainsTowersOnDistflowServers) {
 namespace distflow {
 namespace {
 
-// The newest checkpoint step in `logdir` (from its index files), or -1.
+// The newest committed checkpoint's step in `logdir`, or -1: the one the
+// `checkpoint` state file names (model_checkpoint_path: "model.ckpt-N"),
+// which the chief updates after the checkpoint's files are complete. (Index
+// files can exist a moment before: a chief killed then restores the previous
+// checkpoint, rightly.)
 int64_t NewestCheckpointStep(const std::string& logdir) {
-  int64_t best = -1;
-  auto files = Env::Default()->ListDir(logdir);
-  if (!files.ok()) return best;
-  for (const std::string& f : *files) {
-    size_t dash = f.rfind('-'), dot = f.rfind(".index");
-    if (dot == std::string::npos || dot + 6 != f.size() || dash == std::string::npos || dash > dot) continue;
-    best = std::max<int64_t>(best, std::stoll(f.substr(dash + 1, dot - dash - 1)));
+  std::ifstream in(logdir + "/checkpoint");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model_checkpoint_path:", 0) != 0) continue;
+    size_t dash = line.rfind('-'), quote = line.rfind('"');
+    if (dash == std::string::npos || quote == std::string::npos || quote < dash) return -1;
+    int64_t step = -1;
+    return absl::SimpleAtoi(line.substr(dash + 1, quote - dash - 1), &step) ? step : -1;
   }
-  return best;
+  return -1;
 }
 
 // Waits until `logdir` holds a checkpoint of at least `step`; false after `seconds`.
@@ -834,6 +840,33 @@ TEST(Security, BadTokensExitTwoAndAnOpenServerWarns) {
       << Output(open);
   kill(open.pid, SIGTERM);
   EXPECT_EQ(Wait(open, 20), 0) << Output(open);
+}
+
+// ---- Clear errors at the edges: nothing listening, or not a distflow server.
+
+TEST(Edges, NothingListeningIsSaidAtOnceNotAfterTheWait) {
+  const int port = FreePort();
+  Proc client = Spawn({HELLO_BIN, absl::StrCat("grpc://localhost:", port)});
+  // It waits (a server may be starting), but says why right away rather
+  // than a bare "Deadline Exceeded" at the end.
+  EXPECT_TRUE(WaitForOutput(client, "connection refused: nothing listens there; waiting up to", 20)) << Output(client);
+  kill(client.pid, SIGTERM);
+  Wait(client, 20);
+}
+
+TEST(Edges, APortThatIsNotADistflowServerIsNamedAsSuch) {
+  const int port = FreePort(), status = FreePort();
+  Cluster c;
+  c.procs_.reserve(1);
+  Proc& server = c.Start({absl::StrCat("--cluster_spec=local|localhost:", port), "--job_name=local", "--task_index=0",
+                          absl::StrCat("--status_port=", status)});
+  ASSERT_TRUE(WaitForOutput(server, "Status page of", 30)) << Output(server);
+  // The status page's HTTP port is no gRPC server.
+  Proc client = Spawn({HELLO_BIN, absl::StrCat("grpc://localhost:", status)});
+  EXPECT_NE(Wait(client, 30), 0) << Output(client);
+  EXPECT_NE(Output(client).find("answered, but not as a distflow server"), std::string::npos) << Output(client);
+  kill(server.pid, SIGTERM);
+  EXPECT_EQ(Wait(server, 20), 0) << Output(server);
 }
 
 }  // namespace
