@@ -12,4 +12,5 @@ distflow_library(distflow_distributed
 distflow_test(distributed_test
   SRCS ${CMAKE_CURRENT_SOURCE_DIR}/tensor_transfer_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/bulk_transfer_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/placement_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/local_master_test.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/worker_rendezvous_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/auth_test.cc
+       ${CMAKE_CURRENT_SOURCE_DIR}/worker_test.cc
   DEPS distflow_distributed distflow_tensor_testutil)

@@ -20,6 +20,20 @@ uint64_t RandomIncarnation() {
 
 }  // namespace
 
+// A RecvTensor call's reactor: the call's cancellation (deadline, cancel,
+// disconnect) cancels its rendezvous wait. The CancellationManager is shared
+// with the wait's callback, so it outlives every use whatever order gRPC
+// runs OnCancel, the callback and OnDone in.
+class RecvTensorReactor : public grpc::ServerUnaryReactor {
+ public:
+  struct Cancel {
+    CancellationManager cm;
+  };
+  std::shared_ptr<Cancel> cancel = std::make_shared<Cancel>();
+  void OnCancel() override { cancel->cm.StartCancel(absl::CancelledError("the caller gave up")); }
+  void OnDone() override { delete this; }
+};
+
 class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvTensor<proto::WorkerService::CallbackService> {
  public:
   explicit Service(Worker* w) : w_(w) {}
@@ -64,20 +78,25 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
   grpc::ServerUnaryReactor* RecvTensor(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override {
     if (auto* refused = Refuse(ctx)) return refused;
-    auto* r = ctx->DefaultReactor();
     proto::RecvTensorRequest req;
     grpc::Status parsed = grpc::GenericDeserialize<grpc::ProtoBufferReader, proto::RecvTensorRequest>(
         const_cast<grpc::ByteBuffer*>(request), &req);
     if (!parsed.ok()) {
+      auto* r = ctx->DefaultReactor();
       r->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Malformed RecvTensor request"));
       return r;
     }
+    // The wait ends when the tensor is sent, the step is aborted, or the
+    // caller gives up (its deadline, cancel or disconnect): then the waiter
+    // leaves the rendezvous, so calls for keys that never come cannot pile up.
+    auto* r = new RecvTensorReactor();
     BulkServer* bulk = req.accept_bulk() ? w_->bulk_server() : nullptr;
     // The key ends with the receiving device: the peer this tensor goes to.
     const std::string& key = req.rendezvous_key();
     std::string peer = TaskOfDevice(key.substr(key.rfind(';') == std::string::npos ? 0 : key.rfind(';') + 1));
-    w_->rendezvous()->RecvLocalAsync(req.step_id(), req.rendezvous_key(), nullptr,
-                                     [r, response, bulk, peer = std::move(peer)](absl::Status s, Tensor t) {
+    w_->rendezvous()->RecvLocalAsync(req.step_id(), req.rendezvous_key(), &r->cancel->cm,
+                                     [r, cancel = r->cancel, response, bulk, peer = std::move(peer)](absl::Status s,
+                                                                                                     Tensor t) {
                                        if (s.ok()) {
                                          CountTensorBytesSent(peer, t.TotalBytes());
                                          // Large numeric tensors go over the bulk port; the answer names it.
