@@ -162,7 +162,7 @@ absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string&
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // a restart may rebind a port in TIME_WAIT
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) break;
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) break;
     last_error = std::strerror(errno);
     close(fd);
     fd = -1;
@@ -336,6 +336,9 @@ void BulkServer::AcceptLoop() {
 }
 
 bool BulkServer::Handshake(int fd) {
+  // A connection that says nothing gives up its slot soon (a peer's hello
+  // follows its connect at once).
+  SetIdleTimeout(fd, kHelloTimeout);
   char hello[12];
   int err = 0;
   if (ReadAll(fd, hello, sizeof(hello), &err) != sizeof(hello)) return false;
@@ -347,6 +350,7 @@ bool BulkServer::Handshake(int fd) {
   std::string token(len, '\0');
   if (len > 0 && ReadAll(fd, token.data(), len, &err) != len) return false;
   const bool ok = auth_token_.empty() || TokensEqual(token, auth_token_);
+  SetIdleTimeout(fd, kServerIdleTimeout);
   const char answer = ok ? kHelloAccepted : kHelloRefused;
   (void)WriteAll(fd, &answer, 1);
   if (!ok) {

@@ -74,6 +74,8 @@ class BulkServer {
   // peer, and connections idle for kServerIdleTimeout are closed here.
   static constexpr int kMaxConnections = 1024;
   static constexpr absl::Duration kServerIdleTimeout = absl::Seconds(60);
+  // How long a new connection has to send its hello.
+  static constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
 
   // Listens on `host` (as in the cluster spec: a name, an IPv4 or an IPv6
   // address without brackets), on `port` (0: one the system picks). With an

@@ -86,6 +86,15 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
       r->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Malformed RecvTensor request"));
       return r;
     }
+    if (req.bulk_ticket() != 0) {  // an offer, over gRPC
+      auto* r = ctx->DefaultReactor();
+      BulkServer* bulk = w_->bulk_server();
+      absl::StatusOr<Tensor> t = bulk != nullptr ? bulk->TakeOffer(req.bulk_ticket())
+                                                 : absl::NotFoundError("bulk transfer is off on this task");
+      if (t.ok()) *response = EncodeTensorToByteBuffer(*t);
+      r->Finish(ToGrpcStatus(t.status()));
+      return r;
+    }
     // The wait ends when the tensor is sent, the step is aborted, or the
     // caller gives up (its deadline, cancel or disconnect): then the waiter
     // leaves the rendezvous, so calls for keys that never come cannot pile up.

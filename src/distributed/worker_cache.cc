@@ -1,5 +1,7 @@
 #include "distributed/worker_cache.h"
 
+#include <cstring>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -246,7 +248,52 @@ absl::Status WorkerCache::FetchBulkInto(const std::string& task, uint64_t ticket
   if (!addr.ok()) return addr.status();
   absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(*addr);
   if (!hp.ok()) return hp.status();
-  return bulk_->Fetch(hp->first, port, ticket, t->raw_data(), t->TotalBytes(), cm);
+  return FetchOffer(task, hp->first, port, ticket, t, cm);
+}
+
+absl::Status WorkerCache::FetchOffer(const std::string& task, const std::string& host, int port, uint64_t ticket,
+                                     Tensor* t, CancellationManager* cm) {
+  absl::Status s = bulk_->Fetch(host, port, ticket, t->raw_data(), t->TotalBytes(), cm);
+  if (s.ok() || absl::IsCancelled(s) || absl::IsUnauthenticated(s) || absl::IsNotFound(s)) return s;
+  // The bulk port failed; the offer is most likely still there: ask for it
+  // over gRPC (a RecvTensor call naming the ticket).
+  LOG(WARNING) << "Bulk transfer from " << task << " failed (" << s.message()
+               << "); fetching the tensor over gRPC instead";
+  absl::StatusOr<grpc::GenericStub*> stub = GenericStub(task);
+  if (!stub.ok()) return s;
+  proto::RecvTensorRequest req;
+  req.set_bulk_ticket(ticket);
+  grpc::ByteBuffer request, response;
+  bool own = false;
+  if (!grpc::GenericSerialize<grpc::ProtoBufferWriter, proto::RecvTensorRequest>(req, &request, &own).ok()) return s;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  CancellationManager::Token token = CancellationManager::kInvalidToken;
+  if (cm != nullptr) {
+    token = cm->Register([&ctx] { ctx.TryCancel(); });
+    if (token == CancellationManager::kInvalidToken) return absl::CancelledError("step cancelled before the fetch");
+  }
+  absl::Notification done;
+  grpc::Status gs;
+  (*stub)->UnaryCall(&ctx, "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &request, &response,
+                     [&](grpc::Status r) {
+                       gs = std::move(r);
+                       done.Notify();
+                     });
+  done.WaitForNotification();
+  if (cm != nullptr) cm->Deregister(token);
+  if (!gs.ok()) {
+    absl::Status e = FromGrpcStatus(gs);
+    return absl::Status(s.code(), absl::StrCat(s.message(), "; over gRPC too: ", e.message()));
+  }
+  absl::StatusOr<Tensor> got = DecodeTensorFromByteBuffer(response);
+  if (!got.ok()) return got.status();
+  if (got->dtype() != t->dtype() || got->shape() != t->shape() || got->TotalBytes() != t->TotalBytes()) {
+    return absl::DataLossError(absl::StrCat("the tensor ", task, " sent over gRPC for bulk ticket ", ticket,
+                                            " does not match its announced type and shape"));
+  }
+  std::memcpy(t->raw_data(), got->raw_data(), t->TotalBytes());
+  return absl::OkStatus();
 }
 
 void WorkerCache::FetchBulk(const std::string& task, const std::string& key, Tensor t, BulkRef ref,
@@ -259,7 +306,7 @@ void WorkerCache::FetchBulk(const std::string& task, const std::string& key, Ten
     return;
   }
   bulk_pool_->Schedule([this, task, key, host = hp->first, t = std::move(t), ref, cm, done = std::move(done)]() mutable {
-    absl::Status s = bulk_->Fetch(host, ref.port, ref.ticket, t.raw_data(), t.TotalBytes(), cm);
+    absl::Status s = FetchOffer(task, host, ref.port, ref.ticket, &t, cm);
     if (!s.ok()) {
       done(absl::Status(s.code(), absl::StrCat("RecvTensor '", key, "' from ", task, ": ", s.message())), Tensor());
       return;

@@ -64,7 +64,9 @@ class WorkerCache {
 
   // Reads the bytes of a tensor that `task` offered on its bulk port into
   // `t` (already allocated with the announced dtype and shape). Blocks.
-  // FailedPrecondition if bulk transfer is off here.
+  // FailedPrecondition if bulk transfer is off here. If the bulk port cannot
+  // be used (unreachable, full, the connection broke before the offer was
+  // taken), the offer comes over gRPC instead, with a warning.
   absl::Status FetchBulkInto(const std::string& task, uint64_t ticket, int port, Tensor* t, CancellationManager* cm);
   bool bulk_enabled() const { return bulk_ != nullptr; }
 
@@ -82,6 +84,10 @@ class WorkerCache {
 
   void FetchBulk(const std::string& task, const std::string& key, Tensor t, BulkRef ref, CancellationManager* cm,
                  Rendezvous::DoneCallback done);
+  // The bulk read of `ticket` from `task`, falling back to a RecvTensor call
+  // for the offer when the bulk port fails. Blocks.
+  absl::Status FetchOffer(const std::string& task, const std::string& host, int port, uint64_t ticket, Tensor* t,
+                          CancellationManager* cm);
 
   const ClusterSpec cluster_;
   std::unique_ptr<BulkClient> bulk_;       // set by EnableBulkTransfer, before any transfer

@@ -2,6 +2,11 @@
 // driven through grpc:// sessions exactly as a user would. The ClusterTest
 // cases run twice: with the client calling its in-process master directly,
 // and through gRPC as a client in another process would.
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -11,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "distflow/distflow.h"
+#include "distributed/bulk_transfer.h"
 #include "gtest/gtest.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -637,6 +643,62 @@ TEST(Cluster, InProcessMasterIsFoundByAliasAndLeftWhenTheServerStops) {
   EXPECT_TRUE(absl::IsUnavailable(after.status())) << after.status();
   EXPECT_NE(after.status().message().find(alias.substr(7)), std::string::npos) << after.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
+TEST(BulkFallback, AFullBulkPortFallsBackToGrpcInsteadOfFailingTheStep) {
+  auto spec = MakeLocalClusterSpec(1, 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto servers = StartLocalCluster(*spec);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  Server* ps = nullptr;
+  Server* worker = nullptr;
+  for (auto& s : *servers) (s->task_name() == "/job:ps/replica:0/task:0" ? ps : worker) = s.get();
+  ASSERT_GT(ps->bulk_port(), 0);
+
+  Scope root = Scope::NewRootScope();
+  auto on_ps = root.WithDevice("/job:ps/task:0");
+  // 2 MiB: it crosses from the ps over the bulk port.
+  auto w = ops::MakeVariable(on_ps.WithOpName("w"), ops::Fill(on_ps, {512, 1024}, ops::Const(on_ps, 0.5f)));
+  auto read = ops::Identity(root.WithDevice("/job:worker/task:0"), w);
+  auto init = ops::GlobalVariablesInitializer(root);
+  Session sess(worker->target());
+  { auto r_ = sess.Run({}, {}, {init}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+
+  // Someone holds every connection slot of the ps's bulk port with idle
+  // connections (it has room for BulkServer::kMaxConnections).
+  rlimit lim{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, 8192);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  ASSERT_GE(lim.rlim_cur, 4096u) << "cannot open enough descriptors for this test";
+  std::vector<int> idle;
+  for (int i = 0; i < BulkServer::kMaxConnections + 8; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(ps->bulk_port()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    // A valid hello (this cluster has no token), then silence.
+    const char hello[12] = {'D', 'F', 'B', 'H', 1, 0, 0, 0, 0, 0, 0, 0};
+    ASSERT_EQ(send(fd, hello, sizeof(hello), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(hello)));
+    idle.push_back(fd);
+  }
+  BulkServer* bulk = ps->worker()->bulk_server();
+  const absl::Time until = absl::Now() + absl::Seconds(60);
+  while (bulk->NumConnectionThreadsForTest() < static_cast<size_t>(BulkServer::kMaxConnections) &&
+         absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(bulk->NumConnectionThreadsForTest(), static_cast<size_t>(BulkServer::kMaxConnections));
+
+  // The step still gets the tensor: over gRPC, after the bulk port refused.
+  auto out = sess.Run({read});
+  for (int fd : idle) close(fd);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].NumElements(), 512 * 1024);
+  EXPECT_EQ((*out)[0].flat<float>()[0], 0.5f);
+  EXPECT_EQ((*out)[0].flat<float>()[512 * 1024 - 1], 0.5f);
 }
 
 }  // namespace
