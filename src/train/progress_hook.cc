@@ -71,8 +71,8 @@ absl::Status ProgressHook::AfterRun(MonitoredSession*, int64_t global_step, cons
   }
   step_ = global_step;
   if (last_step_ < 0) {  // the first step starts the clock
-    last_step_ = global_step;
-    last_print_ = now;
+    last_step_ = first_step_ = global_step;
+    last_print_ = first_time_ = now;
     return absl::OkStatus();
   }
   const absl::Duration every = terminal_ ? options_.redraw_every : options_.plain_every;
@@ -95,6 +95,11 @@ void ProgressHook::ClearLine() {
 void ProgressHook::Finish() {
   if (finished_) return;
   finished_ = true;
+  // The final line: the whole run's rate.
+  const double secs = absl::ToDoubleSeconds(absl::Now() - first_time_);
+  if (first_step_ >= 0 && step_ > first_step_ && secs > 0) {
+    rate_ = static_cast<double>(step_ - first_step_) / secs;
+  }
   if (step_ >= 0) Print(step_, have_loss_ ? &loss_ : nullptr, true);
 }
 

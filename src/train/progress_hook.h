@@ -6,7 +6,8 @@
 // second and ended with a newline when training stops; when the output is
 // not a terminal (a log file, a pipe, CI) a plain line is printed every
 // `plain_every` instead, so logs stay readable. Rates are measured over the
-// time since the previous line; the ETA assumes the current rate.
+// time since the previous line (the final line: over the whole run); the ETA
+// assumes the current rate.
 //
 //   hooks.push_back(std::make_unique<ProgressHook>(ProgressOptions{
 //       .last_step = 5000, .examples_per_step = 50, .loss = loss}));
@@ -63,6 +64,8 @@ class ProgressHook : public SessionRunHook {
   bool terminal_;
   absl::Time last_print_ = absl::InfinitePast();
   int64_t last_step_ = -1;
+  int64_t first_step_ = -1;  // the step and time the clock started at
+  absl::Time first_time_ = absl::InfinitePast();
   double rate_ = 0;
   int64_t step_ = -1;
   double loss_ = 0;

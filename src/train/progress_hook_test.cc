@@ -23,7 +23,7 @@ TEST(ProgressHook, FormatsStepRateExamplesLossAndEta) {
 }
 
 // Trains y = w * x for 6 steps with the hook writing to a temporary file.
-std::string Train(int terminal) {
+std::string Train(int terminal, absl::Duration every = absl::ZeroDuration()) {
   Scope root = Scope::NewRootScope();
   Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {});
   Output w = ops::MakeVariable(root.WithOpName("w"), ops::Const(root, 0.0f));
@@ -39,8 +39,8 @@ std::string Train(int terminal) {
   p.loss = loss;
   p.out = out;
   p.terminal = terminal;
-  p.redraw_every = absl::ZeroDuration();
-  p.plain_every = absl::ZeroDuration();
+  p.redraw_every = every;
+  p.plain_every = every;
   SupervisorOptions o;
   o.global_step = step;
   std::vector<std::unique_ptr<SessionRunHook>> hooks;
@@ -68,6 +68,15 @@ TEST(ProgressHook, PlainLinesWhenNotATerminal) {
   EXPECT_NE(text.find("global step 2/6 (33%)"), std::string::npos) << text;
   EXPECT_NE(text.find("global step 6/6 (100%)"), std::string::npos) << text;
   EXPECT_NE(text.find("loss "), std::string::npos) << text;
+}
+
+TEST(ProgressHook, TheFinalLineOfARunShorterThanOneIntervalHasItsRate) {
+  // No line is due within the run; the final one reports the whole run's rate.
+  const std::string text = Train(0, absl::Hours(1));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_NE(text.find("global step 6/6 (100%)"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" 0.0 steps/s"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" 0 examples/s"), std::string::npos) << text;
 }
 
 TEST(ProgressHook, OneLineRedrawnInPlaceOnATerminal) {
