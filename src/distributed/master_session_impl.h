@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "distributed/master_session.h"
+#include "distributed/partition.h"
 #include "distributed/placement.h"
 #include "graph/graph.h"
 #include "proto/worker.grpc.pb.h"

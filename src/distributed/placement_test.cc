@@ -1,5 +1,6 @@
 #include "distributed/placement.h"
 
+#include "distributed/partition.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 
