@@ -33,8 +33,8 @@
 
 #include "benchmark/benchmark.h"
 #include "distflow/distflow.h"
-#include "train/layers.h"
-#include "train/optimizer.h"
+#include "distflow/train/layers.h"
+#include "distflow/train/optimizer.h"
 
 namespace distflow {
 namespace {

@@ -1,6 +1,6 @@
 # What `cmake --install` and `cpack -G DEB` ship: libdistflow.so (SONAME
 # libdistflow.so.MAJOR) and libdistflow.a made of every layer library, the
-# headers under include/distflow/, distflow-server and distflow-launch, a CMake
+# public headers of include/distflow/, distflow-server and distflow-launch, a CMake
 # package (find_package(distflow CONFIG)) and distflow.pc for pkg-config.
 include(GNUInstallDirs)
 
@@ -22,7 +22,7 @@ target_include_directories(distflow PUBLIC
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src> $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
   $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/proto>)
 target_link_libraries(distflow INTERFACE absl::status absl::statusor absl::strings absl::synchronization absl::time
-                      absl::flat_hash_map absl::str_format protobuf::libprotobuf gRPC::grpc++ Threads::Threads)
+                      absl::flat_hash_map absl::str_format Threads::Threads)
 # Only distflow's own symbols are exported; what the layers link in stays private.
 target_link_options(distflow PRIVATE "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/install/distflow.map"
                     -Wl,--no-undefined)
@@ -53,17 +53,10 @@ install(FILES ${DISTFLOW_STATIC} DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS distflow-server distflow-launch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set_target_properties(distflow-server distflow-launch PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 
-# Headers: include/distflow/*.h, and the layers' headers beside them (the
-# API headers include them as "client/scope.h", ...). Test helpers and the
-# CPU kernels' internals (Eigen, oneDNN) stay out.
+# Headers: the public API, include/distflow/ (and its train/ and data/),
+# which includes only itself, abseil and the standard library.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/distflow/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/distflow
         FILES_MATCHING PATTERN "*.h")
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/distflow
-        FILES_MATCHING PATTERN "*.h"
-        PATTERN "cpu" EXCLUDE PATTERN "*test*" EXCLUDE PATTERN "gradient_checker.h" EXCLUDE
-        PATTERN "tensor_eigen.h" EXCLUDE)
-install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/proto/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/distflow/proto
-        FILES_MATCHING PATTERN "*.pb.h")
 
 # find_package(distflow CONFIG) and pkg-config.
 include(CMakePackageConfigHelpers)
@@ -92,6 +85,6 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})
-# Building against the headers needs the development packages of what they include.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libgrpc++-dev, libprotobuf-dev, libabsl-dev")
+# Building against the headers needs abseil's (the only library they include).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libabsl-dev")
 include(CPack)

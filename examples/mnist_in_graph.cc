@@ -14,12 +14,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "data/mnist.h"
+#include "distflow/data/mnist.h"
 #include "distflow/distflow.h"
-#include "graph/attr_value.h"
-#include "train/layers.h"
-#include "train/optimizer.h"
-#include "train/replica_device_setter.h"
+#include "distflow/train/layers.h"
+#include "distflow/train/optimizer.h"
+#include "distflow/train/replica_device_setter.h"
 
 ABSL_FLAG(std::string, cluster_spec, "", "the cluster to use (default: start 1 ps + --workers in this process)");
 ABSL_FLAG(int, workers, 2, "without --cluster_spec: worker tasks (towers) of the in-process cluster");
@@ -71,19 +70,13 @@ df::Output Out(const df::Scope& s, const df::Operation& op) { return df::Output(
 df::Output Relu(const df::Scope& s, const df::Output& x) { return Out(s, df::ops::Raw(s, "Relu", {x})); }
 
 df::Output Conv(const df::Scope& s, const df::Output& x, const df::Output& w, const df::Output& b) {
-  df::Operation conv = df::ops::Raw(s, "Conv2D", {x, w}, [](df::proto::NodeDef* n) {
-    df::SetAttrIntList(n, "strides", {1, 1, 1, 1});
-    df::SetAttrString(n, "padding", "SAME");
-  });
+  df::Operation conv = df::ops::Raw(s, "Conv2D", {x, w}, {{"strides", {1, 1, 1, 1}}, {"padding", "SAME"}});
   return Relu(s, Out(s, df::ops::Raw(s, "BiasAdd", {Out(s, conv), b})));
 }
 
 df::Output Pool(const df::Scope& s, const df::Output& x) {
-  return Out(s, df::ops::Raw(s, "MaxPool", {x}, [](df::proto::NodeDef* n) {
-               df::SetAttrIntList(n, "ksize", {1, 2, 2, 1});
-               df::SetAttrIntList(n, "strides", {1, 2, 2, 1});
-               df::SetAttrString(n, "padding", "VALID");
-             }));
+  return Out(s, df::ops::Raw(s, "MaxPool", {x},
+                             {{"ksize", {1, 2, 2, 1}}, {"strides", {1, 2, 2, 1}}, {"padding", "VALID"}}));
 }
 
 // One tower: the logits of `images` with the shared parameters.
@@ -177,7 +170,7 @@ int main(int argc, char** argv) {
   df::Optimizer::GradsAndVars averaged;
   for (size_t v = 0; v < params.vars.size(); ++v) {
     const df::Output& var = params.vars[v];
-    df::Scope at = root.WithDevice(var.node()->def().device()).NewSubScope("average");
+    df::Scope at = root.WithDevice(var.op().device()).NewSubScope("average");
     std::vector<df::Output> gs;
     for (const auto& tg : tower_grads) gs.push_back(tg[v].first);
     averaged.emplace_back(df::ops::Mul(at, df::ops::AddN(at, gs), df::ops::Const(at, 1.0f / static_cast<float>(towers))),

@@ -12,10 +12,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "data/mnist.h"
+#include "distflow/data/mnist.h"
 #include "distflow/distflow.h"
-#include "train/layers.h"
-#include "train/optimizer.h"
+#include "distflow/train/layers.h"
+#include "distflow/train/optimizer.h"
 
 ABSL_FLAG(int, steps, 5000, "training steps");
 ABSL_FLAG(int, batch_size, 50, "examples per step");

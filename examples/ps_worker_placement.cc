@@ -15,7 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "distflow/distflow.h"
-#include "train/optimizer.h"
+#include "distflow/train/optimizer.h"
 
 ABSL_FLAG(std::string, target, "grpc://localhost:2224", "a task of the cluster");
 ABSL_FLAG(int, worker_task, 0, "the worker task that computes");

@@ -7,7 +7,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "data/mnist.h"
+#include "distflow/data/mnist.h"
 #include "distflow/distflow.h"
 
 ABSL_FLAG(int, steps, 1000, "training steps");

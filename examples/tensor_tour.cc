@@ -1,11 +1,10 @@
-// A tour of what distflow has so far: tensors of every dtype, a zero-copy
-// slice, and a round trip through the validated wire format, including a
-// corrupted message that is rejected with a clear error instead of a crash.
+// A tour of distflow's tensors: every dtype, a zero-copy slice, and a round
+// trip through the validated wire format, including a truncated message that
+// is rejected with a clear error instead of a crash.
 #include <cstdio>
+#include <string>
 
-#include "proto/tensor.pb.h"
-#include "tensor/tensor.h"
-#include "tensor/tensor_codec.h"
+#include "distflow/tensor.h"
 
 using namespace distflow;
 
@@ -16,16 +15,14 @@ int main() {
   std::printf("rows 1..3, sharing memory (%s):\n%s\n", second.SharesBufferWith(images) ? "yes" : "no",
               second.DebugString().c_str());
 
-  proto::TensorProto wire;
-  EncodeTensor(Tensor::FromVector<std::string>({"Hello,", "distributed", "TensorFlow!"}), &wire);
-  std::string bytes = wire.SerializeAsString();
+  std::string bytes = SerializeTensor(Tensor::FromVector<std::string>({"Hello,", "distributed", "TensorFlow!"}));
   absl::StatusOr<Tensor> back = ParseTensor(bytes.data(), bytes.size());
   if (!back.ok()) return 1;
   std::printf("decoded from %zu wire bytes: %s\n", bytes.size(), back->DebugString().c_str());
 
-  EncodeTensor(images, &wire);
-  wire.mutable_tensor_content()->resize(10);  // a truncated message
-  absl::StatusOr<Tensor> bad = DecodeTensor(wire);
+  bytes = SerializeTensor(images);
+  bytes.resize(bytes.size() - 10);  // a truncated message
+  absl::StatusOr<Tensor> bad = ParseTensor(bytes.data(), bytes.size());
   std::printf("a truncated message is rejected: %s\n", bad.status().ToString().c_str());
   return bad.ok() ? 1 : 0;
 }

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "distributed/cluster_spec.h"
+#include "distflow/cluster_spec.h"
 #include "distributed/device_name.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

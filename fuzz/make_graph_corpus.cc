@@ -9,8 +9,9 @@
 
 #include "base/env.h"
 #include "distflow/distflow.h"
-#include "train/layers.h"
-#include "train/optimizer.h"
+#include "distflow/train/layers.h"
+#include "distflow/train/optimizer.h"
+#include "proto/graph.pb.h"
 
 namespace df = distflow;
 

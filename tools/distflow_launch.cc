@@ -61,7 +61,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/env.h"
-#include "distributed/cluster_spec.h"
+#include "distflow/cluster_spec.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "launch_emit.h"

@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "distributed/auth.h"
-#include "distributed/server.h"
-#include "distributed/task_config.h"
+#include "distflow/server.h"
+#include "distflow/task_config.h"
 
 ABSL_FLAG(std::string, cluster_spec, "", "cluster as 'job|host:port;host:port,job|...' or JSON");
 ABSL_FLAG(std::string, job_name, "", "this task's job");

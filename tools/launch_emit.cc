@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "distributed/cluster_spec.h"
+#include "distflow/cluster_spec.h"
 
 namespace distflow {
 namespace {

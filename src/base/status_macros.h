@@ -1,29 +1,9 @@
-// Status propagation macros. Debian's abseil ships absl::Status and
-// absl::StatusOr but no macros to propagate them, so the project has its own.
-//
-//   RETURN_IF_ERROR(DoThing());
-//   ASSIGN_OR_RETURN(Tensor t, DecodeTensor(proto));
+// distflow's own short names for the status macros of distflow/status.h.
+// Internal: programs that use the installed library write DF_RETURN_IF_ERROR
+// and DF_ASSIGN_OR_RETURN.
 #pragma once
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
+#include "distflow/status.h"
 
-#define DF_CONCAT_IMPL(a, b) a##b
-#define DF_CONCAT(a, b) DF_CONCAT_IMPL(a, b)
-
-// Evaluates `expr` (an absl::Status); returns it from the enclosing function if not OK.
-#define RETURN_IF_ERROR(expr)                                     \
-  do {                                                            \
-    ::absl::Status df_status_ = (expr);                           \
-    if (!df_status_.ok()) return df_status_;                      \
-  } while (0)
-
-// Evaluates `rexpr` (an absl::StatusOr<T>); on error returns its status, otherwise
-// moves the value into `lhs`, which may be a declaration (`auto x`) or an lvalue.
-#define ASSIGN_OR_RETURN(lhs, rexpr) \
-  DF_ASSIGN_OR_RETURN_IMPL(DF_CONCAT(df_statusor_, __LINE__), lhs, rexpr)
-
-#define DF_ASSIGN_OR_RETURN_IMPL(tmp, lhs, rexpr) \
-  auto tmp = (rexpr);                             \
-  if (!tmp.ok()) return std::move(tmp).status();  \
-  lhs = std::move(tmp).value()
+#define RETURN_IF_ERROR(expr) DF_RETURN_IF_ERROR(expr)
+#define ASSIGN_OR_RETURN(lhs, rexpr) DF_ASSIGN_OR_RETURN(lhs, rexpr)

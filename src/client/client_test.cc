@@ -1,4 +1,8 @@
-#include "distflow/distflow.h"
+#include "client/graph_state.h"
+#include "distflow/gradients.h"
+#include "distflow/ops.h"
+#include "distflow/scope.h"
+#include "distflow/session.h"
 #include "gtest/gtest.h"
 #include "tensor/tensor_testutil.h"
 
@@ -33,13 +37,27 @@ TEST(Client, DeviceScopesAndFunctionsSetRequestedDevices) {
   auto ps0 = root.WithDevice("/job:ps/task:0");
   auto w = ops::Variable(ps0.WithOpName("weights_1"), {784, 100}, DT_FLOAT);
   EXPECT_EQ(w.node()->def().device(), "/job:ps/task:0");
-  auto f = root.WithDeviceFunction([](const proto::NodeDef& n) {
-    return n.op() == "Variable" ? std::string("/job:ps/task:1") : std::string("/job:worker/task:0");
+  std::vector<NodeInfo> seen;
+  auto f = root.WithDeviceFunction([&seen](const NodeInfo& n) {
+    seen.push_back(n);
+    return n.op == "Variable" ? std::string("/job:ps/task:1") : std::string("/job:worker/task:0");
   });
-  auto v = ops::Variable(f, {2}, DT_FLOAT);
+  auto v = ops::Variable(f.WithOpName("v"), {2, 3}, DT_DOUBLE);
   auto c = ops::Const(f, 1.f);
   EXPECT_EQ(v.node()->def().device(), "/job:ps/task:1");
   EXPECT_EQ(c.node()->def().device(), "/job:worker/task:0");
+  // The function is shown the node's name, op, and a variable's dtype and shape.
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].name, "v");
+  EXPECT_EQ(seen[0].op, "Variable");
+  EXPECT_EQ(seen[0].dtype, DT_DOUBLE);
+  EXPECT_EQ(seen[0].shape.DebugString(), PartialShape({2, 3}).DebugString());
+  EXPECT_EQ(seen[1].op, "Const");
+  EXPECT_EQ(seen[1].dtype, DT_FLOAT);  // a Const has a dtype attribute too
+  EXPECT_TRUE(seen[1].shape.unknown_rank());  // but no shape attribute
+  // Inside a device scope, the function is shown the device chosen so far.
+  auto g = root.WithDevice("/job:ps/task:0").WithDeviceFunction([](const NodeInfo& n) { return n.device + "/device:CPU:0"; });
+  EXPECT_EQ(ops::Const(g, 2.f).node()->def().device(), "/job:ps/task:0/device:CPU:0");
 }
 
 TEST(Client, ControlDependenciesAreAdded) {

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/scope.h"
-#include "tensor/tensor.h"
+#include "distflow/scope.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 

@@ -1,10 +1,11 @@
-#include "client/gradients.h"
+#include "distflow/gradients.h"
 
 #include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "client/grad/grad_families.h"
+#include "client/graph_state.h"
 #include "graph/attr_value.h"
 
 namespace distflow {

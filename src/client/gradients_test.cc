@@ -1,6 +1,6 @@
 // Symbolic gradients: numeric checks of every differentiable (non-NN) op in
 // float64, and the behaviour of Gradients() itself.
-#include "client/gradients.h"
+#include "distflow/gradients.h"
 
 #include <cmath>
 #include <functional>
@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "client/gradient_checker.h"
-#include "client/ops.h"
-#include "client/session.h"
+#include "client/graph_state.h"
+#include "distflow/ops.h"
+#include "distflow/session.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
 #include "gtest/gtest.h"

@@ -2,7 +2,10 @@
 // checks that it converges to the known solution.
 #include <random>
 
-#include "distflow/distflow.h"
+#include "distflow/gradients.h"
+#include "distflow/ops.h"
+#include "distflow/scope.h"
+#include "distflow/session.h"
 #include "gtest/gtest.h"
 
 namespace distflow {

@@ -6,9 +6,10 @@
 #include <vector>
 
 #include "client/gradient_checker.h"
-#include "client/gradients.h"
-#include "client/ops.h"
-#include "client/session.h"
+#include "client/graph_state.h"
+#include "distflow/gradients.h"
+#include "distflow/ops.h"
+#include "distflow/session.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 

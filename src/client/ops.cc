@@ -1,5 +1,9 @@
-#include "client/ops.h"
+#include "distflow/ops.h"
 
+#include <type_traits>
+#include <variant>
+
+#include "client/graph_state.h"
 #include "graph/attr_value.h"
 
 namespace distflow {
@@ -55,6 +59,29 @@ Operation Raw(const Scope& s, const std::string& op, const std::vector<Output>& 
   def.set_op(op);
   if (attrs) attrs(&def);
   return s.AddNode(std::move(def), inputs);
+}
+
+Operation Raw(const Scope& s, const std::string& op, const std::vector<Output>& inputs, const Attrs& attrs) {
+  return Raw(s, op, inputs, [&attrs](proto::NodeDef* n) {
+    for (const auto& [name, attr] : attrs) {
+      std::visit(
+          [n, &name = name](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, int64_t>) SetAttrInt(n, name, v);
+            else if constexpr (std::is_same_v<T, double>) SetAttrFloat(n, name, v);
+            else if constexpr (std::is_same_v<T, bool>) SetAttrBool(n, name, v);
+            else if constexpr (std::is_same_v<T, std::string>) SetAttrString(n, name, v);
+            else if constexpr (std::is_same_v<T, DataType>) SetAttrType(n, name, v);
+            else if constexpr (std::is_same_v<T, PartialShape>) SetAttrShape(n, name, v);
+            else if constexpr (std::is_same_v<T, Tensor>) SetAttrTensor(n, name, v);
+            else if constexpr (std::is_same_v<T, std::vector<int64_t>>) SetAttrIntList(n, name, v);
+            else if constexpr (std::is_same_v<T, std::vector<double>>) SetAttrFloatList(n, name, v);
+            else if constexpr (std::is_same_v<T, std::vector<DataType>>) SetAttrTypeList(n, name, v);
+            else SetAttrStringList(n, name, v);
+          },
+          attr.value());
+    }
+  });
 }
 
 Output Const(const Scope& s, const Tensor& value) {

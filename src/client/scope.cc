@@ -1,7 +1,9 @@
-#include "client/scope.h"
+#include "distflow/scope.h"
 
 #include "absl/strings/str_cat.h"
+#include "client/graph_state.h"
 #include "distributed/device_name.h"
+#include "graph/attr_value.h"
 
 namespace distflow {
 
@@ -55,8 +57,8 @@ Scope Scope::WithDevice(const std::string& device) const {
     s.device_.clear();
     s.device_fn_ = nullptr;
   } else if (device_fn_) {
-    s.device_fn_ = [outer = device_fn_, device](const proto::NodeDef& def) {
-      return MergeDevices(outer(def), device);
+    s.device_fn_ = [outer = device_fn_, device](const NodeInfo& node) {
+      return MergeDevices(outer(node), device);
     };
   } else {
     s.device_ = MergeDevices(device_, device);
@@ -68,9 +70,9 @@ Scope Scope::WithDeviceFunction(DeviceFunction fn) const {
   Scope s = *this;
   if (device_fn_ || !device_.empty()) {
     // The function sees the device the outer scopes chose, as the node's device.
-    s.device_fn_ = [outer = device_fn_, device = device_, fn = std::move(fn)](const proto::NodeDef& def) {
-      proto::NodeDef with_outer = def;
-      with_outer.set_device(outer ? outer(def) : device);
+    s.device_fn_ = [outer = device_fn_, device = device_, fn = std::move(fn)](const NodeInfo& node) {
+      NodeInfo with_outer = node;
+      with_outer.device = outer ? outer(node) : device;
       return fn(with_outer);
     };
   } else {
@@ -132,7 +134,13 @@ Operation Scope::AddNode(proto::NodeDef def, const std::vector<Output>& inputs) 
   def.set_name(op_name_.empty() ? GetUniqueName(def.op())
                                 : (prefix_.empty() || full_name_ ? op_name_ : absl::StrCat(prefix_, "/", op_name_)));
   if (device_fn_) {
-    def.set_device(device_fn_(def));
+    NodeInfo info;
+    info.name = def.name();
+    info.op = def.op();
+    info.device = def.device();
+    if (absl::StatusOr<DataType> dtype = GetAttrType(def, "dtype"); dtype.ok()) info.dtype = *dtype;
+    if (absl::StatusOr<PartialShape> shape = GetAttrShape(def, "shape"); shape.ok()) info.shape = *shape;
+    def.set_device(device_fn_(info));
   } else if (!device_.empty()) {
     def.set_device(device_);
   }
@@ -185,6 +193,15 @@ std::vector<Output> Scope::TrainableVariables() const {
     out.emplace_back(Operation(v.node, graph_), v.index, std::move(attached));
   }
   return out;
+}
+
+std::string Operation::name() const { return node_ ? node_->name() : "<invalid>"; }
+std::string Operation::op_type() const { return node_ ? node_->op() : ""; }
+std::string Operation::device() const { return node_ ? node_->def().device() : ""; }
+
+int Scope::num_nodes() const {
+  absl::MutexLock lock(&graph_->mu);
+  return graph_->graph.num_nodes();
 }
 
 std::string Output::name() const {

@@ -1,31 +1,45 @@
-#include "client/session.h"
+#include "distflow/session.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "client/graph_state.h"
 #include "distributed/grpc_session.h"
+#include "runtime/local_session.h"
 
 namespace distflow {
 
-Session::Session(const std::string& target, SessionOptions options) {
+struct Session::Impl {
+  // Sends the nodes added since the last call to the session.
+  absl::Status Sync(const std::shared_ptr<GraphState>& graph);
+
+  absl::Status init_status;
+  std::unique_ptr<SessionInterface> session;
+  absl::Mutex mu;
+  std::shared_ptr<GraphState> graph_ ABSL_GUARDED_BY(mu);
+  int sent_nodes_ ABSL_GUARDED_BY(mu) = 0;
+};
+
+Session::Session(const std::string& target, SessionOptions options) : impl_(std::make_unique<Impl>()) {
   if (target.empty() || target == "local") {
-    impl_ = std::make_unique<LocalSession>(std::move(options));
+    impl_->session = std::make_unique<LocalSession>(std::move(options));
   } else if (absl::StartsWith(target, "grpc://")) {
     absl::StatusOr<std::unique_ptr<GrpcSession>> g = GrpcSession::Create(target, std::move(options));
     if (g.ok()) {
-      impl_ = std::move(*g);
+      impl_->session = std::move(*g);
     } else {
-      init_status_ = g.status();
+      impl_->init_status = g.status();
     }
   } else {
-    init_status_ = absl::InvalidArgumentError(
+    impl_->init_status = absl::InvalidArgumentError(
         absl::StrCat("Unknown session target '", target, "'; expected \"\", \"local\" or \"grpc://host:port\""));
   }
 }
 
 Session::~Session() = default;
 
-absl::Status Session::Sync(const std::shared_ptr<GraphState>& graph) {
-  absl::MutexLock lock(&mu_);
+absl::Status Session::Impl::Sync(const std::shared_ptr<GraphState>& graph) {
+  absl::MutexLock lock(&mu);
   if (graph_ == nullptr) graph_ = graph;
   if (graph_ != graph) {
     return absl::InvalidArgumentError("This session runs another graph; create one Session per graph");
@@ -40,7 +54,7 @@ absl::Status Session::Sync(const std::shared_ptr<GraphState>& graph) {
     int n = graph->graph.num_nodes();
     for (int i = sent_nodes_; i < n; ++i) *delta.add_node() = graph->graph.node(i)->def();
     if (delta.node_size() == 0) return absl::OkStatus();
-    absl::Status s = impl_->Extend(delta);
+    absl::Status s = session->Extend(delta);
     if (!s.ok()) return s;
     sent_nodes_ = n;
   }
@@ -51,7 +65,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Output>& fetc
 
 absl::StatusOr<std::vector<Tensor>> Session::Run(const FeedDict& feeds, const std::vector<Output>& fetches,
                                                  const std::vector<Operation>& targets, const RunOptions& options) {
-  if (!init_status_.ok()) return init_status_;
+  if (!impl_->init_status.ok()) return impl_->init_status;
   std::shared_ptr<GraphState> graph;
   auto take = [&](const std::shared_ptr<GraphState>& g) {
     if (graph == nullptr && g != nullptr) graph = g;
@@ -69,7 +83,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const FeedDict& feeds, const st
     }
     return absl::InvalidArgumentError("Run was given only invalid outputs (an earlier op failed to build)");
   }
-  absl::Status synced = Sync(graph);
+  absl::Status synced = impl_->Sync(graph);
   if (!synced.ok()) return synced;
   std::vector<std::pair<std::string, Tensor>> f;
   std::vector<std::string> o, t;
@@ -85,18 +99,18 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const FeedDict& feeds, const st
     if (!op.ok()) return absl::InvalidArgumentError("Target is an invalid operation");
     t.push_back(op.name());
   }
-  return impl_->Run(options, f, o, t);
+  return impl_->session->Run(options, f, o, t);
 }
 
 absl::Status Session::Close() {
-  if (impl_) return impl_->Close();
+  if (impl_->session) return impl_->session->Close();
   return absl::OkStatus();
 }
 
 absl::Status Session::Reset(const std::vector<std::string>& containers) {
-  if (!init_status_.ok()) return init_status_;
-  if (auto* g = dynamic_cast<GrpcSession*>(impl_.get())) return g->Reset(containers);
-  auto* l = static_cast<LocalSession*>(impl_.get());
+  if (!impl_->init_status.ok()) return impl_->init_status;
+  if (auto* g = dynamic_cast<GrpcSession*>(impl_->session.get())) return g->Reset(containers);
+  auto* l = static_cast<LocalSession*>(impl_->session.get());
   ResetContainers(l->device(), containers);
   return absl::OkStatus();
 }

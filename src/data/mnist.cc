@@ -1,4 +1,4 @@
-#include "data/mnist.h"
+#include "distflow/data/mnist.h"
 
 #include <zlib.h>
 

@@ -1,4 +1,5 @@
-// Cluster authentication: a shared secret token.
+// Cluster authentication: a shared secret token (the functions that set it
+// are public, in distflow/auth.h).
 //
 // Every task and client of a cluster is given the same token
 // (DISTFLOW_AUTH_TOKEN, or a file named by --auth_token_file). Clients send it
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "distflow/auth.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -27,23 +29,6 @@
 namespace distflow {
 
 inline constexpr char kAuthTokenMetadataKey[] = "x-distflow-token";
-inline constexpr char kAuthTokenEnv[] = "DISTFLOW_AUTH_TOKEN";
-
-// The process's token: what SetClusterToken set, else DISTFLOW_AUTH_TOKEN
-// (read once), else "" (none).
-std::string ClusterToken();
-void SetClusterToken(std::string token);
-// Reads the token from `path` (surrounding whitespace removed) and sets it.
-// InvalidArgument naming the file if it cannot be read, is empty or holds
-// what ValidateToken refuses.
-absl::Status LoadClusterTokenFile(const std::string& path);
-// A token is 1 to 4096 printable ASCII characters (it travels as gRPC
-// metadata). `source` names where it came from in the error.
-absl::Status ValidateToken(const std::string& token, const std::string& source);
-// For a program's start: loads `token_file` if given, then validates the
-// process's token (DISTFLOW_AUTH_TOKEN otherwise). OK when there is none.
-absl::Status SetUpClusterToken(const std::string& token_file);
-
 // A channel to `address` whose every call carries `token` (none if empty).
 std::shared_ptr<grpc::Channel> NewAuthenticatedChannel(const std::string& address, const grpc::ChannelArguments& args,
                                                        const std::string& token);

@@ -10,7 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "distributed/bulk_transfer.h"
-#include "distributed/server.h"
+#include "distflow/server.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "proto/worker.grpc.pb.h"

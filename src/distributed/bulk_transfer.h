@@ -44,7 +44,7 @@
 #include "base/timer.h"
 #include "proto/master.pb.h"
 #include "proto/worker.pb.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 

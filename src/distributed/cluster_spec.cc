@@ -1,4 +1,4 @@
-#include "distributed/cluster_spec.h"
+#include "distflow/cluster_spec.h"
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>

@@ -1,4 +1,4 @@
-#include "distributed/cluster_spec.h"
+#include "distflow/cluster_spec.h"
 
 #include <string>
 #include <vector>

@@ -4,7 +4,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
-#include "distributed/cluster_spec.h"
+#include "distflow/cluster_spec.h"
 
 namespace distflow {
 namespace {

@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/metrics.h"
-#include "distributed/cluster_spec.h"
+#include "distflow/cluster_spec.h"
 
 namespace httplib {
 class Server;

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "proto/worker.pb.h"
-#include "runtime/step_stats.h"
+#include "distflow/step_stats.h"
 
 namespace distflow {
 

@@ -1,4 +1,4 @@
-#include "distributed/task_config.h"
+#include "distflow/task_config.h"
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>

@@ -1,4 +1,4 @@
-#include "distributed/task_config.h"
+#include "distflow/task_config.h"
 
 #include <map>
 #include <string>

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 

@@ -17,6 +17,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "base/thread_pool.h"
+#include "distflow/server.h"
 #include "distributed/bulk_transfer.h"
 #include "distributed/worker_cache.h"
 #include "distributed/worker_rendezvous.h"
@@ -40,11 +41,6 @@ struct RunGraphCall {
   std::vector<Tensor> recv;  // on success, parallel to recv_keys
   bool trace = false;        // record when each node ran, into `stats`
   StepStats stats;
-};
-
-struct WorkerOptions {
-  int inter_op_threads = 0;
-  int intra_op_threads = 0;
 };
 
 class Worker {

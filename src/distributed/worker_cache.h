@@ -11,7 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "base/thread_pool.h"
 #include "distributed/bulk_transfer.h"
-#include "distributed/cluster_spec.h"
+#include "distflow/cluster_spec.h"
 #include "distributed/tensor_transfer.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/channel_arguments.h"

@@ -3,7 +3,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "distributed/server.h"
+#include "distflow/server.h"
+#include "distributed/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/proto_buffer_writer.h"
@@ -51,16 +52,16 @@ TEST(WorkerService, RecvTensorCallsThatGiveUpLeaveNothingBehind) {
   EXPECT_EQ(deadline_exceeded.load(), kCalls);
   // The server learns of each cancellation a moment after the caller.
   const absl::Time until = absl::Now() + absl::Seconds(30);
-  while (server.worker()->rendezvous()->NumPendingForTest() > 0 && absl::Now() < until) {
+  while (server.impl()->worker()->rendezvous()->NumPendingForTest() > 0 && absl::Now() < until) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  EXPECT_EQ(server.worker()->rendezvous()->NumPendingForTest(), 0u) << "abandoned receives are dropped";
+  EXPECT_EQ(server.impl()->worker()->rendezvous()->NumPendingForTest(), 0u) << "abandoned receives are dropped";
 
   // And a real receive still works after the flood.
-  ASSERT_TRUE(server.worker()->rendezvous()->Send(7, "k", Tensor::Scalar<float>(3)).ok());
+  ASSERT_TRUE(server.impl()->worker()->rendezvous()->Send(7, "k", Tensor::Scalar<float>(3)).ok());
   absl::Notification got;
   float value = 0;
-  server.worker()->rendezvous()->RecvLocalAsync(7, "k", nullptr, [&](absl::Status s, Tensor t) {
+  server.impl()->worker()->rendezvous()->RecvLocalAsync(7, "k", nullptr, [&](absl::Status s, Tensor t) {
     if (s.ok()) value = t.scalar<float>();
     got.Notify();
   });

@@ -9,9 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "graph/partial_shape.h"
+#include "distflow/partial_shape.h"
 #include "proto/graph.pb.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 

@@ -19,9 +19,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "graph/op_def.h"
-#include "graph/partial_shape.h"
+#include "distflow/partial_shape.h"
 #include "proto/graph.pb.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 

@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/graph.pb.h"
-#include "tensor/types.h"
+#include "distflow/types.h"
 
 namespace distflow {
 

@@ -1,4 +1,4 @@
-#include "graph/partial_shape.h"
+#include "distflow/partial_shape.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -1,4 +1,4 @@
-#include "graph/partial_shape.h"
+#include "distflow/partial_shape.h"
 
 #include "gtest/gtest.h"
 #include "proto/tensor.pb.h"

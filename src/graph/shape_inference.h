@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "graph/partial_shape.h"
+#include "distflow/partial_shape.h"
 #include "proto/graph.pb.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 

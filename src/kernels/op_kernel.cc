@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/logging.h"
 #include "kernels/device.h"
 
 namespace distflow {

@@ -22,7 +22,7 @@
 #include "base/cancellation.h"
 #include "base/thread_pool.h"
 #include "proto/graph.pb.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 

@@ -21,7 +21,7 @@
 #include "base/status_macros.h"
 #include "base/thread_pool.h"
 #include "proto/graph.pb.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 

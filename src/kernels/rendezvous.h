@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "base/cancellation.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 

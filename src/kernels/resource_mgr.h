@@ -19,8 +19,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "graph/partial_shape.h"
-#include "tensor/tensor.h"
+#include "distflow/partial_shape.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 

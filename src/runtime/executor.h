@@ -27,7 +27,7 @@
 #include "graph/graph.h"
 #include "kernels/device.h"
 #include "kernels/op_kernel.h"
-#include "runtime/step_stats.h"
+#include "distflow/step_stats.h"
 
 namespace distflow {
 

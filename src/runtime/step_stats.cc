@@ -1,4 +1,4 @@
-#include "runtime/step_stats.h"
+#include "distflow/step_stats.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,7 +1,8 @@
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "base/logging.h"
 
 namespace distflow {
 

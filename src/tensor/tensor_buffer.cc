@@ -1,4 +1,4 @@
-#include "tensor/tensor_buffer.h"
+#include "distflow/tensor_buffer.h"
 
 #include <cstdlib>
 #include <new>

@@ -92,6 +92,12 @@ absl::StatusOr<Tensor> DecodeTensor(const proto::TensorProto& in) {
   return t;
 }
 
+std::string SerializeTensor(const Tensor& tensor) {
+  proto::TensorProto wire;
+  EncodeTensor(tensor, &wire);
+  return wire.SerializeAsString();
+}
+
 absl::StatusOr<Tensor> ParseTensor(const void* data, size_t size) {
   if (size > static_cast<size_t>(INT32_MAX)) {
     return absl::InvalidArgumentError(absl::StrCat("TensorProto of ", size, " bytes is over 2 GiB"));

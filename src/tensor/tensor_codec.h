@@ -6,7 +6,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 namespace proto {
@@ -21,7 +21,7 @@ void EncodeShape(const TensorShape& shape, proto::TensorShapeProto* out);
 // A fully known shape: unknown_rank or a -1 dimension is an error here.
 absl::StatusOr<TensorShape> DecodeShape(const proto::TensorShapeProto& in);
 
-// Parses serialized TensorProto bytes and decodes them (the fuzzer's entry point).
-absl::StatusOr<Tensor> ParseTensor(const void* data, size_t size);
+// SerializeTensor and ParseTensor (the fuzzer's entry point), the public
+// forms of these, are in distflow/tensor.h.
 
 }  // namespace distflow

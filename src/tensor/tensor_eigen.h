@@ -5,7 +5,8 @@
 
 #include <array>
 
-#include "tensor/tensor.h"
+#include "base/logging.h"
+#include "distflow/tensor.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace distflow {

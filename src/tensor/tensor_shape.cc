@@ -1,4 +1,4 @@
-#include "tensor/tensor_shape.h"
+#include "distflow/tensor_shape.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -1,4 +1,4 @@
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 #include <cstdint>
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "gtest/gtest.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 namespace test {

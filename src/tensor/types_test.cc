@@ -1,4 +1,4 @@
-#include "tensor/types.h"
+#include "distflow/types.h"
 
 #include "gtest/gtest.h"
 

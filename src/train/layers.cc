@@ -1,15 +1,19 @@
-#include "train/layers.h"
+#include "distflow/train/layers.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "client/graph_state.h"
+#include "distflow/train/optimizer.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
-#include "train/optimizer.h"
 
 namespace distflow {
 namespace layers {
+
+const Activation kRelu = relu;
+
 namespace {
 
 Output ScalarOf(const Scope& s, double v, DataType dtype) {

@@ -1,14 +1,15 @@
-#include "train/layers.h"
+#include "distflow/train/layers.h"
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "client/graph_state.h"
 #include "distflow/distflow.h"
+#include "distflow/train/optimizer.h"
 #include "gmock/gmock.h"
 #include "graph/op_def.h"
 #include "gtest/gtest.h"
-#include "train/optimizer.h"
 
 namespace distflow {
 namespace {
@@ -86,8 +87,8 @@ TEST(Layers, GlorotUniformIsWithinLimitAndTruncatedNormalWithinTwoStddev) {
 
 TEST(Layers, DeviceFunctionPlacesVariablesAndTheirInitializers) {
   Scope root = Scope::NewRootScope();
-  Scope s = root.WithDeviceFunction([](const proto::NodeDef& n) {
-    return n.op() == "Variable" ? std::string("/job:ps/task:0") : std::string("/job:worker/task:0");
+  Scope s = root.WithDeviceFunction([](const NodeInfo& n) {
+    return n.op == "Variable" ? std::string("/job:ps/task:0") : std::string("/job:worker/task:0");
   });
   auto x = ops::Placeholder(s, DT_FLOAT, PartialShape({-1, 3}));
   auto y = layers::fully_connected(s, x, 2, layers::kRelu, "fc1");

@@ -1,10 +1,11 @@
-#include "train/optimizer.h"
+#include "distflow/train/optimizer.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/gradients.h"
+#include "client/graph_state.h"
+#include "distflow/gradients.h"
 #include "graph/attr_value.h"
 
 namespace distflow {

@@ -1,11 +1,12 @@
-#include "train/optimizer.h"
+#include "distflow/train/optimizer.h"
 
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "client/gradients.h"
+#include "client/graph_state.h"
 #include "distflow/distflow.h"
+#include "distflow/gradients.h"
 #include "gmock/gmock.h"
 #include "graph/op_def.h"
 #include "gtest/gtest.h"

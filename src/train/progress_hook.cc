@@ -1,4 +1,4 @@
-#include "train/progress_hook.h"
+#include "distflow/train/progress_hook.h"
 
 #include <unistd.h>
 

@@ -1,11 +1,11 @@
-#include "train/progress_hook.h"
+#include "distflow/train/progress_hook.h"
 
 #include <cstdio>
 #include <string>
 
-#include "client/ops.h"
+#include "distflow/ops.h"
 #include "gtest/gtest.h"
-#include "train/optimizer.h"
+#include "distflow/train/optimizer.h"
 
 namespace distflow {
 namespace {

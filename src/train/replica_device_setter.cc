@@ -1,22 +1,19 @@
-#include "train/replica_device_setter.h"
+#include "distflow/train/replica_device_setter.h"
 
 #include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "distributed/device_name.h"
-#include "graph/attr_value.h"
 
 namespace distflow {
 
-int64_t VariableBytes(const proto::NodeDef& node) {
-  absl::StatusOr<DataType> dtype = GetAttrType(node, "dtype");
-  absl::StatusOr<PartialShape> shape = GetAttrShape(node, "shape");
+int64_t VariableBytes(const NodeInfo& node) {
   int64_t elements = 1;
-  if (shape.ok() && !shape->unknown_rank()) {
-    for (int i = 0; i < shape->rank(); ++i) elements *= std::max<int64_t>(shape->dim(i), 1);
+  if (!node.shape.unknown_rank()) {
+    for (int i = 0; i < node.shape.rank(); ++i) elements *= std::max<int64_t>(node.shape.dim(i), 1);
   }
-  return elements * static_cast<int64_t>(dtype.ok() ? DataTypeSize(*dtype) : 4);
+  return elements * static_cast<int64_t>(node.dtype != DT_INVALID ? DataTypeSize(node.dtype) : 4);
 }
 
 DeviceFunction ReplicaDeviceSetter(const ClusterSpec& cluster, ReplicaDeviceSetterOptions options) {
@@ -30,11 +27,11 @@ DeviceFunction ReplicaDeviceSetter(const ClusterSpec& cluster, ReplicaDeviceSett
   state->load.assign(state->ps_tasks.size(), 0);
   // An unparsable worker device is kept as written, for the placer to report.
   absl::StatusOr<DeviceName> worker = DeviceName::Parse(options.worker_device);
-  return [state, options, worker](const proto::NodeDef& node) -> std::string {
-    absl::StatusOr<DeviceName> current = DeviceName::Parse(node.device());
-    if (!current.ok()) return node.device();
+  return [state, options, worker](const NodeInfo& node) -> std::string {
+    absl::StatusOr<DeviceName> current = DeviceName::Parse(node.device);
+    if (!current.ok()) return node.device;
     const bool ps_op =
-        std::find(options.ps_ops.begin(), options.ps_ops.end(), node.op()) != options.ps_ops.end();
+        std::find(options.ps_ops.begin(), options.ps_ops.end(), node.op) != options.ps_ops.end();
     if (ps_op && !state->ps_tasks.empty()) {
       DeviceName ps;
       ps.has_job = true;

@@ -1,6 +1,7 @@
-#include "train/replica_device_setter.h"
+#include "distflow/train/replica_device_setter.h"
 
-#include "client/ops.h"
+#include "client/graph_state.h"
+#include "distflow/ops.h"
 #include "gtest/gtest.h"
 
 namespace distflow {
@@ -106,7 +107,11 @@ TEST(ReplicaDeviceSetter, GreedyBalancesPsTasksByBytes) {
   EXPECT_EQ(load[0], 4000);
   EXPECT_EQ(load[1], 4480);
   // Doubles count twice as much as floats.
-  EXPECT_EQ(VariableBytes(ops::Variable(root, {3, 5}, DT_DOUBLE).node()->def()), 120);
+  NodeInfo doubles;
+  doubles.op = "VariableV2";
+  doubles.dtype = DT_DOUBLE;
+  doubles.shape = PartialShape({3, 5});
+  EXPECT_EQ(VariableBytes(doubles), 120);
 }
 
 TEST(ReplicaDeviceSetter, GreedyIsTheSameOnEveryWorker) {

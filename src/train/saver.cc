@@ -1,4 +1,4 @@
-#include "train/saver.h"
+#include "distflow/train/saver.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,7 +12,8 @@
 #include "base/env.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
-#include "client/ops.h"
+#include "client/graph_state.h"
+#include "distflow/ops.h"
 #include "google/protobuf/text_format.h"
 #include "graph/attr_value.h"
 #include "tensor/checkpoint_format.h"

@@ -1,4 +1,4 @@
-#include "train/saver.h"
+#include "distflow/train/saver.h"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensor/checkpoint_format.h"
-#include "train/optimizer.h"
+#include "distflow/train/optimizer.h"
 
 namespace distflow {
 namespace {

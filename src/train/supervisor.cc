@@ -1,4 +1,4 @@
-#include "train/supervisor.h"
+#include "distflow/train/supervisor.h"
 
 #include <thread>
 
@@ -8,7 +8,8 @@
 #include "absl/time/clock.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
-#include "client/ops.h"
+#include "client/graph_state.h"
+#include "distflow/ops.h"
 
 namespace distflow {
 namespace {

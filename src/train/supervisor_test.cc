@@ -1,4 +1,4 @@
-#include "train/supervisor.h"
+#include "distflow/train/supervisor.h"
 
 #include <filesystem>
 #include <string>
@@ -7,7 +7,7 @@
 #include "distflow/distflow.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "train/optimizer.h"
+#include "distflow/train/optimizer.h"
 
 namespace distflow {
 namespace {

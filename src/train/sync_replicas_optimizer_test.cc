@@ -1,14 +1,15 @@
 // The accumulator and step-barrier ops in one process (their state lives in
 // the local session's device across runs), and SyncReplicasOptimizer's
 // argument checks. Training across real servers: tests/integration/sync_replicas_test.cc.
-#include "train/sync_replicas_optimizer.h"
+#include "distflow/train/sync_replicas_optimizer.h"
 
 #include <thread>
 
 #include "absl/time/clock.h"
 #include "base/metrics.h"
-#include "client/ops.h"
-#include "client/session.h"
+#include "client/graph_state.h"
+#include "distflow/ops.h"
+#include "distflow/session.h"
 #include "gmock/gmock.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"

@@ -2,7 +2,10 @@
 # Installs the built tree into a temporary prefix and uses it as an outsider
 # would: builds tests/install/consumer against it with find_package (shared
 # and static) and with pkg-config, and runs each; checks the shared library's
-# SONAME and that it exports only distflow's symbols; builds the Debian
+# SONAME and that it exports only distflow's symbols; checks that the
+# installed headers are the public API only (self-contained, no protobuf,
+# gRPC, Eigen or oneDNN) and that every example and the training benchmark
+# compile with nothing but them; builds the Debian
 # package with cpack, checks its name and dependencies, extracts it with
 # dpkg -x and runs the packaged distflow-server against the packaged library.
 #   install_test.sh BUILD_DIR SOURCE_DIR VERSION
@@ -26,13 +29,46 @@ done
 [ -n "$LIBDIR" ] || fail "no libdistflow.so installed: $(cat "$tmp/install.log")"
 for f in "$P/bin/distflow-server" "$P/bin/distflow-launch" "$LIBDIR/libdistflow.so.$VERSION" "$LIBDIR/libdistflow.a" \
          "$LIBDIR/cmake/distflow/distflowConfig.cmake" "$LIBDIR/pkgconfig/distflow.pc" \
-         "$P/include/distflow/distflow.h" "$P/include/distflow/client/scope.h" "$P/include/distflow/proto/graph.pb.h"; do
+         "$P/include/distflow/distflow.h" "$P/include/distflow/scope.h" "$P/include/distflow/train/optimizer.h" \
+         "$P/include/distflow/data/mnist.h"; do
   [ -e "$f" ] || fail "not installed: $f"
 done
 [ "$(readlink "$LIBDIR/libdistflow.so")" = "libdistflow.so.$MAJOR" ] || fail "libdistflow.so does not point at the SONAME"
-[ ! -e "$P/include/distflow/kernels/cpu" ] || fail "kernel internals were installed"
+for internal in proto kernels runtime graph client distributed base tensor; do
+  [ ! -e "$P/include/distflow/$internal" ] || fail "internal headers were installed: $P/include/distflow/$internal"
+done
 found=$(find "$P/include" -name '*test*')
 [ -z "$found" ] || fail "test helpers were installed: $(find "$P/include" -name '*test*')"
+
+step "public headers: only distflow's and abseil's, each self-contained"
+mapfile -t headers < <(cd "$P/include" && find distflow -name '*.h' | sort)
+[ "${#headers[@]}" -ge 20 ] || fail "only ${#headers[@]} public headers installed"
+for h in "${headers[@]}"; do
+  # Every quoted include names another installed header or abseil's.
+  while read -r inc; do
+    case "$inc" in
+      absl/*) ;;
+      distflow/*) [ -e "$P/include/$inc" ] || fail "$h includes $inc, which is not installed" ;;
+      *) fail "$h includes \"$inc\": public headers include only distflow/ and absl/" ;;
+    esac
+  done < <(sed -n 's/^#include "\(.*\)".*/\1/p' "$P/include/$h")
+  if grep -n -E '#include <(google/protobuf|grpcpp|grpc/|Eigen|unsupported/Eigen|oneapi|dnnl)' "$P/include/$h"; then
+    fail "$h includes a protobuf, gRPC, Eigen or oneDNN header"
+  fi
+  # Unprefixed macros would collide with a program's own LOG or CHECK.
+  if grep -n -E '^#define (LOG|CHECK|CHECK_OK|DCHECK|RETURN_IF_ERROR|ASSIGN_OR_RETURN)\b' "$P/include/$h"; then
+    fail "$h defines a macro without the DF_ prefix"
+  fi
+  echo "#include \"$h\"" > "$tmp/one.cc"
+  g++ -std=c++20 -fsyntax-only -I"$P/include" "$tmp/one.cc" 2> "$tmp/one.log" ||
+    { cat "$tmp/one.log"; fail "$h does not compile on its own with only the installed headers"; }
+done
+
+step "examples and the training benchmark compile with only the installed headers"
+for f in "$SRC"/examples/*.cc "$SRC"/bench/train_bench.cc; do
+  g++ -std=c++20 -fsyntax-only -I"$P/include" "$f" 2> "$tmp/example.log" ||
+    { head -20 "$tmp/example.log"; fail "$(basename "$f") reaches outside the public headers"; }
+done
 
 step "SONAME and exported symbols"
 soname=$(readelf -d "$LIBDIR/libdistflow.so.$VERSION" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')

@@ -12,14 +12,16 @@
 #include <set>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/graph_state.h"
 #include "distflow/distflow.h"
 #include "distributed/bulk_transfer.h"
-#include "gtest/gtest.h"
+#include "distributed/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
 #include "proto/master.grpc.pb.h"
 #include "tensor/tensor_testutil.h"
 
@@ -223,7 +225,7 @@ TEST_P(ClusterTest, LargeTensorCrossesTasksWithoutSizeLimit) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_NEAR((*out)[0].scalar<float>(), n * 0.5, n * 0.5 * 1e-3);
   uint64_t served = 0;
-  for (auto& s : servers_) served += s->bulk_bytes_served();
+  for (auto& s : servers_) served += s->impl()->bulk_bytes_served();
   EXPECT_EQ(served, static_cast<uint64_t>(n) * 4) << "the tensor should travel over the bulk port";
 }
 
@@ -255,13 +257,13 @@ TEST_P(ClusterTest, LargeFeedsAndFetchesTravelOverTheMastersBulkPort) {
     if (srv->task_name() == "/job:worker/replica:0/task:0") master = srv.get();
   ASSERT_NE(master, nullptr);
   const uint64_t bytes = InProcess() ? 0 : static_cast<uint64_t>(n) * 4;
-  EXPECT_EQ(master->bulk_bytes_received(), bytes) << "the feed arrives over the bulk port unless in process";
-  EXPECT_EQ(master->bulk_bytes_served(), 2 * bytes) << "the fetches leave over the bulk port unless in process";
+  EXPECT_EQ(master->impl()->bulk_bytes_received(), bytes) << "the feed arrives over the bulk port unless in process";
+  EXPECT_EQ(master->impl()->bulk_bytes_served(), 2 * bytes) << "the fetches leave over the bulk port unless in process";
   // Small tensors still travel inside the messages.
   auto small = sess.Run({{x, Tensor::FromVector<float>({1, 2, 3})}}, {s});
   ASSERT_TRUE(small.ok()) << small.status();
   EXPECT_EQ((*small)[0].scalar<float>(), 12.0f);
-  EXPECT_EQ(master->bulk_bytes_received(), bytes);
+  EXPECT_EQ(master->impl()->bulk_bytes_received(), bytes);
 }
 
 TEST_P(ClusterTest, LargeFeedsAndFetchesOfAnotherTaskTravelOverBulkPorts) {
@@ -285,11 +287,11 @@ TEST_P(ClusterTest, LargeFeedsAndFetchesOfAnotherTaskTravelOverBulkPorts) {
   const uint64_t client_bytes = InProcess() ? 0 : bytes;  // in process, client <-> master is memory
   for (auto& srv : servers_) {
     if (srv->task_name() == "/job:worker/replica:0/task:0") {
-      EXPECT_EQ(srv->bulk_bytes_received(), client_bytes) << "the client's feed";
-      EXPECT_EQ(srv->bulk_bytes_served(), bytes + client_bytes) << "the feed to worker 1 and the fetch to the client";
+      EXPECT_EQ(srv->impl()->bulk_bytes_received(), client_bytes) << "the client's feed";
+      EXPECT_EQ(srv->impl()->bulk_bytes_served(), bytes + client_bytes) << "the feed to worker 1 and the fetch to the client";
     }
     if (srv->task_name() == "/job:worker/replica:0/task:1") {
-      EXPECT_EQ(srv->bulk_bytes_served(), bytes) << "the fetch, read by the master";
+      EXPECT_EQ(srv->impl()->bulk_bytes_served(), bytes) << "the fetch, read by the master";
     }
   }
 }
@@ -322,8 +324,8 @@ TEST(Cluster, LargeFeedToATaskWithoutBulkTransferTravelsInside) {
   auto out = sess.Run({{x, feed}}, {s});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_NEAR((*out)[0].scalar<float>(), n * 0.5, n * 0.5 * 1e-3);
-  EXPECT_EQ((*worker)->bulk_bytes_received(), static_cast<uint64_t>(n) * 4) << "client -> master over bulk";
-  EXPECT_EQ((*worker)->bulk_bytes_served(), 0u) << "master -> ps inside the RunGraph message";
+  EXPECT_EQ((*worker)->impl()->bulk_bytes_received(), static_cast<uint64_t>(n) * 4) << "client -> master over bulk";
+  EXPECT_EQ((*worker)->impl()->bulk_bytes_served(), 0u) << "master -> ps inside the RunGraph message";
 }
 
 // A step of many seconds (400 chained 1024^3 MatMuls on a worker, fed from a
@@ -684,7 +686,7 @@ TEST(BulkFallback, AFullBulkPortFallsBackToGrpcInsteadOfFailingTheStep) {
     ASSERT_EQ(send(fd, hello, sizeof(hello), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(hello)));
     idle.push_back(fd);
   }
-  BulkServer* bulk = ps->worker()->bulk_server();
+  BulkServer* bulk = ps->impl()->worker()->bulk_server();
   const absl::Time until = absl::Now() + absl::Seconds(60);
   while (bulk->NumConnectionThreadsForTest() < static_cast<size_t>(BulkServer::kMaxConnections) &&
          absl::Now() < until) {

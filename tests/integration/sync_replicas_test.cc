@@ -11,10 +11,10 @@
 #include "distflow/distflow.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "train/optimizer.h"
-#include "train/replica_device_setter.h"
-#include "train/supervisor.h"
-#include "train/sync_replicas_optimizer.h"
+#include "distflow/train/optimizer.h"
+#include "distflow/train/replica_device_setter.h"
+#include "distflow/train/supervisor.h"
+#include "distflow/train/sync_replicas_optimizer.h"
 
 namespace distflow {
 namespace {

@@ -2,6 +2,7 @@
 // list of sources, shape queries, random and state ops.
 #include "absl/strings/str_cat.h"
 #include "client/grad/grad_families.h"
+#include "client/graph_state.h"
 #include "graph/attr_value.h"
 
 namespace distflow {

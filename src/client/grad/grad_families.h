@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "client/gradients.h"
-#include "client/ops.h"
-#include "client/scope.h"
+#include "distflow/gradients.h"
+#include "distflow/ops.h"
+#include "distflow/scope.h"
 
 namespace distflow {
 

@@ -1,5 +1,6 @@
 #include "absl/strings/str_cat.h"
 #include "client/grad/grad_families.h"
+#include "client/graph_state.h"
 #include "graph/attr_value.h"
 
 namespace distflow {

@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "client/gradients.h"
-#include "client/ops.h"
-#include "client/session.h"
+#include "distflow/gradients.h"
+#include "distflow/ops.h"
+#include "distflow/session.h"
 
 namespace distflow {
 

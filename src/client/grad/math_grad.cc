@@ -1,6 +1,7 @@
 // Gradients of the math, matmul and reduction ops (TensorFlow's math_grad.py).
 #include "absl/strings/str_cat.h"
 #include "client/grad/grad_families.h"
+#include "client/graph_state.h"
 #include "graph/attr_value.h"
 
 namespace distflow {

@@ -2,6 +2,7 @@
 // graph/ops/nn_ops.cc; their names, inputs and attributes follow TensorFlow.
 #include "absl/strings/str_cat.h"
 #include "client/grad/grad_families.h"
+#include "client/graph_state.h"
 #include "graph/attr_value.h"
 
 namespace distflow {

@@ -20,7 +20,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "tensor/tensor_shape.h"
+#include "distflow/tensor_shape.h"
 
 namespace distflow {
 

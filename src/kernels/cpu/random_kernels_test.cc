@@ -1,6 +1,7 @@
 #include <cmath>
 #include <memory>
 
+#include "base/logging.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/device.h"

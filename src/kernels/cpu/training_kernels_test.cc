@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/logging.h"
 #include "gmock/gmock.h"
 #include "graph/attr_value.h"
 #include "graph/graph.h"

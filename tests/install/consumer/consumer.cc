@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "distflow/distflow.h"
-#include "train/optimizer.h"
+#include "distflow/train/optimizer.h"
 
 namespace df = distflow;
 

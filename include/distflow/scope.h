@@ -19,13 +19,20 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "graph/graph.h"
+#include "distflow/partial_shape.h"
+#include "distflow/types.h"
 
 namespace distflow {
 
+namespace proto {
+class GraphDef;
+class NodeDef;
+}  // namespace proto
+
+class Node;  // a node of the graph (internal: graph/graph.h)
 class Output;
 class Scope;
-struct GraphState;
+struct GraphState;  // what the scopes of one graph share (internal: client/graph_state.h)
 
 // A node of the graph being built.
 class Operation {
@@ -34,7 +41,9 @@ class Operation {
   Operation(const Node* node, std::shared_ptr<GraphState> graph) : node_(node), graph_(std::move(graph)) {}
   const Node* node() const { return node_; }
   bool ok() const { return node_ != nullptr; }
-  std::string name() const { return node_ ? node_->name() : "<invalid>"; }
+  std::string name() const;     // "<invalid>" for an invalid Operation
+  std::string op_type() const;  // the op, e.g. "MatMul" ("" for an invalid Operation)
+  std::string device() const;   // the device its scope asked for ("" for none)
   const std::shared_ptr<GraphState>& graph_state() const { return graph_; }
 
  private:
@@ -42,8 +51,18 @@ class Operation {
   std::shared_ptr<GraphState> graph_;
 };
 
-// A device function: given a node about to be added, the device to put it on.
-using DeviceFunction = std::function<std::string(const proto::NodeDef&)>;
+// What a device function is shown of the node about to be added.
+struct NodeInfo {
+  std::string name;             // its full name, e.g. "layer1/weights"
+  std::string op;               // its op, e.g. "VariableV2", "MatMul"
+  std::string device;           // the device the enclosing scopes chose ("" for none)
+  DataType dtype = DT_INVALID;  // its "dtype" attribute, if it has one (variables do)
+  PartialShape shape;           // its "shape" attribute, if it has one (variables do)
+};
+
+// A device function: given a node about to be added, the device to put it on
+// (what TensorFlow's tf.device accepts besides a string).
+using DeviceFunction = std::function<std::string(const NodeInfo&)>;
 
 class Scope {
  public:
@@ -71,13 +90,17 @@ class Scope {
   // A fresh name under this scope: "prefix/Op", "prefix/Op_1", ...
   std::string GetUniqueName(const std::string& base) const;
 
-  // Adds a node built from `def` (its name and device are filled in by the
-  // scope) with `inputs` and the scope's control dependencies. On error the
-  // status is recorded and an invalid Operation returned.
+  // For op wrappers, which include distflow's internal headers: adds a node
+  // built from `def` (its name and device are filled in by the scope) with
+  // `inputs` and the scope's control dependencies. On error the status is
+  // recorded and an invalid Operation returned. Programs add nodes with the
+  // functions of distflow/ops.h (ops::Raw for any registered op).
   Operation AddNode(proto::NodeDef def, const std::vector<Output>& inputs) const;
 
-  // The graph as a GraphDef; every Session::Run sends what is new.
+  // For distflow's internals: the graph as a GraphDef.
   void ToGraphDef(proto::GraphDef* out) const;
+  // The number of nodes in the graph.
+  int num_nodes() const;
   const std::shared_ptr<GraphState>& graph_state() const { return graph_; }
 
   // Graph-level random seed: random ops without their own seed derive one.
@@ -123,25 +146,6 @@ class Output {
   Operation op_;
   int index_ = 0;
   Scope scope_;
-};
-
-// What every Scope of one graph shares.
-struct GraphState {
-  absl::Mutex mu;
-  Graph graph ABSL_GUARDED_BY(mu);
-  absl::Status status ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<std::string, int> name_counts ABSL_GUARDED_BY(mu);
-  // Kept as nodes, not Operations/Outputs: those hold the GraphState, and a
-  // GraphState holding them would never be freed.
-  std::vector<const Node*> initializers ABSL_GUARDED_BY(mu);
-  struct Variable {
-    const Node* node = nullptr;
-    int index = 0;
-    Scope scope;  // the scope the variable was made in, without its graph or control dependencies
-  };
-  std::vector<Variable> trainable_variables ABSL_GUARDED_BY(mu);
-  int64_t graph_seed ABSL_GUARDED_BY(mu) = 0;
-  int64_t next_op_seed ABSL_GUARDED_BY(mu) = 1;
 };
 
 }  // namespace distflow

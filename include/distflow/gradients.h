@@ -19,8 +19,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "client/ops.h"
-#include "client/scope.h"
+#include "distflow/ops.h"
+#include "distflow/scope.h"
 
 namespace distflow {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tensor/tensor.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 namespace data {

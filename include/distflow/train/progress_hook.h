@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "train/supervisor.h"
+#include "distflow/train/supervisor.h"
 
 namespace distflow {
 

@@ -35,11 +35,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/scope.h"
-#include "client/session.h"
-#include "graph/partial_shape.h"
+#include "distflow/scope.h"
+#include "distflow/session.h"
+#include "distflow/partial_shape.h"
 
 namespace distflow {
+
 namespace proto {
 class CheckpointIndex;
 }

@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "tensor/types.h"
+#include "distflow/types.h"
 
 namespace distflow {
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "client/scope.h"
-#include "runtime/local_session.h"
+#include "distflow/scope.h"
+#include "distflow/session_options.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 
@@ -42,13 +42,8 @@ class Session {
   absl::Status Reset(const std::vector<std::string>& containers = {});
 
  private:
-  absl::Status Sync(const std::shared_ptr<GraphState>& graph);
-
-  absl::Status init_status_;
-  std::unique_ptr<SessionInterface> impl_;
-  absl::Mutex mu_;
-  std::shared_ptr<GraphState> graph_ ABSL_GUARDED_BY(mu_);
-  int sent_nodes_ ABSL_GUARDED_BY(mu_) = 0;
+  struct Impl;  // client/session.cc
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace distflow

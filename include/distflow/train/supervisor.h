@@ -36,9 +36,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "client/scope.h"
-#include "client/session.h"
-#include "train/saver.h"
+#include "distflow/scope.h"
+#include "distflow/session.h"
+#include "distflow/train/saver.h"
 
 namespace distflow {
 

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "client/ops.h"
-#include "client/scope.h"
+#include "distflow/ops.h"
+#include "distflow/scope.h"
 
 namespace distflow {
 namespace layers {
@@ -30,7 +30,9 @@ namespace layers {
 // An activation function; an empty one means none (linear).
 using Activation = std::function<Output(const Scope&, const Output&)>;
 Output relu(const Scope& s, const Output& x);  // the Relu op
-inline const Activation kRelu = relu;
+// Defined in the library, so that including this header does not by itself
+// need the train library at link time.
+extern const Activation kRelu;
 inline const Activation kNoActivation = nullptr;
 
 // Builds an initial value of `shape` and `dtype` on `s`. `fan_in`/`fan_out`

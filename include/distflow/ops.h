@@ -8,12 +8,15 @@
 // attributes are inferred from the inputs; errors go to the scope.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
-#include "client/scope.h"
-#include "tensor/tensor.h"
+#include "distflow/scope.h"
+#include "distflow/tensor.h"
 
 namespace distflow {
 namespace ops {
@@ -112,7 +115,43 @@ Output RandomNormal(const Scope& s, const std::vector<int64_t>& shape, DataType 
 Output TruncatedNormal(const Scope& s, const std::vector<int64_t>& shape, DataType dtype = DT_FLOAT,
                        int64_t seed = 0);
 
-// Generic: any registered op by name, attributes set by `attrs`.
+// An attribute value of a node, for Raw: a number, a bool, a string, a
+// dtype, a shape, a tensor, or a list of numbers, dtypes or strings.
+class Attr {
+ public:
+  using Value = std::variant<int64_t, double, bool, std::string, DataType, PartialShape, Tensor, std::vector<int64_t>,
+                             std::vector<double>, std::vector<DataType>, std::vector<std::string>>;
+  Attr(int v) : value_(int64_t{v}) {}
+  Attr(int64_t v) : value_(v) {}
+  Attr(float v) : value_(double{v}) {}
+  Attr(double v) : value_(v) {}
+  Attr(bool v) : value_(v) {}
+  Attr(const char* v) : value_(std::string(v)) {}
+  Attr(std::string v) : value_(std::move(v)) {}
+  Attr(DataType v) : value_(v) {}
+  Attr(PartialShape v) : value_(std::move(v)) {}
+  Attr(Tensor v) : value_(std::move(v)) {}
+  Attr(std::initializer_list<int64_t> v) : value_(std::vector<int64_t>(v)) {}
+  Attr(std::vector<int64_t> v) : value_(std::move(v)) {}
+  Attr(std::vector<double> v) : value_(std::move(v)) {}
+  Attr(std::vector<DataType> v) : value_(std::move(v)) {}
+  Attr(std::vector<std::string> v) : value_(std::move(v)) {}
+  const Value& value() const { return value_; }
+
+ private:
+  Value value_;
+};
+using Attrs = std::vector<std::pair<std::string, Attr>>;
+
+// Generic: any registered op by name, with `attrs` set; attributes the op
+// can infer from its inputs (types, lengths) and those with defaults may be
+// left out. The node is checked like every other (an unknown op, a missing
+// or mistyped attribute, a bad input are errors in the scope, naming it).
+//
+//   auto y = ops::Raw(s, "Conv2D", {x, w}, {{"strides", {1, 1, 1, 1}}, {"padding", "SAME"}});
+Operation Raw(const Scope& s, const std::string& op, const std::vector<Output>& inputs, const Attrs& attrs);
+// For op wrappers, which include the internal graph/attr_value.h: `attrs`
+// sets the attributes on the NodeDef directly.
 Operation Raw(const Scope& s, const std::string& op, const std::vector<Output>& inputs,
               const std::function<void(proto::NodeDef*)>& attrs = nullptr);
 

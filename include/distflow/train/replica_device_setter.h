@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "client/scope.h"
-#include "distributed/cluster_spec.h"
+#include "distflow/scope.h"
+#include "distflow/cluster_spec.h"
 
 namespace distflow {
 
@@ -51,6 +51,6 @@ DeviceFunction ReplicaDeviceSetter(const ClusterSpec& cluster, const std::string
 
 // The bytes a variable node declares (its shape attribute times its dtype's
 // size; unknown dimensions count as 1), the load of kGreedyBytes.
-int64_t VariableBytes(const proto::NodeDef& node);
+int64_t VariableBytes(const NodeInfo& node);
 
 }  // namespace distflow

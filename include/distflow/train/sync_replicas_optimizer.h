@@ -43,8 +43,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "train/optimizer.h"
-#include "train/supervisor.h"
+#include "distflow/train/optimizer.h"
+#include "distflow/train/supervisor.h"
 
 namespace distflow {
 

@@ -39,7 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "distributed/cluster_spec.h"
+#include "distflow/cluster_spec.h"
 
 namespace distflow {
 

@@ -6,7 +6,7 @@
 //
 // Typed access is cheap and light: flat<T>() is an absl::Span, matrix<T>() a
 // row-major view, scalar<T>() a reference. Kernels wanting Eigen expressions
-// include tensor/tensor_eigen.h, which keeps Eigen out of every other file.
+// include tensor/tensor_eigen.h (internal), which keeps Eigen out of every other file.
 //
 // Thread-safety: const methods may be called concurrently; the elements are
 // not synchronised (a kernel writes to an output no one else reads yet).
@@ -20,10 +20,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "base/logging.h"
-#include "tensor/tensor_buffer.h"
-#include "tensor/tensor_shape.h"
-#include "tensor/types.h"
+#include "distflow/logging.h"
+#include "distflow/tensor_buffer.h"
+#include "distflow/tensor_shape.h"
+#include "distflow/types.h"
 
 namespace distflow {
 
@@ -59,7 +59,7 @@ class Tensor {
   // A tensor of `shape` holding `values` in row-major order (sizes must match).
   template <typename T>
   static Tensor FromVector(const std::vector<T>& values, const TensorShape& shape) {
-    CHECK(static_cast<int64_t>(values.size()) == shape.num_elements())
+    DF_CHECK(static_cast<int64_t>(values.size()) == shape.num_elements())
         << values.size() << " values for shape " << shape.DebugString();
     Tensor t(DataTypeToEnum<T>::value, shape);
     auto f = t.flat<T>();
@@ -92,22 +92,22 @@ class Tensor {
   }
   template <typename T>
   T& scalar() {
-    CHECK(NumElements() == 1) << "scalar() on a tensor of shape " << shape_.DebugString();
+    DF_CHECK(NumElements() == 1) << "scalar() on a tensor of shape " << shape_.DebugString();
     return flat<T>()[0];
   }
   template <typename T>
   const T& scalar() const {
-    CHECK(NumElements() == 1) << "scalar() on a tensor of shape " << shape_.DebugString();
+    DF_CHECK(NumElements() == 1) << "scalar() on a tensor of shape " << shape_.DebugString();
     return flat<T>()[0];
   }
   template <typename T>
   MatrixView<T> matrix() {
-    CHECK(dims() == 2) << "matrix() on a tensor of shape " << shape_.DebugString();
+    DF_CHECK(dims() == 2) << "matrix() on a tensor of shape " << shape_.DebugString();
     return {flat<T>().data(), dim_size(0), dim_size(1)};
   }
   template <typename T>
   MatrixView<const T> matrix() const {
-    CHECK(dims() == 2) << "matrix() on a tensor of shape " << shape_.DebugString();
+    DF_CHECK(dims() == 2) << "matrix() on a tensor of shape " << shape_.DebugString();
     return {flat<T>().data(), dim_size(0), dim_size(1)};
   }
 
@@ -136,7 +136,7 @@ class Tensor {
 
  private:
   void CheckType(DataType expected) const {
-    CHECK(dtype_ == expected) << "Tensor of dtype " << DataTypeName(dtype_)
+    DF_CHECK(dtype_ == expected) << "Tensor of dtype " << DataTypeName(dtype_)
                               << " accessed as " << DataTypeName(expected);
   }
 
@@ -145,5 +145,13 @@ class Tensor {
   std::shared_ptr<TensorBuffer> buffer_;
   size_t offset_ = 0;  // bytes from buffer_->data() to element 0
 };
+
+// A tensor's wire form: the serialized TensorProto that RPCs and checkpoints
+// carry.
+std::string SerializeTensor(const Tensor& tensor);
+// Parses a wire form back. The input is treated as hostile: a truncated or
+// forged message is InvalidArgument naming the problem, never a crash or a
+// huge allocation.
+absl::StatusOr<Tensor> ParseTensor(const void* data, size_t size);
 
 }  // namespace distflow

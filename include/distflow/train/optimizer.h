@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/ops.h"
-#include "client/scope.h"
+#include "distflow/ops.h"
+#include "distflow/scope.h"
 
 namespace distflow {
 

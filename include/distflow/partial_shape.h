@@ -9,7 +9,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "tensor/tensor_shape.h"
+#include "distflow/tensor_shape.h"
 
 namespace distflow {
 namespace proto {

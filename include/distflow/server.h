@@ -1,0 +1,104 @@
+// Server: one task of a cluster, in this process (TensorFlow's
+// tf.train.Server). It serves the master and worker services, and gRPC's
+// standard health service, on the task's address from the cluster spec,
+// binding the host given there (0.0.0.0 only if the spec says so). Port 0
+// picks a free port; target() then reports the real one.
+//
+//   auto cluster = ClusterSpec::FromString("ps=127.0.0.1:2222;worker=127.0.0.1:2223");
+//   auto server = Server::Create(*cluster, "ps", 0);
+//   (*server)->Start();
+//   (*server)->Join();  // until the chief shuts the cluster down
+//
+// Sessions in this process whose target is the server's call its master
+// directly, without gRPC. Stop() closes sessions and shuts the server down (a
+// second caller waits for the first); Join() returns once the server has
+// stopped: after Stop(), a Shutdown request from the chief, or a signal that
+// the program handles. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "distflow/cluster_spec.h"
+
+namespace distflow {
+
+class GrpcServer;  // internal (distributed/grpc_server.h)
+
+// Threads that run the partitions this task is given (0: one per core).
+struct WorkerOptions {
+  int inter_op_threads = 0;
+  int intra_op_threads = 0;
+};
+
+struct ServerOptions {
+  WorkerOptions worker;
+  // Large tensors between tasks travel over a second, system-chosen TCP port
+  // on the task's host. Turn off where only the cluster spec's ports are
+  // reachable; DISTFLOW_BULK_TRANSFER=0 does too.
+  bool bulk_transfer = true;
+  // The bulk port: 0 lets the system choose (a failure to listen then only
+  // turns bulk transfer off); a fixed port for firewalled sites must be free.
+  int bulk_port = 0;
+  // An HTTP status page (/status) and Prometheus metrics (/metrics) on this
+  // port of the task's host: -1 for none, 0 for a free port. A port that
+  // cannot be had turns only the page off, with a warning; the task still
+  // serves.
+  int status_port = -1;
+  // The cluster's secret (distflow/auth.h): every RPC and bulk connection
+  // must carry it, and this task's calls to its peers do. Unset: the
+  // process's token (DISTFLOW_AUTH_TOKEN or --auth_token_file); "": none.
+  std::optional<std::string> auth_token;
+};
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Create(const ClusterSpec& cluster, const std::string& job,
+                                                        int task_index, ServerOptions options = {});
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  absl::Status Start();
+  void Stop();
+  void Join();
+
+  // "grpc://host:port" with the bound port.
+  std::string target() const;
+  // "/job:ps/task:0".
+  const std::string& task_name() const;
+  const ClusterSpec& cluster() const;
+  int port() const;
+  // The bulk-transfer port, 0 if bulk transfer is off.
+  int bulk_port() const;
+  // The status page's port, 0 if it is off.
+  int status_port() const;
+
+  // For distflow's own tools and tests, which include the internal header.
+  GrpcServer* impl() const { return impl_.get(); }
+
+ private:
+  explicit Server(std::unique_ptr<GrpcServer> impl);
+  std::unique_ptr<GrpcServer> impl_;
+};
+
+// Starts every task of `cluster` in this process (for tests, the way gloo's
+// tests run N ranks in one process). Addresses with port 0 are given free ports.
+absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
+                                                                  ServerOptions options = {});
+
+// Asks every task of `cluster` (except those in `except`) to stop its server:
+// how the chief ends a cluster when training is over, so that parameter
+// servers exit instead of waiting to be killed. Tasks already gone are fine.
+absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
+                             const std::vector<std::string>& except = {});
+
+// A cluster spec of `num_ps` ps tasks and `num_workers` worker tasks on
+// 127.0.0.1 with free ports.
+absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers);
+
+}  // namespace distflow

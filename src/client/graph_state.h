@@ -1,0 +1,37 @@
+// GraphState: what every Scope of one graph shares (the graph, its first
+// error, the names used so far, initializers and trainable variables).
+// Internal to distflow: scopes hold it through a shared_ptr; ops, gradients,
+// sessions and optimizers read it under its mutex.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "distflow/scope.h"
+#include "graph/graph.h"
+
+namespace distflow {
+
+// What every Scope of one graph shares.
+struct GraphState {
+  absl::Mutex mu;
+  Graph graph ABSL_GUARDED_BY(mu);
+  absl::Status status ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, int> name_counts ABSL_GUARDED_BY(mu);
+  // Kept as nodes, not Operations/Outputs: those hold the GraphState, and a
+  // GraphState holding them would never be freed.
+  std::vector<const Node*> initializers ABSL_GUARDED_BY(mu);
+  struct Variable {
+    const Node* node = nullptr;
+    int index = 0;
+    Scope scope;  // the scope the variable was made in, without its graph or control dependencies
+  };
+  std::vector<Variable> trainable_variables ABSL_GUARDED_BY(mu);
+  int64_t graph_seed ABSL_GUARDED_BY(mu) = 0;
+  int64_t next_op_seed ABSL_GUARDED_BY(mu) = 1;
+};
+}  // namespace distflow

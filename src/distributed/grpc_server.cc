@@ -1,0 +1,214 @@
+#include "distributed/grpc_server.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/env.h"
+#include "base/logging.h"
+#include "distributed/auth.h"
+#include "distributed/rpc_metrics.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server_builder.h"
+
+namespace distflow {
+
+GrpcServer::GrpcServer(ClusterSpec cluster, std::string job, int task, ServerOptions options)
+    : cluster_(std::move(cluster)),
+      job_(std::move(job)),
+      task_(task),
+      task_name_(TaskName(job_, task_)),
+      options_(options) {}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const ClusterSpec& cluster, const std::string& job,
+                                                       int task_index, ServerOptions options) {
+  absl::Status valid = cluster.ValidateTask(job, task_index);
+  if (!valid.ok()) return valid;
+  std::unique_ptr<GrpcServer> s(new GrpcServer(cluster, job, task_index, options));
+  return s;
+}
+
+GrpcServer::~GrpcServer() {
+  Stop();
+  std::thread stopper;
+  {
+    absl::MutexLock lock(&mu_);
+    stopper = std::move(shutdown_thread_);
+  }
+  if (stopper.joinable()) stopper.join();
+  // In-process sessions may still be inside a call to the master.
+  if (local_entry_ != nullptr) local_entry_->WaitIdle();
+}
+
+absl::Status GrpcServer::Start() {
+  absl::MutexLock lock(&mu_);
+  if (started_) return absl::OkStatus();
+  absl::StatusOr<std::string> address = cluster_.task_address(job_, task_);
+  if (!address.ok()) return address.status();
+  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(*address);
+  if (!hp.ok()) return hp.status();
+  host_ = hp->first;
+  const std::string token = options_.auth_token.value_or(ClusterToken());
+  if (token.empty() && !IsLoopbackHost(host_)) {
+    LOG(WARNING) << "\n*** " << task_name_ << " listens on " << host_
+                 << " without a cluster token: anyone who can reach this port can read and overwrite every "
+                    "variable and shut the cluster down. Set DISTFLOW_AUTH_TOKEN (or --auth_token_file) on every "
+                    "task and client. ***";
+  }
+  if (options_.bulk_transfer && options_.bulk_port >= 0 && BulkTransferEnabledByEnv()) {
+    absl::StatusOr<std::unique_ptr<BulkServer>> bulk =
+        BulkServer::Start(host_, absl::Seconds(120), options_.bulk_port, token);
+    if (bulk.ok()) {
+      bulk_ = std::move(*bulk);
+    } else if (options_.bulk_port != 0) {
+      return absl::UnavailableError(absl::StrCat("Task ", task_name_, " cannot listen for bulk transfer on ", host_, ":",
+                                                 options_.bulk_port, ": ", bulk.status().message(),
+                                                 ". Pick a free --bulk_port, 0 for any, or -1 for none."));
+    } else {
+      LOG(WARNING) << bulk.status().message() << "; large tensors will travel inside gRPC messages";
+    }
+  }
+  workers_ = std::make_unique<WorkerCache>(cluster_, token);
+  if (bulk_ != nullptr) workers_->EnableBulkTransfer();
+  worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);
+  worker_->set_bulk_server(bulk_.get());
+  worker_->set_auth_token(token);
+  master_ = std::make_unique<Master>(task_name_, workers_.get(), worker_.get());
+  master_->set_bulk_server(bulk_.get());
+  master_->set_auth_token(token);
+  // Stop from a thread of our own (not the RPC's), joined by ~GrpcServer.
+  worker_->SetShutdownHandler([this](const std::string&) {
+    absl::MutexLock lock(&mu_);
+    if (stopped_ || shutdown_thread_.joinable()) return;
+    shutdown_thread_ = std::thread([this] { Stop(); });
+  });
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  // Bind the host the spec names (bracketed IPv6 stays bracketed).
+  std::string bind = absl::StrCat(host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_, ":",
+                                  hp->second);
+  builder.AddListeningPort(bind, grpc::InsecureServerCredentials(), &bound_port_);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  // Without this, a second server on the same port would silently share it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(NewRpcMetricsInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  builder.RegisterService(worker_->service());
+  builder.RegisterService(master_->service());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || bound_port_ == 0) {
+    server_.reset();
+    return absl::UnavailableError(absl::StrCat("Task ", task_name_, " cannot listen on ", bind,
+                                               ": the port is already in use or the address is not on this machine. "
+                                               "Stop the other process or change the cluster spec."));
+  }
+  if (hp->second == 0) {
+    workers_->SetTaskAddress(task_name_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
+  }
+  started_ = true;
+  if (options_.status_port >= 0) {
+    StatusView view{task_name_, host_port(), cluster_, absl::Now(), master_.get(), worker_.get(), workers_.get(),
+                    bulk_.get()};
+    absl::StatusOr<std::unique_ptr<StatusServer>> status = StatusServer::Start(view, host_, options_.status_port);
+    if (status.ok()) {
+      status_ = std::move(*status);
+      LOG(INFO) << "Status page of " << task_name_ << " on http://" << host_ << ":" << status_->port() << "/status";
+    } else {
+      LOG(WARNING) << "The status page is off: " << status.status().message() << ". The task serves gRPC anyway.";
+    }
+  }
+  local_entry_ = std::make_shared<LocalMasterEntry>(master_.get());
+  RegisterLocalMaster(host_port(), local_entry_);
+  LOG(INFO) << "Started server for " << task_name_ << " on " << host_ << ":" << bound_port_ << " with device "
+            << worker_->device_name()
+            << (bulk_ ? absl::StrCat("; bulk tensor transfer on port ", bulk_->port()) : std::string("; bulk transfer off"));
+  return absl::OkStatus();
+}
+
+void GrpcServer::Stop() {
+  bool already = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_) return;
+    already = stopped_;
+    stopped_ = true;
+  }
+  if (already) {
+    // Another thread is stopping the server: return once it has.
+    stopped_note_.WaitForNotification();
+    return;
+  }
+  LOG(INFO) << "Stopping server for " << task_name_;
+  if (status_ != nullptr) status_->Stop();
+  UnregisterLocalMaster(host_port(), local_entry_.get());
+  local_entry_->Close();
+  master_->CloseAll();
+  // Handlers waiting on this task (a RecvTensor for a step whose client
+  // died) must end before gRPC's shutdown can finish.
+  worker_->AbortAll(absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down")));
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server_->Wait();
+  stopped_note_.Notify();
+}
+
+void GrpcServer::Join() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_) return;
+  }
+  stopped_note_.WaitForNotification();
+}
+
+void GrpcServer::SetPeerAddress(const std::string& task, const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  if (workers_ != nullptr) workers_->SetTaskAddress(task, address);
+}
+
+std::string GrpcServer::host_port() const {
+  std::string h = host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_;
+  return absl::StrCat(h, ":", bound_port_);
+}
+
+int GrpcServer::status_port() const { return status_ != nullptr ? status_->port() : 0; }
+
+std::string GrpcServer::target() const { return absl::StrCat("grpc://", host_port()); }
+
+absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
+                             const std::vector<std::string>& except) {
+  WorkerCache workers(cluster);
+  for (const std::string& task : workers.TaskNames()) {
+    if (std::find(except.begin(), except.end(), task) != except.end()) continue;
+    absl::StatusOr<proto::WorkerService::Stub*> stub = workers.Stub(task);
+    if (!stub.ok()) return stub.status();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    proto::ShutdownRequest req;
+    req.set_reason(reason);
+    proto::ShutdownResponse resp;
+    grpc::Status s = (*stub)->Shutdown(&ctx, req, &resp);
+    if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      absl::Status e = FromGrpcStatus(s);
+      return absl::Status(e.code(), absl::StrCat("Shutdown of ", task, ": ", e.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers) {
+  ClusterSpec::JobMap jobs;
+  auto add = [&](const std::string& job, int n) -> absl::Status {
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<int> port = Env::Default()->PickUnusedPort();
+      if (!port.ok()) return port.status();
+      jobs[job][i] = absl::StrCat("127.0.0.1:", *port);
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s = add("ps", num_ps);
+  if (s.ok()) s = add("worker", num_workers);
+  if (!s.ok()) return s;
+  return ClusterSpec::FromJobs(jobs);
+}
+
+}  // namespace distflow
