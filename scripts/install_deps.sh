@@ -11,7 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   iperf3 tmux
-  python3 python3-yaml
+  python3 python3-yaml python3-dev python3-numpy python3-pytest pybind11-dev
   libcpp-httplib-dev chromium
 )
 

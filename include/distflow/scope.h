@@ -44,6 +44,7 @@ class Operation {
   std::string name() const;     // "<invalid>" for an invalid Operation
   std::string op_type() const;  // the op, e.g. "MatMul" ("" for an invalid Operation)
   std::string device() const;   // the device its scope asked for ("" for none)
+  int num_outputs() const;      // 0 for an invalid Operation
   const std::shared_ptr<GraphState>& graph_state() const { return graph_; }
 
  private:

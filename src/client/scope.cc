@@ -145,7 +145,11 @@ Operation Scope::AddNode(proto::NodeDef def, const std::vector<Output>& inputs) 
     def.set_device(device_);
   }
   absl::MutexLock lock(&graph_->mu);
-  if (!op_name_.empty()) graph_->name_counts[def.name()]++;
+  if (!op_name_.empty()) {
+    // Mark the name used (it may already be, if GetUniqueName made it).
+    int& count = graph_->name_counts[def.name()];
+    if (count == 0) count = 1;
+  }
   absl::StatusOr<const Node*> n = graph_->graph.AddNode(std::move(def));
   if (!n.ok()) {
     if (graph_->status.ok()) graph_->status = n.status();
@@ -198,6 +202,7 @@ std::vector<Output> Scope::TrainableVariables() const {
 std::string Operation::name() const { return node_ ? node_->name() : "<invalid>"; }
 std::string Operation::op_type() const { return node_ ? node_->op() : ""; }
 std::string Operation::device() const { return node_ ? node_->def().device() : ""; }
+int Operation::num_outputs() const { return node_ ? node_->num_outputs() : 0; }
 
 int Scope::num_nodes() const {
   absl::MutexLock lock(&graph_->mu);

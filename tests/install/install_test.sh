@@ -64,9 +64,10 @@ for h in "${headers[@]}"; do
     { cat "$tmp/one.log"; fail "$h does not compile on its own with only the installed headers"; }
 done
 
-step "examples and the training benchmark compile with only the installed headers"
-for f in "$SRC"/examples/*.cc "$SRC"/bench/train_bench.cc; do
-  g++ -std=c++20 -fsyntax-only -I"$P/include" "$f" 2> "$tmp/example.log" ||
+step "examples, the training benchmark and the Python binding compile with only the installed headers"
+py_include=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+for f in "$SRC"/examples/*.cc "$SRC"/bench/train_bench.cc "$SRC"/python/src/binding.cc; do
+  g++ -std=c++20 -fsyntax-only -I"$P/include" -I"$py_include" "$f" 2> "$tmp/example.log" ||
     { head -20 "$tmp/example.log"; fail "$(basename "$f") reaches outside the public headers"; }
 done
 

@@ -1,0 +1,178 @@
+"""TensorFlow 1.x's API over distflow:
+
+    import distflow.compat.v1 as tf
+
+What the seed programs use is here, with TF1 semantics; anything else of
+TensorFlow raises NotImplementedError naming it (never an AttributeError
+deep inside)."""
+import builtins as _builtins
+import sys as _sys
+import types as _types
+
+from distflow import dtypes as _dtypes
+from distflow import errors  # noqa: F401 (tf.errors)
+from distflow import framework as _fw
+from distflow import raw_ops  # noqa: F401 (tf.raw_ops)
+from distflow import train as _train
+from distflow import _distflow
+
+# dtypes
+DType = _dtypes.DType
+as_dtype = _dtypes.as_dtype
+float32, float64, int32, int64 = _dtypes.float32, _dtypes.float64, _dtypes.int32, _dtypes.int64
+uint8, bool, string = _dtypes.uint8, _dtypes.bool, _dtypes.string  # noqa: A001
+double = _dtypes.float64
+
+# graphs, tensors, sessions
+Graph = _fw.Graph
+Tensor = _fw.Tensor
+Operation = _fw.Operation
+TensorShape = _fw.TensorShape
+get_default_graph = _fw.get_default_graph
+reset_default_graph = _fw.reset_default_graph
+device = _fw.device
+name_scope = _fw.name_scope
+control_dependencies = _fw.control_dependencies
+convert_to_tensor = _fw.convert_to_tensor
+constant = _fw.constant
+placeholder = _fw.placeholder
+Variable = _fw.Variable
+global_variables_initializer = _fw.global_variables_initializer
+initialize_all_variables = _fw.initialize_all_variables
+trainable_variables = _fw.trainable_variables
+group = _fw.group
+Session = _fw.Session
+InteractiveSession = _fw.InteractiveSession
+ConfigProto = _fw.ConfigProto
+get_default_session = _fw.get_default_session
+
+
+def _op(name):
+    return getattr(raw_ops, name)
+
+
+def _axes(axis, reduction_indices, x):
+    axis = axis if axis is not None else reduction_indices
+    if axis is None:
+        rank = x.shape.ndims
+        if rank is None:
+            raise NotImplementedError("reducing over all axes of a tensor of unknown rank")
+        return list(range(rank))
+    return [axis] if isinstance(axis, int) else list(axis)
+
+
+def _reduce(op_name):
+    def reduce_fn(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None, keep_dims=None):
+        x = convert_to_tensor(input_tensor)
+        keep = _builtins.bool(keepdims if keepdims is not None else (keep_dims or False))
+        return _op(op_name)(x, constant(_axes(axis, reduction_indices, x), dtype=int32), keep_dims=keep,
+                            name=name)
+    reduce_fn.__name__ = "reduce_" + op_name.lower()
+    return reduce_fn
+
+
+reduce_sum = _reduce("Sum")
+reduce_mean = _reduce("Mean")
+reduce_max = _reduce("Max")
+reduce_min = _reduce("Min")
+reduce_prod = _reduce("Prod")
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
+    return _op("MatMul")(a, b, transpose_a=transpose_a, transpose_b=transpose_b, name=name)
+
+
+def add(x, y, name=None): return _op("Add")(x, y, name=name)
+def subtract(x, y, name=None): return _op("Sub")(x, y, name=name)
+def multiply(x, y, name=None): return _op("Mul")(x, y, name=name)
+def divide(x, y, name=None): return _op("Div")(x, y, name=name)
+def equal(x, y, name=None): return _op("Equal")(x, y, name=name)
+def square(x, name=None): return _op("Square")(x, name=name)
+def sqrt(x, name=None): return _op("Sqrt")(x, name=name)
+def exp(x, name=None): return _op("Exp")(x, name=name)
+def log(x, name=None): return _op("Log")(x, name=name)
+def identity(x, name=None): return _op("Identity")(x, name=name)
+def add_n(inputs, name=None): return _op("AddN")(list(inputs), name=name)
+
+
+mul, sub, div = multiply, subtract, divide
+
+
+def cast(x, dtype, name=None):
+    return _op("Cast")(x, DstT=as_dtype(dtype), name=name)
+
+
+def argmax(input, axis=None, name=None, dimension=None, output_type=None):  # noqa: A002
+    if output_type not in (None, int64):
+        raise NotImplementedError("argmax output_type other than int64")
+    axis = axis if axis is not None else (dimension if dimension is not None else 0)
+    return _op("ArgMax")(input, constant(axis, dtype=int32), name=name)
+
+
+def reshape(tensor, shape, name=None):
+    return _op("Reshape")(tensor, constant(list(shape), dtype=int32) if not isinstance(shape, Tensor) else shape,
+                          name=name)
+
+
+def zeros(shape, dtype=float32, name=None):
+    return constant(0, dtype=dtype, shape=shape, name=name or "zeros")
+
+
+def ones(shape, dtype=float32, name=None):
+    return constant(1, dtype=dtype, shape=shape, name=name or "ones")
+
+
+def gradients(ys, xs, grad_ys=None, name="gradients"):
+    ys = ys if isinstance(ys, (list, tuple)) else [ys]
+    single = not isinstance(xs, (list, tuple))
+    xs = [xs] if single else list(xs)
+    g = get_default_graph()
+    outs = _distflow.gradients(g._scope(), [convert_to_tensor(y)._out for y in ys], [x._out for x in xs],
+                               [convert_to_tensor(t)._out for t in (grad_ys or [])])
+    return [_fw.Tensor(o, g) for o in outs]
+
+
+# tf.nn
+def _softmax_xent(_sentinel=None, labels=None, logits=None, dim=-1, name=None):
+    if _sentinel is not None:
+        raise NotImplementedError("softmax_cross_entropy_with_logits takes logits= and labels= keywords "
+                                  "(positional (logits, labels) is TensorFlow 0.x's form)")
+    loss, _ = _op("SoftmaxCrossEntropyWithLogits")(logits, labels, name=name)
+    return loss
+
+
+class _Namespace(_types.SimpleNamespace):
+    def __init__(self, prefix, **kwargs):
+        super().__init__(**kwargs)
+        self._prefix = prefix
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise NotImplementedError(f"distflow.compat.v1 has no tf.{self._prefix}.{name} yet")
+
+
+nn = _Namespace("nn",
+    relu=lambda features, name=None: _op("Relu")(features, name=name),
+    softmax=lambda logits, name=None: _op("Softmax")(logits, name=name),
+    softmax_cross_entropy_with_logits=_softmax_xent,
+    bias_add=lambda value, bias, name=None: _op("BiasAdd")(value, bias, name=name),
+)
+
+# tf.train
+train = _Namespace("train",
+    ClusterSpec=_train.ClusterSpec,
+    Server=_train.Server,
+    replica_device_setter=_train.replica_device_setter,
+)
+
+
+class _NotImplementedNamespace(_types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise NotImplementedError(f"distflow.compat.v1 has no tf.{name} yet")
+
+
+# Unknown names: a clear NotImplementedError naming what is missing.
+_sys.modules[__name__].__class__ = _NotImplementedNamespace

@@ -1,0 +1,566 @@
+"""Graphs, tensors, devices and sessions with TensorFlow 1.x semantics, over
+the C++ Scope, Session and Server (distflow._distflow).
+
+A Graph wraps a root C++ Scope. The context managers (device, name_scope,
+control_dependencies) keep a per-graph stack; every op is added through the
+Scope those build, so placement, naming and shape checks are C++'s.
+"""
+import contextlib
+import threading
+
+import numpy as np
+
+from distflow import _distflow
+from distflow import dtypes as _dtypes
+from distflow import errors
+
+# ---- graphs -----------------------------------------------------------------
+
+
+class Graph:
+    """A dataflow graph (tf.Graph): nodes are added by op functions while the
+    graph is the default one."""
+
+    def __init__(self):
+        self._root = _distflow.Scope.new_root()
+        self._name_stack = []      # name scopes, outermost first
+        self._device_stack = []    # device strings or functions, outermost first
+        self._control_stack = []   # lists of Operations
+        self._collections = {}
+        self._finalized = False
+
+    @contextlib.contextmanager
+    def as_default(self):
+        _default_stack.stack.append(self)
+        try:
+            yield self
+        finally:
+            _default_stack.stack.pop()
+
+    def finalize(self):
+        self._finalized = True
+
+    @property
+    def finalized(self):
+        return self._finalized
+
+    def add_to_collection(self, name, value):
+        self._collections.setdefault(name, []).append(value)
+
+    def get_collection(self, name, scope=None):
+        return list(self._collections.get(name, []))
+
+    def _scope(self, name=None, op_type=None):
+        """The C++ Scope for the next op: name scope, devices, control deps."""
+        if self._finalized:
+            raise RuntimeError("Graph is finalized and cannot be modified (a Supervisor or "
+                               "MonitoredSession finalized it; build ops before creating one).")
+        s = self._root
+        for d in self._device_stack:
+            if d is None:
+                s = s.with_device("")
+            elif isinstance(d, str):
+                s = s.with_device(d)
+            else:
+                s = s.with_device_function(d)
+        deps = [op for group in self._control_stack for op in group]
+        if deps:
+            s = s.with_control_dependencies(deps)
+        prefix = "/".join(self._name_stack)
+        if name is not None:
+            full = f"{prefix}/{name}" if prefix else name
+            s = s.with_op_name(self._unique_name(full))
+        elif prefix:
+            s = s.new_sub_scope(prefix)
+        return s
+
+    def _unique_name(self, name):
+        # TensorFlow: "x", then "x_1", "x_2", ...
+        return self._root.unique_name(name)
+
+    @property
+    def graph_key(self):
+        return self._root.graph_key
+
+
+class _DefaultStack(threading.local):
+    def __init__(self):
+        super().__init__()
+        self.stack = []
+
+
+_default_stack = _DefaultStack()
+_global_default_graph = Graph()
+
+
+def get_default_graph():
+    if _default_stack.stack:
+        return _default_stack.stack[-1]
+    return _global_default_graph
+
+
+def reset_default_graph():
+    global _global_default_graph
+    if _default_stack.stack:
+        raise AssertionError("reset_default_graph inside a `with graph.as_default()` block")
+    _global_default_graph = Graph()
+
+
+@contextlib.contextmanager
+def device(device_name_or_function):
+    """tf.device: a device string ("/job:ps/task:0"), a device function
+    (node -> device string, e.g. replica_device_setter), or None to clear."""
+    g = get_default_graph()
+    d = device_name_or_function
+    if d is not None and not isinstance(d, str) and not callable(d):
+        raise TypeError(f"tf.device takes a device string or a function, not {d!r}")
+    if isinstance(d, str) or d is None or isinstance(d, _distflow.DeviceFunction):
+        g._device_stack.append(d)
+    else:
+        g._device_stack.append(lambda node: d(_NodeForDeviceFunction(node)))
+    try:
+        yield
+    finally:
+        g._device_stack.pop()
+
+
+class _NodeForDeviceFunction:
+    """What a Python device function is given: TensorFlow's op fields."""
+
+    def __init__(self, node):
+        self.name = node.name
+        self.type = node.type
+        self.device = node.device
+        self.node_def = self
+
+    @property
+    def op(self):  # node_def.op
+        return self.type
+
+
+@contextlib.contextmanager
+def name_scope(name, default_name=None, values=None):
+    g = get_default_graph()
+    name = name or default_name
+    if not name:
+        yield ""
+        return
+    g._name_stack.append(name)
+    try:
+        yield "/".join(g._name_stack) + "/"
+    finally:
+        g._name_stack.pop()
+
+
+@contextlib.contextmanager
+def control_dependencies(control_inputs):
+    g = get_default_graph()
+    if control_inputs is None:
+        saved, g._control_stack = g._control_stack, []
+        try:
+            yield
+        finally:
+            g._control_stack = saved
+        return
+    g._control_stack.append([_as_cc_operation(c) for c in control_inputs])
+    try:
+        yield
+    finally:
+        g._control_stack.pop()
+
+
+# ---- tensors and operations ---------------------------------------------------
+
+
+class TensorShape:
+    def __init__(self, dims):
+        self._dims = None if dims is None else list(dims)
+
+    def as_list(self):
+        if self._dims is None:
+            raise ValueError("as_list() is not defined on an unknown TensorShape.")
+        return list(self._dims)
+
+    @property
+    def ndims(self):
+        return None if self._dims is None else len(self._dims)
+
+    def __iter__(self):
+        return iter(self._dims or [])
+
+    def __len__(self):
+        return len(self.as_list())
+
+    def __getitem__(self, i):
+        return self.as_list()[i]
+
+    def __eq__(self, other):
+        other_dims = other._dims if isinstance(other, TensorShape) else list(other)
+        return self._dims == other_dims
+
+    def __repr__(self):
+        return "TensorShape(<unknown>)" if self._dims is None else f"TensorShape({self._dims})"
+
+
+class Operation:
+    """A node of a graph (tf.Operation)."""
+
+    def __init__(self, cc_op, graph):
+        self._op = cc_op
+        self.graph = graph
+
+    name = property(lambda self: self._op.name)
+    type = property(lambda self: self._op.type)
+    device = property(lambda self: self._op.device)
+
+    @property
+    def outputs(self):
+        return [Tensor(_distflow.Output(self._op, i, self.graph._root), self.graph)
+                for i in range(self._op.num_outputs)]
+
+    def run(self, feed_dict=None, session=None):
+        (session or get_default_session()).run(self, feed_dict=feed_dict)
+
+    def __repr__(self):
+        return f"<tf.Operation '{self.name}' type={self.type}>"
+
+
+class Tensor:
+    """An output of an Operation (tf.Tensor); arithmetic operators add ops."""
+
+    def __init__(self, cc_output, graph):
+        self._out = cc_output
+        self.graph = graph
+
+    name = property(lambda self: self._out.name)
+    dtype = property(lambda self: _dtypes.as_dtype(self._out.dtype))
+    op = property(lambda self: Operation(self._out.op, self.graph))
+    device = property(lambda self: self._out.op.device)
+    value_index = property(lambda self: self._out.index)
+
+    @property
+    def shape(self):
+        return TensorShape(self._out.shape)
+
+    def get_shape(self):
+        return self.shape
+
+    def eval(self, feed_dict=None, session=None):
+        return (session or get_default_session()).run(self, feed_dict=feed_dict)
+
+    def __repr__(self):
+        return f"<tf.Tensor '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
+
+    def __hash__(self):
+        return hash((self._out.op, self._out.index))
+
+    def __bool__(self):
+        raise TypeError("Using a tf.Tensor as a Python bool is not allowed (the value is only known "
+                        "when a session runs it).")
+
+    # Arithmetic, as TensorFlow overloads it.
+    def __add__(self, o): return _binary("Add", self, o)
+    def __radd__(self, o): return _binary("Add", o, self)
+    def __sub__(self, o): return _binary("Sub", self, o)
+    def __rsub__(self, o): return _binary("Sub", o, self)
+    def __mul__(self, o): return _binary("Mul", self, o)
+    def __rmul__(self, o): return _binary("Mul", o, self)
+    def __truediv__(self, o): return _binary("Div", self, o)
+    def __rtruediv__(self, o): return _binary("Div", o, self)
+    def __matmul__(self, o): return _binary("MatMul", self, o)
+    def __neg__(self): return _apply("Neg", [self])
+    def __lt__(self, o): return _binary("Less", self, o)
+    def __gt__(self, o): return _binary("Greater", self, o)
+    def __pow__(self, o): return _binary("Pow", self, o)
+
+
+def _as_cc_operation(x):
+    if isinstance(x, Operation):
+        return x._op
+    if isinstance(x, Tensor):
+        return x._out.op
+    raise TypeError(f"control inputs must be Operations or Tensors, not {x!r}")
+
+
+def convert_to_tensor(value, dtype=None, name=None):
+    """A Tensor as is (checking its dtype), or a constant of `value`."""
+    if isinstance(value, Tensor):
+        if dtype is not None and _dtypes.as_dtype(dtype) != value.dtype:
+            raise ValueError(f"Tensor conversion requested dtype {_dtypes.as_dtype(dtype).name} for Tensor "
+                             f"'{value.name}' of dtype {value.dtype.name}")
+        return value
+    if isinstance(value, Operation):
+        raise TypeError(f"Can't convert Operation '{value.name}' to a Tensor")
+    return constant(value, dtype=dtype, name=name)
+
+
+def _infer_dtype(value):
+    arr = np.asarray(value)
+    if arr.dtype.kind in ("U", "S", "O"):
+        return _dtypes.string
+    if arr.dtype == np.float64 and not isinstance(value, np.ndarray):
+        return _dtypes.float32  # Python floats: TensorFlow's float32
+    if arr.dtype == np.int64 and not isinstance(value, np.ndarray):
+        return _dtypes.int32    # Python ints: TensorFlow's int32
+    return _dtypes.as_dtype(arr.dtype)
+
+
+def constant(value, dtype=None, shape=None, name="Const"):
+    dt = _dtypes.as_dtype(dtype) if dtype is not None else _infer_dtype(value)
+    arr = np.asarray(value, dtype=object if dt == _dtypes.string else dt.as_numpy_dtype)
+    if shape is not None:
+        shape = list(shape)
+        if arr.size == 1 and int(np.prod(shape)) != 1:
+            arr = np.full(shape, arr.reshape(()).item(), dtype=arr.dtype)
+        else:
+            arr = arr.reshape(shape)
+    return _apply("Const", [], {"value": (arr, dt._distflow_dtype), "dtype": dt._distflow_dtype}, name=name)
+
+
+def _binary(op_type, a, b):
+    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
+    if a_t and not b_t:
+        b = convert_to_tensor(b, dtype=a.dtype)
+    elif b_t and not a_t:
+        a = convert_to_tensor(a, dtype=b.dtype)
+    return _apply(op_type, [a, b])
+
+
+def _apply(op_type, inputs, attrs=None, name=None):
+    """Adds an op of `op_type` to the default graph; returns its one output
+    as a Tensor, a tuple for several, the Operation for none."""
+    g = get_default_graph()
+    cc_inputs = []
+    for x in inputs:
+        if isinstance(x, (list, tuple)):
+            cc_inputs.extend(_checked(g, convert_to_tensor(e))._out for e in x)
+        else:
+            cc_inputs.append(_checked(g, convert_to_tensor(x))._out)
+    cc_op = _distflow.add_op(g._scope(name), op_type, cc_inputs, attrs or {})
+    n = cc_op.num_outputs
+    if n == 0:
+        return Operation(cc_op, g)
+    outs = [Tensor(_distflow.Output(cc_op, i, g._root), g) for i in range(n)]
+    return outs[0] if n == 1 else tuple(outs)
+
+
+def _checked(g, t):
+    if t._out.graph_key != g.graph_key:
+        raise ValueError(f"Tensor '{t.name}' must be from the same graph as the op being added")
+    return t
+
+
+def placeholder(dtype, shape=None, name=None):
+    dt = _dtypes.as_dtype(dtype)
+    # An unknown shape (None) accepts any feed; [None, 784] any batch size.
+    attrs = {"dtype": dt._distflow_dtype, "shape": None if shape is None else list(shape)}
+    return _apply("Placeholder", [], attrs, name=name)
+
+
+class Variable(Tensor):
+    """A variable (tf.Variable): its initial value runs in `initializer`,
+    which global_variables_initializer() groups with every other."""
+
+    def __init__(self, initial_value, trainable=True, name=None, dtype=None):
+        g = get_default_graph()
+        if callable(initial_value):
+            initial_value = initial_value()
+        init = convert_to_tensor(initial_value, dtype=dtype)
+        cc_var = _distflow.make_variable(g._scope(name or "Variable"), init._out, trainable)
+        super().__init__(cc_var, g)
+        self.initial_value = init
+        self.trainable = trainable
+
+    def assign(self, value, name=None):
+        return _binary_ref("Assign", self, value, name)
+
+    def assign_add(self, value, name=None):
+        return _binary_ref("AssignAdd", self, value, name)
+
+    def assign_sub(self, value, name=None):
+        return _binary_ref("AssignSub", self, value, name)
+
+    @property
+    def initializer(self):
+        for op in self.graph._root.initializers():
+            if op.name.startswith(self.op.name + "/"):
+                return Operation(op, self.graph)
+        raise ValueError(f"Variable '{self.name}' has no initializer")
+
+    def value(self):
+        return _apply("Identity", [self])
+
+    def read_value(self):
+        return self.value()
+
+
+def _binary_ref(op_type, ref, value, name):
+    return _apply(op_type, [ref, convert_to_tensor(value, dtype=ref.dtype)], name=name)
+
+
+def global_variables_initializer():
+    g = get_default_graph()
+    return Operation(_distflow.global_variables_initializer(g._scope()), g)
+
+
+initialize_all_variables = global_variables_initializer
+
+
+def trainable_variables():
+    g = get_default_graph()
+    return [Tensor(o, g) for o in g._root.trainable_variables()]
+
+
+def group(*inputs, name=None):
+    with control_dependencies(list(inputs)):
+        return _apply("NoOp", [], name=name)
+
+
+# ---- sessions ----------------------------------------------------------------
+
+
+class ConfigProto:
+    """Session options with TensorFlow's names."""
+
+    def __init__(self, log_device_placement=False, allow_soft_placement=False, device_filters=None,
+                 inter_op_parallelism_threads=0, intra_op_parallelism_threads=0, device_count=None,
+                 operation_timeout_in_ms=0, gpu_options=None):
+        self.log_device_placement = log_device_placement
+        self.allow_soft_placement = allow_soft_placement
+        self.device_filters = list(device_filters or [])
+        self.inter_op_parallelism_threads = inter_op_parallelism_threads
+        self.intra_op_parallelism_threads = intra_op_parallelism_threads
+        self.device_count = dict(device_count or {})
+        self.operation_timeout_in_ms = operation_timeout_in_ms
+
+    def _options(self):
+        return {
+            "log_device_placement": bool(self.log_device_placement),
+            "allow_soft_placement": bool(self.allow_soft_placement),
+            "device_filters": list(self.device_filters),
+            "inter_op_threads": int(self.inter_op_parallelism_threads),
+            "intra_op_threads": int(self.intra_op_parallelism_threads),
+            "operation_timeout_ms": int(self.operation_timeout_in_ms),
+        }
+
+
+_default_session = threading.local()
+
+
+def get_default_session():
+    s = getattr(_default_session, "stack", None)
+    if not s:
+        raise ValueError("No default session: run inside `with tf.Session() as sess:` or pass session=")
+    return s[-1]
+
+
+class Session:
+    """tf.Session(target="", graph=None, config=None): runs `graph` (the
+    default one) in process or on the cluster behind target "grpc://...".
+    run() takes fetches of any nesting and numpy feeds."""
+
+    def __init__(self, target="", graph=None, config=None):
+        self.graph = graph or get_default_graph()
+        self._config = config or ConfigProto()
+        self._sess = _distflow.Session(target, self._config._options())
+
+    def __enter__(self):
+        if not hasattr(_default_session, "stack"):
+            _default_session.stack = []
+        _default_session.stack.append(self)
+        self._graph_ctx = self.graph.as_default()
+        self._graph_ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._graph_ctx.__exit__(*exc)
+        _default_session.stack.pop()
+        self.close()
+
+    def close(self):
+        self._sess.close()
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        flat = []
+        structure = self._flatten(fetches, flat)
+        outputs, targets, slots = [], [], []
+        for f in flat:
+            if isinstance(f, Operation):
+                self._check_graph(f._op.graph_key, f.name)
+                targets.append(f._op)
+                slots.append(None)
+            else:
+                t = self._as_fetch(f)
+                slots.append(len(outputs))
+                outputs.append(t._out)
+        feeds = []
+        for key, value in (feed_dict or {}).items():
+            t = self._as_fetch(key)
+            feeds.append((t._out, self._feed_value(t, value)))
+        timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
+        values = self._sess.run(feeds, outputs, targets, timeout)
+        results = [None if s is None else self._scalar(values[s]) for s in slots]
+        return self._unflatten(structure, iter(results))
+
+    def _as_fetch(self, f):
+        if isinstance(f, str):
+            raise NotImplementedError("fetching by name (a string) is not supported yet; fetch the Tensor")
+        if not isinstance(f, Tensor):
+            raise TypeError(f"Fetch argument {f!r} has invalid type {type(f).__name__}; must be a Tensor, "
+                            f"an Operation, or a list, tuple or dict of them")
+        self._check_graph(f._out.graph_key, f.name)
+        return f
+
+    def _check_graph(self, key, name):
+        if key != self.graph.graph_key:
+            raise ValueError(f"Tensor or Operation '{name}' is not an element of this session's graph.")
+
+    @staticmethod
+    def _feed_value(t, value):
+        dt = t.dtype
+        if isinstance(value, Tensor):
+            raise TypeError(f"The value of a feed cannot be a tf.Tensor ('{value.name}'); feed numpy "
+                            f"arrays, lists or scalars")
+        arr = np.asarray(value, dtype=object if dt == _dtypes.string else None)
+        if dt != _dtypes.string:
+            if arr.dtype.kind in ("U", "S", "O"):
+                raise TypeError(f"Cannot feed {arr.dtype} values to '{t.name}' of dtype {dt.name}")
+            arr = arr.astype(dt.as_numpy_dtype, copy=False)
+        shape = t._out.shape
+        if shape is not None:
+            ok = len(shape) == arr.ndim and all(d is None or d == n for d, n in zip(shape, arr.shape))
+            if not ok:
+                want = "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+                raise ValueError(f"Cannot feed value of shape {arr.shape} for Tensor '{t.name}', "
+                                 f"which has shape {want}")
+        return arr
+
+    @staticmethod
+    def _scalar(arr):
+        if isinstance(arr, np.ndarray) and arr.ndim == 0:
+            return arr[()]  # numpy scalar, as TensorFlow returns
+        return arr
+
+    def _flatten(self, fetches, flat):
+        if isinstance(fetches, (list, tuple)):
+            return (type(fetches), [self._flatten(f, flat) for f in fetches])
+        if isinstance(fetches, dict):
+            return (dict, [(k, self._flatten(v, flat)) for k, v in fetches.items()])
+        flat.append(fetches)
+        return None
+
+    def _unflatten(self, structure, it):
+        if structure is None:
+            return next(it)
+        kind, items = structure
+        if kind is dict:
+            return {k: self._unflatten(s, it) for k, s in items}
+        values = [self._unflatten(s, it) for s in items]
+        if kind is list:
+            return values
+        if hasattr(kind, "_fields"):  # namedtuple
+            return kind(*values)
+        return kind(values)
+
+
+InteractiveSession = Session

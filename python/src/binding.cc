@@ -1,0 +1,522 @@
+// distflow._distflow: the Python binding, on the public C++ API only
+// (include/distflow/). Graph construction, shape inference, gradients,
+// sessions and servers stay in C++; this file converts at the boundary:
+// numpy arrays <-> Tensors (a fetched array shares the Tensor's memory and
+// keeps it alive), Python values <-> attributes (by the kind the op registry
+// declares), absl::Status -> the Python exception of its code.
+//
+// The GIL is released while a session runs a step and while a server joins,
+// so other Python threads (and signal handlers) keep running.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distflow/cluster_spec.h"
+#include "distflow/gradients.h"
+#include "distflow/op_registry.h"
+#include "distflow/ops.h"
+#include "distflow/scope.h"
+#include "distflow/server.h"
+#include "distflow/session.h"
+#include "distflow/tensor.h"
+#include "distflow/train/replica_device_setter.h"
+#include "distflow/version.h"
+
+namespace py = pybind11;
+namespace df = distflow;
+
+namespace {
+
+// ---- errors --------------------------------------------------------------
+
+// One Python exception class per status code, created at import
+// (distflow.errors re-exports them with TensorFlow's names).
+std::map<absl::StatusCode, py::object>& ErrorClasses() {
+  static auto* classes = new std::map<absl::StatusCode, py::object>();
+  return *classes;
+}
+
+struct StatusError {
+  absl::Status status;
+};
+
+[[noreturn]] void Throw(const absl::Status& s) { throw StatusError{s}; }
+void Check(const absl::Status& s) {
+  if (!s.ok()) Throw(s);
+}
+template <typename T>
+T Value(absl::StatusOr<T> v) {
+  if (!v.ok()) Throw(v.status());
+  return std::move(*v);
+}
+
+// ---- dtypes and numpy ------------------------------------------------------
+
+py::dtype NumpyDtype(df::DataType dt) {
+  switch (dt) {
+    case df::DT_FLOAT: return py::dtype::of<float>();
+    case df::DT_DOUBLE: return py::dtype::of<double>();
+    case df::DT_INT32: return py::dtype::of<int32_t>();
+    case df::DT_INT64: return py::dtype::of<int64_t>();
+    case df::DT_UINT8: return py::dtype::of<uint8_t>();
+    case df::DT_BOOL: return py::dtype::of<bool>();
+    default: return py::dtype("O");
+  }
+}
+
+// The array shares the tensor's buffer; the capsule keeps the tensor alive.
+py::object TensorToNumpy(const df::Tensor& t) {
+  std::vector<py::ssize_t> shape;
+  for (int i = 0; i < t.dims(); ++i) shape.push_back(static_cast<py::ssize_t>(t.dim_size(i)));
+  if (t.dtype() == df::DT_STRING) {
+    py::array out(py::dtype("O"), shape);
+    auto flat = t.flat<std::string>();
+    auto* cells = static_cast<PyObject**>(out.mutable_data());
+    for (size_t i = 0; i < flat.size(); ++i) {
+      py::bytes b(flat[i]);
+      cells[i] = b.release().ptr();
+    }
+    return std::move(out);
+  }
+  auto* keep = new df::Tensor(t);
+  py::capsule owner(keep, [](void* p) { delete static_cast<df::Tensor*>(p); });
+  return py::array(NumpyDtype(t.dtype()), shape, keep->raw_data(), owner);
+}
+
+// A copy of `value` (any array-like) as a tensor of `dtype`; numpy does the
+// conversion (int lists to float32, ...) and refuses what it cannot convert.
+df::Tensor NumpyToTensor(const py::handle& value, df::DataType dtype) {
+  py::module_ np = py::module_::import("numpy");
+  std::vector<int64_t> dims;
+  if (dtype == df::DT_STRING) {
+    py::array arr = np.attr("asarray")(value, py::arg("dtype") = "O");
+    for (py::ssize_t i = 0; i < arr.ndim(); ++i) dims.push_back(arr.shape(i));
+    df::Tensor t(df::DT_STRING, df::TensorShape(dims));
+    auto flat = t.flat<std::string>();
+    py::list items = arr.attr("ravel")().attr("tolist")();
+    for (size_t i = 0; i < flat.size(); ++i) {
+      py::handle item = items[i];
+      if (py::isinstance<py::bytes>(item)) {
+        flat[i] = item.cast<std::string>();
+      } else if (py::isinstance<py::str>(item)) {
+        flat[i] = item.cast<std::string>();
+      } else {
+        throw py::type_error("a string tensor takes str or bytes, not " +
+                             py::str(item.get_type().attr("__name__")).cast<std::string>());
+      }
+    }
+    return t;
+  }
+  // asarray(order="C"), not ascontiguousarray, which makes a scalar 1-d.
+  py::array arr = np.attr("asarray")(value, py::arg("dtype") = NumpyDtype(dtype), py::arg("order") = "C");
+  for (py::ssize_t i = 0; i < arr.ndim(); ++i) dims.push_back(arr.shape(i));
+  absl::StatusOr<df::Tensor> t = df::Tensor::Allocate(dtype, df::TensorShape(dims));
+  Check(t.status());
+  if (t->TotalBytes() > 0) std::memcpy(t->raw_data(), arr.data(), t->TotalBytes());
+  return *t;
+}
+
+py::object ShapeToPython(const df::PartialShape& s) {
+  if (s.unknown_rank()) return py::none();
+  py::list dims;
+  for (int i = 0; i < s.rank(); ++i) {
+    if (s.dim(i) < 0) {
+      dims.append(py::none());
+    } else {
+      dims.append(s.dim(i));
+    }
+  }
+  return std::move(dims);
+}
+
+df::PartialShape ShapeFromPython(const py::handle& h) {
+  if (h.is_none()) return df::PartialShape();
+  std::vector<int64_t> dims;
+  for (py::handle d : h) dims.push_back(d.is_none() ? -1 : d.cast<int64_t>());
+  return df::PartialShape(absl::MakeConstSpan(dims));
+}
+
+// ---- attributes ------------------------------------------------------------
+
+df::DataType DtypeFromPython(const py::handle& h) {
+  if (py::isinstance<df::DataType>(h)) return h.cast<df::DataType>();
+  if (py::hasattr(h, "_distflow_dtype")) return h.attr("_distflow_dtype").cast<df::DataType>();
+  throw py::type_error("expected a dtype, got " + py::repr(h).cast<std::string>());
+}
+
+df::ops::Attr AttrFromPython(const std::string& op, const df::OpAttrInfo& info, const py::handle& v) {
+  const std::string& k = info.kind;
+  try {
+    if (k == "int") return df::ops::Attr(v.cast<int64_t>());
+    if (k == "float") return df::ops::Attr(v.cast<double>());
+    if (k == "bool") return df::ops::Attr(v.cast<bool>());
+    if (k == "string") {
+      if (py::isinstance<py::bytes>(v)) return df::ops::Attr(v.cast<std::string>());
+      return df::ops::Attr(py::str(v).cast<std::string>());
+    }
+    if (k == "type") return df::ops::Attr(DtypeFromPython(v));
+    if (k == "shape") return df::ops::Attr(ShapeFromPython(v));
+    if (k == "list(int)") return df::ops::Attr(v.cast<std::vector<int64_t>>());
+    if (k == "list(float)") return df::ops::Attr(v.cast<std::vector<double>>());
+    if (k == "list(string)") return df::ops::Attr(v.cast<std::vector<std::string>>());
+    if (k == "list(type)") {
+      std::vector<df::DataType> types;
+      for (py::handle t : v) types.push_back(DtypeFromPython(t));
+      return df::ops::Attr(types);
+    }
+    if (k == "tensor") {
+      if (py::isinstance<py::tuple>(v) && py::len(v) == 2) {  // (value, dtype) from the Python layer
+        py::tuple pair = v.cast<py::tuple>();
+        return df::ops::Attr(NumpyToTensor(pair[0], DtypeFromPython(pair[1])));
+      }
+      throw py::type_error("a tensor attribute takes (value, dtype)");
+    }
+  } catch (const py::cast_error&) {
+    throw py::type_error("attribute '" + info.name + "' of " + op + " is a " + k + ", not " +
+                         py::str(v.get_type().attr("__name__")).cast<std::string>() + " (" +
+                         py::repr(v).cast<std::string>() + ")");
+  }
+  throw py::type_error("attribute '" + info.name + "' of " + op + " has kind " + k +
+                       ", which the Python client cannot set yet");
+}
+
+// ---- graph building --------------------------------------------------------
+
+// A key naming the graph an Output or Operation belongs to.
+std::uintptr_t GraphKey(const df::Operation& op) {
+  return reinterpret_cast<std::uintptr_t>(op.graph_state().get());
+}
+
+df::Operation AddOp(const df::Scope& scope, const std::string& op_type, const std::vector<df::Output>& inputs,
+                    const py::dict& attrs) {
+  df::OpInfo info = Value(df::LookUpOp(op_type));
+  df::ops::Attrs converted;
+  for (auto [key, value] : attrs) {
+    std::string name = py::str(key).cast<std::string>();
+    const df::OpAttrInfo* a = nullptr;
+    for (const df::OpAttrInfo& candidate : info.attrs) {
+      if (candidate.name == name) a = &candidate;
+    }
+    if (a == nullptr) {
+      std::string known;
+      for (const df::OpAttrInfo& candidate : info.attrs) known += (known.empty() ? "" : ", ") + candidate.name;
+      Throw(absl::InvalidArgumentError(op_type + " has no attribute '" + name + "' (it has: " +
+                                       (known.empty() ? "none" : known) + ")"));
+    }
+    converted.emplace_back(name, AttrFromPython(op_type, *a, value));
+  }
+  df::Operation op = df::ops::Raw(scope, op_type, inputs, converted);
+  if (!op.ok()) Check(scope.status());
+  return op;
+}
+
+py::dict OpInfoToPython(const df::OpInfo& op) {
+  auto args = [](const std::vector<df::OpArgInfo>& list) {
+    py::list out;
+    for (const df::OpArgInfo& a : list) {
+      py::dict d;
+      d["name"] = a.name;
+      d["type"] = a.type;
+      d["type_attr"] = a.type_attr;
+      d["number_attr"] = a.number_attr;
+      d["type_list_attr"] = a.type_list_attr;
+      d["is_ref"] = a.is_ref;
+      out.append(d);
+    }
+    return out;
+  };
+  py::dict d;
+  d["name"] = op.name;
+  d["inputs"] = args(op.inputs);
+  d["outputs"] = args(op.outputs);
+  py::list attrs;
+  for (const df::OpAttrInfo& a : op.attrs) {
+    py::dict ad;
+    ad["name"] = a.name;
+    ad["kind"] = a.kind;
+    ad["has_default"] = a.has_default;
+    ad["default"] = a.default_value;
+    ad["inferred"] = a.inferred;
+    py::list allowed;
+    for (df::DataType t : a.allowed_types) allowed.append(t);
+    ad["allowed_types"] = allowed;
+    attrs.append(ad);
+  }
+  d["attrs"] = attrs;
+  d["is_stateful"] = op.is_stateful;
+  return d;
+}
+
+df::ClusterSpec ClusterFromPython(const py::dict& jobs) {
+  df::ClusterSpec::JobMap map;
+  for (auto [job, tasks] : jobs) {
+    std::string name = py::str(job).cast<std::string>();
+    if (py::isinstance<py::dict>(tasks)) {
+      for (auto [index, address] : tasks.cast<py::dict>()) {
+        map[name][index.cast<int>()] = py::str(address).cast<std::string>();
+      }
+    } else if (py::isinstance<py::str>(tasks)) {
+      map[name][0] = tasks.cast<std::string>();
+    } else {
+      int i = 0;
+      for (py::handle address : tasks) {
+        if (!py::isinstance<py::str>(address)) {
+          Throw(absl::InvalidArgumentError("job '" + name + "': task " + std::to_string(i) +
+                                           " must be a \"host:port\" string, not " +
+                                           py::repr(address).cast<std::string>()));
+        }
+        map[name][i++] = address.cast<std::string>();
+      }
+    }
+  }
+  return Value(df::ClusterSpec::FromJobs(std::move(map)));
+}
+
+py::dict ClusterToPython(const df::ClusterSpec& spec) {
+  py::dict out;
+  for (const auto& [job, tasks] : spec.job_map()) {
+    py::dict t;
+    for (const auto& [index, address] : tasks) t[py::int_(index)] = address;
+    out[py::str(job)] = t;
+  }
+  return out;
+}
+
+df::SessionOptions SessionOptionsFromPython(const py::dict& o) {
+  df::SessionOptions options;
+  if (o.contains("inter_op_threads")) options.inter_op_threads = o["inter_op_threads"].cast<int>();
+  if (o.contains("intra_op_threads")) options.intra_op_threads = o["intra_op_threads"].cast<int>();
+  if (o.contains("operation_timeout_ms")) options.operation_timeout_ms = o["operation_timeout_ms"].cast<int64_t>();
+  if (o.contains("allow_soft_placement")) options.allow_soft_placement = o["allow_soft_placement"].cast<bool>();
+  if (o.contains("log_device_placement")) options.log_device_placement = o["log_device_placement"].cast<bool>();
+  if (o.contains("device_filters")) options.device_filters = o["device_filters"].cast<std::vector<std::string>>();
+  if (o.contains("wait_for_cluster_ms")) options.wait_for_cluster_ms = o["wait_for_cluster_ms"].cast<int64_t>();
+  return options;
+}
+
+// A device function made in C++ (replica_device_setter).
+struct DeviceFn {
+  df::DeviceFunction fn;
+};
+
+// A session and whether it was closed (running a closed one is an error
+// here, not a crash).
+struct PySession {
+  std::unique_ptr<df::Session> session;
+  bool closed = false;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_distflow, m) {
+  m.doc() = "distflow's C++ runtime (use distflow.compat.v1)";
+  m.def("version", [] { return std::string(df::Version()); });
+
+  // Errors: one class per code, all subclasses of Error.
+  py::object base = py::reinterpret_steal<py::object>(
+      PyErr_NewException("distflow._distflow.Error", PyExc_RuntimeError, nullptr));
+  m.attr("Error") = base;
+  const std::vector<std::pair<absl::StatusCode, const char*>> codes = {
+      {absl::StatusCode::kCancelled, "CancelledError"},
+      {absl::StatusCode::kUnknown, "UnknownError"},
+      {absl::StatusCode::kInvalidArgument, "InvalidArgumentError"},
+      {absl::StatusCode::kDeadlineExceeded, "DeadlineExceededError"},
+      {absl::StatusCode::kNotFound, "NotFoundError"},
+      {absl::StatusCode::kAlreadyExists, "AlreadyExistsError"},
+      {absl::StatusCode::kPermissionDenied, "PermissionDeniedError"},
+      {absl::StatusCode::kResourceExhausted, "ResourceExhaustedError"},
+      {absl::StatusCode::kFailedPrecondition, "FailedPreconditionError"},
+      {absl::StatusCode::kAborted, "AbortedError"},
+      {absl::StatusCode::kOutOfRange, "OutOfRangeError"},
+      {absl::StatusCode::kUnimplemented, "UnimplementedError"},
+      {absl::StatusCode::kInternal, "InternalError"},
+      {absl::StatusCode::kUnavailable, "UnavailableError"},
+      {absl::StatusCode::kDataLoss, "DataLossError"},
+      {absl::StatusCode::kUnauthenticated, "UnauthenticatedError"},
+  };
+  for (const auto& [code, name] : codes) {
+    std::string qualified = std::string("distflow._distflow.") + name;
+    py::object cls = py::reinterpret_steal<py::object>(PyErr_NewException(qualified.c_str(), base.ptr(), nullptr));
+    cls.attr("error_code") = static_cast<int>(code);
+    m.attr(name) = cls;
+    ErrorClasses()[code] = cls;
+  }
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      auto it = ErrorClasses().find(e.status.code());
+      py::object cls = it != ErrorClasses().end() ? it->second : ErrorClasses()[absl::StatusCode::kUnknown];
+      PyErr_SetString(cls.ptr(), std::string(e.status.message()).c_str());
+    }
+  });
+
+  py::enum_<df::DataType>(m, "DataType")
+      .value("DT_INVALID", df::DT_INVALID)
+      .value("DT_FLOAT", df::DT_FLOAT)
+      .value("DT_DOUBLE", df::DT_DOUBLE)
+      .value("DT_INT32", df::DT_INT32)
+      .value("DT_UINT8", df::DT_UINT8)
+      .value("DT_STRING", df::DT_STRING)
+      .value("DT_INT64", df::DT_INT64)
+      .value("DT_BOOL", df::DT_BOOL);
+  m.def("dtype_name", [](df::DataType t) { return df::DataTypeName(t); });
+
+  py::class_<df::NodeInfo>(m, "NodeInfo")
+      .def_readonly("name", &df::NodeInfo::name)
+      .def_readonly("type", &df::NodeInfo::op)
+      .def_readonly("device", &df::NodeInfo::device)
+      .def_readonly("dtype", &df::NodeInfo::dtype)
+      .def_property_readonly("shape", [](const df::NodeInfo& n) { return ShapeToPython(n.shape); });
+
+  // A device function made in C++ (replica_device_setter): callable from
+  // Python too, and given to Scope.with_device_function as is.
+  py::class_<DeviceFn>(m, "DeviceFunction")
+      .def("__call__", [](const DeviceFn& f, const df::NodeInfo& n) { return f.fn(n); });
+
+  py::class_<df::Operation>(m, "Operation")
+      .def_property_readonly("name", &df::Operation::name)
+      .def_property_readonly("type", &df::Operation::op_type)
+      .def_property_readonly("device", &df::Operation::device)
+      .def_property_readonly("num_outputs", &df::Operation::num_outputs)
+      .def_property_readonly("graph_key", [](const df::Operation& op) { return GraphKey(op); })
+      .def("__eq__", [](const df::Operation& a, const df::Operation& b) { return a.node() == b.node(); })
+      .def("__hash__", [](const df::Operation& a) { return reinterpret_cast<std::uintptr_t>(a.node()); });
+
+  py::class_<df::Output>(m, "Output")
+      .def(py::init([](const df::Operation& op, int index, const df::Scope& scope) {
+        if (index < 0 || index >= op.num_outputs()) {
+          throw py::index_error(op.name() + " has " + std::to_string(op.num_outputs()) + " outputs, not " +
+                                std::to_string(index + 1));
+        }
+        return df::Output(op, index, scope);
+      }))
+      .def_property_readonly("op", &df::Output::op)
+      .def_property_readonly("index", &df::Output::index)
+      .def_property_readonly("name", &df::Output::name)
+      .def_property_readonly("dtype", &df::Output::dtype)
+      .def_property_readonly("shape", [](const df::Output& o) { return ShapeToPython(o.shape()); })
+      .def_property_readonly("graph_key", [](const df::Output& o) { return GraphKey(o.op()); });
+
+  py::class_<df::Scope>(m, "Scope")
+      .def_static("new_root", &df::Scope::NewRootScope)
+      .def("new_sub_scope", &df::Scope::NewSubScope)
+      .def("with_op_name", &df::Scope::WithOpName)
+      .def("with_device", &df::Scope::WithDevice)
+      .def("with_device_function", [](const df::Scope& s, const DeviceFn& f) { return s.WithDeviceFunction(f.fn); })
+      .def("with_device_function",
+           [](const df::Scope& s, py::function fn) {
+             // Called while a node is added, i.e. from Python code holding the GIL.
+             return s.WithDeviceFunction([fn](const df::NodeInfo& n) -> std::string {
+               py::object d = fn(n);
+               return d.is_none() ? std::string() : py::str(d).cast<std::string>();
+             });
+           })
+      .def("with_control_dependencies", &df::Scope::WithControlDependencies)
+      .def("with_no_control_dependencies", &df::Scope::WithNoControlDependencies)
+      .def("unique_name", &df::Scope::GetUniqueName)
+      .def("check", [](const df::Scope& s) { Check(s.status()); })
+      .def_property_readonly("num_nodes", &df::Scope::num_nodes)
+      .def_property_readonly("graph_key", [](const df::Scope& s) {
+        return reinterpret_cast<std::uintptr_t>(s.graph_state().get());
+      })
+      .def("set_graph_seed", &df::Scope::SetGraphSeed)
+      .def("initializers", &df::Scope::Initializers)
+      .def("trainable_variables", &df::Scope::TrainableVariables);
+
+  m.def("registered_ops", [] {
+    py::list out;
+    for (const df::OpInfo& op : df::RegisteredOps()) out.append(OpInfoToPython(op));
+    return out;
+  });
+  m.def("add_op", &AddOp, py::arg("scope"), py::arg("op_type"), py::arg("inputs"), py::arg("attrs"));
+  m.def(
+      "make_variable",
+      [](const df::Scope& s, const df::Output& initial, bool trainable) {
+        df::ops::VariableOptions o;
+        o.trainable = trainable;
+        df::Output v = df::ops::MakeVariable(s, initial, o);
+        if (!v.ok()) Check(s.status());
+        return v;
+      },
+      py::arg("scope"), py::arg("initial"), py::arg("trainable") = true);
+  m.def("global_variables_initializer", [](const df::Scope& s) {
+    df::Operation op = df::ops::GlobalVariablesInitializer(s);
+    if (!op.ok()) Check(s.status());
+    return op;
+  });
+  m.def("gradients", [](const df::Scope& s, const std::vector<df::Output>& ys, const std::vector<df::Output>& xs,
+                        const std::vector<df::Output>& grad_ys) { return Value(df::Gradients(s, ys, xs, grad_ys)); });
+  m.def("replica_device_setter", [](const py::dict& cluster, const std::string& worker_device,
+                                    const std::string& ps_job) {
+    return DeviceFn{df::ReplicaDeviceSetter(ClusterFromPython(cluster), worker_device, ps_job)};
+  });
+
+  m.def("cluster_spec", [](const py::dict& jobs) { return ClusterToPython(ClusterFromPython(jobs)); },
+        "Validates a {job: [addresses] or {index: address}} dict; returns it as {job: {index: address}}.");
+
+  py::class_<PySession>(m, "Session")
+      .def(py::init([](const std::string& target, const py::dict& options) {
+             auto s = std::make_unique<PySession>();
+             s->session = std::make_unique<df::Session>(target, SessionOptionsFromPython(options));
+             return s;
+           }),
+           py::arg("target") = "", py::arg("options") = py::dict())
+      .def(
+          "run",
+          [](PySession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
+             const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets, int64_t timeout_ms) {
+            if (self.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
+            df::FeedDict feed_dict;
+            for (const auto& [out, value] : feeds) feed_dict.emplace_back(out, NumpyToTensor(value, out.dtype()));
+            df::RunOptions options;
+            options.timeout_ms = timeout_ms;
+            absl::StatusOr<std::vector<df::Tensor>> result;
+            {
+              py::gil_scoped_release release;
+              result = self.session->Run(feed_dict, fetches, targets, options);
+            }
+            std::vector<df::Tensor> tensors = Value(std::move(result));
+            py::list out;
+            for (const df::Tensor& t : tensors) out.append(TensorToNumpy(t));
+            return out;
+          },
+          py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("timeout_ms") = 0)
+      .def("close",
+           [](PySession& self) {
+             if (self.closed) return;
+             self.closed = true;
+             absl::Status s;
+             {
+               py::gil_scoped_release release;
+               s = self.session->Close();
+             }
+             Check(s);
+           })
+      .def_property_readonly("closed", [](const PySession& s) { return s.closed; });
+
+  py::class_<df::Server>(m, "Server")
+      .def(py::init([](const py::dict& cluster, const std::string& job, int task, int status_port) {
+             df::ServerOptions options;
+             options.status_port = status_port;
+             return Value(df::Server::Create(ClusterFromPython(cluster), job, task, options));
+           }),
+           py::arg("cluster"), py::arg("job_name"), py::arg("task_index"), py::arg("status_port") = -1)
+      .def("start", [](df::Server& s) { Check(s.Start()); })
+      .def("join", &df::Server::Join, py::call_guard<py::gil_scoped_release>())
+      .def("stop", &df::Server::Stop, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("target", &df::Server::target)
+      .def_property_readonly("task_name", &df::Server::task_name)
+      .def_property_readonly("port", &df::Server::port)
+      .def_property_readonly("cluster", [](const df::Server& s) { return ClusterToPython(s.cluster()); });
+  m.def("local_cluster_spec", [](int num_ps, int num_workers) {
+    return ClusterToPython(Value(df::MakeLocalClusterSpec(num_ps, num_workers)));
+  });
+}

@@ -1,0 +1,224 @@
+"""distflow.compat.v1 as a TensorFlow 1.x user meets it: graphs, feeds and
+fetches as numpy, devices on a real in-process cluster, errors as TF's
+exception classes. Runs from ctest (python_test) with PYTHONPATH set to the
+build's python/ directory."""
+import gc
+import sys
+
+import numpy as np
+import pytest
+
+import distflow
+import distflow.compat.v1 as tf
+from distflow import raw_ops
+
+
+@pytest.fixture(autouse=True)
+def fresh_graph():
+    tf.reset_default_graph()
+    yield
+
+
+def test_hello_world_seed_program():
+    # The seeds' first program, unchanged but for the import.
+    hello = tf.constant("Hello, distributed TensorFlow!")
+    with tf.Session() as sess:
+        out = sess.run(hello)
+    assert out == b"Hello, distributed TensorFlow!"
+    assert distflow.__version__.count(".") == 2
+
+
+def test_arithmetic_matmul_and_numpy_feeds():
+    x = tf.placeholder(tf.float32, shape=[None, 3], name="x")
+    w = tf.constant([[1.0], [2.0], [3.0]])
+    y = tf.matmul(x, w) * 2.0 + 1.0
+    assert y.dtype == tf.float32
+    assert y.shape.as_list() == [None, 1]
+    batch = np.array([[1, 0, 0], [1, 1, 1]], dtype=np.float32)
+    with tf.Session() as sess:
+        out = sess.run(y, feed_dict={x: batch})
+        # Python lists are accepted with the placeholder's dtype.
+        again = sess.run(y, feed_dict={x: [[0, 0, 1]]})
+    np.testing.assert_allclose(out, [[3.0], [13.0]])
+    np.testing.assert_allclose(again, [[7.0]])
+    assert out.dtype == np.float32
+
+
+def test_fetches_keep_their_nesting():
+    a = tf.constant(1)
+    b = tf.constant(2.5)
+    c = a + 3
+    with tf.Session() as sess:
+        out = sess.run({"a": a, "pair": (b, [c, a]), "op": tf.group(a)})
+    assert out["a"] == 1 and isinstance(out["a"], np.int32)
+    assert isinstance(out["pair"], tuple) and out["pair"][0] == np.float32(2.5)
+    assert out["pair"][1] == [4, 1]
+    assert out["op"] is None
+
+
+def test_fetched_array_shares_the_tensors_memory_and_keeps_it_alive():
+    v = tf.constant(np.arange(1 << 16, dtype=np.float32))
+    with tf.Session() as sess:
+        arr = sess.run(v)
+    # Not a copy: numpy does not own the data, a capsule holding the tensor does.
+    assert not arr.flags.owndata
+    assert arr.base is not None and type(arr.base).__name__ == "PyCapsule"
+    gc.collect()
+    assert arr[12345] == 12345.0 and arr[-1] == (1 << 16) - 1
+
+
+def test_variables_and_initializers():
+    v = tf.Variable(tf.constant([1.0, 2.0]), name="v")
+    w = tf.Variable(5, name="w")
+    inc = v.assign_add([10.0, 10.0])
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(inc)
+        assert list(sess.run(v)) == [11.0, 12.0]
+        assert sess.run(w) == 5
+        sess.run(tf.initialize_all_variables())
+        assert list(sess.run(v)) == [1.0, 2.0]
+
+
+def test_reductions_casts_and_argmax():
+    logits = tf.constant([[1.0, 5.0, 2.0], [7.0, 0.0, 1.0]])
+    labels = tf.constant([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    correct = tf.equal(tf.argmax(logits, 1), tf.argmax(labels, 1))
+    accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
+    total = tf.reduce_sum(logits, reduction_indices=[1], keep_dims=True)
+    with tf.Session() as sess:
+        acc, tot = sess.run([accuracy, total])
+    assert acc == pytest.approx(0.5)
+    np.testing.assert_allclose(tot, [[8.0], [8.0]])
+
+
+def test_gradients():
+    x = tf.placeholder(tf.float64, shape=[])
+    y = x * x * 3.0
+    (dy,) = tf.gradients(y, [x])
+    with tf.Session() as sess:
+        assert sess.run(dy, feed_dict={x: 2.0}) == pytest.approx(12.0)
+
+
+def test_raw_ops_are_generated_from_the_registry():
+    assert "MatMul" in raw_ops.__dict__ and "Conv2D" in raw_ops.__dict__
+    assert "transpose_a: bool = false" in raw_ops.MatMul.__doc__
+    a = tf.constant([[1.0, 2.0]])
+    out = raw_ops.MatMul(a=a, b=a, transpose_b=True)
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(out), [[5.0]])
+    with pytest.raises(TypeError, match="no input or attribute 'transpose_c'"):
+        raw_ops.MatMul(a, a, transpose_c=True)
+    with pytest.raises(TypeError, match="missing input"):
+        raw_ops.MatMul(a)
+
+
+def test_errors_are_tf_exception_classes_with_the_cpp_message():
+    x = tf.placeholder(tf.float32, shape=[2], name="images")
+    y = x * 2.0
+    with tf.Session() as sess:
+        with pytest.raises(ValueError, match="Cannot feed value of shape \\(3,\\) for Tensor 'images:0'"):
+            sess.run(y, feed_dict={x: [1, 2, 3]})
+        with pytest.raises(tf.errors.InvalidArgumentError, match="images"):
+            sess.run(y)  # not fed: the C++ error names the placeholder
+        with pytest.raises(TypeError, match="Cannot feed"):
+            sess.run(y, feed_dict={x: ["a", "b"]})
+    assert issubclass(tf.errors.InvalidArgumentError, tf.errors.OpError)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="MatMul.*size-incompatible"):
+        tf.matmul(tf.constant([[1.0, 2.0]]), tf.constant([[1.0, 2.0]]))
+
+
+def test_misuse_raises_python_exceptions():
+    a = tf.constant(1.0)
+    other = tf.Graph()
+    with other.as_default():
+        b = tf.constant(2.0)
+    sess = tf.Session()
+    with pytest.raises(ValueError, match="not an element of this session's graph"):
+        sess.run(b)
+    with pytest.raises(ValueError, match="same graph"):
+        _ = a + b
+    sess.close()
+    with pytest.raises(tf.errors.FailedPreconditionError, match="closed Session"):
+        sess.run(a)
+    with pytest.raises(NotImplementedError, match="tf.estimator"):
+        tf.estimator
+    with pytest.raises(NotImplementedError, match="tf.nn.conv3d"):
+        tf.nn.conv3d
+    with pytest.raises(tf.errors.InvalidArgumentError, match="no-port-here.*HOST:PORT"):
+        tf.train.ClusterSpec({"ps": ["no-port-here"]})
+    with pytest.raises(TypeError):
+        bool(a)
+
+
+def test_cluster_spec_round_trips():
+    spec = tf.train.ClusterSpec({"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})
+    assert spec.jobs == ["ps", "worker"]
+    assert spec.num_tasks("worker") == 2
+    assert spec.job_tasks("worker") == ["127.0.0.1:2223", "127.0.0.1:2224"]
+    assert spec.as_dict() == {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]}
+    assert tf.train.ClusterSpec(spec) == spec
+
+
+def test_ps_worker_placement_on_an_in_process_cluster():
+    # The seeds' placement program: variables on two ps tasks, the model on
+    # a worker, run through the worker's master over the cluster.
+    jobs = distflow._distflow.local_cluster_spec(2, 1)
+    cluster = tf.train.ClusterSpec({j: [t[i] for i in sorted(t)] for j, t in jobs.items()})
+    servers = [tf.train.Server(cluster, job_name=j, task_index=i)
+               for j in ("ps", "worker") for i in range(cluster.num_tasks(j))]
+    with tf.device("/job:ps/task:0"):
+        weights_1 = tf.Variable(tf.constant([[1.0, 2.0]]), name="weights_1")
+    with tf.device("/job:ps/task:1"):
+        weights_2 = tf.Variable(tf.constant([[3.0], [4.0]]), name="weights_2")
+    with tf.device("/job:worker/task:0"):
+        x = tf.placeholder(tf.float32, shape=[None, 1])
+        layer_1 = tf.matmul(x, weights_1)
+        out = tf.matmul(layer_1, weights_2)
+    assert weights_1.device == "/job:ps/task:0" and out.device == "/job:worker/task:0"
+    with tf.Session(servers[2].target) as sess:
+        sess.run(tf.global_variables_initializer())
+        result = sess.run(out, feed_dict={x: [[1.0], [2.0]]})
+    np.testing.assert_allclose(result, [[11.0], [22.0]])
+    for s in servers:
+        s.stop()
+
+
+def test_replica_device_setter_places_variables_on_ps_tasks():
+    cluster = tf.train.ClusterSpec({"ps": ["127.0.0.1:1", "127.0.0.1:2"], "worker": ["127.0.0.1:3"]})
+    with tf.device(tf.train.replica_device_setter(worker_device="/job:worker/task:0", cluster=cluster)):
+        a = tf.Variable(1.0, name="a")
+        b = tf.Variable(2.0, name="b")
+        c = a + b
+    assert a.device.startswith("/job:ps/task:0")
+    assert b.device.startswith("/job:ps/task:1")
+    assert c.device.startswith("/job:worker/task:0")
+    assert tf.train.replica_device_setter(cluster={"worker": ["127.0.0.1:3"]}) is None
+
+
+def test_python_device_functions_see_the_node():
+    seen = []
+
+    def place(op):
+        seen.append((op.type, op.name))
+        return "/job:ps/task:0" if op.type == "Variable" else "/job:worker/task:0"
+
+    with tf.device(place):
+        v = tf.Variable(3.0, name="var")
+        y = v * 2.0
+    assert v.device == "/job:ps/task:0" and y.device == "/job:worker/task:0"
+    assert ("Variable", "var") in seen
+
+
+def test_name_scopes_and_unique_names():
+    with tf.name_scope("layer1"):
+        a = tf.constant(1.0, name="c")
+        b = tf.constant(2.0, name="c")
+    assert a.name == "layer1/c:0"
+    assert b.name == "layer1/c_1:0"
+    assert tf.constant(3.0).name.startswith("Const")
+    assert tf.placeholder(tf.float32, name="x-input").name == "x-input:0"
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
