@@ -28,6 +28,8 @@ class Graph:
         self._control_stack = []   # lists of Operations
         self._collections = {}
         self._finalized = False
+        self._variables = {}       # get_variable's, by full name
+        self._var_scope = []       # (name, reuse) of the open variable scopes
 
     @contextlib.contextmanager
     def as_default(self):
@@ -398,6 +400,109 @@ def _binary_ref(op_type, ref, value, name):
     return _apply(op_type, [ref, convert_to_tensor(value, dtype=ref.dtype)], name=name)
 
 
+# ---- get_variable and initializers --------------------------------------------
+
+
+def constant_initializer(value=0):
+    return lambda shape, dtype: constant(value, dtype=dtype, shape=shape)
+
+
+def zeros_initializer():
+    return constant_initializer(0)
+
+
+def ones_initializer():
+    return constant_initializer(1)
+
+
+def _random_initializer(op_type, scale, mean=0.0, seed=None):
+    def init(shape, dtype):
+        attrs = {"dtype": dtype._distflow_dtype}
+        if seed is not None:
+            attrs["seed"] = int(seed)
+        r = _apply(op_type, [constant(list(shape), dtype=_dtypes.int32)], attrs)
+        return r * constant(scale, dtype=dtype) + constant(mean, dtype=dtype)
+    return init
+
+
+def random_normal_initializer(mean=0.0, stddev=1.0, seed=None, dtype=None):
+    return _random_initializer("RandomStandardNormal", stddev, mean, seed)
+
+
+def truncated_normal_initializer(mean=0.0, stddev=1.0, seed=None, dtype=None):
+    return _random_initializer("TruncatedNormal", stddev, mean, seed)
+
+
+def random_uniform_initializer(minval=0.0, maxval=1.0, seed=None, dtype=None):
+    return _random_initializer("RandomUniform", maxval - minval, minval, seed)
+
+
+@contextlib.contextmanager
+def variable_scope(name_or_scope, reuse=None, default_name=None):
+    g = get_default_graph()
+    name = name_or_scope or default_name
+    g._var_scope.append((name, reuse))
+    g._name_stack.append(name)
+    try:
+        yield types_namespace(name=name, reuse=reuse)
+    finally:
+        g._name_stack.pop()
+        g._var_scope.pop()
+
+
+def types_namespace(**kw):
+    import types
+    return types.SimpleNamespace(**kw)
+
+
+def get_variable(name, shape=None, dtype=None, initializer=None, trainable=True, collections=None):
+    """tf.get_variable: a new variable `name` in the current variable scope,
+    or, in a scope opened with reuse=True, the existing one."""
+    g = get_default_graph()
+    full = "/".join([n for n, _ in g._var_scope] + [name])
+    reuse = any(r for _, r in g._var_scope)
+    if full in g._variables:
+        if not reuse:
+            raise ValueError(f"Variable {full} already exists, disallowed. Did you mean to set reuse=True in "
+                             f"VarScope?")
+        return g._variables[full]
+    if reuse:
+        raise ValueError(f"Variable {full} does not exist, or was not created with tf.get_variable(). Did you "
+                         f"mean to set reuse=None in VarScope?")
+    dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.float32
+    if initializer is None:
+        if shape is None:
+            raise ValueError(f"get_variable('{full}') needs a shape or an initializer")
+        initializer = glorot_uniform_initializer()
+    if callable(initializer):
+        if shape is None:
+            raise ValueError(f"get_variable('{full}') with an initializer function needs a shape")
+        saved, g._name_stack = g._name_stack, list(g._name_stack) + [name + "/Initializer"]
+        try:
+            init = initializer(list(shape), dt)
+        finally:
+            g._name_stack = saved
+    else:
+        init = convert_to_tensor(initializer, dtype=dt)
+    saved, g._name_stack = g._name_stack, []
+    try:
+        v = Variable(init, trainable=trainable, name=full)
+    finally:
+        g._name_stack = saved
+    g._variables[full] = v
+    return v
+
+
+def glorot_uniform_initializer(seed=None, dtype=None):
+    def init(shape, dtype):
+        fan_in = shape[-2] if len(shape) >= 2 else (shape[0] if shape else 1)
+        fan_out = shape[-1] if shape else 1
+        receptive = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+        limit = float(np.sqrt(6.0 / (fan_in * receptive + fan_out * receptive)))
+        return _random_initializer("RandomUniform", 2 * limit, -limit, seed)(shape, dtype)
+    return init
+
+
 def global_variables_initializer():
     g = get_default_graph()
     return Operation(_distflow.global_variables_initializer(g._scope()), g)
@@ -498,9 +603,12 @@ class Session:
             t = self._as_fetch(key)
             feeds.append((t._out, self._feed_value(t, value)))
         timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
-        values = self._sess.run(feeds, outputs, targets, timeout)
+        values = self._run_raw(feeds, outputs, targets, timeout)
         results = [None if s is None else self._scalar(values[s]) for s in slots]
         return self._unflatten(structure, iter(results))
+
+    def _run_raw(self, feeds, outputs, targets, timeout):
+        return self._sess.run(feeds, outputs, targets, timeout)
 
     def _as_fetch(self, f):
         if isinstance(f, str):

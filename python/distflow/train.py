@@ -1,5 +1,11 @@
-"""tf.train: cluster specs, servers and the replica device setter."""
+"""tf.train: cluster specs, servers, the replica device setter, optimizers
+and the Supervisor."""
+import contextlib
+import sys
+import time
+
 from distflow import _distflow
+from distflow import framework as _fw
 
 
 class ClusterSpec:
@@ -68,6 +74,7 @@ class Server:
         self._joined = False
         if start:
             self.start()
+        _servers_by_target[self.target] = self._server
 
     def start(self):
         self._server.start()
@@ -108,3 +115,235 @@ def replica_device_setter(ps_tasks=0, ps_device="/job:ps", worker_device="/job:w
     if ps_job not in spec.jobs:
         return None
     return _distflow.replica_device_setter(spec._jobs, worker_device, ps_job)
+
+
+# ---- optimizers -----------------------------------------------------------------
+
+class Optimizer:
+    """An optimizer made in C++ (train/optimizer.h); minimize() adds the
+    gradients and the updates to the default graph, each update on its
+    variable's device, and increments global_step (int or float) if given."""
+
+    _kind = None
+
+    def __init__(self, **hyper):
+        self._opt = _distflow.Optimizer.create(self._kind, hyper)
+
+    def minimize(self, loss, global_step=None, var_list=None, name=None):
+        if var_list is not None:
+            return self.apply_gradients(self.compute_gradients(loss, var_list=var_list), global_step, name)
+        g = _fw.get_default_graph()
+        op = self._opt.minimize(g._scope(), _fw.convert_to_tensor(loss)._out,
+                                None if global_step is None else global_step._out)
+        return _fw.Operation(op, g)
+
+    def compute_gradients(self, loss, var_list=None):
+        g = _fw.get_default_graph()
+        pairs = self._opt.compute_gradients(g._scope(), _fw.convert_to_tensor(loss)._out)
+        out = [(_fw.Tensor(gr, g), _fw.Tensor(v, g)) for gr, v in pairs]
+        if var_list is not None:
+            names = {v.name for v in var_list}
+            out = [(gr, v) for gr, v in out if v.name in names]
+        return out
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        g = _fw.get_default_graph()
+        op = self._opt.apply_gradients(g._scope(), [(gr._out, v._out) for gr, v in grads_and_vars],
+                                       None if global_step is None else global_step._out)
+        return _fw.Operation(op, g)
+
+
+class GradientDescentOptimizer(Optimizer):
+    _kind = "GradientDescent"
+
+    def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):
+        super().__init__(learning_rate=learning_rate)
+
+
+class MomentumOptimizer(Optimizer):
+    _kind = "Momentum"
+
+    def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum", use_nesterov=False):
+        super().__init__(learning_rate=learning_rate, momentum=momentum, use_nesterov=use_nesterov)
+
+
+class AdagradOptimizer(Optimizer):
+    _kind = "Adagrad"
+
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking=False, name="Adagrad"):
+        super().__init__(learning_rate=learning_rate, initial_accumulator_value=initial_accumulator_value)
+
+
+class RMSPropOptimizer(Optimizer):
+    _kind = "RMSProp"
+
+    def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking=False,
+                 centered=False, name="RMSProp"):
+        if centered:
+            raise NotImplementedError("RMSPropOptimizer(centered=True)")
+        super().__init__(learning_rate=learning_rate, decay=decay, momentum=momentum, epsilon=epsilon)
+
+
+class AdamOptimizer(Optimizer):
+    _kind = "Adam"
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-08, use_locking=False,
+                 name="Adam"):
+        super().__init__(learning_rate=learning_rate, beta1=beta1, beta2=beta2, epsilon=epsilon)
+
+
+# ---- Supervisor ------------------------------------------------------------------
+
+class Supervisor:
+    """tf.train.Supervisor over distflow's MonitoredSession: the chief
+    restores the newest checkpoint of `logdir` or runs `init_op`, the other
+    workers wait for it; the chief saves checkpoints every
+    `save_model_secs` and at the end; a failed task is recovered from.
+
+    Unlike TensorFlow's, it also ends the cluster: when the session of a
+    task of a ps/worker cluster ends, the task counts itself done (in a
+    variable on ps 0), and the chief, once every worker is done, shuts the
+    cluster down, so the parameter servers' server.join() returns."""
+
+    def __init__(self, is_chief=True, logdir=None, init_op=None, summary_op=None, saver=None,
+                 global_step=None, save_model_secs=600, graph=None, ready_op=None, recovery_wait_secs=30,
+                 summary_writer=None, save_summaries_secs=120, init_feed_dict=None, local_init_op=None,
+                 stop_grace_secs=120, checkpoint_basename="model.ckpt", session_manager=None, init_fn=None):
+        if init_feed_dict is not None or init_fn is not None or local_init_op is not None:
+            raise NotImplementedError("Supervisor: init_feed_dict, init_fn and local_init_op are not supported")
+        self._graph = graph or _fw.get_default_graph()
+        self.is_chief = is_chief
+        self._logdir = logdir or ""
+        self._init_op = init_op
+        self._global_step = global_step
+        self._save_secs = int(save_model_secs or 0)
+        self._session = None
+        self._stopped = False
+        self._done = None  # (counter, increment) on ps 0, made once the cluster is known
+
+    @property
+    def global_step(self):
+        return self._global_step
+
+    def should_stop(self):
+        return self._stopped or (self._session is not None and self._session.should_stop())
+
+    def request_stop(self, ex=None):
+        self._stopped = True
+
+    def _cluster_counter(self, server):
+        """The done-counter of a ps/worker cluster, added before the graph is finalized."""
+        cluster = server.cluster
+        if "ps" not in cluster or "worker" not in cluster:
+            return None
+        g = self._graph
+        saved = (g._device_stack, g._name_stack, g._control_stack)
+        g._device_stack, g._name_stack, g._control_stack = ["/job:ps/task:0"], [], []
+        try:
+            with g.as_default():
+                counter = _fw.Variable(_fw.constant(0, dtype=_fw._dtypes.int32), trainable=False,
+                                       name="supervisor_workers_done")
+                inc = counter.assign_add(1)
+        finally:
+            g._device_stack, g._name_stack, g._control_stack = saved
+        return counter, inc, len(cluster["worker"]), cluster, server.task_name
+
+    def prepare_or_wait_for_session(self, master="", config=None, **unused):
+        server = _servers_by_target.get(master)
+        if server is not None and self._done is None:
+            self._done = self._cluster_counter(server)
+        coordination = [self._done[0]._out] if self._done else []
+        init_op = self._init_op
+        if init_op is not None and self._done is not None:
+            with self._graph.as_default():  # the counter is newer than the program's init_op
+                init_op = _fw.group(init_op, self._done[0].initializer)
+        self._graph.finalize()
+        options = (config or _fw.ConfigProto())._options()
+        self._session = _distflow.MonitoredSession(
+            self._graph._root, master, self.is_chief, self._logdir,
+            None if self._global_step is None else self._global_step._out,
+            None if init_op is None else init_op._op, self._save_secs, coordination, options)
+        return _MonitoredRunner(self._session, self._graph, self)
+
+    @contextlib.contextmanager
+    def managed_session(self, master="", config=None, start_standard_services=True, close_summary_writer=True):
+        sess = self.prepare_or_wait_for_session(master, config)
+        try:
+            yield sess
+        finally:
+            self._end()
+
+    def _end(self):
+        if self._session is None:
+            return
+        session, self._session = self._session, None
+        done = self._done
+        if done is not None:
+            counter, inc, num_workers, cluster, task = done
+            session.run([], [], [inc._out.op])
+        session.close()
+        if done is not None and self.is_chief:
+            self._shut_down_when_done(counter, num_workers, cluster, task)
+
+    def _shut_down_when_done(self, counter, num_workers, cluster, task, wait_secs=600):
+        # Only the ps holding the counter and this task: workers that are
+        # done may have exited already.
+        check = _distflow.Session(_servers_by_target_of_task(task),
+                                  {"device_filters": ["/job:ps/task:0", task]})
+        deadline = time.monotonic() + wait_secs
+        done = 0
+        try:
+            while time.monotonic() < deadline:
+                done = int(check.run([], [counter._out], [], 0)[0])
+                if done >= num_workers:
+                    break
+                time.sleep(0.5)
+        finally:
+            check.close()
+        print(f"Supervisor: {done} of {num_workers} workers done; shutting the cluster down", file=sys.stderr)
+        _distflow.shutdown_cluster(cluster, "training is over", [task])
+
+    def stop(self, threads=None, close_summary_writer=True, ignore_live_threads=False):
+        self._stopped = True
+        self._end()
+
+
+class _MonitoredRunner(_fw.Session):
+    """What managed_session yields: Session.run's fetch and feed handling,
+    steps run by the monitored session."""
+
+    def __init__(self, monitored, graph, supervisor):  # noqa: super-init-not-called
+        self.graph = graph
+        self._monitored = monitored
+        self._sv = supervisor
+        self._sess = self  # Session.run calls self._sess.run(feeds, outputs, targets, timeout)
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        if fetches is self:  # never
+            raise TypeError
+        return _fw.Session.run(self, fetches, feed_dict=feed_dict, options=options)
+
+    def _run_raw(self, feeds, outputs, targets, timeout):
+        return self._monitored.run(feeds, outputs, targets)
+
+    def should_stop(self):
+        return self._sv.should_stop()
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_servers_by_target = {}
+
+
+def _servers_by_target_of_task(task):
+    for target, server in _servers_by_target.items():
+        if server.task_name == task:
+            return target
+    raise RuntimeError(f"no server for {task} in this process")

@@ -11,9 +11,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,7 +28,10 @@
 #include "distflow/server.h"
 #include "distflow/session.h"
 #include "distflow/tensor.h"
+#include "distflow/train/layers.h"
+#include "distflow/train/optimizer.h"
 #include "distflow/train/replica_device_setter.h"
+#include "distflow/train/supervisor.h"
 #include "distflow/version.h"
 
 namespace py = pybind11;
@@ -313,6 +318,13 @@ struct PySession {
   bool closed = false;
 };
 
+// Checks what a C++ builder left in the scope: an invalid result means the
+// scope holds the error.
+df::Output Built(const df::Scope& s, df::Output out) {
+  if (!out.ok()) Check(s.status());
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_distflow, m) {
@@ -519,4 +531,136 @@ PYBIND11_MODULE(_distflow, m) {
   m.def("local_cluster_spec", [](int num_ps, int num_workers) {
     return ClusterToPython(Value(df::MakeLocalClusterSpec(num_ps, num_workers)));
   });
+
+  // ---- training: layers, optimizers, the monitored session -----------------
+  py::module_ layers = m.def_submodule("layers", "TF-slim layers (C++ train/layers.h)");
+  layers.def(
+      "conv2d",
+      [](const df::Scope& s, const df::Output& x, int64_t n, std::array<int64_t, 2> kernel, int64_t stride,
+         const std::string& padding, bool relu, const std::string& name) {
+        return Built(s, df::layers::conv2d(s, x, n, kernel, stride, padding,
+                                           relu ? df::layers::kRelu : df::layers::kNoActivation, name));
+      },
+      py::arg("scope"), py::arg("x"), py::arg("num_outputs"), py::arg("kernel"), py::arg("stride") = 1,
+      py::arg("padding") = "SAME", py::arg("relu") = true, py::arg("name") = "Conv");
+  layers.def(
+      "max_pool2d",
+      [](const df::Scope& s, const df::Output& x, std::array<int64_t, 2> kernel, int64_t stride,
+         const std::string& padding, const std::string& name) {
+        return Built(s, df::layers::max_pool2d(s, x, kernel, stride, padding, name));
+      },
+      py::arg("scope"), py::arg("x"), py::arg("kernel"), py::arg("stride") = 2, py::arg("padding") = "VALID",
+      py::arg("name") = "");
+  layers.def(
+      "flatten", [](const df::Scope& s, const df::Output& x, const std::string& name) {
+        return Built(s, df::layers::flatten(s, x, name));
+      },
+      py::arg("scope"), py::arg("x"), py::arg("name") = "");
+  layers.def(
+      "fully_connected",
+      [](const df::Scope& s, const df::Output& x, int64_t n, bool relu, const std::string& name) {
+        return Built(s, df::layers::fully_connected(s, x, n, relu ? df::layers::kRelu : df::layers::kNoActivation,
+                                                    name));
+      },
+      py::arg("scope"), py::arg("x"), py::arg("num_outputs"), py::arg("relu") = true,
+      py::arg("name") = "fully_connected");
+
+  // Optimizers: made from a name and its hyperparameters; minimize adds the
+  // gradients and the update (and increments global_step, if given).
+  py::class_<df::Optimizer>(m, "Optimizer")
+      .def_static(
+          "create",
+          [](const std::string& kind, const py::dict& a) -> std::unique_ptr<df::Optimizer> {
+            auto get = [&a](const char* k, double d) { return a.contains(k) ? a[k].cast<double>() : d; };
+            const double lr = get("learning_rate", 0.001);
+            if (kind == "GradientDescent") return std::make_unique<df::GradientDescentOptimizer>(lr);
+            if (kind == "Momentum") {
+              return std::make_unique<df::MomentumOptimizer>(lr, get("momentum", 0.0),
+                                                             a.contains("use_nesterov") && a["use_nesterov"].cast<bool>());
+            }
+            if (kind == "Adagrad") return std::make_unique<df::AdagradOptimizer>(lr, get("initial_accumulator_value", 0.1));
+            if (kind == "RMSProp") {
+              return std::make_unique<df::RMSPropOptimizer>(lr, get("decay", 0.9), get("momentum", 0.0),
+                                                            get("epsilon", 1e-10));
+            }
+            if (kind == "Adam") {
+              return std::make_unique<df::AdamOptimizer>(lr, get("beta1", 0.9), get("beta2", 0.999),
+                                                         get("epsilon", 1e-8));
+            }
+            throw py::value_error("unknown optimizer " + kind);
+          })
+      .def("minimize", [](df::Optimizer& opt, const df::Scope& s, const df::Output& loss,
+                          std::optional<df::Output> global_step) {
+        return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
+      })
+      .def("apply_gradients",
+           [](df::Optimizer& opt, const df::Scope& s, const std::vector<std::pair<df::Output, df::Output>>& gv,
+              std::optional<df::Output> global_step) {
+             return Value(opt.ApplyGradients(s, gv, global_step ? &*global_step : nullptr));
+           })
+      .def("compute_gradients", [](df::Optimizer& opt, const df::Scope& s, const df::Output& loss) {
+        return Value(opt.ComputeGradients(s, loss));
+      });
+
+  py::class_<df::MonitoredSession>(m, "MonitoredSession")
+      .def(py::init([](const df::Scope& scope, const std::string& target, bool is_chief, const std::string& logdir,
+                       std::optional<df::Output> global_step, std::optional<df::Operation> init_op,
+                       int64_t save_checkpoint_secs, std::vector<df::Output> coordination_vars, const py::dict& options) {
+             df::SupervisorOptions o;
+             o.is_chief = is_chief;
+             o.logdir = logdir;
+             if (global_step) o.global_step = *global_step;
+             if (init_op) o.init_op = *init_op;
+             o.save_checkpoint_secs = save_checkpoint_secs;
+             o.coordination_vars = std::move(coordination_vars);
+             o.session_options = SessionOptionsFromPython(options);
+             absl::StatusOr<std::unique_ptr<df::MonitoredSession>> s;
+             {
+               py::gil_scoped_release release;
+               s = df::MonitoredSession::Create(scope, target, o);
+             }
+             return Value(std::move(s));
+           }),
+           py::arg("scope"), py::arg("target"), py::arg("is_chief"), py::arg("logdir"), py::arg("global_step"),
+           py::arg("init_op"), py::arg("save_checkpoint_secs"), py::arg("coordination_vars"), py::arg("options"))
+      .def("run",
+           [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
+              const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets) {
+             df::FeedDict feed_dict;
+             for (const auto& [out, value] : feeds) feed_dict.emplace_back(out, NumpyToTensor(value, out.dtype()));
+             absl::StatusOr<std::vector<df::Tensor>> result;
+             {
+               py::gil_scoped_release release;
+               result = self.Run(feed_dict, fetches, targets);
+             }
+             std::vector<df::Tensor> tensors = Value(std::move(result));
+             py::list out;
+             for (const df::Tensor& t : tensors) out.append(TensorToNumpy(t));
+             return out;
+           })
+      .def("should_stop", &df::MonitoredSession::ShouldStop)
+      .def("request_stop", &df::MonitoredSession::RequestStop)
+      .def("close", [](df::MonitoredSession& self) {
+        absl::Status s;
+        {
+          py::gil_scoped_release release;
+          s = self.Close();
+        }
+        Check(s);
+      })
+      .def_property_readonly("global_step", &df::MonitoredSession::global_step)
+      .def_property_readonly("restored_from", &df::MonitoredSession::restored_from);
+
+  m.def(
+      "shutdown_cluster",
+      [](const py::dict& cluster, const std::string& reason, const std::vector<std::string>& except) {
+        df::ClusterSpec spec = ClusterFromPython(cluster);
+        absl::Status s;
+        {
+          py::gil_scoped_release release;
+          s = df::ShutdownCluster(spec, reason, except);
+        }
+        Check(s);
+      },
+      py::arg("cluster"), py::arg("reason"), py::arg("except_tasks") = std::vector<std::string>());
 }

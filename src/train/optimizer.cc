@@ -183,12 +183,15 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
       return absl::InvalidArgumentError("global_step must be a variable reference (see CreateGlobalStep)");
     }
     const DataType dt = global_step->dtype();
-    if (dt != DT_INT64 && dt != DT_INT32) {
+    if (dt != DT_INT64 && dt != DT_INT32 && dt != DT_FLOAT && dt != DT_DOUBLE) {
       return absl::InvalidArgumentError(absl::StrCat("global_step '", global_step->name(), "' has dtype ",
-                                                     DataTypeName(dt), "; it must be int64 or int32"));
+                                                     DataTypeName(dt),
+                                                     "; it must be int64, int32, float32 or float64"));
     }
     Scope step_scope = Colocated(update_scope, *global_step).WithControlDependencies(all);
-    Output one = dt == DT_INT64 ? ops::Const(step_scope, int64_t{1}) : ops::Const(step_scope, 1);
+    Output one = dt == DT_INT64   ? ops::Const(step_scope, int64_t{1})
+                 : dt == DT_INT32 ? ops::Const(step_scope, 1)
+                                  : Scalar(step_scope, 1.0, dt);
     Output inc = ops::AssignAdd(step_scope.WithOpName("increment_global_step"), *global_step, one);
     if (!inc.ok()) return scope.status();
     all.push_back(inc.op());

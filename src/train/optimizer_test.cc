@@ -299,6 +299,31 @@ TEST(Optimizer, GlobalStepIncrementsOncePerRun) {
   ExpectNear(Fetch<int64_t>(&sess, step), {3}, 0);
 }
 
+TEST(Optimizer, GlobalStepMayBeAFloatOrInt32AsInTensorFlowPrograms) {
+  // The book's program: get_variable('global_step', [], constant_initializer(0)) is float32.
+  Fixture f;
+  ops::VariableOptions counter;
+  counter.trainable = false;
+  Output fstep = ops::MakeVariable(f.root.WithOpName("fstep"), ops::Const(f.root, 0.f), counter);
+  Output istep = ops::MakeVariable(f.root.WithOpName("istep"), ops::Const(f.root, 0), counter);
+  Output sstep = ops::MakeVariable(f.root.WithOpName("sstep"), ops::Const(f.root, "x"), counter);
+  GradientDescentOptimizer opt(0.1);
+  auto ftrain = opt.ApplyGradients(f.root, {{f.gw, f.w}}, &fstep);
+  auto itrain = opt.ApplyGradients(f.root, {{f.gb, f.b}}, &istep);
+  ASSERT_TRUE(ftrain.ok()) << ftrain.status();
+  ASSERT_TRUE(itrain.ok()) << itrain.status();
+  auto bad = opt.ApplyGradients(f.root, {{f.gb, f.b}}, &sstep);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("sstep"), std::string::npos) << bad.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(f.root)}).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(sess.Run({}, {}, {*ftrain, *itrain}).ok());
+  auto out = sess.Run({fstep, istep});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 2.f);
+  EXPECT_EQ((*out)[1].scalar<int32_t>(), 2);
+}
+
 TEST(Optimizer, PairsWithoutGradientAreSkipped) {
   Fixture f;
   MomentumOptimizer opt(0.1, 0.9);

@@ -14,6 +14,24 @@
 namespace distflow {
 namespace {
 
+// A global step's value: TensorFlow programs make it int64, int32 or (the
+// book's get_variable with constant_initializer(0)) float32.
+absl::StatusOr<int64_t> StepValue(const Tensor& t) {
+  if (t.NumElements() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the global step has shape ", t.shape().DebugString(),
+                                                   "; it must be a scalar"));
+  }
+  switch (t.dtype()) {
+    case DT_INT64: return t.scalar<int64_t>();
+    case DT_INT32: return int64_t{t.scalar<int32_t>()};
+    case DT_FLOAT: return static_cast<int64_t>(t.scalar<float>());
+    case DT_DOUBLE: return static_cast<int64_t>(t.scalar<double>());
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("the global step has dtype ", DataTypeName(t.dtype()),
+                                                     "; it must be int64, int32, float32 or float64"));
+  }
+}
+
 bool Recoverable(const absl::Status& s) { return absl::IsUnavailable(s) || absl::IsAborted(s); }
 
 std::string FirstNames(const std::vector<std::string>& names, size_t n) {
@@ -111,7 +129,7 @@ MonitoredSession::~MonitoredSession() {
 absl::StatusOr<int64_t> MonitoredSession::ReadGlobalStep() {
   if (!options_.global_step.ok()) return -1;
   ASSIGN_OR_RETURN(std::vector<Tensor> v, session_->Run({options_.global_step}));
-  return v[0].scalar<int64_t>();
+  return StepValue(v[0]);
 }
 
 Output MonitoredSession::StepAfter(const std::vector<Operation>& targets) {
@@ -250,7 +268,9 @@ absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds,
       ++total_recoveries_;
       continue;
     }
-    if (options_.global_step.ok()) global_step_ = (*r)[step_at].scalar<int64_t>();
+    if (options_.global_step.ok()) {
+      ASSIGN_OR_RETURN(global_step_, StepValue((*r)[step_at]));
+    }
     for (size_t i = 0; i < hooks_.size(); ++i) {
       size_t end = i + 1 < hooks_.size() ? hook_begin[i + 1] : step_at;
       std::vector<Tensor> values(r->begin() + static_cast<std::ptrdiff_t>(hook_begin[i]),

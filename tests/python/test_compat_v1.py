@@ -222,3 +222,103 @@ def test_name_scopes_and_unique_names():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_get_variable_initializers_and_reuse():
+    step = tf.get_variable("global_step", [], initializer=tf.constant_initializer(0), trainable=False)
+    assert step.dtype == tf.float32 and step.name == "global_step:0"
+    with tf.variable_scope("layer"):
+        w = tf.get_variable("w", [3, 2], initializer=tf.truncated_normal_initializer(stddev=0.1))
+    with pytest.raises(ValueError, match="layer/w already exists"):
+        with tf.variable_scope("layer"):
+            tf.get_variable("w", [3, 2])
+    with tf.variable_scope("layer", reuse=True):
+        assert tf.get_variable("w", [3, 2]) is w
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        assert sess.run(step) == 0.0
+        values = sess.run(w)
+    assert values.shape == (3, 2) and np.all(np.abs(values) <= 0.2 + 1e-6) and np.any(values != 0)
+
+
+def test_optimizers_minimize_and_count_steps():
+    # Linear regression y = 2x + 1 with each optimizer; a float32 global step
+    # (the book's) counts the steps.
+    xs = np.linspace(-1, 1, 32, dtype=np.float32).reshape(-1, 1)
+    ys = 2 * xs + 1
+    for make in (lambda: tf.train.GradientDescentOptimizer(0.5), lambda: tf.train.AdamOptimizer(0.1),
+                 lambda: tf.train.MomentumOptimizer(0.1, 0.9), lambda: tf.train.RMSPropOptimizer(0.05),
+                 lambda: tf.train.AdagradOptimizer(0.5)):
+        tf.reset_default_graph()
+        step = tf.get_variable("global_step", [], initializer=tf.constant_initializer(0), trainable=False)
+        x = tf.placeholder(tf.float32, [None, 1])
+        y = tf.placeholder(tf.float32, [None, 1])
+        w = tf.Variable(tf.zeros([1, 1]))
+        b = tf.Variable(tf.zeros([1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        train = make().minimize(loss, global_step=step)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            first = sess.run(loss, feed_dict={x: xs, y: ys})
+            for _ in range(200):
+                sess.run(train, feed_dict={x: xs, y: ys})
+            last, n = sess.run([loss, step], feed_dict={x: xs, y: ys})
+        assert last < 0.05 * first, (make().__class__.__name__, first, last)
+        assert n == 200.0
+
+
+def test_app_flags_parse_the_command_line_on_first_use():
+    from distflow.app import _Flags
+    flags = _Flags()
+    flags._define("job_name", "", "ps or worker", str)
+    flags._define("task_index", 0, "index", int)
+    flags._define("sync", False, "sync", bool)
+    rest = flags._parse(["prog", "--job_name=worker", "--task_index", "2", "--sync", "extra"])
+    assert (flags.job_name, flags.task_index, flags.sync) == ("worker", 2, True)
+    assert rest == ["prog", "extra"]
+    with pytest.raises(AttributeError, match="no flag named --nope"):
+        flags.nope
+    with pytest.raises(SystemExit):
+        flags._parse(["prog", "--task_index=x"])
+    with pytest.raises(SystemExit):
+        flags._parse(["prog", "--unknown_flag=1"])
+
+
+def test_input_data_reads_idx_files_with_one_hot_labels(tmp_path, capsys):
+    from distflow.examples.tutorials.mnist import input_data
+    data = input_data.read_data_sets(str(tmp_path / "MNIST_data"), one_hot=True)
+    assert "reading Fashion-MNIST" in capsys.readouterr().err
+    assert data.train.images.shape == (55000, 784) and data.train.images.dtype == np.float32
+    assert data.test.labels.shape == (10000, 10) and np.all(data.test.labels.sum(axis=1) == 1)
+    assert 0.0 <= data.train.images.min() and data.train.images.max() <= 1.0
+    seen = set()
+    for _ in range(55000 // 500 + 1):
+        bx, by = data.train.next_batch(500)
+        assert bx.shape == (500, 784) and by.shape == (500, 10)
+        seen.add(tuple(bx[0][:20]))
+    assert data.train.epochs_completed == 1
+    # A damaged file is an error naming it, not a crash.
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "train-images-idx3-ubyte").write_bytes(b"\x00\x00\x08\x03" + b"\x00\x00\x00\x05" * 3 + b"\x01\x02")
+    for name in ("train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (bad / name).write_bytes(b"")
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte: header says"):
+        input_data.read_data_sets(str(bad), one_hot=True)
+
+
+def test_slim_layers_build_the_books_network():
+    from distflow.contrib import slim
+    x = tf.placeholder(tf.float32, shape=[None, 784])
+    net = tf.reshape(x, [-1, 28, 28, 1])
+    net = slim.layers.conv2d(net, 8, [5, 5], scope="conv1")
+    net = slim.layers.max_pool2d(net, [2, 2], scope="pool1")
+    net = slim.layers.flatten(net, scope="flatten")
+    logits = slim.layers.fully_connected(net, 10, activation_fn=None, scope="pred")
+    assert logits.shape.as_list() == [None, 10]
+    names = sorted(v.name for v in tf.trainable_variables())
+    assert names == ["conv1/biases:0", "conv1/weights:0", "pred/biases:0", "pred/weights:0"]
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        out = sess.run(logits, feed_dict={x: np.random.rand(4, 784)})
+    assert out.shape == (4, 10) and np.all(np.isfinite(out))

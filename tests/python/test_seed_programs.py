@@ -1,7 +1,9 @@
 """The seeds' Python programs under examples/python, run as their users ran
 them: real processes, a real distflow-server (the C++ binary) as the
 cluster, only the address changed to a free port."""
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -68,3 +70,70 @@ def test_a_session_whose_server_is_not_up_says_so_at_once():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_book_distributed_example_trains_on_one_ps_and_three_workers(tmp_path):
+    # The book's chapter 9 program as the book runs it: four processes, one
+    # per task. A short run (300 global steps) must learn; every process,
+    # the ps included, must exit by itself.
+    ports = [free_port() for _ in range(4)]
+    replacements = {"localhost:2222": f"127.0.0.1:{ports[0]}", "localhost:2223": f"127.0.0.1:{ports[1]}",
+                    "localhost:2224": f"127.0.0.1:{ports[2]}", "localhost:2225": f"127.0.0.1:{ports[3]}",
+                    "TRAINING_STEPS = 5000": "TRAINING_STEPS = 300", "\"/tmp/log\"": repr(str(tmp_path / "log"))}
+    with open(os.path.join(SOURCE, "examples", "python", "distribute.py")) as f:
+        text = f.read()
+    for old, new in replacements.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    program = tmp_path / "distribute.py"
+    program.write_text(text)
+    tasks = [("ps", 0), ("worker", 0), ("worker", 1), ("worker", 2)]
+    procs = [subprocess.Popen([sys.executable, str(program), f"--job_name={job}", f"--task_index={i}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+             for job, i in tasks]
+    outputs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=400)
+            outputs.append(out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for (job, i), p, out in zip(tasks, procs, outputs):
+        assert p.returncode == 0, f"{job}:{i} exited {p.returncode}:\n{out[-3000:]}"
+    chief = outputs[1]
+    steps = [float(m) for m in re.findall(r"Worker : \d, Step: ([0-9.]+), Accuracy", "".join(outputs[1:]))]
+    assert steps, chief[-3000:]
+    test_acc = [float(m) for m in re.findall(r"Test-Accuracy: ([0-9.]+)", "".join(outputs[1:]))]
+    assert len(test_acc) == 3, "".join(outputs)[-3000:]
+    # Ten Fashion-MNIST classes: chance is 0.1; 300 Adam steps of the CNN reach well above.
+    assert min(test_acc) > 0.5, test_acc
+    assert "shutting the cluster down" in chief
+
+
+def test_placement_program_as_a_client_of_cpp_servers(tmp_path):
+    # Two C++ ps tasks and a C++ worker 7; the Python program only builds the
+    # graph and runs it through worker 7's master.
+    ports = [free_port() for _ in range(3)]
+    spec = json.dumps({"ps": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
+                       "worker": {"7": f"127.0.0.1:{ports[2]}"}})
+    servers = [subprocess.Popen([SERVER, f"--cluster_spec={spec}", f"--job_name={job}", f"--task_index={i}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for job, i in (("ps", 0), ("ps", 1), ("worker", 7))]
+    try:
+        out = run_program("ps_worker_placement.py", {"worker7:2222": f"127.0.0.1:{ports[2]}",
+                                                     "range(10000)": "range(100)"}, timeout=120)
+        assert out.returncode == 0, out.stderr[-3000:]
+        before = float(re.search(r"loss before: ([0-9.]+)", out.stdout).group(1))
+        after = float(re.search(r"loss after: ([0-9.]+)", out.stdout).group(1))
+        assert after < before, out.stdout
+    finally:
+        for s in servers:
+            s.terminate()
+        for s in servers:
+            try:
+                s.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                s.kill()
+                pytest.fail("a distflow-server did not stop on SIGTERM")

@@ -15,6 +15,7 @@ from distflow import framework as _fw
 from distflow import raw_ops  # noqa: F401 (tf.raw_ops)
 from distflow import train as _train
 from distflow import _distflow
+from distflow import app  # noqa: F401 (tf.app)
 
 # dtypes
 DType = _dtypes.DType
@@ -45,6 +46,15 @@ Session = _fw.Session
 InteractiveSession = _fw.InteractiveSession
 ConfigProto = _fw.ConfigProto
 get_default_session = _fw.get_default_session
+get_variable = _fw.get_variable
+variable_scope = _fw.variable_scope
+constant_initializer = _fw.constant_initializer
+zeros_initializer = _fw.zeros_initializer
+ones_initializer = _fw.ones_initializer
+random_normal_initializer = _fw.random_normal_initializer
+truncated_normal_initializer = _fw.truncated_normal_initializer
+random_uniform_initializer = _fw.random_uniform_initializer
+glorot_uniform_initializer = _fw.glorot_uniform_initializer
 
 
 def _op(name):
@@ -114,6 +124,19 @@ def reshape(tensor, shape, name=None):
                           name=name)
 
 
+def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=float32, seed=None, name=None):
+    return _fw.truncated_normal_initializer(mean, stddev, seed)(list(shape), as_dtype(dtype))
+
+
+def random_normal(shape, mean=0.0, stddev=1.0, dtype=float32, seed=None, name=None):
+    return _fw.random_normal_initializer(mean, stddev, seed)(list(shape), as_dtype(dtype))
+
+
+def random_uniform(shape, minval=0, maxval=None, dtype=float32, seed=None, name=None):
+    return _fw.random_uniform_initializer(minval, 1.0 if maxval is None else maxval, seed)(list(shape),
+                                                                                          as_dtype(dtype))
+
+
 def zeros(shape, dtype=float32, name=None):
     return constant(0, dtype=dtype, shape=shape, name=name or "zeros")
 
@@ -133,12 +156,24 @@ def gradients(ys, xs, grad_ys=None, name="gradients"):
 
 
 # tf.nn
-def _softmax_xent(_sentinel=None, labels=None, logits=None, dim=-1, name=None):
-    if _sentinel is not None:
-        raise NotImplementedError("softmax_cross_entropy_with_logits takes logits= and labels= keywords "
-                                  "(positional (logits, labels) is TensorFlow 0.x's form)")
-    loss, _ = _op("SoftmaxCrossEntropyWithLogits")(logits, labels, name=name)
+def _softmax_xent(_logits=None, _labels=None, dim=-1, name=None, labels=None, logits=None):
+    """logits= and labels= (TensorFlow 1.x), or positional (logits, labels) as
+    the book's TensorFlow 0.12 program passes them."""
+    logits = logits if logits is not None else _logits
+    labels = labels if labels is not None else _labels
+    if logits is None or labels is None:
+        raise ValueError("softmax_cross_entropy_with_logits needs logits and labels")
+    logits = convert_to_tensor(logits)
+    loss, _ = _op("SoftmaxCrossEntropyWithLogits")(logits, convert_to_tensor(labels, dtype=logits.dtype),
+                                                   name=name)
     return loss
+
+
+def _relu(features, name=None):
+    return _op("Relu")(features, name=name)
+
+
+_relu._is_relu = True  # slim's default activation
 
 
 class _Namespace(_types.SimpleNamespace):
@@ -153,7 +188,7 @@ class _Namespace(_types.SimpleNamespace):
 
 
 nn = _Namespace("nn",
-    relu=lambda features, name=None: _op("Relu")(features, name=name),
+    relu=_relu,
     softmax=lambda logits, name=None: _op("Softmax")(logits, name=name),
     softmax_cross_entropy_with_logits=_softmax_xent,
     bias_add=lambda value, bias, name=None: _op("BiasAdd")(value, bias, name=name),
@@ -164,6 +199,13 @@ train = _Namespace("train",
     ClusterSpec=_train.ClusterSpec,
     Server=_train.Server,
     replica_device_setter=_train.replica_device_setter,
+    Optimizer=_train.Optimizer,
+    GradientDescentOptimizer=_train.GradientDescentOptimizer,
+    MomentumOptimizer=_train.MomentumOptimizer,
+    AdagradOptimizer=_train.AdagradOptimizer,
+    RMSPropOptimizer=_train.RMSPropOptimizer,
+    AdamOptimizer=_train.AdamOptimizer,
+    Supervisor=_train.Supervisor,
 )
 
 

@@ -1,0 +1,1 @@
+"""distflow.contrib: slim."""
