@@ -12,6 +12,7 @@ PACKAGES=(
   dataset-fashion-mnist
   iperf3 tmux
   python3 python3-yaml python3-dev python3-numpy python3-pytest pybind11-dev
+  python3-pip python3-setuptools python3-venv
   libcpp-httplib-dev chromium
 )
 
