@@ -339,6 +339,91 @@ class _MonitoredRunner(_fw.Session):
         return False
 
 
+# ---- MonitoredTrainingSession ------------------------------------------------------
+
+def create_global_step(graph=None):
+    """An int64 variable "global_step" (not trainable), zero at first."""
+    g = graph or _fw.get_default_graph()
+    if "global_step" in g._variables:
+        raise ValueError("global_step already exists")
+    with g.as_default():
+        return _fw.get_variable("global_step", [], dtype=_fw._dtypes.int64,
+                                initializer=_fw.zeros_initializer(), trainable=False)
+
+
+def get_global_step(graph=None):
+    g = graph or _fw.get_default_graph()
+    return g._variables.get("global_step")
+
+
+def get_or_create_global_step(graph=None):
+    return get_global_step(graph) or create_global_step(graph)
+
+
+class SessionRunHook:
+    """Called after each step with the global step (the part of
+    TensorFlow's hook interface that distflow's Python client runs)."""
+
+    def after_run(self, session, global_step):
+        pass
+
+
+class StopAtStepHook(SessionRunHook):
+    def __init__(self, num_steps=None, last_step=None):
+        if (num_steps is None) == (last_step is None):
+            raise ValueError("StopAtStepHook takes one of num_steps and last_step")
+        self._num_steps, self._last_step = num_steps, last_step
+
+    def after_run(self, session, global_step):
+        if self._last_step is None:
+            self._last_step = global_step + self._num_steps - 1
+        if global_step >= self._last_step:
+            session.request_stop()
+
+
+class _HookedSession(_MonitoredRunner):
+    """What MonitoredTrainingSession returns: run, should_stop, close, and a
+    context manager; hooks see the global step after every step."""
+
+    def __init__(self, monitored, graph, supervisor, hooks):
+        super().__init__(monitored, graph, supervisor)
+        self._hooks = list(hooks)
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        out = super().run(fetches, feed_dict=feed_dict, options=options)
+        for h in self._hooks:
+            h.after_run(self, self._monitored.global_step)
+        return out
+
+    def request_stop(self):
+        self._sv.request_stop()
+
+    def close(self):
+        self._sv.stop()
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaffold=None, hooks=None,  # noqa: N802
+                             chief_only_hooks=None, save_checkpoint_secs=600, save_summaries_steps=None,
+                             save_summaries_secs=None, config=None, stop_grace_period_secs=120,
+                             log_step_count_steps=100, max_wait_secs=7200, save_checkpoint_steps=None):
+    """tf.train.MonitoredTrainingSession: a Supervisor's session (restore or
+    initialise, checkpoints, recovery) with hooks run after each step."""
+    if scaffold is not None:
+        raise NotImplementedError("MonitoredTrainingSession(scaffold=...)")
+    if save_checkpoint_steps is not None:
+        raise NotImplementedError("MonitoredTrainingSession(save_checkpoint_steps=...); use save_checkpoint_secs")
+    g = _fw.get_default_graph()
+    sv = Supervisor(is_chief=is_chief, logdir=checkpoint_dir, global_step=get_global_step(g),
+                    save_model_secs=save_checkpoint_secs or 0, graph=g)
+    runner = sv.prepare_or_wait_for_session(master, config)
+    all_hooks = list(hooks or []) + (list(chief_only_hooks or []) if is_chief else [])
+    return _HookedSession(runner._monitored, g, sv, all_hooks)
+
+
 _servers_by_target = {}
 
 

@@ -306,6 +306,21 @@ df::SessionOptions SessionOptionsFromPython(const py::dict& o) {
   return options;
 }
 
+// Feeds from (Output, array-like) pairs, each converted to its placeholder's dtype.
+df::FeedDict ToFeedDict(const std::vector<std::pair<df::Output, py::object>>& feeds) {
+  df::FeedDict feed_dict;
+  for (const auto& [out, value] : feeds) feed_dict.emplace_back(out, NumpyToTensor(value, out.dtype()));
+  return feed_dict;
+}
+
+// A step's result as numpy arrays, or its status raised.
+py::list ToNumpyList(absl::StatusOr<std::vector<df::Tensor>> result) {
+  std::vector<df::Tensor> tensors = Value(std::move(result));
+  py::list out;
+  for (const df::Tensor& t : tensors) out.append(TensorToNumpy(t));
+  return out;
+}
+
 // A device function made in C++ (replica_device_setter).
 struct DeviceFn {
   df::DeviceFunction fn;
@@ -486,8 +501,7 @@ PYBIND11_MODULE(_distflow, m) {
           [](PySession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
              const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets, int64_t timeout_ms) {
             if (self.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
-            df::FeedDict feed_dict;
-            for (const auto& [out, value] : feeds) feed_dict.emplace_back(out, NumpyToTensor(value, out.dtype()));
+            df::FeedDict feed_dict = ToFeedDict(feeds);
             df::RunOptions options;
             options.timeout_ms = timeout_ms;
             absl::StatusOr<std::vector<df::Tensor>> result;
@@ -495,10 +509,7 @@ PYBIND11_MODULE(_distflow, m) {
               py::gil_scoped_release release;
               result = self.session->Run(feed_dict, fetches, targets, options);
             }
-            std::vector<df::Tensor> tensors = Value(std::move(result));
-            py::list out;
-            for (const df::Tensor& t : tensors) out.append(TensorToNumpy(t));
-            return out;
+            return ToNumpyList(std::move(result));
           },
           py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("timeout_ms") = 0)
       .def("close",
@@ -626,17 +637,13 @@ PYBIND11_MODULE(_distflow, m) {
       .def("run",
            [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
               const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets) {
-             df::FeedDict feed_dict;
-             for (const auto& [out, value] : feeds) feed_dict.emplace_back(out, NumpyToTensor(value, out.dtype()));
+             df::FeedDict feed_dict = ToFeedDict(feeds);
              absl::StatusOr<std::vector<df::Tensor>> result;
              {
                py::gil_scoped_release release;
                result = self.Run(feed_dict, fetches, targets);
              }
-             std::vector<df::Tensor> tensors = Value(std::move(result));
-             py::list out;
-             for (const df::Tensor& t : tensors) out.append(TensorToNumpy(t));
-             return out;
+             return ToNumpyList(std::move(result));
            })
       .def("should_stop", &df::MonitoredSession::ShouldStop)
       .def("request_stop", &df::MonitoredSession::RequestStop)

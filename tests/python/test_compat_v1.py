@@ -322,3 +322,38 @@ def test_slim_layers_build_the_books_network():
         sess.run(tf.global_variables_initializer())
         out = sess.run(logits, feed_dict={x: np.random.rand(4, 784)})
     assert out.shape == (4, 10) and np.all(np.isfinite(out))
+
+
+def test_nn_conv2d_and_max_pool():
+    x = tf.constant(np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1))
+    w = tf.constant(np.ones((2, 2, 1, 1), dtype=np.float32))
+    conv = tf.nn.conv2d(x, w, strides=[1, 1, 1, 1], padding="VALID")
+    pool = tf.nn.max_pool(x, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+    with tf.Session() as sess:
+        c, p = sess.run([conv, pool])
+    assert c.shape == (1, 3, 3, 1) and c[0, 0, 0, 0] == 0 + 1 + 4 + 5
+    np.testing.assert_array_equal(p[0, :, :, 0], [[5, 7], [13, 15]])
+    assert sess.run is not None and tf.nn.sigmoid(tf.constant(0.0)).dtype == tf.float32
+
+
+def test_monitored_training_session_stops_at_step_and_checkpoints(tmp_path):
+    step = tf.train.get_or_create_global_step()
+    assert step.dtype == tf.int64
+    w = tf.Variable(5.0)
+    loss = tf.square(w)
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+    hooks = [tf.train.StopAtStepHook(last_step=30)]
+    with tf.train.MonitoredTrainingSession(is_chief=True, checkpoint_dir=str(tmp_path), hooks=hooks) as sess:
+        n = 0
+        while not sess.should_stop():
+            sess.run(train)
+            n += 1
+    assert n == 30
+    # The chief saved a checkpoint at the end; a new session restores it.
+    assert any(f.startswith("model.ckpt-30") for f in __import__("os").listdir(tmp_path))
+    tf.reset_default_graph()
+    step = tf.train.get_or_create_global_step()
+    w = tf.Variable(5.0)
+    with tf.train.MonitoredTrainingSession(is_chief=True, checkpoint_dir=str(tmp_path)) as sess:
+        assert sess.run(step) == 30
+        assert abs(sess.run(w)) < 5.0 * 0.8 ** 29

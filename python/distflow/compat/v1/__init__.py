@@ -187,8 +187,34 @@ class _Namespace(_types.SimpleNamespace):
         raise NotImplementedError(f"distflow.compat.v1 has no tf.{self._prefix}.{name} yet")
 
 
+def _conv2d(input, filter=None, strides=None, padding=None, use_cudnn_on_gpu=True, data_format="NHWC",  # noqa: A002
+            dilations=None, name=None, filters=None):
+    if data_format != "NHWC":
+        raise NotImplementedError("conv2d data_format other than NHWC")
+    w = filter if filter is not None else filters
+    return _op("Conv2D")(input, w, strides=list(strides), padding=padding, name=name)
+
+
+def _pool(op_name):
+    def pool(value, ksize, strides, padding, data_format="NHWC", name=None, input=None):  # noqa: A002
+        if data_format != "NHWC":
+            raise NotImplementedError(f"{op_name} data_format other than NHWC")
+        return _op(op_name)(value if value is not None else input, ksize=list(ksize), strides=list(strides),
+                            padding=padding, name=name)
+    return pool
+
+
 nn = _Namespace("nn",
     relu=_relu,
+    relu6=lambda features, name=None: _op("Relu6")(features, name=name),
+    elu=lambda features, name=None: _op("Elu")(features, name=name),
+    sigmoid=lambda x, name=None: _op("Sigmoid")(x, name=name),
+    tanh=lambda x, name=None: _op("Tanh")(x, name=name),
+    softplus=lambda features, name=None: _op("Softplus")(features, name=name),
+    log_softmax=lambda logits, name=None: _op("LogSoftmax")(logits, name=name),
+    conv2d=_conv2d,
+    max_pool=_pool("MaxPool"),
+    avg_pool=_pool("AvgPool"),
     softmax=lambda logits, name=None: _op("Softmax")(logits, name=name),
     softmax_cross_entropy_with_logits=_softmax_xent,
     bias_add=lambda value, bias, name=None: _op("BiasAdd")(value, bias, name=name),
@@ -206,7 +232,15 @@ train = _Namespace("train",
     RMSPropOptimizer=_train.RMSPropOptimizer,
     AdamOptimizer=_train.AdamOptimizer,
     Supervisor=_train.Supervisor,
+    MonitoredTrainingSession=_train.MonitoredTrainingSession,
+    StopAtStepHook=_train.StopAtStepHook,
+    SessionRunHook=_train.SessionRunHook,
+    get_global_step=_train.get_global_step,
+    get_or_create_global_step=_train.get_or_create_global_step,
+    create_global_step=_train.create_global_step,
 )
+sigmoid = nn.sigmoid
+tanh = nn.tanh
 
 
 class _NotImplementedNamespace(_types.ModuleType):
