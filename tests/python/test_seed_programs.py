@@ -137,3 +137,84 @@ def test_placement_program_as_a_client_of_cpp_servers(tmp_path):
             except subprocess.TimeoutExpired:
                 s.kill()
                 pytest.fail("a distflow-server did not stop on SIGTERM")
+
+
+INTEROP_PROGRAM = """
+import sys
+import numpy as np
+import distflow.compat.v1 as tf
+
+# The model of examples/ps_worker_placement.cc, by the same variable names,
+# on worker 1; its variables already live on the ps tasks.
+with tf.device("/job:ps/task:0"):
+    w1 = tf.Variable(tf.zeros([4, 16]), name="weights_1")
+    b1 = tf.Variable(tf.zeros([16]), name="biases_1")
+with tf.device("/job:ps/task:1"):
+    w2 = tf.Variable(tf.zeros([16, 1]), name="weights_2")
+    b2 = tf.Variable(tf.zeros([1]), name="biases_2")
+with tf.device("/job:worker/task:1"):
+    x = tf.placeholder(tf.float32, [None, 4])
+    y = tf.placeholder(tf.float32, [None, 1])
+    logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), w2) + b2
+    loss = tf.reduce_mean(tf.square(logits - y))
+    train = tf.train.GradientDescentOptimizer(0.05).minimize(loss)
+
+rng = np.random.RandomState(7)
+def batch():
+    xs = rng.uniform(-1, 1, (32, 4)).astype(np.float32)
+    return xs, xs.sum(axis=1, keepdims=True)
+
+with tf.Session(sys.argv[1]) as sess:   # no initializer: the C++ worker's values are used
+    w2_before = sess.run(w2)
+    xs, ys = batch()
+    print("python loss before", sess.run(loss, feed_dict={x: xs, y: ys}))
+    for _ in range(100):
+        xs, ys = batch()
+        sess.run(train, feed_dict={x: xs, y: ys})
+    xs, ys = batch()
+    print("python loss after", sess.run(loss, feed_dict={x: xs, y: ys}))
+    print("weights_2 change", float(np.abs(sess.run(w2) - w2_before).sum()))
+"""
+
+
+def test_a_python_worker_and_a_cpp_worker_train_one_model(tmp_path):
+    # C++ servers for 2 ps + 2 workers. The C++ program trains the seeds'
+    # placement model through worker 0; then a Python client of worker 1
+    # finds the trained variables on the ps tasks (a low loss without
+    # initialising anything) and trains them further.
+    ports = [free_port() for _ in range(4)]
+    spec = json.dumps({"ps": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
+                       "worker": [f"127.0.0.1:{ports[2]}", f"127.0.0.1:{ports[3]}"]})
+    servers = [subprocess.Popen([SERVER, f"--cluster_spec={spec}", f"--job_name={job}", f"--task_index={i}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for job, i in (("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1))]
+    try:
+        cpp = subprocess.run([os.path.join(BUILD, "examples", "ps_worker_placement"),
+                              f"--target=grpc://127.0.0.1:{ports[2]}", "--worker_task=0", "--steps=300"],
+                             capture_output=True, text=True, timeout=120)
+        assert cpp.returncode == 0, cpp.stdout + cpp.stderr[-2000:]
+        m = re.search(r"loss went from ([0-9.]+) to ([0-9.]+)", cpp.stdout)
+        cpp_first, cpp_last = float(m.group(1)), float(m.group(2))
+        program = tmp_path / "interop.py"
+        program.write_text(INTEROP_PROGRAM)
+        py = subprocess.run([sys.executable, str(program), f"grpc://127.0.0.1:{ports[3]}"], capture_output=True,
+                            text=True, timeout=120)
+        assert py.returncode == 0, py.stderr[-3000:]
+        before = float(re.search(r"python loss before ([0-9.e-]+)", py.stdout).group(1))
+        after = float(re.search(r"python loss after ([0-9.e-]+)", py.stdout).group(1))
+        change = float(re.search(r"weights_2 change ([0-9.e-]+)", py.stdout).group(1))
+        # Variables the Python graph had initialised itself (zeros) would
+        # give the loss of predicting 0, about 1.3 for these sums; the
+        # C++-trained ones give about the C++ worker's last loss.
+        assert before < 0.1 * cpp_first and before < 1.0, (cpp.stdout, py.stdout)
+        assert before < 4 * cpp_last + 0.05, (cpp.stdout, py.stdout)
+        assert change > 0, py.stdout
+        assert after < 2 * before, py.stdout
+    finally:
+        for s in servers:
+            s.terminate()
+        for s in servers:
+            try:
+                s.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                s.kill()
