@@ -339,6 +339,55 @@ class _MonitoredRunner(_fw.Session):
         return False
 
 
+# ---- Saver ------------------------------------------------------------------------
+
+class Saver:
+    """tf.train.Saver: save(sess, "dir/model.ckpt", global_step=n) writes
+    dir/model.ckpt-n (each task holding variables writes its own shard; the
+    newest max_to_keep are kept) and returns that prefix; restore(sess,
+    prefix) checks the checkpoint against the model first (another model's
+    is a FailedPreconditionError listing the differences). Without
+    global_step, TensorFlow writes save_path itself; distflow always
+    appends a step, -0 then."""
+
+    def __init__(self, var_list=None, max_to_keep=5, **unused):
+        self._graph = _fw.get_default_graph()
+        if isinstance(var_list, dict):
+            raise NotImplementedError("Saver(var_list=dict): checkpoint keys are the variables' names")
+        self._var_list = [v._out for v in (var_list or [])]
+        self._max_to_keep = max_to_keep
+        self._savers = {}  # by basename
+
+    def _saver(self, basename):
+        if basename not in self._savers:
+            with self._graph.as_default():
+                self._savers[basename] = _distflow.Saver(self._graph._scope(), self._var_list,
+                                                         self._max_to_keep, basename)
+        return self._savers[basename]
+
+    @staticmethod
+    def _plain(sess):
+        if not isinstance(sess, _fw.Session) or isinstance(sess, _MonitoredRunner):
+            raise NotImplementedError("Saver.save/restore take a tf.Session (a Supervisor checkpoints by itself)")
+        return sess._sess
+
+    def save(self, sess, save_path, global_step=None, **unused):
+        import os
+        logdir, basename = os.path.split(os.path.abspath(save_path))
+        step = 0 if global_step is None else (int(sess.run(global_step)) if isinstance(global_step, _fw.Tensor)
+                                              else int(global_step))
+        return self._saver(basename).save(self._plain(sess), logdir, step)
+
+    def restore(self, sess, save_path):
+        import os
+        return self._saver(os.path.basename(save_path).rsplit("-", 1)[0]).restore(self._plain(sess), save_path)
+
+
+def latest_checkpoint(checkpoint_dir, latest_filename=None):
+    """The newest checkpoint prefix of `checkpoint_dir`, or None."""
+    return _distflow.latest_checkpoint(checkpoint_dir)
+
+
 # ---- MonitoredTrainingSession ------------------------------------------------------
 
 def create_global_step(graph=None):

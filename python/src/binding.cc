@@ -31,6 +31,7 @@
 #include "distflow/train/layers.h"
 #include "distflow/train/optimizer.h"
 #include "distflow/train/replica_device_setter.h"
+#include "distflow/train/saver.h"
 #include "distflow/train/supervisor.h"
 #include "distflow/version.h"
 
@@ -670,4 +671,40 @@ PYBIND11_MODULE(_distflow, m) {
         Check(s);
       },
       py::arg("cluster"), py::arg("reason"), py::arg("except_tasks") = std::vector<std::string>());
+
+  // Checkpoints: each task holding variables writes its own shard.
+  py::class_<df::Saver>(m, "Saver")
+      .def(py::init([](const df::Scope& scope, const std::vector<df::Output>& var_list, int max_to_keep,
+                       const std::string& basename) {
+             df::SaverOptions o;
+             o.var_list = var_list;
+             o.max_to_keep = max_to_keep;
+             o.basename = basename;
+             return Value(df::Saver::Create(scope, o));
+           }),
+           py::arg("scope"), py::arg("var_list"), py::arg("max_to_keep"), py::arg("basename"))
+      .def("save",
+           [](df::Saver& self, PySession& sess, const std::string& logdir, int64_t step) {
+             if (sess.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
+             absl::StatusOr<std::string> prefix;
+             {
+               py::gil_scoped_release release;
+               prefix = self.Save(sess.session.get(), logdir, step);
+             }
+             return Value(std::move(prefix));
+           })
+      .def("restore", [](df::Saver& self, PySession& sess, const std::string& prefix) {
+        if (sess.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
+        absl::Status s;
+        {
+          py::gil_scoped_release release;
+          s = self.Restore(sess.session.get(), prefix);
+        }
+        Check(s);
+      });
+  m.def("latest_checkpoint", [](const std::string& logdir) -> py::object {
+    absl::StatusOr<std::string> p = df::LatestCheckpoint(logdir);
+    if (absl::IsNotFound(p.status())) return py::none();
+    return py::str(Value(std::move(p)));
+  });
 }

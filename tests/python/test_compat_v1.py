@@ -357,3 +357,31 @@ def test_monitored_training_session_stops_at_step_and_checkpoints(tmp_path):
     with tf.train.MonitoredTrainingSession(is_chief=True, checkpoint_dir=str(tmp_path)) as sess:
         assert sess.run(step) == 30
         assert abs(sess.run(w)) < 5.0 * 0.8 ** 29
+
+
+def test_saver_saves_restores_and_refuses_another_model(tmp_path):
+    v = tf.Variable([1.0, 2.0], name="v")
+    step = tf.Variable(0, name="step", trainable=False)
+    bump = tf.group(v.assign_add([1.0, 1.0]), step.assign_add(1))
+    saver = tf.train.Saver(max_to_keep=2)
+    prefixes = []
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for _ in range(3):
+            sess.run(bump)
+            prefixes.append(saver.save(sess, str(tmp_path / "model.ckpt"), global_step=step))
+        assert prefixes[-1].endswith("model.ckpt-3")
+        assert tf.train.latest_checkpoint(str(tmp_path)) == prefixes[-1]
+        sess.run(bump)
+        saver.restore(sess, prefixes[-1])
+        np.testing.assert_allclose(sess.run(v), [4.0, 5.0])
+        assert sess.run(step) == 3
+    # max_to_keep=2: the first checkpoint is gone.
+    assert not any(f.startswith("model.ckpt-1.") for f in __import__("os").listdir(tmp_path))
+    assert tf.train.latest_checkpoint(str(tmp_path / "empty")) is None
+    tf.reset_default_graph()
+    tf.Variable([1.0, 2.0, 3.0], name="v")  # another shape
+    other = tf.train.Saver()
+    with tf.Session() as sess:
+        with pytest.raises(tf.errors.FailedPreconditionError, match="v"):
+            other.restore(sess, prefixes[-1])
