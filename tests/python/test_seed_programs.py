@@ -1,6 +1,7 @@
 """The seeds' Python programs under examples/python, run as their users ran
 them: real processes, a real distflow-server (the C++ binary) as the
 cluster, only the address changed to a free port."""
+import contextlib
 import json
 import os
 import re
@@ -31,6 +32,28 @@ def run_program(name, replacements, timeout=60):
         text = text.replace(old, new)
     env = dict(os.environ)
     return subprocess.run([sys.executable, "-c", text], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@contextlib.contextmanager
+def cpp_servers(spec, tasks):
+    """distflow-server processes for `tasks` ((job, index) pairs) of the JSON
+    cluster `spec`; on exit each gets SIGTERM. Yields a list that then holds
+    the tasks that had to be killed (they did not stop within 15 s)."""
+    servers = [subprocess.Popen([SERVER, f"--cluster_spec={spec}", f"--job_name={job}", f"--task_index={i}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for job, i in tasks]
+    killed = []
+    try:
+        yield killed
+    finally:
+        for s in servers:
+            s.terminate()
+        for task, s in zip(tasks, servers):
+            try:
+                s.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                s.kill()
+                killed.append(task)
 
 
 @pytest.fixture
@@ -118,25 +141,14 @@ def test_placement_program_as_a_client_of_cpp_servers(tmp_path):
     ports = [free_port() for _ in range(3)]
     spec = json.dumps({"ps": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
                        "worker": {"7": f"127.0.0.1:{ports[2]}"}})
-    servers = [subprocess.Popen([SERVER, f"--cluster_spec={spec}", f"--job_name={job}", f"--task_index={i}"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-               for job, i in (("ps", 0), ("ps", 1), ("worker", 7))]
-    try:
+    with cpp_servers(spec, [("ps", 0), ("ps", 1), ("worker", 7)]) as killed:
         out = run_program("ps_worker_placement.py", {"worker7:2222": f"127.0.0.1:{ports[2]}",
                                                      "range(10000)": "range(100)"}, timeout=120)
         assert out.returncode == 0, out.stderr[-3000:]
         before = float(re.search(r"loss before: ([0-9.]+)", out.stdout).group(1))
         after = float(re.search(r"loss after: ([0-9.]+)", out.stdout).group(1))
         assert after < before, out.stdout
-    finally:
-        for s in servers:
-            s.terminate()
-        for s in servers:
-            try:
-                s.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                s.kill()
-                pytest.fail("a distflow-server did not stop on SIGTERM")
+    assert not killed, f"distflow-server {killed} did not stop on SIGTERM"
 
 
 INTEROP_PROGRAM = """
@@ -185,10 +197,7 @@ def test_a_python_worker_and_a_cpp_worker_train_one_model(tmp_path):
     ports = [free_port() for _ in range(4)]
     spec = json.dumps({"ps": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
                        "worker": [f"127.0.0.1:{ports[2]}", f"127.0.0.1:{ports[3]}"]})
-    servers = [subprocess.Popen([SERVER, f"--cluster_spec={spec}", f"--job_name={job}", f"--task_index={i}"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-               for job, i in (("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1))]
-    try:
+    with cpp_servers(spec, [("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1)]):
         cpp = subprocess.run([os.path.join(BUILD, "examples", "ps_worker_placement"),
                               f"--target=grpc://127.0.0.1:{ports[2]}", "--worker_task=0", "--steps=300"],
                              capture_output=True, text=True, timeout=120)
@@ -210,11 +219,3 @@ def test_a_python_worker_and_a_cpp_worker_train_one_model(tmp_path):
         assert before < 4 * cpp_last + 0.05, (cpp.stdout, py.stdout)
         assert change > 0, py.stdout
         assert after < 2 * before, py.stdout
-    finally:
-        for s in servers:
-            s.terminate()
-        for s in servers:
-            try:
-                s.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                s.kill()
