@@ -92,7 +92,13 @@ ABSL_FLAG(int64_t, trace_step, -1,
 ABSL_FLAG(std::string, trace_file, "",
           "where --trace_step writes; {task} becomes the worker's index (default: "
           "trace_step_N_worker_{task}.json in --logdir or .)");
-ABSL_FLAG(int, wait_for_workers_secs, 120, "how long the chief waits for the other workers before shutting down");
+ABSL_FLAG(int, wait_for_workers_secs, 120,
+          "how long the chief waits for the other workers before shutting down (workers declared dead are not "
+          "waited for)");
+ABSL_FLAG(double, heartbeat_timeout_secs, 10,
+          "a task silent this long is declared dead and steps waiting on it fail naming it (0: no failure detection)");
+ABSL_FLAG(double, orphan_grace_secs, 60,
+          "the ps gives up (exits 1) this long after its chief died without coming back, or every worker died");
 
 namespace df = distflow;
 
@@ -118,6 +124,16 @@ int Die(const std::string& what, const absl::Status& s) {
 int Usage(const std::string& what) {
   std::fprintf(stderr, "mnist_distributed: %s\n", what.c_str());
   return 2;
+}
+
+// This task's server: threads, status page and failure detection from the flags.
+df::ServerOptions BaseServerOptions() {
+  df::ServerOptions o;
+  o.worker.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
+  o.status_port = absl::GetFlag(FLAGS_status_port);
+  o.heartbeat_timeout_ms = static_cast<int>(absl::GetFlag(FLAGS_heartbeat_timeout_secs) * 1000);
+  o.orphan_grace_ms = static_cast<int>(absl::GetFlag(FLAGS_orphan_grace_secs) * 1000);
+  return o;
 }
 
 // The book's cluster in flag form, with the tasks of --ps_hosts/--worker_hosts where given.
@@ -188,15 +204,14 @@ int main(int argc, char** argv) {
 
   if (job == "ps") {
     // The book's ps: serve, and join until the chief shuts the cluster down.
-    df::ServerOptions server_options;
-    server_options.worker.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
-    server_options.status_port = absl::GetFlag(FLAGS_status_port);
+    df::ServerOptions server_options = BaseServerOptions();
     absl::StatusOr<std::unique_ptr<df::Server>> server = df::Server::Create(*cluster, "ps", task, server_options);
     if (!server.ok()) return Die("creating the ps server", server.status());
     if (absl::Status st = (*server)->Start(); !st.ok()) return Die("starting the ps server", st);
     std::printf("ps %d serving on %s\n", task, address->c_str());
     std::fflush(stdout);
     (*server)->Join();
+    if (absl::Status why = (*server)->exit_status(); !why.ok()) return Die(absl::StrCat("ps ", task), why);
     std::printf("ps %d: the cluster was shut down\n", task);
     return 0;
   }
@@ -251,9 +266,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<df::Server> server;
   std::string target = absl::StrCat("grpc://", *address);
   if (absl::GetFlag(FLAGS_start_server)) {
-    df::ServerOptions server_options;
-    server_options.worker.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
-    server_options.status_port = absl::GetFlag(FLAGS_status_port);
+    df::ServerOptions server_options = BaseServerOptions();
     absl::StatusOr<std::unique_ptr<df::Server>> created = df::Server::Create(*cluster, "worker", task, server_options);
     if (!created.ok()) return Die("creating this task's server", created.status());
     if (absl::Status st = (*created)->Start(); !st.ok()) return Die("starting this task's server", st);
@@ -373,16 +386,26 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_shutdown_cluster)) {
     int64_t done = 0;
     const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_wait_for_workers_secs));
+    std::vector<std::string> dead;  // workers declared dead: not waited for
     while (absl::Now() < deadline) {
       auto r = raw->Run({done_workers});
       if (r.ok()) done = (*r)[0].scalar<int64_t>();
-      if (done >= num_workers) break;
+      dead.clear();
+      if (server != nullptr) {
+        for (const std::string& t : server->DeadTasks())
+          if (absl::StartsWith(t, "/job:worker/")) dead.push_back(t);
+      }
+      if (done + static_cast<int64_t>(dead.size()) >= num_workers) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     if (absl::Status st = sess.Close(); !st.ok()) std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
     absl::Status s = df::ShutdownCluster(*cluster, "training is over");
     if (done >= num_workers) {
       std::printf("All %d workers are done; cluster shut down%s\n", num_workers, s.ok() ? "" : " (with errors)");
+    } else if (!dead.empty()) {
+      std::printf("%lld of %d workers reported done; %s declared dead; cluster shut down%s\n",
+                  static_cast<long long>(done), num_workers, absl::StrJoin(dead, ", ").c_str(),
+                  s.ok() ? "" : " (with errors)");
     } else {
       std::printf("%lld of %d workers reported done within %d s; cluster shut down%s\n", static_cast<long long>(done),
                   num_workers, absl::GetFlag(FLAGS_wait_for_workers_secs), s.ok() ? "" : " (with errors)");

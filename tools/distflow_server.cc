@@ -5,7 +5,9 @@
 //   srun distflow-server --cluster_spec=... --job_layout=ps:1,worker:3   # task from SLURM_PROCID
 //
 // Exits 0 on SIGTERM/SIGINT or when the chief asks the cluster to shut down,
-// 2 on a bad command line or cluster spec, 1 if the server cannot start.
+// 2 on a bad command line or cluster spec, 1 if the server cannot start or
+// a ps gave up on a job that died (--orphan_grace_secs); 128+N on a second
+// signal N while stopping.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +38,13 @@ ABSL_FLAG(int, bulk_port, 0,
 ABSL_FLAG(int, status_port, -1,
           "serve /status (an HTML page) and /metrics (Prometheus) over HTTP on this port of the task's host: "
           "0 = any free one, -1 = off");
+ABSL_FLAG(double, heartbeat_timeout_secs, 10,
+          "a task silent this long is declared dead: every task learns it and steps waiting on it fail naming it "
+          "(0: no failure detection)");
+ABSL_FLAG(double, heartbeat_interval_secs, 1, "how often this task tells the coordinator (ps 0, else the chief) it lives");
+ABSL_FLAG(double, orphan_grace_secs, 60,
+          "a ps task exits 1 this long after its chief died without coming back, or every worker died "
+          "(-1: never)");
 ABSL_FLAG(std::string, cluster_config, "", "file holding {\"cluster\": {...}, \"task\": {\"type\": J, \"index\": I}}");
 ABSL_FLAG(std::string, job_layout, "",
           "jobs in rank order, e.g. ps:1,worker:3: the task is the one of rank SLURM_PROCID, "
@@ -96,20 +105,55 @@ int main(int argc, char** argv) {
   if (options.status_port < -1 || options.status_port > 65535) {
     return Fail(2, absl::StrCat("bad --status_port=", options.status_port, ": use a port, 0 for any, or -1 for none"));
   }
+  const double timeout = absl::GetFlag(FLAGS_heartbeat_timeout_secs);
+  const double interval = absl::GetFlag(FLAGS_heartbeat_interval_secs);
+  const double grace = absl::GetFlag(FLAGS_orphan_grace_secs);
+  if (!(timeout >= 0 && timeout <= 86400)) {
+    return Fail(2, absl::StrCat("bad --heartbeat_timeout_secs=", timeout, ": use 0 (off) to 86400"));
+  }
+  if (!(interval > 0 && interval <= 3600) || (timeout > 0 && interval >= timeout)) {
+    return Fail(2, absl::StrCat("bad --heartbeat_interval_secs=", interval,
+                                ": use a positive number below --heartbeat_timeout_secs (", timeout, ")"));
+  }
+  if (!(grace == -1 || (grace >= 0 && grace <= 86400))) {
+    return Fail(2, absl::StrCat("bad --orphan_grace_secs=", grace, ": use -1 (never) or 0 to 86400"));
+  }
+  options.heartbeat_timeout_ms = static_cast<int>(timeout * 1000);
+  options.heartbeat_interval_ms = static_cast<int>(interval * 1000);
+  options.orphan_grace_ms = grace < 0 ? -1 : static_cast<int>(grace * 1000);
   absl::StatusOr<std::unique_ptr<distflow::Server>> server = distflow::Server::Create(cluster, job, index, options);
   if (!server.ok()) return Fail(2, std::string(server.status().message()));
   absl::Status started = (*server)->Start();
   if (!started.ok()) return Fail(1, std::string(started.message()));
 
   distflow::Server* raw = server->get();
+  // The first SIGTERM/SIGINT stops the server; a second one, or a stop that
+  // takes longer than kStopWatchdog, ends the process at once.
   std::thread([raw, sigs] {
     int sig = 0;
     sigwait(&sigs, &sig);
-    LOG(INFO) << "Received signal " << sig << "; shutting down";
-    raw->Stop();
+    LOG(INFO) << "Received signal " << sig << "; shutting down (a second signal exits at once)";
+    std::thread([raw] { raw->Stop(); }).detach();
+    constexpr int kStopWatchdog = 20;
+    timespec wait{kStopWatchdog, 0};
+    siginfo_t info;
+    int again = sigtimedwait(&sigs, &info, &wait);
+    if (again > 0) {
+      std::fprintf(stderr, "distflow-server: second signal (%d) while stopping: exiting now\n", again);
+    } else {
+      std::fprintf(stderr, "distflow-server: still stopping %d s after the signal: exiting now\n", kStopWatchdog);
+    }
+    std::fflush(stderr);
+    std::_Exit(again > 0 ? 128 + again : 1);
   }).detach();
   raw->Join();
-  LOG(INFO) << "Server stopped";
+  const absl::Status why = raw->exit_status();
+  if (!why.ok()) {
+    std::fprintf(stderr, "distflow-server: %s\n", std::string(why.message()).c_str());
+  } else {
+    LOG(INFO) << "Server stopped";
+  }
   std::fflush(stdout);
-  std::_Exit(0);  // the signal thread may still be blocked in sigwait
+  std::fflush(stderr);
+  std::_Exit(why.ok() ? 0 : 1);  // the signal thread may still be blocked in sigwait
 }

@@ -53,6 +53,25 @@ struct ServerOptions {
   // must carry it, and this task's calls to its peers do. Unset: the
   // process's token (DISTFLOW_AUTH_TOKEN or --auth_token_file); "": none.
   std::optional<std::string> auth_token;
+  // Failure detection (as TensorFlow 2's coordination service does): every
+  // task sends a heartbeat each `heartbeat_interval_ms` to the cluster's
+  // coordinator (ps 0, else the chief). A task heard from and then silent
+  // for `heartbeat_timeout_ms` is declared dead; every task learns it, and
+  // steps that wait on it fail with an UNAVAILABLE error naming it.
+  // heartbeat_timeout_ms = 0 turns failure detection off.
+  int heartbeat_interval_ms = 1000;
+  int heartbeat_timeout_ms = 10000;
+  // A ps task whose job is gone gives up this long after the death was
+  // noticed: the chief died and did not come back, every worker died or
+  // left with at least one dead, or the coordinator stopped answering.
+  // The server then stops (the coordinator first ends the cluster), Join()
+  // returns and exit_status() says why. -1: never (other jobs never do).
+  int orphan_grace_ms = 60000;
+  // A step that has run this long logs, on the master and on every task
+  // running one of its partitions, what it still waits for (the tasks whose
+  // partitions have not returned, the receives not satisfied), again every
+  // this long. 0: never. Needs failure detection on (its heartbeat drives it).
+  int stall_log_ms = 30000;
 };
 
 class Server {
@@ -77,6 +96,12 @@ class Server {
   int bulk_port() const;
   // The status page's port, 0 if it is off.
   int status_port() const;
+  // Tasks of the cluster known to be dead (ServerOptions::heartbeat_*),
+  // sorted, as "/job:worker/replica:0/task:1".
+  std::vector<std::string> DeadTasks() const;
+  // Why the server stopped: OK after Stop() or the chief's shutdown, the
+  // failure otherwise (the job died; see ServerOptions::orphan_grace_ms).
+  absl::Status exit_status() const;
 
   // For distflow's own tools and tests, which include the internal header.
   GrpcServer* impl() const { return impl_.get(); }

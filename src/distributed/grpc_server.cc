@@ -75,11 +75,21 @@ absl::Status GrpcServer::Start() {
   master_->set_bulk_server(bulk_.get());
   master_->set_auth_token(token);
   // Stop from a thread of our own (not the RPC's), joined by ~GrpcServer.
-  worker_->SetShutdownHandler([this](const std::string&) {
-    absl::MutexLock lock(&mu_);
-    if (stopped_ || shutdown_thread_.joinable()) return;
-    shutdown_thread_ = std::thread([this] { Stop(); });
-  });
+  worker_->SetShutdownHandler([this](const absl::Status& why) { StopInBackground(why, false); });
+  const bool detect = options_.heartbeat_timeout_ms > 0 && options_.heartbeat_interval_ms > 0;
+  const std::string coordinator = CoordinatorTask(cluster_);
+  if (detect && coordinator == task_name_) {
+    coordination_ = std::make_unique<CoordinationService>(workers_->TaskNames(),
+                                                          absl::Milliseconds(options_.heartbeat_timeout_ms),
+                                                          worker_->incarnation());
+    worker_->set_heartbeat_handler(
+        [this](const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp) {
+          return coordination_->Heartbeat(req, resp);
+        },
+        coordinator);
+  } else {
+    worker_->set_heartbeat_handler(nullptr, detect ? coordinator : "");
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -120,6 +130,7 @@ absl::Status GrpcServer::Start() {
   }
   local_entry_ = std::make_shared<LocalMasterEntry>(master_.get());
   RegisterLocalMaster(host_port(), local_entry_);
+  if (detect) StartCoordination();
   LOG(INFO) << "Started server for " << task_name_ << " on " << host_ << ":" << bound_port_ << " with device "
             << worker_->device_name()
             << (bulk_ ? absl::StrCat("; bulk tensor transfer on port ", bulk_->port()) : std::string("; bulk transfer off"));
@@ -140,16 +151,93 @@ void GrpcServer::Stop() {
     return;
   }
   LOG(INFO) << "Stopping server for " << task_name_;
+  absl::Status why;
+  {
+    absl::MutexLock lock(&mu_);
+    why = exit_status_;
+  }
+  // Say goodbye unless the job failed: a clean stop is not a death.
+  if (agent_ != nullptr) agent_->Stop(/*leaving=*/why.ok());
   if (status_ != nullptr) status_->Stop();
   UnregisterLocalMaster(host_port(), local_entry_.get());
   local_entry_->Close();
   master_->CloseAll();
   // Handlers waiting on this task (a RecvTensor for a step whose client
   // died) must end before gRPC's shutdown can finish.
-  worker_->AbortAll(absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down")));
+  worker_->AbortAll(why.ok() ? absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down"))
+                             : absl::Status(why.code(), absl::StrCat("Task ", task_name_,
+                                                                     " is shutting down: ", why.message())));
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server_->Wait();
   stopped_note_.Notify();
+}
+
+void GrpcServer::StartCoordination() {
+  CoordinationOptions co;
+  co.interval = absl::Milliseconds(options_.heartbeat_interval_ms);
+  co.timeout = absl::Milliseconds(options_.heartbeat_timeout_ms);
+  agent_ = std::make_unique<CoordinationAgent>(task_name_, worker_->incarnation(), CoordinatorTask(cluster_), co,
+                                               workers_.get(), coordination_.get());
+  agent_->Start([this](const std::string& task, const absl::Status& why) { OnTaskDead(task, why); },
+                [this] { CheckOrphaned(); });
+}
+
+void GrpcServer::OnTaskDead(const std::string& task, const absl::Status& why) {
+  master_->AbortStepsOnTask(task, why);
+  worker_->AbortStepsOfMaster(task, why);
+}
+
+void GrpcServer::CheckOrphaned() {
+  if (options_.stall_log_ms > 0) {
+    master_->LogStalledSteps(absl::Milliseconds(options_.stall_log_ms));
+    worker_->LogStalledSteps(absl::Milliseconds(options_.stall_log_ms));
+  }
+  if (job_ != "ps" || options_.orphan_grace_ms < 0 || agent_ == nullptr) return;
+  std::string reason = OrphanReason(*agent_, ChiefTask(cluster_), absl::Milliseconds(options_.orphan_grace_ms));
+  if (reason.empty()) return;
+  StopInBackground(absl::UnavailableError(absl::StrCat(task_name_, " gives up on its job: ", reason, " (waited ",
+                                                       options_.orphan_grace_ms / 1000,
+                                                       " s more; see --orphan_grace_secs)")),
+                   /*end_cluster=*/coordination_ != nullptr);
+}
+
+void GrpcServer::StopInBackground(const absl::Status& why, bool end_cluster) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_ || shutdown_thread_.joinable()) return;
+  if (exit_status_.ok()) exit_status_ = why;
+  if (!why.ok()) {
+    LOG(ERROR) << why.message();
+    // Sessions of this process on this server fail at once from now on.
+    MarkLocalMasterEnded(host_port(), why);
+  }
+  shutdown_thread_ = std::thread([this, why, end_cluster] {
+    if (end_cluster) {
+      // Tell the tasks still there (other ps tasks, workers still running)
+      // why, so that they stop and say so instead of waiting.
+      for (const std::string& task : workers_->TaskNames()) {
+        if (task == task_name_) continue;
+        absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);
+        if (!stub.ok()) continue;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+        proto::ShutdownRequest req;
+        req.set_reason(std::string(why.message()));
+        req.set_failed(true);
+        proto::ShutdownResponse resp;
+        (void)(*stub)->Shutdown(&ctx, req, &resp);
+      }
+    }
+    Stop();
+  });
+}
+
+std::vector<std::string> GrpcServer::DeadTasks() const {
+  return agent_ != nullptr ? agent_->DeadTasks() : std::vector<std::string>{};
+}
+
+absl::Status GrpcServer::exit_status() const {
+  absl::MutexLock lock(&mu_);
+  return exit_status_;
 }
 
 void GrpcServer::Join() {

@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "distflow/cluster_spec.h"
 #include "distflow/server.h"
+#include "distributed/coordination.h"
 #include "distributed/local_master.h"
 #include "distributed/master.h"
 #include "distributed/status_server.h"
@@ -51,10 +52,23 @@ class GrpcServer {
   uint64_t bulk_bytes_received() const { return bulk_ ? bulk_->bytes_received() : 0; }
   // The status page's port, 0 if it is off.
   int status_port() const;
+  // See Server::DeadTasks and Server::exit_status.
+  std::vector<std::string> DeadTasks() const;
+  absl::Status exit_status() const;
+  // The failure detector; null when it is off or before Start.
+  CoordinationAgent* coordination() { return agent_.get(); }
 
  private:
   GrpcServer(ClusterSpec cluster, std::string job, int task, ServerOptions options);
   std::string host_port() const;  // with the bound port
+  void StartCoordination();
+  // A task died: fail what waits on it.
+  void OnTaskDead(const std::string& task, const absl::Status& why);
+  // After each heartbeat: a ps whose job is gone gives up (orphan_grace_ms).
+  void CheckOrphaned();
+  // Stops from a thread of our own with `why` as the exit status (the first
+  // reason wins); with `end_cluster`, first asks every other task to stop.
+  void StopInBackground(const absl::Status& why, bool end_cluster);
 
   ClusterSpec cluster_;
   const std::string job_;
@@ -69,11 +83,14 @@ class GrpcServer {
   std::unique_ptr<Master> master_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<StatusServer> status_;  // stopped before the objects it shows
+  std::unique_ptr<CoordinationService> coordination_;  // on the coordinator task only
+  std::unique_ptr<CoordinationAgent> agent_;            // stopped first on Stop
   // Sessions in this process reach master_ through this (local_master.h).
   std::shared_ptr<LocalMasterEntry> local_entry_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status exit_status_ ABSL_GUARDED_BY(mu_);
   std::thread shutdown_thread_ ABSL_GUARDED_BY(mu_);  // runs Stop() for a Shutdown request
   absl::Notification stopped_note_;
 };

@@ -195,6 +195,8 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
     std::optional<LocalMasterLease> local = InProcessMaster();
     if (local) {
       e = local->master()->CreateSession(req, &resp);
+    } else if (absl::Status ended = LocalMasterEndedStatus(address_); !ended.ok()) {
+      return ended;  // our own server, stopped for good: nothing to wait for
     } else {
       e = WaitForMaster(std::chrono::system_clock::now() + std::chrono::milliseconds(wait));
       if (e.ok()) e = FromGrpcStatus(stub_->CreateSession(&ctx, req, &resp));
@@ -245,6 +247,9 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
   // A master in this process takes large feeds and hands back large fetches
   // in memory, through its bulk server's tickets, without copying them.
   std::optional<LocalMasterLease> local = InProcessMaster();
+  if (!local) {
+    if (absl::Status ended = LocalMasterEndedStatus(address_); !ended.ok()) return ended;
+  }
   BulkServer* local_bulk =
       local && BulkTransferEnabledByEnv() ? local->master()->bulk_server() : nullptr;
   if (local) bulk = nullptr;

@@ -12,6 +12,7 @@ namespace {
 struct Registry {
   absl::Mutex mu;
   absl::flat_hash_map<std::string, std::shared_ptr<LocalMasterEntry>> entries ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, absl::Status> ended ABSL_GUARDED_BY(mu);
 };
 
 Registry& GetRegistry() {
@@ -87,6 +88,7 @@ void RegisterLocalMaster(const std::string& address, std::shared_ptr<LocalMaster
   if (key.empty()) return;
   Registry& r = GetRegistry();
   absl::MutexLock lock(&r.mu);
+  r.ended.erase(key);
   auto [it, inserted] = r.entries.emplace(key, entry);
   if (inserted) return;
   // A stopped server may not have unregistered yet; a live one keeps its place.
@@ -110,6 +112,23 @@ void UnregisterLocalMaster(const std::string& address, const LocalMasterEntry* e
   absl::MutexLock lock(&r.mu);
   auto it = r.entries.find(key);
   if (it != r.entries.end() && it->second.get() == entry) r.entries.erase(it);
+}
+
+void MarkLocalMasterEnded(const std::string& address, const absl::Status& why) {
+  std::string key = LocalMasterKey(address);
+  if (key.empty() || why.ok()) return;
+  Registry& r = GetRegistry();
+  absl::MutexLock lock(&r.mu);
+  r.ended[key] = absl::CancelledError(absl::StrCat("The server at ", address, " in this process has stopped: ",
+                                                   why.message()));
+}
+
+absl::Status LocalMasterEndedStatus(const std::string& address) {
+  std::string key = LocalMasterKey(address);
+  Registry& r = GetRegistry();
+  absl::MutexLock lock(&r.mu);
+  auto it = r.ended.find(key);
+  return it == r.ended.end() ? absl::OkStatus() : it->second;
 }
 
 }  // namespace distflow

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
 namespace distflow {
@@ -75,6 +76,14 @@ class LocalMasterLease {
 void RegisterLocalMaster(const std::string& address, std::shared_ptr<LocalMasterEntry> entry);
 // Removes `address` if it still maps to `entry`.
 void UnregisterLocalMaster(const std::string& address, const LocalMasterEntry* entry);
+
+// A server of this process whose cluster was ended because the job failed
+// (Server::exit_status): sessions naming its address then fail at once with
+// `why` instead of waiting for a server that will not come back. Registering
+// a master at the address again clears the mark.
+void MarkLocalMasterEnded(const std::string& address, const absl::Status& why);
+// OK unless MarkLocalMasterEnded named `address`.
+absl::Status LocalMasterEndedStatus(const std::string& address);
 
 // The registry key for "host:port" (loopback and wildcard hosts fold into one);
 // empty if the address does not parse.

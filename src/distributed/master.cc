@@ -177,6 +177,24 @@ void Master::CloseAll() {
   for (auto& [h, s] : all) s->Close();
 }
 
+void Master::AbortStepsOnTask(const std::string& task, const absl::Status& why) {
+  std::vector<std::shared_ptr<MasterSession>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [h, s] : sessions_) all.push_back(s);
+  }
+  for (auto& s : all) s->AbortStepsOnTask(task, why);
+}
+
+void Master::LogStalledSteps(absl::Duration every) {
+  std::vector<std::shared_ptr<MasterSession>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [h, s] : sessions_) all.push_back(s);
+  }
+  for (auto& s : all) s->LogStalledSteps(every);
+}
+
 absl::Status Master::ListDevices(proto::ListDevicesResponse* resp) {
   for (const std::string& task : workers_->TaskNames()) {
     absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);

@@ -53,6 +53,11 @@ class Master {
 
   // Closes every session (on server shutdown).
   void CloseAll();
+  // Fails every running step with a partition on `task` (declared dead by
+  // the coordination service) with `why`.
+  void AbortStepsOnTask(const std::string& task, const absl::Status& why);
+  // See MasterSession::LogStalledSteps.
+  void LogStalledSteps(absl::Duration every);
 
   // The last kRecentSteps steps this master ran, oldest first (for the status
   // page; their counts and latencies are in the metrics registry).

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "base/thread_pool.h"
@@ -44,6 +45,12 @@ class MasterSession {
                         std::function<void(absl::Status)> done) = 0;
   // Deregisters the partitions from their workers.
   virtual void Close() = 0;
+  // Fails the running steps that have a partition on `task` with `why` (the
+  // task died) and aborts their other partitions.
+  virtual void AbortStepsOnTask(const std::string& task, const absl::Status& why) = 0;
+  // Logs each step that has run for longer than `every` (at most once per
+  // `every`) with the tasks whose partitions have not returned.
+  virtual void LogStalledSteps(absl::Duration every) = 0;
 };
 
 // A random positive step (or session) id.

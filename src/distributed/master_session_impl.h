@@ -46,6 +46,8 @@ class MasterSessionImpl final : public MasterSession {
                 std::function<void(absl::Status)> done) override;
 
   void Close() override;
+  void AbortStepsOnTask(const std::string& task, const absl::Status& why) override;
+  void LogStalledSteps(absl::Duration every) override;
 
  private:
   struct PartitionPlan {
@@ -79,12 +81,15 @@ class MasterSessionImpl final : public MasterSession {
       std::string task;
       bool local = false;
       bool only_sends = false;
+      bool returned = false;  // under StepState::mu
       grpc::ClientContext ctx;
       proto::RunGraphRequest request;
       proto::RunGraphResponse response;
       RunGraphCall local_call;  // when `local`
     };
     int64_t step_id = 0;
+    absl::Time started = absl::Now();
+    absl::Time logged = absl::Now();  // last stalled-step log, under `mu`
     std::shared_ptr<Plan> plan;
     std::vector<std::unique_ptr<Call>> calls;
     const proto::RunStepRequest* req = nullptr;
@@ -130,7 +135,8 @@ class MasterSessionImpl final : public MasterSession {
   // (cancelling their RunGraph and failing waiting transfers, so nothing is
   // left blocked); the step reports once every partition has returned.
   void PartitionDone(const std::shared_ptr<StepState>& st, StepState::Call* c, const absl::Status& result);
-  void AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why);
+  // `skip`: a task not to ask (it is dead; the call would only wait).
+  void AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why, const std::string& skip = "");
   // A fetched tensor we hold in memory: large ones go back over the bulk port
   // if the client accepts that, the rest inside the answer.
   void SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,

@@ -91,6 +91,7 @@ void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
       lc.graph_handle = pp.handle;
       lc.step_id = st->step_id;
       lc.timeout_ms = timeout;
+      lc.master_task = local_task_;
       lc.trace = st->req->trace();
       for (const std::string& f : pp.partition.feeds) {
         absl::StatusOr<Tensor> t = st->FeedTensor(f);
@@ -184,6 +185,7 @@ void MasterSessionImpl::PartitionDone(const std::shared_ptr<StepState>& st, Step
   absl::Status why;
   {
     absl::MutexLock lock(&st->mu);
+    c->returned = true;
     if (!result.ok() && st->answered) {
       // A partition that only sends failed after its consumers received
       // everything: the step's answer stands.
@@ -222,10 +224,12 @@ void MasterSessionImpl::PartitionDone(const std::shared_ptr<StepState>& st, Step
   }
 }
 
-void MasterSessionImpl::AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why) {
+void MasterSessionImpl::AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why,
+                                  const std::string& skip) {
   for (auto& c : st->calls)
     if (!c->local) c->ctx.TryCancel();
   for (auto& [device, pp] : st->plan->parts) {
+    if (pp.task == skip) continue;
     if (local_worker_ != nullptr && pp.task == local_task_) {
       proto::CleanupGraphRequest r;
       r.set_step_id(st->step_id);
@@ -339,6 +343,56 @@ void MasterSessionImpl::AnswerStep(const std::shared_ptr<StepState>& st) {
     }
   }
   st->done(absl::OkStatus());
+}
+
+void MasterSessionImpl::AbortStepsOnTask(const std::string& task, const absl::Status& why) {
+  std::vector<std::shared_ptr<StepState>> steps;
+  {
+    absl::MutexLock lock(&active_mu_);
+    for (auto& [raw, weak] : active_)
+      if (std::shared_ptr<StepState> st = weak.lock()) steps.push_back(std::move(st));
+  }
+  for (const std::shared_ptr<StepState>& st : steps) {
+    bool involved = false;
+    for (auto& c : st->calls) involved |= c->task == task;
+    if (!involved) continue;
+    bool abort = false;
+    {
+      absl::MutexLock lock(&st->mu);
+      if (st->answered) continue;
+      // The root cause, which the cancelled partitions' errors do not replace.
+      if (st->first_error.ok() || absl::IsCancelled(st->first_error)) st->first_error = why;
+      abort = !st->aborted;
+      st->aborted = true;
+    }
+    if (abort) {
+      LOG(WARNING) << "Step " << st->step_id << " fails: " << why.message();
+      st->pool->Schedule([this, st, why, task] { AbortStep(st, why, task); });
+    }
+  }
+}
+
+void MasterSessionImpl::LogStalledSteps(absl::Duration every) {
+  std::vector<std::shared_ptr<StepState>> steps;
+  {
+    absl::MutexLock lock(&active_mu_);
+    for (auto& [raw, weak] : active_)
+      if (std::shared_ptr<StepState> st = weak.lock()) steps.push_back(std::move(st));
+  }
+  const absl::Time now = absl::Now();
+  for (const std::shared_ptr<StepState>& st : steps) {
+    std::vector<std::string> waiting;
+    {
+      absl::MutexLock lock(&st->mu);
+      if (now - st->started < every || now - st->logged < every || st->answered) continue;
+      st->logged = now;
+      for (auto& c : st->calls)
+        if (!c->returned) waiting.push_back(c->task);
+    }
+    LOG(WARNING) << "Step " << st->step_id << " of session " << handle_ << " has been running for "
+                 << absl::FormatDuration(absl::Trunc(now - st->started, absl::Milliseconds(100)))
+                 << "; waiting for the partitions on " << absl::StrJoin(waiting, ", ");
+  }
 }
 
 void MasterSessionImpl::CancelActiveSteps() {

@@ -27,6 +27,8 @@ const ClusterSpec& Server::cluster() const { return impl_->cluster(); }
 int Server::port() const { return impl_->port(); }
 int Server::bulk_port() const { return impl_->bulk_port(); }
 int Server::status_port() const { return impl_->status_port(); }
+std::vector<std::string> Server::DeadTasks() const { return impl_->DeadTasks(); }
+absl::Status Server::exit_status() const { return impl_->exit_status(); }
 
 absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
                                                                   ServerOptions options) {

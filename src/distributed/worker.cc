@@ -132,9 +132,26 @@ class Worker::Service : public proto::WorkerService::WithRawCallbackMethod_RecvT
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx, const proto::ShutdownRequest* req,
                                      proto::ShutdownResponse*) override {
     if (auto* refused = Refuse(ctx)) return refused;
-    w_->HandleShutdown(req->reason());
+    // Cancelled, not Unavailable: a training loop must not retry against a
+    // cluster that was ended on purpose.
+    w_->HandleShutdown(req->failed() ? absl::CancelledError(req->reason()) : absl::OkStatus());
+    if (!req->failed()) LOG(INFO) << "Shutdown requested: " << req->reason();
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);
+    return r;
+  }
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const proto::HeartbeatRequest* req,
+                                      proto::HeartbeatResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
+    auto* r = ctx->DefaultReactor();
+    if (!w_->heartbeat_handler_) {
+      r->Finish(ToGrpcStatus(absl::FailedPreconditionError(
+          absl::StrCat(w_->task_name_, " is not the cluster's coordinator",
+                       w_->coordinator_.empty() ? std::string() : absl::StrCat(" (", w_->coordinator_, " is)"),
+                       ": does the heartbeating task have the same cluster spec?"))));
+      return r;
+    }
+    r->Finish(ToGrpcStatus(w_->heartbeat_handler_(*req, resp)));
     return r;
   }
 
@@ -163,15 +180,15 @@ Worker::~Worker() {
   compute_.reset();  // joins feed decoding still queued
   // Cancel the partitions still running and wait for them: their completions
   // use this Worker.
-  std::map<int64_t, std::shared_ptr<CancellationManager>> steps;
+  std::map<int64_t, RunningStep> steps;
   {
     absl::MutexLock lock(&mu_);
     steps = steps_;
   }
   absl::Status reason = absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down"));
-  for (auto& [step, cm] : steps) {
+  for (auto& [step, run] : steps) {
     rendezvous_.AbortStep(step, reason);
-    cm->StartCancel(reason);
+    run.cm->StartCancel(reason);
   }
   absl::MutexLock lock(&inflight_->mu);
   auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return inflight_->count == 0; };
@@ -221,6 +238,7 @@ void Worker::RunGraphFromRpc(const proto::RunGraphRequest* req, proto::RunGraphR
   call->graph_handle = req->graph_handle();
   call->step_id = req->step_id();
   call->timeout_ms = req->timeout_ms();
+  call->master_task = req->master_task();
   call->recv_keys.assign(req->recv_key().begin(), req->recv_key().end());
   call->targets.assign(req->target().begin(), req->target().end());
   call->trace = req->trace();
@@ -288,7 +306,7 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
     auto it = graphs_.find(call->graph_handle);
     if (it != graphs_.end()) {
       session = it->second;
-      steps_[call->step_id] = cm;
+      steps_[call->step_id] = RunningStep{cm, call->master_task, absl::Now(), absl::Now()};
     }
   }
   if (session == nullptr) {
@@ -313,7 +331,7 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
                       {
                         absl::MutexLock lock(&mu_);
                         auto it = steps_.find(call->step_id);
-                        if (it != steps_.end() && it->second == cm) steps_.erase(it);
+                        if (it != steps_.end() && it->second.cm == cm) steps_.erase(it);
                       }
                       if (!out.ok()) {
                         done(absl::Status(out.status().code(),
@@ -335,38 +353,78 @@ void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {
   {
     absl::MutexLock lock(&mu_);
     auto it = steps_.find(req.step_id());
-    if (it != steps_.end()) cm = it->second;
+    if (it != steps_.end()) cm = it->second.cm;
   }
   rendezvous_.AbortStep(req.step_id(), reason);
   if (cm) cm->StartCancel(reason);
 }
 
 void Worker::AbortAll(const absl::Status& reason) {
-  std::map<int64_t, std::shared_ptr<CancellationManager>> steps;
+  std::map<int64_t, RunningStep> steps;
   {
     absl::MutexLock lock(&mu_);
     steps = steps_;
   }
-  for (auto& [step, cm] : steps) {
+  for (auto& [step, run] : steps) {
     rendezvous_.AbortStep(step, reason);
-    cm->StartCancel(reason);
+    run.cm->StartCancel(reason);
   }
   rendezvous_.AbortAll(reason);
 }
 
-void Worker::SetShutdownHandler(std::function<void(const std::string&)> fn) {
+void Worker::AbortStepsOfMaster(const std::string& task, const absl::Status& reason) {
+  std::map<int64_t, RunningStep> steps;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [step, run] : steps_)
+      if (run.master_task == task) steps.emplace(step, run);
+  }
+  if (!steps.empty()) {
+    LOG(WARNING) << "Aborting " << steps.size() << " step(s) run for " << task << ": " << reason.message();
+  }
+  for (auto& [step, run] : steps) {
+    rendezvous_.AbortStep(step, reason);
+    run.cm->StartCancel(reason);
+  }
+}
+
+void Worker::LogStalledSteps(absl::Duration every) {
+  const absl::Time now = absl::Now();
+  std::vector<std::pair<int64_t, RunningStep>> stalled;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [step, run] : steps_) {
+      if (now - run.started < every || now - run.logged < every) continue;
+      run.logged = now;
+      stalled.emplace_back(step, run);
+    }
+  }
+  for (const auto& [step, run] : stalled) {
+    std::vector<std::string> waiting = rendezvous_.Waiting(step);
+    constexpr size_t kShown = 5;
+    std::string shown;
+    for (size_t i = 0; i < waiting.size() && i < kShown; ++i) absl::StrAppend(&shown, i ? "; " : "", waiting[i]);
+    if (waiting.size() > kShown) absl::StrAppend(&shown, "; and ", waiting.size() - kShown, " more");
+    LOG(WARNING) << "Step " << step << " (run for " << (run.master_task.empty() ? task_name_ : run.master_task)
+                 << ") has been running here for " << absl::FormatDuration(absl::Trunc(now - run.started, absl::Milliseconds(100)))
+                 << (waiting.empty() ? std::string("; no receive is waiting (a kernel is running or waiting)")
+                                     : absl::StrCat("; waiting for ", shown));
+  }
+}
+
+void Worker::SetShutdownHandler(std::function<void(const absl::Status&)> fn) {
   absl::MutexLock lock(&mu_);
   shutdown_handler_ = std::move(fn);
 }
 
-void Worker::HandleShutdown(const std::string& reason) {
-  std::function<void(const std::string&)> fn;
+void Worker::HandleShutdown(const absl::Status& why) {
+  std::function<void(const absl::Status&)> fn;
   {
     absl::MutexLock lock(&mu_);
     fn = shutdown_handler_;
   }
-  LOG(INFO) << "Shutdown requested: " << reason;
-  if (fn) fn(reason);
+  if (!why.ok()) LOG(ERROR) << "The cluster was ended: " << why.message();
+  if (fn) fn(why);
 }
 
 }  // namespace distflow

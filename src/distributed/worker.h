@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "base/thread_pool.h"
 #include "distflow/server.h"
 #include "distributed/bulk_transfer.h"
@@ -35,6 +36,7 @@ struct RunGraphCall {
   std::string graph_handle;
   int64_t step_id = 0;
   int64_t timeout_ms = 0;
+  std::string master_task;  // whose step this is ("" or our own task: a local master)
   std::vector<std::pair<std::string, Tensor>> send;  // fed tensors
   std::vector<std::string> recv_keys;                 // fetched tensors
   std::vector<std::string> targets;
@@ -69,6 +71,12 @@ class Worker {
   // now and later, so that no RPC handler is left waiting (Server::Stop
   // calls it before shutting gRPC down, which waits for every handler).
   void AbortAll(const absl::Status& reason);
+  // Aborts the partitions of steps run for the master on `task` (it died:
+  // nothing will come to finish them), with `reason`.
+  void AbortStepsOfMaster(const std::string& task, const absl::Status& reason);
+  // Logs each partition that has run for longer than `every` (at most once
+  // per `every`) with the receives it still waits for.
+  void LogStalledSteps(absl::Duration every);
   // Serves large tensors to peers that accept bulk transfer (null: never).
   // Set before the service starts.
   void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }
@@ -76,9 +84,18 @@ class Worker {
   // nothing. Set before the service starts.
   void set_auth_token(std::string token) { auth_token_ = std::move(token); }
   BulkServer* bulk_server() const { return bulk_; }
-  // Called when a Shutdown request arrives (the server decides what to do).
-  void SetShutdownHandler(std::function<void(const std::string&)> fn);
-  void HandleShutdown(const std::string& reason);
+  // Called when a Shutdown request arrives (the server decides what to do):
+  // OK, or the failure that ended the cluster.
+  void SetShutdownHandler(std::function<void(const absl::Status&)> fn);
+  void HandleShutdown(const absl::Status& why);
+  // Answers Heartbeat requests (distributed/coordination.h) on the
+  // coordinator; elsewhere they are refused naming the coordinator. Set
+  // before the service starts.
+  using HeartbeatHandler = std::function<absl::Status(const proto::HeartbeatRequest&, proto::HeartbeatResponse*)>;
+  void set_heartbeat_handler(HeartbeatHandler fn, std::string coordinator) {
+    heartbeat_handler_ = std::move(fn);
+    coordinator_ = std::move(coordinator);
+  }
 
  private:
   class Service;
@@ -110,9 +127,17 @@ class Worker {
 
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<LocalSession>> graphs_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, std::shared_ptr<CancellationManager>> steps_ ABSL_GUARDED_BY(mu_);
+  struct RunningStep {
+    std::shared_ptr<CancellationManager> cm;
+    std::string master_task;
+    absl::Time started;
+    absl::Time logged;  // last stalled-step log
+  };
+  std::map<int64_t, RunningStep> steps_ ABSL_GUARDED_BY(mu_);
+  HeartbeatHandler heartbeat_handler_;
+  std::string coordinator_;
   int64_t next_graph_ ABSL_GUARDED_BY(mu_) = 0;
-  std::function<void(const std::string&)> shutdown_handler_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const absl::Status&)> shutdown_handler_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace distflow

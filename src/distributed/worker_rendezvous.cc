@@ -34,7 +34,30 @@ void WorkerRendezvous::RecvAsync(int64_t step_id, const std::string& key, const 
     RecvLocalAsync(step_id, key, cm, std::move(done));
     return;
   }
-  remote_(send_task, step_id, key, cm, std::move(done));
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_waiter_id_++;
+    remote_pending_[id] = {step_id, key + " from " + send_task};
+  }
+  remote_(send_task, step_id, key, cm, [this, id, done = std::move(done)](absl::Status s, Tensor t) {
+    {
+      absl::MutexLock lock(&mu_);
+      remote_pending_.erase(id);
+    }
+    done(std::move(s), std::move(t));
+  });
+}
+
+std::vector<std::string> WorkerRendezvous::Waiting(int64_t step_id) const {
+  std::vector<std::string> out;
+  absl::MutexLock lock(&mu_);
+  for (auto it = table_.lower_bound({step_id, std::string()}); it != table_.end() && it->first.first == step_id; ++it) {
+    if (!it->second.waiters.empty()) out.push_back(it->first.second + " (not sent yet)");
+  }
+  for (const auto& [id, entry] : remote_pending_)
+    if (entry.first == step_id) out.push_back(entry.second);
+  return out;
 }
 
 void WorkerRendezvous::RecvLocalAsync(int64_t step_id, const std::string& key, CancellationManager* cm,

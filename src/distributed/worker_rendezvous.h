@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
@@ -38,6 +39,10 @@ class WorkerRendezvous : public Rendezvous {
   // and Recv too: the task is stopping, and no RPC may wait on it.
   void AbortAll(const absl::Status& status);
   size_t NumPendingForTest() const;
+  // What receives of `step_id` wait for here: "key (not sent yet)" for a
+  // send of this task not made yet (a local partition or a peer waits), "key from /job:.../task:N" for a remote one still in flight
+  // (for the stalled-step log).
+  std::vector<std::string> Waiting(int64_t step_id) const;
 
  private:
   struct Waiter {
@@ -58,6 +63,8 @@ class WorkerRendezvous : public Rendezvous {
   std::map<Key, Slot> table_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, absl::Status> aborted_ ABSL_GUARDED_BY(mu_);  // bounded: oldest dropped
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Remote receives in flight: id -> (step, "key from task").
+  std::map<uint64_t, std::pair<int64_t, std::string>> remote_pending_ ABSL_GUARDED_BY(mu_);
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // set by AbortAll
 };
 

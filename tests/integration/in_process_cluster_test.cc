@@ -703,5 +703,84 @@ TEST(BulkFallback, AFullBulkPortFallsBackToGrpcInsteadOfFailingTheStep) {
   EXPECT_EQ((*out)[0].flat<float>()[512 * 1024 - 1], 0.5f);
 }
 
+// A step that waits, on `barrier_task`, at a sync barrier no other replica
+// reaches (for up to a minute), run from `client_task`'s master; worker 1
+// then goes silent. Returns the step's status.
+// With `consumer_device`, the step fetches an Identity of the barrier's
+// output placed there (a partition receiving from the barrier's).
+absl::Status StepWaitingWhileWorker1GoesSilent(int client_task, const std::string& barrier_device,
+                                               const std::string& consumer_device = "") {
+  auto spec = MakeLocalClusterSpec(1, 2);
+  if (!spec.ok()) return spec.status();
+  ServerOptions options;
+  options.heartbeat_interval_ms = 50;
+  options.heartbeat_timeout_ms = 400;
+  options.orphan_grace_ms = -1;
+  options.stall_log_ms = 200;
+  options.bulk_transfer = false;
+  auto servers = StartLocalCluster(*spec, options);
+  if (!servers.ok()) return servers.status();
+  Server& client = *(*servers)[1 + client_task];
+  Server& w1 = *(*servers)[2];
+  // A step of the chief's with a partition on worker 1 that waits (a sync
+  // barrier no other replica reaches, for up to a minute).
+  Scope root = Scope::NewRootScope();
+  Scope on_w1 = root.WithDevice(barrier_device);
+  auto step = ops::Const(on_w1, int64_t{0});
+  auto wait = ops::Raw(on_w1, "SyncBarrierWait", {step},
+                       ops::Attrs{{"shared_name", "barrier"},
+                                  {"replica_id", 0},
+                                  {"replicas_to_aggregate", 2},
+                                  {"total_num_replicas", 2},
+                                  {"timeout_ms", 60000}});
+  if (!root.ok()) return root.status();
+  Session session(client.target());
+  absl::Notification done;
+  absl::Status result;
+  std::thread runner([&] {
+    Output fetch(wait, 0, on_w1);
+    if (!consumer_device.empty()) fetch = ops::Identity(root.WithDevice(consumer_device), fetch);
+    auto r = session.Run({fetch});
+    result = r.status();
+    done.Notify();
+  });
+  // Let the step reach the barrier, then silence worker 1.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(done.HasBeenNotified()) << result;
+  if (done.HasBeenNotified()) {
+    runner.join();
+    return result;
+  }
+  w1.impl()->coordination()->Stop(/*leaving=*/false);
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20))) << "the step still waits on the dead task";
+  runner.join();
+  return result;
+}
+
+TEST(FailureDetection, AStepWaitingOnATaskThatStoppedAnsweringFailsNamingIt) {
+  // The chief's step has a partition on worker 1, which goes silent.
+  testing::internal::CaptureStderr();
+  absl::Status s = StepWaitingWhileWorker1GoesSilent(0, "/job:worker/task:1", "/job:ps/task:0");
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  // Before it failed, the stalled step said what it waited for: the master
+  // the partition on the ps, the ps its receive from worker 1, and worker 1
+  // the send its barrier has not made.
+  EXPECT_TRUE(absl::StrContains(log, "waiting for the partitions on /job:ps/replica:0/task:0")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "from /job:worker/replica:0/task:1")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "/job:ps/replica:0/task:0/device:CPU:0 (not sent yet)")) << log;
+  EXPECT_TRUE(absl::StrContains(s.message(), "/job:worker/replica:0/task:1 stopped answering")) << s;
+}
+
+TEST(FailureDetection, TheParameterServerAbortsTheStepsOfAClientDeclaredDead) {
+  // Worker 1's own step waits on the ps; worker 1 is declared dead (as when
+  // it is cut off), so the ps ends that step's partition instead of keeping
+  // it (and its receives) forever.
+  absl::Status s = StepWaitingWhileWorker1GoesSilent(1, "/job:ps/task:0");
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "[/job:ps/replica:0/task:0]")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "/job:worker/replica:0/task:1 stopped answering")) << s;
+}
+
 }  // namespace
 }  // namespace distflow

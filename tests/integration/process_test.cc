@@ -414,6 +414,89 @@ TEST(Recovery, SyncTrainingWithABackupWorkerSurvivesLosingAWorker) {
   EXPECT_EQ(NewestCheckpointStep(c.logdir), 1500);
 }
 
+TEST(Recovery, APsWhoseWorkersWereKilledStillStopsOnSigterm) {
+  // Before, a ps that had run steps for workers that then died hung on
+  // SIGTERM: RecvTensor calls of their last steps waited forever and gRPC's
+  // shutdown waited for them.
+  BookCluster c("both_workers_killed");
+  Proc ps = Spawn({DISTFLOW_SERVER_BIN, "--cluster_spec=" + c.spec, "--job_name=ps", "--task_index=0"});
+  Proc w1 = Spawn(c.Args("worker", 1, 100000));
+  Proc chief = Spawn(c.Args("worker", 0, 100000));
+  ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
+  kill(w1.pid, SIGKILL);
+  kill(chief.pid, SIGKILL);
+  EXPECT_EQ(Wait(w1, 10), 128 + SIGKILL);
+  EXPECT_EQ(Wait(chief, 10), 128 + SIGKILL);
+  kill(ps.pid, SIGTERM);
+  EXPECT_EQ(Wait(ps, 10), 0) << Output(ps);
+  EXPECT_NE(Output(ps).find("Server stopped"), std::string::npos) << Output(ps);
+}
+
+// "declared dead" lines name tasks in full.
+const char kWorker1[] = "/job:worker/replica:0/task:1";
+const char kChiefTask[] = "/job:worker/replica:0/task:0";
+
+TEST(FailureDetection, AWorkerThatHangsIsDeclaredDeadAndTheChiefDoesNotWaitForIt) {
+  BookCluster c("hung_worker");
+  c.wait_for_workers_secs = 300;  // what the chief would wait without failure detection
+  c.extra = {"--heartbeat_timeout_secs=3"};
+  Proc ps = Spawn(c.Args("ps", 0, 0));
+  Proc w1 = Spawn(c.Args("worker", 1, 1500));
+  Proc chief = Spawn(c.Args("worker", 0, 1500));
+  ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
+  kill(w1.pid, SIGSTOP);  // alive to the kernel, silent to the cluster
+  EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
+  const std::string out = Output(chief);
+  EXPECT_NE(out.find(absl::StrCat("1 of 2 workers reported done; ", kWorker1, " declared dead")), std::string::npos)
+      << out;
+  EXPECT_EQ(Wait(ps, 30), 0) << Output(ps);
+  EXPECT_NE(Output(ps).find(absl::StrCat(kWorker1, " is declared dead")), std::string::npos) << Output(ps);
+  kill(w1.pid, SIGKILL);
+  EXPECT_EQ(Wait(w1, 10), 128 + SIGKILL);
+}
+
+TEST(FailureDetection, APsGivesUpWhenItsChiefDiedAndDidNotComeBack) {
+  BookCluster c("chief_gone");
+  c.extra = {"--heartbeat_timeout_secs=2", "--orphan_grace_secs=2"};
+  Proc ps = Spawn(c.Args("ps", 0, 0));
+  Proc w1 = Spawn(c.Args("worker", 1, 100000));
+  Proc chief = Spawn(c.Args("worker", 0, 100000));
+  ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
+  kill(chief.pid, SIGKILL);
+  EXPECT_EQ(Wait(chief, 10), 128 + SIGKILL);
+  // Declared dead after 2 s, given 2 s more to come back: the ps ends the
+  // job, non-zero, saying why.
+  EXPECT_EQ(Wait(ps, 30), 1) << Output(ps);
+  const std::string ps_out = Output(ps);
+  EXPECT_NE(ps_out.find(absl::StrCat("gives up on its job: the chief ", kChiefTask, " died")), std::string::npos)
+      << ps_out;
+  // The other worker is told why and stops: no false success, no hang.
+  EXPECT_EQ(Wait(w1, 60), 1) << Output(w1);
+  EXPECT_NE(Output(w1).find(absl::StrCat("the chief ", kChiefTask, " died")), std::string::npos) << Output(w1);
+}
+
+TEST(FailureDetection, AParameterServerThatHangsFailsTheStepsAndTheJobRecoversWhenItAnswersAgain) {
+  BookCluster c("hung_ps");
+  c.extra = {"--heartbeat_timeout_secs=2"};
+  Proc ps = Spawn(c.Args("ps", 0, 0));
+  Proc w1 = Spawn(c.Args("worker", 1, 1500));
+  Proc chief = Spawn(c.Args("worker", 0, 1500));
+  ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
+  kill(ps.pid, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // longer than the 2 s limit
+  kill(ps.pid, SIGCONT);
+  EXPECT_EQ(Wait(chief, 180), 0) << Output(chief);
+  const std::string out = Output(chief);
+  // The waiting step failed naming the ps instead of hanging; the session
+  // was recreated and training finished.
+  EXPECT_NE(out.find("/job:ps/replica:0/task:0 (the cluster's coordinator) has not answered heartbeats"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_EQ(Wait(ps, 30), 0) << Output(ps);
+}
+
 TEST(Recovery, TasksStartInAnyOrderEvenTheParameterServerLast) {
   BookCluster c("any_order");
   c.extra = {"--sync_replicas"};
@@ -867,6 +950,44 @@ TEST(Edges, APortThatIsNotADistflowServerIsNamedAsSuch) {
   EXPECT_NE(Output(client).find("answered, but not as a distflow server"), std::string::npos) << Output(client);
   kill(server.pid, SIGTERM);
   EXPECT_EQ(Wait(server, 20), 0) << Output(server);
+}
+
+// ---- Stopping: a second signal ends a task whose stop is slow.
+
+TEST(Stopping, ASecondSignalExitsAtOnceWhileTheFirstStopWaits) {
+  const std::string spec = absl::StrCat("ps|127.0.0.1:", FreePort(), ",worker|127.0.0.1:", FreePort());
+  Cluster c;
+  c.procs_.reserve(2);
+  Proc& ps = c.Start({"--cluster_spec=" + spec, "--job_name=ps", "--task_index=0"});
+  ASSERT_TRUE(WaitForOutput(ps, "Started server", 30)) << Output(ps);
+  // The worker's stop says goodbye to the coordinator (ps 0) and waits up
+  // to one heartbeat interval, 8 s here, for its answer.
+  Proc& worker = c.Start({"--cluster_spec=" + spec, "--job_name=worker", "--task_index=0",
+                          "--heartbeat_interval_secs=8", "--heartbeat_timeout_secs=30"});
+  ASSERT_TRUE(WaitForOutput(worker, "Started server", 30)) << Output(worker);
+  kill(ps.pid, SIGSTOP);  // it will not answer
+  kill(worker.pid, SIGTERM);
+  ASSERT_TRUE(WaitForOutput(worker, "a second signal exits at once", 10)) << Output(worker);
+  const absl::Time second = absl::Now();
+  kill(worker.pid, SIGTERM);
+  EXPECT_EQ(Wait(worker, 5), 128 + SIGTERM) << Output(worker);
+  EXPECT_LT(absl::Now() - second, absl::Seconds(4));
+  EXPECT_NE(Output(worker).find("second signal (15) while stopping: exiting now"), std::string::npos)
+      << Output(worker);
+  kill(ps.pid, SIGCONT);
+  kill(ps.pid, SIGTERM);
+  EXPECT_EQ(Wait(ps, 20), 0) << Output(ps);
+}
+
+TEST(Stopping, BadFailureDetectionFlagsExitTwo) {
+  const std::string spec = absl::StrCat("ps|127.0.0.1:", FreePort());
+  for (const std::string bad : {"--heartbeat_timeout_secs=-1", "--heartbeat_interval_secs=0",
+                                 "--heartbeat_interval_secs=20", "--orphan_grace_secs=-5"}) {
+    Proc p = Spawn({DISTFLOW_SERVER_BIN, "--cluster_spec=" + spec, "--job_name=ps", "--task_index=0", bad});
+    EXPECT_EQ(Wait(p, 20), 2) << bad << ": " << Output(p);
+    const std::string flag = bad.substr(2, bad.find('=') - 2);
+    EXPECT_NE(Output(p).find("bad --" + flag), std::string::npos) << Output(p);
+  }
 }
 
 }  // namespace

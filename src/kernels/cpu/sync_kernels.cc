@@ -60,7 +60,7 @@ class WaitableResource : public Resource {
     }
     const Timer::Id timer = Timer::Global()->After(timeout, [self, id] { self->Expire(id, Source::kTimer); });
     CancellationManager::Token token = CancellationManager::kInvalidToken;
-    if (cm != nullptr) token = cm->Register([self, id] { self->Expire(id, Source::kCancel); });
+    if (cm != nullptr) token = cm->Register([self, id, cm] { self->Expire(id, Source::kCancel, CancelStatus(cm)); });
     const bool cancelled_already = cm != nullptr && token == CancellationManager::kInvalidToken;
     Waiter w;
     absl::Status status;
@@ -77,7 +77,7 @@ class WaitableResource : public Resource {
         status = it->second.expired_status;
         source = it->second.expired_source;
       } else if (cancelled_already) {
-        status = absl::CancelledError("The step was cancelled");
+        status = CancelStatus(cm);
         source = Source::kCancel;
       } else if (it->second.check()) {  // the state changed while it was pending
         satisfied = true;
@@ -135,7 +135,14 @@ class WaitableResource : public Resource {
     Source expired_source = Source::kWake;
   };
 
-  void Expire(uint64_t id, Source source) {
+  // Why the step was cancelled (e.g. a task it waits on died), as the
+  // waiter's error.
+  static absl::Status CancelStatus(CancellationManager* cm) {
+    absl::Status reason = cm->reason();
+    return reason.ok() ? absl::CancelledError("The step was cancelled") : reason;
+  }
+
+  void Expire(uint64_t id, Source source, absl::Status cancelled = absl::CancelledError("The step was cancelled")) {
     Waiter w;
     absl::Status status;
     {
@@ -146,14 +153,14 @@ class WaitableResource : public Resource {
         if (!it->second.expired) {
           it->second.expired = true;
           it->second.expired_status =
-              source == Source::kTimer ? it->second.on_timeout() : absl::CancelledError("The step was cancelled");
+              source == Source::kTimer ? it->second.on_timeout() : cancelled;
           it->second.expired_source = source;
         }
         return;
       }
       w = std::move(it->second);
       parked_.erase(it);
-      status = source == Source::kTimer ? w.on_timeout() : absl::CancelledError("The step was cancelled");
+      status = source == Source::kTimer ? w.on_timeout() : cancelled;
     }
     Release(w, source);
     w.finish(status, false);

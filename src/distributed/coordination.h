@@ -1,0 +1,156 @@
+// Failure detection, in the manner of TensorFlow 2's coordination service.
+//
+// One task of the cluster, the coordinator (CoordinatorTask: ps 0, else the
+// chief), keeps a CoordinationService. Every task's server runs a
+// CoordinationAgent that sends the coordinator a heartbeat each `interval`
+// (Heartbeat in the worker service) and learns from the answer what the
+// coordinator knows of every task:
+//
+//   UNKNOWN  not heard from yet: tasks start in any order, so not dead
+//   ALIVE    heard from within `timeout`
+//   DEAD     heard from, then silent for longer than `timeout` (a process
+//            that was killed, hangs, or is cut off); ALIVE again if it comes
+//            back (a restart has a new incarnation)
+//   LEFT     said goodbye (its server stopped cleanly): not a death
+//
+// An agent that has reached the coordinator once and then cannot for longer
+// than `timeout` declares the coordinator dead itself. Each task newly dead
+// is reported once to the agent's `on_dead` callback; the server then fails
+// the steps that wait on it (grpc_server.cc). OrphanReason is the rule by
+// which a parameter server gives up on a job whose workers are gone.
+//
+// Time comes from an Env (base/env.h), so tests advance a fake clock.
+// Both classes are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "base/env.h"
+#include "distflow/cluster_spec.h"
+#include "proto/worker.pb.h"
+
+namespace distflow {
+
+class WorkerCache;
+
+struct CoordinationOptions {
+  absl::Duration interval = absl::Seconds(1);
+  absl::Duration timeout = absl::Seconds(10);
+};
+
+// The task that hosts the coordination service: ps 0 if there is a ps job
+// (it outlives the workers), else the chief. Canonical task names
+// (TaskName in worker_cache.h).
+std::string CoordinatorTask(const ClusterSpec& cluster);
+// The chief: /job:chief/task:0 if there is such a job, else worker 0, else
+// the first task of the first job.
+std::string ChiefTask(const ClusterSpec& cluster);
+
+class CoordinationService {
+ public:
+  // `tasks`: every task of the cluster; `incarnation`: the coordinator's own.
+  CoordinationService(std::vector<std::string> tasks, absl::Duration timeout, uint64_t incarnation,
+                      Env* env = Env::Default());
+
+  // Records the sender's heartbeat, then answers with every task's health.
+  // InvalidArgument for a task that is not in the cluster.
+  absl::Status Heartbeat(const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp);
+  // Declares dead every ALIVE task silent for longer than the timeout.
+  void Check();
+  void Snapshot(proto::HeartbeatResponse* resp);
+
+ private:
+  struct Task {
+    proto::TaskHealth::State state = proto::TaskHealth::UNKNOWN;
+    uint64_t incarnation = 0;
+    int64_t last_us = 0;
+  };
+  void CheckLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SnapshotLocked(int64_t now, proto::HeartbeatResponse* resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const absl::Duration timeout_;
+  const uint64_t incarnation_;
+  Env* const env_;
+  absl::Mutex mu_;
+  std::map<std::string, Task> tasks_ ABSL_GUARDED_BY(mu_);
+};
+
+class CoordinationAgent {
+ public:
+  using DeadCallback = std::function<void(const std::string& task, const absl::Status& why)>;
+
+  // `peers` reaches the coordinator when it is another task; `local` is the
+  // service when this task is the coordinator (then `peers` is unused).
+  CoordinationAgent(std::string task, uint64_t incarnation, std::string coordinator, CoordinationOptions options,
+                    WorkerCache* peers, CoordinationService* local, Env* env = Env::Default());
+  ~CoordinationAgent();  // Stop(false)
+
+  // Starts the heartbeat thread. `on_dead` runs on it, once per task newly
+  // declared dead (and again if it dies again after coming back); `on_tick`
+  // after every heartbeat. Either may be empty.
+  void Start(DeadCallback on_dead, std::function<void()> on_tick);
+  // The callbacks without the thread (tests drive Tick themselves).
+  void SetCallbacks(DeadCallback on_dead, std::function<void()> on_tick);
+  // Stops the thread; with `leaving`, first tells the coordinator this task
+  // is stopping cleanly (one try, bounded by the interval).
+  void Stop(bool leaving);
+
+  // One heartbeat and what follows from it; what the thread does each
+  // interval. Tests call it directly with the thread not started.
+  void Tick();
+
+  // The last answer's view of every task (empty before the first).
+  std::map<std::string, proto::TaskHealth> View() const;
+  // Tasks known to be dead now, sorted (the coordinator included when it
+  // cannot be reached).
+  std::vector<std::string> DeadTasks() const;
+  // Why steps that wait on `task` cannot finish ("" when it is not dead).
+  std::string DeathMessage(const std::string& task) const;
+  // How long the coordinator has been unreachable after having been reached
+  // (zero while it answers or before it first did).
+  absl::Duration CoordinatorSilence() const;
+  const std::string& coordinator() const { return coordinator_; }
+  const CoordinationOptions& options() const { return options_; }
+
+ private:
+  void Loop();
+  void Report(const std::vector<std::string>& newly_dead);
+
+  const std::string task_;
+  const uint64_t incarnation_;
+  const std::string coordinator_;
+  const CoordinationOptions options_;
+  WorkerCache* const peers_;
+  CoordinationService* const local_;
+  Env* const env_;
+
+  DeadCallback on_dead_;
+  std::function<void()> on_tick_;
+  std::thread thread_;
+  absl::Notification stop_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, proto::TaskHealth> view_ ABSL_GUARDED_BY(mu_);
+  int64_t last_reached_us_ ABSL_GUARDED_BY(mu_) = 0;  // 0: never
+  bool coordinator_dead_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t coordinator_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Why a parameter server should give up on its job, or "" if it should not:
+//   - the chief has been dead for longer than `grace` after being declared
+//     dead (it did not come back);
+//   - every non-ps task is dead or left, at least one is dead, and every dead
+//     one has been so for longer than `grace`;
+//   - the coordinator has been unreachable for longer than timeout + grace.
+std::string OrphanReason(const CoordinationAgent& agent, const std::string& chief, absl::Duration grace);
+
+}  // namespace distflow
