@@ -80,6 +80,10 @@ ABSL_FLAG(int, replicas_to_aggregate, 0,
 ABSL_FLAG(int, sync_step_timeout_secs, 120, "with --sync_replicas: how long a worker waits for its step to be applied");
 ABSL_FLAG(bool, progress, true,
           "the chief shows a progress line: redrawn in place on a terminal, every 10 s otherwise");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (chain) of this task: with --tls_key, every connection is TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA certificate: peers must present certificates it signed (mutual TLS), and servers too");
 ABSL_FLAG(std::string, auth_token_file, "",
           "file holding the cluster's secret token (else DISTFLOW_AUTH_TOKEN); every task and client needs the same");
 ABSL_FLAG(int, status_port, -1,
@@ -188,6 +192,11 @@ int main(int argc, char** argv) {
     return ps_or_worker("--job_name", flag);
   }
   if (absl::Status st = df::SetUpClusterToken(absl::GetFlag(FLAGS_auth_token_file)); !st.ok()) {
+    return Usage(std::string(st.message()));
+  }
+  if (absl::Status st =
+          df::SetUpTls({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca)});
+      !st.ok()) {
     return Usage(std::string(st.message()));
   }
   absl::StatusOr<df::TaskConfig> config = ResolveTask();

@@ -10,7 +10,7 @@ PACKAGES=(
   libabsl-dev libeigen3-dev libdnnl-dev zlib1g-dev libisal-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  iperf3 tmux
+  iperf3 tmux openssl
   python3 python3-yaml python3-dev python3-numpy python3-pytest pybind11-dev
   python3-pip python3-setuptools python3-venv
   libcpp-httplib-dev chromium

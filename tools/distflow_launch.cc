@@ -62,6 +62,7 @@
 #include "absl/time/time.h"
 #include "base/env.h"
 #include "distflow/cluster_spec.h"
+#include "distributed/auth.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "launch_emit.h"
@@ -442,7 +443,7 @@ class Launcher {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
     for (const Task& t : tasks_) {
       stubs.push_back(grpc::health::v1::Health::NewStub(
-          grpc::CreateCustomChannel(t.address, grpc::InsecureChannelCredentials(), args)));
+          grpc::CreateCustomChannel(t.address, distflow::ClientCredentials(), args)));
     }
     while (!health_stop_) {
       size_t n = 0;

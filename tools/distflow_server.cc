@@ -30,6 +30,10 @@ ABSL_FLAG(std::string, job_name, "", "this task's job");
 // Strings, so that a value that is not a number is our clear error (exit 2).
 ABSL_FLAG(std::string, task_index, "", "this task's index in its job");
 ABSL_FLAG(std::string, task_id, "", "alias of --task_index");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (chain) of this task: with --tls_key, every connection is TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA certificate: peers must present certificates it signed (mutual TLS), and servers too");
 ABSL_FLAG(std::string, auth_token_file, "",
           "file holding the cluster's secret token (else DISTFLOW_AUTH_TOKEN); every task and client needs the same");
 ABSL_FLAG(int, bulk_port, 0,
@@ -96,6 +100,14 @@ int main(int argc, char** argv) {
   distflow::ServerOptions options;
   if (absl::Status st = distflow::SetUpClusterToken(absl::GetFlag(FLAGS_auth_token_file)); !st.ok()) {
     return Fail(2, std::string(st.message()));
+  }
+  if (absl::Status st = distflow::SetUpTls(
+          {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca)});
+      !st.ok()) {
+    return Fail(2, std::string(st.message()));
+  }
+  if (absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = distflow::ServerCredentials(); !creds.ok()) {
+    return Fail(2, std::string(creds.status().message()));
   }
   options.bulk_port = absl::GetFlag(FLAGS_bulk_port);
   if (options.bulk_port < -1 || options.bulk_port > 65535) {

@@ -6,8 +6,11 @@
 //   // at the start of main, with the program's --auth_token_file flag:
 //   if (absl::Status s = SetUpClusterToken(token_file); !s.ok()) { ... exit(2); }
 //
-// The token is not encryption: on an untrusted network, traffic can be read
-// and a token seen on the wire replayed (see the README's Security section).
+// The token is not encryption. For that, give every task and client TLS
+// files (SetUpTls, or DISTFLOW_TLS_CERT / DISTFLOW_TLS_KEY / DISTFLOW_TLS_CA):
+// every gRPC connection of the process is then TLS, mutual when a CA is
+// given, and tensors travel only inside those connections (the plain-TCP
+// bulk port is off). See the README's Security section.
 // Thread-safe.
 #pragma once
 
@@ -33,5 +36,30 @@ absl::Status ValidateToken(const std::string& token, const std::string& source);
 // For a program's start: loads `token_file` if given, then validates the
 // process's token (DISTFLOW_AUTH_TOKEN otherwise). OK when there is none.
 absl::Status SetUpClusterToken(const std::string& token_file);
+
+inline constexpr char kTlsCertEnv[] = "DISTFLOW_TLS_CERT";
+inline constexpr char kTlsKeyEnv[] = "DISTFLOW_TLS_KEY";
+inline constexpr char kTlsCaEnv[] = "DISTFLOW_TLS_CA";
+
+// PEM files. `cert` (a chain) and `key` are this process's identity: a
+// server needs them, a client presents them when servers ask (mutual TLS).
+// `ca` verifies the other side: with it, servers demand client certificates
+// signed by it and clients accept only servers signed by it; without it,
+// clients verify servers against the system's roots. A server's certificate
+// must name the host clients dial (a DNS or IP subjectAltName).
+struct TlsFiles {
+  std::string cert;
+  std::string key;
+  std::string ca;
+};
+// For a program's start, with its --tls_cert/--tls_key/--tls_ca flags: each
+// one not given is taken from its DISTFLOW_TLS_* variable; the files are read
+// and checked, and TLS is on for every connection of the process if any is
+// named. InvalidArgument naming the flag or variable and the file otherwise
+// (a missing or unreadable file, one that is not PEM, a cert without a key).
+// Programs that never call it read the variables on first use.
+absl::Status SetUpTls(const TlsFiles& flags);
+// Whether this process's connections use TLS.
+bool TlsEnabled();
 
 }  // namespace distflow

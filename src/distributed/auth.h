@@ -11,8 +11,9 @@
 // a non-loopback address then warns). gRPC's health service stays open so
 // that probes need no secret.
 //
-// The token is not encryption: on an untrusted network, traffic can be read
-// and a token seen on the wire replayed (see the README's Security section).
+// The token is not encryption; TLS is (ClientCredentials, ServerCredentials,
+// set up by SetUpTls): with it every channel and server of the process uses
+// TLS, mutual when a CA is given.
 //
 // Thread-safe.
 #pragma once
@@ -21,14 +22,22 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "distflow/auth.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace distflow {
 
 inline constexpr char kAuthTokenMetadataKey[] = "x-distflow-token";
+// Credentials for this process's connections: TLS when it is on
+// (SetUpTls in distflow/auth.h), insecure otherwise.
+std::shared_ptr<grpc::ChannelCredentials> ClientCredentials();
+// InvalidArgument when TLS is on but the process has no certificate.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials();
 // A channel to `address` whose every call carries `token` (none if empty).
 std::shared_ptr<grpc::Channel> NewAuthenticatedChannel(const std::string& address, const grpc::ChannelArguments& args,
                                                        const std::string& token);

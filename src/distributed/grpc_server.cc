@@ -53,7 +53,17 @@ absl::Status GrpcServer::Start() {
                     "variable and shut the cluster down. Set DISTFLOW_AUTH_TOKEN (or --auth_token_file) on every "
                     "task and client. ***";
   }
-  if (options_.bulk_transfer && options_.bulk_port >= 0 && BulkTransferEnabledByEnv()) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials();
+  if (!credentials.ok()) {
+    return absl::Status(credentials.status().code(),
+                        absl::StrCat("Task ", task_name_, ": ", credentials.status().message()));
+  }
+  const bool tls = TlsEnabled();
+  if (tls && options_.bulk_transfer && options_.bulk_port > 0) {
+    LOG(WARNING) << "TLS is on, so the bulk port (plain TCP) is off: --bulk_port=" << options_.bulk_port
+                 << " is not used and tensors travel inside the encrypted gRPC messages";
+  }
+  if (options_.bulk_transfer && options_.bulk_port >= 0 && BulkTransferEnabledByEnv() && !tls) {
     absl::StatusOr<std::unique_ptr<BulkServer>> bulk =
         BulkServer::Start(host_, absl::Seconds(120), options_.bulk_port, token);
     if (bulk.ok()) {
@@ -96,7 +106,7 @@ absl::Status GrpcServer::Start() {
   // Bind the host the spec names (bracketed IPv6 stays bracketed).
   std::string bind = absl::StrCat(host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_, ":",
                                   hp->second);
-  builder.AddListeningPort(bind, grpc::InsecureServerCredentials(), &bound_port_);
+  builder.AddListeningPort(bind, *credentials, &bound_port_);
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   // Without this, a second server on the same port would silently share it.
@@ -133,7 +143,8 @@ absl::Status GrpcServer::Start() {
   if (detect) StartCoordination();
   LOG(INFO) << "Started server for " << task_name_ << " on " << host_ << ":" << bound_port_ << " with device "
             << worker_->device_name()
-            << (bulk_ ? absl::StrCat("; bulk tensor transfer on port ", bulk_->port()) : std::string("; bulk transfer off"));
+            << (bulk_ ? absl::StrCat("; bulk tensor transfer on port ", bulk_->port()) : std::string("; bulk transfer off"))
+            << (tls ? "; TLS" : "");
   return absl::OkStatus();
 }
 

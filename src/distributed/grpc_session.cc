@@ -126,6 +126,7 @@ absl::Status GrpcSession::WaitForMaster(std::chrono::system_clock::time_point de
   const auto start = std::chrono::system_clock::now();
   bool said = false;
   std::string last;
+  int closed_in_a_row = 0;
   for (auto backoff = std::chrono::milliseconds(100);; backoff = std::min(backoff * 2, std::chrono::milliseconds(2000))) {
     // A health check that fails at once (no wait for the channel), so a
     // refused connection is known in a moment rather than at the deadline.
@@ -146,6 +147,23 @@ absl::Status GrpcSession::WaitForMaster(std::chrono::system_clock::time_point de
     }
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       return absl::OkStatus();  // it answered: CreateSession says the rest
+    }
+    // TLS mismatches: a TLS server closes a plain or untrusted client's
+    // connection at once; a handshake that fails says so.
+    if (absl::StrContains(msg, "andshake") || absl::StrContains(msg, "SSL") || absl::StrContains(msg, "ssl")) {
+      return absl::UnavailableError(absl::StrCat(
+          "The TLS handshake with ", address_, " failed (", msg,
+          "): check that its certificate names the host in the target, that both sides have certificates from the "
+          "same CA (--tls_ca), and that the server uses TLS at all"));
+    }
+    closed_in_a_row = absl::StrContains(msg, "Socket closed") ? closed_in_a_row + 1 : 0;
+    if (closed_in_a_row >= 3) {
+      return absl::UnavailableError(absl::StrCat(
+          address_, " closes every connection at once (", msg, "): it probably requires TLS",
+          TlsEnabled() ? " with a client certificate from its CA, which this one is not"
+                       : ", which this client does not use",
+          ". Give every task and client the cluster's TLS files (--tls_cert, --tls_key, --tls_ca or DISTFLOW_TLS_CERT, "
+          "DISTFLOW_TLS_KEY, DISTFLOW_TLS_CA)"));
     }
     const bool refused = absl::StrContains(msg, "onnection refused");
     last = refused ? "connection refused: nothing listens there" : msg;

@@ -925,6 +925,114 @@ TEST(Security, BadTokensExitTwoAndAnOpenServerWarns) {
   EXPECT_EQ(Wait(open, 20), 0) << Output(open);
 }
 
+// A CA and a certificate it signed for localhost / 127.0.0.1 (server and
+// client use), made with the openssl tool in `dir`: ca.pem, node.pem,
+// node.key. With `prefix`, the files are named prefix_*.
+bool MakeCertificates(const std::string& dir, const std::string& prefix) {
+  const std::string cmd = absl::StrCat(
+      "set -e; mkdir -p '", dir, "'; cd '", dir, "';",
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout ", prefix, "ca.key -out ", prefix,
+      "ca.pem -days 2 -subj /CN=distflow-test-ca 2>/dev/null;",
+      "openssl req -newkey rsa:2048 -nodes -keyout ", prefix, "node.key -out ", prefix,
+      "node.csr -subj /CN=localhost 2>/dev/null;",
+      "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ", prefix,
+      "ext.cnf;",
+      "openssl x509 -req -in ", prefix, "node.csr -CA ", prefix, "ca.pem -CAkey ", prefix, "ca.key -CAcreateserial -out ",
+      prefix, "node.pem -days 2 -extfile ", prefix, "ext.cnf 2>/dev/null");
+  return std::system(cmd.c_str()) == 0;
+}
+
+std::vector<std::string> TlsEnv(const std::string& dir, const std::string& prefix) {
+  return {"DISTFLOW_TLS_CERT=" + dir + "/" + prefix + "node.pem", "DISTFLOW_TLS_KEY=" + dir + "/" + prefix + "node.key",
+          "DISTFLOW_TLS_CA=" + dir + "/" + prefix + "ca.pem"};
+}
+
+TEST(Security, MutualTlsAdmitsOnlyClientsWithACertificateFromTheCa) {
+  const std::string dir = NewLogdir("tls");
+  ASSERT_TRUE(MakeCertificates(dir, "")) << "openssl failed";
+  ASSERT_TRUE(MakeCertificates(dir, "rogue_")) << "openssl failed";
+  const int port = FreePort();
+  Cluster c;
+  c.procs_.reserve(2);
+  Proc& server = c.Start({absl::StrCat("--cluster_spec=local|localhost:", port), "--job_name=local", "--task_index=0",
+                          "--tls_cert=" + dir + "/node.pem", "--tls_key=" + dir + "/node.key",
+                          "--tls_ca=" + dir + "/ca.pem"});
+  ASSERT_TRUE(WaitForOutput(server, "Started server", 30)) << Output(server);
+  EXPECT_NE(Output(server).find("bulk transfer off; TLS"), std::string::npos) << Output(server);
+  const std::string target = absl::StrCat("grpc://localhost:", port);
+  // A member of the cluster (certificate from the CA) is served.
+  Proc member = Spawn({HELLO_BIN, target}, TlsEnv(dir, ""));
+  EXPECT_EQ(Wait(member, 60), 0) << Output(member);
+  EXPECT_NE(Output(member).find("Hello, distributed TensorFlow!"), std::string::npos) << Output(member);
+  // A plain-text client, and one whose certificate another CA signed, are not.
+  // Both are told so at once, not after the wait for a server to start.
+  Proc plain = Spawn({HELLO_BIN, target});
+  EXPECT_NE(Wait(plain, 20), 0) << Output(plain);
+  EXPECT_NE(Output(plain).find("it probably requires TLS, which this client does not use"), std::string::npos)
+      << Output(plain);
+  std::vector<std::string> rogue_env = TlsEnv(dir, "rogue_");
+  rogue_env[2] = "DISTFLOW_TLS_CA=" + dir + "/ca.pem";  // trusts the server, but is not trusted back
+  Proc rogue = Spawn({HELLO_BIN, target}, rogue_env);
+  EXPECT_NE(Wait(rogue, 20), 0) << Output(rogue);
+  EXPECT_EQ(Output(rogue).find("Hello, distributed TensorFlow!"), std::string::npos) << Output(rogue);
+  EXPECT_NE(Output(rogue).find("TLS"), std::string::npos) << Output(rogue);
+  kill(server.pid, SIGTERM);
+  EXPECT_EQ(Wait(server, 20), 0) << Output(server);
+
+  // A TLS client of a plain server is told the handshake failed.
+  const int plain_port = FreePort();
+  Proc& open = c.Start(
+      {absl::StrCat("--cluster_spec=local|localhost:", plain_port), "--job_name=local", "--task_index=0"});
+  ASSERT_TRUE(WaitForOutput(open, "Started server", 30)) << Output(open);
+  Proc tls_client = Spawn({HELLO_BIN, absl::StrCat("grpc://localhost:", plain_port)}, TlsEnv(dir, ""));
+  EXPECT_NE(Wait(tls_client, 20), 0) << Output(tls_client);
+  EXPECT_NE(Output(tls_client).find("The TLS handshake with localhost:"), std::string::npos) << Output(tls_client);
+  kill(open.pid, SIGTERM);
+  EXPECT_EQ(Wait(open, 20), 0) << Output(open);
+}
+
+TEST(Security, TheBooksProgramTrainsOverTls) {
+  const std::string dir = NewLogdir("tls_book");
+  ASSERT_TRUE(MakeCertificates(dir, "")) << "openssl failed";
+  BookCluster c("tls_book_logs");
+  c.extra = {"--tls_cert=" + dir + "/node.pem", "--tls_key=" + dir + "/node.key", "--tls_ca=" + dir + "/ca.pem"};
+  Proc ps = Spawn(c.Args("ps", 0, 0));
+  Proc w1 = Spawn(c.Args("worker", 1, 300));
+  Proc chief = Spawn(c.Args("worker", 0, 300));
+  EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
+  EXPECT_NE(Output(chief).find("Test-Accuracy"), std::string::npos) << Output(chief);
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_EQ(Wait(ps, 60), 0) << Output(ps);
+  EXPECT_NE(Output(ps).find("; TLS"), std::string::npos) << Output(ps);
+}
+
+TEST(Security, BadTlsFilesExitTwoNamingThem) {
+  const std::string dir = NewLogdir("tls_bad");
+  ASSERT_TRUE(MakeCertificates(dir, "")) << "openssl failed";
+  const std::vector<std::string> base = {DISTFLOW_SERVER_BIN, "--cluster_spec=local|localhost:2222",
+                                         "--job_name=local", "--task_index=0"};
+  struct Case {
+    std::vector<std::string> flags;
+    std::vector<std::string> env;
+    std::string says;
+  };
+  for (const Case& k : std::vector<Case>{
+           {{"--tls_cert=" + dir + "/node.pem"}, {}, "--tls_cert is given without its private key"},
+           {{"--tls_key=/nonexistent/key.pem", "--tls_cert=" + dir + "/node.pem"},
+            {},
+            "--tls_key=/nonexistent/key.pem: cannot read the private key file"},
+           {{"--tls_ca=" + dir + "/ext.cnf"}, {}, "not a PEM file"},
+           {{}, {"DISTFLOW_TLS_CA=" + dir + "/ca.pem"}, "no certificate to serve with"},
+       }) {
+    std::vector<std::string> argv = base;
+    argv.insert(argv.end(), k.flags.begin(), k.flags.end());
+    Proc p = Spawn(argv, k.env);
+    const int code = Wait(p, 30);
+    EXPECT_NE(Output(p).find(k.says), std::string::npos) << Output(p);
+    EXPECT_EQ(code, 2) << Output(p);
+  }
+}
+
 // ---- Clear errors at the edges: nothing listening, or not a distflow server.
 
 TEST(Edges, NothingListeningIsSaidAtOnceNotAfterTheWait) {

@@ -115,10 +115,21 @@ def test_book_distributed_example_trains_on_one_ps_and_three_workers(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
              for job, i in tasks]
     outputs = []
+    deadline = time.monotonic() + 400
     try:
         for p in procs:
-            out, _ = p.communicate(timeout=400)
+            out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
             outputs.append(out)
+    except subprocess.TimeoutExpired:
+        # Every task's output, to see which one did not finish and why.
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        tails = []
+        for k, ((job, i), p) in enumerate(zip(tasks, procs)):
+            out = outputs[k] if k < len(outputs) else p.communicate()[0]
+            tails.append(f"--- {job}:{i} (exit {p.returncode}) ---\n{(out or '')[-2500:]}")
+        raise AssertionError("the book's cluster did not finish within 400 s:\n" + "\n".join(tails))
     finally:
         for p in procs:
             if p.poll() is None:
