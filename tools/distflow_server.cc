@@ -49,6 +49,11 @@ ABSL_FLAG(double, heartbeat_interval_secs, 1, "how often this task tells the coo
 ABSL_FLAG(double, orphan_grace_secs, 60,
           "a ps task exits 1 this long after its chief died without coming back, or every worker died "
           "(-1: never)");
+ABSL_FLAG(int64_t, max_step_bytes, 0,
+          "the most memory one step's kernel outputs may hold at once on this task (0: an eighth of the machine's "
+          "memory, -1: no limit); a step over it fails with RESOURCE_EXHAUSTED naming the node");
+ABSL_FLAG(int, max_sessions, 1024, "sessions this task's master holds at once");
+ABSL_FLAG(int, max_concurrent_steps, 1024, "graph partitions this task runs at once");
 ABSL_FLAG(std::string, cluster_config, "", "file holding {\"cluster\": {...}, \"task\": {\"type\": J, \"index\": I}}");
 ABSL_FLAG(std::string, job_layout, "",
           "jobs in rank order, e.g. ps:1,worker:3: the task is the one of rank SLURM_PROCID, "
@@ -129,6 +134,19 @@ int main(int argc, char** argv) {
   }
   if (!(grace == -1 || (grace >= 0 && grace <= 86400))) {
     return Fail(2, absl::StrCat("bad --orphan_grace_secs=", grace, ": use -1 (never) or 0 to 86400"));
+  }
+  options.worker.max_step_bytes = absl::GetFlag(FLAGS_max_step_bytes);
+  options.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  options.worker.max_concurrent_steps = absl::GetFlag(FLAGS_max_concurrent_steps);
+  if (options.worker.max_step_bytes < -1) {
+    return Fail(2, absl::StrCat("bad --max_step_bytes=", options.worker.max_step_bytes,
+                                ": use a number of bytes, 0 for an eighth of the memory, or -1 for no limit"));
+  }
+  if (options.max_sessions < 1) {
+    return Fail(2, absl::StrCat("bad --max_sessions=", options.max_sessions, ": use 1 or more"));
+  }
+  if (options.worker.max_concurrent_steps < 1) {
+    return Fail(2, absl::StrCat("bad --max_concurrent_steps=", options.worker.max_concurrent_steps, ": use 1 or more"));
   }
   options.heartbeat_timeout_ms = static_cast<int>(timeout * 1000);
   options.heartbeat_interval_ms = static_cast<int>(interval * 1000);

@@ -33,6 +33,14 @@ class GrpcServer;  // internal (distributed/grpc_server.h)
 struct WorkerOptions {
   int inter_op_threads = 0;
   int intra_op_threads = 0;
+  // The most memory one step's kernel outputs may hold at once on this task
+  // (so one request cannot take the machine's memory): 0 means an eighth of
+  // the machine's memory, -1 no limit. Over it, the step fails with
+  // RESOURCE_EXHAUSTED naming the node and --max_step_bytes.
+  int64_t max_step_bytes = 0;
+  // Partitions this task runs at once; more are refused with
+  // RESOURCE_EXHAUSTED naming --max_concurrent_steps.
+  int max_concurrent_steps = 1024;
 };
 
 struct ServerOptions {
@@ -72,6 +80,9 @@ struct ServerOptions {
   // partitions have not returned, the receives not satisfied), again every
   // this long. 0: never. Needs failure detection on (its heartbeat drives it).
   int stall_log_ms = 30000;
+  // Sessions this task's master holds at once; more are refused with
+  // RESOURCE_EXHAUSTED naming --max_sessions (close sessions when done).
+  int max_sessions = 1024;
 };
 
 class Server {

@@ -27,6 +27,10 @@ struct SessionOptions {
   // For distflow's own servers: the device to run on; null (the default)
   // means the process-wide local CPU device.
   Device* device = nullptr;
+  // The most memory the kernel outputs of one step may hold at once, in
+  // bytes (an output that would go over fails the step with
+  // RESOURCE_EXHAUSTED naming the node); 0: no limit.
+  int64_t max_step_bytes = 0;
 
   // For sessions on a cluster (grpc:// targets).
   bool allow_soft_placement = false;

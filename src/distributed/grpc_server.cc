@@ -84,6 +84,7 @@ absl::Status GrpcServer::Start() {
   master_ = std::make_unique<Master>(task_name_, workers_.get(), worker_.get());
   master_->set_bulk_server(bulk_.get());
   master_->set_auth_token(token);
+  master_->set_max_sessions(options_.max_sessions);
   // Stop from a thread of our own (not the RPC's), joined by ~GrpcServer.
   worker_->SetShutdownHandler([this](const absl::Status& why) { StopInBackground(why, false); });
   const bool detect = options_.heartbeat_timeout_ms > 0 && options_.heartbeat_interval_ms > 0;

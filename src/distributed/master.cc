@@ -92,6 +92,11 @@ absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto
   std::string handle;
   {
     absl::MutexLock lock(&mu_);
+    if (max_sessions_ > 0 && static_cast<int>(sessions_.size()) >= max_sessions_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          local_task_, " holds ", sessions_.size(), " sessions, the most it holds at once: close sessions that are "
+          "done (Session::Close) or raise --max_sessions (ServerOptions::max_sessions)"));
+    }
     handle = absl::StrCat("session_", next_session_++, "_", RandomStepId());
   }
   auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, local_worker_, bulk_, &closing_);

@@ -76,6 +76,9 @@ class Master {
   // Calls without this token are refused (distributed/auth.h); "" checks
   // nothing. Set before the service starts.
   void set_auth_token(std::string token) { auth_token_ = std::move(token); }
+  // Sessions held at once; CreateSession past it is RESOURCE_EXHAUSTED
+  // (0: no limit). Set before the service starts.
+  void set_max_sessions(int n) { max_sessions_ = n; }
   BulkServer* bulk_server() const { return bulk_; }
 
  private:
@@ -87,6 +90,7 @@ class Master {
   WorkerCache* const workers_;
   Worker* const local_worker_;
   BulkServer* bulk_ = nullptr;
+  int max_sessions_ = 0;
   std::string auth_token_;
   absl::Notification closing_;  // CloseAll: sessions still waiting for the cluster give up
   std::unique_ptr<ThreadPool> pool_;  // runs blocking calls off gRPC's threads

@@ -1,5 +1,7 @@
 #include "distributed/worker.h"
 
+#include <unistd.h>
+
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +14,14 @@
 
 namespace distflow {
 namespace {
+
+// WorkerOptions::max_step_bytes: 0 is an eighth of the machine's memory.
+int64_t StepByteLimit(int64_t configured) {
+  if (configured < 0) return 0;
+  if (configured > 0) return configured;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 8 : 0;
+}
 
 uint64_t RandomIncarnation() {
   std::random_device rd;
@@ -168,6 +178,7 @@ Worker::Worker(std::string task_name, WorkerCache* peers, WorkerOptions options)
     : task_name_(std::move(task_name)),
       incarnation_(RandomIncarnation()),
       options_(options),
+      max_step_bytes_(StepByteLimit(options.max_step_bytes)),
       peers_(peers),
       compute_(std::make_unique<ThreadPool>("df_worker", 8)),
       device_(std::make_unique<Device>(task_name_ + "/device:CPU:0", "CPU", nullptr)),
@@ -214,6 +225,7 @@ absl::Status Worker::RegisterGraph(const proto::RegisterGraphRequest& req, proto
   so.default_container = "";
   so.inter_op_threads = options_.inter_op_threads;
   so.intra_op_threads = options_.intra_op_threads;
+  so.max_step_bytes = max_step_bytes_;
   auto session = std::make_shared<LocalSession>(so);
   absl::Status s = session->Create(req.graph_def());
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("[", task_name_, "] ", s.message()));
@@ -315,9 +327,23 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
                                          incarnation_, "). Restart the session.")));
     return;
   }
+  bool over = false;
   {
     absl::MutexLock lock(&inflight_->mu);
-    ++inflight_->count;
+    over = options_.max_concurrent_steps > 0 && inflight_->count >= options_.max_concurrent_steps;
+    if (!over) ++inflight_->count;
+  }
+  if (over) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = steps_.find(call->step_id);
+      if (it != steps_.end() && it->second.cm == cm) steps_.erase(it);
+    }
+    done(absl::ResourceExhaustedError(absl::StrCat(
+        "[", task_name_, "] ", options_.max_concurrent_steps,
+        " partitions are running here already, the most this task runs at once: raise --max_concurrent_steps "
+        "(WorkerOptions::max_concurrent_steps) or run fewer steps at a time")));
+    return;
   }
   RunOptions ro;
   ro.step_id = call->step_id;
@@ -410,6 +436,11 @@ void Worker::LogStalledSteps(absl::Duration every) {
                  << (waiting.empty() ? std::string("; no receive is waiting (a kernel is running or waiting)")
                                      : absl::StrCat("; waiting for ", shown));
   }
+}
+
+int Worker::running_partitions() const {
+  absl::MutexLock lock(&inflight_->mu);
+  return inflight_->count;
 }
 
 void Worker::SetShutdownHandler(std::function<void(const absl::Status&)> fn) {

@@ -77,6 +77,8 @@ class Worker {
   // Logs each partition that has run for longer than `every` (at most once
   // per `every`) with the receives it still waits for.
   void LogStalledSteps(absl::Duration every);
+  // Partitions running now.
+  int running_partitions() const;
   // Serves large tensors to peers that accept bulk transfer (null: never).
   // Set before the service starts.
   void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }
@@ -110,6 +112,7 @@ class Worker {
   const uint64_t incarnation_;
   std::string auth_token_;
   WorkerOptions options_;
+  const int64_t max_step_bytes_;  // resolved: 0 is no limit
   WorkerCache* const peers_;
   std::unique_ptr<ThreadPool> compute_;  // decodes large RunGraph feeds off gRPC's threads
   std::unique_ptr<Device> device_;

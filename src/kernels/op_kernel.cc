@@ -34,7 +34,39 @@ OpKernelContext::OpKernelContext(Params params) : params_(std::move(params)) {
 
 absl::StatusOr<Tensor*> OpKernelContext::allocate_output(int i, const TensorShape& shape) {
   CHECK(i >= 0 && i < num_outputs()) << "allocate_output(" << i << ") on a kernel with " << num_outputs() << " outputs";
-  absl::StatusOr<Tensor> t = Tensor::Allocate(params_.kernel->output_type(i), shape);
+  const DataType dtype = params_.kernel->output_type(i);
+  if (params_.step_bytes != nullptr && params_.max_step_bytes > 0 && dtype != DT_STRING) {
+    const int64_t bytes = shape.num_elements() * static_cast<int64_t>(DataTypeSize(dtype));
+    const int64_t before = params_.step_bytes->fetch_add(bytes);
+    if (before + bytes > params_.max_step_bytes) {
+      params_.step_bytes->fetch_sub(bytes);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "Its output ", shape.DebugString(), " (", bytes, " bytes) would take the memory the step's outputs hold on ",
+          params_.device != nullptr ? params_.device->name() : std::string("this device"), " to ", before + bytes,
+          " bytes, over the limit of ", params_.max_step_bytes,
+          " bytes a step may hold there: raise it with --max_step_bytes (WorkerOptions::max_step_bytes, "
+          "SessionOptions::max_step_bytes) or make the step smaller"));
+    }
+    absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, shape);
+    if (!t.ok()) {
+      params_.step_bytes->fetch_sub(bytes);
+      return t.status();
+    }
+    // The count goes down when the output's last tensor is gone.
+    std::shared_ptr<TensorBuffer> inner = t->buffer();
+    void* data = inner->data();
+    const size_t size = inner->size();
+    std::shared_ptr<TensorBuffer> counted =
+        TensorBuffer::Wrap(data, size, [inner = std::move(inner), counter = params_.step_bytes, bytes]() mutable {
+          inner.reset();
+          counter->fetch_sub(bytes);
+        });
+    absl::StatusOr<Tensor> out = Tensor::FromBuffer(dtype, shape, std::move(counted), 0);
+    if (!out.ok()) return out.status();
+    outputs_[static_cast<size_t>(i)] = std::move(*out);
+    return &outputs_[static_cast<size_t>(i)];
+  }
+  absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, shape);
   if (!t.ok()) return t.status();
   outputs_[static_cast<size_t>(i)] = std::move(*t);
   return &outputs_[static_cast<size_t>(i)];

@@ -13,6 +13,7 @@
 // once and calls `done` when finished, on any thread.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -110,6 +111,11 @@ class OpKernelContext {
     // Container for variables whose container attribute is empty.
     std::string default_container;
     ThreadPool* intra_op_pool = nullptr;
+    // The bytes the step's kernel outputs hold now (each output counts until
+    // its last tensor is gone), and the most they may (0: no limit); shared
+    // by every kernel of the step.
+    std::shared_ptr<std::atomic<int64_t>> step_bytes;
+    int64_t max_step_bytes = 0;
   };
 
   explicit OpKernelContext(Params params);
@@ -121,7 +127,8 @@ class OpKernelContext {
   const std::shared_ptr<Var>& input_ref_ptr(int i) const { return params_.input_refs[static_cast<size_t>(i)]; }
 
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
-  // Allocates output i; ResourceExhausted if memory runs out.
+  // Allocates output i; ResourceExhausted if memory runs out or the step's
+  // outputs would hold more than Params::max_step_bytes.
   absl::StatusOr<Tensor*> allocate_output(int i, const TensorShape& shape);
   // Sets output i to an existing tensor (e.g. forwarding an input). Its dtype
   // must be the output's dtype.

@@ -99,6 +99,9 @@ struct Executor::Impl {
     StepStatsCollector* stats = nullptr;
     int64_t step_id = 0;
     std::atomic<int> outstanding{0};
+    // Bytes the step's outputs hold, against ExecutorOptions::max_step_bytes
+    // (null without a limit).
+    std::shared_ptr<std::atomic<int64_t>> held;
     Executor::DoneCallback done;
     Timer::Id timer = 0;
     absl::Mutex mu;
@@ -299,6 +302,10 @@ struct Executor::Impl {
     p.rendezvous = s->rendezvous;
     p.default_container = options.default_container;
     p.intra_op_pool = options.intra_op_pool;
+    if (options.max_step_bytes > 0) {
+      p.step_bytes = s->held;
+      p.max_step_bytes = options.max_step_bytes;
+    }
     int n = item.node->num_inputs();
     p.inputs.resize(static_cast<size_t>(n));
     p.input_refs.resize(static_cast<size_t>(n));
@@ -524,6 +531,7 @@ void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values
   s->self = step;
   s->impl = &impl;
   s->step_id = options.step_id;
+  if (impl.options.max_step_bytes > 0) s->held = std::make_shared<std::atomic<int64_t>>(0);
   s->done = std::move(done);
   s->slots.resize(static_cast<size_t>(impl.total_slots));
   s->fetched.resize(impl.fetches.size());

@@ -54,6 +54,7 @@ struct ExecutorOptions {
   ThreadPool* intra_op_pool = nullptr;
   std::string default_container;
   Rendezvous* rendezvous = nullptr;
+  int64_t max_step_bytes = 0;  // most a step's kernels may allocate for outputs; 0: no limit
 };
 
 struct StepOptions {

@@ -95,6 +95,7 @@ absl::StatusOr<std::shared_ptr<Executor>> LocalSession::GetExecutor(const std::v
   eo.inter_op_pool = inter_op_.get();
   eo.intra_op_pool = intra_op_.get();
   eo.default_container = default_container_;
+  eo.max_step_bytes = options_.max_step_bytes;
   absl::StatusOr<std::unique_ptr<Executor>> ex = Executor::Create(*graph_, eo, &kernels_, feeds, fetches, targets);
   if (!ex.ok()) return ex.status();
   std::shared_ptr<Executor> shared(std::move(*ex));

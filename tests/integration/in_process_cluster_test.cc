@@ -782,5 +782,124 @@ TEST(FailureDetection, TheParameterServerAbortsTheStepsOfAClientDeclaredDead) {
   EXPECT_TRUE(absl::StrContains(s.message(), "/job:worker/replica:0/task:1 stopped answering")) << s;
 }
 
+// ---- Bounded resources: what one client may take from a task.
+
+// A Fill of rows x 1000 floats placed on `device`.
+Output FillOn(const Scope& root, const std::string& device, int rows, const std::string& name) {
+  Scope s = root.WithDevice(device);
+  auto dims = ops::Const(s, Tensor::FromVector<int32_t>({rows, 1000}, TensorShape({2})));
+  auto fill = ops::Raw(s.WithOpName(name), "Fill", {dims, ops::Const(s, 1.0f)}, ops::Attrs{});
+  return Output(fill, 0, s);
+}
+
+TEST(Limits, AStepThatWouldAllocateTooMuchFailsNamingTheNodeAndTheLimit) {
+  auto spec = MakeLocalClusterSpec(1, 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ServerOptions options;
+  options.worker.max_step_bytes = 1 << 20;  // 1 MiB a step
+  auto servers = StartLocalCluster(*spec, options);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  Scope root = Scope::NewRootScope();
+  Output small = FillOn(root, "/job:ps/task:0", 100, "small");  // 400 KB
+  Output huge = FillOn(root, "/job:ps/task:0", 1000, "huge");   // 4 MB
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session session((*servers)[1]->target());
+  auto r = session.Run({huge});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(r.status())) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "Node 'huge'")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "/job:ps/replica:0/task:0")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "--max_step_bytes")) << r.status();
+  // The task and the session go on serving steps within the limit.
+  auto ok = session.Run({small});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)[0].NumElements(), 100 * 1000);
+}
+
+TEST(Limits, TheStepLimitCountsWhatOutputsHoldNotWhatWasEverAllocated) {
+  // Six 400 KB outputs in a chain (2.4 MB in all), each freed once the next
+  // is computed: never more than 800 KB at once, under a 1 MiB limit.
+  Scope root = Scope::NewRootScope();
+  Output x = FillOn(root, "", 100, "x0");
+  for (int k = 1; k < 6; ++k) x = ops::Add(root.WithOpName("x" + std::to_string(k)), x, ops::Const(root, 1.0f));
+  SessionOptions so;
+  so.max_step_bytes = 1 << 20;
+  so.inter_op_threads = 1;
+  Session session("", so);
+  auto r = session.Run({x});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].flat<float>()[0], 6.0f);
+}
+
+TEST(Limits, ALocalSessionHonoursItsStepLimit) {
+  Scope root = Scope::NewRootScope();
+  Output huge = FillOn(root, "", 1000, "huge");
+  SessionOptions so;
+  so.max_step_bytes = 1 << 20;
+  Session session("", so);
+  auto r = session.Run({huge});
+  EXPECT_TRUE(absl::IsResourceExhausted(r.status())) << r.status();
+  Session unlimited;
+  EXPECT_TRUE(unlimited.Run({huge}).ok());
+}
+
+TEST(Limits, ATaskHoldsAtMostMaxSessionsSessions) {
+  auto spec = MakeLocalClusterSpec(0, 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ServerOptions options;
+  options.max_sessions = 2;
+  auto servers = StartLocalCluster(*spec, options);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  Scope root = Scope::NewRootScope();
+  auto one = ops::Const(root, 1.0f);
+  const std::string target = (*servers)[0]->target();
+  Session a(target), b(target), c(target);
+  ASSERT_TRUE(a.Run({one}).ok());
+  ASSERT_TRUE(b.Run({one}).ok());
+  auto r = c.Run({one});
+  EXPECT_TRUE(absl::IsResourceExhausted(r.status())) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "--max_sessions")) << r.status();
+  // Closing one makes room.
+  ASSERT_TRUE(a.Close().ok());
+  Session d(target);
+  EXPECT_TRUE(d.Run({one}).ok());
+}
+
+TEST(Limits, ATaskRunsAtMostMaxConcurrentStepsPartitions) {
+  auto spec = MakeLocalClusterSpec(1, 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ServerOptions options;
+  options.worker.max_concurrent_steps = 1;
+  auto servers = StartLocalCluster(*spec, options);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  Scope root = Scope::NewRootScope();
+  Scope on_ps = root.WithDevice("/job:ps/task:0");
+  // A partition on the ps that waits (a barrier nobody releases) for 3 s.
+  auto wait = ops::Raw(on_ps, "SyncBarrierWait", {ops::Const(on_ps, int64_t{0})},
+                       ops::Attrs{{"shared_name", "limits"},
+                                  {"replica_id", 0},
+                                  {"replicas_to_aggregate", 1},
+                                  {"total_num_replicas", 1},
+                                  {"timeout_ms", 3000}});
+  auto other = ops::Identity(on_ps, ops::Const(on_ps, 2.0f));
+  ASSERT_TRUE(root.ok()) << root.status();
+  const std::string target = (*servers)[1]->target();
+  Session waiting(target), second(target);
+  ASSERT_TRUE(second.Run({other}).ok());
+  absl::Status waited;
+  std::thread blocked([&] { waited = waiting.Run({Output(wait, 0, on_ps)}).status(); });
+  Worker* ps = (*servers)[0]->impl()->worker();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (ps->running_partitions() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  // While it runs, the ps refuses a second partition.
+  absl::Status refused = second.Run({other}).status();
+  blocked.join();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(waited)) << waited;
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "--max_concurrent_steps")) << refused;
+  // Once it ended, the ps serves again.
+  EXPECT_TRUE(second.Run({other}).ok());
+}
+
 }  // namespace
 }  // namespace distflow

@@ -1087,10 +1087,11 @@ TEST(Stopping, ASecondSignalExitsAtOnceWhileTheFirstStopWaits) {
   EXPECT_EQ(Wait(ps, 20), 0) << Output(ps);
 }
 
-TEST(Stopping, BadFailureDetectionFlagsExitTwo) {
+TEST(Stopping, BadFailureDetectionAndLimitFlagsExitTwo) {
   const std::string spec = absl::StrCat("ps|127.0.0.1:", FreePort());
   for (const std::string bad : {"--heartbeat_timeout_secs=-1", "--heartbeat_interval_secs=0",
-                                 "--heartbeat_interval_secs=20", "--orphan_grace_secs=-5"}) {
+                                 "--heartbeat_interval_secs=20", "--orphan_grace_secs=-5", "--max_step_bytes=-2",
+                                 "--max_sessions=0", "--max_concurrent_steps=-1"}) {
     Proc p = Spawn({DISTFLOW_SERVER_BIN, "--cluster_spec=" + spec, "--job_name=ps", "--task_index=0", bad});
     EXPECT_EQ(Wait(p, 20), 2) << bad << ": " << Output(p);
     const std::string flag = bad.substr(2, bad.find('=') - 2);

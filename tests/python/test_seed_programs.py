@@ -230,3 +230,36 @@ def test_a_python_worker_and_a_cpp_worker_train_one_model(tmp_path):
         assert before < 4 * cpp_last + 0.05, (cpp.stdout, py.stdout)
         assert change > 0, py.stdout
         assert after < 2 * before, py.stdout
+
+
+def test_a_huge_allocation_is_refused_and_the_server_keeps_serving():
+    # One Fill of 1e9 floats (4 GB) from any client used to take that much of
+    # a server's memory. A step's outputs may now hold at most --max_step_bytes
+    # on a task (by default an eighth of the machine's memory; 1 GiB here).
+    port = free_port()
+    server = subprocess.Popen([SERVER, f"--cluster_spec=local|127.0.0.1:{port}", "--job_name=local",
+                               "--task_index=0", "--max_step_bytes=1073741824"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    script = f"""
+import distflow.compat.v1 as tf
+huge = tf.zeros([1000000000], name="huge")
+small = tf.zeros([10], name="small")
+with tf.Session("grpc://127.0.0.1:{port}") as sess:
+    try:
+        sess.run(huge)
+        print("NOT REFUSED")
+    except tf.errors.ResourceExhaustedError as e:
+        print("REFUSED:", e)
+    print("SMALL:", sess.run(small).shape)
+"""
+    try:
+        client = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert client.returncode == 0, client.stdout + client.stderr
+        assert "REFUSED:" in client.stdout and "--max_step_bytes" in client.stdout, client.stdout
+        assert "SMALL: (10,)" in client.stdout, client.stdout
+        with open(f"/proc/{server.pid}/status") as f:
+            peak_kb = int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1))
+        assert peak_kb < 1024 * 1024, f"the server's memory peaked at {peak_kb} kB"
+    finally:
+        server.terminate()
+        server.wait(timeout=15)

@@ -9,6 +9,8 @@ import builtins as _builtins
 import sys as _sys
 import types as _types
 
+import numpy as _np
+
 from distflow import dtypes as _dtypes
 from distflow import errors  # noqa: F401 (tf.errors)
 from distflow import framework as _fw
@@ -137,12 +139,26 @@ def random_uniform(shape, minval=0, maxval=None, dtype=float32, seed=None, name=
                                                                                           as_dtype(dtype))
 
 
+def fill(dims, value, name=None):
+    return _op("Fill")(constant(list(dims), dtype=int32) if isinstance(dims, (list, tuple)) else dims, value,
+                       name=name or "Fill")
+
+
+def _filled(value, shape, dtype, name):
+    # As TensorFlow does: a small tensor is a constant, a large one a Fill
+    # computed where it is placed (a constant would be built here, whole).
+    shape = list(shape)
+    if len(shape) > 0 and all(isinstance(d, int) for d in shape) and _np.prod(shape, dtype=_np.int64) > 1000:
+        return fill(shape, constant(value, dtype=dtype), name=name)
+    return constant(value, dtype=dtype, shape=shape, name=name)
+
+
 def zeros(shape, dtype=float32, name=None):
-    return constant(0, dtype=dtype, shape=shape, name=name or "zeros")
+    return _filled(0, shape, dtype, name or "zeros")
 
 
 def ones(shape, dtype=float32, name=None):
-    return constant(1, dtype=dtype, shape=shape, name=name or "ones")
+    return _filled(1, shape, dtype, name or "ones")
 
 
 def gradients(ys, xs, grad_ys=None, name="gradients"):
