@@ -320,6 +320,13 @@ struct BookCluster {
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
+  // The ps, worker 1 and the chief (worker 0), each worker training `steps`.
+  struct Tasks {
+    Proc ps, w1, chief;
+  };
+  Tasks StartPsAndTwoWorkers(int steps) const {
+    return Tasks{Spawn(Args("ps", 0, 0)), Spawn(Args("worker", 1, steps)), Spawn(Args("worker", 0, steps))};
+  }
   explicit BookCluster(const std::string& tag, int workers = 2) : logdir(NewLogdir(tag)) {
     spec = absl::StrCat("ps|127.0.0.1:", FreePort(), ",worker|127.0.0.1:", FreePort());
     for (int i = 1; i < workers; ++i) absl::StrAppend(&spec, ";127.0.0.1:", FreePort());
@@ -333,9 +340,7 @@ int64_t RestoredStep(const std::string& out) {
 
 TEST(Recovery, AChiefKilledWithSigkillResumesFromItsLastCheckpoint) {
   BookCluster c("chief_kill");
-  Proc ps = Spawn(c.Args("ps", 0, 0));
-  Proc w1 = Spawn(c.Args("worker", 1, 4000));
-  Proc chief = Spawn(c.Args("worker", 0, 4000));
+  auto [ps, w1, chief] = c.StartPsAndTwoWorkers(4000);
   ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
   kill(chief.pid, SIGKILL);
   EXPECT_EQ(Wait(chief, 10), 128 + SIGKILL);
@@ -353,9 +358,7 @@ TEST(Recovery, AChiefKilledWithSigkillResumesFromItsLastCheckpoint) {
 
 TEST(Recovery, APsKilledAndRestartedIsRecoveredFromTheLastCheckpoint) {
   BookCluster c("ps_kill");
-  Proc ps = Spawn(c.Args("ps", 0, 0));
-  Proc w1 = Spawn(c.Args("worker", 1, 3000));
-  Proc chief = Spawn(c.Args("worker", 0, 3000));
+  auto [ps, w1, chief] = c.StartPsAndTwoWorkers(3000);
   ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
   kill(ps.pid, SIGKILL);
   EXPECT_EQ(Wait(ps, 10), 128 + SIGKILL);
@@ -371,9 +374,7 @@ TEST(Recovery, APsKilledAndRestartedIsRecoveredFromTheLastCheckpoint) {
 TEST(Recovery, ANonChiefKilledInAsyncTrainingLeavesTheOthersToFinish) {
   BookCluster c("worker_kill");
   c.wait_for_workers_secs = 5;  // the chief waits this long for the worker that died
-  Proc ps = Spawn(c.Args("ps", 0, 0));
-  Proc w1 = Spawn(c.Args("worker", 1, 3000));
-  Proc chief = Spawn(c.Args("worker", 0, 3000));
+  auto [ps, w1, chief] = c.StartPsAndTwoWorkers(3000);
   ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
   kill(w1.pid, SIGKILL);
   EXPECT_EQ(Wait(w1, 10), 128 + SIGKILL);
@@ -440,9 +441,7 @@ TEST(FailureDetection, AWorkerThatHangsIsDeclaredDeadAndTheChiefDoesNotWaitForIt
   BookCluster c("hung_worker");
   c.wait_for_workers_secs = 300;  // what the chief would wait without failure detection
   c.extra = {"--heartbeat_timeout_secs=3"};
-  Proc ps = Spawn(c.Args("ps", 0, 0));
-  Proc w1 = Spawn(c.Args("worker", 1, 1500));
-  Proc chief = Spawn(c.Args("worker", 0, 1500));
+  auto [ps, w1, chief] = c.StartPsAndTwoWorkers(1500);
   ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
   kill(w1.pid, SIGSTOP);  // alive to the kernel, silent to the cluster
   EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
@@ -458,9 +457,7 @@ TEST(FailureDetection, AWorkerThatHangsIsDeclaredDeadAndTheChiefDoesNotWaitForIt
 TEST(FailureDetection, APsGivesUpWhenItsChiefDiedAndDidNotComeBack) {
   BookCluster c("chief_gone");
   c.extra = {"--heartbeat_timeout_secs=2", "--orphan_grace_secs=2"};
-  Proc ps = Spawn(c.Args("ps", 0, 0));
-  Proc w1 = Spawn(c.Args("worker", 1, 100000));
-  Proc chief = Spawn(c.Args("worker", 0, 100000));
+  auto [ps, w1, chief] = c.StartPsAndTwoWorkers(100000);
   ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
   kill(chief.pid, SIGKILL);
   EXPECT_EQ(Wait(chief, 10), 128 + SIGKILL);
@@ -478,9 +475,7 @@ TEST(FailureDetection, APsGivesUpWhenItsChiefDiedAndDidNotComeBack) {
 TEST(FailureDetection, AParameterServerThatHangsFailsTheStepsAndTheJobRecoversWhenItAnswersAgain) {
   BookCluster c("hung_ps");
   c.extra = {"--heartbeat_timeout_secs=2"};
-  Proc ps = Spawn(c.Args("ps", 0, 0));
-  Proc w1 = Spawn(c.Args("worker", 1, 1500));
-  Proc chief = Spawn(c.Args("worker", 0, 1500));
+  auto [ps, w1, chief] = c.StartPsAndTwoWorkers(1500);
   ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
   kill(ps.pid, SIGSTOP);
   std::this_thread::sleep_for(std::chrono::seconds(6));  // longer than the 2 s limit
@@ -996,9 +991,7 @@ TEST(Security, TheBooksProgramTrainsOverTls) {
   ASSERT_TRUE(MakeCertificates(dir, "")) << "openssl failed";
   BookCluster c("tls_book_logs");
   c.extra = {"--tls_cert=" + dir + "/node.pem", "--tls_key=" + dir + "/node.key", "--tls_ca=" + dir + "/ca.pem"};
-  Proc ps = Spawn(c.Args("ps", 0, 0));
-  Proc w1 = Spawn(c.Args("worker", 1, 300));
-  Proc chief = Spawn(c.Args("worker", 0, 300));
+  auto [ps, w1, chief] = c.StartPsAndTwoWorkers(300);
   EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
   EXPECT_NE(Output(chief).find("Test-Accuracy"), std::string::npos) << Output(chief);
   EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
