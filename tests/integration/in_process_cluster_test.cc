@@ -744,8 +744,15 @@ absl::Status StepWaitingWhileWorker1GoesSilent(int client_task, const std::strin
     result = r.status();
     done.Notify();
   });
-  // Let the step reach the barrier, then silence worker 1.
-  absl::SleepFor(absl::Milliseconds(300));
+  // Once the step waits at the barrier, silence worker 1.
+  Worker* barrier_worker = (*servers)[barrier_device == "/job:ps/task:0" ? 0 : 2]->impl()->worker();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (barrier_worker->running_partitions() == 0 && !done.HasBeenNotified() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  // Worker 1 reports a stalled step on its own heartbeat, so it keeps
+  // beating until the step is older than stall_log_ms plus two beats.
+  absl::SleepFor(absl::Milliseconds(options.stall_log_ms + 2 * options.heartbeat_interval_ms));
   EXPECT_FALSE(done.HasBeenNotified()) << result;
   if (done.HasBeenNotified()) {
     runner.join();
