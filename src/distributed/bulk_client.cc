@@ -265,8 +265,9 @@ absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, cons
       return ticket;
     }
     close(fd);
-    // A stale pooled connection (the peer restarted) fails at once: one retry on a new one.
-    if (pooled && got == 0 && err != EAGAIN && err != EWOULDBLOCK) continue;
+    // A stale pooled connection (the peer restarted, or closed it to make
+    // room for others) fails at once: one retry on a new one.
+    if (pooled && (w != 0 || (got == 0 && err != EAGAIN && err != EWOULDBLOCK))) continue;
     if (w != 0) return fail(absl::StatusCode::kUnavailable, absl::StrCat("sending: ", std::strerror(w)));
     return fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
                                                     : absl::StatusCode::kUnavailable,

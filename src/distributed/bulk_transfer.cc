@@ -1,5 +1,6 @@
 #include "distributed/bulk_transfer.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -127,6 +128,15 @@ struct BulkServer::Offers {
     return true;
   }
 
+  // Puts back an offer taken by a fetch that failed on the way (the peer
+  // asks for it again over gRPC), under the same ticket.
+  static void Restore(const std::shared_ptr<Offers>& self, uint64_t ticket, Tensor t, absl::Duration ttl) {
+    absl::MutexLock lock(&self->mu);
+    if (self->map.contains(ticket)) return;
+    self->held_offer_bytes += t.TotalBytes();
+    self->map.emplace(ticket, std::make_pair(std::move(t), Expire(self, ticket, ttl)));
+  }
+
   bool Take(uint64_t ticket, Tensor* out) {
     std::pair<Tensor, Timer::Id> offer;
     {
@@ -203,7 +213,7 @@ BulkServer::~BulkServer() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    for (int fd : fds_) shutdown(fd, SHUT_RDWR);  // wakes their threads
+    for (const auto& [fd, c] : open_) shutdown(fd, SHUT_RDWR);  // wakes their threads
   }
   shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
   acceptor_.join();
@@ -288,9 +298,62 @@ size_t BulkServer::NumOffersForTest() const {
   return offers_->map.size();
 }
 
+namespace {
+// The numeric address of a connected socket's peer, without the port.
+std::string PeerAddress(const sockaddr_storage& a) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (a.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr, buf, sizeof(buf));
+  } else if (a.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a)->sin_addr, buf, sizeof(buf));
+  }
+  return buf;
+}
+}  // namespace
+
+bool BulkServer::MakeRoom(const std::string& peer) {
+  auto peer_count = [&](const std::string& p) {
+    auto it = per_peer_.find(p);
+    return it == per_peer_.end() ? 0 : it->second;
+  };
+  int live = 0;
+  for (const auto& [fd, c] : open_) live += c.evicted ? 0 : 1;
+  const bool peer_full = peer_count(peer) >= kMaxConnectionsPerPeer;
+  if (live < kMaxConnections && !peer_full) return true;
+  // The connection idle longest: the peer's own if the peer is over its
+  // share, else anyone's.
+  int victim = -1;
+  absl::Time oldest = absl::InfiniteFuture();
+  for (const auto& [fd, c] : open_) {
+    if (c.busy || c.evicted || (peer_full && c.peer != peer)) continue;
+    if (c.idle_since < oldest) {
+      oldest = c.idle_since;
+      victim = fd;
+    }
+  }
+  if (victim < 0) return false;
+  Open& v = open_[victim];
+  v.evicted = true;
+  if (--per_peer_[v.peer] == 0) per_peer_.erase(v.peer);
+  shutdown(victim, SHUT_RDWR);  // its thread wakes, ends and closes it
+  evictions_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool BulkServer::SetBusy(int fd, bool busy) {
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(fd);
+  if (it == open_.end() || it->second.evicted) return false;
+  it->second.busy = busy;
+  if (!busy) it->second.idle_since = absl::Now();
+  return true;
+}
+
 void BulkServer::AcceptLoop() {
   for (;;) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof(from);
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC);
     if (fd < 0) {
       const int err = errno;
       if (err == EINTR || err == ECONNABORTED) continue;
@@ -304,10 +367,20 @@ void BulkServer::AcceptLoop() {
       usleep(10000);
       continue;
     }
+    const std::string peer = PeerAddress(from);
     absl::MutexLock lock(&mu_);
-    if (stopping_ || static_cast<int>(fds_.size()) >= kMaxConnections) {
+    if (stopping_) {
       close(fd);
-      if (stopping_) return;
+      return;
+    }
+    if (!MakeRoom(peer)) {
+      if (absl::Now() - last_refusal_log_ > absl::Seconds(10)) {
+        last_refusal_log_ = absl::Now();
+        LOG(WARNING) << "Bulk transfer: refused a connection from " << peer << ": " << kMaxConnections
+                     << " connections (" << kMaxConnectionsPerPeer
+                     << " from one address) are all busy; the peer falls back to gRPC";
+      }
+      close(fd);
       continue;
     }
     SetNoDelay(fd);
@@ -325,7 +398,8 @@ void BulkServer::AcceptLoop() {
         ++i;
       }
     }
-    fds_.push_back(fd);
+    open_[fd] = Open{peer, absl::Now(), false, false};
+    ++per_peer_[peer];
     auto finished = std::make_shared<std::atomic<bool>>(false);
     conns_.push_back(Conn{std::thread([this, fd, finished] {
                             Serve(fd);
@@ -366,6 +440,9 @@ void BulkServer::Serve(int fd) {
     char req[16];
     int err = 0;
     if (ReadAll(fd, req, sizeof(req), &err) != sizeof(req)) break;  // peer closed or shut down
+    // Evicted just now: the request is not served (the client retries on a
+    // new connection, and an offer stays for it).
+    if (!SetBusy(fd, true)) break;
     const uint32_t magic = GetU32(req);
     if (GetU32(req + 4) != kVersion || (magic != kMagic && magic != kPutMagic)) break;  // not our protocol
     char head[8];
@@ -407,33 +484,40 @@ void BulkServer::Serve(int fd) {
       bytes_received_.fetch_add(n, std::memory_order_relaxed);
       PutU64(head, ticket);
       if (WriteAll(fd, head, sizeof(head)) != 0) break;
+      if (!SetBusy(fd, false)) break;
       continue;
     }
     Tensor t;
-    if (!offers_->Take(GetU64(req + 8), &t)) {
+    const uint64_t ticket = GetU64(req + 8);
+    if (!offers_->Take(ticket, &t)) {
       PutU64(head, kUnknownTicket);
       if (WriteAll(fd, head, sizeof(head)) != 0) break;
+      if (!SetBusy(fd, false)) break;
       continue;
     }
     size_t n = t.TotalBytes();
     PutU64(head, n);
-    if (WriteAll(fd, head, sizeof(head)) != 0) break;
     // Counted before the write: the peer may finish reading (and look at the
-    // counter) before this thread runs again. Taken back if the write fails.
+    // counter) before this thread runs again. Taken back if the write fails,
+    // and the offer is put back for the peer's fetch over gRPC.
     bytes_served_.fetch_add(n, std::memory_order_relaxed);
-    if (n > 0 && WriteAll(fd, static_cast<const char*>(t.raw_data()), n) != 0) {
+    if (WriteAll(fd, head, sizeof(head)) != 0 ||
+        (n > 0 && WriteAll(fd, static_cast<const char*>(t.raw_data()), n) != 0)) {
       bytes_served_.fetch_sub(n, std::memory_order_relaxed);
+      offers_->Restore(offers_, ticket, std::move(t), ttl_);
       break;
     }
+    if (!SetBusy(fd, false)) break;
   }
-  absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < fds_.size(); ++i) {
-    if (fds_[i] == fd) {
-      fds_.erase(fds_.begin() + static_cast<std::ptrdiff_t>(i));
-      break;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = open_.find(fd);
+    if (it != open_.end()) {
+      if (!it->second.evicted && --per_peer_[it->second.peer] == 0) per_peer_.erase(it->second.peer);
+      open_.erase(it);
     }
+    close(fd);  // under the lock: the number cannot be reused before it leaves open_
   }
-  close(fd);
 }
 
 }  // namespace distflow

@@ -26,7 +26,10 @@
 //         response = u64 ticket (UINT64_MAX: refused, e.g. out of memory)
 //
 // Thread-safe. Each accepted connection is served by its own thread (at most
-// kMaxConnections); connections are persistent until idle for a minute.
+// kMaxConnections, and kMaxConnectionsPerPeer from one address); connections
+// are persistent until idle for a minute. When a new connection finds the
+// server or its peer's share full, the connection idle longest (of that peer
+// first) is closed to make room, so idle connections cannot lock peers out.
 #pragma once
 
 #include <atomic>
@@ -69,10 +72,15 @@ absl::StatusOr<std::pair<DataType, TensorShape>> BulkTensorSpec(const proto::Nam
 
 class BulkServer {
  public:
-  // Connections served at once (a thread each); more are closed at accept.
-  // Clients keep at most BulkClient::kMaxIdlePerPeer idle connections per
-  // peer, and connections idle for kServerIdleTimeout are closed here.
+  // Connections served at once (a thread each), in all and from one peer
+  // address. A new connection over either limit evicts the connection idle
+  // longest (waiting for its hello or its next request); if every one is
+  // busy, the new one is closed. Clients keep at most
+  // BulkClient::kMaxIdlePerPeer idle connections per peer, reconnect when a
+  // pooled one turns out closed, and connections idle for kServerIdleTimeout
+  // are closed here.
   static constexpr int kMaxConnections = 1024;
+  static constexpr int kMaxConnectionsPerPeer = 256;
   static constexpr absl::Duration kServerIdleTimeout = absl::Seconds(60);
   // How long a new connection has to send its hello.
   static constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
@@ -116,6 +124,12 @@ class BulkServer {
     absl::MutexLock lock(&mu_);
     return conns_.size();
   }
+  // Connections open now, and idle ones closed to make room so far.
+  size_t NumOpenConnectionsForTest() const {
+    absl::MutexLock lock(&mu_);
+    return open_.size();
+  }
+  uint64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
   // Tensor bytes sent to peers, and received from them, so far.
   uint64_t bytes_served() const { return bytes_served_.load(std::memory_order_relaxed); }
   uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
@@ -127,6 +141,12 @@ class BulkServer {
   // unless it carries the token.
   bool Handshake(int fd);
   void AcceptLoop();
+  // Makes room for a connection from `peer`: false if the server or the
+  // peer is at its limit with no idle connection to close.
+  bool MakeRoom(const std::string& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks connection `fd` busy (a request has arrived) or idle again; false if
+  // it was evicted meanwhile (the request is then not served).
+  bool SetBusy(int fd, bool busy);
   void Serve(int fd);
 
   const int listen_fd_;
@@ -139,9 +159,18 @@ class BulkServer {
   std::thread acceptor_;
   std::atomic<uint64_t> bytes_served_{0};
   std::atomic<uint64_t> bytes_received_{0};
+  std::atomic<uint64_t> evictions_{0};
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<int> fds_ ABSL_GUARDED_BY(mu_);  // open connections
+  struct Open {
+    std::string peer;       // the remote address, without the port
+    absl::Time idle_since;  // meaningful while !busy
+    bool busy = false;      // serving a request
+    bool evicted = false;   // shut down to make room; its thread is ending
+  };
+  absl::flat_hash_map<int, Open> open_ ABSL_GUARDED_BY(mu_);  // fd -> state
+  absl::flat_hash_map<std::string, int> per_peer_ ABSL_GUARDED_BY(mu_);  // not evicted, by peer
+  absl::Time last_refusal_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // One per accepted connection; finished ones are joined on the next accept.
   struct Conn {
     std::thread thread;

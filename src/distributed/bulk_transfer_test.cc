@@ -1,10 +1,13 @@
 #include "distributed/bulk_transfer.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
+#include <vector>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -340,6 +343,119 @@ TEST(BulkTransfer, IdlePooledConnectionsAreClosedAfterTheLimit) {
   // a is reached again on a fresh connection.
   ASSERT_TRUE(client.Fetch("127.0.0.1", (*a)->port(), (*a)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
   EXPECT_EQ(client.NumPooledForTest(), 2u);
+}
+
+// A connection from `source` (a loopback address) to the server that says
+// hello (no token) and then nothing; -1 on failure.
+int IdleConnection(const char* source, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &from.sin_addr);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const char hello[12] = {'D', 'F', 'B', 'H', 1, 0, 0, 0, 0, 0, 0, 0};  // v1, no token
+  char answer = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0 ||
+      send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(hello)) ||
+      recv(fd, &answer, 1, 0) != 1 || answer != 1) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// True once the server has closed `fd` (EOF within `wait`).
+bool ClosedByServer(int fd, absl::Duration wait) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(absl::ToInt64Seconds(wait));
+  tv.tv_usec = static_cast<suseconds_t>(absl::ToInt64Microseconds(wait) % 1000000);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char c;
+  return recv(fd, &c, 1, 0) == 0;
+}
+
+// One address holding its whole share of connections idle cannot lock out
+// itself or anyone else: a new connection closes the one idle longest, of
+// that address, and other addresses keep theirs.
+TEST(BulkTransfer, AnAddressOverItsShareLosesItsLongestIdleConnection) {
+  auto server = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  int other = IdleConnection("127.0.0.1", port);
+  ASSERT_GE(other, 0);
+  std::vector<int> hog;
+  for (int i = 0; i < BulkServer::kMaxConnectionsPerPeer; ++i) {
+    int fd = IdleConnection("127.0.0.2", port);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    hog.push_back(fd);
+  }
+  EXPECT_EQ((*server)->evictions(), 0u);
+  // One more from the same address: its oldest goes.
+  int extra = IdleConnection("127.0.0.2", port);
+  ASSERT_GE(extra, 0) << "the new connection is served";
+  EXPECT_EQ((*server)->evictions(), 1u);
+  EXPECT_TRUE(ClosedByServer(hog[0], absl::Seconds(5))) << "the longest idle of 127.0.0.2 is closed";
+  EXPECT_FALSE(ClosedByServer(hog[1], absl::Milliseconds(100)));
+  EXPECT_FALSE(ClosedByServer(other, absl::Milliseconds(100))) << "127.0.0.1's connection is not touched";
+  // A real client from the other address still fetches over the bulk port.
+  BulkClient client;
+  Tensor t = Ramp(1 << 18);
+  Tensor dst = Tensor::Allocate(DT_FLOAT, t.shape()).value();
+  absl::Status s = client.Fetch("127.0.0.1", port, (*server)->Offer(t), dst.raw_data(), dst.TotalBytes(), nullptr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(std::memcmp(dst.raw_data(), t.raw_data(), t.TotalBytes()), 0);
+  for (int fd : hog) close(fd);
+  close(extra);
+  close(other);
+}
+
+// A pooled connection the server closed to make room is noticed by the
+// client, which fetches (and puts) again on a new connection.
+TEST(BulkTransfer, APooledConnectionClosedToMakeRoomIsReplaced) {
+  auto server = BulkServer::Start("127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  BulkClient client;
+  Tensor t = Ramp(1 << 18);
+  Tensor dst = Tensor::Allocate(DT_FLOAT, t.shape()).value();
+  std::vector<int> hog;
+  // Fills the address's share with new idle connections, so that the
+  // client's pooled connection, the oldest, is the one closed.
+  auto crowd_out = [&] {
+    for (int fd : hog) close(fd);
+    hog.clear();
+    const absl::Time until = absl::Now() + absl::Seconds(10);
+    while ((*server)->NumOpenConnectionsForTest() > 1 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(2));
+    ASSERT_EQ((*server)->NumOpenConnectionsForTest(), 1u) << "only the client's pooled connection is left";
+    absl::SleepFor(absl::Milliseconds(20));
+    const uint64_t before = (*server)->evictions();
+    for (int i = 0; i < BulkServer::kMaxConnectionsPerPeer; ++i) {
+      int fd = IdleConnection("127.0.0.1", port);
+      ASSERT_GE(fd, 0) << "connection " << i;
+      hog.push_back(fd);
+    }
+    EXPECT_EQ((*server)->evictions() - before, 1u);
+    EXPECT_FALSE(ClosedByServer(hog[0], absl::Milliseconds(50))) << "the pooled connection went, not a new one";
+  };
+  ASSERT_TRUE(client.Fetch("127.0.0.1", port, (*server)->Offer(t), dst.raw_data(), dst.TotalBytes(), nullptr).ok());
+  ASSERT_EQ(client.NumPooledForTest(), 1u);
+  crowd_out();
+  const uint64_t served = (*server)->bytes_served();
+  absl::Status s = client.Fetch("127.0.0.1", port, (*server)->Offer(t), dst.raw_data(), dst.TotalBytes(), nullptr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ((*server)->bytes_served() - served, t.TotalBytes()) << "over the bulk port, on a new connection";
+  EXPECT_EQ(std::memcmp(dst.raw_data(), t.raw_data(), t.TotalBytes()), 0);
+  crowd_out();
+  absl::StatusOr<uint64_t> ticket = client.Put("127.0.0.1", port, t.raw_data(), t.TotalBytes());
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  absl::StatusOr<Tensor> got = (*server)->TakeReceived(*ticket, DT_FLOAT, t.shape());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(std::memcmp(got->raw_data(), t.raw_data(), t.TotalBytes()), 0);
+  for (int fd : hog) close(fd);
 }
 
 }  // namespace
