@@ -451,7 +451,8 @@ void BulkServer::Serve(int fd) {
       bool reserved = false;
       {
         absl::MutexLock lock(&offers_->mu);
-        if (n <= max_held_put_bytes_ && offers_->held_put_bytes <= max_held_put_bytes_ - n) {
+        const uint64_t limit = max_held_put_bytes_.load(std::memory_order_relaxed);
+        if (n <= limit && offers_->held_put_bytes <= limit - n) {
           offers_->held_put_bytes += n;
           reserved = true;
         }

@@ -118,7 +118,8 @@ class BulkServer {
   void DropReceived(uint64_t ticket);
   // Puts are refused while the bytes held for puts would exceed this (half
   // the machine's memory); unclaimed puts are dropped after min(TTL, 30 s).
-  uint64_t max_held_put_bytes() const { return max_held_put_bytes_; }
+  uint64_t max_held_put_bytes() const { return max_held_put_bytes_.load(std::memory_order_relaxed); }
+  void set_max_held_put_bytes(uint64_t n) { max_held_put_bytes_.store(n, std::memory_order_relaxed); }
   size_t NumReceivedForTest() const;
   size_t NumConnectionThreadsForTest() const {
     absl::MutexLock lock(&mu_);
@@ -153,7 +154,7 @@ class BulkServer {
   const int port_;
   const absl::Duration ttl_;
   const std::string auth_token_;
-  const uint64_t max_held_put_bytes_;
+  std::atomic<uint64_t> max_held_put_bytes_;
   std::atomic<uint64_t> max_held_offer_bytes_;
   std::shared_ptr<Offers> offers_;
   std::thread acceptor_;

@@ -154,11 +154,13 @@ void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
     st->remaining = awaited;
     st->unreported = static_cast<int>(st->calls.size());
   }
+  // A step with nothing to run (no fetches, no targets) ends here; it is
+  // never active (no partition would report its end and remove it).
+  if (st->calls.empty()) return FinishStep(st);
   {
     absl::MutexLock lock(&active_mu_);
     active_.emplace(st.get(), st);
   }
-  if (st->calls.empty()) return FinishStep(st);
   // Once the last call is issued a completion may finish the step and free
   // `st`'s owner; `keep` holds it until this loop ends.
   // The local partition starts first: its cheap nodes run right here and

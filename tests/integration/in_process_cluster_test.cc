@@ -431,6 +431,41 @@ TEST_P(ClusterTest, RetriedRunStepIsNotExecutedTwice) {
   EXPECT_EQ((*out)[0].scalar<int64_t>(), 2) << "1 from the session + 1 from the twice-sent request";
 }
 
+// Found by the rpc_request fuzzer: a RunStep that names nothing to fetch or
+// run has no partitions; it used to stay registered as a running step
+// forever, so closing its session waited 30 s for it (and each such request
+// left an entry behind).
+TEST_P(ClusterTest, AStepWithNothingToRunDoesNotOutliveItsSession) {
+  Scope root = Scope::NewRootScope();
+  auto v = ops::Const(root.WithDevice("/job:ps/task:0"), 2.f);
+  ops::Square(root.WithDevice("/job:worker/task:0"), v);
+  proto::GraphDef g;
+  root.ToGraphDef(&g);
+  auto stub = proto::MasterService::NewStub(
+      grpc::CreateChannel(Target("worker", 0).substr(7), grpc::InsecureChannelCredentials()));
+  proto::CreateSessionRequest creq;
+  *creq.mutable_graph_def() = g;
+  proto::CreateSessionResponse cresp;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(stub->CreateSession(&c1, creq, &cresp).ok());
+  proto::RunStepRequest req;
+  req.set_session_handle(cresp.session_handle());
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    proto::RunStepResponse resp;
+    grpc::Status s = stub->RunStep(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.tensor_size(), 0);
+  }
+  proto::CloseSessionRequest close;
+  close.set_session_handle(cresp.session_handle());
+  proto::CloseSessionResponse close_resp;
+  grpc::ClientContext c2;
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(stub->CloseSession(&c2, close, &close_resp).ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "nothing was running";
+}
+
 TEST_P(ClusterTest, RestartedTaskIsDetected) {
   Scope root = Scope::NewRootScope();
   auto ps = root.WithDevice("/job:ps/task:0");
