@@ -103,6 +103,9 @@ ABSL_FLAG(double, heartbeat_timeout_secs, 10,
           "a task silent this long is declared dead and steps waiting on it fail naming it (0: no failure detection)");
 ABSL_FLAG(double, orphan_grace_secs, 60,
           "the ps gives up (exits 1) this long after its chief died without coming back, or every worker died");
+ABSL_FLAG(double, recovery_timeout_secs, 300,
+          "a worker whose step failed because a task died waits this long in all for the cluster to come back "
+          "(a restarted task is recovered from the last checkpoint), then exits 1 naming what it waited for");
 
 namespace df = distflow;
 
@@ -199,6 +202,9 @@ int main(int argc, char** argv) {
       !st.ok()) {
     return Usage(std::string(st.message()));
   }
+  if (absl::GetFlag(FLAGS_recovery_timeout_secs) <= 0) {
+    return Usage(absl::StrCat("--recovery_timeout_secs must be positive, not ", absl::GetFlag(FLAGS_recovery_timeout_secs)));
+  }
   absl::StatusOr<df::TaskConfig> config = ResolveTask();
   if (!config.ok()) return Usage(std::string(config.status().message()));
   const std::string job = config->job;
@@ -291,6 +297,7 @@ int main(int argc, char** argv) {
   sv.save_checkpoint_secs = 0;
   sv.coordination_vars = {done_workers};
   sv.session_options.wait_for_cluster_ms = 120000;
+  sv.recovery_timeout = absl::Seconds(absl::GetFlag(FLAGS_recovery_timeout_secs));
   // This worker's steps touch only the ps tasks and its own task: do not
   // wait for the other workers (TensorFlow's device_filters idiom).
   sv.session_options.device_filters = {"/job:ps", worker_device};

@@ -1,5 +1,6 @@
 #include "distflow/train/supervisor.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -156,9 +157,9 @@ absl::Status MonitoredSession::InitialiseUnsaved() {
   return session_->Run({}, {}, todo).status();
 }
 
-absl::Status MonitoredSession::WaitUntilReady() {
+absl::Status MonitoredSession::WaitUntilReady(absl::Time recovery_deadline) {
   if (ready_checks_.empty()) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + options_.ready_timeout;
+  const absl::Time deadline = std::min(absl::Now() + options_.ready_timeout, recovery_deadline);
   absl::Time next_log = absl::Now() + absl::Seconds(5);
   std::vector<std::string> not_ready = var_names_;
   absl::Status last_error;
@@ -178,7 +179,8 @@ absl::Status MonitoredSession::WaitUntilReady() {
     absl::Time now = absl::Now();
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "The model was not initialised within ", absl::FormatDuration(options_.ready_timeout),
+          "The model was not initialised within ",
+          absl::FormatDuration(deadline == recovery_deadline ? options_.recovery_timeout : options_.ready_timeout),
           ": the chief (worker task 0) should initialise or restore it. Variables not ready: ",
           FirstNames(not_ready, 8), last_error.ok() ? "" : absl::StrCat(". Last error: ", last_error.message())));
     }
@@ -191,9 +193,16 @@ absl::Status MonitoredSession::WaitUntilReady() {
   }
 }
 
-absl::Status MonitoredSession::CreateSession() {
+absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
   if (session_ != nullptr) (void)session_->Close();
-  session_ = std::make_unique<Session>(target_, options_.session_options);
+  SessionOptions session_options = options_.session_options;
+  if (deadline != absl::InfiniteFuture()) {
+    // Wait for the cluster no longer than the recovery may still take.
+    const int64_t configured = session_options.wait_for_cluster_ms > 0 ? session_options.wait_for_cluster_ms : 300000;
+    session_options.wait_for_cluster_ms =
+        std::max<int64_t>(1, std::min(configured, absl::ToInt64Milliseconds(deadline - absl::Now())));
+  }
+  session_ = std::make_unique<Session>(target_, session_options);
   restored_from_.clear();
   if (options_.is_chief) {
     bool restored = false;
@@ -222,7 +231,7 @@ absl::Status MonitoredSession::CreateSession() {
     last_save_step_ = global_step_;
     last_save_time_ = absl::Now();
   } else {
-    RETURN_IF_ERROR(WaitUntilReady());
+    RETURN_IF_ERROR(WaitUntilReady(deadline));
     ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
   }
   for (auto& h : hooks_) RETURN_IF_ERROR(h->AfterCreateSession(this));
@@ -258,13 +267,21 @@ absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds,
       if (!Recoverable(r.status()) || attempt >= options_.max_recoveries) return r.status();
       LOG(WARNING) << "Step failed (" << r.status().message() << "); recreating the session ("
                    << attempt + 1 << " of at most " << options_.max_recoveries << ")";
+      const absl::Time give_up = absl::Now() + options_.recovery_timeout;
       absl::Status created;
       do {
         std::this_thread::sleep_for(absl::ToChronoMilliseconds(options_.recovery_wait));
-        created = CreateSession();
+        created = CreateSession(give_up);
         if (!created.ok()) LOG(WARNING) << "Recreating the session failed: " << created.message();
-      } while (!created.ok() && Recoverable(created) && ++attempt < options_.max_recoveries);
-      if (!created.ok()) return created;
+      } while (!created.ok() && Recoverable(created) && ++attempt < options_.max_recoveries &&
+               absl::Now() < give_up);
+      if (!created.ok()) {
+        if (absl::Now() < give_up) return created;
+        return absl::Status(created.code(),
+                            absl::StrCat("Gave up recovering after ", absl::FormatDuration(options_.recovery_timeout),
+                                         " (SupervisorOptions::recovery_timeout) from: ", r.status().message(),
+                                         "; the last attempt: ", created.message()));
+      }
       ++total_recoveries_;
       continue;
     }

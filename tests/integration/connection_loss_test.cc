@@ -16,101 +16,10 @@
 #include "absl/time/clock.h"
 #include "distflow/distflow.h"
 #include "gtest/gtest.h"
+#include "tcp_proxy.h"
 
 namespace distflow {
 namespace {
-
-// Forwards every connection to 127.0.0.1:`upstream`; DropAll() breaks the
-// connections open now (new ones are still accepted). Thread-safe.
-class Proxy {
- public:
-  explicit Proxy(int upstream) : upstream_(upstream) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), len) == 0 && listen(listen_fd_, 16) == 0 &&
-        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port_ = ntohs(a.sin_port);
-    }
-    acceptor_ = std::thread([this] { Accept(); });
-  }
-  ~Proxy() {
-    stopping_ = true;
-    shutdown(listen_fd_, SHUT_RDWR);
-    acceptor_.join();
-    DropAll();
-    for (std::thread& t : pumps_) t.join();
-    close(listen_fd_);
-  }
-  int port() const { return port_; }
-  int connections() {
-    absl::MutexLock lock(&mu_);
-    return accepted_;
-  }
-  void DropAll() {
-    absl::MutexLock lock(&mu_);
-    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
-  }
-
- private:
-  void Accept() {
-    for (;;) {
-      int in = accept(listen_fd_, nullptr, nullptr);
-      if (in < 0 || stopping_) {
-        if (in >= 0) close(in);
-        return;
-      }
-      int out = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(static_cast<uint16_t>(upstream_));
-      if (connect(out, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-        close(in);
-        close(out);
-        continue;
-      }
-      absl::MutexLock lock(&mu_);
-      ++accepted_;
-      fds_.push_back(in);
-      fds_.push_back(out);
-      pumps_.emplace_back([in, out] { Pump(in, out); });
-      pumps_.emplace_back([in, out] { Pump(out, in); });
-    }
-  }
-  // Copies until either side ends, then ends both directions.
-  static void Pump(int from, int to) {
-    char buf[65536];
-    for (;;) {
-      ssize_t n = read(from, buf, sizeof(buf));
-      if (n <= 0) break;
-      for (ssize_t off = 0; off < n;) {
-        // MSG_NOSIGNAL: a peer that hung up is an error here, not a SIGPIPE.
-        ssize_t w = send(to, buf + off, static_cast<size_t>(n - off), MSG_NOSIGNAL);
-        if (w <= 0) {
-          n = -1;
-          break;
-        }
-        off += w;
-      }
-      if (n < 0) break;
-    }
-    shutdown(from, SHUT_RDWR);
-    shutdown(to, SHUT_RDWR);
-  }
-
-  const int upstream_;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::thread acceptor_;
-  absl::Mutex mu_;
-  int accepted_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<int> fds_ ABSL_GUARDED_BY(mu_);  // closed by the OS at exit; tests are short
-  std::vector<std::thread> pumps_;             // joined in the destructor, after the acceptor
-};
 
 TEST(ConnectionLoss, AStepWhoseConnectionBreaksIsRetriedAndRunsOnce) {
   auto spec = MakeLocalClusterSpec(1, 1);
@@ -121,7 +30,7 @@ TEST(ConnectionLoss, AStepWhoseConnectionBreaksIsRetriedAndRunsOnce) {
   for (auto& s : *servers)
     if (s->task_name() == "/job:worker/replica:0/task:0") worker = s.get();
   ASSERT_NE(worker, nullptr);
-  Proxy proxy(worker->port());
+  TcpProxy proxy(worker->port());
   ASSERT_GT(proxy.port(), 0);
 
   // A counter on the ps incremented by a step that takes several seconds here

@@ -19,69 +19,18 @@
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
 #include "gtest/gtest.h"
-
-extern char** environ;
+#include "subprocess.h"
 
 namespace distflow {
 namespace {
 
-struct Proc {
-  pid_t pid = -1;
-  std::string out_path;
-};
-
-std::string TempPath(const std::string& tag) {
-  static int n = 0;
-  return absl::StrCat("/tmp/distflow_proc_", getpid(), "_", n++, "_", tag, ".log");
-}
-
-// Starts `argv` with stdout and stderr sent to a log file; `env` adds variables.
-Proc Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}) {
-  Proc p;
-  p.out_path = TempPath("out");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e; ++e) env_store.emplace_back(*e);
-  for (const std::string& e : env) env_store.push_back(e);
-  std::vector<char*> envp;
-  for (std::string& e : env_store) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  if (posix_spawn(&p.pid, args[0], &fa, nullptr, args.data(), envp.data()) != 0) p.pid = -1;
-  posix_spawn_file_actions_destroy(&fa);
-  return p;
-}
-
-// Waits up to `seconds` for the process; returns its exit code, or -1 on timeout (then kills it).
-int Wait(Proc& p, int seconds) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    int status = 0;
-    pid_t r = waitpid(p.pid, &status, WNOHANG);
-    if (r == p.pid) {
-      p.pid = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(p.pid, SIGKILL);
-  waitpid(p.pid, nullptr, 0);
-  p.pid = -1;
-  return -1;
-}
-
-std::string Output(const Proc& p) {
-  std::ifstream in(p.out_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int FreePort() { return Env::Default()->PickUnusedPort().value_or(0); }
+using subprocess::FreePort;
+using subprocess::Output;
+using subprocess::Proc;
+using subprocess::Spawn;
+using subprocess::TempPath;
+using subprocess::Wait;
+using subprocess::WaitForOutput;
 
 class Cluster {
  public:
@@ -432,9 +381,6 @@ TEST(Recovery, APsWhoseWorkersWereKilledStillStopsOnSigterm) {
   EXPECT_EQ(Wait(ps, 10), 0) << Output(ps);
   EXPECT_NE(Output(ps).find("Server stopped"), std::string::npos) << Output(ps);
 }
-
-// Whether `p`'s output holds `text` within `seconds` (defined below).
-bool WaitForOutput(const Proc& p, const std::string& text, int seconds);
 
 // "declared dead" lines name tasks in full.
 const char kWorker1[] = "/job:worker/replica:0/task:1";
@@ -852,16 +798,6 @@ TEST_F(RankDerivation, BadLayoutsExitTwoNamingTheProblem) {
 
 
 // ---- A cluster token keeps outsiders off a task's ports (distributed/auth.h).
-
-// Whether `p`'s output holds `text` within `seconds`.
-bool WaitForOutput(const Proc& p, const std::string& text, int seconds) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(seconds);
-  while (absl::Now() < deadline) {
-    if (Output(p).find(text) != std::string::npos) return true;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return false;
-}
 
 TEST(Security, AServerWithATokenRefusesClientsWithoutIt) {
   const int port = FreePort();

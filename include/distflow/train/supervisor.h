@@ -70,6 +70,11 @@ struct SupervisorOptions {
   absl::Duration ready_timeout = absl::Minutes(5);
   // Session recreations allowed in a row before a failing step is returned.
   int max_recoveries = 10;
+  // How long one recovery may take in all (waiting for the cluster and for
+  // the model included) before the error that keeps it failing is returned,
+  // saying so: a task that is gone for good ends the program in bounded
+  // time instead of max_recoveries waits for the cluster.
+  absl::Duration recovery_timeout = absl::Minutes(5);
   // Pause before recreating the session (a restarting task needs a moment).
   absl::Duration recovery_wait = absl::Seconds(1);
   SessionOptions session_options;
@@ -153,8 +158,9 @@ class MonitoredSession {
 
  private:
   MonitoredSession() = default;
-  absl::Status CreateSession();
-  absl::Status WaitUntilReady();
+  // Both give up at `deadline` (a recovery's), or at their own timeouts.
+  absl::Status CreateSession(absl::Time deadline = absl::InfiniteFuture());
+  absl::Status WaitUntilReady(absl::Time deadline);
   absl::StatusOr<int64_t> ReadGlobalStep();
   absl::Status InitialiseUnsaved();
   // The global step read after `targets` ran in the same step (an Identity

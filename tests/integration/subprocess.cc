@@ -1,0 +1,84 @@
+#include "subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/env.h"
+
+extern char** environ;
+
+namespace distflow {
+namespace subprocess {
+
+std::string TempPath(const std::string& tag) {
+  static int n = 0;
+  return absl::StrCat("/tmp/distflow_proc_", getpid(), "_", n++, "_", tag, ".log");
+}
+
+Proc Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  Proc p;
+  p.out_path = TempPath("out");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e) env_store.emplace_back(*e);
+  for (const std::string& e : env) env_store.push_back(e);
+  std::vector<char*> envp;
+  for (std::string& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  if (posix_spawn(&p.pid, args[0], &fa, nullptr, args.data(), envp.data()) != 0) p.pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  return p;
+}
+
+int Wait(Proc& p, int seconds) {
+  for (int i = 0; i < seconds * 20; ++i) {
+    int status = 0;
+    pid_t r = waitpid(p.pid, &status, WNOHANG);
+    if (r == p.pid) {
+      p.pid = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(p.pid, SIGKILL);
+  waitpid(p.pid, nullptr, 0);
+  p.pid = -1;
+  return -1;
+}
+
+std::string Output(const Proc& p) {
+  std::ifstream in(p.out_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool WaitForOutput(const Proc& p, const std::string& text, int seconds) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(seconds);
+  while (absl::Now() < deadline) {
+    if (Output(p).find(text) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
+int FreePort() { return Env::Default()->PickUnusedPort().value_or(0); }
+
+}  // namespace subprocess
+}  // namespace distflow

@@ -1,0 +1,34 @@
+// Helpers for tests that run the real binaries as separate processes: start
+// one with its output in a log file, wait for it (bounded), read its output.
+// Not thread-safe across tests; each test owns its Procs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace distflow {
+namespace subprocess {
+
+struct Proc {
+  pid_t pid = -1;
+  std::string out_path;
+};
+
+// A fresh path under /tmp for this test process, tagged `tag`.
+std::string TempPath(const std::string& tag);
+// Starts `argv` with stdout and stderr sent to a log file; `env` adds variables.
+Proc Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+// Waits up to `seconds` for the process; returns its exit code (128 + N for
+// signal N), or -1 on timeout (then kills it).
+int Wait(Proc& p, int seconds);
+// What the process has written so far.
+std::string Output(const Proc& p);
+// Whether `p`'s output holds `text` within `seconds`.
+bool WaitForOutput(const Proc& p, const std::string& text, int seconds);
+// A TCP port nothing listens on now.
+int FreePort();
+
+}  // namespace subprocess
+}  // namespace distflow
