@@ -45,7 +45,7 @@ class TensorBuffer {
   size_t size_ = 0;
   size_t capacity_ = 0;            // bytes actually allocated (owned buffers)
   int64_t num_strings_ = 0;        // > 0 only for owned DT_STRING buffers
-  bool owned_ = false;             // free(data_) on destruction
+  bool owned_ = false;             // freed (or unmapped, or cached) on destruction
   std::function<void()> release_;  // for wrapped memory
 };
 

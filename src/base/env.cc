@@ -57,23 +57,26 @@ class PosixEnv : public Env {
     return out;
   }
 
-  absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) override {
+  using Env::WriteFileAtomically;
+  absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces) override {
     std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoStatus("Cannot create", tmp, errno);
-    const char* p = contents.data();
-    size_t left = contents.size();
-    while (left > 0) {
-      ssize_t n = ::write(fd, p, left);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        return ErrnoStatus("Cannot write", tmp, err);
+    for (absl::string_view piece : pieces) {
+      const char* p = piece.data();
+      size_t left = piece.size();
+      while (left > 0) {
+        ssize_t n = ::write(fd, p, left);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          int err = errno;
+          ::close(fd);
+          ::unlink(tmp.c_str());
+          return ErrnoStatus("Cannot write", tmp, err);
+        }
+        p += n;
+        left -= static_cast<size_t>(n);
       }
-      p += n;
-      left -= static_cast<size_t>(n);
     }
     if (::fsync(fd) != 0) {
       int err = errno;

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace distflow {
 
@@ -28,10 +29,13 @@ class Env {
 
   // Files. Errors name the path and the OS reason.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
-  // Writes `contents` to a temporary file beside `path`, fsyncs it and renames
-  // it over `path`, so readers see either the old or the new file, never half.
-  virtual absl::Status WriteFileAtomically(const std::string& path,
-                                           absl::string_view contents) = 0;
+  // Writes `pieces`, one after another, to a temporary file beside `path`,
+  // fsyncs it and renames it over `path`, so readers see either the old or
+  // the new file, never half.
+  virtual absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces) = 0;
+  absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
+    return WriteFileAtomically(path, absl::MakeConstSpan(&contents, 1));
+  }
   virtual bool FileExists(const std::string& path) = 0;
   virtual absl::Status CreateDir(const std::string& path) = 0;  // like mkdir -p
   virtual absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;
@@ -50,8 +54,9 @@ class EnvWrapper : public Env {
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
     return target_->ReadFile(path);
   }
-  absl::Status WriteFileAtomically(const std::string& path, absl::string_view c) override {
-    return target_->WriteFileAtomically(path, c);
+  using Env::WriteFileAtomically;
+  absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces) override {
+    return target_->WriteFileAtomically(path, pieces);
   }
   bool FileExists(const std::string& path) override { return target_->FileExists(path); }
   absl::Status CreateDir(const std::string& path) override { return target_->CreateDir(path); }

@@ -130,32 +130,44 @@ std::string EntryTypeString(const proto::CheckpointEntry& e) {
   return absl::StrCat(dtype, "[", absl::StrJoin(e.shape().dim(), ","), "]");
 }
 
-absl::StatusOr<std::string> EncodeShard(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                        proto::CheckpointShardFooter* footer) {
-  size_t total = 0;
+std::vector<absl::string_view> EncodedShard::Pieces() const {
+  std::vector<absl::string_view> all = payload;
+  all.push_back(trailer);
+  return all;
+}
+
+absl::StatusOr<EncodedShard> EncodeShardPieces(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                               proto::CheckpointShardFooter* footer) {
   for (const auto& [name, t] : tensors) {
     if (t.dtype() == DT_STRING) {
       return absl::InvalidArgumentError(
           absl::StrCat("Cannot checkpoint variable '", name, "': string variables are not supported in checkpoints"));
     }
-    total += t.TotalBytes();
   }
-  std::string out;
-  out.reserve(total + 4096);
+  EncodedShard out;
   footer->Clear();
+  int64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     absl::string_view bytes(static_cast<const char*>(t.raw_data()), t.TotalBytes());
     proto::CheckpointEntry* e = footer->add_entry();
     e->set_name(name);
     e->set_dtype(static_cast<proto::DataType>(t.dtype()));
     for (int i = 0; i < t.dims(); ++i) e->mutable_shape()->add_dim(t.dim_size(i));
-    e->set_offset(static_cast<int64_t>(out.size()));
+    e->set_offset(offset);
     e->set_size(static_cast<int64_t>(bytes.size()));
     e->set_crc32c(Crc32c(bytes));
-    out.append(bytes.data(), bytes.size());
+    offset += static_cast<int64_t>(bytes.size());
+    out.payload.push_back(bytes);
   }
-  AppendFooter(*footer, &out);
+  AppendFooter(*footer, &out.trailer);
   return out;
+}
+
+absl::StatusOr<std::string> EncodeShard(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                        proto::CheckpointShardFooter* footer) {
+  absl::StatusOr<EncodedShard> pieces = EncodeShardPieces(tensors, footer);
+  if (!pieces.ok()) return pieces.status();
+  return absl::StrJoin(pieces->Pieces(), "");
 }
 
 absl::StatusOr<ParsedShard> ParseShard(absl::string_view contents, const std::string& path) {

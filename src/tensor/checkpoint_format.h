@@ -35,8 +35,20 @@ uint32_t Crc32c(absl::string_view data);
 std::string DataFileName(absl::string_view prefix, int shard, int num_shards);
 std::string IndexFileName(absl::string_view prefix);
 
-// The contents of a data file holding `tensors` (name, value) in order.
+// A data file holding `tensors` (name, value) in order, as pieces written
+// one after another: each tensor's bytes, viewed in place (the tensors must
+// outlive it), then the framed footer. Saving this way needs no second copy
+// of the variables in memory.
+struct EncodedShard {
+  std::vector<absl::string_view> payload;  // the tensors' bytes
+  std::string trailer;                     // the footer, framed
+  // Every piece of the file, in order.
+  std::vector<absl::string_view> Pieces() const;
+};
 // InvalidArgument naming the tensor if one cannot be saved (a string tensor).
+absl::StatusOr<EncodedShard> EncodeShardPieces(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                               proto::CheckpointShardFooter* footer);
+// The same file in one string.
 absl::StatusOr<std::string> EncodeShard(const std::vector<std::pair<std::string, Tensor>>& tensors,
                                         proto::CheckpointShardFooter* footer);
 

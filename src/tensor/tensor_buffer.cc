@@ -1,5 +1,7 @@
 #include "distflow/tensor_buffer.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -73,13 +75,21 @@ absl::StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(DataType dt
   }
   size_t rounded = Capacity(bytes);
   void* p = nullptr;
-  if (rounded >= kCacheMinBytes) p = Cache().Take(rounded);
-  if (rounded > 0 && p == nullptr) {
-    p = std::aligned_alloc(kAlignment, rounded);
+  if (rounded >= kCacheMinBytes) {
+    // Large buffers are mapped, not taken from malloc: freed, they go back to
+    // the system (or the cache) whole, and never leave holes in malloc's
+    // heaps that keep a long-running task's resident memory high.
+    p = Cache().Take(rounded);
     if (p == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat("Out of memory allocating ", bytes,
-                                                       " bytes for a ", DataTypeName(dtype), " tensor"));
+      p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) p = nullptr;
     }
+  } else if (rounded > 0) {
+    p = std::aligned_alloc(kAlignment, rounded);
+  }
+  if (rounded > 0 && p == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Out of memory allocating ", bytes, " bytes for a ", DataTypeName(dtype), " tensor"));
   }
   std::shared_ptr<TensorBuffer> buf(new TensorBuffer);
   buf->data_ = p;
@@ -107,7 +117,13 @@ TensorBuffer::~TensorBuffer() {
     auto* s = static_cast<std::string*>(data_);
     for (int64_t i = 0; i < num_strings_; ++i) s[i].~basic_string();
   }
-  if (owned_ && !(capacity_ >= kCacheMinBytes && Cache().Give(data_, capacity_))) std::free(data_);
+  if (owned_) {
+    if (capacity_ < kCacheMinBytes) {
+      std::free(data_);
+    } else if (!Cache().Give(data_, capacity_)) {
+      munmap(data_, capacity_);
+    }
+  }
   if (release_) release_();
 }
 

@@ -58,11 +58,12 @@ class SaveShardOp : public CheckpointKernel {
       tensors.emplace_back(names_[i], std::move(*value));
     }
     proto::CheckpointShardFooter footer;
-    absl::StatusOr<std::string> contents = checkpoint::EncodeShard(tensors, &footer);
+    // Written from the variables' own memory: no copy of them is made.
+    absl::StatusOr<checkpoint::EncodedShard> contents = checkpoint::EncodeShardPieces(tensors, &footer);
     if (!contents.ok()) return contents.status();
     Env* env = Env::Default();
     if (absl::Status s = env->CreateDir(DirName(path)); !s.ok()) return s;
-    if (absl::Status s = env->WriteFileAtomically(path, *contents); !s.ok()) {
+    if (absl::Status s = env->WriteFileAtomically(path, contents->Pieces()); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("Saving checkpoint data: ", s.message()));
     }
     absl::StatusOr<Tensor*> out = ctx->allocate_output(0, TensorShape());
