@@ -51,6 +51,19 @@ class ClusterTest : public ::testing::TestWithParam<bool> {
     return o;
   }
   static bool InProcess() { return GetParam(); }
+  // A stub of worker 0's master and a session of `root`'s graph made through
+  // it with a raw CreateSession call (for requests the client API never sends).
+  std::string RawSession(const Scope& root, std::unique_ptr<proto::MasterService::Stub>* stub) {
+    *stub = proto::MasterService::NewStub(
+        grpc::CreateChannel(Target("worker", 0).substr(7), grpc::InsecureChannelCredentials()));
+    proto::CreateSessionRequest creq;
+    root.ToGraphDef(creq.mutable_graph_def());
+    proto::CreateSessionResponse cresp;
+    grpc::ClientContext ctx;
+    grpc::Status s = (*stub)->CreateSession(&ctx, creq, &cresp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return cresp.session_handle();
+  }
   ClusterSpec spec_;
   std::vector<std::unique_ptr<Server>> servers_;
 };
@@ -408,17 +421,9 @@ TEST_P(ClusterTest, RetriedRunStepIsNotExecutedTwice) {
   { auto r_ = sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}); ASSERT_TRUE(r_.ok()) << r_.status(); }
   { auto r_ = sess.Run({incr}); ASSERT_TRUE(r_.ok()) << r_.status(); }  // creates the master session's plan
   // Send the same RunStep twice with one request id, as a client retry would.
-  proto::GraphDef g;
-  root.ToGraphDef(&g);
-  auto channel = grpc::CreateChannel(Target("worker", 0).substr(7), grpc::InsecureChannelCredentials());
-  auto stub = proto::MasterService::NewStub(channel);
-  proto::CreateSessionRequest creq;
-  *creq.mutable_graph_def() = g;
-  proto::CreateSessionResponse cresp;
-  grpc::ClientContext c1;
-  ASSERT_TRUE(stub->CreateSession(&c1, creq, &cresp).ok());
+  std::unique_ptr<proto::MasterService::Stub> stub;
   proto::RunStepRequest req;
-  req.set_session_handle(cresp.session_handle());
+  req.set_session_handle(RawSession(root, &stub));
   req.add_target(incr.op().name());
   req.set_request_id(12345);
   for (int i = 0; i < 2; ++i) {
@@ -439,17 +444,10 @@ TEST_P(ClusterTest, AStepWithNothingToRunDoesNotOutliveItsSession) {
   Scope root = Scope::NewRootScope();
   auto v = ops::Const(root.WithDevice("/job:ps/task:0"), 2.f);
   ops::Square(root.WithDevice("/job:worker/task:0"), v);
-  proto::GraphDef g;
-  root.ToGraphDef(&g);
-  auto stub = proto::MasterService::NewStub(
-      grpc::CreateChannel(Target("worker", 0).substr(7), grpc::InsecureChannelCredentials()));
-  proto::CreateSessionRequest creq;
-  *creq.mutable_graph_def() = g;
-  proto::CreateSessionResponse cresp;
-  grpc::ClientContext c1;
-  ASSERT_TRUE(stub->CreateSession(&c1, creq, &cresp).ok());
+  std::unique_ptr<proto::MasterService::Stub> stub;
+  const std::string handle = RawSession(root, &stub);
   proto::RunStepRequest req;
-  req.set_session_handle(cresp.session_handle());
+  req.set_session_handle(handle);
   for (int i = 0; i < 3; ++i) {
     grpc::ClientContext ctx;
     proto::RunStepResponse resp;
@@ -458,7 +456,7 @@ TEST_P(ClusterTest, AStepWithNothingToRunDoesNotOutliveItsSession) {
     EXPECT_EQ(resp.tensor_size(), 0);
   }
   proto::CloseSessionRequest close;
-  close.set_session_handle(cresp.session_handle());
+  close.set_session_handle(handle);
   proto::CloseSessionResponse close_resp;
   grpc::ClientContext c2;
   const absl::Time start = absl::Now();
