@@ -33,8 +33,8 @@ std::string TaskName(const std::string& job, int task) { return absl::StrCat("/j
 
 grpc::ChannelArguments UnlimitedChannelArguments() {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
+  args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   // Keep connections to peers alive across idle periods between steps.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   return args;
@@ -42,6 +42,13 @@ grpc::ChannelArguments UnlimitedChannelArguments() {
 
 absl::Status FromGrpcStatus(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
+  // gRPC's words: "Received message larger than max (N vs. M)", "Sent message larger than max ...".
+  if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && absl::StrContains(s.error_message(), "larger than max")) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        s.error_message(), ": a gRPC message may hold at most 2 GiB (protobuf's limit). Tensors this large "
+        "cross tasks over the bulk port: leave bulk transfer on (it is off under TLS, with --bulk_port=-1 or "
+        "DISTFLOW_BULK_TRANSFER=0), or split the tensor"));
+  }
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 

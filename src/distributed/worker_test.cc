@@ -72,3 +72,23 @@ TEST(WorkerService, RecvTensorCallsThatGiveUpLeaveNothingBehind) {
 
 }  // namespace
 }  // namespace distflow
+
+namespace distflow {
+namespace {
+
+// A message over gRPC's limit is refused by the transport with gRPC's terse
+// words; the status says what the limit is and how large tensors get across.
+TEST(GrpcStatus, AMessageOverTheLimitIsNamedWithTheWayAround) {
+  absl::Status s = FromGrpcStatus(
+      grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "Received message larger than max (3000000000 vs. 2147483647)"));
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_NE(s.message().find("3000000000 vs. 2147483647"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("bulk port"), std::string::npos) << s;
+  // Other statuses keep their code and message as they are.
+  absl::Status other = FromGrpcStatus(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many sessions"));
+  EXPECT_EQ(other.message(), "too many sessions");
+  EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
+}
+
+}  // namespace
+}  // namespace distflow
