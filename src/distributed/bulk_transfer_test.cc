@@ -431,7 +431,6 @@ TEST(BulkTransfer, APooledConnectionClosedToMakeRoomIsReplaced) {
     const absl::Time until = absl::Now() + absl::Seconds(10);
     while ((*server)->NumOpenConnectionsForTest() > 1 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(2));
     ASSERT_EQ((*server)->NumOpenConnectionsForTest(), 1u) << "only the client's pooled connection is left";
-    absl::SleepFor(absl::Milliseconds(20));
     const uint64_t before = (*server)->evictions();
     for (int i = 0; i < BulkServer::kMaxConnectionsPerPeer; ++i) {
       int fd = IdleConnection("127.0.0.1", port);

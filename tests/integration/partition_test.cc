@@ -67,6 +67,20 @@ class PartitionedBook {
   void Heal() {
     for (auto& p : proxies_) p->Resume();
   }
+  // Waits until no byte has crossed for 200 ms (a cut's last in-flight
+  // writes have landed), for at most 2 s; returns the bytes that crossed.
+  uint64_t WaitForQuiet() {
+    uint64_t last = Traffic();
+    const absl::Time give_up = absl::Now() + absl::Seconds(2);
+    for (absl::Time still = absl::Now(); absl::Now() - still < absl::Milliseconds(200) && absl::Now() < give_up;) {
+      absl::SleepFor(absl::Milliseconds(20));
+      if (uint64_t now = Traffic(); now != last) {
+        last = now;
+        still = absl::Now();
+      }
+    }
+    return last;
+  }
   // Bytes that have crossed between the tasks so far.
   uint64_t Traffic() const {
     uint64_t n = 0;
@@ -104,9 +118,9 @@ TEST(Partition, ACutShorterThanTheDetectionTimeHealsWithoutLosingTheJob) {
   c.Start(1500, {"--heartbeat_timeout_secs=8"});
   ASSERT_TRUE(c.WaitForTraining(120)) << Output(c.chief);
   c.Cut();
-  absl::SleepFor(absl::Milliseconds(500));  // what was in flight lands
-  const uint64_t during = c.Traffic();
-  absl::SleepFor(absl::Milliseconds(2500));
+  const absl::Time cut = absl::Now();
+  const uint64_t during = c.WaitForQuiet();  // what was in flight has landed
+  absl::SleepFor(cut + absl::Seconds(3) - absl::Now());  // the cut lasts 3 s
   EXPECT_EQ(c.Traffic(), during) << "nothing crosses a cut";
   c.Heal();
   EXPECT_EQ(Wait(c.chief, 240), 0) << Output(c.chief);
