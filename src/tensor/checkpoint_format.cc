@@ -157,7 +157,7 @@ absl::StatusOr<EncodedShard> EncodeShardPieces(const std::vector<std::pair<std::
     e->set_size(static_cast<int64_t>(bytes.size()));
     e->set_crc32c(Crc32c(bytes));
     offset += static_cast<int64_t>(bytes.size());
-    out.payload.push_back(bytes);
+    if (!bytes.empty()) out.payload.push_back(bytes);  // an empty tensor's data may be null
   }
   AppendFooter(*footer, &out.trailer);
   return out;
