@@ -22,11 +22,9 @@ SERVER="$BUILD/tools/distflow-server"
 TRAIN="$BUILD/examples/mnist_distributed"
 LOGS=$(mktemp -d)
 
-free_port() {
-  python3 - <<'PY'
-import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
-PY
+free_port() {  # outside the kernel's ephemeral range: see tests/py/ports.py
+  /usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import ports; print(ports.free_port())' \
+    "$(dirname "${BASH_SOURCE[0]}")/../tests/py"
 }
 
 # Runs one training; prints steps/s from the worker's own report.

@@ -52,6 +52,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -61,6 +62,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/env.h"
+#include "base/ports.h"
 #include "distflow/cluster_spec.h"
 #include "distributed/auth.h"
 #include "grpcpp/create_channel.h"
@@ -144,26 +146,6 @@ std::string Describe(int status) {
     return absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
   }
   return absl::StrCat("ended with wait status ", status);
-}
-
-absl::StatusOr<int> FreePort(const std::string& host) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = 0;
-  if (inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &a.sin_addr) != 1) {
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  }
-  socklen_t len = sizeof(a);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    int e = errno;
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("no free port on ", host, ": ", strerror(e)));
-  }
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 std::string SelfDir() {
@@ -596,7 +578,9 @@ int main(int argc, char** argv) {
       for (int i = 0; i < n; ++i) {
         int port = next;
         if (base == 0) {
-          absl::StatusOr<int> free = FreePort(host);
+          absl::StatusOr<int> free = distflow::PickUnusedTcpPort(host);
+          // A host name: the port is checked on the wildcard address, which covers it.
+          if (absl::IsInvalidArgument(free.status())) free = distflow::PickUnusedTcpPort("127.0.0.1");
           if (!free.ok()) return Usage(std::string(free.status().message()));
           port = *free;
         } else {

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/ports.h"
 
 namespace distflow {
 namespace {
@@ -139,24 +140,7 @@ class PosixEnv : public Env {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<int> PickUnusedPort() override {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return ErrnoStatus("Cannot open socket", "tcp", errno);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("Cannot bind", "127.0.0.1:0", err);
-    }
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    int port = ntohs(addr.sin_port);
-    ::close(fd);
-    return port;
-  }
+  absl::StatusOr<int> PickUnusedPort() override { return PickUnusedTcpPort("127.0.0.1"); }
 };
 
 }  // namespace

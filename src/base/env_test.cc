@@ -1,7 +1,15 @@
 #include "base/env.h"
 
-#include <cstdlib>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <set>
+
+#include "base/ports.h"
 #include "gtest/gtest.h"
 
 namespace distflow {
@@ -50,6 +58,43 @@ TEST(Env, PickUnusedPortGivesAValidPort) {
   ASSERT_TRUE(port.ok());
   EXPECT_GT(*port, 0);
   EXPECT_LT(*port, 65536);
+}
+
+// A port picked for a server named in advance lies outside the range the
+// kernel gives to port-0 binds and outgoing connections, so no other process
+// can be handed it before the server binds; and it is free on every address.
+TEST(Ports, PickedPortsAvoidTheKernelsEphemeralRange) {
+  auto [lo, hi] = EphemeralPortRange();
+  ASSERT_LE(lo, hi);
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<int> port = PickUnusedTcpPort("127.0.0.1");
+    ASSERT_TRUE(port.ok()) << port.status();
+    EXPECT_TRUE(*port < lo || *port > hi) << *port << " is in " << lo << "-" << hi;
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(*port));
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << "port " << *port << ": " << errno;
+    ::close(fd);
+  }
+}
+
+TEST(Ports, OneProcessIsNeverGivenThePortTwice) {
+  std::set<int> seen;
+  for (int i = 0; i < 300; ++i) {
+    absl::StatusOr<int> port = PickUnusedTcpPort("127.0.0.1");
+    ASSERT_TRUE(port.ok()) << port.status();
+    EXPECT_TRUE(seen.insert(*port).second) << "port " << *port << " given twice";
+  }
+}
+
+TEST(Ports, AHostThatIsNotAnIpv4AddressIsNamed) {
+  absl::StatusOr<int> port = PickUnusedTcpPort("not-an-address");
+  ASSERT_FALSE(port.ok());
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(port.status().message().find("not-an-address"), std::string::npos) << port.status();
 }
 
 // A wrapper lets a test replace one call: here, a clock that never moves.

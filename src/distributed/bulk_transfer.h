@@ -130,6 +130,12 @@ class BulkServer {
     absl::MutexLock lock(&mu_);
     return open_.size();
   }
+  size_t NumBusyConnectionsForTest() const {
+    absl::MutexLock lock(&mu_);
+    size_t n = 0;
+    for (const auto& [fd, c] : open_) n += c.busy && !c.evicted ? 1 : 0;
+    return n;
+  }
   uint64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
   // Tensor bytes sent to peers, and received from them, so far.
   uint64_t bytes_served() const { return bytes_served_.load(std::memory_order_relaxed); }

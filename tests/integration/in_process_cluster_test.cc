@@ -742,6 +742,16 @@ class BulkPortCrowded : public ::testing::Test {
   void Crowd(bool busy) {
     BulkServer* bulk = ps_->impl()->worker()->bulk_server();
     for (int i = 0; i < BulkServer::kMaxConnections + 8; ++i) {
+      if (i == BulkServer::kMaxConnections && busy) {
+        // The server marks a connection busy when it has read its request;
+        // until then it would count as idle and could be evicted.
+        const absl::Time deadline = absl::Now() + absl::Seconds(30);
+        while (bulk->NumBusyConnectionsForTest() < static_cast<size_t>(BulkServer::kMaxConnections) &&
+               absl::Now() < deadline) {
+          absl::SleepFor(absl::Milliseconds(10));
+        }
+        ASSERT_EQ(bulk->NumBusyConnectionsForTest(), static_cast<size_t>(BulkServer::kMaxConnections));
+      }
       const std::string source = absl::StrCat("127.0.0.", 2 + i / BulkServer::kMaxConnectionsPerPeer);
       int fd = HoggingBulkConnection(source, ps_->bulk_port(), busy);
       if (fd < 0 && busy && i >= BulkServer::kMaxConnections) continue;  // refused: every slot is busy

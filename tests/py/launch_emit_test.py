@@ -11,13 +11,14 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import unittest
 
 import yaml
+
+from ports import free_port
 
 BINS = None  # the parsed --launch/--server/--mnist
 
@@ -244,7 +245,7 @@ exit $rc
             self.assertIn("the allocation has 2 nodes; ps:1,worker:3 needs 4", p.stderr)
 
     def test_the_real_programs_train_on_two_loopback_nodes(self):
-        port = free_port_on("127.0.0.1", "127.0.0.2")
+        port = free_port("127.0.0.1", "127.0.0.2")
         with tempfile.TemporaryDirectory() as d:
             script = self.emit("--ps", "1", "--workers", "1", "--base_port", str(port), "--ps_program", BINS.server,
                                program=(BINS.mnist, "--model=softmax", "--train_steps=30", "--learning_rate=0.003",
@@ -255,22 +256,6 @@ exit $rc
             self.assertIn("placed by --job_layout=ps:1,worker:1 with SLURM_PROCID=1", chief_out)
             self.assertIn("Test-Accuracy", chief_out)
             self.assertIn("placed by --job_layout=ps:1,worker:1 with SLURM_PROCID=0", ps_out)
-
-
-def free_port_on(*hosts):
-    """A port free on every one of `hosts` (loopback addresses)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((hosts[0], 0))
-            port = s.getsockname()[1]
-        try:
-            for h in hosts:
-                with socket.socket() as s:
-                    s.bind((h, port))
-            return port
-        except OSError:
-            continue
-    raise AssertionError("no port free on " + ", ".join(hosts))
 
 
 class BadInput(unittest.TestCase):

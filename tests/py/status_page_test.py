@@ -28,12 +28,7 @@ import urllib.request
 import zlib
 
 from checks import FAILURES, check, finish
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ports import free_port
 
 
 def fetch(url, timeout=10):

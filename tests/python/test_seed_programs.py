@@ -5,7 +5,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -14,13 +13,9 @@ import pytest
 
 SOURCE = os.environ.get("DISTFLOW_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("DISTFLOW_BUILD_DIR", os.path.join(SOURCE, "build"))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "py"))
+from ports import free_port  # noqa: E402  (ports named before their servers start)
 SERVER = os.path.join(BUILD, "tools", "distflow-server")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_program(name, replacements, timeout=60):
