@@ -22,6 +22,14 @@ namespace bench {
 
 inline constexpr int64_t kMiB = 1 << 20;
 
+// PEM contents of a CA and a certificate it signed for localhost and
+// 127.0.0.1 (server and client use), made with the openssl tool on first
+// use (bulk_tls_bench.cc).
+struct Pem {
+  std::string cert, key, ca;
+};
+const Pem& Certificates();
+
 [[noreturn]] inline void Die(const std::string& what) {
   std::fprintf(stderr, "distributed_bench: %s\n", what.c_str());
   std::abort();

@@ -107,7 +107,7 @@ for mib in (1, 16, 64, 256):
     n = mib * (1 << 20)
     def t(prefix):
         return times.get(f"{prefix}/MiB:{mib}")
-    tcp, raw, pull, base = t("BM_TcpLoopback"), t("BM_GrpcRawPull"), t("BM_PullSum"), t("BM_SumOnPs")
+    tcp, raw, pull, base = t("BM_TcpLoopback"), times.get(f"BM_GrpcRawPull/MiB:{mib}/tls:0"), t("BM_PullSum"), t("BM_SumOnPs")
     if None in (tcp, raw, pull, base):
         print(f"  {mib:4d}  (missing results)")
         continue
@@ -146,4 +146,15 @@ for kind, label in (("BM_ClientFeed", "feed"), ("BM_ClientFetch", "fetch")):
         print(f"  {label:6s} {mib:4d} {n / p / 1e6:14.0f} {n / b / 1e6:10.0f} {p / b:8.2f}x {local}")
 print("  in-process: the client in the master's process (Session on server->target()); nothing is copied,")
 print("  so the step costs the same for any size (fetch: no work at all; feed: the Sum over the tensor)")
+print()
+print("== (d) TLS: a fetch over the bulk port, plain and TLS, and one gRPC call over TLS (mutual) ==")
+print(f"  {'MiB':>4s} {'bulk MB/s':>10s} {'bulk TLS MB/s':>14s} {'gRPC TLS MB/s':>14s} {'bulk TLS / gRPC TLS':>20s} {'bulk TLS / bulk':>16s}")
+for mib in (1, 16, 64):
+    plain, tls = (times.get(f"BM_BulkFetch/MiB:{mib}/tls:{k}") for k in (0, 1))
+    grpc_tls = times.get(f"BM_GrpcRawPull/MiB:{mib}/tls:1")
+    if None in (plain, tls, grpc_tls):
+        continue
+    n = mib * (1 << 20)
+    print(f"  {mib:4d} {n / plain / 1e6:10.0f} {n / tls / 1e6:14.0f} {n / grpc_tls / 1e6:14.0f} {grpc_tls / tls:19.2f}x {plain / tls:15.0%}")
+print("  gRPC TLS is how tensors travelled under TLS before the bulk port spoke it")
 PY

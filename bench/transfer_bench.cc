@@ -132,13 +132,30 @@ struct RawServer {
   std::unique_ptr<grpc::GenericStub> stub;
 };
 
-RawServer& GetRawServer() {
-  static RawServer* rs = [] {
+// Plain, or TLS with a client certificate (as distflow's mutual TLS).
+RawServer& GetRawServer(bool tls) {
+  static RawServer* servers[2] = {nullptr, nullptr};
+  RawServer*& rs = servers[tls ? 1 : 0];
+  if (rs == nullptr) {
     auto* r = new RawServer;
+    std::shared_ptr<grpc::ServerCredentials> server_creds = grpc::InsecureServerCredentials();
+    std::shared_ptr<grpc::ChannelCredentials> channel_creds = grpc::InsecureChannelCredentials();
+    if (tls) {
+      const bench::Pem& pem = bench::Certificates();
+      grpc::SslServerCredentialsOptions so(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+      so.pem_root_certs = pem.ca;
+      so.pem_key_cert_pairs.push_back({pem.key, pem.cert});
+      server_creds = grpc::SslServerCredentials(so);
+      grpc::SslCredentialsOptions co;
+      co.pem_root_certs = pem.ca;
+      co.pem_private_key = pem.key;
+      co.pem_cert_chain = pem.cert;
+      channel_creds = grpc::SslCredentials(co);
+    }
     r->service = std::make_unique<PullService>(256 * kMiB);
     grpc::ServerBuilder b;
     int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.AddListeningPort("127.0.0.1:0", server_creds, &port);
     b.SetMaxReceiveMessageSize(-1);
     b.SetMaxSendMessageSize(-1);
     b.RegisterCallbackGenericService(r->service.get());
@@ -147,15 +164,16 @@ RawServer& GetRawServer() {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
-    auto ch = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args);
+    auto ch = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port), channel_creds, args);
     r->stub = std::make_unique<grpc::GenericStub>(ch);
-    return r;
-  }();
+    rs = r;
+  }
   return *rs;
 }
 
+// Args: MiB, TLS (0 or 1).
 void BM_GrpcRawPull(benchmark::State& state) {
-  RawServer& rs = GetRawServer();
+  RawServer& rs = GetRawServer(state.range(1) != 0);
   const uint64_t n = static_cast<uint64_t>(state.range(0)) * kMiB;
   char req_bytes[8];
   for (int i = 0; i < 8; ++i) req_bytes[i] = static_cast<char>((n >> (8 * i)) & 0xff);
@@ -386,7 +404,8 @@ void TransferSizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_TcpLoopback)->Apply(TransferSizes);
-BENCHMARK(BM_GrpcRawPull)->Apply(TransferSizes);
+BENCHMARK(BM_GrpcRawPull)->ArgsProduct({{1, 16, 64, 256}, {0, 1}})->ArgNames({"MiB", "tls"})->UseRealTime()
+    ->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_SumOnPs)->Apply(TransferSizes);
 BENCHMARK(BM_PullSum)->Apply(TransferSizes);
 BENCHMARK(BM_AllocAndCopy)->Apply(TransferSizes);

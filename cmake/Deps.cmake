@@ -4,6 +4,8 @@ find_package(absl REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
+# TLS on the bulk-transfer port (gRPC brings its own TLS).
+find_package(OpenSSL REQUIRED)
 find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)
 # Debian's dnnl-config.cmake insists on OpenCL (its GPU runtime); the CPU

@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   clang libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libeigen3-dev libdnnl-dev zlib1g-dev libisal-dev
+  libabsl-dev libeigen3-dev libdnnl-dev zlib1g-dev libisal-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   iperf3 tmux openssl

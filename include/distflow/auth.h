@@ -8,9 +8,8 @@
 //
 // The token is not encryption. For that, give every task and client TLS
 // files (SetUpTls, or DISTFLOW_TLS_CERT / DISTFLOW_TLS_KEY / DISTFLOW_TLS_CA):
-// every gRPC connection of the process is then TLS, mutual when a CA is
-// given, and tensors travel only inside those connections (the plain-TCP
-// bulk port is off). See the README's Security section.
+// every gRPC and bulk-transfer connection of the process is then TLS, mutual
+// when a CA is given. See the README's Security section.
 // Thread-safe.
 #pragma once
 

@@ -159,6 +159,16 @@ bool TlsEnabled() {
   return s.on;
 }
 
+bool ProcessTlsPem(std::string* cert, std::string* key, std::string* ca) {
+  TlsState& s = LoadedTls();
+  absl::MutexLock lock(&s.mu);
+  if (!s.on) return false;
+  *cert = s.cert;
+  *key = s.key;
+  *ca = s.ca;
+  return true;
+}
+
 std::shared_ptr<grpc::ChannelCredentials> ClientCredentials() {
   TlsState& s = LoadedTls();
   absl::MutexLock lock(&s.mu);

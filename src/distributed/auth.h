@@ -38,6 +38,8 @@ inline constexpr char kAuthTokenMetadataKey[] = "x-distflow-token";
 std::shared_ptr<grpc::ChannelCredentials> ClientCredentials();
 // InvalidArgument when TLS is on but the process has no certificate.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials();
+// The PEM contents TLS uses (read once, see SetUpTls); false when TLS is off.
+bool ProcessTlsPem(std::string* cert, std::string* key, std::string* ca);
 // A channel to `address` whose every call carries `token` (none if empty).
 std::shared_ptr<grpc::Channel> NewAuthenticatedChannel(const std::string& address, const grpc::ChannelArguments& args,
                                                        const std::string& token);

@@ -24,8 +24,6 @@ using bulk_internal::kUnknownTicket;
 using bulk_internal::PutU32;
 using bulk_internal::PutU64;
 using bulk_internal::GetU64;
-using bulk_internal::WriteAll;
-using bulk_internal::ReadAll;
 using bulk_internal::PeerName;
 using bulk_internal::SetIdleTimeout;
 using bulk_internal::SetNoDelay;
@@ -33,7 +31,7 @@ using bulk_internal::SetNoDelay;
 BulkClient::~BulkClient() {
   absl::MutexLock lock(&mu_);
   for (auto& [peer, conns] : idle_)
-    for (const Idle& c : conns) close(c.fd);
+    for (const Idle& c : conns) CloseBulkConn(c.conn);
 }
 
 void BulkClient::CloseExpired(absl::Time now) {
@@ -41,7 +39,7 @@ void BulkClient::CloseExpired(absl::Time now) {
     std::vector<Idle>& conns = it->second;
     auto keep = std::remove_if(conns.begin(), conns.end(), [&](const Idle& c) {
       if (now - c.since <= idle_close_) return false;
-      close(c.fd);
+      CloseBulkConn(c.conn);
       return true;
     });
     conns.erase(keep, conns.end());
@@ -60,7 +58,7 @@ size_t BulkClient::NumPooledForTest() const {
   return n;
 }
 
-absl::StatusOr<int> BulkClient::Connect(const std::string& host, int port) {
+absl::StatusOr<BulkConn> BulkClient::Connect(const std::string& host, int port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -84,6 +82,16 @@ absl::StatusOr<int> BulkClient::Connect(const std::string& host, int port) {
   freeaddrinfo(res);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot connect: ", last_error));
   SetNoDelay(fd);
+  BulkConn conn{fd, nullptr};
+  if (tls_ != nullptr) {
+    SetIdleTimeout(fd, absl::Seconds(20));  // the handshake's bound; the caller sets its own next
+    absl::StatusOr<ssl_st*> ssl = tls_->Connect(fd, host);
+    if (!ssl.ok()) {
+      close(fd);
+      return absl::UnauthenticatedError(absl::StrCat("TLS: ", ssl.status().message()));
+    }
+    conn.ssl = *ssl;
+  }
   // The hello: our cluster token; the server answers whether it accepts it.
   std::string hello(12, '\0');
   PutU32(hello.data(), kHelloMagic);
@@ -91,16 +99,23 @@ absl::StatusOr<int> BulkClient::Connect(const std::string& host, int port) {
   PutU32(hello.data() + 8, static_cast<uint32_t>(auth_token_.size()));
   hello += auth_token_;
   char answer = kHelloRefused;
-  int err = WriteAll(fd, hello.data(), hello.size());
-  if (err == 0 && ReadAll(fd, &answer, 1, &err) != 1 && err == 0) err = ECONNRESET;
+  int err = BulkWriteAll(conn, hello.data(), hello.size());
+  if (err == 0 && BulkReadAll(conn, &answer, 1, &err) != 1 && err == 0) err = ECONNRESET;
   if (err != 0 || answer != kHelloAccepted) {
-    close(fd);
+    CloseBulkConn(conn);
+    // Under TLS 1.3 the server judges our certificate after our side of the
+    // handshake is done: its refusal arrives as an alert instead of the answer.
+    if (err == EPROTO && conn.ssl != nullptr) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "the bulk port refused our certificate (", LastBulkTlsError(),
+          "): a server given --tls_ca accepts only clients whose certificate that CA signed"));
+    }
     if (err != 0) return absl::UnavailableError(absl::StrCat("the bulk port closed during the hello: ", std::strerror(err)));
     return absl::UnauthenticatedError(absl::StrCat(
         "the bulk port refused ", auth_token_.empty() ? "a connection without a cluster token" : "our cluster token",
         ": give every task and client the same DISTFLOW_AUTH_TOKEN (or --auth_token_file)"));
   }
-  return fd;
+  return conn;
 }
 
 absl::Status BulkClient::Fetch(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
@@ -124,12 +139,13 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
                                            "or set DISTFLOW_BULK_TRANSFER=0 on every task."));
   };
   bool pooled = false;
-  absl::StatusOr<int> acquired = Acquire(peer, host, port, pooled_ok, &pooled);
+  absl::StatusOr<BulkConn> acquired = Acquire(peer, host, port, pooled_ok, &pooled);
   if (absl::IsUnauthenticated(acquired.status())) {  // a refused token: no firewall advice
     return absl::UnauthenticatedError(absl::StrCat("Bulk transfer from ", peer, ": ", acquired.status().message()));
   }
   if (!acquired.ok()) return fail(absl::StatusCode::kUnavailable, std::string(acquired.status().message()));
-  const int fd = *acquired;
+  const BulkConn conn = *acquired;
+  const int fd = conn.fd;
   SetIdleTimeout(fd, idle_timeout);
 
   // Cancellation shuts the socket down, which wakes a blocked recv. The guard
@@ -150,7 +166,7 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
       if (guard->fd >= 0) shutdown(guard->fd, SHUT_RDWR);
     });
     if (token == CancellationManager::kInvalidToken) {
-      close(fd);
+      CloseBulkConn(conn);
       return absl::CancelledError(absl::StrCat("Bulk transfer from ", peer, " cancelled before it started"));
     }
   }
@@ -161,10 +177,10 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
   PutU64(req + 8, ticket);
   char head[8];
   int err = 0;
-  if (int w = WriteAll(fd, req, sizeof(req)); w != 0) {
+  if (int w = BulkWriteAll(conn, req, sizeof(req)); w != 0) {
     *stale = pooled;
     status = fail(absl::StatusCode::kUnavailable, absl::StrCat("sending the request: ", std::strerror(w)));
-  } else if (size_t got_head = ReadAll(fd, head, sizeof(head), &err); got_head != sizeof(head)) {
+  } else if (size_t got_head = BulkReadAll(conn, head, sizeof(head), &err); got_head != sizeof(head)) {
     *stale = pooled && got_head == 0 && err != EAGAIN && err != EWOULDBLOCK;
     status = fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
                                                       : absl::StatusCode::kUnavailable,
@@ -173,7 +189,7 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
     status = fail(absl::StatusCode::kNotFound, "the peer no longer holds the tensor (ticket unknown or expired)");
   } else if (len != n) {
     status = fail(absl::StatusCode::kDataLoss, absl::StrCat("the peer offers ", len, " bytes"));
-  } else if (size_t got = ReadAll(fd, static_cast<char*>(dst), n, &err); got != n) {
+  } else if (size_t got = BulkReadAll(conn, static_cast<char*>(dst), n, &err); got != n) {
     status = fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
                                                       : absl::StatusCode::kDataLoss,
                   absl::StrCat("the connection ended after ", got, " bytes",
@@ -187,46 +203,46 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
   }
   if (cancelled) {
     *stale = false;
-    close(fd);
+    CloseBulkConn(conn);
     return absl::CancelledError(absl::StrCat("Bulk transfer from ", peer, " cancelled"));
   }
   if (!status.ok()) {
-    close(fd);
+    CloseBulkConn(conn);
     return status;
   }
-  Release(peer, fd);
+  Release(peer, conn);
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> BulkClient::Acquire(const std::string& peer, const std::string& host, int port, bool pooled_ok,
-                                        bool* pooled) {
+absl::StatusOr<BulkConn> BulkClient::Acquire(const std::string& peer, const std::string& host, int port,
+                                             bool pooled_ok, bool* pooled) {
   *pooled = false;
   if (pooled_ok) {
     absl::MutexLock lock(&mu_);
     CloseExpired(absl::Now());
     auto it = idle_.find(peer);
     if (it != idle_.end() && !it->second.empty()) {
-      int fd = it->second.back().fd;
+      BulkConn conn = it->second.back().conn;
       it->second.pop_back();
       *pooled = true;
-      return fd;
+      return conn;
     }
   }
   return Connect(host, port);
 }
 
-void BulkClient::Release(const std::string& peer, int fd) {
+void BulkClient::Release(const std::string& peer, BulkConn conn) {
   {
     absl::MutexLock lock(&mu_);
     absl::Time now = absl::Now();
     CloseExpired(now);
     std::vector<Idle>& idle = idle_[peer];
     if (idle.size() < kMaxIdlePerPeer) {
-      idle.push_back({fd, now});
+      idle.push_back({conn, now});
       return;
     }
   }
-  close(fd);
+  CloseBulkConn(conn);
 }
 
 absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, const void* src, size_t n,
@@ -239,32 +255,32 @@ absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, cons
   };
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool pooled = false;
-    absl::StatusOr<int> acquired = Acquire(peer, host, port, /*pooled_ok=*/attempt == 0, &pooled);
+    absl::StatusOr<BulkConn> acquired = Acquire(peer, host, port, /*pooled_ok=*/attempt == 0, &pooled);
     if (absl::IsUnauthenticated(acquired.status())) {
       return absl::UnauthenticatedError(absl::StrCat("Bulk transfer to ", peer, ": ", acquired.status().message()));
     }
     if (!acquired.ok()) return fail(absl::StatusCode::kUnavailable, std::string(acquired.status().message()));
-    const int fd = *acquired;
-    SetIdleTimeout(fd, idle_timeout);
+    const BulkConn conn = *acquired;
+    SetIdleTimeout(conn.fd, idle_timeout);
     char req[16];
     PutU32(req, kPutMagic);
     PutU32(req + 4, kVersion);
     PutU64(req + 8, n);
     char head[8];
     int err = 0;
-    int w = WriteAll(fd, req, sizeof(req));
-    if (w == 0 && n > 0) w = WriteAll(fd, static_cast<const char*>(src), n);
-    size_t got = w == 0 ? ReadAll(fd, head, sizeof(head), &err) : 0;
+    int w = BulkWriteAll(conn, req, sizeof(req));
+    if (w == 0 && n > 0) w = BulkWriteAll(conn, static_cast<const char*>(src), n);
+    size_t got = w == 0 ? BulkReadAll(conn, head, sizeof(head), &err) : 0;
     if (w == 0 && got == sizeof(head)) {
       uint64_t ticket = GetU64(head);
       if (ticket == kUnknownTicket) {
-        close(fd);
+        CloseBulkConn(conn);
         return fail(absl::StatusCode::kResourceExhausted, "the peer could not allocate the buffer");
       }
-      Release(peer, fd);
+      Release(peer, conn);
       return ticket;
     }
-    close(fd);
+    CloseBulkConn(conn);
     // A stale pooled connection (the peer restarted, or closed it to make
     // room for others) fails at once: one retry on a new one.
     if (pooled && (w != 0 || (got == 0 && err != EAGAIN && err != EWOULDBLOCK))) continue;

@@ -20,7 +20,6 @@
 #include "tensor/tensor_codec.h"
 
 namespace distflow {
-
 using bulk_internal::kHelloAccepted;
 using bulk_internal::kHelloMagic;
 using bulk_internal::kHelloRefused;
@@ -32,8 +31,6 @@ using bulk_internal::kUnknownTicket;
 using bulk_internal::PutU64;
 using bulk_internal::GetU32;
 using bulk_internal::GetU64;
-using bulk_internal::WriteAll;
-using bulk_internal::ReadAll;
 using bulk_internal::SetIdleTimeout;
 using bulk_internal::SetNoDelay;
 
@@ -150,7 +147,11 @@ struct BulkServer::Offers {
 };
 
 absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string& host, absl::Duration offer_ttl,
-                                                              int port, std::string auth_token) {
+                                                              int port, std::string auth_token,
+                                                              std::shared_ptr<const BulkTls> tls) {
+  if (tls != nullptr && !tls->can_serve()) {
+    return absl::InvalidArgumentError("Bulk transfer: TLS is on but this task has no certificate to serve with");
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -186,7 +187,7 @@ absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string&
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   int bound = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                          : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  return std::unique_ptr<BulkServer>(new BulkServer(fd, bound, offer_ttl, std::move(auth_token)));
+  return std::unique_ptr<BulkServer>(new BulkServer(fd, bound, offer_ttl, std::move(auth_token), std::move(tls)));
 }
 
 namespace {
@@ -197,11 +198,13 @@ uint64_t HalfOfMemory() {
 }
 }  // namespace
 
-BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token)
+BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token,
+                       std::shared_ptr<const BulkTls> tls)
     : listen_fd_(listen_fd),
       port_(port),
       ttl_(ttl),
       auth_token_(std::move(auth_token)),
+      tls_(std::move(tls)),
       max_held_put_bytes_(HalfOfMemory()),
       max_held_offer_bytes_(HalfOfMemory()),
       offers_(std::make_shared<Offers>()) {
@@ -409,24 +412,33 @@ void BulkServer::AcceptLoop() {
   }
 }
 
-bool BulkServer::Handshake(int fd) {
-  // A connection that says nothing gives up its slot soon (a peer's hello
-  // follows its connect at once).
+bool BulkServer::Handshake(BulkConn& conn) {
+  const int fd = conn.fd;
+  // A connection that says nothing gives up its slot soon (a peer's TLS
+  // handshake and hello follow its connect at once).
   SetIdleTimeout(fd, kHelloTimeout);
+  if (tls_ != nullptr) {
+    absl::StatusOr<ssl_st*> ssl = tls_->Accept(fd);
+    if (!ssl.ok()) {
+      LOG(WARNING) << "Bulk transfer: closed a connection that failed the TLS handshake: " << ssl.status().message();
+      return false;
+    }
+    conn.ssl = *ssl;
+  }
   char hello[12];
   int err = 0;
-  if (ReadAll(fd, hello, sizeof(hello), &err) != sizeof(hello)) return false;
+  if (BulkReadAll(conn, hello, sizeof(hello), &err) != sizeof(hello)) return false;
   const uint32_t len = GetU32(hello + 8);
   if (GetU32(hello) != kHelloMagic || GetU32(hello + 4) != kVersion || len > kMaxTokenBytes) {
     LOG(WARNING) << "Bulk transfer: a connection that does not speak distflow's bulk protocol was closed";
     return false;
   }
   std::string token(len, '\0');
-  if (len > 0 && ReadAll(fd, token.data(), len, &err) != len) return false;
+  if (len > 0 && BulkReadAll(conn, token.data(), len, &err) != len) return false;
   const bool ok = auth_token_.empty() || TokensEqual(token, auth_token_);
   SetIdleTimeout(fd, kServerIdleTimeout);
   const char answer = ok ? kHelloAccepted : kHelloRefused;
-  (void)WriteAll(fd, &answer, 1);
+  (void)BulkWriteAll(conn, &answer, 1);
   if (!ok) {
     LOG(WARNING) << "Bulk transfer: refused a connection " << (len == 0 ? "without" : "with the wrong")
                  << " cluster token";
@@ -435,11 +447,12 @@ bool BulkServer::Handshake(int fd) {
 }
 
 void BulkServer::Serve(int fd) {
+  BulkConn conn{fd, nullptr};
   // Nothing is read from a connection before its hello is accepted.
-  for (const bool greeted = Handshake(fd); greeted;) {
+  for (const bool greeted = Handshake(conn); greeted;) {
     char req[16];
     int err = 0;
-    if (ReadAll(fd, req, sizeof(req), &err) != sizeof(req)) break;  // peer closed or shut down
+    if (BulkReadAll(conn, req, sizeof(req), &err) != sizeof(req)) break;  // peer closed or shut down
     // Evicted just now: the request is not served (the client retries on a
     // new connection, and an offer stays for it).
     if (!SetBusy(fd, true)) break;
@@ -467,10 +480,10 @@ void BulkServer::Serve(int fd) {
       if (!buf.ok()) {
         if (reserved) unreserve();
         PutU64(head, kUnknownTicket);
-        (void)WriteAll(fd, head, sizeof(head));
+        (void)BulkWriteAll(conn, head, sizeof(head));
         break;  // the bytes that follow cannot be stored: drop the connection
       }
-      if (n > 0 && ReadAll(fd, static_cast<char*>((*buf)->data()), n, &err) != n) {
+      if (n > 0 && BulkReadAll(conn, static_cast<char*>((*buf)->data()), n, &err) != n) {
         unreserve();
         break;  // truncated: drop it
       }
@@ -484,7 +497,7 @@ void BulkServer::Serve(int fd) {
       }
       bytes_received_.fetch_add(n, std::memory_order_relaxed);
       PutU64(head, ticket);
-      if (WriteAll(fd, head, sizeof(head)) != 0) break;
+      if (BulkWriteAll(conn, head, sizeof(head)) != 0) break;
       if (!SetBusy(fd, false)) break;
       continue;
     }
@@ -492,7 +505,7 @@ void BulkServer::Serve(int fd) {
     const uint64_t ticket = GetU64(req + 8);
     if (!offers_->Take(ticket, &t)) {
       PutU64(head, kUnknownTicket);
-      if (WriteAll(fd, head, sizeof(head)) != 0) break;
+      if (BulkWriteAll(conn, head, sizeof(head)) != 0) break;
       if (!SetBusy(fd, false)) break;
       continue;
     }
@@ -502,8 +515,8 @@ void BulkServer::Serve(int fd) {
     // counter) before this thread runs again. Taken back if the write fails,
     // and the offer is put back for the peer's fetch over gRPC.
     bytes_served_.fetch_add(n, std::memory_order_relaxed);
-    if (WriteAll(fd, head, sizeof(head)) != 0 ||
-        (n > 0 && WriteAll(fd, static_cast<const char*>(t.raw_data()), n) != 0)) {
+    if (BulkWriteAll(conn, head, sizeof(head)) != 0 ||
+        (n > 0 && BulkWriteAll(conn, static_cast<const char*>(t.raw_data()), n) != 0)) {
       bytes_served_.fetch_sub(n, std::memory_order_relaxed);
       offers_->Restore(offers_, ticket, std::move(t), ttl_);
       break;
@@ -517,7 +530,7 @@ void BulkServer::Serve(int fd) {
       if (!it->second.evicted && --per_peer_[it->second.peer] == 0) per_peer_.erase(it->second.peer);
       open_.erase(it);
     }
-    close(fd);  // under the lock: the number cannot be reused before it leaves open_
+    CloseBulkConn(conn);  // under the lock: the number cannot be reused before it leaves open_
   }
 }
 

@@ -1,5 +1,6 @@
-// Bulk tensor transfer: large tensors cross between tasks on a plain TCP
-// connection and are read straight into the receiving tensor's buffer, while
+// Bulk tensor transfer: large tensors cross between tasks on a TCP
+// connection of their own (TLS over it when the process uses TLS, see
+// bulk_tls.h) and are read straight into the receiving tensor's buffer, while
 // gRPC carries only the RecvTensor request and a small header.
 //
 // Why: gRPC copies every received byte into its own slices and frames it in
@@ -48,6 +49,7 @@
 #include "proto/master.pb.h"
 #include "proto/worker.pb.h"
 #include "distflow/tensor.h"
+#include "distributed/bulk_tls.h"
 
 namespace distflow {
 
@@ -88,10 +90,13 @@ class BulkServer {
   // Listens on `host` (as in the cluster spec: a name, an IPv4 or an IPv6
   // address without brackets), on `port` (0: one the system picks). With an
   // `auth_token`, a connection whose hello does not carry it is refused
-  // before anything else is read (distributed/auth.h).
+  // before anything else is read (distributed/auth.h). With `tls` (which
+  // must have a certificate), every connection starts with a TLS handshake
+  // and one that fails it is closed (bulk_tls.h).
   static absl::StatusOr<std::unique_ptr<BulkServer>> Start(const std::string& host,
                                                            absl::Duration offer_ttl = absl::Seconds(120),
-                                                           int port = 0, std::string auth_token = "");
+                                                           int port = 0, std::string auth_token = "",
+                                                           std::shared_ptr<const BulkTls> tls = nullptr);
   ~BulkServer();  // closes the listener and every connection, joins their threads
   BulkServer(const BulkServer&) = delete;
   BulkServer& operator=(const BulkServer&) = delete;
@@ -143,10 +148,11 @@ class BulkServer {
 
  private:
   struct Offers;
-  BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token);
-  // Reads the connection's hello; false (and the connection is to close)
-  // unless it carries the token.
-  bool Handshake(int fd);
+  BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token,
+             std::shared_ptr<const BulkTls> tls);
+  // Runs the TLS handshake (with TLS on) and reads the connection's hello;
+  // false (and the connection is to close) unless both pass.
+  bool Handshake(BulkConn& conn);
   void AcceptLoop();
   // Makes room for a connection from `peer`: false if the server or the
   // peer is at its limit with no idle connection to close.
@@ -160,6 +166,7 @@ class BulkServer {
   const int port_;
   const absl::Duration ttl_;
   const std::string auth_token_;
+  const std::shared_ptr<const BulkTls> tls_;  // null: plain TCP
   std::atomic<uint64_t> max_held_put_bytes_;
   std::atomic<uint64_t> max_held_offer_bytes_;
   std::shared_ptr<Offers> offers_;
@@ -193,9 +200,11 @@ class BulkClient {
   // its end after kServerIdleTimeout; a peer that restarted on another port
   // would otherwise leave its old connections here for good).
   static constexpr absl::Duration kClientIdleTimeout = absl::Seconds(50);
-  // Every new connection opens with a hello carrying `auth_token` (may be empty).
-  explicit BulkClient(absl::Duration idle_close = kClientIdleTimeout, std::string auth_token = "")
-      : idle_close_(idle_close), auth_token_(std::move(auth_token)) {}
+  // Every new connection opens with a hello carrying `auth_token` (may be
+  // empty), after a TLS handshake when `tls` is given.
+  explicit BulkClient(absl::Duration idle_close = kClientIdleTimeout, std::string auth_token = "",
+                      std::shared_ptr<const BulkTls> tls = nullptr)
+      : idle_close_(idle_close), auth_token_(std::move(auth_token)), tls_(std::move(tls)) {}
   ~BulkClient();  // closes pooled connections
   BulkClient(const BulkClient&) = delete;
   BulkClient& operator=(const BulkClient&) = delete;
@@ -215,10 +224,10 @@ class BulkClient {
 
  private:
   // A connection to host:port, from the pool or new; `pooled` says which.
-  absl::StatusOr<int> Acquire(const std::string& peer, const std::string& host, int port, bool pooled_ok,
-                              bool* pooled);
-  void Release(const std::string& peer, int fd);
-  absl::StatusOr<int> Connect(const std::string& host, int port);
+  absl::StatusOr<BulkConn> Acquire(const std::string& peer, const std::string& host, int port, bool pooled_ok,
+                                   bool* pooled);
+  void Release(const std::string& peer, BulkConn conn);
+  absl::StatusOr<BulkConn> Connect(const std::string& host, int port);
   absl::Status FetchOnce(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
                          CancellationManager* cm, absl::Duration idle_timeout, bool pooled_ok, bool* stale);
 
@@ -226,11 +235,12 @@ class BulkClient {
   void CloseExpired(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Idle {
-    int fd;
+    BulkConn conn;
     absl::Time since;
   };
   const absl::Duration idle_close_;
   const std::string auth_token_;
+  const std::shared_ptr<const BulkTls> tls_;  // null: plain TCP
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::vector<Idle>> idle_ ABSL_GUARDED_BY(mu_);  // "host:port" -> connections
 };

@@ -45,35 +45,6 @@ inline uint64_t GetU64(const char* p) {
   return v;
 }
 
-// 0 on success, else errno (EPIPE-like for a closed peer).
-inline int WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? errno : EPIPE;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return 0;
-}
-
-// Returns bytes read before EOF or an error (errno in *err, 0 for EOF).
-inline size_t ReadAll(int fd, char* p, size_t n, int* err) {
-  size_t done = 0;
-  *err = 0;
-  while (done < n) {
-    ssize_t r = recv(fd, p + done, n - done, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      *err = errno;
-      return done;
-    }
-    if (r == 0) return done;
-    done += static_cast<size_t>(r);
-  }
-  return done;
-}
-
 inline std::string PeerName(const std::string& host, int port) {
   return absl::StrCat(host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host, ":", port);
 }

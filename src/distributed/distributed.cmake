@@ -1,13 +1,13 @@
 # The distributed runtime: rendezvous, worker, master, placement, server,
 # and the client side of grpc:// sessions.
 distflow_library(distflow_distributed
-  SRCS ${CMAKE_CURRENT_SOURCE_DIR}/tensor_transfer.cc ${CMAKE_CURRENT_SOURCE_DIR}/bulk_transfer.cc ${CMAKE_CURRENT_SOURCE_DIR}/bulk_client.cc ${CMAKE_CURRENT_SOURCE_DIR}/worker_rendezvous.cc
+  SRCS ${CMAKE_CURRENT_SOURCE_DIR}/tensor_transfer.cc ${CMAKE_CURRENT_SOURCE_DIR}/bulk_transfer.cc ${CMAKE_CURRENT_SOURCE_DIR}/bulk_client.cc ${CMAKE_CURRENT_SOURCE_DIR}/bulk_tls.cc ${CMAKE_CURRENT_SOURCE_DIR}/worker_rendezvous.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/worker_cache.cc ${CMAKE_CURRENT_SOURCE_DIR}/worker.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/placement.cc ${CMAKE_CURRENT_SOURCE_DIR}/partition.cc ${CMAKE_CURRENT_SOURCE_DIR}/master.cc ${CMAKE_CURRENT_SOURCE_DIR}/master_session.cc ${CMAKE_CURRENT_SOURCE_DIR}/master_step.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/local_master.cc ${CMAKE_CURRENT_SOURCE_DIR}/grpc_server.cc ${CMAKE_CURRENT_SOURCE_DIR}/server.cc ${CMAKE_CURRENT_SOURCE_DIR}/grpc_session.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/step_stats_proto.cc ${CMAKE_CURRENT_SOURCE_DIR}/rpc_metrics.cc ${CMAKE_CURRENT_SOURCE_DIR}/status_server.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/auth.cc ${CMAKE_CURRENT_SOURCE_DIR}/coordination.cc
-  DEPS distflow_runtime distflow_cluster distflow_rpc_proto gRPC::grpc++ PkgConfig::httplib)
+  DEPS distflow_runtime distflow_cluster distflow_rpc_proto gRPC::grpc++ PkgConfig::httplib OpenSSL::SSL)
 
 distflow_test(distributed_test
   SRCS ${CMAKE_CURRENT_SOURCE_DIR}/tensor_transfer_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/bulk_transfer_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/placement_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/local_master_test.cc

@@ -59,13 +59,14 @@ absl::Status GrpcServer::Start() {
                         absl::StrCat("Task ", task_name_, ": ", credentials.status().message()));
   }
   const bool tls = TlsEnabled();
-  if (tls && options_.bulk_transfer && options_.bulk_port > 0) {
-    LOG(WARNING) << "TLS is on, so the bulk port (plain TCP) is off: --bulk_port=" << options_.bulk_port
-                 << " is not used and tensors travel inside the encrypted gRPC messages";
+  // With TLS, the bulk port speaks TLS too, with the same files.
+  absl::StatusOr<std::shared_ptr<const BulkTls>> bulk_tls = BulkTls::ForProcess();
+  if (!bulk_tls.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("Task ", task_name_, ": ", bulk_tls.status().message()));
   }
-  if (options_.bulk_transfer && options_.bulk_port >= 0 && BulkTransferEnabledByEnv() && !tls) {
+  if (options_.bulk_transfer && options_.bulk_port >= 0 && BulkTransferEnabledByEnv()) {
     absl::StatusOr<std::unique_ptr<BulkServer>> bulk =
-        BulkServer::Start(host_, absl::Seconds(120), options_.bulk_port, token);
+        BulkServer::Start(host_, absl::Seconds(120), options_.bulk_port, token, *bulk_tls);
     if (bulk.ok()) {
       bulk_ = std::move(*bulk);
     } else if (options_.bulk_port != 0) {

@@ -229,10 +229,11 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
     // An in-process master takes large feeds from memory (Run); others over their bulk port.
     if (!local && resp.bulk_port() > 0 && BulkTransferEnabledByEnv()) {
       absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address_);
-      if (hp.ok()) {
+      absl::StatusOr<std::shared_ptr<const BulkTls>> tls = BulkTls::ForProcess();
+      if (hp.ok() && tls.ok()) {
         bulk_host_ = hp->first;
         bulk_port_ = resp.bulk_port();
-        bulk_ = std::make_unique<BulkClient>(BulkClient::kClientIdleTimeout, ClusterToken());
+        bulk_ = std::make_unique<BulkClient>(BulkClient::kClientIdleTimeout, ClusterToken(), *tls);
       }
     }
     return absl::OkStatus();

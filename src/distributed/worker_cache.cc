@@ -67,7 +67,12 @@ WorkerCache::~WorkerCache() {
 }
 
 void WorkerCache::EnableBulkTransfer() {
-  bulk_ = std::make_unique<BulkClient>(BulkClient::kClientIdleTimeout, auth_token_);
+  absl::StatusOr<std::shared_ptr<const BulkTls>> tls = BulkTls::ForProcess();
+  if (!tls.ok()) {  // the server checked the same files first; a client-only process may not
+    LOG(WARNING) << "Bulk transfer is off: " << tls.status().message();
+    return;
+  }
+  bulk_ = std::make_unique<BulkClient>(BulkClient::kClientIdleTimeout, auth_token_, *tls);
   bulk_pool_ = std::make_unique<ThreadPool>("df_bulk", 4);
 }
 

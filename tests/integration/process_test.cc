@@ -24,6 +24,7 @@
 namespace distflow {
 namespace {
 
+using subprocess::MakeCertificates;
 using subprocess::FreePort;
 using subprocess::Output;
 using subprocess::Proc;
@@ -861,23 +862,6 @@ TEST(Security, BadTokensExitTwoAndAnOpenServerWarns) {
   EXPECT_EQ(Wait(open, 20), 0) << Output(open);
 }
 
-// A CA and a certificate it signed for localhost / 127.0.0.1 (server and
-// client use), made with the openssl tool in `dir`: ca.pem, node.pem,
-// node.key. With `prefix`, the files are named prefix_*.
-bool MakeCertificates(const std::string& dir, const std::string& prefix) {
-  const std::string cmd = absl::StrCat(
-      "set -e; mkdir -p '", dir, "'; cd '", dir, "';",
-      "openssl req -x509 -newkey rsa:2048 -nodes -keyout ", prefix, "ca.key -out ", prefix,
-      "ca.pem -days 2 -subj /CN=distflow-test-ca 2>/dev/null;",
-      "openssl req -newkey rsa:2048 -nodes -keyout ", prefix, "node.key -out ", prefix,
-      "node.csr -subj /CN=localhost 2>/dev/null;",
-      "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ", prefix,
-      "ext.cnf;",
-      "openssl x509 -req -in ", prefix, "node.csr -CA ", prefix, "ca.pem -CAkey ", prefix, "ca.key -CAcreateserial -out ",
-      prefix, "node.pem -days 2 -extfile ", prefix, "ext.cnf 2>/dev/null");
-  return std::system(cmd.c_str()) == 0;
-}
-
 std::vector<std::string> TlsEnv(const std::string& dir, const std::string& prefix) {
   return {"DISTFLOW_TLS_CERT=" + dir + "/" + prefix + "node.pem", "DISTFLOW_TLS_KEY=" + dir + "/" + prefix + "node.key",
           "DISTFLOW_TLS_CA=" + dir + "/" + prefix + "ca.pem"};
@@ -894,7 +878,7 @@ TEST(Security, MutualTlsAdmitsOnlyClientsWithACertificateFromTheCa) {
                           "--tls_cert=" + dir + "/node.pem", "--tls_key=" + dir + "/node.key",
                           "--tls_ca=" + dir + "/ca.pem"});
   ASSERT_TRUE(WaitForOutput(server, "Started server", 30)) << Output(server);
-  EXPECT_NE(Output(server).find("bulk transfer off; TLS"), std::string::npos) << Output(server);
+  EXPECT_NE(Output(server).find("; bulk tensor transfer on port "), std::string::npos) << Output(server);
   const std::string target = absl::StrCat("grpc://localhost:", port);
   // A member of the cluster (certificate from the CA) is served.
   Proc member = Spawn({HELLO_BIN, target}, TlsEnv(dir, ""));

@@ -29,6 +29,10 @@ std::string Output(const Proc& p);
 bool WaitForOutput(const Proc& p, const std::string& text, int seconds);
 // A TCP port nothing listens on now.
 int FreePort();
+// A CA and a certificate it signed for localhost / 127.0.0.1 (server and
+// client use), made with the openssl tool in `dir`: ca.pem, node.pem,
+// node.key. With `prefix`, the files are named prefix_*. False if openssl failed.
+bool MakeCertificates(const std::string& dir, const std::string& prefix);
 
 }  // namespace subprocess
 }  // namespace distflow
