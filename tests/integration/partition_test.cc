@@ -81,6 +81,18 @@ class PartitionedBook {
     }
     return last;
   }
+  // Connections the tasks have opened to each other so far.
+  int Connections() const {
+    int n = 0;
+    for (const auto& p : proxies_) n += p->connections();
+    return n;
+  }
+  void SetDelay(absl::Duration d) {
+    for (auto& p : proxies_) p->SetDelay(d);
+  }
+  void DropConnections() {
+    for (auto& p : proxies_) p->DropAll();
+  }
   // Bytes that have crossed between the tasks so far.
   uint64_t Traffic() const {
     uint64_t n = 0;
@@ -129,6 +141,31 @@ TEST(Partition, ACutShorterThanTheDetectionTimeHealsWithoutLosingTheJob) {
   EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
   EXPECT_EQ(out.find("has not answered heartbeats"), std::string::npos) << out;
   EXPECT_EQ(out.find("recovering"), std::string::npos) << "no step failed: " << out;
+  EXPECT_EQ(Wait(c.w1, 60), 0) << Output(c.w1);
+  EXPECT_EQ(Wait(c.ps, 30), 0) << Output(c.ps);
+}
+
+// A slow and flaky network short of a cut: 25 ms on every hop, and every
+// connection between the tasks broken five times, 2 s apart. Steps slow
+// down, and those a break hits fail and are run again on new connections;
+// nobody is declared dead and the job finishes and learns.
+TEST(Partition, ASlowFlakyNetworkSlowsTheJobButDoesNotFailIt) {
+  PartitionedBook c("flaky");
+  c.Start(1500, {"--heartbeat_timeout_secs=8"});
+  ASSERT_TRUE(c.WaitForTraining(120)) << Output(c.chief);
+  const int before = c.Connections();
+  c.SetDelay(absl::Milliseconds(25));
+  for (int i = 0; i < 5; ++i) {
+    absl::SleepFor(absl::Seconds(2));
+    c.DropConnections();
+  }
+  absl::SleepFor(absl::Seconds(2));
+  c.SetDelay(absl::ZeroDuration());
+  EXPECT_EQ(Wait(c.chief, 300), 0) << Output(c.chief);
+  EXPECT_GE(c.Connections(), before + 5) << "the tasks connected again after the breaks";
+  const std::string out = Output(c.chief);
+  EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
+  EXPECT_EQ(out.find("has not answered heartbeats"), std::string::npos) << out;
   EXPECT_EQ(Wait(c.w1, 60), 0) << Output(c.w1);
   EXPECT_EQ(Wait(c.ps, 30), 0) << Output(c.ps);
 }

@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "absl/time/clock.h"
+
 namespace distflow {
 
 TcpProxy::TcpProxy(int upstream) : upstream_(upstream) {
@@ -57,6 +59,11 @@ void TcpProxy::Resume() {
   paused_ = false;
 }
 
+void TcpProxy::SetDelay(absl::Duration delay) {
+  absl::MutexLock lock(&mu_);
+  delay_ = delay;
+}
+
 void TcpProxy::WaitWhilePaused() {
   absl::MutexLock lock(&mu_);
   auto running = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !paused_; };
@@ -95,6 +102,12 @@ void TcpProxy::Pump(int from, int to) {
   for (;;) {
     ssize_t n = read(from, buf, sizeof(buf));
     if (n <= 0) break;
+    absl::Duration delay;
+    {
+      absl::MutexLock lock(&mu_);
+      delay = delay_;
+    }
+    if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
     WaitWhilePaused();
     for (ssize_t off = 0; off < n;) {
       // MSG_NOSIGNAL: a peer that hung up is an error here, not a SIGPIPE.

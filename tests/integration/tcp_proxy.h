@@ -4,7 +4,10 @@
 //   DropAll()  breaks the connections open now (new ones are still accepted);
 //   Pause()    stops moving bytes and accepting, as a network partition does:
 //              nothing is closed, the peers' sends pile up and their reads wait;
-//   Resume()   moves bytes again, and accepts the connections that queued.
+//   Resume()   moves bytes again, and accepts the connections that queued;
+//   SetDelay() holds every chunk read from either side this long before
+//              passing it on, as a slow or lossy link does (TCP's
+//              retransmissions show up to the peers as delay).
 // A connection whose upstream refuses is closed at once. Thread-safe.
 #pragma once
 
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace distflow {
 
@@ -30,6 +34,7 @@ class TcpProxy {
   void DropAll();
   void Pause();
   void Resume();
+  void SetDelay(absl::Duration delay);
 
  private:
   void Accept();
@@ -46,6 +51,7 @@ class TcpProxy {
   std::thread acceptor_;
   absl::Mutex mu_;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration delay_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   int accepted_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int> fds_ ABSL_GUARDED_BY(mu_);  // closed in the destructor
   std::vector<std::thread> pumps_ ABSL_GUARDED_BY(mu_);
