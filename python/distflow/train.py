@@ -127,6 +127,7 @@ class Optimizer:
     _kind = None
 
     def __init__(self, **hyper):
+        self._hyper = hyper
         self._opt = _distflow.Optimizer.create(self._kind, hyper)
 
     def minimize(self, loss, global_step=None, var_list=None, name=None):
@@ -192,6 +193,61 @@ class AdamOptimizer(Optimizer):
         super().__init__(learning_rate=learning_rate, beta1=beta1, beta2=beta2, epsilon=epsilon)
 
 
+class SyncReplicasOptimizer(Optimizer):
+    """tf.train.SyncReplicasOptimizer: synchronous between-graph training
+    (distflow/train/sync_replicas_optimizer.h). Each step averages
+    `replicas_to_aggregate` gradients, one per worker, and applies them once
+    with `opt`; with more workers (`total_num_replicas`) the slowest of a
+    step are backups whose gradients are dropped. Every worker passes
+    make_session_run_hook(is_chief) to MonitoredTrainingSession.
+
+    distflow names each worker's gradients by its replica: `replica_id`
+    (TensorFlow has no such argument) defaults to the task index of this
+    process's tf.train.Server of job "worker"."""
+
+    def __init__(self, opt, replicas_to_aggregate, total_num_replicas=None, variable_averages=None,
+                 variables_to_average=None, use_locking=False, name="sync_replicas", replica_id=None,
+                 step_timeout_secs=120):
+        if variable_averages is not None or variables_to_average is not None:
+            raise NotImplementedError("tf.train.SyncReplicasOptimizer(variable_averages=...)")
+        if not isinstance(opt, Optimizer) or isinstance(opt, SyncReplicasOptimizer):
+            raise TypeError(f"SyncReplicasOptimizer wraps one of distflow's optimizers, not {type(opt).__name__}")
+        if replica_id is None:
+            replica_id = _local_worker_index()
+        self._wrapped = opt
+        self._opt = _distflow.SyncReplicasOptimizer.create(opt._kind, opt._hyper, int(replicas_to_aggregate),
+                                                           int(total_num_replicas or 0), int(replica_id),
+                                                           float(step_timeout_secs))
+
+    def minimize(self, loss, global_step=None, var_list=None, name=None):
+        if global_step is None:
+            raise ValueError("SyncReplicasOptimizer.minimize needs global_step: it counts the synchronous steps")
+        return super().minimize(loss, global_step=global_step, var_list=var_list, name=name)
+
+    def make_session_run_hook(self, is_chief, num_tokens=-1):
+        """The hook every worker gives its MonitoredTrainingSession; the
+        chief's applies the averaged gradients."""
+        return _SyncReplicasHook(self, bool(is_chief))
+
+    @property
+    def steps_applied(self):
+        """Steps the chief's hook has applied (0 on the other workers)."""
+        return self._opt.steps_applied
+
+    @property
+    def stale_gradients_dropped(self):
+        return self._opt.stale_gradients_dropped
+
+
+def _local_worker_index():
+    workers = [s.task_name for s in _servers_by_target.values() if s.task_name.startswith("/job:worker/")]
+    if len(workers) != 1:
+        raise ValueError("SyncReplicasOptimizer: this process has " +
+                         ("no tf.train.Server of job 'worker'" if not workers else f"several worker servers {workers}")
+                         + ", so its replica is unknown; pass replica_id=<this worker's task index>")
+    return int(workers[0].rsplit(":", 1)[1])
+
+
 # ---- Supervisor ------------------------------------------------------------------
 
 class Supervisor:
@@ -220,6 +276,7 @@ class Supervisor:
         self._session = None
         self._stopped = False
         self._done = None  # (counter, increment) on ps 0, made once the cluster is known
+        self._sync_hooks = []  # (SyncReplicasOptimizer, is_chief) from MonitoredTrainingSession
 
     @property
     def global_step(self):
@@ -262,7 +319,8 @@ class Supervisor:
         self._session = _distflow.MonitoredSession(
             self._graph._root, master, self.is_chief, self._logdir,
             None if self._global_step is None else self._global_step._out,
-            None if init_op is None else init_op._op, self._save_secs, coordination, options)
+            None if init_op is None else init_op._op, self._save_secs, coordination, options,
+            [(h._sync._opt, h._is_chief) for h in self._sync_hooks])
         return _MonitoredRunner(self._session, self._graph, self)
 
     @contextlib.contextmanager
@@ -417,6 +475,14 @@ class SessionRunHook:
         pass
 
 
+class _SyncReplicasHook(SessionRunHook):
+    """SyncReplicasOptimizer.make_session_run_hook's: runs in C++ inside the
+    monitored session (the chief's applies the steps)."""
+
+    def __init__(self, sync, is_chief):
+        self._sync, self._is_chief = sync, is_chief
+
+
 class StopAtStepHook(SessionRunHook):
     def __init__(self, num_steps=None, last_step=None):
         if (num_steps is None) == (last_step is None):
@@ -468,8 +534,10 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaf
     g = _fw.get_default_graph()
     sv = Supervisor(is_chief=is_chief, logdir=checkpoint_dir, global_step=get_global_step(g),
                     save_model_secs=save_checkpoint_secs or 0, graph=g)
-    runner = sv.prepare_or_wait_for_session(master, config)
     all_hooks = list(hooks or []) + (list(chief_only_hooks or []) if is_chief else [])
+    sv._sync_hooks = [h for h in all_hooks if isinstance(h, _SyncReplicasHook)]
+    all_hooks = [h for h in all_hooks if not isinstance(h, _SyncReplicasHook)]
+    runner = sv.prepare_or_wait_for_session(master, config)
     return _HookedSession(runner._monitored, g, sv, all_hooks)
 
 

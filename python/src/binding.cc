@@ -33,6 +33,7 @@
 #include "distflow/train/replica_device_setter.h"
 #include "distflow/train/saver.h"
 #include "distflow/train/supervisor.h"
+#include "distflow/train/sync_replicas_optimizer.h"
 #include "distflow/version.h"
 
 namespace py = pybind11;
@@ -341,6 +342,25 @@ df::Output Built(const df::Scope& s, df::Output out) {
   return out;
 }
 
+// An optimizer from its TensorFlow name and hyperparameters.
+std::unique_ptr<df::Optimizer> MakeOptimizer(const std::string& kind, const py::dict& a) {
+  auto get = [&a](const char* k, double d) { return a.contains(k) ? a[k].cast<double>() : d; };
+  const double lr = get("learning_rate", 0.001);
+  if (kind == "GradientDescent") return std::make_unique<df::GradientDescentOptimizer>(lr);
+  if (kind == "Momentum") {
+    return std::make_unique<df::MomentumOptimizer>(lr, get("momentum", 0.0),
+                                                   a.contains("use_nesterov") && a["use_nesterov"].cast<bool>());
+  }
+  if (kind == "Adagrad") return std::make_unique<df::AdagradOptimizer>(lr, get("initial_accumulator_value", 0.1));
+  if (kind == "RMSProp") {
+    return std::make_unique<df::RMSPropOptimizer>(lr, get("decay", 0.9), get("momentum", 0.0), get("epsilon", 1e-10));
+  }
+  if (kind == "Adam") {
+    return std::make_unique<df::AdamOptimizer>(lr, get("beta1", 0.9), get("beta2", 0.999), get("epsilon", 1e-8));
+  }
+  throw py::value_error("unknown optimizer " + kind);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_distflow, m) {
@@ -580,27 +600,7 @@ PYBIND11_MODULE(_distflow, m) {
   // Optimizers: made from a name and its hyperparameters; minimize adds the
   // gradients and the update (and increments global_step, if given).
   py::class_<df::Optimizer>(m, "Optimizer")
-      .def_static(
-          "create",
-          [](const std::string& kind, const py::dict& a) -> std::unique_ptr<df::Optimizer> {
-            auto get = [&a](const char* k, double d) { return a.contains(k) ? a[k].cast<double>() : d; };
-            const double lr = get("learning_rate", 0.001);
-            if (kind == "GradientDescent") return std::make_unique<df::GradientDescentOptimizer>(lr);
-            if (kind == "Momentum") {
-              return std::make_unique<df::MomentumOptimizer>(lr, get("momentum", 0.0),
-                                                             a.contains("use_nesterov") && a["use_nesterov"].cast<bool>());
-            }
-            if (kind == "Adagrad") return std::make_unique<df::AdagradOptimizer>(lr, get("initial_accumulator_value", 0.1));
-            if (kind == "RMSProp") {
-              return std::make_unique<df::RMSPropOptimizer>(lr, get("decay", 0.9), get("momentum", 0.0),
-                                                            get("epsilon", 1e-10));
-            }
-            if (kind == "Adam") {
-              return std::make_unique<df::AdamOptimizer>(lr, get("beta1", 0.9), get("beta2", 0.999),
-                                                         get("epsilon", 1e-8));
-            }
-            throw py::value_error("unknown optimizer " + kind);
-          })
+      .def_static("create", &MakeOptimizer)
       .def("minimize", [](df::Optimizer& opt, const df::Scope& s, const df::Output& loss,
                           std::optional<df::Output> global_step) {
         return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
@@ -614,10 +614,42 @@ PYBIND11_MODULE(_distflow, m) {
         return Value(opt.ComputeGradients(s, loss));
       });
 
+  // Synchronous replicas around an optimizer made like the ones above; its
+  // hook goes to MonitoredSession (sync_hooks).
+  py::class_<df::SyncReplicasOptimizer>(m, "SyncReplicasOptimizer")
+      .def_static("create",
+                  [](const std::string& kind, const py::dict& hyper, int replicas_to_aggregate, int total_num_replicas,
+                     int replica_id, double step_timeout_secs) {
+                    df::SyncReplicasOptions o;
+                    o.replicas_to_aggregate = replicas_to_aggregate;
+                    o.total_num_replicas = total_num_replicas;
+                    o.replica_id = replica_id;
+                    o.step_timeout = absl::Seconds(step_timeout_secs);
+                    return Value(df::SyncReplicasOptimizer::Create(MakeOptimizer(kind, hyper), o));
+                  })
+      .def("minimize", [](df::SyncReplicasOptimizer& opt, const df::Scope& s, const df::Output& loss,
+                          std::optional<df::Output> global_step) {
+        return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
+      })
+      .def("apply_gradients",
+           [](df::SyncReplicasOptimizer& opt, const df::Scope& s,
+              const std::vector<std::pair<df::Output, df::Output>>& gv, std::optional<df::Output> global_step) {
+             return Value(opt.ApplyGradients(s, gv, global_step ? &*global_step : nullptr));
+           })
+      .def("compute_gradients", [](df::SyncReplicasOptimizer& opt, const df::Scope& s, const df::Output& loss) {
+        return Value(opt.ComputeGradients(s, loss));
+      })
+      .def_property_readonly("steps_applied",
+                             [](const df::SyncReplicasOptimizer& o) { return o.stats().steps_applied.load(); })
+      .def_property_readonly("stale_gradients_dropped", [](const df::SyncReplicasOptimizer& o) {
+        return o.stats().stale_gradients_dropped.load();
+      });
+
   py::class_<df::MonitoredSession>(m, "MonitoredSession")
       .def(py::init([](const df::Scope& scope, const std::string& target, bool is_chief, const std::string& logdir,
                        std::optional<df::Output> global_step, std::optional<df::Operation> init_op,
-                       int64_t save_checkpoint_secs, std::vector<df::Output> coordination_vars, const py::dict& options) {
+                       int64_t save_checkpoint_secs, std::vector<df::Output> coordination_vars, const py::dict& options,
+                       const std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>& sync_hooks) {
              df::SupervisorOptions o;
              o.is_chief = is_chief;
              o.logdir = logdir;
@@ -626,15 +658,19 @@ PYBIND11_MODULE(_distflow, m) {
              o.save_checkpoint_secs = save_checkpoint_secs;
              o.coordination_vars = std::move(coordination_vars);
              o.session_options = SessionOptionsFromPython(options);
+             std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
+             for (const auto& [sync, is_chief_hook] : sync_hooks) hooks.push_back(sync->MakeSessionRunHook(is_chief_hook));
              absl::StatusOr<std::unique_ptr<df::MonitoredSession>> s;
              {
                py::gil_scoped_release release;
-               s = df::MonitoredSession::Create(scope, target, o);
+               s = df::MonitoredSession::Create(scope, target, o, std::move(hooks));
              }
              return Value(std::move(s));
            }),
            py::arg("scope"), py::arg("target"), py::arg("is_chief"), py::arg("logdir"), py::arg("global_step"),
-           py::arg("init_op"), py::arg("save_checkpoint_secs"), py::arg("coordination_vars"), py::arg("options"))
+           py::arg("init_op"), py::arg("save_checkpoint_secs"), py::arg("coordination_vars"), py::arg("options"),
+           py::arg("sync_hooks") = std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>{},
+           py::keep_alive<1, 11>())  // the optimizers outlive their hooks
       .def("run",
            [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
               const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets) {

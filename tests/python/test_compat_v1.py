@@ -3,6 +3,7 @@ fetches as numpy, devices on a real in-process cluster, errors as TF's
 exception classes. Runs from ctest (python_test) with PYTHONPATH set to the
 build's python/ directory."""
 import gc
+import subprocess
 import sys
 
 import numpy as np
@@ -385,3 +386,30 @@ def test_saver_saves_restores_and_refuses_another_model(tmp_path):
     with tf.Session() as sess:
         with pytest.raises(tf.errors.FailedPreconditionError, match="v"):
             other.restore(sess, prefixes[-1])
+
+
+def test_sync_replicas_optimizer_refuses_bad_arguments_with_clear_errors():
+    # In a fresh process: this one keeps the servers earlier tests started.
+    fresh = subprocess.run([sys.executable, "-c", "import distflow.compat.v1 as tf\n"
+                            "tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2)"],
+                           capture_output=True, text=True, timeout=60)
+    assert fresh.returncode == 1
+    assert "ValueError: SyncReplicasOptimizer: this process has no tf.train.Server of job 'worker'" in fresh.stderr
+    assert "pass replica_id=<this worker's task index>" in fresh.stderr
+    gd = tf.train.GradientDescentOptimizer(0.1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="replicas_to_aggregate must be at least 1, got 0"):
+        tf.train.SyncReplicasOptimizer(gd, replicas_to_aggregate=0, replica_id=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"larger than total_num_replicas \(1\)"):
+        tf.train.SyncReplicasOptimizer(gd, replicas_to_aggregate=2, total_num_replicas=1, replica_id=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"replica_id 5 is not in \[0, 2\)"):
+        tf.train.SyncReplicasOptimizer(gd, replicas_to_aggregate=2, replica_id=5)
+    with pytest.raises(TypeError, match="wraps one of distflow's optimizers, not int"):
+        tf.train.SyncReplicasOptimizer(3, 2)
+    with pytest.raises(NotImplementedError, match="variable_averages"):
+        tf.train.SyncReplicasOptimizer(gd, 2, variable_averages=object(), replica_id=0)
+    sync = tf.train.SyncReplicasOptimizer(gd, replicas_to_aggregate=2, replica_id=1)
+    with tf.Graph().as_default():
+        w = tf.Variable(1.0)
+        with pytest.raises(ValueError, match="needs global_step"):
+            sync.minimize(w * w)
+    assert sync.steps_applied == 0

@@ -29,6 +29,39 @@ def run_program(name, replacements, timeout=60):
     return subprocess.run([sys.executable, "-c", text], capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def run_tasks(command, tasks, cwd, what, timeout=400):
+    """Starts one process per (job, index) of `tasks`, each `command` plus
+    --job_name/--task_index, and waits for all of them. Returns their outputs;
+    fails with every task's tail if one exits non-zero or they take longer
+    than `timeout` seconds."""
+    procs = [subprocess.Popen(command + [f"--job_name={job}", f"--task_index={i}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
+             for job, i in tasks]
+    outputs = []
+    deadline = time.monotonic() + timeout
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            outputs.append(out)
+    except subprocess.TimeoutExpired:
+        # Every task's output, to see which one did not finish and why.
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        tails = []
+        for k, ((job, i), p) in enumerate(zip(tasks, procs)):
+            out = outputs[k] if k < len(outputs) else p.communicate()[0]
+            tails.append(f"--- {job}:{i} (exit {p.returncode}) ---\n{(out or '')[-2500:]}")
+        raise AssertionError(f"{what} did not finish within {timeout} s:\n" + "\n".join(tails))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for (job, i), p, out in zip(tasks, procs, outputs):
+        assert p.returncode == 0, f"{what}: {job}:{i} exited {p.returncode}:\n{out[-3000:]}"
+    return outputs
+
+
 @contextlib.contextmanager
 def cpp_servers(spec, tasks):
     """distflow-server processes for `tasks` ((job, index) pairs) of the JSON
@@ -106,31 +139,7 @@ def test_book_distributed_example_trains_on_one_ps_and_three_workers(tmp_path):
     program = tmp_path / "distribute.py"
     program.write_text(text)
     tasks = [("ps", 0), ("worker", 0), ("worker", 1), ("worker", 2)]
-    procs = [subprocess.Popen([sys.executable, str(program), f"--job_name={job}", f"--task_index={i}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
-             for job, i in tasks]
-    outputs = []
-    deadline = time.monotonic() + 400
-    try:
-        for p in procs:
-            out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            outputs.append(out)
-    except subprocess.TimeoutExpired:
-        # Every task's output, to see which one did not finish and why.
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        tails = []
-        for k, ((job, i), p) in enumerate(zip(tasks, procs)):
-            out = outputs[k] if k < len(outputs) else p.communicate()[0]
-            tails.append(f"--- {job}:{i} (exit {p.returncode}) ---\n{(out or '')[-2500:]}")
-        raise AssertionError("the book's cluster did not finish within 400 s:\n" + "\n".join(tails))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for (job, i), p, out in zip(tasks, procs, outputs):
-        assert p.returncode == 0, f"{job}:{i} exited {p.returncode}:\n{out[-3000:]}"
+    outputs = run_tasks([sys.executable, str(program)], tasks, tmp_path, "the book's cluster")
     chief = outputs[1]
     steps = [float(m) for m in re.findall(r"Worker : \d, Step: ([0-9.]+), Accuracy", "".join(outputs[1:]))]
     assert steps, chief[-3000:]
@@ -139,6 +148,33 @@ def test_book_distributed_example_trains_on_one_ps_and_three_workers(tmp_path):
     # Ten Fashion-MNIST classes: chance is 0.1; 300 Adam steps of the CNN reach well above.
     assert min(test_acc) > 0.5, test_acc
     assert "shutting the cluster down" in chief
+
+
+def test_sync_replicas_trains_in_lockstep_on_one_ps_and_two_workers(tmp_path):
+    # tf.train.SyncReplicasOptimizer under MonitoredTrainingSession: every
+    # global step averages one gradient from each worker, so each worker runs
+    # as many local steps as the global step counts, and the chief's
+    # optimizer applied exactly that many updates.
+    ports = [free_port() for _ in range(3)]
+    steps = 60
+    command = [sys.executable, os.path.join(SOURCE, "examples", "python", "sync_mnist.py"),
+               f"--ps_hosts=127.0.0.1:{ports[0]}", f"--worker_hosts=127.0.0.1:{ports[1]},127.0.0.1:{ports[2]}",
+               f"--train_steps={steps}", f"--logdir={tmp_path / 'log'}"]
+    tasks = [("ps", 0), ("worker", 0), ("worker", 1)]
+    outputs = run_tasks(command, tasks, tmp_path, "the synchronous cluster", timeout=300)
+    for w in (0, 1):
+        out = outputs[1 + w]
+        m = re.search(rf"Worker {w}: (\d+) local steps, loss ([0-9.]+) -> ([0-9.]+), test accuracy ([0-9.]+)", out)
+        assert m, out[-3000:]
+        local, first, last, acc = int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4))
+        # A worker may see the stop one step early or late around the last
+        # global step, never more.
+        assert abs(local - steps) <= 1, out[-3000:]
+        assert last < first, out[-3000:]
+        assert acc > 0.5, out[-3000:]
+    chief = outputs[1]
+    assert f"Chief: {steps} synchronous steps applied" in chief, chief[-3000:]
+    assert (tmp_path / "log" / "checkpoint").exists()
 
 
 def test_placement_program_as_a_client_of_cpp_servers(tmp_path):
