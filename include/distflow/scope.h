@@ -102,6 +102,9 @@ class Scope {
   void ToGraphDef(proto::GraphDef* out) const;
   // The number of nodes in the graph.
   int num_nodes() const;
+  // The operation with this full name (e.g. "layer1/weights"), or an invalid
+  // Operation if the graph has none.
+  Operation FindOperation(const std::string& name) const;
   const std::shared_ptr<GraphState>& graph_state() const { return graph_; }
 
   // Graph-level random seed: random ops without their own seed derive one.

@@ -30,6 +30,11 @@ class TensorBuffer {
   // Wraps memory owned elsewhere; `release` runs when the buffer is destroyed.
   // Not for DT_STRING.
   static std::shared_ptr<TensorBuffer> Wrap(void* data, size_t size, std::function<void()> release);
+  // Wraps memory its owner keeps using, e.g. a numpy array fed to a session:
+  // distflow reads it, and whatever would write it or keep it past the step
+  // (a variable assigned from it) copies it first. `release` may run on any
+  // thread.
+  static std::shared_ptr<TensorBuffer> Borrow(const void* data, size_t size, std::function<void()> release);
 
   ~TensorBuffer();
   TensorBuffer(const TensorBuffer&) = delete;
@@ -37,6 +42,8 @@ class TensorBuffer {
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
+  // True for Borrow()ed memory: not ours to write or to keep.
+  bool borrowed() const { return borrowed_; }
 
  private:
   TensorBuffer() = default;
@@ -46,6 +53,7 @@ class TensorBuffer {
   size_t capacity_ = 0;            // bytes actually allocated (owned buffers)
   int64_t num_strings_ = 0;        // > 0 only for owned DT_STRING buffers
   bool owned_ = false;             // freed (or unmapped, or cached) on destruction
+  bool borrowed_ = false;          // Borrow()ed: read-only, copied before it is kept
   std::function<void()> release_;  // for wrapped memory
 };
 

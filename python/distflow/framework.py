@@ -52,6 +52,48 @@ class Graph:
     def get_collection(self, name, scope=None):
         return list(self._collections.get(name, []))
 
+    def get_operation_by_name(self, name):
+        if not isinstance(name, str):
+            raise TypeError(f"Operation names are strings, not {type(name).__name__}")
+        if ":" in name:
+            raise ValueError(f"The name '{name}' appears to refer to a Tensor, not an Operation.")
+        op = self._root.find_operation(name)
+        if op is None:
+            raise KeyError(f"The name '{name}' refers to an Operation not in the graph.")
+        return Operation(op, self)
+
+    def get_tensor_by_name(self, name):
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor names are strings, not {type(name).__name__}")
+        op_name, colon, index = name.rpartition(":")
+        if not colon or not index.isdigit():
+            raise ValueError(f"The name '{name}' looks like an Operation name, not a Tensor. Tensor names "
+                             f"must be of the form \"<op_name>:<output_index>\".")
+        op = self._root.find_operation(op_name)
+        if op is None:
+            raise KeyError(f"The name '{name}' refers to a Tensor which does not exist. The operation, "
+                           f"'{op_name}', does not exist in the graph.")
+        if int(index) >= op.num_outputs:
+            raise KeyError(f"The name '{name}' refers to a Tensor which does not exist. The operation, "
+                           f"'{op_name}', exists but only has {op.num_outputs} outputs.")
+        return Tensor(_distflow.Output(op, int(index), self._root), self)
+
+    def as_graph_element(self, obj, allow_tensor=True, allow_operation=True):
+        """A Tensor or Operation of this graph from itself or its name
+        ("name:0" names a tensor, "name" an operation)."""
+        if isinstance(obj, str):
+            if ":" in obj and allow_tensor:
+                return self.get_tensor_by_name(obj)
+            if ":" not in obj and allow_operation:
+                return self.get_operation_by_name(obj)
+            want = "a Tensor" if allow_tensor else "an Operation"
+            raise ValueError(f"The name '{obj}' does not name {want} of this graph")
+        if isinstance(obj, Tensor) and allow_tensor:
+            return obj
+        if isinstance(obj, Operation) and allow_operation:
+            return obj
+        raise TypeError(f"Can not convert a {type(obj).__name__} into a graph element")
+
     def _scope(self, name=None, op_type=None):
         """The C++ Scope for the next op: name scope, devices, control deps."""
         if self._finalized:
@@ -590,6 +632,8 @@ class Session:
         structure = self._flatten(fetches, flat)
         outputs, targets, slots = [], [], []
         for f in flat:
+            if isinstance(f, str):
+                f = self.graph.as_graph_element(f)  # "name:0" a tensor, "name" an operation
             if isinstance(f, Operation):
                 self._check_graph(f._op.graph_key, f.name)
                 targets.append(f._op)
@@ -612,7 +656,7 @@ class Session:
 
     def _as_fetch(self, f):
         if isinstance(f, str):
-            raise NotImplementedError("fetching by name (a string) is not supported yet; fetch the Tensor")
+            f = self.graph.as_graph_element(f, allow_operation=False)
         if not isinstance(f, Tensor):
             raise TypeError(f"Fetch argument {f!r} has invalid type {type(f).__name__}; must be a Tensor, "
                             f"an Operation, or a list, tuple or dict of them")

@@ -1,5 +1,6 @@
 """tf.train: cluster specs, servers, the replica device setter, optimizers
 and the Supervisor."""
+import collections
 import contextlib
 import sys
 import time
@@ -381,6 +382,11 @@ class _MonitoredRunner(_fw.Session):
             raise TypeError
         return _fw.Session.run(self, fetches, feed_dict=feed_dict, options=options)
 
+    def _global_step_value(self):
+        """The global step after the last step (or at creation), as the
+        monitored session fetched it; -1 without one."""
+        return self._monitored.global_step
+
     def _run_raw(self, feeds, outputs, targets, timeout):
         return self._monitored.run(feeds, outputs, targets)
 
@@ -467,11 +473,51 @@ def get_or_create_global_step(graph=None):
     return get_global_step(graph) or create_global_step(graph)
 
 
-class SessionRunHook:
-    """Called after each step with the global step (the part of
-    TensorFlow's hook interface that distflow's Python client runs)."""
+class SessionRunArgs(collections.namedtuple("SessionRunArgs", ["fetches", "feed_dict", "options"])):
+    """What a hook's before_run adds to the step: more fetches and feeds."""
 
-    def after_run(self, session, global_step):
+    def __new__(cls, fetches, feed_dict=None, options=None):
+        return super().__new__(cls, fetches, feed_dict, options)
+
+
+class SessionRunValues(collections.namedtuple("SessionRunValues", ["results", "options", "run_metadata"])):
+    """What a hook's after_run is given: the values of its own fetches."""
+
+
+class SessionRunContext:
+    """The step a hook is called around: the caller's arguments, the session,
+    and request_stop()."""
+
+    def __init__(self, original_args, session):
+        self._original_args, self._session, self._stop_requested = original_args, session, False
+
+    original_args = property(lambda self: self._original_args)
+    session = property(lambda self: self._session)
+    stop_requested = property(lambda self: self._stop_requested)
+
+    def request_stop(self):
+        self._stop_requested = True
+
+
+class SessionRunHook:
+    """tf.train.SessionRunHook: begin() before the graph is finalized,
+    after_create_session(session, coord), before_run(run_context) (may return
+    SessionRunArgs), after_run(run_context, run_values) around every step,
+    end(session) when the session closes without an error."""
+
+    def begin(self):
+        pass
+
+    def after_create_session(self, session, coord):
+        pass
+
+    def before_run(self, run_context):
+        return None
+
+    def after_run(self, run_context, run_values):
+        pass
+
+    def end(self, session):
         pass
 
 
@@ -484,40 +530,175 @@ class _SyncReplicasHook(SessionRunHook):
 
 
 class StopAtStepHook(SessionRunHook):
+    """Requests a stop once the global step reaches last_step (or num_steps
+    past where the session started). Reads the global step the monitored
+    session already fetches, so it adds nothing to a step."""
+
     def __init__(self, num_steps=None, last_step=None):
         if (num_steps is None) == (last_step is None):
             raise ValueError("StopAtStepHook takes one of num_steps and last_step")
         self._num_steps, self._last_step = num_steps, last_step
 
-    def after_run(self, session, global_step):
+    def begin(self):
+        if get_global_step() is None:
+            raise RuntimeError("Global step should be created to use StopAtStepHook.")
+
+    def after_create_session(self, session, coord):
         if self._last_step is None:
-            self._last_step = global_step + self._num_steps - 1
-        if global_step >= self._last_step:
-            session.request_stop()
+            self._last_step = session._global_step_value() + self._num_steps
+
+    def after_run(self, run_context, run_values):
+        if run_context.session._global_step_value() >= self._last_step:
+            run_context.request_stop()
+
+
+class LoggingTensorHook(SessionRunHook):
+    """Logs the values of `tensors` (a list or a {tag: tensor} dict; tensors
+    or their names) every `every_n_iter` steps or `every_n_secs` seconds,
+    and at the end with at_end."""
+
+    def __init__(self, tensors, every_n_iter=None, every_n_secs=None, at_end=False, formatter=None):
+        if (every_n_iter is None) == (every_n_secs is None) and not at_end:
+            raise ValueError("LoggingTensorHook needs exactly one of every_n_iter and every_n_secs")
+        if every_n_iter is not None and every_n_iter <= 0:
+            raise ValueError(f"LoggingTensorHook: every_n_iter must be positive, got {every_n_iter}")
+        if not isinstance(tensors, dict):
+            tensors = {(t if isinstance(t, str) else t.name): t for t in tensors}
+        self._tags = list(tensors)
+        self._tensors = tensors
+        self._every_n_iter, self._every_n_secs, self._at_end = every_n_iter, every_n_secs, at_end
+        self._formatter = formatter
+        self._iter = 0
+        self._last_time = None
+
+    def begin(self):
+        g = _fw.get_default_graph()
+        self._fetch = {tag: (g.as_graph_element(t, allow_operation=False) if isinstance(t, str) else t)
+                       for tag, t in self._tensors.items()}
+
+    def _due(self):
+        if self._every_n_iter is not None:
+            return self._iter % self._every_n_iter == 0
+        if self._every_n_secs is not None:
+            return self._last_time is None or time.monotonic() - self._last_time >= self._every_n_secs
+        return False
+
+    def before_run(self, run_context):
+        self._should_log = self._due()
+        return SessionRunArgs(self._fetch) if self._should_log else None
+
+    def _log(self, values):
+        if self._formatter is not None:
+            print(self._formatter(values), flush=True)
+        else:
+            print(", ".join(f"{tag} = {values[tag]}" for tag in self._tags), flush=True)
+
+    def after_run(self, run_context, run_values):
+        if self._should_log:
+            self._log(run_values.results)
+            self._last_time = time.monotonic()
+        self._iter += 1
+
+    def end(self, session):
+        if self._at_end:
+            self._log(session.run(self._fetch))
+
+
+class NanLossDuringTrainingError(RuntimeError):
+    def __str__(self):
+        return "NaN loss during training."
+
+
+class NanTensorHook(SessionRunHook):
+    """Fails (or, with fail_on_nan_loss=False, stops) the training when the
+    loss becomes NaN."""
+
+    def __init__(self, loss_tensor, fail_on_nan_loss=True):
+        self._loss, self._fail = loss_tensor, fail_on_nan_loss
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._loss)
+
+    def after_run(self, run_context, run_values):
+        import numpy as np
+        if np.isnan(run_values.results):
+            if self._fail:
+                raise NanLossDuringTrainingError
+            print("Model diverged with loss = NaN.", flush=True)
+            run_context.request_stop()
+
+
+class FinalOpsHook(SessionRunHook):
+    """Runs `final_ops` when the session ends; their values are final_ops_values."""
+
+    def __init__(self, final_ops, final_ops_feed_dict=None):
+        self._final_ops, self._feed_dict = final_ops, final_ops_feed_dict
+        self._values = None
+
+    @property
+    def final_ops_values(self):
+        return self._values
+
+    def end(self, session):
+        if self._final_ops is not None:
+            self._values = session.run(self._final_ops, feed_dict=self._feed_dict)
 
 
 class _HookedSession(_MonitoredRunner):
     """What MonitoredTrainingSession returns: run, should_stop, close, and a
-    context manager; hooks see the global step after every step."""
+    context manager; every step runs the hooks' before_run and after_run,
+    and their fetches and feeds join the caller's in that one step."""
 
     def __init__(self, monitored, graph, supervisor, hooks):
         super().__init__(monitored, graph, supervisor)
         self._hooks = list(hooks)
+        self._closed = False
+        # What hooks are handed: runs steps without the hooks, as TF's raw session.
+        self._raw = _MonitoredRunner(monitored, graph, supervisor)
+        for h in self._hooks:
+            h.after_create_session(self._raw, None)
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-        out = super().run(fetches, feed_dict=feed_dict, options=options)
+        context = SessionRunContext(SessionRunArgs(fetches, feed_dict, options), self._raw)
+        hook_fetches, feeds = [], dict(feed_dict or {})
         for h in self._hooks:
-            h.after_run(self, self._monitored.global_step)
-        return out
+            args = h.before_run(context)
+            hook_fetches.append(None if args is None else args.fetches)
+            for key, value in ((args.feed_dict if args is not None else None) or {}).items():
+                if key in feeds:
+                    raise RuntimeError(f"Same tensor is fed by a SessionRunHook and user. Conflict(s): {key}")
+                feeds[key] = value
+        has = [f is not None for f in hook_fetches]
+        if any(has):
+            outputs = super().run([fetches, [f for f in hook_fetches if f is not None]], feed_dict=feeds,
+                                  options=options)
+            results, extra = outputs[0], iter(outputs[1])
+            hook_results = [next(extra) if h else None for h in has]
+        else:
+            results = super().run(fetches, feed_dict=feeds, options=options)
+            hook_results = [None] * len(self._hooks)
+        for h, r in zip(self._hooks, hook_results):
+            h.after_run(context, SessionRunValues(results=r, options=options, run_metadata=run_metadata))
+        if context.stop_requested:
+            self._sv.request_stop()
+        return results
 
     def request_stop(self):
         self._sv.request_stop()
 
-    def close(self):
-        self._sv.stop()
+    def close(self, _error=False):
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if not _error:
+                for h in self._hooks:
+                    h.end(self._raw)
+        finally:
+            self._sv.stop()
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        self.close(_error=exc_type is not None)
         return False
 
 
@@ -537,6 +718,9 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaf
     all_hooks = list(hooks or []) + (list(chief_only_hooks or []) if is_chief else [])
     sv._sync_hooks = [h for h in all_hooks if isinstance(h, _SyncReplicasHook)]
     all_hooks = [h for h in all_hooks if not isinstance(h, _SyncReplicasHook)]
+    with g.as_default():
+        for h in all_hooks:
+            h.begin()  # before the session finalizes the graph: hooks may add ops
     runner = sv.prepare_or_wait_for_session(master, config)
     return _HookedSession(runner._monitored, g, sv, all_hooks)
 

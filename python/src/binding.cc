@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -97,9 +98,73 @@ py::object TensorToNumpy(const df::Tensor& t) {
   return py::array(NumpyDtype(t.dtype()), shape, keep->raw_data(), owner);
 }
 
-// A copy of `value` (any array-like) as a tensor of `dtype`; numpy does the
-// conversion (int lists to float32, ...) and refuses what it cannot convert.
-df::Tensor NumpyToTensor(const py::handle& value, df::DataType dtype) {
+// ---- numpy memory lent to tensors ---------------------------------------------
+//
+// A fed array is not copied: its tensor borrows the array's memory
+// (TensorBuffer::Borrow) and holds a reference to the array. The last tensor
+// may go on an executor thread that does not hold the GIL; that thread must
+// not take the GIL (the interpreter's thread may hold it while waiting on
+// that very executor), so the reference is queued and dropped by the
+// interpreter: through Py_AddPendingCall, and at the start of every run.
+class LentArrays {
+ public:
+  static LentArrays& Get() {
+    static auto* lent = new LentArrays();  // never destroyed: used by late releases
+    return *lent;
+  }
+
+  void Release(PyObject* array) {
+    if (!Py_IsInitialized()) return;  // the interpreter is gone: nothing to free
+    if (PyGILState_Check()) {
+      Py_DECREF(array);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.push_back(array);
+      if (scheduled_) return;
+      scheduled_ = true;
+    }
+    // Py_AddPendingCall needs no GIL; if its queue is full, the next run drains.
+    if (Py_AddPendingCall(&LentArrays::DrainCallback, nullptr) != 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      scheduled_ = false;
+    }
+  }
+
+  // With the GIL held.
+  void Drain() {
+    std::vector<PyObject*> arrays;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      arrays.swap(pending_);
+      scheduled_ = false;
+    }
+    for (PyObject* a : arrays) Py_DECREF(a);
+  }
+
+  size_t pending() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pending_.size();
+  }
+
+ private:
+  static int DrainCallback(void*) {
+    Get().Drain();
+    return 0;
+  }
+
+  std::mutex mu_;
+  std::vector<PyObject*> pending_;
+  bool scheduled_ = false;
+};
+
+// `value` (any array-like) as a tensor of `dtype`; numpy does the conversion
+// (int lists to float32, ...) and refuses what it cannot convert. With
+// `borrow`, a C-contiguous, aligned array of the right dtype is not copied:
+// the tensor reads the array's memory (for feeds, which live for one step;
+// never for constants, which the graph keeps).
+df::Tensor NumpyToTensor(const py::handle& value, df::DataType dtype, bool borrow = false) {
   py::module_ np = py::module_::import("numpy");
   std::vector<int64_t> dims;
   if (dtype == df::DT_STRING) {
@@ -124,6 +189,14 @@ df::Tensor NumpyToTensor(const py::handle& value, df::DataType dtype) {
   // asarray(order="C"), not ascontiguousarray, which makes a scalar 1-d.
   py::array arr = np.attr("asarray")(value, py::arg("dtype") = NumpyDtype(dtype), py::arg("order") = "C");
   for (py::ssize_t i = 0; i < arr.ndim(); ++i) dims.push_back(arr.shape(i));
+  const size_t bytes = static_cast<size_t>(arr.nbytes());
+  const bool aligned = (arr.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_) != 0;
+  if (borrow && aligned && bytes > 0) {
+    PyObject* owner = arr.ptr();
+    Py_INCREF(owner);
+    auto buffer = df::TensorBuffer::Borrow(arr.data(), bytes, [owner] { LentArrays::Get().Release(owner); });
+    return Value(df::Tensor::FromBuffer(dtype, df::TensorShape(dims), std::move(buffer), 0));
+  }
   absl::StatusOr<df::Tensor> t = df::Tensor::Allocate(dtype, df::TensorShape(dims));
   Check(t.status());
   if (t->TotalBytes() > 0) std::memcpy(t->raw_data(), arr.data(), t->TotalBytes());
@@ -308,10 +381,13 @@ df::SessionOptions SessionOptionsFromPython(const py::dict& o) {
   return options;
 }
 
-// Feeds from (Output, array-like) pairs, each converted to its placeholder's dtype.
+// Feeds from (Output, array-like) pairs, each converted to its placeholder's
+// dtype; arrays that allow it are lent, not copied. Also drops the arrays
+// earlier steps' tensors released off the interpreter's thread.
 df::FeedDict ToFeedDict(const std::vector<std::pair<df::Output, py::object>>& feeds) {
+  LentArrays::Get().Drain();
   df::FeedDict feed_dict;
-  for (const auto& [out, value] : feeds) feed_dict.emplace_back(out, NumpyToTensor(value, out.dtype()));
+  for (const auto& [out, value] : feeds) feed_dict.emplace_back(out, NumpyToTensor(value, out.dtype(), true));
   return feed_dict;
 }
 
@@ -366,6 +442,8 @@ std::unique_ptr<df::Optimizer> MakeOptimizer(const std::string& kind, const py::
 PYBIND11_MODULE(_distflow, m) {
   m.doc() = "distflow's C++ runtime (use distflow.compat.v1)";
   m.def("version", [] { return std::string(df::Version()); });
+  // For tests: references to fed arrays released off the interpreter thread, not dropped yet.
+  m.def("_lent_arrays_pending", [] { return LentArrays::Get().pending(); });
 
   // Errors: one class per code, all subclasses of Error.
   py::object base = py::reinterpret_steal<py::object>(
@@ -472,6 +550,12 @@ PYBIND11_MODULE(_distflow, m) {
       .def("unique_name", &df::Scope::GetUniqueName)
       .def("check", [](const df::Scope& s) { Check(s.status()); })
       .def_property_readonly("num_nodes", &df::Scope::num_nodes)
+      .def("find_operation",
+           [](const df::Scope& s, const std::string& name) -> std::optional<df::Operation> {
+             df::Operation op = s.FindOperation(name);
+             if (!op.ok()) return std::nullopt;
+             return op;
+           })
       .def_property_readonly("graph_key", [](const df::Scope& s) {
         return reinterpret_cast<std::uintptr_t>(s.graph_state().get());
       })

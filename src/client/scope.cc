@@ -209,6 +209,12 @@ int Scope::num_nodes() const {
   return graph_->graph.num_nodes();
 }
 
+Operation Scope::FindOperation(const std::string& name) const {
+  absl::MutexLock lock(&graph_->mu);
+  const Node* node = graph_->graph.FindNode(name);
+  return node == nullptr ? Operation() : Operation(node, graph_);
+}
+
 std::string Output::name() const {
   return op_.ok() ? absl::StrCat(op_.name(), ":", index_) : "<invalid>";
 }

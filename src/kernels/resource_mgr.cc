@@ -21,7 +21,8 @@ absl::StatusOr<Tensor> Var::Read() const {
 absl::StatusOr<Tensor*> Var::MutableValue() {
   if (!value_.IsInitialized()) return UninitializedError();
   // use_count() == 1: nobody else holds the buffer; snapshots only appear under mu_.
-  if (value_.buffer().use_count() > 1) value_ = value_.DeepCopy();
+  // Set() never keeps borrowed memory; the check keeps it that way.
+  if (value_.buffer().use_count() > 1 || (value_.buffer() && value_.buffer()->borrowed())) value_ = value_.DeepCopy();
   return &value_;
 }
 

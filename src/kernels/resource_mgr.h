@@ -40,8 +40,12 @@ class Var {
   // was never assigned.
   absl::StatusOr<Tensor> Read() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Replaces the value (Assign).
-  void Set(Tensor value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { value_ = std::move(value); }
+  // Replaces the value (Assign). Shares the buffer, except memory the caller
+  // only lent (a numpy feed), which the variable must not alias.
+  void Set(Tensor value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const bool lent = value.buffer() != nullptr && value.buffer()->borrowed();
+    value_ = lent ? value.DeepCopy() : std::move(value);
+  }
   // The value to update in place, copied first if a snapshot shares it.
   // FailedPrecondition if uninitialised.
   absl::StatusOr<Tensor*> MutableValue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

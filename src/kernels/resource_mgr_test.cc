@@ -1,5 +1,7 @@
 #include "kernels/resource_mgr.h"
 
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace distflow {
@@ -14,6 +16,32 @@ TEST(ResourceMgr, SameKeyGivesSameVar) {
   auto other = rm.LookupOrCreateVar("d", "w", DT_FLOAT, PartialShape({2}));
   EXPECT_NE(other->get(), a->get());
   EXPECT_EQ(rm.NumVars(), 2u);
+}
+
+TEST(Var, NeverKeepsOrWritesBorrowedMemory) {
+  std::vector<float> caller = {1, 2, 3};
+  bool released = false;
+  Var v("w", DT_FLOAT, PartialShape({3}));
+  {
+    auto lent = TensorBuffer::Borrow(caller.data(), caller.size() * sizeof(float), [&] { released = true; });
+    EXPECT_TRUE(lent->borrowed());
+    absl::MutexLock lock(v.mu());
+    v.Set(Tensor::FromBuffer(DT_FLOAT, TensorShape({3}), lent, 0).value());
+    EXPECT_NE(v.value().raw_data(), caller.data()) << "Set copies borrowed memory";
+  }
+  EXPECT_TRUE(released) << "the variable keeps no reference to the caller's memory";
+  {
+    absl::MutexLock lock(v.mu());
+    Tensor* value = v.MutableValue().value();
+    value->flat<float>()[0] = 10;
+  }
+  EXPECT_EQ(caller[0], 1.0f);
+  EXPECT_EQ(v.Read().value().flat<float>()[0], 10.0f);
+  // Owned memory is still shared, not copied.
+  Tensor owned = Tensor::FromVector<float>({4, 5, 6});
+  absl::MutexLock lock(v.mu());
+  v.Set(owned);
+  EXPECT_TRUE(v.value().SharesBufferWith(owned));
 }
 
 TEST(ResourceMgr, ConflictingDtypeOrShapeIsAnError) {

@@ -112,6 +112,12 @@ std::shared_ptr<TensorBuffer> TensorBuffer::Wrap(void* data, size_t size, std::f
   return buf;
 }
 
+std::shared_ptr<TensorBuffer> TensorBuffer::Borrow(const void* data, size_t size, std::function<void()> release) {
+  std::shared_ptr<TensorBuffer> buf = Wrap(const_cast<void*>(data), size, std::move(release));
+  buf->borrowed_ = true;
+  return buf;
+}
+
 TensorBuffer::~TensorBuffer() {
   if (num_strings_ > 0) {
     auto* s = static_cast<std::string*>(data_);

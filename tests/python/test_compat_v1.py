@@ -11,7 +11,7 @@ import pytest
 
 import distflow
 import distflow.compat.v1 as tf
-from distflow import raw_ops
+from distflow import _distflow, raw_ops
 
 
 @pytest.fixture(autouse=True)
@@ -413,3 +413,129 @@ def test_sync_replicas_optimizer_refuses_bad_arguments_with_clear_errors():
         with pytest.raises(ValueError, match="needs global_step"):
             sync.minimize(w * w)
     assert sync.steps_applied == 0
+
+
+def test_a_fed_array_is_lent_not_copied_and_a_variable_never_aliases_it():
+    a = np.arange(1 << 18, dtype=np.float32).reshape(512, 512)
+    x = tf.placeholder(tf.float32, [None, 512], name="x")
+    v = tf.Variable(tf.zeros([512, 512]))
+    assign = v.assign(x)
+    bump = v.assign_add(tf.ones([512, 512]))
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        refs = sys.getrefcount(a)
+        out = sess.run(x, {x: a})
+        # The feed was not copied on the way in, nor the fetch on the way out.
+        assert np.shares_memory(out, a)
+        assert sys.getrefcount(a) == refs + 1  # held by the fetched array's tensor
+        del out
+        gc.collect()
+        assert sys.getrefcount(a) == refs
+        # A variable assigned from a lent array copies it: the caller's later
+        # writes do not reach the variable, and the variable's updates do not
+        # reach the caller's array.
+        sess.run(assign, {x: a})
+        a[0, 0] = -7.0
+        sess.run(bump)
+        got = sess.run(v)
+        assert got[0, 0] == 1.0 and got[1, 1] == 514.0
+        assert a[0, 0] == -7.0 and a[1, 1] == 513.0
+        assert not np.shares_memory(got, a)
+        assert sys.getrefcount(a) == refs
+        # What cannot be lent is copied: another dtype, a strided view.
+        assert not np.shares_memory(sess.run(x, {x: a.astype(np.float64)}), a)
+        wide = np.zeros((512, 1024), dtype=np.float32)
+        assert not np.shares_memory(sess.run(x, {x: wide[:, ::2]}), wide)
+        assert _distflow._lent_arrays_pending() == 0
+
+
+def test_fetches_and_feeds_by_name():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [2], name="x")
+        y = tf.identity(x * 2.0, name="y")
+        v = tf.Variable(0.0, name="v")
+        tf.assign_add(v, 1.0, name="inc")
+    assert g.get_tensor_by_name("y:0").name == y.name == "y:0"
+    assert g.get_operation_by_name("inc").type == "AssignAdd"
+    with pytest.raises(KeyError, match="The operation, 'nope', does not exist in the graph"):
+        g.get_tensor_by_name("nope:0")
+    with pytest.raises(KeyError, match="exists but only has 1 outputs"):
+        g.get_tensor_by_name("y:3")
+    with pytest.raises(ValueError, match="looks like an Operation name, not a Tensor"):
+        g.get_tensor_by_name("y")
+    with tf.Session(graph=g) as sess:
+        sess.run(v.initializer)
+        np.testing.assert_array_equal(sess.run("y:0", {"x:0": [1.0, 2.0]}), [2.0, 4.0])
+        out = sess.run({"doubled": "y:0", "step": "inc"}, feed_dict={x: [3.0, 4.0]})
+        assert out["step"] is None
+        np.testing.assert_array_equal(out["doubled"], [6.0, 8.0])
+        assert sess.run("v:0") == 1.0
+        with pytest.raises(KeyError, match="refers to an Operation not in the graph"):
+            sess.run("missing")
+
+
+def test_session_run_hooks_follow_tensorflows_protocol(tmp_path, capsys):
+    step = tf.train.get_or_create_global_step()
+    w = tf.Variable(5.0, name="w")
+    loss = tf.square(w, name="loss")
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+    calls = []
+
+    class Recorder(tf.train.SessionRunHook):
+        def begin(self):
+            calls.append("begin")
+            self._w2 = tf.multiply(w, 2.0, name="w_doubled")  # hooks may add ops in begin()
+
+        def after_create_session(self, session, coord):
+            calls.append(("created", int(session.run(step))))
+
+        def before_run(self, run_context):
+            assert run_context.original_args.fetches is train
+            return tf.train.SessionRunArgs({"w2": self._w2, "step": step})
+
+        def after_run(self, run_context, run_values):
+            calls.append(("step", int(run_values.results["step"]), float(run_values.results["w2"])))
+            if run_values.results["step"] >= 4:
+                run_context.request_stop()
+
+        def end(self, session):
+            calls.append(("end", int(session.run(step))))
+
+    final = tf.train.FinalOpsHook(loss)
+    logging = tf.train.LoggingTensorHook({"the_loss": "loss:0"}, every_n_iter=2)
+    hooks = [Recorder(), final, logging]
+    with tf.train.MonitoredTrainingSession(is_chief=True, checkpoint_dir=str(tmp_path), hooks=hooks) as sess:
+        n = 0
+        while not sess.should_stop():
+            assert sess.run(train) is None
+            n += 1
+    assert calls[0] == "begin" and calls[1] == ("created", 0)
+    steps = [c for c in calls if c[0] == "step"]
+    # One step each: the hook's fetches ran with the train op (w read before or after its update).
+    assert n == len(steps) == 5
+    assert [s[1] for s in steps][-1] >= 4
+    assert calls[-1] == ("end", 5)
+    assert abs(final.final_ops_values - 25.0 * 0.8 ** 10) < 1e-3
+    logged = [line for line in capsys.readouterr().out.splitlines() if line.startswith("the_loss = ")]
+    assert len(logged) == 3  # steps 0, 2 and 4
+
+
+def test_nan_tensor_hook_fails_the_training_with_tensorflows_error(tmp_path):
+    step = tf.train.get_or_create_global_step()
+    w = tf.Variable(1.0)
+    loss = tf.log(w - 2.0)  # NaN from the first step
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(tf.square(w), global_step=step)
+    with pytest.raises(tf.train.NanLossDuringTrainingError, match="NaN loss during training"):
+        with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path),
+                                               hooks=[tf.train.NanTensorHook(loss)]) as sess:
+            sess.run(train)
+    tf.reset_default_graph()
+    step = tf.train.get_or_create_global_step()
+    w = tf.Variable(1.0)
+    loss = tf.log(w - 2.0)
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(tf.square(w), global_step=step)
+    with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path / "b"),
+                                           hooks=[tf.train.NanTensorHook(loss, fail_on_nan_loss=False)]) as sess:
+        sess.run(train)
+        assert sess.should_stop()

@@ -110,6 +110,11 @@ def add_n(inputs, name=None): return _op("AddN")(list(inputs), name=name)
 mul, sub, div = multiply, subtract, divide
 
 
+def assign(ref, value, validate_shape=None, use_locking=None, name=None): return ref.assign(value, name=name)
+def assign_add(ref, value, use_locking=None, name=None): return ref.assign_add(value, name=name)
+def assign_sub(ref, value, use_locking=None, name=None): return ref.assign_sub(value, name=name)
+
+
 def cast(x, dtype, name=None):
     return _op("Cast")(x, DstT=as_dtype(dtype), name=name)
 
@@ -254,6 +259,13 @@ train = _Namespace("train",
     MonitoredTrainingSession=_train.MonitoredTrainingSession,
     StopAtStepHook=_train.StopAtStepHook,
     SessionRunHook=_train.SessionRunHook,
+    SessionRunArgs=_train.SessionRunArgs,
+    SessionRunContext=_train.SessionRunContext,
+    SessionRunValues=_train.SessionRunValues,
+    LoggingTensorHook=_train.LoggingTensorHook,
+    NanTensorHook=_train.NanTensorHook,
+    NanLossDuringTrainingError=_train.NanLossDuringTrainingError,
+    FinalOpsHook=_train.FinalOpsHook,
     get_global_step=_train.get_global_step,
     get_or_create_global_step=_train.get_or_create_global_step,
     create_global_step=_train.create_global_step,
