@@ -1,3 +1,6 @@
+#include <cmath>
+#include <vector>
+
 #include "client/graph_state.h"
 #include "distflow/gradients.h"
 #include "distflow/ops.h"
@@ -70,6 +73,42 @@ TEST(Client, ControlDependenciesAreAdded) {
   auto out = sess.Run({after});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].scalar<int32_t>(), 5);
+}
+
+// The rules shape inference and the kernels share (graph/shape_rules.h) give
+// one answer: what is refused while building is refused, in the same words,
+// when the same values only arrive as feeds at run time.
+TEST(Client, BuildTimeAndRunTimeRefuseTheSameRangeAndReshape) {
+  Scope root = Scope::NewRootScope();
+  ops::Range(root, ops::Const(root, 0.f), ops::Const(root, std::nanf("")), ops::Const(root, 1.f));
+  ASSERT_FALSE(root.ok());
+  const std::string built(root.status().message());
+  EXPECT_NE(built.find("Range requires finite start, limit and delta"), std::string::npos) << built;
+
+  Scope late = Scope::NewRootScope();
+  auto limit = ops::Placeholder(late, DT_FLOAT);
+  auto range = ops::Range(late, ops::Const(late, 0.f), limit, ops::Const(late, 1.f));
+  ASSERT_TRUE(late.ok()) << late.status();
+  Session sess;
+  auto ran = sess.Run({{limit, Tensor::Scalar<float>(std::nanf(""))}}, {range}, {});
+  ASSERT_FALSE(ran.ok());
+  EXPECT_NE(ran.status().message().find(built.substr(built.find("Range requires"))), std::string::npos)
+      << ran.status() << "\nbuilt: " << built;
+
+  Scope r2 = Scope::NewRootScope();
+  ops::Reshape(r2, ops::Const(r2, {1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, TensorShape({6})), std::vector<int64_t>{-1, 4});
+  ASSERT_FALSE(r2.ok());
+  const std::string reshape_built(r2.status().message());
+  Scope r3 = Scope::NewRootScope();
+  auto shape = ops::Placeholder(r3, DT_INT32);
+  auto reshaped = ops::Reshape(r3, ops::Const(r3, {1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, TensorShape({6})), shape);
+  Session sess3;
+  auto r3_out = sess3.Run({{shape, Tensor::FromVector<int32_t>({-1, 4})}}, {reshaped}, {});
+  ASSERT_FALSE(r3_out.ok());
+  const std::string words = "Input to reshape is a tensor with 6 values, but the requested shape [-1,4] requires a "
+                            "multiple of 4";
+  EXPECT_NE(reshape_built.find(words), std::string::npos) << reshape_built;
+  EXPECT_NE(r3_out.status().message().find(words), std::string::npos) << r3_out.status();
 }
 
 TEST(Client, BuildErrorIsKeptAndReportedByRun) {

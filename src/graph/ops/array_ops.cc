@@ -10,6 +10,7 @@
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
+#include "graph/shape_rules.h"
 
 namespace distflow {
 namespace {
@@ -37,46 +38,9 @@ absl::Status ReshapeShape(InferenceContext* c) {
     return absl::OkStatus();
   }
   if (c->input(1).rank() > 1) return absl::InvalidArgumentError("shape must be a vector");
-  int unknown_index = -1;
-  int64_t known = 1;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == -1) {
-      if (unknown_index >= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("only one input size may be -1, not both ", unknown_index, " and ", i));
-      }
-      unknown_index = static_cast<int>(i);
-    } else if (dims[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("size ", i, " must be non-negative, not ", dims[i]));
-    } else if (!MultiplyWithoutOverflow(known, dims[i], &known)) {
-      return absl::InvalidArgumentError(absl::StrCat("shape ", DimsString(dims), " has too many elements"));
-    }
-  }
-  int64_t n = in.num_elements();
-  if (n >= 0) {
-    if (unknown_index >= 0) {
-      if (known == 0) {
-        if (n != 0) {
-          return absl::InvalidArgumentError(absl::StrCat("Cannot reshape a tensor with ", n,
-                                                         " elements to shape ", DimsString(dims)));
-        }
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Reshape cannot infer the missing input size for an empty tensor unless all specified input sizes are "
-            "non-zero: ",
-            DimsString(dims)));
-      }
-      if (n % known != 0) {
-        return absl::InvalidArgumentError(absl::StrCat("Input to reshape is a tensor with ", n,
-                                                       " values, but the requested shape ", DimsString(dims),
-                                                       " requires a multiple of ", known));
-      }
-      dims[static_cast<size_t>(unknown_index)] = n / known;
-    } else if (known != n) {
-      return absl::InvalidArgumentError(absl::StrCat("Cannot reshape a tensor of shape ", in.DebugString(), " with ",
-                                                     n, " elements to shape ", DimsString(dims), " with ", known,
-                                                     " elements"));
-    }
-  }
+  absl::StatusOr<std::vector<int64_t>> resolved = ResolveReshape(std::move(dims), in.num_elements(), in.DebugString());
+  if (!resolved.ok()) return resolved.status();
+  dims = std::move(*resolved);
   c->set_output(0, PartialShape(absl::MakeConstSpan(dims)));
   return absl::OkStatus();
 }
@@ -316,30 +280,6 @@ absl::Status TileShape(InferenceContext* c) {
   }
   c->set_output(0, PartialShape(absl::MakeConstSpan(out)));
   return absl::OkStatus();
-}
-
-template <typename T>
-absl::StatusOr<int64_t> RangeSize(T start, T limit, T delta) {
-  if (delta == 0) return absl::InvalidArgumentError("Requires delta != 0");
-  if (delta > 0 && start > limit) {
-    return absl::InvalidArgumentError(absl::StrCat("Requires start <= limit when delta > 0: ", start, "/", limit));
-  }
-  if (delta < 0 && start < limit) {
-    return absl::InvalidArgumentError(absl::StrCat("Requires start >= limit when delta < 0: ", start, "/", limit));
-  }
-  if constexpr (std::is_integral_v<T>) {
-    // In unsigned arithmetic: limit - start may overflow T.
-    uint64_t span = delta > 0 ? static_cast<uint64_t>(limit) - static_cast<uint64_t>(start)
-                              : static_cast<uint64_t>(start) - static_cast<uint64_t>(limit);
-    uint64_t step = delta > 0 ? static_cast<uint64_t>(delta) : 0 - static_cast<uint64_t>(delta);
-    uint64_t n = span / step + (span % step != 0 ? 1 : 0);
-    if (n > static_cast<uint64_t>(INT64_MAX)) return absl::InvalidArgumentError("Range has too many elements");
-    return static_cast<int64_t>(n);
-  } else {
-    double n = std::ceil(std::abs((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta)));
-    if (!(n < 9.2e18)) return absl::InvalidArgumentError("Range has too many elements");
-    return static_cast<int64_t>(n);
-  }
 }
 
 absl::Status RangeShape(InferenceContext* c) {

@@ -6,6 +6,7 @@
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
+#include "graph/shape_rules.h"
 
 namespace distflow {
 namespace {
@@ -32,17 +33,11 @@ absl::Status ReductionShape(InferenceContext* c) {
     return absl::OkStatus();
   }
   int rank = in.rank();
-  std::vector<bool> reduce(static_cast<size_t>(rank), false);
-  for (int64_t a : axes) {
-    if (a < -rank || a >= rank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Invalid reduction dimension ", a, " for input with ", rank, " dimensions"));
-    }
-    reduce[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
-  }
+  absl::StatusOr<std::vector<bool>> reduce = ReductionMask(axes, rank);
+  if (!reduce.ok()) return reduce.status();
   std::vector<int64_t> out;
   for (int d = 0; d < rank; ++d) {
-    if (!reduce[static_cast<size_t>(d)]) {
+    if (!(*reduce)[static_cast<size_t>(d)]) {
       out.push_back(in.dim(d));
     } else if (*keep) {
       out.push_back(1);

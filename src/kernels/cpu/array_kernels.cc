@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
+#include "graph/shape_rules.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
 
@@ -33,45 +34,9 @@ class ReshapeOp : public OpKernel {
   bool IsExpensive() const override { return false; }
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& in = ctx->input(0);
-    ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInts(ctx->input(1), "shape"));
-    int unknown_index = -1;
-    int64_t known = 1;
-    for (size_t i = 0; i < dims.size(); ++i) {
-      if (dims[i] == -1) {
-        if (unknown_index >= 0) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("only one input size may be -1, not both ", unknown_index, " and ", i));
-        }
-        unknown_index = static_cast<int>(i);
-      } else if (dims[i] < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("size ", i, " must be non-negative, not ", dims[i]));
-      } else if (!MultiplyWithoutOverflow(known, dims[i], &known)) {
-        return absl::InvalidArgumentError(absl::StrCat("shape ", DimsString(dims), " has too many elements"));
-      }
-    }
-    int64_t n = in.NumElements();
-    if (unknown_index >= 0) {
-      if (known == 0) {
-        if (n != 0) {
-          return absl::InvalidArgumentError(absl::StrCat("Cannot reshape a tensor with ", n, " elements to shape ",
-                                                         DimsString(dims)));
-        }
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Reshape cannot infer the missing input size for an empty tensor unless all specified input sizes are "
-            "non-zero: ",
-            DimsString(dims)));
-      }
-      if (n % known != 0) {
-        return absl::InvalidArgumentError(absl::StrCat("Input to reshape is a tensor with ", n,
-                                                       " values, but the requested shape ", DimsString(dims),
-                                                       " requires a multiple of ", known));
-      }
-      dims[static_cast<size_t>(unknown_index)] = n / known;
-    } else if (known != n) {
-      return absl::InvalidArgumentError(absl::StrCat("Cannot reshape a tensor of shape ", in.shape().DebugString(),
-                                                     " with ", n, " elements to shape ", DimsString(dims), " with ",
-                                                     known, " elements"));
-    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> requested, ReadInts(ctx->input(1), "shape"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> dims,
+                     ResolveReshape(std::move(requested), in.NumElements(), in.shape().DebugString()));
     ASSIGN_OR_RETURN(TensorShape shape, TensorShape::FromDims(dims));
     ASSIGN_OR_RETURN(Tensor out, in.Reshaped(shape));
     return ctx->set_output(0, std::move(out));

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
+#include "graph/shape_rules.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
 
@@ -210,33 +211,6 @@ class TileOp : public OpKernel {
 
 // ---------------------------------------------------------------------------
 // Range
-
-template <typename T>
-absl::StatusOr<int64_t> RangeSize(T start, T limit, T delta) {
-  if (delta == 0) return absl::InvalidArgumentError("Requires delta != 0");
-  if (delta > 0 && start > limit) {
-    return absl::InvalidArgumentError(absl::StrCat("Requires start <= limit when delta > 0: ", start, "/", limit));
-  }
-  if (delta < 0 && start < limit) {
-    return absl::InvalidArgumentError(absl::StrCat("Requires start >= limit when delta < 0: ", start, "/", limit));
-  }
-  if constexpr (std::is_integral_v<T>) {
-    uint64_t span = delta > 0 ? static_cast<uint64_t>(limit) - static_cast<uint64_t>(start)
-                              : static_cast<uint64_t>(start) - static_cast<uint64_t>(limit);
-    uint64_t step = delta > 0 ? static_cast<uint64_t>(delta) : 0 - static_cast<uint64_t>(delta);
-    uint64_t n = span / step + (span % step != 0 ? 1 : 0);
-    if (n > static_cast<uint64_t>(INT64_MAX)) return absl::InvalidArgumentError("Range has too many elements");
-    return static_cast<int64_t>(n);
-  } else {
-    if (!std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
-      return absl::InvalidArgumentError("Range requires finite start, limit and delta");
-    }
-    double n = std::ceil(
-        std::abs((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta)));
-    if (!(n < 9.2e18)) return absl::InvalidArgumentError("Range has too many elements");
-    return static_cast<int64_t>(n);
-  }
-}
 
 template <typename T>
 class RangeOp : public OpKernel {

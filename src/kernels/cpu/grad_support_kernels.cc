@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
+#include "graph/shape_rules.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
 
@@ -47,15 +48,7 @@ std::vector<int64_t> ShapeDims(const TensorShape& s) {
 // Normalised reduction axes as a mask over `rank` dimensions.
 absl::StatusOr<std::vector<bool>> AxesMask(const Tensor& axes, int rank) {
   ASSIGN_OR_RETURN(std::vector<int64_t> v, ReadInts(axes, "reduction_indices", /*allow_scalar=*/true));
-  std::vector<bool> mask(static_cast<size_t>(rank), false);
-  for (int64_t a : v) {
-    if (a < -rank || a >= rank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Invalid reduction dimension ", a, " for input with ", rank, " dimensions"));
-    }
-    mask[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
-  }
-  return mask;
+  return ReductionMask(v, rank);
 }
 
 // ---------------------------------------------------------------------------

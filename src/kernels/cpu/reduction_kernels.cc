@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
+#include "graph/shape_rules.h"
 #include "kernels/kernel_registry.h"
 
 namespace distflow {
@@ -156,15 +157,7 @@ absl::StatusOr<std::vector<bool>> AxesMask(const Tensor& axes, int rank) {
     return absl::InvalidArgumentError(
         absl::StrCat("reduction_indices must be int32 or int64, got ", DataTypeName(axes.dtype())));
   }
-  std::vector<bool> mask(static_cast<size_t>(rank), false);
-  for (int64_t a : v) {
-    if (a < -rank || a >= rank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Invalid reduction dimension ", a, " for input with ", rank, " dimensions"));
-    }
-    mask[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
-  }
-  return mask;
+  return ReductionMask(v, rank);
 }
 
 template <typename T, typename R, bool kMean>
