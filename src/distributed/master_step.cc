@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
+#include "base/tsan.h"
 #include "distributed/master_session_impl.h"
 #include "distributed/step_stats_proto.h"
 
@@ -174,8 +175,11 @@ void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
       if (c->local) {
         local_worker_->RunGraphAsync(&c->local_call, [this, keep, c](absl::Status s) { PartitionDone(keep, c, s); });
       } else {
-        stubs[i]->async()->RunGraph(&c->ctx, &c->request, &c->response,
-                                    [this, keep, c](grpc::Status s) { PartitionDone(keep, c, FromGrpcStatus(s)); });
+        DF_TSAN_HANDOFF(c);
+        stubs[i]->async()->RunGraph(&c->ctx, &c->request, &c->response, [this, keep, c](grpc::Status s) {
+          DF_TSAN_RECEIVE(c);
+          PartitionDone(keep, c, FromGrpcStatus(s));
+        });
       }
     }
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
+#include "base/tsan.h"
 #include "distributed/auth.h"
 #include "distributed/device_name.h"
 #include "distributed/rpc_metrics.h"
@@ -224,8 +225,10 @@ void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, cons
       return;
     }
   }
+  DF_TSAN_HANDOFF(call.get());
   (*stub)->UnaryCall(&call->ctx, "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &call->request,
                      &call->response, [this, call, cm, task, key, done = std::move(done)](grpc::Status s) {
+                       DF_TSAN_RECEIVE(call.get());
                        if (cm != nullptr) cm->Deregister(call->token);
                        if (!s.ok()) {
                          absl::Status err = FromGrpcStatus(s);
@@ -287,8 +290,10 @@ absl::Status WorkerCache::FetchOffer(const std::string& task, const std::string&
   }
   absl::Notification done;
   grpc::Status gs;
+  DF_TSAN_HANDOFF(&ctx);
   (*stub)->UnaryCall(&ctx, "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &request, &response,
                      [&](grpc::Status r) {
+                       DF_TSAN_RECEIVE(&ctx);
                        gs = std::move(r);
                        done.Notify();
                      });

@@ -23,7 +23,12 @@ std::vector<google::protobuf::Struct> ParseEvents(const std::string& json) {
   auto st = google::protobuf::util::JsonStringToMessage(json, &doc);
   EXPECT_TRUE(st.ok()) << st.ToString() << "\n" << json;
   std::vector<google::protobuf::Struct> events;
-  for (const auto& v : doc.fields().at("traceEvents").list_value().values()) events.push_back(v.struct_value());
+  auto it = doc.fields().find("traceEvents");
+  if (it == doc.fields().end()) {
+    ADD_FAILURE() << "no traceEvents in\n" << json;
+    return events;
+  }
+  for (const auto& v : it->second.list_value().values()) events.push_back(v.struct_value());
   return events;
 }
 

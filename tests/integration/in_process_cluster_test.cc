@@ -631,8 +631,9 @@ void StopServerWhileASessionWaitsForTheCluster(bool in_process_master) {
   o.in_process_master = in_process_master;
   absl::Status status;
   absl::Notification answered;
+  const std::string target = (*worker)->target();  // read here: the server is destroyed below
   std::thread client([&] {
-    Session sess((*worker)->target(), o);
+    Session sess(target, o);
     Scope root = Scope::NewRootScope();
     status = sess.Run({ops::Const(root, 1.f)}).status();
     answered.Notify();
