@@ -74,7 +74,7 @@ class ClusterSpec {
   absl::StatusOr<std::string> task_address(absl::string_view job,
                                            int task_index) const;
   bool HasTask(absl::string_view job, int task_index) const;
-  // "/job:ps/task:0", ... in job-name then index order.
+  // Every task's TaskName(), in job-name then index order.
   std::vector<std::string> AllTaskNames() const;
   const JobMap& job_map() const { return jobs_; }
 
@@ -95,5 +95,10 @@ class ClusterSpec {
 
   JobMap jobs_;
 };
+
+// The canonical name of a task, "/job:ps/replica:0/task:1" for ("ps", 1): the
+// one spelling that logs, errors, metrics and device names use. Input may
+// also say "/job:ps/task:1" (DeviceName parses both).
+std::string TaskName(absl::string_view job, int task_index);
 
 }  // namespace distflow

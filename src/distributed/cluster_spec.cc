@@ -332,11 +332,15 @@ bool ClusterSpec::HasTask(absl::string_view job, int task_index) const {
   return it != jobs_.end() && it->second.count(task_index) > 0;
 }
 
+std::string TaskName(absl::string_view job, int task_index) {
+  return absl::StrCat("/job:", job, "/replica:0/task:", task_index);
+}
+
 std::vector<std::string> ClusterSpec::AllTaskNames() const {
   std::vector<std::string> names;
   for (const auto& [name, tasks] : jobs_) {
     for (const auto& task : tasks) {
-      names.push_back(absl::StrCat("/job:", name, "/task:", task.first));
+      names.push_back(TaskName(name, task.first));
     }
   }
   return names;

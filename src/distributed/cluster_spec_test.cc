@@ -25,8 +25,8 @@ TEST(ClusterSpec, ParsesFlagForm) {
   EXPECT_FALSE(spec->HasTask("worker", 1));
   EXPECT_FALSE(spec->HasTask("chief", 0));
   EXPECT_THAT(spec->AllTaskNames(),
-              ElementsAre("/job:ps/task:0", "/job:ps/task:1",
-                          "/job:worker/task:0"));
+              ElementsAre("/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1",
+                          "/job:worker/replica:0/task:0"));
 }
 
 TEST(ClusterSpec, FlagFormVariants) {
@@ -55,8 +55,8 @@ TEST(ClusterSpec, ParsesJson) {
   EXPECT_EQ(spec->num_tasks("empty2"), 0);
   EXPECT_EQ(*spec->task_address("worker", 3), "b:2");
   EXPECT_THAT(spec->AllTaskNames(),
-              ElementsAre("/job:ps/task:0", "/job:worker/task:0",
-                          "/job:worker/task:3"));
+              ElementsAre("/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0",
+                          "/job:worker/replica:0/task:3"));
   EXPECT_EQ(spec->ToJson(),
             R"({"empty":[],"empty2":[],"ps":["h0:2222"],)"
             R"("worker":{"0":"a:1","3":"b:2"}})");

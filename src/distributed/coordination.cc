@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/logging.h"
+#include "distributed/grpc_status.h"
 #include "distributed/worker_cache.h"
 #include "grpcpp/client_context.h"
 

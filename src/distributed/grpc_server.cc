@@ -5,6 +5,7 @@
 #include "base/env.h"
 #include "base/logging.h"
 #include "distributed/auth.h"
+#include "distributed/grpc_status.h"
 #include "distributed/rpc_metrics.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"

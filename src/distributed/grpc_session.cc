@@ -9,6 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "base/logging.h"
 #include "distributed/auth.h"
+#include "distributed/grpc_status.h"
 #include "distributed/local_master.h"
 #include "distributed/master.h"
 #include "distributed/step_stats_proto.h"

@@ -4,6 +4,8 @@
 #include "absl/time/clock.h"
 #include "base/metrics.h"
 #include "distributed/auth.h"
+#include "distributed/device_filters.h"
+#include "distributed/grpc_status.h"
 #include "distributed/master_session.h"
 
 namespace distflow {

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "distributed/grpc_status.h"
 #include "distributed/master_session_impl.h"
 
 namespace distflow {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "base/tsan.h"
+#include "distributed/grpc_status.h"
 #include "distributed/master_session_impl.h"
 #include "distributed/step_stats_proto.h"
 

@@ -12,7 +12,6 @@
 
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
-#include "runtime/executor.h"
 
 namespace distflow {
 

@@ -103,7 +103,7 @@ absl::Status CheckServable(const ClusterSpec& cluster) {
   std::map<std::string, std::string> seen;  // address -> task
   for (const auto& [job, tasks] : cluster.job_map()) {
     for (const auto& [index, address] : tasks) {
-      const std::string task = absl::StrCat("/job:", job, "/task:", index);
+      const std::string task = TaskName(job, index);
       absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address);
       if (hp.ok() && hp->second == 0) {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -155,8 +155,8 @@ TEST(TaskConfig, MissingPartsAreNamed) {
 
 TEST(TaskConfig, EveryTaskNeedsItsOwnFixedAddress) {
   EXPECT_EQ(ErrorOf(Flags("ps|a:1;a:1", "ps", "0")),
-            "/job:ps/task:0 and /job:ps/task:1 have the same address a:1: give each task its own");
-  EXPECT_THAT(ErrorOf(Flags("ps|a:0", "ps", "0")), HasSubstr("/job:ps/task:0 has port 0 (a:0)"));
+            "/job:ps/replica:0/task:0 and /job:ps/replica:0/task:1 have the same address a:1: give each task its own");
+  EXPECT_THAT(ErrorOf(Flags("ps|a:0", "ps", "0")), HasSubstr("/job:ps/replica:0/task:0 has port 0 (a:0)"));
 }
 
 TEST(TaskConfig, ATaskNotInTheClusterNamesTheFlagThatChoseIt) {

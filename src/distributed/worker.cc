@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "distributed/auth.h"
+#include "distributed/grpc_status.h"
 #include "distributed/rpc_metrics.h"
 #include "distributed/step_stats_proto.h"
 #include "distributed/tensor_transfer.h"

@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -12,25 +11,12 @@
 #include "base/logging.h"
 #include "base/tsan.h"
 #include "distributed/auth.h"
-#include "distributed/device_name.h"
 #include "distributed/rpc_metrics.h"
 #include "distributed/tensor_transfer.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
 namespace distflow {
-
-bool PassesFilters(const std::string& task, const std::vector<std::string>& filters) {
-  if (filters.empty()) return true;
-  absl::StatusOr<DeviceName> t = DeviceName::Parse(task);
-  for (const std::string& f : filters) {
-    absl::StatusOr<DeviceName> d = DeviceName::Parse(f);
-    if (t.ok() && d.ok() && d->AddressSpace().IsSpecificationOf(*t)) return true;
-  }
-  return false;
-}
-
-std::string TaskName(const std::string& job, int task) { return absl::StrCat("/job:", job, "/replica:0/task:", task); }
 
 grpc::ChannelArguments UnlimitedChannelArguments() {
   grpc::ChannelArguments args;
@@ -39,23 +25,6 @@ grpc::ChannelArguments UnlimitedChannelArguments() {
   // Keep connections to peers alive across idle periods between steps.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   return args;
-}
-
-absl::Status FromGrpcStatus(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  // gRPC's words: "Received message larger than max (N vs. M)", "Sent message larger than max ...".
-  if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && absl::StrContains(s.error_message(), "larger than max")) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        s.error_message(), ": a gRPC message may hold at most 2 GiB (protobuf's limit). Tensors this large "
-        "cross tasks over the bulk port: leave bulk transfer on (it is off under TLS, with --bulk_port=-1 or "
-        "DISTFLOW_BULK_TRANSFER=0), or split the tensor"));
-  }
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-grpc::Status ToGrpcStatus(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
 WorkerCache::WorkerCache(ClusterSpec cluster) : WorkerCache(std::move(cluster), ClusterToken()) {}

@@ -12,6 +12,7 @@
 #include "base/thread_pool.h"
 #include "distributed/bulk_transfer.h"
 #include "distflow/cluster_spec.h"
+#include "distributed/grpc_status.h"
 #include "distributed/tensor_transfer.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -20,27 +21,9 @@
 
 namespace distflow {
 
-// "/job:ps/replica:0/task:1" for (ps, 1).
-std::string TaskName(const std::string& job, int task);
-
-// The largest gRPC message a task sends or accepts: 2 GiB - 1, protobuf's own
-// ceiling (a larger message could never be parsed). Set on every channel and
-// server, so an oversized message is refused by the transport before it is
-// buffered, and named (FromGrpcStatus). Tensors this large travel over the
-// bulk port (bulk_transfer.h), which has no such limit.
-inline constexpr int kMaxGrpcMessageBytes = 0x7fffffff;
-
 // Channel arguments shared by every client: messages up to
-// kMaxGrpcMessageBytes, keepalive.
+// kMaxGrpcMessageBytes (grpc_status.h), keepalive.
 grpc::ChannelArguments UnlimitedChannelArguments();
-
-// Maps grpc::Status to absl::Status and back, keeping the code and message;
-// a message over kMaxGrpcMessageBytes is said so, with the way around it.
-absl::Status FromGrpcStatus(const grpc::Status& s);
-grpc::Status ToGrpcStatus(const absl::Status& s);
-
-// True if `task` matches one of the device filters (or there are none).
-bool PassesFilters(const std::string& task, const std::vector<std::string>& filters);
 
 class WorkerCache {
  public:

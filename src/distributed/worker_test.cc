@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "distflow/server.h"
 #include "distributed/grpc_server.h"
+#include "distributed/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/proto_buffer_writer.h"

@@ -403,4 +403,14 @@ std::vector<std::string> Graph::NodeNames() const {
   return out;
 }
 
+absl::StatusOr<TensorId> ParseTensorId(const std::string& name) {
+  std::string node;
+  int index = 0;
+  absl::Status s = ParseTensorName(name, &node, &index);
+  if (!s.ok() || index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Malformed tensor name '", name, "'; expected 'node' or 'node:index'"));
+  }
+  return TensorId{node, index};
+}
+
 }  // namespace distflow

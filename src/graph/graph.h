@@ -120,4 +120,13 @@ class Graph {
 // ("node", -1). InvalidArgument for an empty name or a bad index.
 absl::Status ParseTensorName(const std::string& input, std::string* node, int* index);
 
+// A tensor named "node:index".
+struct TensorId {
+  std::string node;
+  int index = 0;
+};
+
+// Parses "node:3" / "node" into a TensorId (InvalidArgument if malformed).
+absl::StatusOr<TensorId> ParseTensorId(const std::string& name);
+
 }  // namespace distflow

@@ -17,16 +17,6 @@
 
 namespace distflow {
 
-absl::StatusOr<TensorId> ParseTensorId(const std::string& name) {
-  std::string node;
-  int index = 0;
-  absl::Status s = ParseTensorName(name, &node, &index);
-  if (!s.ok() || index < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Malformed tensor name '", name, "'; expected 'node' or 'node:index'"));
-  }
-  return TensorId{node, index};
-}
-
 absl::StatusOr<std::shared_ptr<OpKernel>> KernelCache::Get(const Node& node, Device* device) {
   absl::MutexLock lock(&mu_);
   auto it = kernels_.find(node.name());

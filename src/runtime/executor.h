@@ -31,12 +31,6 @@
 
 namespace distflow {
 
-// A tensor named "node:index".
-struct TensorId {
-  std::string node;
-  int index = 0;
-};
-
 // Kernels shared by every executor of one session, so stateful kernels (random
 // generators) keep their state across signatures. Thread-safe.
 class KernelCache {
@@ -97,8 +91,5 @@ class Executor {
   void Start(const StepOptions& options, std::vector<Tensor> feed_values, bool owned, DoneCallback done) const;
   std::unique_ptr<Impl> impl_;
 };
-
-// Parses "node:3" / "node" into a TensorId (InvalidArgument if malformed).
-absl::StatusOr<TensorId> ParseTensorId(const std::string& name);
 
 }  // namespace distflow
