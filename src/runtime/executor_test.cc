@@ -1,5 +1,13 @@
 #include "runtime/executor.h"
 
+#include <atomic>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "base/thread_pool.h"
 #include "gtest/gtest.h"
 #include "kernels/op_test_util.h"
 #include "runtime/graph_def_builder_for_test.h"
@@ -75,6 +83,233 @@ TEST(Executor, ControlDependenciesOrderSideEffects) {
   auto out = s.Run({}, {"add"});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].scalar<int32_t>(), 11);
+}
+
+// A rendezvous whose receives wait until a test sends; cancelling the step
+// ends a waiting receive with its reason.
+class TestRendezvous : public Rendezvous {
+ public:
+  absl::Status Send(int64_t step_id, const std::string& key, const Tensor& value) override {
+    DoneCallback done;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = waiting_.find({step_id, key});
+      if (it == waiting_.end()) {
+        sent_[{step_id, key}] = value;
+        return absl::OkStatus();
+      }
+      done = std::move(it->second);
+      waiting_.erase(it);
+    }
+    done(absl::OkStatus(), value);
+    return absl::OkStatus();
+  }
+  void RecvAsync(int64_t step_id, const std::string& key, const std::string&, CancellationManager* cm,
+                 DoneCallback done) override {
+    Tensor t;
+    bool there = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto sent = sent_.find({step_id, key});
+      there = sent != sent_.end();
+      if (there) {
+        t = sent->second;
+        sent_.erase(sent);
+      } else {
+        waiting_[{step_id, key}] = std::move(done);
+        ++receives_waiting_;
+      }
+    }
+    if (there) {
+      done(absl::OkStatus(), t);
+      return;
+    }
+    if (cm == nullptr) return;
+    auto cancel = [this, cm, step_id, key] {
+      DoneCallback d;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = waiting_.find({step_id, key});
+        if (it == waiting_.end()) return;
+        d = std::move(it->second);
+        waiting_.erase(it);
+      }
+      d(cm->reason(), Tensor());
+    };
+    if (cm->Register(cancel) == CancellationManager::kInvalidToken) cancel();
+  }
+  int receives_waiting() {
+    absl::MutexLock lock(&mu_);
+    return receives_waiting_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::pair<int64_t, std::string>, DoneCallback> waiting_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int64_t, std::string>, Tensor> sent_ ABSL_GUARDED_BY(mu_);
+  int receives_waiting_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+proto::NodeDef* AddRecv(proto::GraphDef* g, const std::string& name, const std::string& key) {
+  proto::NodeDef* n = AddNode(g, name, "_Recv");
+  SetAttrType(n, "tensor_type", DT_FLOAT);
+  SetAttrString(n, "key", key);
+  SetAttrString(n, "send_task", "/job:ps/replica:0/task:0");
+  SetAttrShape(n, "shape", PartialShape({}));
+  return n;
+}
+
+struct Built {
+  std::unique_ptr<Graph> graph;
+  KernelCache kernels;
+  std::unique_ptr<Executor> executor;
+};
+
+// Builds `g` into an executor on the local CPU with `pool` as its inter-op pool.
+void Build(const proto::GraphDef& g, ThreadPool* pool, Rendezvous* rendezvous, const std::vector<TensorId>& feeds,
+           const std::vector<TensorId>& fetches, const std::vector<std::string>& targets, Built* out) {
+  auto graph = Graph::FromGraphDef(g);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  out->graph = std::move(*graph);
+  ExecutorOptions eo;
+  eo.device = LocalCpuDevice();
+  eo.inter_op_pool = pool;
+  eo.rendezvous = rendezvous;
+  auto ex = Executor::Create(*out->graph, eo, &out->kernels, feeds, fetches, targets);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  out->executor = std::move(*ex);
+}
+
+TEST(Executor, AFailingNodeEndsTheStepNamingItWhileOtherBranchesStillRun) {
+  proto::GraphDef g;
+  test::AddPlaceholder(&g, "x", DT_FLOAT, PartialShape({-1}));
+  AddConst(&g, "five", Tensor::FromVector<int32_t>({5}));
+  AddNode(&g, "bad_reshape", "Reshape", {"x", "five"});
+  AddConst(&g, "c", Tensor::Scalar<float>(3));
+  AddNode(&g, "fine", "Neg", {"c"});
+  ThreadPool pool("executor_test", 2);
+  Built b;
+  Build(g, &pool, nullptr, {{"x", 0}}, {{"bad_reshape", 0}, {"fine", 0}}, {}, &b);
+  auto out = b.executor->Run({}, {Tensor::FromVector<float>({1, 2, 3, 4})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("Node 'bad_reshape' (Reshape): "), std::string::npos) << out.status();
+  // The same executor runs the next step: a failed step leaves nothing behind.
+  auto ok = b.executor->Run({}, {Tensor::FromVector<float>({1, 2, 3, 4, 5})});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(-3), (*ok)[1]);
+}
+
+TEST(Executor, CancellingAStepEndsItsWaitingReceiveWithTheReason) {
+  proto::GraphDef g;
+  AddRecv(&g, "recv", "edge_1");
+  AddNode(&g, "out", "Neg", {"recv"});
+  ThreadPool pool("executor_test", 2);
+  TestRendezvous rendezvous;
+  Built b;
+  Build(g, &pool, &rendezvous, {}, {{"out", 0}}, {}, &b);
+  CancellationManager cm;
+  StepOptions so;
+  so.step_id = 7;
+  so.cancellation = &cm;
+  absl::Notification finished;
+  absl::StatusOr<std::vector<Tensor>> result;
+  b.executor->RunAsync(so, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
+    result = std::move(r);
+    finished.Notify();
+  });
+  // Wait for the receive itself, not for a time that is "long enough".
+  while (rendezvous.receives_waiting() == 0) std::this_thread::yield();
+  EXPECT_FALSE(finished.HasBeenNotified());
+  cm.StartCancel(absl::AbortedError("the ps task was declared dead"));
+  finished.WaitForNotification();
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted) << result.status();
+  EXPECT_NE(result.status().message().find("the ps task was declared dead"), std::string::npos) << result.status();
+}
+
+TEST(Executor, AReceiveCompletesWhenItsTensorIsSentAfterTheStepStarted) {
+  proto::GraphDef g;
+  AddRecv(&g, "recv", "edge_1");
+  AddNode(&g, "out", "Neg", {"recv"});
+  ThreadPool pool("executor_test", 2);
+  TestRendezvous rendezvous;
+  Built b;
+  Build(g, &pool, &rendezvous, {}, {{"out", 0}}, {}, &b);
+  StepOptions so;
+  so.step_id = 3;
+  absl::Notification finished;
+  absl::StatusOr<std::vector<Tensor>> result;
+  b.executor->RunAsync(so, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
+    result = std::move(r);
+    finished.Notify();
+  });
+  while (rendezvous.receives_waiting() == 0) std::this_thread::yield();
+  ASSERT_TRUE(rendezvous.Send(3, "edge_1", Tensor::Scalar<float>(2)).ok());
+  finished.WaitForNotification();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(-2), (*result)[0]);
+}
+
+TEST(Executor, ATargetOnlyNodeRunsAndControlEdgesOrderIt) {
+  // Target "bump" (v += 5) runs after "set" (v = 1) through a control edge;
+  // nothing is fetched. A second step without "set" adds again.
+  proto::GraphDef g;
+  test::AddVariable(&g, "v", PartialShape({}), DT_INT32, "executor_test_targets");
+  AddConst(&g, "one", Tensor::Scalar<int32_t>(1));
+  AddConst(&g, "five", Tensor::Scalar<int32_t>(5));
+  AddNode(&g, "set", "Assign", {"v", "one"});
+  AddNode(&g, "bump", "AssignAdd", {"v", "five", "^set"});
+  AddNode(&g, "bump_only", "AssignAdd", {"v", "five"});
+  AddNode(&g, "read", "Identity", {"v"});
+  ThreadPool pool("executor_test", 2);
+  Built first, second, read;
+  Build(g, &pool, nullptr, {}, {}, {"bump"}, &first);
+  Build(g, &pool, nullptr, {}, {}, {"bump_only"}, &second);
+  Build(g, &pool, nullptr, {}, {{"read", 0}}, {}, &read);
+  ASSERT_TRUE(first.executor->Run({}, {}).ok());
+  ASSERT_TRUE(second.executor->Run({}, {}).ok());
+  auto v = read.executor->Run({}, {});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ((*v)[0].scalar<int32_t>(), 11);
+}
+
+TEST(Executor, ConcurrentStepsOnOneExecutorKeepTheirOwnValues) {
+  proto::GraphDef g;
+  test::AddPlaceholder(&g, "x", DT_FLOAT, PartialShape({-1}));
+  AddNode(&g, "sq", "Square", {"x"});
+  ThreadPool pool("executor_test", 2);
+  Built b;
+  Build(g, &pool, nullptr, {{"x", 0}}, {{"sq", 0}}, {}, &b);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const float v = static_cast<float>(t * 1000 + i);
+        auto out = b.executor->Run({}, {Tensor::FromVector<float>({v, 1})});
+        if (!out.ok() || (*out)[0].flat<float>()[0] != v * v || (*out)[0].flat<float>()[1] != 1) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(Executor, ADeadlineCancelsAStepThatWaitsForever) {
+  proto::GraphDef g;
+  AddRecv(&g, "recv", "never_sent");
+  ThreadPool pool("executor_test", 2);
+  TestRendezvous rendezvous;
+  Built b;
+  Build(g, &pool, &rendezvous, {}, {{"recv", 0}}, {}, &b);
+  StepOptions so;
+  so.step_id = 11;
+  so.timeout_ms = 50;
+  auto out = b.executor->Run(so, {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
+  EXPECT_NE(out.status().message().find("Step 11 timed out after 50 ms"), std::string::npos) << out.status();
 }
 
 }  // namespace
