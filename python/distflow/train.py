@@ -97,8 +97,9 @@ class Server:
 
     @staticmethod
     def create_local_server(config=None, start=True):
+        # As TensorFlow: one task of job "local" on a free port.
         cluster = _distflow.local_cluster_spec(0, 1)
-        return Server({"localhost": [cluster["worker"][0]]}, "localhost", 0, start=start)
+        return Server({"local": [cluster["worker"][0]]}, "local", 0, start=start)
 
 
 def replica_device_setter(ps_tasks=0, ps_device="/job:ps", worker_device="/job:worker", merge_devices=True,

@@ -539,3 +539,20 @@ def test_nan_tensor_hook_fails_the_training_with_tensorflows_error(tmp_path):
                                            hooks=[tf.train.NanTensorHook(loss, fail_on_nan_loss=False)]) as sess:
         sess.run(train)
         assert sess.should_stop()
+
+
+def test_create_local_server_is_job_local_and_places_as_tensorflow_does():
+    server = tf.train.Server.create_local_server()
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device("/job:local/task:0/cpu:0"):  # TF1's legacy "/cpu:0" spelling
+            on_cpu = tf.constant(2.0) * 2
+        with tf.device("/job:local/task:0/gpu:0"):
+            on_gpu = tf.constant(3.0) * 2
+    with tf.Session(server.target, graph=g) as sess:
+        assert sess.run(on_cpu) == 4.0
+        with pytest.raises(tf.errors.InvalidArgumentError, match="set allow_soft_placement"):
+            sess.run(on_gpu)
+    config = tf.ConfigProto(allow_soft_placement=True)
+    with tf.Session(server.target, graph=g, config=config) as sess:
+        assert sess.run(on_gpu) == 6.0
