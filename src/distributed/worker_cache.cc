@@ -11,6 +11,7 @@
 #include "base/logging.h"
 #include "base/tsan.h"
 #include "distributed/auth.h"
+#include "distributed/device_filters.h"
 #include "distributed/rpc_metrics.h"
 #include "distributed/tensor_transfer.h"
 #include "grpcpp/create_channel.h"
