@@ -10,6 +10,7 @@
 #include "base/thread_pool.h"
 #include "gtest/gtest.h"
 #include "kernels/op_test_util.h"
+#include "kernels/rendezvous.h"
 #include "runtime/graph_def_builder_for_test.h"
 #include "runtime/local_session.h"
 #include "tensor/tensor_testutil.h"
