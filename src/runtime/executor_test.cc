@@ -181,7 +181,7 @@ void Build(const proto::GraphDef& g, ThreadPool* pool, Rendezvous* rendezvous, c
   out->executor = std::move(*ex);
 }
 
-TEST(Executor, AFailingNodeEndsTheStepNamingItWhileOtherBranchesStillRun) {
+TEST(Executor, AFailingNodeEndsTheStepNamingItAndTheNextStepRuns) {
   proto::GraphDef g;
   test::AddPlaceholder(&g, "x", DT_FLOAT, PartialShape({-1}));
   AddConst(&g, "five", Tensor::FromVector<int32_t>({5}));
