@@ -41,6 +41,10 @@ GrpcServer::~GrpcServer() {
 
 absl::Status GrpcServer::Start() {
   absl::MutexLock lock(&mu_);
+  if (started_ && stopped_) {
+    return absl::FailedPreconditionError(absl::StrCat("The server for ", task_name_,
+                                                      " was stopped and cannot start again: create a new Server"));
+  }
   if (started_) return absl::OkStatus();
   absl::StatusOr<std::string> address = cluster_.task_address(job_, task_);
   if (!address.ok()) return address.status();
@@ -173,6 +177,13 @@ void GrpcServer::Stop() {
   // Say goodbye unless the job failed: a clean stop is not a death.
   if (agent_ != nullptr) agent_->Stop(/*leaving=*/why.ok());
   if (status_ != nullptr) status_->Stop();
+  // Sessions of this process that name this server fail at once from now on,
+  // instead of waiting for a server that will not come back.
+  if (why.ok()) {
+    MarkLocalMasterEnded(host_port(), absl::UnavailableError(absl::StrCat(
+                                          task_name_, "'s cluster was shut down, or Stop() was called; start a new "
+                                                      "Server, or use another task's target")));
+  }
   UnregisterLocalMaster(host_port(), local_entry_.get());
   local_entry_->Close();
   master_->CloseAll();

@@ -119,8 +119,7 @@ void MarkLocalMasterEnded(const std::string& address, const absl::Status& why) {
   if (key.empty() || why.ok()) return;
   Registry& r = GetRegistry();
   absl::MutexLock lock(&r.mu);
-  r.ended[key] = absl::CancelledError(absl::StrCat("The server at ", address, " in this process has stopped: ",
-                                                   why.message()));
+  r.ended[key] = why;
 }
 
 absl::Status LocalMasterEndedStatus(const std::string& address) {
@@ -128,7 +127,10 @@ absl::Status LocalMasterEndedStatus(const std::string& address) {
   Registry& r = GetRegistry();
   absl::MutexLock lock(&r.mu);
   auto it = r.ended.find(key);
-  return it == r.ended.end() ? absl::OkStatus() : it->second;
+  if (it == r.ended.end()) return absl::OkStatus();
+  // Named by the address asked for ("localhost:N" or "127.0.0.1:N").
+  return absl::UnavailableError(
+      absl::StrCat("The server at ", address, " in this process has stopped: ", it->second.message()));
 }
 
 }  // namespace distflow

@@ -77,12 +77,13 @@ void RegisterLocalMaster(const std::string& address, std::shared_ptr<LocalMaster
 // Removes `address` if it still maps to `entry`.
 void UnregisterLocalMaster(const std::string& address, const LocalMasterEntry* entry);
 
-// A server of this process whose cluster was ended because the job failed
-// (Server::exit_status): sessions naming its address then fail at once with
-// `why` instead of waiting for a server that will not come back. Registering
-// a master at the address again clears the mark.
+// A server of this process that stopped (its job failed, its cluster was
+// shut down, or Stop() was called): sessions naming its address then fail at
+// once with `why` instead of waiting for a server that will not come back.
+// Registering a master at the address again clears the mark.
 void MarkLocalMasterEnded(const std::string& address, const absl::Status& why);
-// OK unless MarkLocalMasterEnded named `address`.
+// OK unless MarkLocalMasterEnded named `address`; then Unavailable, naming
+// `address` and the reason.
 absl::Status LocalMasterEndedStatus(const std::string& address);
 
 // The registry key for "host:port" (loopback and wildcard hosts fold into one);

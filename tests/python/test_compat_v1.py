@@ -556,3 +556,24 @@ def test_create_local_server_is_job_local_and_places_as_tensorflow_does():
     config = tf.ConfigProto(allow_soft_placement=True)
     with tf.Session(server.target, graph=g, config=config) as sess:
         assert sess.run(on_gpu) == 6.0
+
+
+def test_a_stopped_server_is_refused_at_once_not_waited_for():
+    import threading
+    import time
+    server = tf.train.Server.create_local_server()
+    joiner = threading.Thread(target=server.join)
+    joiner.start()
+    server.stop()
+    joiner.join(timeout=30)
+    assert not joiner.is_alive(), "join() returns once the server is stopped"
+    g = tf.Graph()
+    with g.as_default():
+        c = tf.constant(1.0)
+    start = time.monotonic()
+    with pytest.raises(tf.errors.UnavailableError, match="in this process has stopped.*start a new Server"):
+        with tf.Session(server.target, graph=g) as sess:
+            sess.run(c)
+    assert time.monotonic() - start < 10, "a stopped server of this process is not waited for"
+    with pytest.raises(tf.errors.FailedPreconditionError, match="was stopped and cannot start again"):
+        server.start()
