@@ -201,53 +201,60 @@ TEST(Executor, AFailingNodeEndsTheStepNamingItAndTheNextStepRuns) {
   EXPECT_TENSOR_EQ(Tensor::Scalar<float>(-3), (*ok)[1]);
 }
 
+// A step of "out = -recv" run asynchronously; Start returns once its
+// receive waits in the rendezvous (the condition itself, not a time that is
+// "long enough").
+class WaitingReceive {
+ public:
+  WaitingReceive() : pool_("executor_test", 2) {}
+
+  void Start(int64_t step_id, CancellationManager* cm) {
+    proto::GraphDef g;
+    AddRecv(&g, "recv", "edge_1");
+    AddNode(&g, "out", "Neg", {"recv"});
+    Build(g, &pool_, &rendezvous_, {}, {{"out", 0}}, {}, &built_);
+    ASSERT_NE(built_.executor, nullptr);
+    StepOptions so;
+    so.step_id = step_id;
+    so.cancellation = cm;
+    built_.executor->RunAsync(so, {}, [this](absl::StatusOr<std::vector<Tensor>> r) {
+      result_ = std::move(r);
+      finished_.Notify();
+    });
+    while (rendezvous_.receives_waiting() == 0) std::this_thread::yield();
+  }
+  TestRendezvous& rendezvous() { return rendezvous_; }
+  bool finished() const { return finished_.HasBeenNotified(); }
+  const absl::StatusOr<std::vector<Tensor>>& Wait() {
+    finished_.WaitForNotification();
+    return result_;
+  }
+
+ private:
+  ThreadPool pool_;
+  TestRendezvous rendezvous_;
+  Built built_;
+  absl::Notification finished_;
+  absl::StatusOr<std::vector<Tensor>> result_;
+};
+
 TEST(Executor, CancellingAStepEndsItsWaitingReceiveWithTheReason) {
-  proto::GraphDef g;
-  AddRecv(&g, "recv", "edge_1");
-  AddNode(&g, "out", "Neg", {"recv"});
-  ThreadPool pool("executor_test", 2);
-  TestRendezvous rendezvous;
-  Built b;
-  Build(g, &pool, &rendezvous, {}, {{"out", 0}}, {}, &b);
   CancellationManager cm;
-  StepOptions so;
-  so.step_id = 7;
-  so.cancellation = &cm;
-  absl::Notification finished;
-  absl::StatusOr<std::vector<Tensor>> result;
-  b.executor->RunAsync(so, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
-    result = std::move(r);
-    finished.Notify();
-  });
-  // Wait for the receive itself, not for a time that is "long enough".
-  while (rendezvous.receives_waiting() == 0) std::this_thread::yield();
-  EXPECT_FALSE(finished.HasBeenNotified());
+  WaitingReceive step;
+  ASSERT_NO_FATAL_FAILURE(step.Start(7, &cm));
+  EXPECT_FALSE(step.finished());
   cm.StartCancel(absl::AbortedError("the ps task was declared dead"));
-  finished.WaitForNotification();
+  const auto& result = step.Wait();
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted) << result.status();
   EXPECT_NE(result.status().message().find("the ps task was declared dead"), std::string::npos) << result.status();
 }
 
 TEST(Executor, AReceiveCompletesWhenItsTensorIsSentAfterTheStepStarted) {
-  proto::GraphDef g;
-  AddRecv(&g, "recv", "edge_1");
-  AddNode(&g, "out", "Neg", {"recv"});
-  ThreadPool pool("executor_test", 2);
-  TestRendezvous rendezvous;
-  Built b;
-  Build(g, &pool, &rendezvous, {}, {{"out", 0}}, {}, &b);
-  StepOptions so;
-  so.step_id = 3;
-  absl::Notification finished;
-  absl::StatusOr<std::vector<Tensor>> result;
-  b.executor->RunAsync(so, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
-    result = std::move(r);
-    finished.Notify();
-  });
-  while (rendezvous.receives_waiting() == 0) std::this_thread::yield();
-  ASSERT_TRUE(rendezvous.Send(3, "edge_1", Tensor::Scalar<float>(2)).ok());
-  finished.WaitForNotification();
+  WaitingReceive step;
+  ASSERT_NO_FATAL_FAILURE(step.Start(3, nullptr));
+  ASSERT_TRUE(step.rendezvous().Send(3, "edge_1", Tensor::Scalar<float>(2)).ok());
+  const auto& result = step.Wait();
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TENSOR_EQ(Tensor::Scalar<float>(-2), (*result)[0]);
 }
