@@ -263,6 +263,64 @@ def test_a_python_worker_and_a_cpp_worker_train_one_model(tmp_path):
         assert after < 2 * before, py.stdout
 
 
+CONCURRENT_PROGRAM = INTEROP_PROGRAM.split("with tf.Session(sys.argv[1])")[0] + """
+import time
+with tf.Session(sys.argv[1]) as sess:
+    # The C++ worker initialises the variables; wait for that, not for a time.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            seen = sess.run(w2)
+            break
+        except tf.errors.FailedPreconditionError:
+            assert time.monotonic() < deadline, "the C++ worker never initialised the variables"
+            time.sleep(0.05)
+    # Without a step of ours, the variables move: the other worker is training.
+    while True:
+        now = sess.run(w2)
+        if not np.array_equal(now, seen):
+            print("moved by the other worker", flush=True)
+            break
+        assert time.monotonic() < deadline, "the variables never moved without us"
+        time.sleep(0.01)
+    xs, ys = batch()
+    print("python loss before", sess.run(loss, feed_dict={x: xs, y: ys}))
+    for _ in range(100):
+        xs, ys = batch()
+        sess.run(train, feed_dict={x: xs, y: ys})
+    xs, ys = batch()
+    print("python loss after", sess.run(loss, feed_dict={x: xs, y: ys}))
+"""
+
+
+def test_a_python_worker_and_a_cpp_worker_train_one_model_at_the_same_time(tmp_path):
+    # The C++ worker trains without end through worker 0; the Python worker,
+    # through worker 1, sees the shared variables move between two of its
+    # reads (the C++ updates), then trains them too. The C++ worker is still
+    # running when Python is done (its steps have no end), and is stopped.
+    ports = [free_port() for _ in range(4)]
+    spec = json.dumps({"ps": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
+                       "worker": [f"127.0.0.1:{ports[2]}", f"127.0.0.1:{ports[3]}"]})
+    with cpp_servers(spec, [("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1)]):
+        cpp = subprocess.Popen([os.path.join(BUILD, "examples", "ps_worker_placement"),
+                                f"--target=grpc://127.0.0.1:{ports[2]}", "--worker_task=0", "--steps=100000000"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            program = tmp_path / "concurrent.py"
+            program.write_text(CONCURRENT_PROGRAM)
+            py = subprocess.run([sys.executable, str(program), f"grpc://127.0.0.1:{ports[3]}"],
+                                capture_output=True, text=True, timeout=180)
+            assert cpp.poll() is None, f"the C++ worker stopped early:\n{cpp.stderr.read()[-3000:]}"
+        finally:
+            cpp.terminate()
+            cpp.wait(timeout=30)
+        assert py.returncode == 0, py.stderr[-3000:]
+        assert "moved by the other worker" in py.stdout, py.stdout
+        before = float(re.search(r"python loss before ([0-9.e-]+)", py.stdout).group(1))
+        after = float(re.search(r"python loss after ([0-9.e-]+)", py.stdout).group(1))
+        assert after < before or after < 0.05, py.stdout
+
+
 def test_a_huge_allocation_is_refused_and_the_server_keeps_serving():
     # One Fill of 1e9 floats (4 GB) from any client used to take that much of
     # a server's memory. A step's outputs may now hold at most --max_step_bytes
