@@ -231,25 +231,34 @@ with tf.Session(sys.argv[1]) as sess:   # no initializer: the C++ worker's value
 """
 
 
+@contextlib.contextmanager
+def placement_cluster():
+    """C++ servers for 2 ps + 2 workers. Yields the C++ placement program's
+    command line for `steps` steps through worker 0, and worker 1's target."""
+    ports = [free_port() for _ in range(4)]
+    spec = json.dumps({"ps": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
+                       "worker": [f"127.0.0.1:{ports[2]}", f"127.0.0.1:{ports[3]}"]})
+    with cpp_servers(spec, [("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1)]):
+        def cpp_worker(steps):
+            return [os.path.join(BUILD, "examples", "ps_worker_placement"), f"--target=grpc://127.0.0.1:{ports[2]}",
+                    "--worker_task=0", f"--steps={steps}"]
+        yield cpp_worker, f"grpc://127.0.0.1:{ports[3]}"
+
+
 def test_a_python_worker_and_a_cpp_worker_train_one_model(tmp_path):
     # C++ servers for 2 ps + 2 workers. The C++ program trains the seeds'
     # placement model through worker 0; then a Python client of worker 1
     # finds the trained variables on the ps tasks (a low loss without
     # initialising anything) and trains them further.
-    ports = [free_port() for _ in range(4)]
-    spec = json.dumps({"ps": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
-                       "worker": [f"127.0.0.1:{ports[2]}", f"127.0.0.1:{ports[3]}"]})
-    with cpp_servers(spec, [("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1)]):
-        cpp = subprocess.run([os.path.join(BUILD, "examples", "ps_worker_placement"),
-                              f"--target=grpc://127.0.0.1:{ports[2]}", "--worker_task=0", "--steps=300"],
-                             capture_output=True, text=True, timeout=120)
+    with placement_cluster() as (cpp_worker, python_target):
+        cpp = subprocess.run(cpp_worker(300), capture_output=True, text=True, timeout=120)
         assert cpp.returncode == 0, cpp.stdout + cpp.stderr[-2000:]
         m = re.search(r"loss went from ([0-9.]+) to ([0-9.]+)", cpp.stdout)
         cpp_first, cpp_last = float(m.group(1)), float(m.group(2))
         program = tmp_path / "interop.py"
         program.write_text(INTEROP_PROGRAM)
-        py = subprocess.run([sys.executable, str(program), f"grpc://127.0.0.1:{ports[3]}"], capture_output=True,
-                            text=True, timeout=120)
+        py = subprocess.run([sys.executable, str(program), python_target], capture_output=True, text=True,
+                            timeout=120)
         assert py.returncode == 0, py.stderr[-3000:]
         before = float(re.search(r"python loss before ([0-9.e-]+)", py.stdout).group(1))
         after = float(re.search(r"python loss after ([0-9.e-]+)", py.stdout).group(1))
@@ -298,18 +307,13 @@ def test_a_python_worker_and_a_cpp_worker_train_one_model_at_the_same_time(tmp_p
     # through worker 1, sees the shared variables move between two of its
     # reads (the C++ updates), then trains them too. The C++ worker is still
     # running when Python is done (its steps have no end), and is stopped.
-    ports = [free_port() for _ in range(4)]
-    spec = json.dumps({"ps": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
-                       "worker": [f"127.0.0.1:{ports[2]}", f"127.0.0.1:{ports[3]}"]})
-    with cpp_servers(spec, [("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1)]):
-        cpp = subprocess.Popen([os.path.join(BUILD, "examples", "ps_worker_placement"),
-                                f"--target=grpc://127.0.0.1:{ports[2]}", "--worker_task=0", "--steps=100000000"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with placement_cluster() as (cpp_worker, python_target):
+        cpp = subprocess.Popen(cpp_worker(100000000), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             program = tmp_path / "concurrent.py"
             program.write_text(CONCURRENT_PROGRAM)
-            py = subprocess.run([sys.executable, str(program), f"grpc://127.0.0.1:{ports[3]}"],
-                                capture_output=True, text=True, timeout=180)
+            py = subprocess.run([sys.executable, str(program), python_target], capture_output=True, text=True,
+                                timeout=180)
             assert cpp.poll() is None, f"the C++ worker stopped early:\n{cpp.stderr.read()[-3000:]}"
         finally:
             cpp.terminate()
