@@ -24,6 +24,22 @@ using ::testing::HasSubstr;
 constexpr double kLr = 0.5;
 constexpr float kGrad[] = {1.0f, 2.0f, 4.0f};  // c_r
 
+// Threads wait here until all `n` have arrived.
+class StartLine {
+ public:
+  explicit StartLine(int n) : left_(n) {}
+  void ArriveAndWait() {
+    absl::MutexLock lock(&mu_);
+    --left_;
+    auto all_here = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return left_ <= 0; };
+    mu_.Await(absl::Condition(&all_here));
+  }
+
+ private:
+  absl::Mutex mu_;
+  int left_ ABSL_GUARDED_BY(mu_);
+};
+
 class SyncReplicasTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -49,8 +65,10 @@ class SyncReplicasTest : public ::testing::Test {
   };
 
   // One replica's training loop until the global step reaches `last_step`
-  // (or `max_local_steps` of its own).
-  Result RunReplica(int replica, SyncReplicasOptions sync, int64_t last_step, int max_local_steps = 1 << 30) {
+  // (or `max_local_steps` of its own). With `together`, it starts training
+  // only once every replica counted on it has its session.
+  Result RunReplica(int replica, SyncReplicasOptions sync, int64_t last_step, int max_local_steps = 1 << 30,
+                    StartLine* together = nullptr) {
     Result res;
     auto fail = [&res](absl::Status st) {
       res.status = std::move(st);
@@ -75,6 +93,7 @@ class SyncReplicasTest : public ::testing::Test {
     hooks.push_back((*opt)->MakeSessionRunHook(replica == 0));
     hooks.push_back(std::make_unique<StopAtStepHook>(last_step));
     auto session = MonitoredSession::Create(root, Target(replica), o, std::move(hooks));
+    if (together != nullptr) together->ArriveAndWait();  // a failed session arrives too
     if (!session.ok()) return fail(session.status());
     while (!(*session)->ShouldStop() && res.local_steps < max_local_steps) {
       auto r = (*session)->Run({}, {}, {*train});
@@ -130,9 +149,12 @@ TEST_F(SyncReplicasTest, BackupReplicaStopsAndTheOtherTwoCarryOn) {
   constexpr int64_t kSteps = 30;
   Result res[3];
   std::vector<std::thread> threads;
+  // All three start together: otherwise the two others (2 of 3 make a step)
+  // could finish every step before replica 2 had its session.
+  StartLine together(3);
   for (int r = 0; r < 3; ++r) {
     // Replica 2 stops after 5 of its own steps, as a worker that died would.
-    threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps, r == 2 ? 5 : 1 << 30); });
+    threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps, r == 2 ? 5 : 1 << 30, &together); });
   }
   for (auto& t : threads) t.join();
   ASSERT_TRUE(res[2].status.ok()) << res[2].status;
