@@ -1,6 +1,7 @@
 #include "base/timer.h"
 
 #include "absl/time/clock.h"
+#include "base/env.h"
 
 namespace distflow {
 
@@ -9,7 +10,16 @@ Timer* Timer::Global() {
   return timer;
 }
 
-Timer::Timer() : thread_([this] { Loop(); }) {}
+Timer::Timer(Env* clock) : clock_(clock), thread_([this] { Loop(); }) {}
+
+absl::Time Timer::Now() const {
+  return clock_ == nullptr ? absl::Now() : absl::FromUnixMicros(clock_->NowMicros());
+}
+
+void Timer::Poke() {
+  absl::MutexLock lock(&mu_);
+  ++pokes_;
+}
 
 Timer::~Timer() {
   {
@@ -22,7 +32,7 @@ Timer::~Timer() {
 Timer::Id Timer::After(absl::Duration delay, std::function<void()> fn) {
   absl::MutexLock lock(&mu_);
   Id id = next_id_++;
-  absl::Time at = absl::Now() + delay;
+  absl::Time at = Now() + delay;
   queue_.emplace(std::make_pair(at, id), std::move(fn));
   when_[id] = at;
   return id;
@@ -57,13 +67,16 @@ void Timer::Loop() {
       continue;
     }
     auto it = queue_.begin();
-    if (absl::Now() < it->first.first) {
-      // Wakes early when an earlier deadline is added, or on stop.
+    const absl::Duration left = it->first.first - Now();
+    if (left > absl::ZeroDuration()) {
+      // Wakes early when an earlier deadline is added, on a Poke, or on stop.
+      // (A timeout, not a deadline: the clock may be a fake one.)
       const Id head = it->first.second;
-      auto changed = [this, head]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stopping_ || queue_.empty() || queue_.begin()->first.second != head;
+      const uint64_t pokes = pokes_;
+      auto changed = [this, head, pokes]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stopping_ || queue_.empty() || queue_.begin()->first.second != head || pokes_ != pokes;
       };
-      mu_.AwaitWithDeadline(absl::Condition(&changed), it->first.first);
+      mu_.AwaitWithTimeout(absl::Condition(&changed), left);
       continue;
     }
     std::function<void()> fn = std::move(it->second);

@@ -3,6 +3,10 @@
 // Used for deadlines of work that does not park a thread (an asynchronous
 // step): the closure should be short (it runs on the shared timer thread) and
 // must not call Cancel on its own id. Thread-safe.
+//
+// Its clock is an Env's NowMicros (base/env.h), so a test can give a timer a
+// fake clock, advance it, and Poke() the timer to run what is then due,
+// instead of sleeping (base/fake_clock_env.h).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +20,8 @@
 
 namespace distflow {
 
+class Env;
+
 class Timer {
  public:
   using Id = uint64_t;
@@ -23,7 +29,9 @@ class Timer {
   // The process-wide timer (its thread starts on first use, never stops).
   static Timer* Global();
 
-  Timer();
+  // Reads the time from `clock` (null: the real clock), which must outlive
+  // the timer.
+  explicit Timer(Env* clock = nullptr);
   ~Timer();
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
@@ -33,16 +41,21 @@ class Timer {
   // True if `fn` had not started and now never will; false if it has
   // started (it may still be running) or the id is unknown.
   bool Cancel(Id id);
+  // Makes the timer look at its clock again now (after a fake clock moved).
+  void Poke();
   size_t NumPendingForTest();
 
  private:
   void Loop();
+  absl::Time Now() const;
 
   absl::Mutex mu_;
   std::map<std::pair<absl::Time, Id>, std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   std::map<Id, absl::Time> when_ ABSL_GUARDED_BY(mu_);
   Id next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t pokes_ ABSL_GUARDED_BY(mu_) = 0;
+  Env* const clock_;
   std::thread thread_;
 };
 

@@ -4,6 +4,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/fake_clock_env.h"
 #include "gtest/gtest.h"
 
 namespace distflow {
@@ -62,6 +63,22 @@ TEST(Timer, DestructorDropsPendingClosures) {
     timer.After(absl::Seconds(30), [&] { ran.fetch_add(1); });
   }
   EXPECT_EQ(ran.load(), 0);
+}
+
+TEST(Timer, OnAFakeClockNothingRunsUntilTheClockReachesItsTime) {
+  FakeClockEnv clock;
+  Timer timer(&clock);
+  absl::Notification ran;
+  timer.After(absl::Hours(1), [&] { ran.Notify(); });
+  clock.Advance(absl::Minutes(59));
+  timer.Poke();
+  // The timer looked at the clock and found nothing due: the closure waits.
+  EXPECT_FALSE(ran.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  EXPECT_EQ(timer.NumPendingForTest(), 1u);
+  clock.Advance(absl::Minutes(1));
+  timer.Poke();
+  ran.WaitForNotification();  // an hour of fake time, no hour of waiting
+  EXPECT_EQ(timer.NumPendingForTest(), 0u);
 }
 
 }  // namespace

@@ -78,6 +78,8 @@ struct BulkServer::Offers {
     bool local = false;  // put by PutLocal: shares the putter's memory, not budgeted
     Timer::Id timer = 0;
   };
+  explicit Offers(Timer* t) : timer(t) {}
+  Timer* const timer;  // expires offers and puts (Timer::Global() but in tests)
   absl::Mutex mu;
   absl::flat_hash_map<uint64_t, std::pair<Tensor, Timer::Id>> map ABSL_GUARDED_BY(mu);  // to send
   absl::flat_hash_map<uint64_t, Received> received ABSL_GUARDED_BY(mu);                 // put by peers
@@ -96,7 +98,7 @@ struct BulkServer::Offers {
   // Drops the ticket from whichever table holds it once `ttl` has passed.
   static Timer::Id Expire(const std::shared_ptr<Offers>& self, uint64_t ticket, absl::Duration ttl) {
     std::weak_ptr<Offers> weak = self;
-    return Timer::Global()->After(ttl, [weak, ticket] {
+    return self->timer->After(ttl, [weak, ticket] {
       if (std::shared_ptr<Offers> o = weak.lock()) {
         absl::MutexLock l(&o->mu);
         o->EraseOffer(ticket);
@@ -140,7 +142,7 @@ struct BulkServer::Offers {
       absl::MutexLock lock(&mu);
       if (!EraseOffer(ticket, &offer)) return false;
     }
-    Timer::Global()->Cancel(offer.second);
+    timer->Cancel(offer.second);
     *out = std::move(offer.first);
     return true;
   }
@@ -148,7 +150,7 @@ struct BulkServer::Offers {
 
 absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string& host, absl::Duration offer_ttl,
                                                               int port, std::string auth_token,
-                                                              std::shared_ptr<const BulkTls> tls) {
+                                                              std::shared_ptr<const BulkTls> tls, Timer* timer) {
   if (tls != nullptr && !tls->can_serve()) {
     return absl::InvalidArgumentError("Bulk transfer: TLS is on but this task has no certificate to serve with");
   }
@@ -187,7 +189,8 @@ absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string&
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   int bound = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                          : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  return std::unique_ptr<BulkServer>(new BulkServer(fd, bound, offer_ttl, std::move(auth_token), std::move(tls)));
+  return std::unique_ptr<BulkServer>(
+      new BulkServer(fd, bound, offer_ttl, std::move(auth_token), std::move(tls), timer));
 }
 
 namespace {
@@ -199,7 +202,7 @@ uint64_t HalfOfMemory() {
 }  // namespace
 
 BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token,
-                       std::shared_ptr<const BulkTls> tls)
+                       std::shared_ptr<const BulkTls> tls, Timer* timer)
     : listen_fd_(listen_fd),
       port_(port),
       ttl_(ttl),
@@ -207,7 +210,7 @@ BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl, std::string 
       tls_(std::move(tls)),
       max_held_put_bytes_(HalfOfMemory()),
       max_held_offer_bytes_(HalfOfMemory()),
-      offers_(std::make_shared<Offers>()) {
+      offers_(std::make_shared<Offers>(timer != nullptr ? timer : Timer::Global())) {
   acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 
@@ -227,8 +230,8 @@ BulkServer::~BulkServer() {
   for (Conn& c : conns) c.thread.join();
   close(listen_fd_);
   absl::MutexLock lock(&offers_->mu);
-  for (auto& [ticket, offer] : offers_->map) Timer::Global()->Cancel(offer.second);
-  for (auto& [ticket, r] : offers_->received) Timer::Global()->Cancel(r.timer);
+  for (auto& [ticket, offer] : offers_->map) offers_->timer->Cancel(offer.second);
+  for (auto& [ticket, r] : offers_->received) offers_->timer->Cancel(r.timer);
   offers_->map.clear();
   offers_->received.clear();
 }
@@ -253,7 +256,7 @@ absl::StatusOr<Tensor> BulkServer::TakeReceived(uint64_t ticket, DataType dtype,
                                               " is unknown here (expired after the TTL, or already used)"));
     }
   }
-  Timer::Global()->Cancel(r.timer);
+  offers_->timer->Cancel(r.timer);
   size_t bytes = 0;
   if (dtype == DT_STRING || dtype == DT_BOOL ||
       __builtin_mul_overflow(static_cast<size_t>(shape.num_elements()), DataTypeSize(dtype), &bytes) ||
@@ -288,7 +291,7 @@ void BulkServer::DropReceived(uint64_t ticket) {
     absl::MutexLock lock(&offers_->mu);
     if (!offers_->EraseReceived(ticket, &r)) return;
   }
-  Timer::Global()->Cancel(r.timer);
+  offers_->timer->Cancel(r.timer);
 }
 
 size_t BulkServer::NumReceivedForTest() const {

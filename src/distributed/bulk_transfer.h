@@ -92,11 +92,14 @@ class BulkServer {
   // `auth_token`, a connection whose hello does not carry it is refused
   // before anything else is read (distributed/auth.h). With `tls` (which
   // must have a certificate), every connection starts with a TLS handshake
-  // and one that fails it is closed (bulk_tls.h).
+  // and one that fails it is closed (bulk_tls.h). Offers expire on `timer`
+  // (null: Timer::Global(); tests pass one on a fake clock), which must
+  // outlive the server.
   static absl::StatusOr<std::unique_ptr<BulkServer>> Start(const std::string& host,
                                                            absl::Duration offer_ttl = absl::Seconds(120),
                                                            int port = 0, std::string auth_token = "",
-                                                           std::shared_ptr<const BulkTls> tls = nullptr);
+                                                           std::shared_ptr<const BulkTls> tls = nullptr,
+                                                           Timer* timer = nullptr);
   ~BulkServer();  // closes the listener and every connection, joins their threads
   BulkServer(const BulkServer&) = delete;
   BulkServer& operator=(const BulkServer&) = delete;
@@ -149,7 +152,7 @@ class BulkServer {
  private:
   struct Offers;
   BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token,
-             std::shared_ptr<const BulkTls> tls);
+             std::shared_ptr<const BulkTls> tls, Timer* timer);
   // Runs the TLS handshake (with TLS on) and reads the connection's hello;
   // false (and the connection is to close) unless both pass.
   bool Handshake(BulkConn& conn);

@@ -12,6 +12,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/fake_clock_env.h"
 #include "gtest/gtest.h"
 
 namespace distflow {
@@ -69,12 +70,22 @@ TEST(BulkTransfer, SizeMismatchIsDataLossNamingBothSizes) {
   EXPECT_NE(s.message().find("16 bytes"), std::string::npos) << s;
 }
 
-TEST(BulkTransfer, OffersExpire) {
-  auto server = BulkServer::Start("127.0.0.1", absl::Milliseconds(30));
+TEST(BulkTransfer, AnOfferLivesItsTimeToLiveAndNoLonger) {
+  // Two minutes of offer life on a fake clock: advanced, not waited for.
+  FakeClockEnv clock;
+  Timer timer(&clock);
+  auto server = BulkServer::Start("127.0.0.1", absl::Minutes(2), 0, "", nullptr, &timer);
   ASSERT_TRUE(server.ok()) << server.status();
   uint64_t ticket = (*server)->Offer(Ramp(4));
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while ((*server)->NumOffersForTest() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  clock.Advance(absl::Seconds(119));
+  timer.Poke();
+  EXPECT_EQ((*server)->NumOffersForTest(), 1u);
+  EXPECT_EQ(timer.NumPendingForTest(), 1u) << "the offer's expiry has not run";
+  clock.Advance(absl::Seconds(2));
+  timer.Poke();
+  // The expiry runs on the timer's thread: wait for its effect, bounded.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while ((*server)->NumOffersForTest() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_EQ((*server)->NumOffersForTest(), 0u);
   BulkClient client;
   char buf[16];

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/fake_clock_env.h"
 #include "distflow/server.h"
 #include "distributed/grpc_server.h"
 #include "distributed/worker_cache.h"
@@ -15,17 +16,6 @@
 
 namespace distflow {
 namespace {
-
-// A clock that moves only when told to.
-class FakeClockEnv : public EnvWrapper {
- public:
-  FakeClockEnv() : EnvWrapper(Env::Default()) {}
-  int64_t NowMicros() override { return now_us_.load(); }
-  void Advance(absl::Duration d) { now_us_ += absl::ToInt64Microseconds(d); }
-
- private:
-  std::atomic<int64_t> now_us_{1'000'000'000};
-};
 
 const std::string kPs = "/job:ps/replica:0/task:0";
 const std::string kChief = "/job:worker/replica:0/task:0";

@@ -220,7 +220,7 @@ struct Executor::Impl {
       }
       s->finished = true;
     }
-    if (s->timer != 0) Timer::Global()->Cancel(s->timer);
+    if (s->timer != 0) DeadlineTimer()->Cancel(s->timer);
     Finish(s);
   }
 
@@ -241,6 +241,8 @@ struct Executor::Impl {
     }
     done(std::move(s->fetched));
   }
+
+  Timer* DeadlineTimer() const { return options.timer != nullptr ? options.timer : Timer::Global(); }
 
   // Runs on the timer thread when a step's deadline passes.
   void Deadline(const std::shared_ptr<Step>& s, int64_t timeout_ms) const {
@@ -545,7 +547,7 @@ void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values
   if (options.timeout_ms > 0) {
     std::shared_ptr<Impl::Step> for_timer = step;
     int64_t timeout_ms = options.timeout_ms;
-    s->timer = Timer::Global()->After(absl::Milliseconds(timeout_ms), [&impl, for_timer, timeout_ms] {
+    s->timer = impl.DeadlineTimer()->After(absl::Milliseconds(timeout_ms), [&impl, for_timer, timeout_ms] {
       impl.Deadline(for_timer, timeout_ms);
     });
   }

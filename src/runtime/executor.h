@@ -31,6 +31,8 @@
 
 namespace distflow {
 
+class Timer;
+
 // Kernels shared by every executor of one session, so stateful kernels (random
 // generators) keep their state across signatures. Thread-safe.
 class KernelCache {
@@ -49,6 +51,7 @@ struct ExecutorOptions {
   std::string default_container;
   Rendezvous* rendezvous = nullptr;
   int64_t max_step_bytes = 0;  // most a step's kernels may allocate for outputs; 0: no limit
+  Timer* timer = nullptr;      // runs step deadlines; null: Timer::Global() (tests pass a fake-clock one)
 };
 
 struct StepOptions {

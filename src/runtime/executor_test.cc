@@ -7,7 +7,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "base/fake_clock_env.h"
 #include "base/thread_pool.h"
+#include "base/timer.h"
 #include "gtest/gtest.h"
 #include "kernels/op_test_util.h"
 #include "kernels/rendezvous.h"
@@ -168,7 +170,8 @@ struct Built {
 
 // Builds `g` into an executor on the local CPU with `pool` as its inter-op pool.
 void Build(const proto::GraphDef& g, ThreadPool* pool, Rendezvous* rendezvous, const std::vector<TensorId>& feeds,
-           const std::vector<TensorId>& fetches, const std::vector<std::string>& targets, Built* out) {
+           const std::vector<TensorId>& fetches, const std::vector<std::string>& targets, Built* out,
+           Timer* timer = nullptr) {
   auto graph = Graph::FromGraphDef(g);
   ASSERT_TRUE(graph.ok()) << graph.status();
   out->graph = std::move(*graph);
@@ -176,6 +179,7 @@ void Build(const proto::GraphDef& g, ThreadPool* pool, Rendezvous* rendezvous, c
   eo.device = LocalCpuDevice();
   eo.inter_op_pool = pool;
   eo.rendezvous = rendezvous;
+  eo.timer = timer;
   auto ex = Executor::Create(*out->graph, eo, &out->kernels, feeds, fetches, targets);
   ASSERT_TRUE(ex.ok()) << ex.status();
   out->executor = std::move(*ex);
@@ -208,15 +212,16 @@ class WaitingReceive {
  public:
   WaitingReceive() : pool_("executor_test", 2) {}
 
-  void Start(int64_t step_id, CancellationManager* cm) {
+  void Start(int64_t step_id, CancellationManager* cm, int64_t timeout_ms = 0, Timer* timer = nullptr) {
     proto::GraphDef g;
     AddRecv(&g, "recv", "edge_1");
     AddNode(&g, "out", "Neg", {"recv"});
-    Build(g, &pool_, &rendezvous_, {}, {{"out", 0}}, {}, &built_);
+    Build(g, &pool_, &rendezvous_, {}, {{"out", 0}}, {}, &built_, timer);
     ASSERT_NE(built_.executor, nullptr);
     StepOptions so;
     so.step_id = step_id;
     so.cancellation = cm;
+    so.timeout_ms = timeout_ms;
     built_.executor->RunAsync(so, {}, [this](absl::StatusOr<std::vector<Tensor>> r) {
       result_ = std::move(r);
       finished_.Notify();
@@ -305,19 +310,20 @@ TEST(Executor, ConcurrentStepsOnOneExecutorKeepTheirOwnValues) {
 }
 
 TEST(Executor, ADeadlineCancelsAStepThatWaitsForever) {
-  proto::GraphDef g;
-  AddRecv(&g, "recv", "never_sent");
-  ThreadPool pool("executor_test", 2);
-  TestRendezvous rendezvous;
-  Built b;
-  Build(g, &pool, &rendezvous, {}, {{"recv", 0}}, {}, &b);
-  StepOptions so;
-  so.step_id = 11;
-  so.timeout_ms = 50;
-  auto out = b.executor->Run(so, {});
+  // A minute's deadline on a fake clock: the test advances the clock instead
+  // of waiting a minute.
+  FakeClockEnv clock;
+  Timer timer(&clock);
+  WaitingReceive step;
+  ASSERT_NO_FATAL_FAILURE(step.Start(11, nullptr, /*timeout_ms=*/60000, &timer));
+  EXPECT_EQ(timer.NumPendingForTest(), 1u) << "the step's deadline is scheduled";
+  EXPECT_FALSE(step.finished());
+  clock.Advance(absl::Seconds(61));
+  timer.Poke();
+  const auto& out = step.Wait();
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
-  EXPECT_NE(out.status().message().find("Step 11 timed out after 50 ms"), std::string::npos) << out.status();
+  EXPECT_NE(out.status().message().find("Step 11 timed out after 60000 ms"), std::string::npos) << out.status();
 }
 
 }  // namespace
