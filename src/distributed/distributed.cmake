@@ -13,7 +13,7 @@ distflow_test(distributed_test
   SRCS ${CMAKE_CURRENT_SOURCE_DIR}/tensor_transfer_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/bulk_transfer_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/placement_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/local_master_test.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/worker_rendezvous_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/auth_test.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/worker_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/coordination_test.cc
-       ${CMAKE_CURRENT_SOURCE_DIR}/grpc_status_test.cc
+       ${CMAKE_CURRENT_SOURCE_DIR}/grpc_status_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/worker_cache_test.cc
   DEPS distflow_distributed distflow_tensor_testutil)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   # gRPC's generated service templates (worker.grpc.pb.h) hide overloads of
