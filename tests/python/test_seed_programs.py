@@ -218,8 +218,7 @@ def batch():
     xs = rng.uniform(-1, 1, (32, 4)).astype(np.float32)
     return xs, xs.sum(axis=1, keepdims=True)
 
-with tf.Session(sys.argv[1]) as sess:   # no initializer: the C++ worker's values are used
-    w2_before = sess.run(w2)
+def train_100_steps(sess):
     xs, ys = batch()
     print("python loss before", sess.run(loss, feed_dict={x: xs, y: ys}))
     for _ in range(100):
@@ -227,6 +226,10 @@ with tf.Session(sys.argv[1]) as sess:   # no initializer: the C++ worker's value
         sess.run(train, feed_dict={x: xs, y: ys})
     xs, ys = batch()
     print("python loss after", sess.run(loss, feed_dict={x: xs, y: ys}))
+
+with tf.Session(sys.argv[1]) as sess:   # no initializer: the C++ worker's values are used
+    w2_before = sess.run(w2)
+    train_100_steps(sess)
     print("weights_2 change", float(np.abs(sess.run(w2) - w2_before).sum()))
 """
 
@@ -292,13 +295,7 @@ with tf.Session(sys.argv[1]) as sess:
             break
         assert time.monotonic() < deadline, "the variables never moved without us"
         time.sleep(0.01)
-    xs, ys = batch()
-    print("python loss before", sess.run(loss, feed_dict={x: xs, y: ys}))
-    for _ in range(100):
-        xs, ys = batch()
-        sess.run(train, feed_dict={x: xs, y: ys})
-    xs, ys = batch()
-    print("python loss after", sess.run(loss, feed_dict={x: xs, y: ys}))
+    train_100_steps(sess)
 """
 
 
