@@ -1,8 +1,7 @@
 # Distributed runtime benchmarks: step latency across tasks and RecvTensor
 # bandwidth, each with a baseline (bare gRPC unary call, loopback TCP) measured
 # in the same run. Run them with bench/run_distributed_bench.sh.
-if(TARGET distflow_client AND TARGET distflow_distributed)
-  distflow_binary(distributed_bench
-    SRCS ${CMAKE_CURRENT_SOURCE_DIR}/distributed_bench.cc ${CMAKE_CURRENT_SOURCE_DIR}/transfer_bench.cc ${CMAKE_CURRENT_SOURCE_DIR}/bulk_tls_bench.cc
-    DEPS distflow_client distflow_distributed distflow_rpc_proto benchmark::benchmark gRPC::grpc++)
-endif()
+distflow_binary(distributed_bench
+  SRCS ${CMAKE_CURRENT_SOURCE_DIR}/distributed_bench.cc ${CMAKE_CURRENT_SOURCE_DIR}/transfer_bench.cc
+       ${CMAKE_CURRENT_SOURCE_DIR}/bulk_tls_bench.cc
+  DEPS distflow_client distflow_distributed distflow_rpc_proto benchmark::benchmark gRPC::grpc++)

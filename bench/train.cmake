@@ -3,4 +3,4 @@
 # times the same CNN step in PyTorch (bench/pytorch_cnn.py).
 distflow_binary(train_bench
   SRCS ${CMAKE_CURRENT_SOURCE_DIR}/train_bench.cc
-  DEPS distflow_train distflow_client benchmark::benchmark)
+  DEPS distflow benchmark::benchmark)

@@ -18,9 +18,10 @@ endforeach()
 # Linking the layers too brings in their external libraries; their objects
 # are already in, so nothing is taken from these archives twice.
 target_link_libraries(distflow PRIVATE ${DISTFLOW_LAYERS})
-target_include_directories(distflow PUBLIC
-  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src> $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
-  $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/proto>)
+# What links it (the examples, the benchmarks, distflow-server, the Python
+# binding) sees the public headers only, as a program outside the tree does:
+# reaching inside is a compile error, and using what is not exported a link error.
+target_include_directories(distflow INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
 target_link_libraries(distflow INTERFACE absl::status absl::statusor absl::strings absl::synchronization absl::time
                       absl::flat_hash_map absl::str_format Threads::Threads)
 # Only distflow's own symbols are exported; what the layers link in stays private.

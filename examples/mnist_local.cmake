@@ -1,6 +1,6 @@
 # The book's CNN trained in one process (examples/mnist_local.cc).
 distflow_binary(mnist_local SRCS ${CMAKE_CURRENT_SOURCE_DIR}/mnist_local.cc
-  DEPS distflow_train distflow_client distflow_data absl::flags absl::flags_parse)
+  DEPS distflow absl::flags absl::flags_parse)
 # A shortened run that still proves learning (chance is 0.10): 300 steps gave
 # 0.773-0.785 test accuracy over seeds 1-4 (about 20-30 s on 2 busy cores);
 # the full 5000-step run reaches 0.88 (docs/PERFORMANCE.md).

@@ -8,6 +8,9 @@
 // 2 on a bad command line or cluster spec, 1 if the server cannot start or
 // a ps gave up on a job that died (--orphan_grace_secs); 128+N on a second
 // signal N while stopping.
+//
+// It is written against the public API alone (include/distflow/), as a
+// program of a user would be, and links libdistflow.so.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -20,8 +23,8 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "base/logging.h"
-#include "distributed/auth.h"
+#include "distflow/auth.h"
+#include "distflow/logging.h"
 #include "distflow/server.h"
 #include "distflow/task_config.h"
 
@@ -94,7 +97,7 @@ int main(int argc, char** argv) {
   const int index = config->task_index;
 
   distflow::SetLogPrefix(absl::StrCat("/job:", job, "/task:", index));
-  if (!config->placed_by.empty()) LOG(INFO) << "This task was placed by " << config->placed_by;
+  if (!config->placed_by.empty()) DF_LOG(INFO) << "This task was placed by " << config->placed_by;
   // Block the signals in every thread; one thread waits for them.
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -111,9 +114,7 @@ int main(int argc, char** argv) {
       !st.ok()) {
     return Fail(2, std::string(st.message()));
   }
-  if (absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = distflow::ServerCredentials(); !creds.ok()) {
-    return Fail(2, std::string(creds.status().message()));
-  }
+  if (absl::Status st = distflow::CheckTlsCanServe(); !st.ok()) return Fail(2, std::string(st.message()));
   options.bulk_port = absl::GetFlag(FLAGS_bulk_port);
   if (options.bulk_port < -1 || options.bulk_port > 65535) {
     return Fail(2, absl::StrCat("bad --bulk_port=", options.bulk_port, ": use a port, 0 for any, or -1 for none"));
@@ -162,7 +163,7 @@ int main(int argc, char** argv) {
   std::thread([raw, sigs] {
     int sig = 0;
     sigwait(&sigs, &sig);
-    LOG(INFO) << "Received signal " << sig << "; shutting down (a second signal exits at once)";
+    DF_LOG(INFO) << "Received signal " << sig << "; shutting down (a second signal exits at once)";
     std::thread([raw] { raw->Stop(); }).detach();
     constexpr int kStopWatchdog = 20;
     timespec wait{kStopWatchdog, 0};
@@ -181,7 +182,7 @@ int main(int argc, char** argv) {
   if (!why.ok()) {
     std::fprintf(stderr, "distflow-server: %s\n", std::string(why.message()).c_str());
   } else {
-    LOG(INFO) << "Server stopped";
+    DF_LOG(INFO) << "Server stopped";
   }
   std::fflush(stdout);
   std::fflush(stderr);

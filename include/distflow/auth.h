@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "distflow/export.h"
 
 namespace distflow {
 
@@ -23,18 +24,18 @@ inline constexpr char kAuthTokenEnv[] = "DISTFLOW_AUTH_TOKEN";
 
 // The process's token: what SetClusterToken set, else DISTFLOW_AUTH_TOKEN
 // (read once), else "" (none).
-std::string ClusterToken();
-void SetClusterToken(std::string token);
+DISTFLOW_EXPORT std::string ClusterToken();
+DISTFLOW_EXPORT void SetClusterToken(std::string token);
 // Reads the token from `path` (surrounding whitespace removed) and sets it.
 // InvalidArgument naming the file if it cannot be read, is empty or holds
 // what ValidateToken refuses.
-absl::Status LoadClusterTokenFile(const std::string& path);
+DISTFLOW_EXPORT absl::Status LoadClusterTokenFile(const std::string& path);
 // A token is 1 to 4096 printable ASCII characters (it travels as gRPC
 // metadata). `source` names where it came from in the error.
-absl::Status ValidateToken(const std::string& token, const std::string& source);
+DISTFLOW_EXPORT absl::Status ValidateToken(const std::string& token, const std::string& source);
 // For a program's start: loads `token_file` if given, then validates the
 // process's token (DISTFLOW_AUTH_TOKEN otherwise). OK when there is none.
-absl::Status SetUpClusterToken(const std::string& token_file);
+DISTFLOW_EXPORT absl::Status SetUpClusterToken(const std::string& token_file);
 
 inline constexpr char kTlsCertEnv[] = "DISTFLOW_TLS_CERT";
 inline constexpr char kTlsKeyEnv[] = "DISTFLOW_TLS_KEY";
@@ -46,7 +47,7 @@ inline constexpr char kTlsCaEnv[] = "DISTFLOW_TLS_CA";
 // signed by it and clients accept only servers signed by it; without it,
 // clients verify servers against the system's roots. A server's certificate
 // must name the host clients dial (a DNS or IP subjectAltName).
-struct TlsFiles {
+struct DISTFLOW_EXPORT TlsFiles {
   std::string cert;
   std::string key;
   std::string ca;
@@ -57,8 +58,12 @@ struct TlsFiles {
 // named. InvalidArgument naming the flag or variable and the file otherwise
 // (a missing or unreadable file, one that is not PEM, a cert without a key).
 // Programs that never call it read the variables on first use.
-absl::Status SetUpTls(const TlsFiles& flags);
+DISTFLOW_EXPORT absl::Status SetUpTls(const TlsFiles& flags);
 // Whether this process's connections use TLS.
-bool TlsEnabled();
+DISTFLOW_EXPORT bool TlsEnabled();
+// For a server's start: OK when TLS is off or this process has a certificate
+// and key to serve with; InvalidArgument naming the flags and variables to
+// set otherwise (a CA alone lets a client verify, not a server serve).
+DISTFLOW_EXPORT absl::Status CheckTlsCanServe();
 
 }  // namespace distflow

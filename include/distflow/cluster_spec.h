@@ -34,15 +34,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "distflow/export.h"
 
 namespace distflow {
 
 // Splits "host:port" / "[v6]:port" into (host, port); the host is returned
 // without IPv6 brackets. InvalidArgument for anything malformed (see above).
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
-    absl::string_view address);
+DISTFLOW_EXPORT absl::StatusOr<std::pair<std::string, int>> SplitHostPort(absl::string_view address);
 
-class ClusterSpec {
+class DISTFLOW_EXPORT ClusterSpec {
  public:
   // job name -> (task index -> address).
   using JobMap = std::map<std::string, std::map<int, std::string>>;
@@ -99,6 +99,6 @@ class ClusterSpec {
 // The canonical name of a task, "/job:ps/replica:0/task:1" for ("ps", 1): the
 // one spelling that logs, errors, metrics and device names use. Input may
 // also say "/job:ps/task:1" (DeviceName parses both).
-std::string TaskName(absl::string_view job, int task_index);
+DISTFLOW_EXPORT std::string TaskName(absl::string_view job, int task_index);
 
 }  // namespace distflow

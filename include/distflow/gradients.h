@@ -19,22 +19,23 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "distflow/export.h"
 #include "distflow/ops.h"
 #include "distflow/scope.h"
 
 namespace distflow {
 
-struct GradientOptions {
+struct DISTFLOW_EXPORT GradientOptions {
   // Put each gradient op on the device its forward op asked for.
   bool colocate_gradients_with_ops = true;
 };
 
 // d(sum of ys)/d xs. `grad_ys`, if given, has one Output per y (the upstream
 // gradient); otherwise ones are used.
-absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vector<Output>& ys,
-                                              const std::vector<Output>& xs,
-                                              const std::vector<Output>& grad_ys = {},
-                                              const GradientOptions& options = {});
+DISTFLOW_EXPORT absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vector<Output>& ys,
+                                                              const std::vector<Output>& xs,
+                                                              const std::vector<Output>& grad_ys = {},
+                                                              const GradientOptions& options = {});
 
 // A gradient function: given the forward op and the gradients of its outputs
 // (invalid Outputs for outputs nothing depends on), appends one gradient per
@@ -43,7 +44,7 @@ using GradFunc = std::function<absl::Status(const Scope& scope, const Operation&
                                             const std::vector<Output>& grad_outputs,
                                             std::vector<Output>* grad_inputs)>;
 
-class GradientRegistry {
+class DISTFLOW_EXPORT GradientRegistry {
  public:
   // The process-wide registry with every standard gradient function.
   static GradientRegistry* Global();
@@ -61,6 +62,6 @@ class GradientRegistry {
 };
 
 // Registers the gradient functions of every standard op family.
-void RegisterStandardGradients(GradientRegistry* r);
+DISTFLOW_EXPORT void RegisterStandardGradients(GradientRegistry* r);
 
 }  // namespace distflow

@@ -15,9 +15,10 @@
 
 #include <sstream>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "distflow/export.h"
 
 namespace distflow {
 
@@ -25,15 +26,15 @@ enum class LogSeverity { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kFatal
 
 // The minimum severity that is printed; defaults to kInfo, or the value of the
 // DISTFLOW_LOG_LEVEL environment variable (DEBUG, INFO, WARNING, ERROR).
-void SetMinLogSeverity(LogSeverity severity);
-LogSeverity MinLogSeverity();
+DISTFLOW_EXPORT void SetMinLogSeverity(LogSeverity severity);
+DISTFLOW_EXPORT LogSeverity MinLogSeverity();
 
 // A prefix printed on every line, e.g. "/job:worker/task:1". Thread-safe.
-void SetLogPrefix(std::string prefix);
+DISTFLOW_EXPORT void SetLogPrefix(std::string prefix);
 
 namespace internal {
 
-class LogMessage {
+class DISTFLOW_EXPORT LogMessage {
  public:
   LogMessage(const char* file, int line, LogSeverity severity);
   ~LogMessage();  // writes the line; aborts after a kFatal one
@@ -49,11 +50,11 @@ class LogMessage {
 };
 
 // Swallows the stream in a disabled LOG statement.
-struct LogVoidify {
+struct DISTFLOW_EXPORT LogVoidify {
   void operator&(std::ostream&) {}
 };
 
-bool ShouldLog(LogSeverity severity);
+DISTFLOW_EXPORT bool ShouldLog(LogSeverity severity);
 
 }  // namespace internal
 }  // namespace distflow

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "distflow/export.h"
 #include "distflow/types.h"
 
 namespace distflow {
@@ -19,7 +20,7 @@ namespace distflow {
 // attribute holds; a list of N tensors of one dtype ("N * T"); a list of
 // tensors of the dtypes a list(type) attribute holds; or a reference to a
 // variable.
-struct OpArgInfo {
+struct DISTFLOW_EXPORT OpArgInfo {
   std::string name;
   DataType type = DT_INVALID;  // the fixed dtype, or DT_INVALID when type_attr says
   std::string type_attr;       // the type attribute ("T")
@@ -28,7 +29,7 @@ struct OpArgInfo {
   bool is_ref = false;
 };
 
-struct OpAttrInfo {
+struct DISTFLOW_EXPORT OpAttrInfo {
   std::string name;
   // "int", "float", "bool", "string", "type", "shape", "tensor",
   // "list(int)", "list(float)", "list(type)", "list(string)".
@@ -41,7 +42,7 @@ struct OpAttrInfo {
   bool inferred = false;
 };
 
-struct OpInfo {
+struct DISTFLOW_EXPORT OpInfo {
   std::string name;
   std::vector<OpArgInfo> inputs;
   std::vector<OpArgInfo> outputs;
@@ -50,8 +51,8 @@ struct OpInfo {
 };
 
 // Every registered op, sorted by name.
-std::vector<OpInfo> RegisteredOps();
+DISTFLOW_EXPORT std::vector<OpInfo> RegisteredOps();
 // One op; NotFound naming it and the closest registered names.
-absl::StatusOr<OpInfo> LookUpOp(const std::string& name);
+DISTFLOW_EXPORT absl::StatusOr<OpInfo> LookUpOp(const std::string& name);
 
 }  // namespace distflow

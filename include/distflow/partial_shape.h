@@ -9,6 +9,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "distflow/export.h"
 #include "distflow/tensor_shape.h"
 
 namespace distflow {
@@ -16,7 +17,7 @@ namespace proto {
 class TensorShapeProto;
 }
 
-class PartialShape {
+class DISTFLOW_EXPORT PartialShape {
  public:
   static constexpr int64_t kUnknownDim = -1;
 

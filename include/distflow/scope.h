@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "distflow/export.h"
 #include "distflow/partial_shape.h"
 #include "distflow/types.h"
 
@@ -35,7 +36,7 @@ class Scope;
 struct GraphState;  // what the scopes of one graph share (internal: client/graph_state.h)
 
 // A node of the graph being built.
-class Operation {
+class DISTFLOW_EXPORT Operation {
  public:
   Operation() = default;
   Operation(const Node* node, std::shared_ptr<GraphState> graph) : node_(node), graph_(std::move(graph)) {}
@@ -53,7 +54,7 @@ class Operation {
 };
 
 // What a device function is shown of the node about to be added.
-struct NodeInfo {
+struct DISTFLOW_EXPORT NodeInfo {
   std::string name;             // its full name, e.g. "layer1/weights"
   std::string op;               // its op, e.g. "VariableV2", "MatMul"
   std::string device;           // the device the enclosing scopes chose ("" for none)
@@ -65,7 +66,7 @@ struct NodeInfo {
 // (what TensorFlow's tf.device accepts besides a string).
 using DeviceFunction = std::function<std::string(const NodeInfo&)>;
 
-class Scope {
+class DISTFLOW_EXPORT Scope {
  public:
   static Scope NewRootScope();
 
@@ -131,7 +132,7 @@ class Scope {
 
 // An output tensor of an Operation; carries the scope it was made in so that
 // arithmetic operators (a + b) add their nodes next to it.
-class Output {
+class DISTFLOW_EXPORT Output {
  public:
   Output() : scope_(Scope::NewRootScope()) {}
   Output(Operation op, int index, Scope scope) : op_(std::move(op)), index_(index), scope_(std::move(scope)) {}

@@ -24,13 +24,14 @@
 
 #include "absl/status/statusor.h"
 #include "distflow/cluster_spec.h"
+#include "distflow/export.h"
 
 namespace distflow {
 
 class GrpcServer;  // internal (distributed/grpc_server.h)
 
 // Threads that run the partitions this task is given (0: one per core).
-struct WorkerOptions {
+struct DISTFLOW_EXPORT WorkerOptions {
   int inter_op_threads = 0;
   int intra_op_threads = 0;
   // The most memory one step's kernel outputs may hold at once on this task
@@ -43,7 +44,7 @@ struct WorkerOptions {
   int max_concurrent_steps = 1024;
 };
 
-struct ServerOptions {
+struct DISTFLOW_EXPORT ServerOptions {
   WorkerOptions worker;
   // Large tensors between tasks travel over a second, system-chosen TCP port
   // on the task's host. Turn off where only the cluster spec's ports are
@@ -85,7 +86,7 @@ struct ServerOptions {
   int max_sessions = 1024;
 };
 
-class Server {
+class DISTFLOW_EXPORT Server {
  public:
   static absl::StatusOr<std::unique_ptr<Server>> Create(const ClusterSpec& cluster, const std::string& job,
                                                         int task_index, ServerOptions options = {});
@@ -124,17 +125,17 @@ class Server {
 
 // Starts every task of `cluster` in this process (for tests, the way gloo's
 // tests run N ranks in one process). Addresses with port 0 are given free ports.
-absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
-                                                                  ServerOptions options = {});
+DISTFLOW_EXPORT absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
+                                                                                       ServerOptions options = {});
 
 // Asks every task of `cluster` (except those in `except`) to stop its server:
 // how the chief ends a cluster when training is over, so that parameter
 // servers exit instead of waiting to be killed. Tasks already gone are fine.
-absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
-                             const std::vector<std::string>& except = {});
+DISTFLOW_EXPORT absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
+                                             const std::vector<std::string>& except = {});
 
 // A cluster spec of `num_ps` ps tasks and `num_workers` worker tasks on
 // 127.0.0.1 with free ports.
-absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers);
+DISTFLOW_EXPORT absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers);
 
 }  // namespace distflow

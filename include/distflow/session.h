@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "distflow/export.h"
 #include "distflow/scope.h"
 #include "distflow/session_options.h"
 #include "distflow/tensor.h"
@@ -24,7 +25,7 @@ namespace distflow {
 
 using FeedDict = std::vector<std::pair<Output, Tensor>>;
 
-class Session {
+class DISTFLOW_EXPORT Session {
  public:
   // `target`: "" or "local" for in-process; "grpc://host:port" for a cluster.
   explicit Session(const std::string& target = "", SessionOptions options = {});

@@ -2,10 +2,11 @@
 // deadlines, placement on a cluster) and what one Run asks for (a deadline, a
 // trace). Plain structs, copyable; see distflow/session.h.
 #pragma once
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "distflow/export.h"
 
 namespace distflow {
 
@@ -14,7 +15,7 @@ class Device;               // internal (kernels/device.h)
 class Rendezvous;           // internal (kernels/rendezvous.h)
 struct StepStats;           // distflow/step_stats.h
 
-struct SessionOptions {
+struct DISTFLOW_EXPORT SessionOptions {
   int inter_op_threads = 0;  // 0: one per schedulable core
   int intra_op_threads = 0;  // 0: one per schedulable core (the caller's thread counts as one)
   int64_t operation_timeout_ms = 0;  // default per-step deadline; 0: none
@@ -43,7 +44,7 @@ struct SessionOptions {
   bool in_process_master = true;
 };
 
-struct RunOptions {
+struct DISTFLOW_EXPORT RunOptions {
   int64_t timeout_ms = 0;  // overrides SessionOptions::operation_timeout_ms when > 0
   // Set by distflow's distributed runtime when this run is one partition of
   // a step; programs leave these three unset.

@@ -17,10 +17,11 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "distflow/export.h"
 
 namespace distflow {
 
-struct NodeExecStats {
+struct DISTFLOW_EXPORT NodeExecStats {
   std::string node;          // node name
   std::string op;            // op type
   int64_t start_us = 0;      // wall clock, microseconds since the epoch
@@ -28,19 +29,19 @@ struct NodeExecStats {
   std::string transfer_key;  // _Send/_Recv only: the rendezvous key both ends share
 };
 
-struct DeviceStepStats {
+struct DISTFLOW_EXPORT DeviceStepStats {
   std::string device;  // full device name, "/job:ps/replica:0/task:0/device:CPU:0"
   std::vector<NodeExecStats> nodes;
 };
 
-struct StepStats {
+struct DISTFLOW_EXPORT StepStats {
   std::vector<DeviceStepStats> devices;
 
   int64_t num_nodes() const;
 };
 
 // Gathers the node records of one partition run.
-class StepStatsCollector {
+class DISTFLOW_EXPORT StepStatsCollector {
  public:
   void Record(NodeExecStats stats);
   std::vector<NodeExecStats> Take();
@@ -55,6 +56,6 @@ class StepStatsCollector {
 // on as few thread lanes as keep the events of one lane from overlapping;
 // each _Send/_Recv pair joined by a flow event from the send to the receive.
 // Times are microseconds from the step's earliest start.
-std::string ChromeTraceJson(const StepStats& stats);
+DISTFLOW_EXPORT std::string ChromeTraceJson(const StepStats& stats);
 
 }  // namespace distflow

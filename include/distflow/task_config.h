@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "distflow/cluster_spec.h"
+#include "distflow/export.h"
 
 namespace distflow {
 
@@ -49,14 +50,14 @@ class Env;
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
 // The real process environment (std::getenv).
-EnvLookup ProcessEnvironment();
+DISTFLOW_EXPORT EnvLookup ProcessEnvironment();
 
 // The variables a rank is read from, in the order they are consulted.
 inline constexpr const char* kRankVariables[] = {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
 
 // The command-line flags of a program, as given ("" where not given). Index
 // flags are strings so that a value that is not a number is a clear error.
-struct TaskConfigFlags {
+struct DISTFLOW_EXPORT TaskConfigFlags {
   std::string cluster_spec;
   // How messages name the flag(s) the cluster text came from (a program may
   // build it from other flags, e.g. "--ps_hosts/--worker_hosts").
@@ -70,13 +71,13 @@ struct TaskConfigFlags {
 
 // What a program assumes where no source says anything (the book's example
 // runs as worker 0 of a fixed cluster). Unset parts stay required.
-struct TaskConfigDefaults {
+struct DISTFLOW_EXPORT TaskConfigDefaults {
   std::optional<ClusterSpec> cluster;
   std::string job;
   std::optional<int> task_index;
 };
 
-struct TaskConfig {
+struct DISTFLOW_EXPORT TaskConfig {
   ClusterSpec cluster;
   std::string job;
   int task_index = 0;
@@ -90,13 +91,14 @@ using JobLayout = std::vector<std::pair<std::string, int>>;
 
 // Parses "JOB:COUNT,JOB:COUNT,..." (counts >= 1, each job once, job names as
 // in a cluster spec). InvalidArgument naming the bad entry otherwise.
-absl::StatusOr<JobLayout> ParseJobLayout(absl::string_view text);
+DISTFLOW_EXPORT absl::StatusOr<JobLayout> ParseJobLayout(absl::string_view text);
 
 // Resolves this process's cluster and task from `flags`, the variables
 // DISTFLOW_CONFIG and kRankVariables read through `getenv`, the file named
 // by flags.cluster_config read through `env` (Env::Default() if null), and
 // `defaults` where nothing else says.
-absl::StatusOr<TaskConfig> ResolveTaskConfig(const TaskConfigFlags& flags, const EnvLookup& getenv,
-                                             const TaskConfigDefaults& defaults = {}, Env* env = nullptr);
+DISTFLOW_EXPORT absl::StatusOr<TaskConfig> ResolveTaskConfig(const TaskConfigFlags& flags, const EnvLookup& getenv,
+                                                             const TaskConfigDefaults& defaults = {},
+                                                             Env* env = nullptr);
 
 }  // namespace distflow

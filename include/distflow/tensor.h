@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "distflow/export.h"
 #include "distflow/logging.h"
 #include "distflow/tensor_buffer.h"
 #include "distflow/tensor_shape.h"
@@ -29,14 +30,14 @@ namespace distflow {
 
 // A row-major matrix view over a tensor's elements.
 template <typename T>
-struct MatrixView {
+struct DISTFLOW_EXPORT MatrixView {
   T* data;
   int64_t rows;
   int64_t cols;
   T& operator()(int64_t r, int64_t c) const { return data[r * cols + c]; }
 };
 
-class Tensor {
+class DISTFLOW_EXPORT Tensor {
  public:
   Tensor() = default;
   // Allocates a tensor; numeric elements are uninitialised, strings empty.
@@ -148,10 +149,10 @@ class Tensor {
 
 // A tensor's wire form: the serialized TensorProto that RPCs and checkpoints
 // carry.
-std::string SerializeTensor(const Tensor& tensor);
+DISTFLOW_EXPORT std::string SerializeTensor(const Tensor& tensor);
 // Parses a wire form back. The input is treated as hostile: a truncated or
 // forged message is InvalidArgument naming the problem, never a crash or a
 // huge allocation.
-absl::StatusOr<Tensor> ParseTensor(const void* data, size_t size);
+DISTFLOW_EXPORT absl::StatusOr<Tensor> ParseTensor(const void* data, size_t size);
 
 }  // namespace distflow

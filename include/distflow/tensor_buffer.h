@@ -13,11 +13,12 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "distflow/export.h"
 #include "distflow/types.h"
 
 namespace distflow {
 
-class TensorBuffer {
+class DISTFLOW_EXPORT TensorBuffer {
  public:
   static constexpr size_t kAlignment = 64;
 

@@ -12,10 +12,11 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "distflow/export.h"
 
 namespace distflow {
 
-class TensorShape {
+class DISTFLOW_EXPORT TensorShape {
  public:
   static constexpr int kMaxRank = 32;
 
@@ -57,6 +58,6 @@ class TensorShape {
 };
 
 // Multiplies a * b, returning false instead of overflowing (both >= 0).
-bool MultiplyWithoutOverflow(int64_t a, int64_t b, int64_t* out);
+DISTFLOW_EXPORT bool MultiplyWithoutOverflow(int64_t a, int64_t b, int64_t* out);
 
 }  // namespace distflow

@@ -6,10 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "distflow/export.h"
 
 namespace distflow {
 
@@ -26,19 +27,19 @@ enum DataType : int {
 
 // "float32", "float64", "int32", "int64", "uint8", "bool", "string", or
 // "invalid(N)" for anything else.
-std::string DataTypeName(DataType dt);
+DISTFLOW_EXPORT std::string DataTypeName(DataType dt);
 
 // Parses the names above (and "float", "double" as aliases).
-absl::Status ParseDataType(absl::string_view name, DataType* out);
+DISTFLOW_EXPORT absl::Status ParseDataType(absl::string_view name, DataType* out);
 
 // True for the seven types above.
-bool IsValidDataType(int value);
+DISTFLOW_EXPORT bool IsValidDataType(int value);
 
 // Bytes per element for fixed-size types; 0 for DT_STRING and invalid types.
-size_t DataTypeSize(DataType dt);
+DISTFLOW_EXPORT size_t DataTypeSize(DataType dt);
 
-bool DataTypeIsFloating(DataType dt);  // float32, float64
-bool DataTypeIsInteger(DataType dt);   // int32, int64, uint8
+DISTFLOW_EXPORT bool DataTypeIsFloating(DataType dt);  // float32, float64
+DISTFLOW_EXPORT bool DataTypeIsInteger(DataType dt);   // int32, int64, uint8
 inline bool DataTypeIsNumeric(DataType dt) {
   return DataTypeIsFloating(dt) || DataTypeIsInteger(dt);
 }

@@ -159,6 +159,8 @@ bool TlsEnabled() {
   return s.on;
 }
 
+absl::Status CheckTlsCanServe() { return ServerCredentials().status(); }
+
 bool ProcessTlsPem(std::string* cert, std::string* key, std::string* ca) {
   TlsState& s = LoadedTls();
   absl::MutexLock lock(&s.mu);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "distflow/export.h"
 #include "distflow/tensor.h"
 
 namespace distflow {
@@ -24,7 +25,7 @@ namespace data {
 // Where Debian's dataset-fashion-mnist package installs its files.
 inline constexpr char kDefaultFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 
-class DataSet {
+class DISTFLOW_EXPORT DataSet {
  public:
   DataSet() = default;
   DataSet(Tensor images, Tensor labels, uint64_t seed);
@@ -46,20 +47,20 @@ class DataSet {
   std::mt19937_64 rng_;
 };
 
-struct DataSets {
+struct DISTFLOW_EXPORT DataSets {
   DataSet train, validation, test;
 };
 
 // Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from `dir`.
-absl::StatusOr<DataSets> ReadDataSets(const std::string& dir = kDefaultFashionMnistDir,
-                                      int64_t validation_size = 5000, uint64_t seed = 0);
+DISTFLOW_EXPORT absl::StatusOr<DataSets> ReadDataSets(const std::string& dir = kDefaultFashionMnistDir,
+                                                      int64_t validation_size = 5000, uint64_t seed = 0);
 
 // One IDX file each; `path` may end in .gz.
-absl::StatusOr<Tensor> ReadIdxImages(const std::string& path);  // float32 [N, rows*cols] in [0,1]
-absl::StatusOr<Tensor> ReadIdxLabels(const std::string& path);  // int32 [N], each in [0, 9]
+DISTFLOW_EXPORT absl::StatusOr<Tensor> ReadIdxImages(const std::string& path);  // float32 [N, rows*cols] in [0,1]
+DISTFLOW_EXPORT absl::StatusOr<Tensor> ReadIdxLabels(const std::string& path);  // int32 [N], each in [0, 9]
 // Parses IDX bytes already in memory (`name` is used in errors).
-absl::StatusOr<Tensor> ParseIdxImages(const std::string& bytes, const std::string& name);
-absl::StatusOr<Tensor> ParseIdxLabels(const std::string& bytes, const std::string& name);
+DISTFLOW_EXPORT absl::StatusOr<Tensor> ParseIdxImages(const std::string& bytes, const std::string& name);
+DISTFLOW_EXPORT absl::StatusOr<Tensor> ParseIdxLabels(const std::string& bytes, const std::string& name);
 
 }  // namespace data
 }  // namespace distflow

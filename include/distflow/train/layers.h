@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "distflow/export.h"
 #include "distflow/ops.h"
 #include "distflow/scope.h"
 
@@ -29,51 +30,55 @@ namespace layers {
 
 // An activation function; an empty one means none (linear).
 using Activation = std::function<Output(const Scope&, const Output&)>;
-Output relu(const Scope& s, const Output& x);  // the Relu op
+DISTFLOW_EXPORT Output relu(const Scope& s, const Output& x);  // the Relu op
 // Defined in the library, so that including this header does not by itself
 // need the train library at link time.
-extern const Activation kRelu;
+extern DISTFLOW_EXPORT const Activation kRelu;
 inline const Activation kNoActivation = nullptr;
 
 // Builds an initial value of `shape` and `dtype` on `s`. `fan_in`/`fan_out`
 // are the layer's (for convolutions: receptive field times channels).
-struct InitContext {
+struct DISTFLOW_EXPORT InitContext {
   std::vector<int64_t> shape;
   DataType dtype = DT_FLOAT;
   int64_t fan_in = 0, fan_out = 0;
 };
 using Initializer = std::function<Output(const Scope& s, const InitContext& c)>;
 // U(-limit, limit), limit = sqrt(6 / (fan_in + fan_out)).
-Initializer glorot_uniform(int64_t seed = 0);
+DISTFLOW_EXPORT Initializer glorot_uniform(int64_t seed = 0);
 // N(mean, stddev) truncated at two standard deviations.
-Initializer truncated_normal(double stddev, double mean = 0.0, int64_t seed = 0);
-Initializer zeros();
-Initializer constant(double value);
+DISTFLOW_EXPORT Initializer truncated_normal(double stddev, double mean = 0.0, int64_t seed = 0);
+DISTFLOW_EXPORT Initializer zeros();
+DISTFLOW_EXPORT Initializer constant(double value);
 
-struct LayerInitializers {
+struct DISTFLOW_EXPORT LayerInitializers {
   Initializer weights = glorot_uniform();
   Initializer biases = zeros();
 };
 
 // 2-D convolution (Conv2D, NHWC) with a [kh, kw, in, num_outputs] kernel,
 // plus biases (BiasAdd) and the activation.
-Output conv2d(const Scope& scope, const Output& x, int64_t num_outputs, std::array<int64_t, 2> kernel,
-              int64_t stride = 1, const std::string& padding = "SAME", const Activation& activation = kRelu,
-              const std::string& name = "Conv", const LayerInitializers& init = {});
+DISTFLOW_EXPORT Output conv2d(const Scope& scope, const Output& x, int64_t num_outputs, std::array<int64_t, 2> kernel,
+                              int64_t stride = 1, const std::string& padding = "SAME",
+                              const Activation& activation = kRelu, const std::string& name = "Conv",
+                              const LayerInitializers& init = {});
 
 // Max pooling (MaxPool, NHWC); `name` empty = a default unique name.
-Output max_pool2d(const Scope& scope, const Output& x, std::array<int64_t, 2> kernel = {2, 2}, int64_t stride = 2,
-                  const std::string& padding = "VALID", const std::string& name = "");
+DISTFLOW_EXPORT Output max_pool2d(const Scope& scope, const Output& x, std::array<int64_t, 2> kernel = {2, 2},
+                                  int64_t stride = 2, const std::string& padding = "VALID",
+                                  const std::string& name = "");
 
 // [batch, d1, d2, ...] -> [batch, d1*d2*...]; the non-batch dims must be known.
-Output flatten(const Scope& scope, const Output& x, const std::string& name = "");
+DISTFLOW_EXPORT Output flatten(const Scope& scope, const Output& x, const std::string& name = "");
 
 // x [batch, in] times weights [in, num_outputs], plus biases, then the activation.
-Output fully_connected(const Scope& scope, const Output& x, int64_t num_outputs, const Activation& activation = kRelu,
-                       const std::string& name = "fully_connected", const LayerInitializers& init = {});
+DISTFLOW_EXPORT Output fully_connected(const Scope& scope, const Output& x, int64_t num_outputs,
+                                       const Activation& activation = kRelu,
+                                       const std::string& name = "fully_connected", const LayerInitializers& init = {});
 // The same, named "dense" by default (tf.layers).
-Output dense(const Scope& scope, const Output& x, int64_t num_outputs, const Activation& activation = kRelu,
-             const std::string& name = "dense", const LayerInitializers& init = {});
+DISTFLOW_EXPORT Output dense(const Scope& scope, const Output& x, int64_t num_outputs,
+                             const Activation& activation = kRelu, const std::string& name = "dense",
+                             const LayerInitializers& init = {});
 
 }  // namespace layers
 }  // namespace distflow

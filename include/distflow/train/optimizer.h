@@ -27,12 +27,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "distflow/export.h"
 #include "distflow/ops.h"
 #include "distflow/scope.h"
 
 namespace distflow {
 
-class Optimizer {
+class DISTFLOW_EXPORT Optimizer {
  public:
   using GradsAndVars = std::vector<std::pair<Output, Output>>;
 
@@ -97,7 +98,7 @@ class Optimizer {
   std::map<std::pair<const GraphState*, std::string>, std::map<std::string, Output>> slots_;
 };
 
-class GradientDescentOptimizer : public Optimizer {
+class DISTFLOW_EXPORT GradientDescentOptimizer : public Optimizer {
  public:
   explicit GradientDescentOptimizer(double learning_rate, std::string name = "GradientDescent")
       : Optimizer(std::move(name)), lr_(learning_rate) {}
@@ -109,7 +110,7 @@ class GradientDescentOptimizer : public Optimizer {
   double lr_;
 };
 
-class MomentumOptimizer : public Optimizer {
+class DISTFLOW_EXPORT MomentumOptimizer : public Optimizer {
  public:
   MomentumOptimizer(double learning_rate, double momentum, bool use_nesterov = false, std::string name = "Momentum")
       : Optimizer(std::move(name)), lr_(learning_rate), momentum_(momentum), nesterov_(use_nesterov) {}
@@ -124,7 +125,7 @@ class MomentumOptimizer : public Optimizer {
   bool nesterov_;
 };
 
-class AdagradOptimizer : public Optimizer {
+class DISTFLOW_EXPORT AdagradOptimizer : public Optimizer {
  public:
   explicit AdagradOptimizer(double learning_rate, double initial_accumulator_value = 0.1,
                             std::string name = "Adagrad")
@@ -140,7 +141,7 @@ class AdagradOptimizer : public Optimizer {
 };
 
 // Slots: "rms" (initialised to ones, as TF 1.x does) and "momentum".
-class RMSPropOptimizer : public Optimizer {
+class DISTFLOW_EXPORT RMSPropOptimizer : public Optimizer {
  public:
   explicit RMSPropOptimizer(double learning_rate, double decay = 0.9, double momentum = 0.0, double epsilon = 1e-10,
                             std::string name = "RMSProp")
@@ -158,7 +159,7 @@ class RMSPropOptimizer : public Optimizer {
 // Slots "m" and "v"; non-slot variables "beta1_power" and "beta2_power"
 // (colocated with the first variable), multiplied by beta1/beta2 after the
 // updates of each step.
-class AdamOptimizer : public Optimizer {
+class DISTFLOW_EXPORT AdamOptimizer : public Optimizer {
  public:
   explicit AdamOptimizer(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
                          double epsilon = 1e-8, std::string name = "Adam")
@@ -181,15 +182,16 @@ class AdamOptimizer : public Optimizer {
 
 // An int64 scalar, non-trainable variable "global_step" initialised to 0
 // (by GlobalVariablesInitializer).
-Output CreateGlobalStep(const Scope& scope);
+DISTFLOW_EXPORT Output CreateGlobalStep(const Scope& scope);
 
 namespace train_internal {
 // A variable "<name>" in `scope` initialised by `initial` (built by `make_initial`
 // on the variable's device, without control dependencies), registered with
 // the scope's initializers and, if `trainable`, its trainable variables.
 // Initializer ops are named "<name>/Initializer/...", the Assign "<name>/Assign".
-Output NewVariable(const Scope& scope, const std::string& name, const PartialShape& shape, DataType dtype,
-                   const std::function<Output(const Scope&)>& make_initial, bool trainable);
+DISTFLOW_EXPORT Output NewVariable(const Scope& scope, const std::string& name, const PartialShape& shape,
+                                   DataType dtype, const std::function<Output(const Scope&)>& make_initial,
+                                   bool trainable);
 }  // namespace train_internal
 
 }  // namespace distflow

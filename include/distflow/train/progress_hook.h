@@ -21,11 +21,12 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "distflow/export.h"
 #include "distflow/train/supervisor.h"
 
 namespace distflow {
 
-struct ProgressOptions {
+struct DISTFLOW_EXPORT ProgressOptions {
   // The global step training stops at (0: unknown, no percentage or ETA).
   int64_t last_step = 0;
   // Examples one global step consumes (batch size, times the replicas
@@ -40,7 +41,7 @@ struct ProgressOptions {
   absl::Duration plain_every = absl::Seconds(10);
 };
 
-class ProgressHook : public SessionRunHook {
+class DISTFLOW_EXPORT ProgressHook : public SessionRunHook {
  public:
   explicit ProgressHook(ProgressOptions options);
   std::vector<Output> BeforeRun() override;
@@ -83,7 +84,7 @@ class ProgressHook : public SessionRunHook {
 //
 // `every_n_steps` > 1 reports only when the global step crosses a multiple
 // of it. Values that are not scalars are skipped.
-class ScalarSummaryHook : public SessionRunHook {
+class DISTFLOW_EXPORT ScalarSummaryHook : public SessionRunHook {
  public:
   explicit ScalarSummaryHook(std::vector<std::pair<std::string, Output>> scalars, int64_t every_n_steps = 1);
   std::vector<Output> BeforeRun() override;

@@ -26,8 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "distflow/scope.h"
 #include "distflow/cluster_spec.h"
+#include "distflow/export.h"
+#include "distflow/scope.h"
 
 namespace distflow {
 
@@ -36,7 +37,7 @@ enum class PsStrategy {
   kGreedyBytes,  // the ps task with the fewest variable bytes so far
 };
 
-struct ReplicaDeviceSetterOptions {
+struct DISTFLOW_EXPORT ReplicaDeviceSetterOptions {
   // This worker's device for every op that is not a variable.
   std::string worker_device;
   std::string ps_job = "ps";
@@ -45,12 +46,12 @@ struct ReplicaDeviceSetterOptions {
   std::vector<std::string> ps_ops = {"Variable"};
 };
 
-DeviceFunction ReplicaDeviceSetter(const ClusterSpec& cluster, ReplicaDeviceSetterOptions options);
-DeviceFunction ReplicaDeviceSetter(const ClusterSpec& cluster, const std::string& worker_device,
-                                   const std::string& ps_job = "ps");
+DISTFLOW_EXPORT DeviceFunction ReplicaDeviceSetter(const ClusterSpec& cluster, ReplicaDeviceSetterOptions options);
+DISTFLOW_EXPORT DeviceFunction ReplicaDeviceSetter(const ClusterSpec& cluster, const std::string& worker_device,
+                                                   const std::string& ps_job = "ps");
 
 // The bytes a variable node declares (its shape attribute times its dtype's
 // size; unknown dimensions count as 1), the load of kGreedyBytes.
-int64_t VariableBytes(const NodeInfo& node);
+DISTFLOW_EXPORT int64_t VariableBytes(const NodeInfo& node);
 
 }  // namespace distflow

@@ -35,9 +35,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "distflow/export.h"
+#include "distflow/partial_shape.h"
 #include "distflow/scope.h"
 #include "distflow/session.h"
-#include "distflow/partial_shape.h"
 
 namespace distflow {
 
@@ -45,7 +46,7 @@ namespace proto {
 class CheckpointIndex;
 }
 
-struct SaverOptions {
+struct DISTFLOW_EXPORT SaverOptions {
   // Variables to save; empty: every variable in the graph when Create runs.
   std::vector<Output> var_list;
   // How many checkpoints the log directory keeps (older ones are deleted);
@@ -55,7 +56,7 @@ struct SaverOptions {
   std::string basename = "model.ckpt";
 };
 
-class Saver {
+class DISTFLOW_EXPORT Saver {
  public:
   struct VarInfo {
     std::string name;  // the variable's node name: its key in checkpoints
@@ -102,8 +103,8 @@ class Saver {
 // The prefixes (absolute) of the checkpoints of `logdir`, oldest first, from
 // its `checkpoint` file, or, if that file is missing or damaged, from the
 // index files in the directory ordered by global step. Empty if none.
-absl::StatusOr<std::vector<std::string>> CheckpointHistory(const std::string& logdir);
+DISTFLOW_EXPORT absl::StatusOr<std::vector<std::string>> CheckpointHistory(const std::string& logdir);
 // The newest of them; NotFound if there is none.
-absl::StatusOr<std::string> LatestCheckpoint(const std::string& logdir);
+DISTFLOW_EXPORT absl::StatusOr<std::string> LatestCheckpoint(const std::string& logdir);
 
 }  // namespace distflow

@@ -36,13 +36,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "distflow/export.h"
 #include "distflow/scope.h"
 #include "distflow/session.h"
 #include "distflow/train/saver.h"
 
 namespace distflow {
 
-struct SupervisorOptions {
+struct DISTFLOW_EXPORT SupervisorOptions {
   bool is_chief = true;
   // Where checkpoints go; empty: none are saved or restored.
   std::string logdir;
@@ -83,7 +84,7 @@ struct SupervisorOptions {
 class MonitoredSession;
 
 // Called around every MonitoredSession::Run.
-class SessionRunHook {
+class DISTFLOW_EXPORT SessionRunHook {
  public:
   virtual ~SessionRunHook() = default;
   // Once the session exists (and after each recovery).
@@ -100,7 +101,7 @@ class SessionRunHook {
 };
 
 // Requests a stop once the global step reaches `last_step`.
-class StopAtStepHook : public SessionRunHook {
+class DISTFLOW_EXPORT StopAtStepHook : public SessionRunHook {
  public:
   explicit StopAtStepHook(int64_t last_step) : last_step_(last_step) {}
   absl::Status AfterCreateSession(MonitoredSession* session) override;
@@ -112,7 +113,7 @@ class StopAtStepHook : public SessionRunHook {
 
 // Logs the global step, steps per second and `loss` every `every_steps`
 // local steps.
-class LoggingHook : public SessionRunHook {
+class DISTFLOW_EXPORT LoggingHook : public SessionRunHook {
  public:
   LoggingHook(Output loss, int64_t every_steps) : loss_(std::move(loss)), every_(every_steps) {}
   std::vector<Output> BeforeRun() override { return {loss_}; }
@@ -126,7 +127,7 @@ class LoggingHook : public SessionRunHook {
   absl::Time last_time_ = absl::InfinitePast();
 };
 
-class MonitoredSession {
+class DISTFLOW_EXPORT MonitoredSession {
  public:
   static absl::StatusOr<std::unique_ptr<MonitoredSession>> Create(
       const Scope& scope, const std::string& target, SupervisorOptions options,

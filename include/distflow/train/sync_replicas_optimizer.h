@@ -43,12 +43,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "distflow/export.h"
 #include "distflow/train/optimizer.h"
 #include "distflow/train/supervisor.h"
 
 namespace distflow {
 
-struct SyncReplicasOptions {
+struct DISTFLOW_EXPORT SyncReplicasOptions {
   // Gradients averaged into one update; at least 1.
   int replicas_to_aggregate = 1;
   // Workers that compute gradients; 0: replicas_to_aggregate. More than
@@ -61,7 +62,7 @@ struct SyncReplicasOptions {
 };
 
 // What the chief's hook has seen; readable from any thread.
-struct SyncReplicasStats {
+struct DISTFLOW_EXPORT SyncReplicasStats {
   std::atomic<int64_t> steps_applied{0};
   // Gradients dropped because they were computed at an older step (or came
   // twice from one replica), summed over the variables' accumulators and
@@ -69,7 +70,7 @@ struct SyncReplicasStats {
   std::atomic<int64_t> stale_gradients_dropped{0};
 };
 
-class SyncReplicasOptimizer {
+class DISTFLOW_EXPORT SyncReplicasOptimizer {
  public:
   // InvalidArgument if replicas_to_aggregate < 1, total_num_replicas <
   // replicas_to_aggregate, or replica_id is out of range.
