@@ -128,9 +128,13 @@ class DISTFLOW_EXPORT Server {
 DISTFLOW_EXPORT absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
                                                                                        ServerOptions options = {});
 
-// Asks every task of `cluster` (except those in `except`) to stop its server:
+// Asks every task of `cluster` (except those in `except`, named
+// "/job:worker/task:0" or "/job:worker/replica:0/task:0") to stop its server:
 // how the chief ends a cluster when training is over, so that parameter
 // servers exit instead of waiting to be killed. Tasks already gone are fine.
+// Every task is asked even if one fails; the error then names each task that
+// did not take the request. InvalidArgument, asking nothing, if `except`
+// holds something that is not a task name.
 DISTFLOW_EXPORT absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
                                              const std::vector<std::string>& except = {});
 

@@ -1,10 +1,14 @@
 #include "distributed/grpc_server.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "distributed/auth.h"
+#include "distributed/device_name.h"
 #include "distributed/grpc_status.h"
 #include "distributed/rpc_metrics.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -289,23 +293,42 @@ std::string GrpcServer::target() const { return absl::StrCat("grpc://", host_por
 
 absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
                              const std::vector<std::string>& except) {
-  WorkerCache workers(cluster);
-  for (const std::string& task : workers.TaskNames()) {
-    if (std::find(except.begin(), except.end(), task) != except.end()) continue;
-    absl::StatusOr<proto::WorkerService::Stub*> stub = workers.Stub(task);
-    if (!stub.ok()) return stub.status();
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    proto::ShutdownRequest req;
-    req.set_reason(reason);
-    proto::ShutdownResponse resp;
-    grpc::Status s = (*stub)->Shutdown(&ctx, req, &resp);
-    if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE) {
-      absl::Status e = FromGrpcStatus(s);
-      return absl::Status(e.code(), absl::StrCat("Shutdown of ", task, ": ", e.message()));
+  std::set<std::string> skip;  // canonical names, whichever spelling `except` used
+  for (const std::string& e : except) {
+    absl::StatusOr<DeviceName> d = DeviceName::Parse(e);
+    if (!d.ok() || !d->has_job || !d->has_task) {
+      return absl::InvalidArgumentError(absl::StrCat("ShutdownCluster: '", e, "' in the tasks to spare is not a task "
+                                                     "name; write /job:NAME/task:N. No task was asked to stop."));
     }
+    skip.insert(TaskName(d->job, d->task));
   }
-  return absl::OkStatus();
+  WorkerCache workers(cluster);
+  // Every task is asked, even after one fails, so that one hung task does
+  // not keep the others running.
+  std::vector<std::string> failed;
+  absl::StatusCode first_code = absl::StatusCode::kOk;
+  for (const std::string& task : workers.TaskNames()) {
+    if (skip.count(task) > 0) continue;
+    absl::Status e;
+    absl::StatusOr<proto::WorkerService::Stub*> stub = workers.Stub(task);
+    if (!stub.ok()) {
+      e = stub.status();
+    } else {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      proto::ShutdownRequest req;
+      req.set_reason(reason);
+      proto::ShutdownResponse resp;
+      grpc::Status s = (*stub)->Shutdown(&ctx, req, &resp);
+      if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE) e = FromGrpcStatus(s);  // gone is fine
+    }
+    if (e.ok()) continue;
+    if (first_code == absl::StatusCode::kOk) first_code = e.code();
+    failed.push_back(absl::StrCat(task, ": ", e.message()));
+  }
+  if (failed.empty()) return absl::OkStatus();
+  return absl::Status(first_code, absl::StrCat("Shutdown failed on ", failed.size(), " task(s) (every other task was "
+                                               "asked to stop): ", absl::StrJoin(failed, "; ")));
 }
 
 absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers) {

@@ -410,16 +410,11 @@ void MasterSessionImpl::CancelActiveSteps() {
       if (std::shared_ptr<StepState> st = weak.lock()) steps.push_back(std::move(st));
   }
   // Not under active_mu_: cancelling can finish a step on this thread.
+  // Every task's partition is told, not only this task's: cancelling the
+  // RunGraph call ends the master's wait, not the partition it started (a
+  // partition held at a barrier would run on there until its own deadline).
   for (const std::shared_ptr<StepState>& st : steps) {
-    for (auto& c : st->calls)
-      if (!c->local) c->ctx.TryCancel();
-    if (local_worker_ != nullptr) {
-      proto::CleanupGraphRequest r;
-      r.set_step_id(st->step_id);
-      r.set_abort_message("the session is closing");
-      r.set_abort_code(static_cast<int>(absl::StatusCode::kCancelled));
-      local_worker_->CleanupGraph(r);
-    }
+    AbortStep(st, absl::CancelledError("the session is closing"), /*skip=*/"");
   }
   steps.clear();
   absl::MutexLock lock(&active_mu_);

@@ -1,0 +1,638 @@
+// Server (server.cc over grpc_server.cc) and the client side of grpc://
+// sessions (grpc_session.cc) on their own: creating a server for a task the
+// cluster has or has not, what Start binds (port 0, the bulk and status
+// ports) and refuses, Stop and Join from several threads, exit_status and
+// DeadTasks under failure detection, a parameter server that gives up on
+// its job, ShutdownCluster, StartLocalCluster moving a task whose port is
+// taken; and a GrpcSession's targets, waits, values, refusals, deadlines and
+// errors, both calling its in-process master directly and over gRPC. Every
+// server is real, in this process, on 127.0.0.1.
+//
+// Steps that must stay running wait in a SyncBarrierWait op whose barrier is
+// never released and whose own timeout (kHoldMs) is far beyond any bound
+// the tests wait for: an answer means the step's deadline ended it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/ports.h"
+#include "distflow/server.h"
+#include "distributed/bulk_transfer.h"
+#include "distributed/coordination.h"
+#include "distributed/grpc_server.h"
+#include "distributed/grpc_session.h"
+#include "graph/attr_value.h"
+#include "gtest/gtest.h"
+#include "runtime/graph_def_builder_for_test.h"
+#include "tensor/tensor_testutil.h"
+
+namespace distflow {
+namespace {
+
+using test::AddConst;
+using test::AddNode;
+using test::AddPlaceholder;
+using test::AddVariable;
+
+constexpr char kPs[] = "/job:ps/replica:0/task:0";
+constexpr char kWorker0[] = "/job:worker/replica:0/task:0";
+constexpr char kWorker1[] = "/job:worker/replica:0/task:1";
+constexpr absl::Duration kBound = absl::Seconds(60);
+constexpr int64_t kHoldMs = 300000;
+
+// Servers that use two cores at most and ignore any token in the environment.
+ServerOptions LeanOptions() {
+  ServerOptions o;
+  o.auth_token = "";
+  o.worker.inter_op_threads = 2;
+  o.worker.intra_op_threads = 1;
+  return o;
+}
+
+// The one task of "`job`|127.0.0.1:0", started; null (with a failure) if it could not be.
+std::unique_ptr<Server> StartOneTask(const ServerOptions& options, const std::string& job = "worker") {
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse(job + "|127.0.0.1:0");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  if (!spec.ok()) return nullptr;
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(*spec, job, 0, options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return nullptr;
+  absl::Status started = (*server)->Start();
+  EXPECT_TRUE(started.ok()) << started;
+  if (!started.ok()) return nullptr;
+  return std::move(*server);
+}
+
+// Session options whose every wait is bounded.
+SessionOptions BoundedOptions(bool in_process_master) {
+  SessionOptions o;
+  o.in_process_master = in_process_master;
+  o.wait_for_cluster_ms = 20000;
+  o.operation_timeout_ms = 60000;
+  return o;
+}
+
+std::unique_ptr<GrpcSession> NewSession(const std::string& target, const SessionOptions& options) {
+  absl::StatusOr<std::unique_ptr<GrpcSession>> session = GrpcSession::Create(target, options);
+  EXPECT_TRUE(session.ok()) << session.status();
+  return session.ok() ? std::move(*session) : nullptr;
+}
+
+proto::GraphDef OneConst(const std::string& name, float value, const std::string& device = "") {
+  proto::GraphDef g;
+  AddConst(&g, name, Tensor::Scalar<float>(value))->set_device(device);
+  return g;
+}
+
+// `name` (SyncBarrierWait) holds its step until the step is cancelled: the
+// barrier is never released.
+void AddHold(proto::GraphDef* g, const std::string& name) {
+  AddConst(g, name + "_step", Tensor::Scalar<int64_t>(0));
+  proto::NodeDef* wait = AddNode(g, name, "SyncBarrierWait", {name + "_step"});
+  SetAttrString(wait, "shared_name", name);
+  SetAttrInt(wait, "replica_id", 0);
+  SetAttrInt(wait, "replicas_to_aggregate", 1);
+  SetAttrInt(wait, "total_num_replicas", 1);
+  SetAttrInt(wait, "timeout_ms", kHoldMs);
+}
+
+// Polls `condition` until it holds or `bound` has passed; whether it held.
+bool Eventually(const std::function<bool()>& condition, absl::Duration bound = kBound) {
+  const absl::Time until = absl::Now() + bound;
+  while (!condition()) {
+    if (absl::Now() >= until) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+// Server::Join on a thread of its own, so that a test waits for it with a
+// bound. A server still running when this goes is stopped first.
+class Joiner {
+ public:
+  explicit Joiner(Server* server) : server_(server) {
+    thread_ = std::thread([this] {
+      server_->Join();
+      joined_.Notify();
+    });
+  }
+  ~Joiner() {
+    if (!joined_.HasBeenNotified()) server_->Stop();
+    thread_.join();
+  }
+  bool JoinedWithin(absl::Duration bound) { return joined_.WaitForNotificationWithTimeout(bound); }
+
+ private:
+  Server* const server_;
+  absl::Notification joined_;
+  std::thread thread_;
+};
+
+sockaddr_in Loopback(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+// A socket listening on 127.0.0.1:`port` while this lives: nothing else can bind the port.
+class TakenPort {
+ public:
+  explicit TakenPort(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a = Loopback(port);
+    ok_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd_, 1) == 0;
+  }
+  ~TakenPort() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int fd_;
+  bool ok_ = false;
+};
+
+// Whether something accepts connections on 127.0.0.1:`port`.
+bool Accepts(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a = Loopback(port);
+  const bool connected = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  close(fd);
+  return connected;
+}
+
+proto::TaskHealth::State StateOf(const CoordinationAgent& agent, const std::string& task) {
+  const std::map<std::string, proto::TaskHealth> view = agent.View();
+  auto it = view.find(task);
+  return it == view.end() ? proto::TaskHealth::UNKNOWN : it->second.state();
+}
+
+// ---- Server
+
+TEST(Server, CreateRefusesAJobOrTaskTheClusterDoesNotHaveNamingIt) {
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse("ps|127.0.0.1:1,worker|127.0.0.1:2;127.0.0.1:3");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::unique_ptr<Server>> chief = Server::Create(*spec, "chief", 0);
+  ASSERT_FALSE(chief.ok());
+  EXPECT_EQ(chief.status().code(), absl::StatusCode::kInvalidArgument) << chief.status();
+  EXPECT_TRUE(absl::StrContains(chief.status().message(), "'chief'")) << chief.status();
+  EXPECT_TRUE(absl::StrContains(chief.status().message(), "ps, worker")) << "the jobs there are: " << chief.status();
+  for (int index : {2, -1}) {
+    absl::StatusOr<std::unique_ptr<Server>> bad = Server::Create(*spec, "worker", index);
+    ASSERT_FALSE(bad.ok()) << index;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), absl::StrCat("task_index ", index))) << bad.status();
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), "0..1")) << "the valid indices: " << bad.status();
+  }
+  absl::StatusOr<std::unique_ptr<Server>> good = Server::Create(*spec, "worker", 1);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ((*good)->task_name(), kWorker1);
+  EXPECT_EQ((*good)->port(), 0) << "nothing is bound before Start";
+}
+
+TEST(Server, PortZeroBindsAFreePortThatTargetAndPortReport) {
+  ServerOptions options = LeanOptions();
+  options.status_port = 0;
+  std::unique_ptr<Server> server = StartOneTask(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  ASSERT_GT(port, 0);
+  EXPECT_EQ(server->target(), absl::StrCat("grpc://127.0.0.1:", port));
+  EXPECT_EQ(server->task_name(), kWorker0);
+  if (BulkTransferEnabledByEnv()) {
+    EXPECT_GT(server->bulk_port(), 0);
+    EXPECT_NE(server->bulk_port(), port);
+  }
+  ASSERT_GT(server->status_port(), 0);
+  EXPECT_NE(server->status_port(), port);
+  EXPECT_TRUE(Accepts(server->status_port())) << "the status page listens on the port it reports";
+  // The master answers at the target: a session that must use gRPC runs a step there.
+  std::unique_ptr<GrpcSession> session = NewSession(server->target(), BoundedOptions(/*in_process_master=*/false));
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Extend(OneConst("seven", 7)).ok());
+  absl::StatusOr<std::vector<Tensor>> out = session->Run(RunOptions(), {}, {"seven"}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 7.f);
+}
+
+TEST(Server, StartAgainWhileRunningKeepsItsPortAndStartAfterStopIsRefused) {
+  std::unique_ptr<Server> server = StartOneTask(LeanOptions());
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  const std::string target = server->target();
+  absl::Status again = server->Start();
+  EXPECT_TRUE(again.ok()) << again;
+  EXPECT_EQ(server->port(), port) << "a second Start binds nothing new";
+  EXPECT_EQ(server->target(), target);
+  EXPECT_EQ(server->status_port(), 0) << "no status page unless asked for";
+  server->Stop();
+  absl::Status restarted = server->Start();
+  EXPECT_EQ(restarted.code(), absl::StatusCode::kFailedPrecondition) << restarted;
+  EXPECT_TRUE(absl::StrContains(restarted.message(), kWorker0)) << restarted;
+  EXPECT_TRUE(absl::StrContains(restarted.message(), "create a new Server")) << restarted;
+}
+
+TEST(Server, StopFromTwoThreadsAtOnceEndsJoinWithAnOkExitStatus) {
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse("worker|127.0.0.1:0");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::unique_ptr<Server>> created = Server::Create(*spec, "worker", 0, LeanOptions());
+  ASSERT_TRUE(created.ok()) << created.status();
+  Server& server = **created;
+  // Before Start there is nothing to stop or wait for, and an early Stop does not prevent the Start.
+  server.Stop();
+  {
+    Joiner early(&server);
+    EXPECT_TRUE(early.JoinedWithin(kBound)) << "Join before Start returns at once";
+  }
+  ASSERT_TRUE(server.Start().ok());
+  Joiner joiner(&server);
+  absl::Notification first_done, second_done;
+  std::thread first([&] {
+    server.Stop();
+    first_done.Notify();
+  });
+  std::thread second([&] {
+    server.Stop();
+    second_done.Notify();
+  });
+  EXPECT_TRUE(first_done.WaitForNotificationWithTimeout(kBound));
+  EXPECT_TRUE(second_done.WaitForNotificationWithTimeout(kBound));
+  EXPECT_TRUE(joiner.JoinedWithin(kBound)) << "Join returns once the server has stopped";
+  first.join();
+  second.join();
+  EXPECT_TRUE(server.exit_status().ok()) << server.exit_status();
+  EXPECT_TRUE(server.DeadTasks().empty());
+}
+
+TEST(Server, AFixedBulkPortThatIsTakenFailsStartNamingItAndBulkOffHasNone) {
+  if (!BulkTransferEnabledByEnv()) GTEST_SKIP() << "DISTFLOW_BULK_TRANSFER=0 turns bulk ports off";
+  std::unique_ptr<Server> first = StartOneTask(LeanOptions());
+  ASSERT_NE(first, nullptr);
+  const int taken = first->bulk_port();
+  ASSERT_GT(taken, 0);
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse("ps|127.0.0.1:0");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ServerOptions pinned = LeanOptions();
+  pinned.bulk_port = taken;
+  absl::StatusOr<std::unique_ptr<Server>> second = Server::Create(*spec, "ps", 0, pinned);
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::Status s = (*second)->Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), kPs)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("127.0.0.1:", taken))) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "--bulk_port")) << "the way out: " << s;
+
+  ServerOptions off = LeanOptions();
+  off.bulk_transfer = false;
+  std::unique_ptr<Server> plain = StartOneTask(off, "ps");
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->bulk_port(), 0);
+}
+
+// Heartbeats often enough to declare a task dead within seconds, and a goodbye
+// (bounded by the interval) that a loaded machine still delivers.
+ServerOptions QuickFailureDetection(int orphan_grace_ms) {
+  ServerOptions o = LeanOptions();
+  o.heartbeat_interval_ms = 250;
+  o.heartbeat_timeout_ms = 1500;
+  o.orphan_grace_ms = orphan_grace_ms;
+  o.stall_log_ms = 0;
+  o.bulk_transfer = false;
+  return o;
+}
+
+TEST(Server, DeadTasksNamesATaskThatWentSilentButNotOneThatStoppedCleanly) {
+  absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(1, 2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto servers = StartLocalCluster(*spec, QuickFailureDetection(/*orphan_grace_ms=*/-1));
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  ASSERT_EQ(servers->size(), 3u);
+  Server& ps = *(*servers)[0];
+  Server& silent = *(*servers)[1];
+  Server& leaving = *(*servers)[2];
+  ASSERT_EQ(ps.task_name(), kPs);
+  ASSERT_EQ(silent.task_name(), kWorker0);
+  ASSERT_EQ(leaving.task_name(), kWorker1);
+  const CoordinationAgent* agent = ps.impl()->coordination();
+  ASSERT_NE(agent, nullptr) << "failure detection is on";
+  auto alive = [&](const char* task) { return StateOf(*agent, task) == proto::TaskHealth::ALIVE; };
+  ASSERT_TRUE(Eventually([&] { return alive(kWorker0) && alive(kWorker1); })) << "the ps never heard from both workers";
+  EXPECT_TRUE(ps.DeadTasks().empty());
+
+  leaving.Stop();  // says goodbye
+  silent.impl()->coordination()->Stop(/*leaving=*/false);  // its server still runs; its heartbeats stop
+  ASSERT_TRUE(Eventually([&] { return !ps.DeadTasks().empty(); })) << "the silent worker was never declared dead";
+  EXPECT_EQ(ps.DeadTasks(), std::vector<std::string>{kWorker0});
+  EXPECT_EQ(StateOf(*agent, kWorker1), proto::TaskHealth::LEFT) << "a clean stop is not a death";
+}
+
+TEST(Server, AParameterServerWhoseWorkersAreGoneStopsItselfAndEndsTheCluster) {
+  absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(1, 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto servers = StartLocalCluster(*spec, QuickFailureDetection(/*orphan_grace_ms=*/0));
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  Server& ps = *(*servers)[0];
+  Server& worker = *(*servers)[1];
+  ASSERT_EQ(ps.task_name(), kPs);
+  const CoordinationAgent* agent = ps.impl()->coordination();
+  ASSERT_NE(agent, nullptr);
+  ASSERT_TRUE(Eventually([&] { return StateOf(*agent, kWorker0) == proto::TaskHealth::ALIVE; }));
+  const std::string ps_target = ps.target();
+  Joiner ps_joined(&ps), worker_joined(&worker);
+
+  worker.impl()->coordination()->Stop(/*leaving=*/false);
+  ASSERT_TRUE(ps_joined.JoinedWithin(kBound)) << "the ps did not give up on its job";
+  ASSERT_TRUE(worker_joined.JoinedWithin(kBound)) << "the ps did not end the cluster";
+  const absl::Status ps_why = ps.exit_status();
+  EXPECT_EQ(ps_why.code(), absl::StatusCode::kUnavailable) << ps_why;
+  EXPECT_TRUE(absl::StrContains(ps_why.message(), absl::StrCat(kPs, " gives up on its job"))) << ps_why;
+  EXPECT_TRUE(absl::StrContains(ps_why.message(), kWorker0)) << "names the task that died: " << ps_why;
+  const absl::Status worker_why = worker.exit_status();
+  EXPECT_EQ(worker_why.code(), absl::StatusCode::kCancelled) << "ended on purpose, not to be retried: " << worker_why;
+  EXPECT_TRUE(absl::StrContains(worker_why.message(), "gives up on its job")) << "the ps's reason: " << worker_why;
+
+  // A session of this process on the ps is told why at once instead of waiting for it.
+  std::unique_ptr<GrpcSession> session = NewSession(ps_target, BoundedOptions(/*in_process_master=*/true));
+  ASSERT_NE(session, nullptr);
+  absl::Status s = session->Extend(OneConst("c", 1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "gives up on its job")) << s;
+}
+
+// ---- ShutdownCluster, StartLocalCluster
+
+TEST(ShutdownCluster, StopsEveryTaskButTheExceptedOnesAndPassesOverTasksThatAreGone) {
+  absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(1, 2);  // worker 1 never starts
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ServerOptions options = LeanOptions();
+  options.heartbeat_timeout_ms = 0;  // no failure detection: only ShutdownCluster stops anything
+  absl::StatusOr<std::unique_ptr<Server>> ps = Server::Create(*spec, "ps", 0, options);
+  absl::StatusOr<std::unique_ptr<Server>> worker = Server::Create(*spec, "worker", 0, options);
+  ASSERT_TRUE(ps.ok() && worker.ok());
+  ASSERT_TRUE((*ps)->Start().ok());
+  ASSERT_TRUE((*worker)->Start().ok());
+  Joiner ps_joined(ps->get()), worker_joined(worker->get());
+
+  absl::Status bad = ShutdownCluster(*spec, "training is over", {"worker0"});
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_TRUE(absl::StrContains(bad.message(), "'worker0'")) << bad;
+  EXPECT_TRUE((*ps)->exit_status().ok()) << "a bad request stops nothing";
+  // The short spelling of a task's name is the same task.
+  absl::Status s = ShutdownCluster(*spec, "training is over", {"/job:worker/task:0"});
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(ps_joined.JoinedWithin(kBound)) << "the ps was asked to stop";
+  EXPECT_TRUE((*ps)->exit_status().ok()) << "a shutdown is a clean end: " << (*ps)->exit_status();
+  {
+    // The excepted worker still serves steps.
+    SessionOptions o = BoundedOptions(/*in_process_master=*/false);
+    o.device_filters = {"/job:worker/task:0"};
+    std::unique_ptr<GrpcSession> session = NewSession((*worker)->target(), o);
+    ASSERT_NE(session, nullptr);
+    ASSERT_TRUE(session->Extend(OneConst("c", 2)).ok());
+    absl::StatusOr<std::vector<Tensor>> out = session->Run(RunOptions(), {}, {"c"}, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].scalar<float>(), 2.f);
+  }
+
+  s = ShutdownCluster(*spec, "training is really over");  // the ps and worker 1 are gone
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(worker_joined.JoinedWithin(kBound));
+  EXPECT_TRUE((*worker)->exit_status().ok()) << (*worker)->exit_status();
+}
+
+TEST(StartLocalCluster, MovesATaskWhosePortIsTakenAndTellsTheTasksAlreadyRunning) {
+  absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(1, 1);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  std::set<int> picked;
+  for (const std::string& job : spec->jobs()) {
+    for (int t : spec->task_indices(job)) {
+      absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(spec->task_address(job, t).value());
+      ASSERT_TRUE(hp.ok()) << hp.status();
+      EXPECT_EQ(hp->first, "127.0.0.1");
+      EXPECT_GT(hp->second, 0);
+      picked.insert(hp->second);
+    }
+  }
+  EXPECT_EQ(picked.size(), 2u) << "every task has a port of its own";
+
+  // The worker starts after the ps (jobs in name order); its port is taken.
+  const int taken = SplitHostPort(spec->task_address("worker", 0).value())->second;
+  TakenPort holder(taken);
+  ASSERT_TRUE(holder.ok()) << "could not take port " << taken;
+  ServerOptions options = LeanOptions();
+  options.heartbeat_timeout_ms = 0;
+  auto servers = StartLocalCluster(*spec, options);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  ASSERT_EQ(servers->size(), 2u);
+  Server& ps = *(*servers)[0];
+  Server& worker = *(*servers)[1];
+  ASSERT_EQ(worker.task_name(), kWorker0);
+  EXPECT_NE(worker.port(), taken);
+  EXPECT_EQ(worker.target(), absl::StrCat("grpc://127.0.0.1:", worker.port()));
+  EXPECT_EQ(worker.cluster().task_address("worker", 0).value(), absl::StrCat("127.0.0.1:", worker.port()));
+
+  // The ps started under the old address: a step of its master reaches the worker only if it was told.
+  proto::GraphDef g = OneConst("on_worker", 3, "/job:worker/task:0");
+  AddNode(&g, "squared_on_ps", "Square", {"on_worker"})->set_device("/job:ps/task:0");
+  std::unique_ptr<GrpcSession> session = NewSession(ps.target(), BoundedOptions(/*in_process_master=*/true));
+  ASSERT_NE(session, nullptr);
+  absl::Status extended = session->Extend(g);
+  ASSERT_TRUE(extended.ok()) << extended;
+  absl::StatusOr<std::vector<Tensor>> out = session->Run(RunOptions(), {}, {"squared_on_ps"}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 9.f);
+}
+
+// ---- GrpcSession
+
+TEST(GrpcSession, CreateRefusesATargetThatIsNotGrpcHostPort) {
+  for (const char* target : {"localhost:2222", "grpc://", "http://127.0.0.1:2222"}) {
+    absl::StatusOr<std::unique_ptr<GrpcSession>> session = GrpcSession::Create(target, SessionOptions());
+    ASSERT_FALSE(session.ok()) << target;
+    EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument) << session.status();
+    EXPECT_TRUE(absl::StrContains(session.status().message(), absl::StrCat("'", target, "'"))) << session.status();
+    EXPECT_TRUE(absl::StrContains(session.status().message(), "grpc://host:port")) << session.status();
+  }
+}
+
+TEST(GrpcSession, WhereNothingListensExtendIsUnavailableNamingTheAddressWithinItsWait) {
+  absl::StatusOr<int> port = PickUnusedTcpPort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string address = absl::StrCat("127.0.0.1:", *port);
+  SessionOptions o;
+  o.wait_for_cluster_ms = 500;
+  std::unique_ptr<GrpcSession> session = NewSession("grpc://" + address, o);
+  ASSERT_NE(session, nullptr);
+  const absl::Time start = absl::Now();
+  absl::Status s = session->Extend(OneConst("c", 1));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), address)) << s;
+  EXPECT_LT(took, absl::Seconds(30)) << "bounded by the 0.5 s wait, not the default 300 s";
+  absl::StatusOr<std::vector<Tensor>> out = session->Run(RunOptions(), {}, {"c"}, {});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << "no session was made: " << out.status();
+}
+
+// The cases below run twice: calling the server's master in this process
+// directly, and over gRPC as a client in another process would.
+class GrpcSessionTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void StartServer(const ServerOptions& options = LeanOptions()) {
+    server_ = StartOneTask(options);
+    ASSERT_NE(server_, nullptr);
+  }
+  // A session on the server, calling its master in process or over gRPC as the parameter says.
+  std::unique_ptr<GrpcSession> Client() { return Client(BoundedOptions(GetParam())); }
+  std::unique_ptr<GrpcSession> Client(SessionOptions options) {
+    options.in_process_master = GetParam();
+    return NewSession(server_->target(), options);
+  }
+  std::unique_ptr<Server> server_;
+};
+
+INSTANTIATE_TEST_SUITE_P(ClientPath, GrpcSessionTest, ::testing::Bool(), [](const ::testing::TestParamInfo<bool>& i) {
+  return i.param ? "InProcessMaster" : "OverGrpc";
+});
+
+TEST_P(GrpcSessionTest, RunAnswersEveryFetchInTheOrderAskedAndSeesExtendedNodes) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  proto::GraphDef g;
+  AddConst(&g, "a", Tensor::Scalar<float>(2));
+  AddConst(&g, "b", Tensor::Scalar<float>(3));
+  AddPlaceholder(&g, "x", DT_FLOAT, PartialShape::Scalar());
+  AddNode(&g, "sum", "Add", {"a", "b"});
+  AddNode(&g, "prod", "Mul", {"x", "b"});
+  std::unique_ptr<GrpcSession> session = Client();
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Extend(g).ok());
+  absl::StatusOr<std::vector<Tensor>> out =
+      session->Run(RunOptions(), {{"x", Tensor::Scalar<float>(4)}}, {"prod", "sum", "a"}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 3u);
+  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(12), (*out)[0]);
+  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(5), (*out)[1]);
+  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(2), (*out)[2]);
+  // Another signature, another feed.
+  out = session->Run(RunOptions(), {{"x", Tensor::Scalar<float>(-1)}}, {"sum", "prod"}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(5), (*out)[0]);
+  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(-3), (*out)[1]);
+  // A node added by a later Extend.
+  proto::GraphDef more;
+  AddNode(&more, "diff", "Sub", {"sum", "a"});
+  ASSERT_TRUE(session->Extend(more).ok());
+  out = session->Run(RunOptions(), {}, {"diff"}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(3), (*out)[0]);
+}
+
+TEST_P(GrpcSessionTest, RunWithoutAGraphOrAfterCloseIsRefusedAndCloseFreesTheTasksSession) {
+  ServerOptions options = LeanOptions();
+  options.max_sessions = 1;
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  const proto::GraphDef g = OneConst("c", 5);
+  std::unique_ptr<GrpcSession> first = Client();
+  ASSERT_NE(first, nullptr);
+  absl::StatusOr<std::vector<Tensor>> early = first->Run(RunOptions(), {}, {"c"}, {});
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition) << early.status();
+  EXPECT_TRUE(absl::StrContains(early.status().message(), "no graph")) << early.status();
+  ASSERT_TRUE(first->Extend(g).ok());
+  ASSERT_TRUE(first->Run(RunOptions(), {}, {"c"}, {}).ok());
+  {
+    std::unique_ptr<GrpcSession> second = Client();
+    ASSERT_NE(second, nullptr);
+    absl::Status s = second->Extend(g);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << "the first holds the task's only session: " << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "--max_sessions")) << s;
+  }
+
+  ASSERT_TRUE(first->Close().ok());
+  EXPECT_TRUE(first->Close().ok()) << "a second Close is harmless";
+  absl::StatusOr<std::vector<Tensor>> after = first->Run(RunOptions(), {}, {"c"}, {});
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kFailedPrecondition) << after.status();
+  EXPECT_TRUE(absl::StrContains(after.status().message(), "closed")) << after.status();
+  absl::Status extend = first->Extend(g);
+  EXPECT_EQ(extend.code(), absl::StatusCode::kFailedPrecondition) << extend;
+  EXPECT_TRUE(absl::StrContains(extend.message(), "closed")) << extend;
+
+  std::unique_ptr<GrpcSession> third = Client();
+  ASSERT_NE(third, nullptr);
+  absl::Status s = third->Extend(g);
+  ASSERT_TRUE(s.ok()) << "closing the first freed the task's only session: " << s;
+  absl::StatusOr<std::vector<Tensor>> out = third->Run(RunOptions(), {}, {"c"}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 5.f);
+}
+
+TEST_P(GrpcSessionTest, AStepPastItsDeadlineIsDeadlineExceededAndTheSessionGoesOn) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  proto::GraphDef g;
+  AddHold(&g, "held_by_run_options");
+  AddHold(&g, "held_by_session_options");
+
+  std::unique_ptr<GrpcSession> session = Client();
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Extend(g).ok());
+  RunOptions ro;
+  ro.timeout_ms = 300;  // over the session's 60 s
+  absl::StatusOr<std::vector<Tensor>> out = session->Run(ro, {}, {"held_by_run_options"}, {});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
+  EXPECT_TRUE(absl::StrContains(out.status().message(), "timed out after 300 ms")) << out.status();
+  out = session->Run(RunOptions(), {}, {"held_by_run_options_step"}, {});
+  ASSERT_TRUE(out.ok()) << "the session still runs steps: " << out.status();
+  EXPECT_EQ((*out)[0].scalar<int64_t>(), 0);
+
+  // Without a RunOptions timeout, the session's own applies.
+  SessionOptions o = BoundedOptions(GetParam());
+  o.operation_timeout_ms = 200;
+  std::unique_ptr<GrpcSession> short_lived = Client(o);
+  ASSERT_NE(short_lived, nullptr);
+  ASSERT_TRUE(short_lived->Extend(g).ok());
+  out = short_lived->Run(RunOptions(), {}, {"held_by_session_options"}, {});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
+  EXPECT_TRUE(absl::StrContains(out.status().message(), "timed out after 200 ms")) << out.status();
+}
+
+TEST_P(GrpcSessionTest, AStepsErrorKeepsItsCodeAndNamesTheTaskAndWhatFailed) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  proto::GraphDef g;
+  AddVariable(&g, "never_assigned", PartialShape({2}), DT_FLOAT);
+  AddNode(&g, "read", "Identity", {"never_assigned"});
+  AddConst(&g, "fine", Tensor::Scalar<float>(1));
+  std::unique_ptr<GrpcSession> session = Client();
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Extend(g).ok());
+
+  absl::StatusOr<std::vector<Tensor>> out = session->Run(RunOptions(), {}, {"read"}, {});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
+  EXPECT_TRUE(absl::StrContains(out.status().message(), kWorker0)) << out.status();
+  EXPECT_TRUE(absl::StrContains(out.status().message(), "uninitialized variable 'never_assigned'")) << out.status();
+
+  out = session->Run(RunOptions(), {}, {"no_such_node"}, {});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kNotFound) << out.status();
+  EXPECT_TRUE(absl::StrContains(out.status().message(), "Fetch 'no_such_node' is not in the graph")) << out.status();
+
+  out = session->Run(RunOptions(), {}, {"fine"}, {});
+  ASSERT_TRUE(out.ok()) << "the session still runs steps: " << out.status();
+}
+
+}  // namespace
+}  // namespace distflow
