@@ -3,13 +3,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/env.h"
 #include "distributed/bulk_transfer.h"
-
-#include <algorithm>
 #include "distributed/bulk_wire.h"
 
 namespace distflow {
@@ -27,6 +27,15 @@ using bulk_internal::GetU64;
 using bulk_internal::PeerName;
 using bulk_internal::SetIdleTimeout;
 using bulk_internal::SetNoDelay;
+
+BulkClient::BulkClient(absl::Duration idle_close, std::string auth_token, std::shared_ptr<const BulkTls> tls,
+                       Env* clock)
+    : idle_close_(idle_close),
+      auth_token_(std::move(auth_token)),
+      tls_(std::move(tls)),
+      clock_(clock != nullptr ? clock : Env::Default()) {}
+
+absl::Time BulkClient::Now() const { return absl::FromUnixMicros(clock_->NowMicros()); }
 
 BulkClient::~BulkClient() {
   absl::MutexLock lock(&mu_);
@@ -219,7 +228,7 @@ absl::StatusOr<BulkConn> BulkClient::Acquire(const std::string& peer, const std:
   *pooled = false;
   if (pooled_ok) {
     absl::MutexLock lock(&mu_);
-    CloseExpired(absl::Now());
+    CloseExpired(Now());
     auto it = idle_.find(peer);
     if (it != idle_.end() && !it->second.empty()) {
       BulkConn conn = it->second.back().conn;
@@ -234,7 +243,7 @@ absl::StatusOr<BulkConn> BulkClient::Acquire(const std::string& peer, const std:
 void BulkClient::Release(const std::string& peer, BulkConn conn) {
   {
     absl::MutexLock lock(&mu_);
-    absl::Time now = absl::Now();
+    const absl::Time now = Now();
     CloseExpired(now);
     std::vector<Idle>& idle = idle_[peer];
     if (idle.size() < kMaxIdlePerPeer) {

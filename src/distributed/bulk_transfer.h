@@ -66,6 +66,7 @@ bool IsBulkCandidate(const Tensor& t);
 // Fills `out` with `t`'s dtype and shape and the ticket and port of its bytes.
 void SetBulkNamedTensor(const std::string& name, const Tensor& t, uint64_t ticket, int port, proto::NamedTensor* out);
 class BulkServer;
+class Env;
 // Drops the puts a RunStep request names (its step will not take them).
 void DropBulkFeeds(BulkServer& bulk, const proto::RunStepRequest& req);
 
@@ -204,10 +205,11 @@ class BulkClient {
   // would otherwise leave its old connections here for good).
   static constexpr absl::Duration kClientIdleTimeout = absl::Seconds(50);
   // Every new connection opens with a hello carrying `auth_token` (may be
-  // empty), after a TLS handshake when `tls` is given.
+  // empty), after a TLS handshake when `tls` is given. How long a pooled
+  // connection has been idle is read from `clock` (null: the real clock; it
+  // must outlive the client).
   explicit BulkClient(absl::Duration idle_close = kClientIdleTimeout, std::string auth_token = "",
-                      std::shared_ptr<const BulkTls> tls = nullptr)
-      : idle_close_(idle_close), auth_token_(std::move(auth_token)), tls_(std::move(tls)) {}
+                      std::shared_ptr<const BulkTls> tls = nullptr, Env* clock = nullptr);
   ~BulkClient();  // closes pooled connections
   BulkClient(const BulkClient&) = delete;
   BulkClient& operator=(const BulkClient&) = delete;
@@ -241,9 +243,12 @@ class BulkClient {
     BulkConn conn;
     absl::Time since;
   };
+  absl::Time Now() const;
+
   const absl::Duration idle_close_;
   const std::string auth_token_;
   const std::shared_ptr<const BulkTls> tls_;  // null: plain TCP
+  Env* const clock_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::vector<Idle>> idle_ ABSL_GUARDED_BY(mu_);  // "host:port" -> connections
 };

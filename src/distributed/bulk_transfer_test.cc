@@ -320,7 +320,9 @@ TEST(BulkTransfer, RestartedPeerIsReachedOnAFreshConnection) {
 // Offers nobody fetches (a dead peer) cannot pile up without bound: past
 // the budget Offer refuses (0) and the caller sends inside the message.
 TEST(BulkTransfer, OffersBeyondTheBudgetAreRefusedUntilOthersAreTaken) {
-  auto server = BulkServer::Start("127.0.0.1", absl::Milliseconds(300));
+  FakeClockEnv clock;
+  Timer timer(&clock);
+  auto server = BulkServer::Start("127.0.0.1", absl::Minutes(2), 0, "", nullptr, &timer);
   ASSERT_TRUE(server.ok());
   (*server)->set_max_held_offer_bytes(10 << 20);
   Tensor six = Ramp(6 << 18);  // 6 MiB
@@ -332,8 +334,13 @@ TEST(BulkTransfer, OffersBeyondTheBudgetAreRefusedUntilOthersAreTaken) {
   ASSERT_TRUE(client.Fetch("127.0.0.1", (*server)->port(), first, dst.raw_data(), dst.TotalBytes(), nullptr).ok());
   uint64_t second = (*server)->Offer(six);
   EXPECT_NE(second, 0u) << "a fetched offer frees its share of the budget";
-  // An expired offer frees it too.
-  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_EQ((*server)->Offer(six), 0u) << "the second offer holds its share until taken or expired";
+  // An expired offer frees it too (the expiry runs on the timer's thread:
+  // wait for its effect, bounded).
+  clock.Advance(absl::Minutes(2) + absl::Seconds(1));
+  timer.Poke();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while ((*server)->NumOffersForTest() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_EQ((*server)->NumOffersForTest(), 0u);
   EXPECT_NE((*server)->Offer(six), 0u);
 }
@@ -344,11 +351,15 @@ TEST(BulkTransfer, IdlePooledConnectionsAreClosedAfterTheLimit) {
   auto a = BulkServer::Start("127.0.0.1");
   auto b = BulkServer::Start("127.0.0.1");
   ASSERT_TRUE(a.ok() && b.ok());
-  BulkClient client(absl::Milliseconds(200));
+  FakeClockEnv clock;
+  BulkClient client(BulkClient::kClientIdleTimeout, "", nullptr, &clock);
   char buf[16];
   ASSERT_TRUE(client.Fetch("127.0.0.1", (*a)->port(), (*a)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
   EXPECT_EQ(client.NumPooledForTest(), 1u);
-  absl::SleepFor(absl::Milliseconds(400));
+  clock.Advance(BulkClient::kClientIdleTimeout - absl::Seconds(1));
+  ASSERT_TRUE(client.Fetch("127.0.0.1", (*b)->port(), (*b)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
+  EXPECT_EQ(client.NumPooledForTest(), 2u) << "a's connection is kept until its idle limit";
+  clock.Advance(absl::Seconds(2));
   ASSERT_TRUE(client.Fetch("127.0.0.1", (*b)->port(), (*b)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
   EXPECT_EQ(client.NumPooledForTest(), 1u) << "a's expired connection is closed, b's kept";
   // a is reached again on a fresh connection.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "base/tsan.h"
 #include "distributed/auth.h"
@@ -25,13 +26,20 @@ grpc::ChannelArguments UnlimitedChannelArguments() {
   args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   // Keep connections to peers alive across idle periods between steps.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  // A peer that is not up yet (or restarting) is dialled again at least every
+  // second. gRPC's own backoff grows to two minutes, so a task that started
+  // a few minutes late would be found up to two minutes after it came up.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return args;
 }
 
 WorkerCache::WorkerCache(ClusterSpec cluster) : WorkerCache(std::move(cluster), ClusterToken()) {}
 
-WorkerCache::WorkerCache(ClusterSpec cluster, std::string auth_token)
-    : cluster_(std::move(cluster)), auth_token_(std::move(auth_token)) {}
+WorkerCache::WorkerCache(ClusterSpec cluster, std::string auth_token, Env* clock)
+    : cluster_(std::move(cluster)),
+      clock_(clock != nullptr ? clock : Env::Default()),
+      auth_token_(std::move(auth_token)) {}
 
 WorkerCache::~WorkerCache() {
   bulk_pool_.reset();  // finishes in-flight bulk reads before the client goes
@@ -110,8 +118,9 @@ absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::
   std::vector<std::string> waiting;
   for (const std::string& t : TaskNames())
     if (PassesFilters(t, filters)) waiting.push_back(t);
-  const absl::Time deadline = absl::Now() + wait;
-  absl::Time next_log = absl::Now() + absl::Seconds(2);
+  auto now = [this] { return absl::FromUnixMicros(clock_->NowMicros()); };
+  const absl::Time deadline = now() + wait;
+  absl::Time next_log = now() + absl::Seconds(2);
   absl::Duration backoff = absl::Milliseconds(50);
   std::vector<std::string> devices;
   auto describe = [this](const std::vector<std::string>& tasks) {
@@ -137,20 +146,20 @@ absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::
     }
     waiting.swap(still);
     if (waiting.empty()) break;
-    absl::Time now = absl::Now();
-    if (now >= deadline) {
+    const absl::Time t = now();
+    if (t >= deadline) {
       return absl::UnavailableError(absl::StrCat(
           "Gave up after ", absl::ToDoubleSeconds(wait), " s waiting for ", waiting.size(), " task(s) of the cluster: ",
           describe(waiting), ". Start them, check their addresses in the cluster spec, or limit the "
           "session to some tasks with device filters."));
     }
-    if (now >= next_log) {
+    if (t >= next_log) {
       LOG(INFO) << "Waiting for " << describe(waiting) << " to come up";
-      next_log = now + absl::Seconds(5);
+      next_log = t + absl::Seconds(5);
     }
-    const absl::Duration pause = std::min(backoff, deadline - now);
+    const absl::Duration pause = std::min(backoff, deadline - t);
     if (stop == nullptr) {
-      absl::SleepFor(pause);
+      clock_->SleepForMicros(absl::ToInt64Microseconds(pause));
     } else if (stop->WaitForNotificationWithTimeout(pause)) {
       return absl::CancelledError(absl::StrCat("Stopped waiting for ", describe(waiting),
                                                ": this server is shutting down"));

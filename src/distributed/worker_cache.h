@@ -21,15 +21,20 @@
 
 namespace distflow {
 
+class Env;
+
 // Channel arguments shared by every client: messages up to
-// kMaxGrpcMessageBytes (grpc_status.h), keepalive.
+// kMaxGrpcMessageBytes (grpc_status.h), keepalive, and reconnection to a
+// peer that is down at least every second.
 grpc::ChannelArguments UnlimitedChannelArguments();
 
 class WorkerCache {
  public:
   // Calls carry `auth_token` (distributed/auth.h); by default the process's.
+  // Waits read the time from `clock` (null: the real clock; it must outlive
+  // the cache), so a test can give them a FakeClockEnv.
   explicit WorkerCache(ClusterSpec cluster);
-  WorkerCache(ClusterSpec cluster, std::string auth_token);
+  WorkerCache(ClusterSpec cluster, std::string auth_token, Env* clock = nullptr);
   ~WorkerCache();
 
   // Lets large tensors arrive over the senders' bulk ports (bulk_transfer.h).
@@ -50,6 +55,8 @@ class WorkerCache {
   // them) until `wait` runs out; then Unavailable names the missing tasks and
   // their addresses. Returns the device names, sorted. `stop` (may be null)
   // ends the wait early with Cancelled, e.g. when the server shuts down.
+  // The deadline is on the cache's clock; the pauses between rounds (50 ms,
+  // doubling to 1 s) are the clock's sleeps, or waits on `stop` if given.
   absl::StatusOr<std::vector<std::string>> WaitForDevices(const std::vector<std::string>& filters,
                                                           absl::Duration wait,
                                                           const absl::Notification* stop = nullptr);
@@ -82,6 +89,7 @@ class WorkerCache {
                           CancellationManager* cm);
 
   const ClusterSpec cluster_;
+  Env* const clock_;
   std::unique_ptr<BulkClient> bulk_;       // set by EnableBulkTransfer, before any transfer
   const std::string auth_token_;
   std::unique_ptr<ThreadPool> bulk_pool_;  // runs blocking bulk reads

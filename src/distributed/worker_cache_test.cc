@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/fake_clock_env.h"
 #include "base/ports.h"
 #include "gtest/gtest.h"
 
@@ -41,12 +42,28 @@ TEST(WorkerCache, AddressesComeFromTheSpecUnlessOverridden) {
 TEST(WorkerCache, WaitingForATaskWhereNothingListensNamesItAndItsAddress) {
   const int port = PickUnusedTcpPort().value();  // nothing listens there
   const std::string address = absl::StrCat("127.0.0.1:", port);
-  WorkerCache cache(Spec("ps|" + address));
-  absl::StatusOr<std::vector<std::string>> devices = cache.WaitForDevices({}, absl::Milliseconds(300));
+  // Five minutes of waiting on a fake clock: its sleeps return at once.
+  FakeClockEnv clock;
+  WorkerCache cache(Spec("ps|" + address), "", &clock);
+  absl::StatusOr<std::vector<std::string>> devices = cache.WaitForDevices({}, absl::Minutes(5));
   ASSERT_FALSE(devices.ok());
   EXPECT_EQ(devices.status().code(), absl::StatusCode::kUnavailable) << devices.status();
+  EXPECT_TRUE(absl::StrContains(devices.status().message(), "Gave up after 300 s")) << devices.status();
   EXPECT_TRUE(absl::StrContains(devices.status().message(), "/job:ps/replica:0/task:0 at " + address))
       << devices.status();
+  // It asked again with backoff: 50 ms, doubling to at most a second, until
+  // the five minutes were used up, and not a moment past them.
+  const std::vector<absl::Duration> sleeps = clock.Sleeps();
+  ASSERT_GE(sleeps.size(), 6u);
+  const std::vector<absl::Duration> first = {absl::Milliseconds(50), absl::Milliseconds(100), absl::Milliseconds(200),
+                                             absl::Milliseconds(400), absl::Milliseconds(800), absl::Seconds(1)};
+  EXPECT_EQ(std::vector<absl::Duration>(sleeps.begin(), sleeps.begin() + 6), first);
+  absl::Duration total;
+  for (absl::Duration d : sleeps) {
+    EXPECT_LE(d, absl::Seconds(1));
+    total += d;
+  }
+  EXPECT_EQ(total, absl::Minutes(5));
   // A filter that leaves the task out waits for nothing.
   absl::StatusOr<std::vector<std::string>> none = cache.WaitForDevices({"/job:worker"}, absl::Minutes(1));
   ASSERT_TRUE(none.ok()) << none.status();

@@ -23,7 +23,7 @@ namespace {
 std::atomic<int64_t> next_session_id{1};
 }
 
-LocalSession::LocalSession(SessionOptions options) : options_(std::move(options)) {
+LocalSession::LocalSession(SessionOptions options, Timer* timer) : options_(std::move(options)), timer_(timer) {
   device_ = options_.device ? options_.device : LocalCpuDevice();
   if (options_.session_private_variables) {
     default_container_ = absl::StrCat("_session_", next_session_id.fetch_add(1));
@@ -96,6 +96,7 @@ absl::StatusOr<std::shared_ptr<Executor>> LocalSession::GetExecutor(const std::v
   eo.intra_op_pool = intra_op_.get();
   eo.default_container = default_container_;
   eo.max_step_bytes = options_.max_step_bytes;
+  eo.timer = timer_;
   absl::StatusOr<std::unique_ptr<Executor>> ex = Executor::Create(*graph_, eo, &kernels_, feeds, fetches, targets);
   if (!ex.ok()) return ex.status();
   std::shared_ptr<Executor> shared(std::move(*ex));

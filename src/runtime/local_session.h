@@ -42,7 +42,9 @@ class SessionInterface {
 
 class LocalSession : public SessionInterface {
  public:
-  explicit LocalSession(SessionOptions options = {});
+  // Step deadlines run on `timer` (null: Timer::Global()), which must
+  // outlive the session; a test passes one on a fake clock.
+  explicit LocalSession(SessionOptions options = {}, Timer* timer = nullptr);
   ~LocalSession();
   LocalSession(const LocalSession&) = delete;
   LocalSession& operator=(const LocalSession&) = delete;
@@ -88,6 +90,7 @@ class LocalSession : public SessionInterface {
                                                         const std::vector<std::string>& targets);
 
   const SessionOptions options_;
+  Timer* const timer_;
   Device* device_;
   std::string default_container_;
   bool private_container_ = false;

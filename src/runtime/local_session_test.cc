@@ -6,6 +6,8 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/fake_clock_env.h"
+#include "base/timer.h"
 #include "gtest/gtest.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_test_util.h"
@@ -171,17 +173,53 @@ class LocalSessionTimeout : public ::testing::Test {
   }
 };
 
+// Deadlines run on a timer with a fake clock: a test advances the clock past
+// a minute-long deadline instead of waiting for a short one, so the step is
+// certainly still running when the clock moves, on any machine.
+class FakeClockDeadline {
+ public:
+  FakeClockDeadline() : timer_(&clock_) {}
+  Timer* timer() { return &timer_; }
+  // Waits (bounded) until a step's deadline is on the timer.
+  bool DeadlineScheduled() {
+    const absl::Time until = absl::Now() + absl::Seconds(60);
+    while (timer_.NumPendingForTest() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(1));
+    return timer_.NumPendingForTest() == 1;
+  }
+  void Advance(absl::Duration d) {
+    clock_.Advance(d);
+    timer_.Poke();
+  }
+
+ private:
+  FakeClockEnv clock_;
+  Timer timer_;
+};
+
 TEST_F(LocalSessionTimeout, DeadlineCancelsTheStep) {
   proto::GraphDef g;
   AddNode(&g, "block", "TestBlockUntilCancelled");
   AddNode(&g, "after", "Identity", {"block"});
-  LocalSession s;
+  FakeClockDeadline clock;
+  LocalSession s({}, clock.timer());
   ASSERT_TRUE(s.Create(g).ok());
   RunOptions ro;
-  ro.timeout_ms = 200;
-  auto out = s.Run(ro, {}, {"after"}, {});
+  ro.timeout_ms = 60000;
+  absl::StatusOr<std::vector<Tensor>> out;
+  absl::Notification done;
+  std::thread run([&] {
+    out = s.Run(ro, {}, {"after"}, {});
+    done.Notify();
+  });
+  ASSERT_TRUE(clock.DeadlineScheduled());
+  clock.Advance(absl::Seconds(59));
+  EXPECT_FALSE(done.HasBeenNotified()) << "the step ended before its deadline";
+  clock.Advance(absl::Seconds(2));
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  run.join();
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
+  EXPECT_NE(out.status().message().find("timed out after 60000 ms"), std::string::npos) << out.status();
   // The session still works afterwards.
   proto::GraphDef more;
   AddConst(&more, "c", Tensor::Scalar<float>(3));
@@ -194,30 +232,39 @@ TEST_F(LocalSessionTimeout, SessionOptionTimeoutApplies) {
   proto::GraphDef g;
   AddNode(&g, "block", "TestBlockUntilCancelled");
   SessionOptions so;
-  so.operation_timeout_ms = 100;
-  LocalSession s(so);
+  so.operation_timeout_ms = 30000;
+  FakeClockDeadline clock;
+  LocalSession s(so, clock.timer());
   ASSERT_TRUE(s.Create(g).ok());
-  auto out = s.Run({}, {"block"});
+  absl::StatusOr<std::vector<Tensor>> out;
+  std::thread run([&] { out = s.Run({}, {"block"}); });
+  ASSERT_TRUE(clock.DeadlineScheduled());
+  clock.Advance(absl::Seconds(31));
+  run.join();
   EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
+  EXPECT_NE(out.status().message().find("timed out after 30000 ms"), std::string::npos) << out.status();
 }
 
 TEST_F(LocalSessionTimeout, RunAsyncDeadlineFiresWithoutAParkedThread) {
   proto::GraphDef g;
   AddNode(&g, "block", "TestBlockUntilCancelled");
-  LocalSession s;
+  FakeClockDeadline clock;
+  LocalSession s({}, clock.timer());
   ASSERT_TRUE(s.Create(g).ok());
   RunOptions ro;
-  ro.timeout_ms = 100;
+  ro.timeout_ms = 60000;
   absl::Notification done;
   absl::Status status;
-  absl::Time start = absl::Now();
   s.RunAsync(ro, {}, {"block"}, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
     status = r.status();
     done.Notify();
   });
+  // RunAsync returned on this thread with the step still waiting: nothing
+  // but the timer can end it now.
   EXPECT_FALSE(done.HasBeenNotified()) << "RunAsync returned only after the step ended";
-  done.WaitForNotification();
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(90));
+  ASSERT_TRUE(clock.DeadlineScheduled());
+  clock.Advance(absl::Seconds(61));
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
 }
 
