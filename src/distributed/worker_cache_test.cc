@@ -2,6 +2,9 @@
 // not there, and the errors of calls it cannot make.
 #include "distributed/worker_cache.h"
 
+#include <map>
+#include <string>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -68,6 +71,21 @@ TEST(WorkerCache, WaitingForATaskWhereNothingListensNamesItAndItsAddress) {
   absl::StatusOr<std::vector<std::string>> none = cache.WaitForDevices({"/job:worker"}, absl::Minutes(1));
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->empty());
+}
+
+TEST(WorkerCache, ChannelsRedialAPeerThatIsDownAtLeastEverySecond) {
+  // gRPC's own reconnect backoff grows to two minutes: a task that started
+  // late would be found long after it came up.
+  grpc::ChannelArguments args = UnlimitedChannelArguments();
+  const grpc_channel_args c = args.c_channel_args();
+  std::map<std::string, int> ints;
+  for (size_t i = 0; i < c.num_args; ++i) {
+    if (c.args[i].type == GRPC_ARG_INTEGER) ints[c.args[i].key] = c.args[i].value.integer;
+  }
+  ASSERT_EQ(ints.count(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS), 1u);
+  EXPECT_LE(ints[GRPC_ARG_MAX_RECONNECT_BACKOFF_MS], 1000);
+  EXPECT_LE(ints[GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS], ints[GRPC_ARG_MAX_RECONNECT_BACKOFF_MS]);
+  EXPECT_EQ(ints[GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH], kMaxGrpcMessageBytes);
 }
 
 TEST(WorkerCache, AStopEndsTheWaitForTasksWithCancelled) {

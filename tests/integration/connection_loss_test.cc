@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "distflow/distflow.h"
+#include "distributed/grpc_server.h"
+#include "distributed/worker.h"
 #include "gtest/gtest.h"
 #include "tcp_proxy.h"
 
@@ -33,26 +36,39 @@ TEST(ConnectionLoss, AStepWhoseConnectionBreaksIsRetriedAndRunsOnce) {
   TcpProxy proxy(worker->port());
   ASSERT_GT(proxy.port(), 0);
 
-  // A counter on the ps incremented by a step that takes several seconds here
-  // (longer than a retry waits to reconnect, so the retry must wait for it)
-  // (a chain of 1024^3 MatMuls on the worker runs first).
+  // A counter on the ps incremented by a step that waits, on the worker, at
+  // a barrier the test releases: the connection breaks while the step
+  // certainly runs, and the retry must wait for it, on any machine.
   Scope root = Scope::NewRootScope();
   auto ps = root.WithDevice("/job:ps/task:0");
   auto w = root.WithDevice("/job:worker/task:0");
   auto counter = ops::MakeVariable(ps.WithOpName("counter"), ops::Const(ps, int64_t{0}));
-  auto m = ops::Fill(w, {1024, 1024}, ops::Const(w, 0.001f));
-  Output y = ops::MatMul(w, m, m);
-  for (int i = 0; i < 800; ++i) y = ops::MatMul(w, y, m);
-  auto slow = ops::Sum(w, y, {0, 1});
-  auto incr = ops::AssignAdd(ps.WithControlDependencies({slow.op()}), counter, ops::Const(ps, int64_t{1}));
+  // The barrier holds a step fed 0 until its own step is set to something else.
+  const ops::Attrs barrier{{"shared_name", "hold"}};
+  auto arm = ops::Raw(w, "SyncBarrierRelease", {ops::Const(w, int64_t{0})}, barrier);
+  auto release = ops::Raw(w, "SyncBarrierRelease", {ops::Const(w, int64_t{1})}, barrier);
+  auto hold = ops::Raw(w, "SyncBarrierWait", {ops::Const(w, int64_t{0})},
+                       ops::Attrs{{"shared_name", "hold"},
+                                  {"replica_id", 0},
+                                  {"replicas_to_aggregate", 1},
+                                  {"total_num_replicas", 1},
+                                  {"timeout_ms", 300000}});
+  auto incr = ops::AssignAdd(ps.WithControlDependencies({hold}), counter, ops::Const(ps, int64_t{1}));
   auto init = ops::GlobalVariablesInitializer(root);
+  ASSERT_TRUE(root.ok()) << root.status();
 
   SessionOptions o;
   o.wait_for_cluster_ms = 20000;
   o.in_process_master = false;  // through the proxy, as a client on another machine
   Session sess("grpc://127.0.0.1:" + std::to_string(proxy.port()), o);
-  ASSERT_TRUE(sess.Run({}, {}, {init}).ok());
+  ASSERT_TRUE(sess.Run({}, {}, {init, arm}).ok());
   const int before = proxy.connections();
+  // Waits (bounded) for `cond`; polled, as nothing signals these.
+  auto eventually = [](const std::function<bool()>& cond) {
+    const absl::Time until = absl::Now() + absl::Seconds(60);
+    while (!cond() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+    return cond();
+  };
 
   absl::Notification done;
   absl::StatusOr<std::vector<Tensor>> out;
@@ -61,18 +77,27 @@ TEST(ConnectionLoss, AStepWhoseConnectionBreaksIsRetriedAndRunsOnce) {
     out = sess.Run({incr});
     done.Notify();
   });
-  absl::SleepFor(absl::Milliseconds(300));
-  const bool finished_early = done.HasBeenNotified();
+  Worker* held_on = worker->impl()->worker();
+  const bool held = eventually([&] { return held_on->running_partitions() > 0; });
   proxy.DropAll();
+  // The client retries on a new connection; the master, which already runs
+  // that request, waits for the step instead of running it again.
+  const bool retried = eventually([&] { return proxy.connections() > before; });
+  const bool answered_early = done.HasBeenNotified();
+  // Released from another session, straight to the worker.
+  SessionOptions direct = o;
+  Session releaser(worker->target(), direct);
+  absl::Status released = releaser.Run({}, {}, {release}).status();
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(120)));
   client.join();
+  ASSERT_TRUE(held) << "the step never started";
+  ASSERT_TRUE(released.ok()) << released;
   ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_FALSE(finished_early) << "the step should still have been running when the connection broke";
+  EXPECT_TRUE(retried) << "the client never came back on a new connection";
+  EXPECT_FALSE(answered_early) << "the step was held at the barrier: nothing could have answered";
   EXPECT_EQ((*out)[0].scalar<int64_t>(), 1) << "the retry got the first attempt's result";
-  EXPECT_GT(proxy.connections(), before) << "the retry came on a new connection";
 
   // Read the counter directly from the worker's master (no proxy).
-  SessionOptions direct = o;
   Session reader(worker->target(), direct);
   Scope r = Scope::NewRootScope();
   auto c = ops::Variable(r.WithDevice("/job:ps/task:0").WithOpName("counter"), {}, DT_INT64);

@@ -134,7 +134,7 @@ TEST(Processes, PortInUseExitsWithAClearError) {
   Cluster c;
   c.procs_.reserve(4);
   Proc& first = c.Start({spec, "--job_name=ps", "--task_index=0"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(WaitForOutput(first, "Started server", 30)) << Output(first);
   Proc& second = c.Start({spec, "--job_name=ps", "--task_index=0"});
   EXPECT_EQ(Wait(second, 20), 1) << Output(second);
   EXPECT_NE(Output(second).find("already in use"), std::string::npos) << Output(second);
