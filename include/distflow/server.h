@@ -124,7 +124,10 @@ class DISTFLOW_EXPORT Server {
 };
 
 // Starts every task of `cluster` in this process (for tests, the way gloo's
-// tests run N ranks in one process). Addresses with port 0 are given free ports.
+// tests run N ranks in one process). Addresses with port 0 are given free ports
+// before any task starts, so that every task knows every other's; a task
+// whose port was taken meanwhile moves to another, and the tasks already
+// running are told.
 DISTFLOW_EXPORT absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
                                                                                        ServerOptions options = {});
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/env.h"
 #include "distributed/grpc_server.h"
 #include "distributed/worker_cache.h"
@@ -32,7 +33,23 @@ absl::Status Server::exit_status() const { return impl_->exit_status(); }
 
 absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
                                                                   ServerOptions options) {
-  ClusterSpec spec = cluster;
+  // A task bound to port 0 would learn its port alone, and the others could
+  // not reach it: pick the ports here, before any task starts, so that every
+  // task is given them.
+  ClusterSpec::JobMap jobs = cluster.job_map();
+  for (auto& [job, tasks] : jobs) {
+    for (auto& [t, address] : tasks) {
+      absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address);
+      if (!hp.ok() || hp->second != 0) continue;
+      absl::StatusOr<int> port = Env::Default()->PickUnusedPort();
+      if (!port.ok()) return port.status();
+      address = absl::StrCat(hp->first.find(':') != std::string::npos ? absl::StrCat("[", hp->first, "]") : hp->first,
+                             ":", *port);
+    }
+  }
+  absl::StatusOr<ClusterSpec> picked = ClusterSpec::FromJobs(jobs);
+  if (!picked.ok()) return picked.status();
+  ClusterSpec spec = *picked;
   std::vector<std::unique_ptr<Server>> servers;
   for (const std::string& job : cluster.jobs()) {
     for (int t : cluster.task_indices(job)) {

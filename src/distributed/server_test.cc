@@ -1,16 +1,10 @@
-// Server (server.cc over grpc_server.cc) and the client side of grpc://
-// sessions (grpc_session.cc) on their own: creating a server for a task the
-// cluster has or has not, what Start binds (port 0, the bulk and status
-// ports) and refuses, Stop and Join from several threads, exit_status and
-// DeadTasks under failure detection, a parameter server that gives up on
-// its job, ShutdownCluster, StartLocalCluster moving a task whose port is
-// taken; and a GrpcSession's targets, waits, values, refusals, deadlines and
-// errors, both calling its in-process master directly and over gRPC. Every
-// server is real, in this process, on 127.0.0.1.
-//
-// Steps that must stay running wait in a SyncBarrierWait op whose barrier is
-// never released and whose own timeout (kHoldMs) is far beyond any bound
-// the tests wait for: an answer means the step's deadline ended it.
+// Server (server.cc over grpc_server.cc) on its own: creating a server for a
+// task the cluster has or has not, what Start binds (port 0, the bulk and
+// status ports) and refuses, Stop and Join from several threads,
+// exit_status and DeadTasks under failure detection, a parameter server that
+// gives up on its job, ShutdownCluster, and StartLocalCluster (port 0, a
+// task whose port is taken). Every server is real, in this process, on
+// 127.0.0.1. The client side of grpc:// sessions is grpc_session_test.cc.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -38,78 +32,24 @@
 #include "distributed/grpc_session.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
+#include "distributed/session_test_util.h"
 #include "runtime/graph_def_builder_for_test.h"
 #include "tensor/tensor_testutil.h"
 
 namespace distflow {
 namespace {
 
-using test::AddConst;
 using test::AddNode;
-using test::AddPlaceholder;
-using test::AddVariable;
+using test::BoundedOptions;
+using test::LeanOptions;
+using test::NewSession;
+using test::OneConst;
+using test::StartOneTask;
 
 constexpr char kPs[] = "/job:ps/replica:0/task:0";
 constexpr char kWorker0[] = "/job:worker/replica:0/task:0";
 constexpr char kWorker1[] = "/job:worker/replica:0/task:1";
 constexpr absl::Duration kBound = absl::Seconds(60);
-constexpr int64_t kHoldMs = 300000;
-
-// Servers that use two cores at most and ignore any token in the environment.
-ServerOptions LeanOptions() {
-  ServerOptions o;
-  o.auth_token = "";
-  o.worker.inter_op_threads = 2;
-  o.worker.intra_op_threads = 1;
-  return o;
-}
-
-// The one task of "`job`|127.0.0.1:0", started; null (with a failure) if it could not be.
-std::unique_ptr<Server> StartOneTask(const ServerOptions& options, const std::string& job = "worker") {
-  absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse(job + "|127.0.0.1:0");
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  if (!spec.ok()) return nullptr;
-  absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(*spec, job, 0, options);
-  EXPECT_TRUE(server.ok()) << server.status();
-  if (!server.ok()) return nullptr;
-  absl::Status started = (*server)->Start();
-  EXPECT_TRUE(started.ok()) << started;
-  if (!started.ok()) return nullptr;
-  return std::move(*server);
-}
-
-// Session options whose every wait is bounded.
-SessionOptions BoundedOptions(bool in_process_master) {
-  SessionOptions o;
-  o.in_process_master = in_process_master;
-  o.wait_for_cluster_ms = 20000;
-  o.operation_timeout_ms = 60000;
-  return o;
-}
-
-std::unique_ptr<GrpcSession> NewSession(const std::string& target, const SessionOptions& options) {
-  absl::StatusOr<std::unique_ptr<GrpcSession>> session = GrpcSession::Create(target, options);
-  EXPECT_TRUE(session.ok()) << session.status();
-  return session.ok() ? std::move(*session) : nullptr;
-}
-
-proto::GraphDef OneConst(const std::string& name, float value, const std::string& device = "") {
-  proto::GraphDef g;
-  AddConst(&g, name, Tensor::Scalar<float>(value))->set_device(device);
-  return g;
-}
-
-// `name` (SyncBarrierWait) holds its step until the step is cancelled: the
-// barrier is never released.
-void AddHold(proto::GraphDef* g, const std::string& name) {
-  AddConst(g, name + "_step", Tensor::Scalar<int64_t>(0));
-  proto::NodeDef* wait = AddNode(g, name, "SyncBarrierWait", {name + "_step"});
-  SetAttrString(wait, "shared_name", name);
-  SetAttrInt(wait, "replica_id", 0);
-  SetAttrInt(wait, "replicas_to_aggregate", 1);
-  SetAttrInt(wait, "total_num_replicas", 1);
-  SetAttrInt(wait, "timeout_ms", kHoldMs);
-}
 
 // Polls `condition` until it holds or `bound` has passed; whether it held.
 bool Eventually(const std::function<bool()>& condition, absl::Duration bound = kBound) {
@@ -460,178 +400,33 @@ TEST(StartLocalCluster, MovesATaskWhosePortIsTakenAndTellsTheTasksAlreadyRunning
   EXPECT_EQ((*out)[0].scalar<float>(), 9.f);
 }
 
-// ---- GrpcSession
-
-TEST(GrpcSession, CreateRefusesATargetThatIsNotGrpcHostPort) {
-  for (const char* target : {"localhost:2222", "grpc://", "http://127.0.0.1:2222"}) {
-    absl::StatusOr<std::unique_ptr<GrpcSession>> session = GrpcSession::Create(target, SessionOptions());
-    ASSERT_FALSE(session.ok()) << target;
-    EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument) << session.status();
-    EXPECT_TRUE(absl::StrContains(session.status().message(), absl::StrCat("'", target, "'"))) << session.status();
-    EXPECT_TRUE(absl::StrContains(session.status().message(), "grpc://host:port")) << session.status();
-  }
-}
-
-TEST(GrpcSession, WhereNothingListensExtendIsUnavailableNamingTheAddressWithinItsWait) {
-  absl::StatusOr<int> port = PickUnusedTcpPort();
-  ASSERT_TRUE(port.ok()) << port.status();
-  const std::string address = absl::StrCat("127.0.0.1:", *port);
-  SessionOptions o;
-  o.wait_for_cluster_ms = 500;
-  std::unique_ptr<GrpcSession> session = NewSession("grpc://" + address, o);
-  ASSERT_NE(session, nullptr);
-  const absl::Time start = absl::Now();
-  absl::Status s = session->Extend(OneConst("c", 1));
-  const absl::Duration took = absl::Now() - start;
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-  EXPECT_TRUE(absl::StrContains(s.message(), address)) << s;
-  EXPECT_LT(took, absl::Seconds(30)) << "bounded by the 0.5 s wait, not the default 300 s";
-  absl::StatusOr<std::vector<Tensor>> out = session->Run(RunOptions(), {}, {"c"}, {});
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << "no session was made: " << out.status();
-}
-
-// The cases below run twice: calling the server's master in this process
-// directly, and over gRPC as a client in another process would.
-class GrpcSessionTest : public ::testing::TestWithParam<bool> {
- protected:
-  void StartServer(const ServerOptions& options = LeanOptions()) {
-    server_ = StartOneTask(options);
-    ASSERT_NE(server_, nullptr);
-  }
-  // A session on the server, calling its master in process or over gRPC as the parameter says.
-  std::unique_ptr<GrpcSession> Client() { return Client(BoundedOptions(GetParam())); }
-  std::unique_ptr<GrpcSession> Client(SessionOptions options) {
-    options.in_process_master = GetParam();
-    return NewSession(server_->target(), options);
-  }
-  std::unique_ptr<Server> server_;
-};
-
-INSTANTIATE_TEST_SUITE_P(ClientPath, GrpcSessionTest, ::testing::Bool(), [](const ::testing::TestParamInfo<bool>& i) {
-  return i.param ? "InProcessMaster" : "OverGrpc";
-});
-
-TEST_P(GrpcSessionTest, RunAnswersEveryFetchInTheOrderAskedAndSeesExtendedNodes) {
-  ASSERT_NO_FATAL_FAILURE(StartServer());
-  proto::GraphDef g;
-  AddConst(&g, "a", Tensor::Scalar<float>(2));
-  AddConst(&g, "b", Tensor::Scalar<float>(3));
-  AddPlaceholder(&g, "x", DT_FLOAT, PartialShape::Scalar());
-  AddNode(&g, "sum", "Add", {"a", "b"});
-  AddNode(&g, "prod", "Mul", {"x", "b"});
-  std::unique_ptr<GrpcSession> session = Client();
-  ASSERT_NE(session, nullptr);
-  ASSERT_TRUE(session->Extend(g).ok());
-  absl::StatusOr<std::vector<Tensor>> out =
-      session->Run(RunOptions(), {{"x", Tensor::Scalar<float>(4)}}, {"prod", "sum", "a"}, {});
-  ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ(out->size(), 3u);
-  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(12), (*out)[0]);
-  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(5), (*out)[1]);
-  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(2), (*out)[2]);
-  // Another signature, another feed.
-  out = session->Run(RunOptions(), {{"x", Tensor::Scalar<float>(-1)}}, {"sum", "prod"}, {});
-  ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ(out->size(), 2u);
-  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(5), (*out)[0]);
-  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(-3), (*out)[1]);
-  // A node added by a later Extend.
-  proto::GraphDef more;
-  AddNode(&more, "diff", "Sub", {"sum", "a"});
-  ASSERT_TRUE(session->Extend(more).ok());
-  out = session->Run(RunOptions(), {}, {"diff"}, {});
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_TENSOR_EQ(Tensor::Scalar<float>(3), (*out)[0]);
-}
-
-TEST_P(GrpcSessionTest, RunWithoutAGraphOrAfterCloseIsRefusedAndCloseFreesTheTasksSession) {
+TEST(StartLocalCluster, GivesEveryTaskThePortsPickedForPortZero) {
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse("ps|127.0.0.1:0,worker|127.0.0.1:0;127.0.0.1:0");
+  ASSERT_TRUE(spec.ok()) << spec.status();
   ServerOptions options = LeanOptions();
-  options.max_sessions = 1;
-  ASSERT_NO_FATAL_FAILURE(StartServer(options));
-  const proto::GraphDef g = OneConst("c", 5);
-  std::unique_ptr<GrpcSession> first = Client();
-  ASSERT_NE(first, nullptr);
-  absl::StatusOr<std::vector<Tensor>> early = first->Run(RunOptions(), {}, {"c"}, {});
-  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition) << early.status();
-  EXPECT_TRUE(absl::StrContains(early.status().message(), "no graph")) << early.status();
-  ASSERT_TRUE(first->Extend(g).ok());
-  ASSERT_TRUE(first->Run(RunOptions(), {}, {"c"}, {}).ok());
-  {
-    std::unique_ptr<GrpcSession> second = Client();
-    ASSERT_NE(second, nullptr);
-    absl::Status s = second->Extend(g);
-    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << "the first holds the task's only session: " << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), "--max_sessions")) << s;
+  options.heartbeat_timeout_ms = 0;
+  auto servers = StartLocalCluster(*spec, options);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  ASSERT_EQ(servers->size(), 3u);
+  std::set<int> ports;
+  for (const auto& server : *servers) {
+    EXPECT_GT(server->port(), 0);
+    ports.insert(server->port());
   }
-
-  ASSERT_TRUE(first->Close().ok());
-  EXPECT_TRUE(first->Close().ok()) << "a second Close is harmless";
-  absl::StatusOr<std::vector<Tensor>> after = first->Run(RunOptions(), {}, {"c"}, {});
-  EXPECT_EQ(after.status().code(), absl::StatusCode::kFailedPrecondition) << after.status();
-  EXPECT_TRUE(absl::StrContains(after.status().message(), "closed")) << after.status();
-  absl::Status extend = first->Extend(g);
-  EXPECT_EQ(extend.code(), absl::StatusCode::kFailedPrecondition) << extend;
-  EXPECT_TRUE(absl::StrContains(extend.message(), "closed")) << extend;
-
-  std::unique_ptr<GrpcSession> third = Client();
-  ASSERT_NE(third, nullptr);
-  absl::Status s = third->Extend(g);
-  ASSERT_TRUE(s.ok()) << "closing the first freed the task's only session: " << s;
-  absl::StatusOr<std::vector<Tensor>> out = third->Run(RunOptions(), {}, {"c"}, {});
+  EXPECT_EQ(ports.size(), 3u);
+  // A step of worker 1's master crosses all three tasks: each was told the
+  // others' real ports (with port 0 each knew only its own).
+  proto::GraphDef g = OneConst("on_ps", 2, "/job:ps/task:0");
+  AddNode(&g, "on_w0", "Square", {"on_ps"})->set_device("/job:worker/task:0");
+  AddNode(&g, "on_w1", "Square", {"on_w0"})->set_device("/job:worker/task:1");
+  std::unique_ptr<GrpcSession> session =
+      NewSession((*servers)[2]->target(), BoundedOptions(/*in_process_master=*/false));
+  ASSERT_NE(session, nullptr);
+  absl::Status extended = session->Extend(g);
+  ASSERT_TRUE(extended.ok()) << extended;
+  absl::StatusOr<std::vector<Tensor>> out = session->Run(RunOptions(), {}, {"on_w1"}, {});
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].scalar<float>(), 5.f);
-}
-
-TEST_P(GrpcSessionTest, AStepPastItsDeadlineIsDeadlineExceededAndTheSessionGoesOn) {
-  ASSERT_NO_FATAL_FAILURE(StartServer());
-  proto::GraphDef g;
-  AddHold(&g, "held_by_run_options");
-  AddHold(&g, "held_by_session_options");
-
-  std::unique_ptr<GrpcSession> session = Client();
-  ASSERT_NE(session, nullptr);
-  ASSERT_TRUE(session->Extend(g).ok());
-  RunOptions ro;
-  ro.timeout_ms = 300;  // over the session's 60 s
-  absl::StatusOr<std::vector<Tensor>> out = session->Run(ro, {}, {"held_by_run_options"}, {});
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
-  EXPECT_TRUE(absl::StrContains(out.status().message(), "timed out after 300 ms")) << out.status();
-  out = session->Run(RunOptions(), {}, {"held_by_run_options_step"}, {});
-  ASSERT_TRUE(out.ok()) << "the session still runs steps: " << out.status();
-  EXPECT_EQ((*out)[0].scalar<int64_t>(), 0);
-
-  // Without a RunOptions timeout, the session's own applies.
-  SessionOptions o = BoundedOptions(GetParam());
-  o.operation_timeout_ms = 200;
-  std::unique_ptr<GrpcSession> short_lived = Client(o);
-  ASSERT_NE(short_lived, nullptr);
-  ASSERT_TRUE(short_lived->Extend(g).ok());
-  out = short_lived->Run(RunOptions(), {}, {"held_by_session_options"}, {});
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
-  EXPECT_TRUE(absl::StrContains(out.status().message(), "timed out after 200 ms")) << out.status();
-}
-
-TEST_P(GrpcSessionTest, AStepsErrorKeepsItsCodeAndNamesTheTaskAndWhatFailed) {
-  ASSERT_NO_FATAL_FAILURE(StartServer());
-  proto::GraphDef g;
-  AddVariable(&g, "never_assigned", PartialShape({2}), DT_FLOAT);
-  AddNode(&g, "read", "Identity", {"never_assigned"});
-  AddConst(&g, "fine", Tensor::Scalar<float>(1));
-  std::unique_ptr<GrpcSession> session = Client();
-  ASSERT_NE(session, nullptr);
-  ASSERT_TRUE(session->Extend(g).ok());
-
-  absl::StatusOr<std::vector<Tensor>> out = session->Run(RunOptions(), {}, {"read"}, {});
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
-  EXPECT_TRUE(absl::StrContains(out.status().message(), kWorker0)) << out.status();
-  EXPECT_TRUE(absl::StrContains(out.status().message(), "uninitialized variable 'never_assigned'")) << out.status();
-
-  out = session->Run(RunOptions(), {}, {"no_such_node"}, {});
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kNotFound) << out.status();
-  EXPECT_TRUE(absl::StrContains(out.status().message(), "Fetch 'no_such_node' is not in the graph")) << out.status();
-
-  out = session->Run(RunOptions(), {}, {"fine"}, {});
-  ASSERT_TRUE(out.ok()) << "the session still runs steps: " << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 16.f);
 }
 
 }  // namespace
