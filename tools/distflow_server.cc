@@ -24,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "distflow/auth.h"
+#include "distflow/cluster_spec.h"
 #include "distflow/logging.h"
 #include "distflow/server.h"
 #include "distflow/task_config.h"
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
   const std::string job = config->job;
   const int index = config->task_index;
 
-  distflow::SetLogPrefix(absl::StrCat("/job:", job, "/task:", index));
+  distflow::SetLogPrefix(distflow::TaskName(job, index));
   if (!config->placed_by.empty()) DF_LOG(INFO) << "This task was placed by " << config->placed_by;
   // Block the signals in every thread; one thread waits for them.
   sigset_t sigs;

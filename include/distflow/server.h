@@ -86,6 +86,9 @@ struct DISTFLOW_EXPORT ServerOptions {
   int max_sessions = 1024;
 };
 
+// One task's server. Start, Stop and Join may be called from any thread (Stop
+// from a signal-handling thread while another waits in Join); the accessors
+// read what Start set, so call them once Start has returned.
 class DISTFLOW_EXPORT Server {
  public:
   static absl::StatusOr<std::unique_ptr<Server>> Create(const ClusterSpec& cluster, const std::string& job,
@@ -94,13 +97,15 @@ class DISTFLOW_EXPORT Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
+  // Binds the task's ports and serves. On a running server it does nothing
+  // (OK); after Stop it is FailedPrecondition (create a new Server).
   absl::Status Start();
   void Stop();
   void Join();
 
   // "grpc://host:port" with the bound port.
   std::string target() const;
-  // "/job:ps/task:0".
+  // "/job:ps/replica:0/task:0".
   const std::string& task_name() const;
   const ClusterSpec& cluster() const;
   int port() const;
