@@ -128,9 +128,12 @@ absl::Status LocalMasterEndedStatus(const std::string& address) {
   absl::MutexLock lock(&r.mu);
   auto it = r.ended.find(key);
   if (it == r.ended.end()) return absl::OkStatus();
-  // Named by the address asked for ("localhost:N" or "127.0.0.1:N").
-  return absl::UnavailableError(
-      absl::StrCat("The server at ", address, " in this process has stopped: ", it->second.message()));
+  // Named by the address asked for ("localhost:N" or "127.0.0.1:N"), with
+  // the code of why it ended: Unavailable for a Stop() (as any server that
+  // is gone), but a server its cluster ended (Cancelled: the job is over) is
+  // not one to retry, and a client that retries Unavailable stops here.
+  return absl::Status(it->second.code(),
+                      absl::StrCat("The server at ", address, " in this process has stopped: ", it->second.message()));
 }
 
 }  // namespace distflow

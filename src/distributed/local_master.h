@@ -82,8 +82,9 @@ void UnregisterLocalMaster(const std::string& address, const LocalMasterEntry* e
 // once with `why` instead of waiting for a server that will not come back.
 // Registering a master at the address again clears the mark.
 void MarkLocalMasterEnded(const std::string& address, const absl::Status& why);
-// OK unless MarkLocalMasterEnded named `address`; then Unavailable, naming
-// `address` and the reason.
+// OK unless MarkLocalMasterEnded named `address`; then `why`'s code
+// (Unavailable after Stop(), Cancelled when the cluster ended the job),
+// naming `address` and the reason.
 absl::Status LocalMasterEndedStatus(const std::string& address);
 
 // The registry key for "host:port" (loopback and wildcard hosts fold into one);

@@ -314,6 +314,14 @@ TEST(Server, AParameterServerWhoseWorkersAreGoneStopsItselfAndEndsTheCluster) {
   absl::Status s = session->Extend(OneConst("c", 1));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "gives up on its job")) << s;
+  // On the worker the ps ended, a session fails at once too, and not as
+  // something to retry (a MonitoredSession would wait for its recovery
+  // timeout on a server that will not come back).
+  std::unique_ptr<GrpcSession> on_worker = NewSession(worker.target(), BoundedOptions(/*in_process_master=*/true));
+  ASSERT_NE(on_worker, nullptr);
+  absl::Status w = on_worker->Extend(OneConst("c", 1));
+  EXPECT_EQ(w.code(), absl::StatusCode::kCancelled) << w;
+  EXPECT_TRUE(absl::StrContains(w.message(), "gives up on its job")) << w;
 }
 
 // ---- ShutdownCluster, StartLocalCluster
