@@ -7,6 +7,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "base/logging.h"
 #include "distributed/auth.h"
 #include "distributed/grpc_status.h"
@@ -176,7 +177,12 @@ absl::Status GrpcSession::WaitForMaster(std::chrono::system_clock::time_point de
       LOG(WARNING) << "The master at " << address_ << ": " << last << "; waiting up to " << left
                    << " s for its server to start";
     }
-    std::this_thread::sleep_for(backoff);
+    absl::MutexLock lock(&mu_);
+    auto closed = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return closed_; };
+    if (mu_.AwaitWithTimeout(absl::Condition(&closed), absl::FromChrono(backoff))) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Session was closed while waiting for the master at ", address_, " to start"));
+    }
   }
   const int64_t waited =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now() - start).count();
@@ -194,57 +200,94 @@ absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(const std::stri
 }
 
 absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
-  absl::MutexLock lock(&mu_);
-  if (closed_) return absl::FailedPreconditionError("Session has been closed");
+  // One Extend at a time. mu_ is held only to read and publish state, so a
+  // Run or Close on another thread never waits behind the wait for the
+  // cluster, and a Close ends that wait.
+  absl::MutexLock extend_lock(&extend_mu_);
+  std::string handle;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::FailedPreconditionError("Session has been closed");
+    handle = handle_;
+  }
+  std::optional<LocalMasterLease> local = InProcessMaster();
+  if (!local) {
+    if (absl::Status ended = LocalMasterEndedStatus(address_); !ended.ok()) {
+      return ended;  // our own server, stopped for good: nothing to wait for
+    }
+  }
   grpc::ClientContext ctx;
   int64_t wait = options_.wait_for_cluster_ms > 0 ? options_.wait_for_cluster_ms : kDefaultWaitMs;
   ctx.set_wait_for_ready(true);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(wait + 10000));
-  if (handle_.empty()) {
-    proto::CreateSessionRequest req;
+  // Calls the master over gRPC with `ctx`, which Close cancels meanwhile.
+  auto call_remote = [&](auto&& rpc) -> absl::Status {
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return absl::CancelledError("the session was closed");
+      extending_ = &ctx;
+    }
+    grpc::Status s = rpc();
+    absl::MutexLock lock(&mu_);
+    extending_ = nullptr;
+    return FromGrpcStatus(s);
+  };
+  if (!handle.empty()) {
+    proto::ExtendSessionRequest req;
+    req.set_session_handle(handle);
     *req.mutable_graph_def() = graph;
-    proto::SessionConfig* c = req.mutable_config();
-    c->set_allow_soft_placement(options_.allow_soft_placement);
-    c->set_log_device_placement(options_.log_device_placement);
-    for (const std::string& f : options_.device_filters) c->add_device_filters(f);
-    c->set_operation_timeout_ms(options_.operation_timeout_ms);
-    c->set_wait_for_tasks_ms(wait);
-    proto::CreateSessionResponse resp;
-    absl::Status e;
-    std::optional<LocalMasterLease> local = InProcessMaster();
-    if (local) {
-      e = local->master()->CreateSession(req, &resp);
-    } else if (absl::Status ended = LocalMasterEndedStatus(address_); !ended.ok()) {
-      return ended;  // our own server, stopped for good: nothing to wait for
-    } else {
-      e = WaitForMaster(std::chrono::system_clock::now() + std::chrono::milliseconds(wait));
-      if (e.ok()) e = FromGrpcStatus(stub_->CreateSession(&ctx, req, &resp));
-    }
-    if (!e.ok()) {
-      if (absl::IsDeadlineExceeded(e) || absl::IsUnavailable(e)) {
-        return absl::UnavailableError(absl::StrCat("Cannot create a session on ", address_, ": ", e.message()));
-      }
-      return e;
-    }
-    handle_ = resp.session_handle();
-    // An in-process master takes large feeds from memory (Run); others over their bulk port.
-    if (!local && resp.bulk_port() > 0 && BulkTransferEnabledByEnv()) {
-      absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address_);
-      absl::StatusOr<std::shared_ptr<const BulkTls>> tls = BulkTls::ForProcess();
-      if (hp.ok() && tls.ok()) {
-        bulk_host_ = hp->first;
-        bulk_port_ = resp.bulk_port();
-        bulk_ = std::make_unique<BulkClient>(BulkClient::kClientIdleTimeout, ClusterToken(), *tls);
-      }
-    }
-    return absl::OkStatus();
+    if (local) return local->master()->ExtendSession(req);
+    proto::ExtendSessionResponse resp;
+    absl::Status e = call_remote([&] { return stub_->ExtendSession(&ctx, req, &resp); });
+    if (absl::IsCancelled(e)) return absl::FailedPreconditionError("Session was closed while it was being extended");
+    return e;
   }
-  proto::ExtendSessionRequest req;
-  req.set_session_handle(handle_);
+  proto::CreateSessionRequest req;
   *req.mutable_graph_def() = graph;
-  if (std::optional<LocalMasterLease> local = InProcessMaster()) return local->master()->ExtendSession(req);
-  proto::ExtendSessionResponse resp;
-  return FromGrpcStatus(stub_->ExtendSession(&ctx, req, &resp));
+  proto::SessionConfig* c = req.mutable_config();
+  c->set_allow_soft_placement(options_.allow_soft_placement);
+  c->set_log_device_placement(options_.log_device_placement);
+  for (const std::string& f : options_.device_filters) c->add_device_filters(f);
+  c->set_operation_timeout_ms(options_.operation_timeout_ms);
+  c->set_wait_for_tasks_ms(wait);
+  proto::CreateSessionResponse resp;
+  absl::Status e;
+  if (local) {
+    e = local->master()->CreateSession(req, &resp);
+  } else {
+    e = WaitForMaster(std::chrono::system_clock::now() + std::chrono::milliseconds(wait));
+    if (e.ok()) e = call_remote([&] { return stub_->CreateSession(&ctx, req, &resp); });
+  }
+  if (!e.ok()) {
+    if (absl::IsCancelled(e) || absl::IsFailedPrecondition(e)) {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return absl::FailedPreconditionError(absl::StrCat("Session was closed while it was being created on ", address_));
+    }
+    if (absl::IsDeadlineExceeded(e) || absl::IsUnavailable(e)) {
+      return absl::UnavailableError(absl::StrCat("Cannot create a session on ", address_, ": ", e.message()));
+    }
+    return e;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_) {
+      handle_ = resp.session_handle();
+      // An in-process master takes large feeds from memory (Run); others over their bulk port.
+      if (!local && resp.bulk_port() > 0 && BulkTransferEnabledByEnv()) {
+        absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address_);
+        absl::StatusOr<std::shared_ptr<const BulkTls>> tls = BulkTls::ForProcess();
+        if (hp.ok() && tls.ok()) {
+          bulk_host_ = hp->first;
+          bulk_port_ = resp.bulk_port();
+          bulk_ = std::make_unique<BulkClient>(BulkClient::kClientIdleTimeout, ClusterToken(), *tls);
+        }
+      }
+      return absl::OkStatus();
+    }
+  }
+  // Closed while the master was creating it: nobody will close it but us.
+  (void)CloseOnMaster(resp.session_handle());
+  return absl::FailedPreconditionError(absl::StrCat("Session was closed while it was being created on ", address_));
 }
 
 absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
@@ -362,8 +405,13 @@ absl::Status GrpcSession::Close() {
     if (closed_) return absl::OkStatus();
     closed_ = true;
     handle = handle_;
+    if (extending_ != nullptr) extending_->TryCancel();  // an Extend waiting on the master
   }
-  if (handle.empty()) return absl::OkStatus();
+  if (handle.empty()) return absl::OkStatus();  // an Extend still creating it closes it itself
+  return CloseOnMaster(handle);
+}
+
+absl::Status GrpcSession::CloseOnMaster(const std::string& handle) {
   if (std::optional<LocalMasterLease> local = InProcessMaster()) return local->master()->CloseSession(handle);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));

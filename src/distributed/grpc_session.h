@@ -4,7 +4,9 @@
 // Calls wait for the server to come up (bounded by wait_for_cluster_ms), so a
 // client may start before its cluster. Each RunStep carries a request id, so
 // a retry after a lost reply is not executed twice. A target naming a server
-// in this process skips the network (local_master.h). Thread-safe.
+// in this process skips the network (local_master.h). Thread-safe: Extends
+// run one at a time, but Run and Close never wait behind one, and a Close
+// ends an Extend that is still waiting for the cluster.
 #pragma once
 
 #include <chrono>
@@ -57,13 +59,19 @@ class GrpcSession : public SessionInterface {
   // Until `deadline`, waits for the master to answer a health check; says
   // within a few seconds (a warning) when the connection is refused, and
   // fails at once if the target is not a distflow server.
+  // Fails (FailedPrecondition) as soon as the session is closed.
   absl::Status WaitForMaster(std::chrono::system_clock::time_point deadline);
+  // Closes `handle` on the master (a master that is down has nothing to close).
+  absl::Status CloseOnMaster(const std::string& handle);
 
   const std::string address_;
   const SessionOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::MasterService::Stub> stub_;
+  absl::Mutex extend_mu_;  // held through an Extend, before mu_
   absl::Mutex mu_;
+  // The CreateSession or ExtendSession call in flight, which Close cancels.
+  grpc::ClientContext* extending_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string handle_ ABSL_GUARDED_BY(mu_);
   // Large feeds and fetches travel over the master's bulk port, if it has one.
   std::unique_ptr<BulkClient> bulk_ ABSL_GUARDED_BY(mu_);

@@ -1,7 +1,8 @@
 // The client side of grpc:// sessions (grpc_session.cc) on its own: the
 // targets it takes, how long it waits where nothing listens, values in the
-// order asked, refusals before a graph and after Close, deadlines and remote
-// errors, both calling an in-process master directly and over gRPC. Every
+// order asked, refusals before a graph and after Close, a Close that ends an
+// Extend still waiting for the cluster, deadlines and remote errors, both
+// calling an in-process master directly and over gRPC. Every
 // server is real, in this process, on 127.0.0.1.
 //
 // Steps that must stay running wait in a SyncBarrierWait op whose barrier is
@@ -11,12 +12,15 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/metrics.h"
 #include "base/ports.h"
 #include "distributed/session_test_util.h"
 #include "gtest/gtest.h"
@@ -157,6 +161,76 @@ TEST_P(GrpcSessionTest, RunWithoutAGraphOrAfterCloseIsRefusedAndCloseFreesTheTas
   absl::StatusOr<std::vector<Tensor>> out = third->Run(RunOptions(), {}, {"c"}, {});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].scalar<float>(), 5.f);
+}
+
+TEST_P(GrpcSessionTest, ACloseEndsAnExtendStillWaitingForTheClusterAndLeavesNoSessionBehind) {
+  // Worker 0 (the master) is up; worker 1 is not, so creating a session
+  // waits for it. The task holds one session at most: one left behind by
+  // the closed client would keep every later client out.
+  absl::StatusOr<int> port0 = PickUnusedTcpPort();
+  absl::StatusOr<int> port1 = PickUnusedTcpPort();
+  ASSERT_TRUE(port0.ok() && port1.ok());
+  const std::string jobs = absl::StrCat("worker|127.0.0.1:", *port0, ";127.0.0.1:", *port1);
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse(jobs);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ServerOptions options = LeanOptions();
+  options.max_sessions = 1;
+  absl::StatusOr<std::unique_ptr<Server>> w0 = Server::Create(*spec, "worker", 0, options);
+  ASSERT_TRUE(w0.ok()) << w0.status();
+  server_ = std::move(*w0);
+  ASSERT_TRUE(server_->Start().ok());
+
+  SessionOptions waits = BoundedOptions(GetParam());
+  waits.wait_for_cluster_ms = 120000;
+  std::unique_ptr<GrpcSession> session = Client(waits);
+  ASSERT_NE(session, nullptr);
+  absl::Status extended;
+  absl::Notification extend_returned;
+  std::thread extend([&] {
+    extended = session->Extend(OneConst("c", 1));
+    extend_returned.Notify();
+  });
+  // Whether or not the Extend has begun its wait, the calls below must not
+  // wait behind it.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(extend_returned.HasBeenNotified()) << "worker 1 is down: " << extended;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<Tensor>> early = session->Run(RunOptions(), {}, {"c"}, {});
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition) << early.status();
+  EXPECT_TRUE(absl::StrContains(early.status().message(), "no graph")) << early.status();
+  EXPECT_TRUE(session->Close().ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "Run and Close waited behind the Extend";
+  if (!GetParam()) {
+    // Over gRPC, Close cancels the call: the Extend ends without worker 1.
+    EXPECT_TRUE(extend_returned.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  }
+
+  // Worker 1 comes up: an in-process master then finishes the session, which
+  // the Extend closes; a master called over gRPC closes it itself, its
+  // caller having gone.
+  Counter* abandoned = Metrics::Global()->GetCounter("distflow_sessions_abandoned_total", "");
+  const double abandoned_before = abandoned->value();
+  absl::StatusOr<std::unique_ptr<Server>> w1 = Server::Create(*spec, "worker", 1, options);
+  ASSERT_TRUE(w1.ok()) << w1.status();
+  ASSERT_TRUE((*w1)->Start().ok());
+  ASSERT_TRUE(extend_returned.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  extend.join();
+  EXPECT_EQ(extended.code(), absl::StatusCode::kFailedPrecondition) << extended;
+  EXPECT_TRUE(absl::StrContains(extended.message(), "closed")) << extended;
+  if (!GetParam()) {
+    // The master finishes making the session its caller gave up on, then closes it.
+    const absl::Time until = absl::Now() + absl::Seconds(60);
+    while (abandoned->value() == abandoned_before && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
+    EXPECT_EQ(abandoned->value(), abandoned_before + 1) << "the master kept a session its caller gave up on";
+  }
+
+  std::unique_ptr<GrpcSession> next = Client();
+  ASSERT_NE(next, nullptr);
+  absl::Status made = next->Extend(OneConst("c", 2));
+  ASSERT_TRUE(made.ok()) << "the closed client's session was left on the task: " << made;
+  absl::StatusOr<std::vector<Tensor>> out = next->Run(RunOptions(), {}, {"c"}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 2.f);
 }
 
 TEST_P(GrpcSessionTest, AStepPastItsDeadlineIsDeadlineExceededAndTheSessionGoesOn) {

@@ -24,7 +24,21 @@ class Master::Service : public proto::MasterService::CallbackService {
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx, const proto::CreateSessionRequest* req,
                                           proto::CreateSessionResponse* resp) override {
     if (auto* refused = Refuse(ctx)) return refused;
-    return Offload(ctx, [this, req, resp] { return m_->CreateSession(*req, resp); });
+    return Offload(ctx, [this, ctx, req, resp] {
+      absl::Status s = m_->CreateSession(*req, resp);
+      // A client that gave up while the master waited for the cluster (its
+      // deadline, or its Close) will never use nor close this session.
+      if (s.ok() && ctx->IsCancelled()) {
+        (void)m_->CloseSession(resp->session_handle());
+        Metrics::Global()
+            ->GetCounter("distflow_sessions_abandoned_total",
+                         "Sessions the master closed as soon as it had made them, their client having stopped "
+                         "waiting (its deadline passed, or it closed the session)")
+            ->Increment();
+        return absl::CancelledError("the client stopped waiting for its session");
+      }
+      return s;
+    });
   }
   grpc::ServerUnaryReactor* ExtendSession(grpc::CallbackServerContext* ctx, const proto::ExtendSessionRequest* req,
                                           proto::ExtendSessionResponse*) override {

@@ -27,6 +27,10 @@ std::shared_ptr<MasterSession> MasterSession::Create(std::string handle, proto::
                                              local_worker, bulk, closing);
 }
 
+absl::Status MasterSessionImpl::ClosedError() const {
+  return absl::CancelledError(absl::StrCat("Session '", handle_, "' was closed before the step started"));
+}
+
 absl::Status MasterSessionImpl::Init(const proto::GraphDef& graph) {
   absl::Status s = Discover();
   if (!s.ok()) return s;
@@ -97,7 +101,8 @@ void MasterSessionImpl::Close() {
   CancelActiveSteps();
   std::map<std::string, std::shared_ptr<Plan>> plans;
   {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&mu_);  // waits for a plan being registered
+    closed_ = true;
     plans.swap(plans_);
   }
   for (auto& [key, plan] : plans) {
@@ -132,6 +137,7 @@ absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::GetP
     const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches, const std::vector<std::string>& targets,
     const std::string& key) {
   absl::MutexLock lock(&mu_);
+  if (closed_) return ClosedError();
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   if (graph_ == nullptr) return absl::FailedPreconditionError("Session has no graph");

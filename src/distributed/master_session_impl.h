@@ -69,6 +69,8 @@ class MasterSessionImpl final : public MasterSession {
     std::vector<std::function<void()>> waiters ABSL_GUARDED_BY(mu);
   };
 
+  // Cancelled, naming the session: a step that comes after Close.
+  absl::Status ClosedError() const;
   // Waits for the cluster's tasks (those that pass the device filters) and
   // learns their devices.
   absl::Status Discover();
@@ -152,6 +154,9 @@ class MasterSessionImpl final : public MasterSession {
 
   absl::Mutex active_mu_;
   absl::flat_hash_map<StepState*, std::weak_ptr<StepState>> active_ ABSL_GUARDED_BY(active_mu_);
+  // Set by Close before it cancels active_: a step that was still being
+  // planned then is refused instead of starting on a closed session.
+  bool refuse_steps_ ABSL_GUARDED_BY(active_mu_) = false;
 
   const std::string handle_;
   const proto::SessionConfig config_;
@@ -166,6 +171,7 @@ class MasterSessionImpl final : public MasterSession {
   absl::Mutex mu_;
   std::unique_ptr<Graph> graph_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<Plan>> plans_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // no more plans: Close has deregistered them
   std::map<uint64_t, std::shared_ptr<Pending>> requests_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> request_order_ ABSL_GUARDED_BY(mu_);
 };

@@ -161,6 +161,14 @@ void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
   if (st->calls.empty()) return FinishStep(st);
   {
     absl::MutexLock lock(&active_mu_);
+    if (refuse_steps_) {
+      if (bulk_ != nullptr) {
+        for (auto& c : st->calls)
+          for (const proto::NamedTensor& nt : c->request.send())
+            if (nt.bulk_ticket() != 0) (void)bulk_->TakeOffer(nt.bulk_ticket());  // nobody will fetch it
+      }
+      return st->done(ClosedError());
+    }
     active_.emplace(st.get(), st);
   }
   // Once the last call is issued a completion may finish the step and free
@@ -406,6 +414,7 @@ void MasterSessionImpl::CancelActiveSteps() {
   std::vector<std::shared_ptr<StepState>> steps;
   {
     absl::MutexLock lock(&active_mu_);
+    refuse_steps_ = true;
     for (auto& [raw, weak] : active_)
       if (std::shared_ptr<StepState> st = weak.lock()) steps.push_back(std::move(st));
   }

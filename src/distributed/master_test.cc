@@ -1,6 +1,7 @@
 // The master side of the distributed core (master.cc, master_session.cc,
 // master_step.cc), driven directly through a Master object: sessions (create,
-// extend, close, the max-sessions limit, waiting for tasks), steps over
+// extend, close, a step still being planned when its session closes, the
+// max-sessions limit, waiting for tasks), steps over
 // partitions on three tasks (fetches in request order, feeds, traces), a
 // retried request id that runs once, a failure on one task aborting the step
 // on every task, deadlines, cancellation on Close and on a task's death,
@@ -24,9 +25,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/ports.h"
+#include "base/thread_pool.h"
 #include "distflow/server.h"
 #include "distributed/grpc_server.h"
 #include "distributed/master.h"
+#include "distributed/master_session.h"
 #include "distributed/worker_cache.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
@@ -398,6 +401,41 @@ TEST_F(MasterTest, ClosingASessionCancelsItsRunningStepBeforeReturning) {
   // its own task and on the remote one.
   EXPECT_TRUE(BecomesIdle(WorkerOf(kWorker0)));
   EXPECT_TRUE(BecomesIdle(WorkerOf(kWorker1)));
+}
+
+TEST_F(MasterTest, AStepStillBeingPlannedWhenItsSessionClosesIsCancelledAndRegistersNothing) {
+  // A step's first run of a signature is planned on the master's pool. Here
+  // the pool's one thread is busy until the session has closed, so the plan
+  // is built after Close: it must not register partitions that nobody will
+  // deregister, nor run the step on a closed session.
+  proto::GraphDef g;
+  On(Cpu(kWorker1), AddConst(&g, "remote", Tensor::Scalar<float>(1)));
+  On(Cpu(kWorker0), AddNode(&g, "sum", "Add", {"remote", "remote"}));
+  std::shared_ptr<MasterSession> session =
+      MasterSession::Create("planned_after_close", proto::SessionConfig(), workers_.get(), kWorker0,
+                            WorkerOf(kWorker0), /*bulk=*/nullptr);
+  ASSERT_TRUE(session->Init(g).ok());
+  const size_t registered0 = WorkerOf(kWorker0)->registered_graphs();
+  const size_t registered1 = WorkerOf(kWorker1)->registered_graphs();
+
+  ThreadPool pool("planner", 1);
+  absl::Notification release;
+  pool.Schedule([&release] { release.WaitForNotification(); });
+  auto call = std::make_shared<StepCall>();
+  call->req = Request("planned_after_close", {"sum"});
+  session->RunAsync(&call->req, &call->resp, &pool, [call](absl::Status s) {
+    if (call->answers.fetch_add(1) > 0) return;
+    call->status = std::move(s);
+    call->done.Notify();
+  });
+  EXPECT_FALSE(call->done.HasBeenNotified()) << "the plan waits for the pool: " << call->status;
+  session->Close();
+  release.Notify();
+  ASSERT_TRUE(Answered(*call));
+  EXPECT_EQ(call->status.code(), absl::StatusCode::kCancelled) << call->status;
+  EXPECT_TRUE(absl::StrContains(call->status.message(), "'planned_after_close' was closed")) << call->status;
+  EXPECT_EQ(WorkerOf(kWorker0)->registered_graphs(), registered0);
+  EXPECT_EQ(WorkerOf(kWorker1)->registered_graphs(), registered1);
 }
 
 TEST_F(MasterTest, AClosedSessionIsRefusedNamingItsHandle) {

@@ -444,6 +444,11 @@ int Worker::running_partitions() const {
   return inflight_->count;
 }
 
+size_t Worker::registered_graphs() const {
+  absl::MutexLock lock(&mu_);
+  return graphs_.size();
+}
+
 void Worker::SetShutdownHandler(std::function<void(const absl::Status&)> fn) {
   absl::MutexLock lock(&mu_);
   shutdown_handler_ = std::move(fn);

@@ -79,6 +79,8 @@ class Worker {
   void LogStalledSteps(absl::Duration every);
   // Partitions running now.
   int running_partitions() const;
+  // Partitions registered (by every master's sessions) and not deregistered.
+  size_t registered_graphs() const;
   // Serves large tensors to peers that accept bulk transfer (null: never).
   // Set before the service starts.
   void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }
@@ -128,7 +130,7 @@ class Worker {
   };
   std::shared_ptr<InFlight> inflight_ = std::make_shared<InFlight>();
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<LocalSession>> graphs_ ABSL_GUARDED_BY(mu_);
   struct RunningStep {
     std::shared_ptr<CancellationManager> cm;
