@@ -1,6 +1,7 @@
 #include "distributed/master.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/metrics.h"
 #include "distributed/auth.h"
@@ -108,17 +109,21 @@ absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto
   std::string handle;
   {
     absl::MutexLock lock(&mu_);
-    if (max_sessions_ > 0 && static_cast<int>(sessions_.size()) >= max_sessions_) {
+    if (max_sessions_ > 0 && static_cast<int>(sessions_.size()) + creating_ >= max_sessions_) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          local_task_, " holds ", sessions_.size(), " sessions, the most it holds at once: close sessions that are "
-          "done (Session::Close) or raise --max_sessions (ServerOptions::max_sessions)"));
+          local_task_, " holds ", sessions_.size(), " sessions",
+          creating_ > 0 ? absl::StrCat(" and is creating ", creating_, " more") : "",
+          ", the most it holds at once: close sessions that are done (Session::Close) or raise --max_sessions "
+          "(ServerOptions::max_sessions)"));
     }
     handle = absl::StrCat("session_", next_session_++, "_", RandomStepId());
+    ++creating_;  // the slot is taken while Init waits for the cluster
   }
   auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, local_worker_, bulk_, &closing_);
   absl::Status s = session->Init(req.graph_def());
-  if (!s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  --creating_;
+  if (!s.ok()) return s;
   // Closing swapped the sessions out under mu_; a session registered after
   // that would never be closed.
   if (closing_.HasBeenNotified()) {
@@ -173,6 +178,11 @@ std::vector<Master::StepRecord> Master::RecentSteps() const {
 size_t Master::num_sessions() const {
   absl::MutexLock lock(&mu_);
   return sessions_.size();
+}
+
+int Master::sessions_being_created() const {
+  absl::MutexLock lock(&mu_);
+  return creating_;
 }
 
 absl::Status Master::CloseSession(const std::string& handle) {
@@ -232,23 +242,52 @@ absl::Status Master::ListDevices(proto::ListDevicesResponse* resp) {
 }
 
 absl::Status Master::Reset(const proto::ResetRequest& req) {
+  // Every task is asked, at once, even after one fails: a task that is down
+  // must not leave the others' containers as they were.
   std::vector<std::string> filters(req.device_filters().begin(), req.device_filters().end());
+  struct Call {
+    std::string task;
+    grpc::ClientContext ctx;
+    proto::CleanupAllResponse out;
+    grpc::Status status;
+    absl::Notification done;
+  };
+  proto::CleanupAllRequest r;
+  for (const std::string& c : req.container()) r.add_container(c);
+  std::vector<std::unique_ptr<Call>> calls;
+  std::vector<std::string> failed;
+  int asked = 0;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  auto fail = [&](const std::string& task, const absl::Status& e) {
+    if (code == absl::StatusCode::kOk) code = e.code();
+    failed.push_back(absl::StrCat(task, ": ", e.message()));
+  };
   for (const std::string& task : workers_->TaskNames()) {
     if (!PassesFilters(task, filters)) continue;
+    ++asked;
     absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);
-    if (!stub.ok()) return stub.status();
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    proto::CleanupAllRequest r;
-    for (const std::string& c : req.container()) r.add_container(c);
-    proto::CleanupAllResponse out;
-    grpc::Status s = (*stub)->CleanupAll(&ctx, r, &out);
-    if (!s.ok()) {
-      absl::Status e = FromGrpcStatus(s);
-      return absl::Status(e.code(), absl::StrCat("Reset on ", task, ": ", e.message()));
+    if (!stub.ok()) {
+      fail(task, stub.status());
+      continue;
     }
+    auto call = std::make_unique<Call>();
+    call->task = task;
+    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    Call* c = call.get();
+    (*stub)->async()->CleanupAll(&c->ctx, &r, &c->out, [c](grpc::Status s) {
+      c->status = std::move(s);
+      c->done.Notify();
+    });
+    calls.push_back(std::move(call));
   }
-  return absl::OkStatus();
+  for (const std::unique_ptr<Call>& c : calls) {
+    c->done.WaitForNotification();  // bounded by the call's deadline
+    if (!c->status.ok()) fail(c->task, FromGrpcStatus(c->status));
+  }
+  if (failed.empty()) return absl::OkStatus();
+  return absl::Status(code, absl::StrCat("Reset failed on ", failed.size(), " of ", asked, " task(s)",
+                                         static_cast<int>(failed.size()) < asked ? " (the others were reset)" : "",
+                                         ": ", absl::StrJoin(failed, "; ")));
 }
 
 }  // namespace distflow

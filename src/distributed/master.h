@@ -69,6 +69,8 @@ class Master {
   static constexpr size_t kRecentSteps = 20;
   std::vector<StepRecord> RecentSteps() const;
   size_t num_sessions() const;
+  // CreateSession calls still waiting for the cluster.
+  int sessions_being_created() const;
 
   // Takes large feeds from and serves large fetches to clients (null: never).
   // Set before the service starts.
@@ -76,8 +78,8 @@ class Master {
   // Calls without this token are refused (distributed/auth.h); "" checks
   // nothing. Set before the service starts.
   void set_auth_token(std::string token) { auth_token_ = std::move(token); }
-  // Sessions held at once; CreateSession past it is RESOURCE_EXHAUSTED
-  // (0: no limit). Set before the service starts.
+  // Sessions held at once, counting those still being created (waiting for
+  // the cluster); CreateSession past it is RESOURCE_EXHAUSTED (0: no limit). Set before the service starts.
   void set_max_sessions(int n) { max_sessions_ = n; }
   BulkServer* bulk_server() const { return bulk_; }
 
@@ -98,6 +100,9 @@ class Master {
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<MasterSession>> sessions_ ABSL_GUARDED_BY(mu_);
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sessions still waiting for the cluster in CreateSession: they count
+  // against max_sessions_ from the start.
+  int creating_ ABSL_GUARDED_BY(mu_) = 0;
   mutable absl::Mutex steps_mu_;
   std::deque<StepRecord> recent_ ABSL_GUARDED_BY(steps_mu_);
 };

@@ -1,11 +1,11 @@
 // The master side of the distributed core (master.cc, master_session.cc,
 // master_step.cc), driven directly through a Master object: sessions (create,
 // extend, close, a step still being planned when its session closes, the
-// max-sessions limit, waiting for tasks), steps over
+// max-sessions limit (sessions still waiting for the cluster included), waiting for tasks), steps over
 // partitions on three tasks (fetches in request order, feeds, traces), a
 // retried request id that runs once, a failure on one task aborting the step
 // on every task, deadlines, cancellation on Close and on a task's death,
-// ListDevices and Reset. The workers are real servers on loopback ports in
+// ListDevices and Reset (every task asked, even when one is down). The workers are real servers on loopback ports in
 // this process; the Master under test is a separate object over its own
 // WorkerCache, with worker 0 as its in-memory local worker.
 //
@@ -16,9 +16,11 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -487,6 +489,61 @@ TEST_F(MasterTest, CreateSessionPastTheMaxSessionsIsResourceExhaustedUntilOneClo
   EXPECT_TRUE(Run(Request(*after_close, {"a"})).ok());
 }
 
+TEST_F(MasterTest, ASessionStillWaitingForTheClusterHoldsItsSlotUnderMaxSessions) {
+  absl::StatusOr<int> port = PickUnusedTcpPort();  // the straggler's, not up yet
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string address = absl::StrCat("127.0.0.1:", *port);
+  ClusterSpec::JobMap jobs = jobs_;
+  jobs["straggler"][0] = address;
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::FromJobs(jobs);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  WorkerCache cache(*spec, "");
+  Master master(kWorker0, &cache, WorkerOf(kWorker0));
+  master.set_max_sessions(1);
+  proto::GraphDef g;
+  On(Cpu("/job:straggler/replica:0/task:0"), AddConst(&g, "a", Tensor::Scalar<float>(5)));
+  proto::SessionConfig patient;
+  patient.set_wait_for_tasks_ms(120000);
+  proto::SessionConfig quick;
+  quick.set_wait_for_tasks_ms(200);
+
+  absl::StatusOr<std::string> first = absl::UnknownError("not returned");
+  std::thread creating([&] { first = CreateSession(&master, g, patient); });
+  // Whatever fails below, the waiting call is ended and joined.
+  absl::Cleanup join = [&] {
+    master.CloseAll();
+    if (creating.joinable()) creating.join();
+  };
+  const absl::Time until = absl::Now() + kBound;
+  while (master.sessions_being_created() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(master.sessions_being_created(), 1);
+  // The first holds the only slot while it waits: a second is refused at
+  // once rather than both going on to make two sessions.
+  absl::StatusOr<std::string> second = CreateSession(&master, g, quick);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  EXPECT_TRUE(absl::StrContains(second.status().message(), "holds 0 sessions and is creating 1 more"))
+      << second.status();
+
+  ServerOptions options;
+  options.auth_token = "";
+  options.bulk_transfer = false;
+  options.heartbeat_timeout_ms = 0;
+  absl::StatusOr<ClusterSpec> alone = ClusterSpec::Parse("straggler|" + address);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  absl::StatusOr<std::unique_ptr<Server>> straggler = Server::Create(*alone, "straggler", 0, options);
+  ASSERT_TRUE(straggler.ok()) << straggler.status();
+  ASSERT_TRUE((*straggler)->Start().ok());
+  creating.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(master.sessions_being_created(), 0);
+  second = CreateSession(&master, g, quick);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  EXPECT_TRUE(absl::StrContains(second.status().message(), "holds 1 sessions,")) << second.status();
+  ASSERT_TRUE(master.CloseSession(*first).ok());
+  second = CreateSession(&master, g, quick);
+  EXPECT_TRUE(second.ok()) << "closing the first freed its slot: " << second.status();
+}
+
 TEST_F(MasterTest, ExtendAddsNodesAndABadExtensionChangesNothing) {
   proto::GraphDef g;
   On(kPs, AddConst(&g, "a", Tensor::Scalar<float>(2)));
@@ -589,6 +646,28 @@ TEST_F(MasterTest, ResetClearsVariablesOnlyOnTheTasksItsFiltersPass) {
 
   ASSERT_TRUE(master_->Reset(proto::ResetRequest()).ok());  // no filters, no containers: everything
   expect_uninitialized("w1", kWorker1);
+}
+
+TEST_F(MasterTest, ResetWithATaskDownResetsEveryOtherTaskAndNamesTheOneThatFailed) {
+  proto::GraphDef g;
+  On(kWorker1, AddVariable(&g, "w", PartialShape::Scalar(), DT_FLOAT));
+  AddConst(&g, "seven", Tensor::Scalar<float>(7));
+  AddNode(&g, "init", "Assign", {"w", "seven"});
+  On(kWorker1, AddNode(&g, "read", "Identity", {"w"}));
+  absl::StatusOr<std::string> handle = CreateSession(g);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  ASSERT_TRUE(Run(Request(*handle, {}, {"init"})).ok());
+  for (const auto& s : servers_)
+    if (s->task_name() == kPs) s->Stop();  // the first task Reset asks
+
+  absl::Status reset = master_->Reset(proto::ResetRequest());
+  EXPECT_EQ(reset.code(), absl::StatusCode::kUnavailable) << reset;
+  EXPECT_TRUE(absl::StrContains(reset.message(), "Reset failed on 1 of 3 task(s) (the others were reset)")) << reset;
+  EXPECT_TRUE(absl::StrContains(reset.message(), absl::StrCat(kPs, ": "))) << reset;
+  absl::StatusOr<proto::RunStepResponse> read = Run(Request(*handle, {"read"}));
+  ASSERT_FALSE(read.ok()) << "worker 1 was not reset";
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition) << read.status();
+  EXPECT_TRUE(absl::StrContains(read.status().message(), "uninitialized variable 'w'")) << read.status();
 }
 
 TEST_F(MasterTest, ATaskThatIsNotUpIsLeftOutOfListDevicesAndNamedByCreateSession) {

@@ -163,9 +163,12 @@ absl::Status MonitoredSession::WaitUntilReady(absl::Time recovery_deadline) {
   absl::Time next_log = absl::Now() + absl::Seconds(5);
   std::vector<std::string> not_ready = var_names_;
   absl::Status last_error;
+  bool answered = false;  // a readiness check has answered at all
   while (true) {
     absl::StatusOr<std::vector<Tensor>> r = session_->Run(ready_checks_);
     if (r.ok()) {
+      answered = true;
+      last_error = absl::OkStatus();
       not_ready.clear();
       for (size_t i = 0; i < r->size(); ++i) {
         if (!(*r)[i].scalar<bool>()) not_ready.push_back(var_names_[i]);
@@ -181,12 +184,18 @@ absl::Status MonitoredSession::WaitUntilReady(absl::Time recovery_deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "The model was not initialised within ",
           absl::FormatDuration(deadline == recovery_deadline ? options_.recovery_timeout : options_.ready_timeout),
-          ": the chief (worker task 0) should initialise or restore it. Variables not ready: ",
-          FirstNames(not_ready, 8), last_error.ok() ? "" : absl::StrCat(". Last error: ", last_error.message())));
+          ": the chief (worker task 0) should initialise or restore it. ",
+          answered ? absl::StrCat("Variables not ready: ", FirstNames(not_ready, 8)) : "The readiness check never answered",
+          last_error.ok() ? "" : absl::StrCat(". Last error: ", last_error.message())));
     }
     if (now >= next_log) {
-      LOG(INFO) << "Waiting for the chief to initialise the model; " << not_ready.size() << " of "
-                << var_names_.size() << " variables not ready: " << FirstNames(not_ready, 5);
+      if (last_error.ok()) {
+        LOG(INFO) << "Waiting for the chief to initialise the model; " << not_ready.size() << " of "
+                  << var_names_.size() << " variables not ready: " << FirstNames(not_ready, 5);
+      } else {
+        LOG(INFO) << "Waiting for the chief to initialise the model; the readiness check failed: "
+                  << last_error.message();
+      }
       next_log = now + absl::Seconds(5);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
