@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "base/env.h"
 #include "base/logging.h"
+#include "distributed/ask_tasks.h"
 #include "distributed/auth.h"
 #include "distributed/device_name.h"
 #include "distributed/grpc_status.h"
@@ -303,32 +304,22 @@ absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reas
     skip.insert(TaskName(d->job, d->task));
   }
   WorkerCache workers(cluster);
-  // Every task is asked, even after one fails, so that one hung task does
-  // not keep the others running.
-  std::vector<std::string> failed;
-  absl::StatusCode first_code = absl::StatusCode::kOk;
+  // Every task is asked, at once, even after one fails, so that one hung
+  // task does not keep the others running.
+  std::vector<std::string> tasks;
   for (const std::string& task : workers.TaskNames()) {
-    if (skip.count(task) > 0) continue;
-    absl::Status e;
-    absl::StatusOr<proto::WorkerService::Stub*> stub = workers.Stub(task);
-    if (!stub.ok()) {
-      e = stub.status();
-    } else {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      proto::ShutdownRequest req;
-      req.set_reason(reason);
-      proto::ShutdownResponse resp;
-      grpc::Status s = (*stub)->Shutdown(&ctx, req, &resp);
-      if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE) e = FromGrpcStatus(s);  // gone is fine
-    }
-    if (e.ok()) continue;
-    if (first_code == absl::StatusCode::kOk) first_code = e.code();
-    failed.push_back(absl::StrCat(task, ": ", e.message()));
+    if (skip.count(task) == 0) tasks.push_back(task);
   }
-  if (failed.empty()) return absl::OkStatus();
-  return absl::Status(first_code, absl::StrCat("Shutdown failed on ", failed.size(), " task(s) (every other task was "
-                                               "asked to stop): ", absl::StrJoin(failed, "; ")));
+  proto::ShutdownRequest req;
+  req.set_reason(reason);
+  std::vector<TaskAnswer<proto::ShutdownResponse>> answers = AskTasks<proto::ShutdownResponse>(
+      workers, tasks, req, absl::Seconds(5),
+      [](auto* a, auto* ctx, auto* r, auto* out, auto done) { a->Shutdown(ctx, r, out, std::move(done)); });
+  std::vector<std::pair<std::string, absl::Status>> failed;
+  for (const TaskAnswer<proto::ShutdownResponse>& answer : answers) {
+    if (!answer.status.ok() && !absl::IsUnavailable(answer.status)) failed.emplace_back(answer.task, answer.status);  // gone is fine
+  }
+  return FailedOnTasks("Shutdown", failed, tasks.size(), "every other task was asked to stop");
 }
 
 absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers) {

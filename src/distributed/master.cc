@@ -1,9 +1,9 @@
 #include "distributed/master.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/metrics.h"
+#include "distributed/ask_tasks.h"
 #include "distributed/auth.h"
 #include "distributed/device_filters.h"
 #include "distributed/grpc_status.h"
@@ -227,16 +227,13 @@ void Master::LogStalledSteps(absl::Duration every) {
 }
 
 absl::Status Master::ListDevices(proto::ListDevicesResponse* resp) {
-  for (const std::string& task : workers_->TaskNames()) {
-    absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);
-    if (!stub.ok()) return stub.status();
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    proto::GetStatusRequest r;
-    proto::GetStatusResponse out;
-    if ((*stub)->GetStatus(&ctx, r, &out).ok()) {
-      for (const auto& d : out.devices()) *resp->add_devices() = d;
-    }
+  // Tasks that do not answer within 2 s (all asked at once) are left out.
+  std::vector<TaskAnswer<proto::GetStatusResponse>> answers = AskTasks<proto::GetStatusResponse>(
+      *workers_, workers_->TaskNames(), proto::GetStatusRequest(), absl::Seconds(2),
+      [](auto* a, auto* ctx, auto* req, auto* out, auto done) { a->GetStatus(ctx, req, out, std::move(done)); });
+  for (const TaskAnswer<proto::GetStatusResponse>& answer : answers) {
+    if (!answer.status.ok()) continue;
+    for (const auto& d : answer.response.devices()) *resp->add_devices() = d;
   }
   return absl::OkStatus();
 }
@@ -245,49 +242,20 @@ absl::Status Master::Reset(const proto::ResetRequest& req) {
   // Every task is asked, at once, even after one fails: a task that is down
   // must not leave the others' containers as they were.
   std::vector<std::string> filters(req.device_filters().begin(), req.device_filters().end());
-  struct Call {
-    std::string task;
-    grpc::ClientContext ctx;
-    proto::CleanupAllResponse out;
-    grpc::Status status;
-    absl::Notification done;
-  };
+  std::vector<std::string> tasks;
+  for (const std::string& task : workers_->TaskNames()) {
+    if (PassesFilters(task, filters)) tasks.push_back(task);
+  }
   proto::CleanupAllRequest r;
   for (const std::string& c : req.container()) r.add_container(c);
-  std::vector<std::unique_ptr<Call>> calls;
-  std::vector<std::string> failed;
-  int asked = 0;
-  absl::StatusCode code = absl::StatusCode::kOk;
-  auto fail = [&](const std::string& task, const absl::Status& e) {
-    if (code == absl::StatusCode::kOk) code = e.code();
-    failed.push_back(absl::StrCat(task, ": ", e.message()));
-  };
-  for (const std::string& task : workers_->TaskNames()) {
-    if (!PassesFilters(task, filters)) continue;
-    ++asked;
-    absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);
-    if (!stub.ok()) {
-      fail(task, stub.status());
-      continue;
-    }
-    auto call = std::make_unique<Call>();
-    call->task = task;
-    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    Call* c = call.get();
-    (*stub)->async()->CleanupAll(&c->ctx, &r, &c->out, [c](grpc::Status s) {
-      c->status = std::move(s);
-      c->done.Notify();
-    });
-    calls.push_back(std::move(call));
+  std::vector<TaskAnswer<proto::CleanupAllResponse>> answers = AskTasks<proto::CleanupAllResponse>(
+      *workers_, tasks, r, absl::Seconds(10),
+      [](auto* a, auto* ctx, auto* req, auto* out, auto done) { a->CleanupAll(ctx, req, out, std::move(done)); });
+  std::vector<std::pair<std::string, absl::Status>> failed;
+  for (const TaskAnswer<proto::CleanupAllResponse>& answer : answers) {
+    if (!answer.status.ok()) failed.emplace_back(answer.task, answer.status);
   }
-  for (const std::unique_ptr<Call>& c : calls) {
-    c->done.WaitForNotification();  // bounded by the call's deadline
-    if (!c->status.ok()) fail(c->task, FromGrpcStatus(c->status));
-  }
-  if (failed.empty()) return absl::OkStatus();
-  return absl::Status(code, absl::StrCat("Reset failed on ", failed.size(), " of ", asked, " task(s)",
-                                         static_cast<int>(failed.size()) < asked ? " (the others were reset)" : "",
-                                         ": ", absl::StrJoin(failed, "; ")));
+  return FailedOnTasks("Reset", failed, tasks.size(), "the others were reset");
 }
 
 }  // namespace distflow
