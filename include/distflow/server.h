@@ -107,7 +107,9 @@ class DISTFLOW_EXPORT Server {
   std::string target() const;
   // "/job:ps/replica:0/task:0".
   const std::string& task_name() const;
-  const ClusterSpec& cluster() const;
+  // The cluster as this server knows it now: with the port it bound for a
+  // port-0 address, and the addresses StartLocalCluster moved tasks to.
+  ClusterSpec cluster() const;
   int port() const;
   // The bulk-transfer port, 0 if bulk transfer is off.
   int bulk_port() const;
@@ -142,9 +144,11 @@ DISTFLOW_EXPORT absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalC
 // servers exit instead of waiting to be killed. Tasks already gone are fine.
 // Every task is asked even if one fails; the error then names each task that
 // did not take the request. InvalidArgument, asking nothing, if `except`
-// holds something that is not a task name.
+// holds something that is not a task name. The calls carry `auth_token`
+// (see ServerOptions::auth_token); unset, the process's token.
 DISTFLOW_EXPORT absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
-                                             const std::vector<std::string>& except = {});
+                                             const std::vector<std::string>& except = {},
+                                             const std::optional<std::string>& auth_token = std::nullopt);
 
 // A cluster spec of `num_ps` ps tasks and `num_workers` worker tasks on
 // 127.0.0.1 with free ports.

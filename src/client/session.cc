@@ -45,19 +45,22 @@ absl::Status Session::Impl::Sync(const std::shared_ptr<GraphState>& graph) {
     return absl::InvalidArgumentError("This session runs another graph; create one Session per graph");
   }
   proto::GraphDef delta;
+  int n = 0;
   {
+    // Only to copy the new nodes: the Extend below may wait minutes for the
+    // cluster, and other threads may go on adding ops meanwhile.
     absl::MutexLock glock(&graph->mu);
     if (!graph->status.ok()) {
       return absl::Status(graph->status.code(),
                           absl::StrCat("The graph could not be built: ", graph->status.message()));
     }
-    int n = graph->graph.num_nodes();
+    n = graph->graph.num_nodes();
     for (int i = sent_nodes_; i < n; ++i) *delta.add_node() = graph->graph.node(i)->def();
-    if (delta.node_size() == 0) return absl::OkStatus();
-    absl::Status s = session->Extend(delta);
-    if (!s.ok()) return s;
-    sent_nodes_ = n;
   }
+  if (delta.node_size() == 0) return absl::OkStatus();
+  absl::Status s = session->Extend(delta);
+  if (!s.ok()) return s;
+  sent_nodes_ = n;
   return absl::OkStatus();
 }
 

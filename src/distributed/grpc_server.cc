@@ -130,14 +130,20 @@ absl::Status GrpcServer::Start() {
   builder.RegisterService(master_->service());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || bound_port_ == 0) {
+    // Leave nothing behind: the bulk port stays open otherwise, and a retry
+    // (or another server) could not take it.
     server_.reset();
+    master_.reset();
+    worker_.reset();
+    coordination_.reset();
+    workers_.reset();
+    bulk_.reset();
+    bound_port_ = 0;
     return absl::UnavailableError(absl::StrCat("Task ", task_name_, " cannot listen on ", bind,
                                                ": the port is already in use or the address is not on this machine. "
                                                "Stop the other process or change the cluster spec."));
   }
-  if (hp->second == 0) {
-    workers_->SetTaskAddress(task_name_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
-  }
+  if (hp->second == 0) SetAddressLocked(job_, task_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
   started_ = true;
   if (options_.status_port >= 0) {
     StatusView view{task_name_, host_port(), cluster_, absl::Now(), master_.get(), worker_.get(), workers_.get(),
@@ -223,7 +229,7 @@ void GrpcServer::CheckOrphaned() {
     worker_->LogStalledSteps(absl::Milliseconds(options_.stall_log_ms));
   }
   if (job_ != "ps" || options_.orphan_grace_ms < 0 || agent_ == nullptr) return;
-  std::string reason = OrphanReason(*agent_, ChiefTask(cluster_), absl::Milliseconds(options_.orphan_grace_ms));
+  std::string reason = OrphanReason(*agent_, ChiefTask(cluster()), absl::Milliseconds(options_.orphan_grace_ms));
   if (reason.empty()) return;
   StopInBackground(absl::UnavailableError(absl::StrCat(task_name_, " gives up on its job: ", reason, " (waited ",
                                                        options_.orphan_grace_ms / 1000,
@@ -278,9 +284,23 @@ void GrpcServer::Join() {
   stopped_note_.WaitForNotification();
 }
 
-void GrpcServer::SetPeerAddress(const std::string& task, const std::string& address) {
+ClusterSpec GrpcServer::cluster() const {
   absl::MutexLock lock(&mu_);
-  if (workers_ != nullptr) workers_->SetTaskAddress(task, address);
+  return cluster_;
+}
+
+void GrpcServer::SetPeerAddress(const std::string& job, int task, const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  SetAddressLocked(job, task, address);
+}
+
+void GrpcServer::SetAddressLocked(const std::string& job, int task, const std::string& address) {
+  ClusterSpec::JobMap jobs = cluster_.job_map();
+  jobs[job][task] = address;
+  if (absl::StatusOr<ClusterSpec> updated = ClusterSpec::FromJobs(std::move(jobs)); updated.ok()) {
+    cluster_ = *std::move(updated);
+  }
+  if (workers_ != nullptr) workers_->SetTaskAddress(TaskName(job, task), address);
 }
 
 std::string GrpcServer::host_port() const {
@@ -293,7 +313,7 @@ int GrpcServer::status_port() const { return status_ != nullptr ? status_->port(
 std::string GrpcServer::target() const { return absl::StrCat("grpc://", host_port()); }
 
 absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
-                             const std::vector<std::string>& except) {
+                             const std::vector<std::string>& except, const std::optional<std::string>& auth_token) {
   std::set<std::string> skip;  // canonical names, whichever spelling `except` used
   for (const std::string& e : except) {
     absl::StatusOr<DeviceName> d = DeviceName::Parse(e);
@@ -303,7 +323,7 @@ absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reas
     }
     skip.insert(TaskName(d->job, d->task));
   }
-  WorkerCache workers(cluster);
+  WorkerCache workers(cluster, auth_token.value_or(ClusterToken()));
   // Every task is asked, at once, even after one fails, so that one hung
   // task does not keep the others running.
   std::vector<std::string> tasks;

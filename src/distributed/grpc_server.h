@@ -41,9 +41,11 @@ class GrpcServer {
   // "grpc://host:port" with the bound port.
   std::string target() const;
   const std::string& task_name() const { return task_name_; }
-  const ClusterSpec& cluster() const { return cluster_; }
-  // Tells a running server that `task` now listens at `address` (host:port).
-  void SetPeerAddress(const std::string& task, const std::string& address);
+  // See Server::cluster.
+  ClusterSpec cluster() const;
+  // Tells a running server that task `task` of `job` now listens at
+  // `address` (host:port).
+  void SetPeerAddress(const std::string& job, int task, const std::string& address);
   Worker* worker() { return worker_.get(); }
   int port() const { return bound_port_; }
   // The bulk-transfer port, 0 if bulk transfer is off.
@@ -61,7 +63,7 @@ class GrpcServer {
  private:
   GrpcServer(ClusterSpec cluster, std::string job, int task, ServerOptions options);
   std::string host_port() const;  // with the bound port
-  void StartCoordination();
+  void StartCoordination() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task died: fail what waits on it.
   void OnTaskDead(const std::string& task, const absl::Status& why);
   // After each heartbeat: a ps whose job is gone gives up (orphan_grace_ms).
@@ -70,7 +72,11 @@ class GrpcServer {
   // reason wins); with `end_cluster`, first asks every other task to stop.
   void StopInBackground(const absl::Status& why, bool end_cluster);
 
-  ClusterSpec cluster_;
+  // Records that `job`'s task `task` listens at `address`.
+  void SetAddressLocked(const std::string& job, int task, const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  ClusterSpec cluster_ ABSL_GUARDED_BY(mu_);
   const std::string job_;
   const int task_;
   const std::string task_name_;

@@ -24,7 +24,7 @@ void Server::Stop() { impl_->Stop(); }
 void Server::Join() { impl_->Join(); }
 std::string Server::target() const { return impl_->target(); }
 const std::string& Server::task_name() const { return impl_->task_name(); }
-const ClusterSpec& Server::cluster() const { return impl_->cluster(); }
+ClusterSpec Server::cluster() const { return impl_->cluster(); }
 int Server::port() const { return impl_->port(); }
 int Server::bulk_port() const { return impl_->bulk_port(); }
 int Server::status_port() const { return impl_->status_port(); }
@@ -75,7 +75,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const Clu
         absl::StatusOr<ClusterSpec> updated = ClusterSpec::FromJobs(jobs);
         if (!updated.ok()) return updated.status();
         spec = *updated;
-        for (auto& running : servers) running->impl()->SetPeerAddress(TaskName(job, t), address);
+        for (auto& running : servers) running->impl()->SetPeerAddress(job, t, address);
       }
     }
   }

@@ -156,6 +156,8 @@ TEST(Server, PortZeroBindsAFreePortThatTargetAndPortReport) {
   ASSERT_GT(port, 0);
   EXPECT_EQ(server->target(), absl::StrCat("grpc://127.0.0.1:", port));
   EXPECT_EQ(server->task_name(), kWorker0);
+  EXPECT_EQ(server->cluster().task_address("worker", 0).value(), absl::StrCat("127.0.0.1:", port))
+      << "its cluster names the port it bound, not 0";
   if (BulkTransferEnabledByEnv()) {
     EXPECT_GT(server->bulk_port(), 0);
     EXPECT_NE(server->bulk_port(), port);
@@ -244,6 +246,28 @@ TEST(Server, AFixedBulkPortThatIsTakenFailsStartNamingItAndBulkOffHasNone) {
   std::unique_ptr<Server> plain = StartOneTask(off, "ps");
   ASSERT_NE(plain, nullptr);
   EXPECT_EQ(plain->bulk_port(), 0);
+}
+
+TEST(Server, AStartThatCannotTakeItsPortClosesTheBulkPortItOpened) {
+  std::unique_ptr<Server> first = StartOneTask(LeanOptions(), "ps");
+  ASSERT_NE(first, nullptr);
+  absl::StatusOr<int> bulk = PickUnusedTcpPort();
+  ASSERT_TRUE(bulk.ok()) << bulk.status();
+  absl::StatusOr<ClusterSpec> same_port = ClusterSpec::Parse(absl::StrCat("ps|127.0.0.1:", first->port()));
+  ASSERT_TRUE(same_port.ok()) << same_port.status();
+  ServerOptions pinned = LeanOptions();
+  pinned.bulk_port = *bulk;
+  absl::StatusOr<std::unique_ptr<Server>> second = Server::Create(*same_port, "ps", 0, pinned);
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::Status s = (*second)->Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("cannot listen on 127.0.0.1:", first->port()))) << s;
+  EXPECT_EQ((*second)->bulk_port(), 0) << "the failed start kept its bulk server";
+
+  // The bulk port it had opened is free again, for a server of its own.
+  std::unique_ptr<Server> third = StartOneTask(pinned, "ps");
+  ASSERT_NE(third, nullptr) << "the bulk port is still held";
+  EXPECT_EQ(third->bulk_port(), *bulk);
 }
 
 // Heartbeats often enough to declare a task dead within seconds, and a goodbye
@@ -365,6 +389,25 @@ TEST(ShutdownCluster, StopsEveryTaskButTheExceptedOnesAndPassesOverTasksThatAreG
   EXPECT_TRUE((*worker)->exit_status().ok()) << (*worker)->exit_status();
 }
 
+TEST(ShutdownCluster, CallsWithoutTheClustersOwnTokenAreRefusedAndWithItStopTheTask) {
+  ServerOptions options = LeanOptions();
+  options.auth_token = "this-clusters-secret";
+  options.heartbeat_timeout_ms = 0;
+  std::unique_ptr<Server> ps = StartOneTask(options, "ps");
+  ASSERT_NE(ps, nullptr);
+  Joiner joined(ps.get());
+  const ClusterSpec cluster = ps->cluster();
+  absl::Status refused = ShutdownCluster(cluster, "over", {}, std::string("another-secret"));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), absl::StrCat(kPs, ": "))) << refused;
+  EXPECT_FALSE(joined.JoinedWithin(absl::ZeroDuration())) << "a refused request stops nothing";
+
+  absl::Status s = ShutdownCluster(cluster, "over", {}, std::string("this-clusters-secret"));
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(joined.JoinedWithin(kBound)) << "the ps was asked to stop with its cluster's token";
+  EXPECT_TRUE(ps->exit_status().ok()) << ps->exit_status();
+}
+
 TEST(StartLocalCluster, MovesATaskWhosePortIsTakenAndTellsTheTasksAlreadyRunning) {
   absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(1, 1);
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -395,6 +438,8 @@ TEST(StartLocalCluster, MovesATaskWhosePortIsTakenAndTellsTheTasksAlreadyRunning
   EXPECT_NE(worker.port(), taken);
   EXPECT_EQ(worker.target(), absl::StrCat("grpc://127.0.0.1:", worker.port()));
   EXPECT_EQ(worker.cluster().task_address("worker", 0).value(), absl::StrCat("127.0.0.1:", worker.port()));
+  EXPECT_EQ(ps.cluster().task_address("worker", 0).value(), absl::StrCat("127.0.0.1:", worker.port()))
+      << "the ps's cluster (what ShutdownCluster(ps.cluster()) asks) names where the worker went";
 
   // The ps started under the old address: a step of its master reaches the worker only if it was told.
   proto::GraphDef g = OneConst("on_worker", 3, "/job:worker/task:0");

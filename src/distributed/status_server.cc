@@ -205,8 +205,11 @@ std::string StatusServer::StatusHtml() const {
 
   absl::StrAppend(&out, "<h2>Cluster</h2><table><tr><th>task</th><th>address</th><th>state</th></tr>");
   for (const auto& [job, tasks] : view_.cluster.job_map()) {
-    for (const auto& [index, address] : tasks) {
+    for (const auto& [index, spec_address] : tasks) {
       const std::string name = absl::StrCat("/job:", job, "/replica:0/task:", index);
+      // Where this task calls it now (a port-0 task, or one StartLocalCluster moved).
+      const std::string address =
+          view_.peers != nullptr ? view_.peers->AddressOf(name).value_or(spec_address) : spec_address;
       const bool self = name == view_.task;
       const std::string state = self ? "up" : PeerState(view_.peers, name);
       absl::StrAppend(&out, "<tr><td>", Html(name), self ? " (this task)" : "", "</td><td>", Html(address),
@@ -218,7 +221,11 @@ std::string StatusServer::StatusHtml() const {
   VarSummary v = SummarizeVars(view_.worker);
   absl::StrAppend(&out, "<h2>Held here</h2><table><tr><td>variables</td><td>", v.count, " (", v.initialized,
                   " with a value, ", Bytes(v.bytes), ")</td></tr><tr><td>open sessions</td><td>",
-                  view_.master->num_sessions(), "</td></tr>");
+                  view_.master->num_sessions(),
+                  view_.master->sessions_being_created() > 0
+                      ? absl::StrCat(" (and ", view_.master->sessions_being_created(), " waiting for the cluster)")
+                      : "",
+                  "</td></tr>");
   if (view_.bulk != nullptr) {
     absl::StrAppend(&out, "<tr><td>bulk port ", view_.bulk->port(), "</td><td>sent ",
                     Bytes(static_cast<double>(view_.bulk->bytes_served())), ", received ",

@@ -652,6 +652,40 @@ TEST(Cluster, StoppingAServerEndsAnInProcessSessionsWaitForTheCluster) {
 }
 TEST(Cluster, StoppingAServerEndsARemoteSessionsWaitForTheCluster) { StopServerWhileASessionWaitsForTheCluster(false); }
 
+// While one thread's Run waits for the cluster, another thread goes on
+// building the graph, and a Close from a third ends the wait (over gRPC the
+// call is cancelled at once).
+TEST(Cluster, ARunWaitingForTheClusterBlocksNeitherGraphBuildingNorClose) {
+  auto spec = MakeLocalClusterSpec(1, 1);  // the ps is not started
+  ASSERT_TRUE(spec.ok());
+  auto worker = Server::Create(*spec, "worker", 0);
+  ASSERT_TRUE(worker.ok());
+  ASSERT_TRUE((*worker)->Start().ok());
+  SessionOptions o;
+  o.wait_for_cluster_ms = 120000;
+  o.in_process_master = false;
+  Session sess((*worker)->target(), o);
+  Scope root = Scope::NewRootScope();
+  auto c = ops::Const(root, 1.f);
+  absl::Status status;
+  absl::Notification answered;
+  std::thread client([&] {
+    status = sess.Run({c}).status();
+    answered.Notify();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const absl::Time start = absl::Now();
+  auto more = ops::Add(root, c, ops::Const(root, 2.f));  // takes the graph's lock
+  EXPECT_TRUE(root.ok()) << root.status();
+  EXPECT_TRUE(more.node() != nullptr);
+  EXPECT_TRUE(sess.Close().ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "building the graph or Close waited for the Run";
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30))) << "Close did not end the wait";
+  client.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "closed")) << status;
+}
+
 // The in-process path follows the server: "localhost" names the server the
 // spec calls 127.0.0.1, and once the server stops, the session's calls go
 // to the network like any other client's (and fail cleanly, not hang).
