@@ -88,4 +88,18 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})
 # Building against the headers needs abseil's (the only library they include).
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libabsl-dev")
+# Kernels are compiled for DISTFLOW_ARCH_FLAGS (cmake/Flags.cmake). The
+# default, -march=native, suits a build for this machine; a package for
+# others wants a baseline they all have. The package says which it is.
+if(DISTFLOW_ARCH_FLAGS MATCHES "native")
+  set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}
+ Built with -march=native: it runs only on CPUs with the instruction set of
+ the machine that built it. For a package other machines install, configure
+ with -DDISTFLOW_ARCH_FLAGS=-march=x86-64-v2 (or another baseline).")
+  message(STATUS "distflow: kernels built with -march=native; a package made from this build (cpack) runs only on "
+                 "CPUs like this one. Configure with -DDISTFLOW_ARCH_FLAGS=-march=x86-64-v2 for a portable package.")
+else()
+  set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}
+ Kernels built with: ${DISTFLOW_ARCH_FLAGS}")
+endif()
 include(CPack)

@@ -10,9 +10,6 @@
 
 namespace distflow {
 
-class CancellationManager;  // internal (base/cancellation.h)
-class Device;               // internal (kernels/device.h)
-class Rendezvous;           // internal (kernels/rendezvous.h)
 struct StepStats;           // distflow/step_stats.h
 
 struct DISTFLOW_EXPORT SessionOptions {
@@ -25,9 +22,6 @@ struct DISTFLOW_EXPORT SessionOptions {
   // cluster task's sessions share "", as in TensorFlow's workers).
   bool session_private_variables = true;
   std::string default_container;
-  // For distflow's own servers: the device to run on; null (the default)
-  // means the process-wide local CPU device.
-  Device* device = nullptr;
   // The most memory the kernel outputs of one step may hold at once, in
   // bytes (an output that would go over fails the step with
   // RESOURCE_EXHAUSTED naming the node); 0: no limit.
@@ -46,11 +40,6 @@ struct DISTFLOW_EXPORT SessionOptions {
 
 struct DISTFLOW_EXPORT RunOptions {
   int64_t timeout_ms = 0;  // overrides SessionOptions::operation_timeout_ms when > 0
-  // Set by distflow's distributed runtime when this run is one partition of
-  // a step; programs leave these three unset.
-  int64_t step_id = 0;  // 0: the session numbers its own steps
-  Rendezvous* rendezvous = nullptr;
-  CancellationManager* cancellation = nullptr;
   // Non-null: trace the step. Each device that runs part of it (every task's,
   // in a cluster) appends when and where each node ran (distflow/step_stats.h;
   // ChromeTraceJson makes a timeline of it). Must outlive the run.

@@ -221,13 +221,12 @@ void Worker::GetStatus(proto::GetStatusResponse* resp) const {
 
 absl::Status Worker::RegisterGraph(const proto::RegisterGraphRequest& req, proto::RegisterGraphResponse* resp) {
   SessionOptions so;
-  so.device = device_.get();
   so.session_private_variables = false;  // every session on this task shares them, as in TensorFlow's workers
   so.default_container = "";
   so.inter_op_threads = options_.inter_op_threads;
   so.intra_op_threads = options_.intra_op_threads;
   so.max_step_bytes = max_step_bytes_;
-  auto session = std::make_shared<LocalSession>(so);
+  auto session = std::make_shared<LocalSession>(so, /*timer=*/nullptr, device_.get());
   absl::Status s = session->Create(req.graph_def());
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("[", task_name_, "] ", s.message()));
   absl::MutexLock lock(&mu_);
@@ -347,10 +346,11 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
     return;
   }
   RunOptions ro;
-  ro.step_id = call->step_id;
-  ro.rendezvous = &rendezvous_;
-  ro.cancellation = cm.get();
   ro.timeout_ms = call->timeout_ms;
+  PartitionStep partition;
+  partition.step_id = call->step_id;
+  partition.rendezvous = &rendezvous_;
+  partition.cancellation = cm.get();
   if (call->trace) ro.trace = &call->stats;
   session->RunAsync(ro, call->send, call->recv_keys, call->targets,
                     [this, call, session, cm, inflight = inflight_,
@@ -370,7 +370,8 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
                       // The last touch: the shared count, not the Worker.
                       absl::MutexLock lock(&inflight->mu);
                       --inflight->count;
-                    });
+                    },
+                    partition);
 }
 
 void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {

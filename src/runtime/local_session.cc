@@ -23,8 +23,9 @@ namespace {
 std::atomic<int64_t> next_session_id{1};
 }
 
-LocalSession::LocalSession(SessionOptions options, Timer* timer) : options_(std::move(options)), timer_(timer) {
-  device_ = options_.device ? options_.device : LocalCpuDevice();
+LocalSession::LocalSession(SessionOptions options, Timer* timer, Device* device)
+    : options_(std::move(options)), timer_(timer) {
+  device_ = device != nullptr ? device : LocalCpuDevice();
   if (options_.session_private_variables) {
     default_container_ = absl::StrCat("_session_", next_session_id.fetch_add(1));
     private_container_ = true;
@@ -105,7 +106,7 @@ absl::StatusOr<std::shared_ptr<Executor>> LocalSession::GetExecutor(const std::v
 }
 
 absl::StatusOr<LocalSession::PreparedStep> LocalSession::Prepare(
-    const RunOptions& options, const std::vector<std::pair<std::string, Tensor>>& feeds,
+    const RunOptions& options, const PartitionStep& partition, const std::vector<std::pair<std::string, Tensor>>& feeds,
     const std::vector<std::string>& fetches, const std::vector<std::string>& targets) {
   PreparedStep p;
   std::vector<TensorId> feed_ids, fetch_ids;
@@ -123,9 +124,9 @@ absl::StatusOr<LocalSession::PreparedStep> LocalSession::Prepare(
   absl::StatusOr<std::shared_ptr<Executor>> ex = GetExecutor(feed_ids, fetch_ids, targets);
   if (!ex.ok()) return ex.status();
   p.executor = std::move(*ex);
-  p.step.step_id = options.step_id;
-  p.step.rendezvous = options.rendezvous;
-  p.step.cancellation = options.cancellation;
+  p.step.step_id = partition.step_id;
+  p.step.rendezvous = partition.rendezvous;
+  p.step.cancellation = partition.cancellation;
   if (p.step.step_id == 0) {
     absl::MutexLock lock(&mu_);
     p.step.step_id = next_step_id_++;
@@ -138,7 +139,7 @@ absl::StatusOr<std::vector<Tensor>> LocalSession::Run(const RunOptions& options,
                                                       const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                       const std::vector<std::string>& fetches,
                                                       const std::vector<std::string>& targets) {
-  absl::StatusOr<PreparedStep> p = Prepare(options, feeds, fetches, targets);
+  absl::StatusOr<PreparedStep> p = Prepare(options, PartitionStep(), feeds, fetches, targets);
   if (!p.ok()) return p.status();
   if (options.trace == nullptr) return p->executor->Run(p->step, p->feed_values);
   StepStatsCollector stats;
@@ -150,8 +151,8 @@ absl::StatusOr<std::vector<Tensor>> LocalSession::Run(const RunOptions& options,
 
 void LocalSession::RunAsync(const RunOptions& options, const std::vector<std::pair<std::string, Tensor>>& feeds,
                             const std::vector<std::string>& fetches, const std::vector<std::string>& targets,
-                            Executor::DoneCallback done) {
-  absl::StatusOr<PreparedStep> p = Prepare(options, feeds, fetches, targets);
+                            Executor::DoneCallback done, const PartitionStep& partition) {
+  absl::StatusOr<PreparedStep> p = Prepare(options, partition, feeds, fetches, targets);
   if (!p.ok()) {
     done(p.status());
     return;

@@ -40,11 +40,21 @@ class SessionInterface {
   virtual absl::Status Close() = 0;
 };
 
+// What the distributed runtime gives a run that is one partition of a
+// cluster step (Worker::RunGraphAsync); a program's own runs leave it empty.
+struct PartitionStep {
+  int64_t step_id = 0;  // 0: the session numbers its own steps
+  Rendezvous* rendezvous = nullptr;             // null: the executor's own
+  CancellationManager* cancellation = nullptr;  // null: one of the step's own
+};
+
 class LocalSession : public SessionInterface {
  public:
   // Step deadlines run on `timer` (null: Timer::Global()), which must
-  // outlive the session; a test passes one on a fake clock.
-  explicit LocalSession(SessionOptions options = {}, Timer* timer = nullptr);
+  // outlive the session; a test passes one on a fake clock. Kernels run on
+  // `device` (a cluster task's own; null: the process-wide LocalCpuDevice()),
+  // which must outlive the session too.
+  explicit LocalSession(SessionOptions options = {}, Timer* timer = nullptr, Device* device = nullptr);
   ~LocalSession();
   LocalSession(const LocalSession&) = delete;
   LocalSession& operator=(const LocalSession&) = delete;
@@ -68,7 +78,7 @@ class LocalSession : public SessionInterface {
   // whichever thread finishes the step (see Executor::RunAsync).
   void RunAsync(const RunOptions& options, const std::vector<std::pair<std::string, Tensor>>& feeds,
                 const std::vector<std::string>& fetches, const std::vector<std::string>& targets,
-                Executor::DoneCallback done);
+                Executor::DoneCallback done, const PartitionStep& partition = {});
 
   // Drops the session's private variables; later calls fail.
   absl::Status Close() override;
@@ -82,7 +92,7 @@ class LocalSession : public SessionInterface {
     StepOptions step;
     std::vector<Tensor> feed_values;
   };
-  absl::StatusOr<PreparedStep> Prepare(const RunOptions& options,
+  absl::StatusOr<PreparedStep> Prepare(const RunOptions& options, const PartitionStep& partition,
                                        const std::vector<std::pair<std::string, Tensor>>& feeds,
                                        const std::vector<std::string>& fetches, const std::vector<std::string>& targets);
   absl::StatusOr<std::shared_ptr<Executor>> GetExecutor(const std::vector<TensorId>& feeds,

@@ -130,6 +130,9 @@ for d in libc6 libstdc++6 libgrpc++ libprotobuf libabsl libdnnl libisal libcpp-h
 done
 [ "$(dpkg-deb -f "$deb" Package)" = distflow ] || fail "package name"
 [ "$(dpkg-deb -f "$deb" Architecture)" = amd64 ] || fail "architecture"
+# This build is for this machine (-march=native): the package must say so.
+dpkg-deb -f "$deb" Description | grep -q -- "-march=native: it runs only on CPUs" ||
+  fail "the package does not say it was built for this CPU: $(dpkg-deb -f "$deb" Description)"
 dpkg -x "$deb" "$tmp/root"
 server="$tmp/root/usr/bin/distflow-server"
 [ -x "$server" ] || fail "no distflow-server in the package: $(dpkg -c "$deb" | head -20)"
