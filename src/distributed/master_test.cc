@@ -210,6 +210,17 @@ class MasterTest : public ::testing::Test {
     return call->resp;
   }
 
+  // The live tasks plus /job:straggler/task:0 at `address`, a free port
+  // where nothing listens (until a test starts a server there).
+  absl::StatusOr<ClusterSpec> WithStraggler(std::string* address) {
+    absl::StatusOr<int> port = PickUnusedTcpPort();
+    if (!port.ok()) return port.status();
+    *address = absl::StrCat("127.0.0.1:", *port);
+    ClusterSpec::JobMap jobs = jobs_;
+    jobs["straggler"][0] = *address;
+    return ClusterSpec::FromJobs(jobs);
+  }
+
   ClusterSpec::JobMap jobs_;  // the live tasks, at their bound ports
   std::vector<std::unique_ptr<Server>> servers_;
   std::unique_ptr<WorkerCache> workers_;
@@ -490,12 +501,8 @@ TEST_F(MasterTest, CreateSessionPastTheMaxSessionsIsResourceExhaustedUntilOneClo
 }
 
 TEST_F(MasterTest, ASessionStillWaitingForTheClusterHoldsItsSlotUnderMaxSessions) {
-  absl::StatusOr<int> port = PickUnusedTcpPort();  // the straggler's, not up yet
-  ASSERT_TRUE(port.ok()) << port.status();
-  const std::string address = absl::StrCat("127.0.0.1:", *port);
-  ClusterSpec::JobMap jobs = jobs_;
-  jobs["straggler"][0] = address;
-  absl::StatusOr<ClusterSpec> spec = ClusterSpec::FromJobs(jobs);
+  std::string address;  // the straggler's, not up yet
+  absl::StatusOr<ClusterSpec> spec = WithStraggler(&address);
   ASSERT_TRUE(spec.ok()) << spec.status();
   WorkerCache cache(*spec, "");
   Master master(kWorker0, &cache, WorkerOf(kWorker0));
@@ -671,12 +678,8 @@ TEST_F(MasterTest, ResetWithATaskDownResetsEveryOtherTaskAndNamesTheOneThatFaile
 }
 
 TEST_F(MasterTest, ATaskThatIsNotUpIsLeftOutOfListDevicesAndNamedByCreateSession) {
-  absl::StatusOr<int> port = PickUnusedTcpPort();  // nothing listens there
-  ASSERT_TRUE(port.ok()) << port.status();
-  const std::string address = absl::StrCat("127.0.0.1:", *port);
-  ClusterSpec::JobMap jobs = jobs_;
-  jobs["straggler"][0] = address;
-  absl::StatusOr<ClusterSpec> spec = ClusterSpec::FromJobs(jobs);
+  std::string address;  // nothing listens there
+  absl::StatusOr<ClusterSpec> spec = WithStraggler(&address);
   ASSERT_TRUE(spec.ok()) << spec.status();
   WorkerCache cache(*spec, "");
   Master master(kWorker0, &cache, WorkerOf(kWorker0));

@@ -1,0 +1,49 @@
+// The launcher's engine (tools/distflow_launch.cc parses the flags): runs
+// every task of a cluster as a child process of this one and follows them
+// to the end.
+//
+// Each task runs `program` (a ps task: `ps_program`) with --job_name,
+// --task_index and --cluster_spec appended and DISTFLOW_CONFIG set, in its
+// own process group with a parent-death signal, so none outlives the
+// launcher. Every line a task writes is copied to the launcher's stdout or
+// stderr with the task's name in front ("[worker:2] ..."), whole lines only;
+// "cluster up" is said once every task answers gRPC's health check.
+//
+// The end: every worker exited 0 and the ps tasks exited (a ps still
+// running `ps_exit_secs` later is stopped): 0. A task that fails is
+// restarted up to `restart_on_failure` times; after that the others are
+// stopped (SIGTERM, then SIGKILL after `grace_secs`) and the result is 1,
+// naming the task and how it ended. A signal (a byte on `signal_fd`, with
+// `signals` counting them) stops every task the same way; a second kills
+// them at once. Not thread-safe: one RunCluster per process.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "distflow/cluster_spec.h"
+
+namespace distflow {
+
+struct LaunchOptions {
+  std::vector<std::string> program;  // every task that is not a ps task
+  std::string ps_program;            // the ps tasks
+  int status_base_port = 0;          // > 0: task i serves its status page on this + i
+  int restart_on_failure = 0;
+  int grace_secs = 10;
+  int ps_exit_secs = 30;
+  int up_timeout_secs = 120;
+};
+
+// Runs `cluster` to its end; the launcher's exit status.
+int RunCluster(const ClusterSpec& cluster, LaunchOptions options, int signal_fd, const std::atomic<int>* signals);
+
+// Writes `s` with as few writes as it takes (one, for a line), so lines of
+// different tasks never mix.
+void WriteAll(int fd, const std::string& s);
+// "[launch] LINE" on stdout (Say) or stderr (Complain).
+void Say(const std::string& line);
+void Complain(const std::string& line);
+
+}  // namespace distflow
