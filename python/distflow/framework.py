@@ -30,6 +30,7 @@ class Graph:
         self._finalized = False
         self._variables = {}       # get_variable's, by full name
         self._var_scope = []       # (name, reuse) of the open variable scopes
+        self._local_variable_ops = set()  # names of the LOCAL_VARIABLES' ops
 
     @contextlib.contextmanager
     def as_default(self):
@@ -49,8 +50,36 @@ class Graph:
     def add_to_collection(self, name, value):
         self._collections.setdefault(name, []).append(value)
 
+    def add_to_collections(self, names, value):
+        for name in ([names] if isinstance(names, str) else set(names)):
+            self.add_to_collection(name, value)
+
     def get_collection(self, name, scope=None):
-        return list(self._collections.get(name, []))
+        """The collection's items in the order added; with `scope`, those
+        whose name matches it from the start (a regular expression), as TF."""
+        items = list(self._collections.get(name, []))
+        if scope is None:
+            return items
+        import re
+        pattern = re.compile(scope)
+        return [i for i in items if hasattr(i, "name") and pattern.match(i.name)]
+
+    def get_collection_ref(self, name):
+        return self._collections.setdefault(name, [])
+
+    def get_all_collection_keys(self):
+        return [k for k, v in self._collections.items() if v]
+
+    def clear_collection(self, name):
+        self._collections.pop(name, None)
+
+    def get_operations(self):
+        """Not kept by distflow's Python graph: raises, naming the alternative."""
+        raise NotImplementedError("Graph.get_operations: use get_operation_by_name or collections")
+
+    @property
+    def seed(self):
+        return getattr(self, "_seed", None)
 
     def get_operation_by_name(self, name):
         if not isinstance(name, str):
@@ -148,6 +177,59 @@ def reset_default_graph():
     if _default_stack.stack:
         raise AssertionError("reset_default_graph inside a `with graph.as_default()` block")
     _global_default_graph = Graph()
+
+
+class GraphKeys:
+    """The standard collection names (tf.GraphKeys), with TensorFlow's values."""
+    GLOBAL_VARIABLES = "variables"
+    VARIABLES = GLOBAL_VARIABLES
+    LOCAL_VARIABLES = "local_variables"
+    METRIC_VARIABLES = "metric_variables"
+    MODEL_VARIABLES = "model_variables"
+    TRAINABLE_VARIABLES = "trainable_variables"
+    SUMMARIES = "summaries"
+    QUEUE_RUNNERS = "queue_runners"
+    TABLE_INITIALIZERS = "table_initializer"
+    ASSET_FILEPATHS = "asset_filepaths"
+    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    CONCATENATED_VARIABLES = "concatenated_variables"
+    SAVERS = "savers"
+    WEIGHTS = "weights"
+    BIASES = "biases"
+    ACTIVATIONS = "activations"
+    UPDATE_OPS = "update_ops"
+    LOSSES = "losses"
+    SAVEABLE_OBJECTS = "saveable_objects"
+    RESOURCES = "resources"
+    LOCAL_RESOURCES = "local_resources"
+    TRAINABLE_RESOURCE_VARIABLES = "trainable_resource_variables"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
+    SUMMARY_OP = "summary_op"
+    GLOBAL_STEP = "global_step"
+    EVAL_STEP = "eval_step"
+    TRAIN_OP = "train_op"
+    COND_CONTEXT = "cond_context"
+    WHILE_CONTEXT = "while_context"
+
+
+def add_to_collection(name, value):
+    get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value):
+    get_default_graph().add_to_collections(names, value)
+
+
+def get_collection(key, scope=None):
+    return get_default_graph().get_collection(key, scope)
+
+
+def get_collection_ref(key):
+    return get_default_graph().get_collection_ref(key)
 
 
 @contextlib.contextmanager
@@ -401,19 +483,53 @@ def placeholder(dtype, shape=None, name=None):
     return _apply("Placeholder", [], attrs, name=name)
 
 
+def placeholder_with_default(input, shape, name=None):  # noqa: A002 (TensorFlow's name)
+    """A placeholder that yields `input` when it is not fed."""
+    value = convert_to_tensor(input)
+    return _apply("PlaceholderWithDefault", [value], {"shape": None if shape is None else list(shape)}, name=name)
+
+
 class Variable(Tensor):
     """A variable (tf.Variable): its initial value runs in `initializer`,
     which global_variables_initializer() groups with every other."""
 
-    def __init__(self, initial_value, trainable=True, name=None, dtype=None):
+    def __init__(self, initial_value=None, trainable=True, collections=None, validate_shape=True,
+                 caching_device=None, name=None, variable_def=None, dtype=None, expected_shape=None,
+                 import_scope=None, constraint=None, use_resource=None, synchronization=None, aggregation=None):
+        if initial_value is None:
+            raise ValueError("initial_value must be specified.")
+        if variable_def is not None:
+            raise NotImplementedError("tf.Variable(variable_def=...)")
         g = get_default_graph()
         if callable(initial_value):
             initial_value = initial_value()
         init = convert_to_tensor(initial_value, dtype=dtype)
-        cc_var = _distflow.make_variable(g._scope(name or "Variable"), init._out, trainable)
+        cc_var = _distflow.make_variable(g._scope(name or "Variable"), init._out, bool(trainable))
         super().__init__(cc_var, g)
         self.initial_value = init
-        self.trainable = trainable
+        self.trainable = bool(trainable)
+        self.constraint = constraint
+        collections = [GraphKeys.GLOBAL_VARIABLES] if collections is None else list(collections)
+        if self.trainable and GraphKeys.TRAINABLE_VARIABLES not in collections:
+            collections.append(GraphKeys.TRAINABLE_VARIABLES)
+        g.add_to_collections(collections, self)
+        if GraphKeys.LOCAL_VARIABLES in collections:
+            g._local_variable_ops.add(self.op.name)
+
+    def initialized_value(self):
+        return self.initial_value
+
+    def load(self, value, session=None):
+        """Sets the variable to `value` (a numpy value) in `session`."""
+        session = session or get_default_session()
+        if not hasattr(self, "_load_feed"):
+            with self.graph.as_default(), control_dependencies(None):
+                self._load_feed = placeholder(self.dtype, self.shape._dims, name=self.op.name + "/load_value")
+                self._load_op = self.assign(self._load_feed)
+        session.run(self._load_op, feed_dict={self._load_feed: value})
+
+    def __repr__(self):
+        return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
 
     def assign(self, value, name=None):
         return _binary_ref("Assign", self, value, name)
@@ -479,16 +595,94 @@ def random_uniform_initializer(minval=0.0, maxval=1.0, seed=None, dtype=None):
     return _random_initializer("RandomUniform", maxval - minval, minval, seed)
 
 
-@contextlib.contextmanager
-def variable_scope(name_or_scope, reuse=None, default_name=None):
+AUTO_REUSE = "auto_reuse"  # tf.AUTO_REUSE: get_variable makes a variable or returns the existing one
+
+
+class VariableScope:
+    """What variable_scope yields and get_variable_scope returns (tf.VariableScope)."""
+
+    def __init__(self, name, reuse=None, initializer=None, regularizer=None, dtype=None, name_scope=""):
+        self.name = name
+        self._reuse = reuse
+        self.initializer = initializer
+        self.regularizer = regularizer
+        self.dtype = dtype
+        self.original_name_scope = name_scope
+
+    @property
+    def reuse(self):
+        return self._reuse
+
+    def reuse_variables(self):
+        self._reuse = True
+
+    def set_initializer(self, initializer):
+        self.initializer = initializer
+
+    def set_regularizer(self, regularizer):
+        self.regularizer = regularizer
+
+
+def get_variable_scope():
     g = get_default_graph()
-    name = name_or_scope or default_name
-    g._var_scope.append((name, reuse))
-    g._name_stack.append(name)
+    if g._var_scope:
+        return g._var_scope[-1]
+    if not hasattr(g, "_root_var_scope"):
+        g._root_var_scope = VariableScope("")
+    return g._root_var_scope
+
+
+@contextlib.contextmanager
+def variable_scope(name_or_scope, default_name=None, values=None, initializer=None, regularizer=None,
+                   caching_device=None, partitioner=None, custom_getter=None, reuse=None, dtype=None,
+                   use_resource=None, constraint=None, auxiliary_name_scope=True):
+    """tf.variable_scope: names variables "<scope>/<name>" for get_variable
+    and opens a name scope of the same name for ops. A scope named by
+    default_name only is made unique ("dense", "dense_1", ...). reuse=True
+    (or AUTO_REUSE) lets get_variable return existing variables; inner
+    scopes inherit reuse, initializer and regularizer."""
+    if partitioner is not None:
+        raise NotImplementedError("variable_scope(partitioner=...): partitioned variables are not supported yet")
+    if custom_getter is not None:
+        raise NotImplementedError("variable_scope(custom_getter=...)")
+    g = get_default_graph()
+    parent = get_variable_scope()
+    if isinstance(name_or_scope, VariableScope):
+        full = name_or_scope.name
+        # Re-entering a scope object: its own variable names, a fresh op scope.
+        relative = full.rsplit("/", 1)[-1]
+        inherit = name_or_scope
+    else:
+        if name_or_scope is None and default_name is None:
+            raise TypeError("If default_name is None then name_or_scope is required")
+        if name_or_scope is None:
+            counts = g.__dict__.setdefault("_default_scope_counts", {})
+            key = (parent.name, default_name)
+            n = counts.get(key, 0)
+            counts[key] = n + 1
+            relative = default_name if n == 0 else f"{default_name}_{n}"
+        else:
+            relative = name_or_scope
+        full = f"{parent.name}/{relative}" if parent.name else relative
+        inherit = parent
+    if reuse is False:
+        reuse = None  # as TF: False does not turn an inherited reuse off
+    scope = VariableScope(full,
+                          reuse=reuse if reuse is not None else (parent.reuse or inherit.reuse),
+                          initializer=initializer if initializer is not None else inherit.initializer,
+                          regularizer=regularizer if regularizer is not None else inherit.regularizer,
+                          dtype=dtype if dtype is not None else inherit.dtype)
+    g._var_scope.append(scope)
+    saved_names = g._name_stack
+    if isinstance(name_or_scope, VariableScope):
+        g._name_stack = [n for n in full.split("/") if n]
+    else:
+        g._name_stack = list(g._name_stack) + [relative]
+    scope.original_name_scope = "/".join(g._name_stack) + "/"
     try:
-        yield types_namespace(name=name, reuse=reuse)
+        yield scope
     finally:
-        g._name_stack.pop()
+        g._name_stack = saved_names
         g._var_scope.pop()
 
 
@@ -497,29 +691,45 @@ def types_namespace(**kw):
     return types.SimpleNamespace(**kw)
 
 
-def get_variable(name, shape=None, dtype=None, initializer=None, trainable=True, collections=None):
+def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None, trainable=None,
+                 collections=None, caching_device=None, partitioner=None, validate_shape=True, use_resource=None,
+                 custom_getter=None, constraint=None, synchronization=None, aggregation=None):
     """tf.get_variable: a new variable `name` in the current variable scope,
-    or, in a scope opened with reuse=True, the existing one."""
+    or, in a scope opened with reuse=True (or AUTO_REUSE), the existing one."""
+    if partitioner is not None:
+        raise NotImplementedError(f"get_variable('{name}', partitioner=...): partitioned variables are not "
+                                  f"supported yet")
     g = get_default_graph()
-    full = "/".join([n for n, _ in g._var_scope] + [name])
-    reuse = any(r for _, r in g._var_scope)
+    vs = get_variable_scope()
+    full = f"{vs.name}/{name}" if vs.name else name
+    reuse = vs.reuse
     if full in g._variables:
         if not reuse:
-            raise ValueError(f"Variable {full} already exists, disallowed. Did you mean to set reuse=True in "
-                             f"VarScope?")
-        return g._variables[full]
-    if reuse:
+            raise ValueError(f"Variable {full} already exists, disallowed. Did you mean to set reuse=True or "
+                             f"reuse=tf.AUTO_REUSE in VarScope?")
+        v = g._variables[full]
+        if shape is not None and v.shape._dims is not None and list(shape) != v.shape._dims:
+            raise ValueError(f"Trying to share variable {full}, but specified shape {list(shape)} and found "
+                             f"shape {v.shape._dims}.")
+        return v
+    if reuse is True:
         raise ValueError(f"Variable {full} does not exist, or was not created with tf.get_variable(). Did you "
-                         f"mean to set reuse=None in VarScope?")
-    dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.float32
+                         f"mean to set reuse=tf.AUTO_REUSE in VarScope?")
+    dt = _dtypes.as_dtype(dtype) if dtype is not None else (vs.dtype and _dtypes.as_dtype(vs.dtype)) or \
+        _dtypes.float32
+    if initializer is None:
+        initializer = vs.initializer
     if initializer is None:
         if shape is None:
             raise ValueError(f"get_variable('{full}') needs a shape or an initializer")
-        initializer = glorot_uniform_initializer()
-    if callable(initializer):
+        initializer = glorot_uniform_initializer() if dt in (_dtypes.float32, _dtypes.float64) \
+            else zeros_initializer()
+    if isinstance(initializer, type):
+        initializer = initializer()
+    if callable(initializer) and not isinstance(initializer, Tensor):
         if shape is None:
             raise ValueError(f"get_variable('{full}') with an initializer function needs a shape")
-        saved, g._name_stack = g._name_stack, list(g._name_stack) + [name + "/Initializer"]
+        saved, g._name_stack = g._name_stack, full.split("/") + ["Initializer"]
         try:
             init = initializer(list(shape), dt)
         finally:
@@ -528,10 +738,18 @@ def get_variable(name, shape=None, dtype=None, initializer=None, trainable=True,
         init = convert_to_tensor(initializer, dtype=dt)
     saved, g._name_stack = g._name_stack, []
     try:
-        v = Variable(init, trainable=trainable, name=full)
+        v = Variable(init, trainable=True if trainable is None else trainable, name=full,
+                     collections=collections, constraint=constraint)
     finally:
         g._name_stack = saved
     g._variables[full] = v
+    if regularizer is None:
+        regularizer = vs.regularizer
+    if regularizer is not None:
+        with name_scope(full + "/Regularizer"):
+            loss = regularizer(v)
+        if loss is not None:
+            g.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
     return v
 
 
@@ -545,17 +763,84 @@ def glorot_uniform_initializer(seed=None, dtype=None):
     return init
 
 
+def _initializers(g, local):
+    """The initialisers (Assigns) of the graph's variables, those of the
+    LOCAL_VARIABLES or of all the others."""
+    out = []
+    for op in g._root.initializers():
+        var_op = op.name.rsplit("/", 1)[0]
+        if (var_op in g._local_variable_ops) == local:
+            out.append(Operation(op, g))
+    return out
+
+
 def global_variables_initializer():
+    """Initialises every variable of the graph but the local ones: those
+    made in Python and those optimizers made in C++ (their slots)."""
     g = get_default_graph()
-    return Operation(_distflow.global_variables_initializer(g._scope()), g)
+    if not g._local_variable_ops:
+        return Operation(_distflow.global_variables_initializer(g._scope("init")), g)
+    return group(*_initializers(g, local=False), name="init")
 
 
 initialize_all_variables = global_variables_initializer
 
 
-def trainable_variables():
+def local_variables_initializer():
     g = get_default_graph()
-    return [Tensor(o, g) for o in g._root.trainable_variables()]
+    return group(*_initializers(g, local=True), name="local_init")
+
+
+initialize_local_variables = local_variables_initializer
+
+
+def variables_initializer(var_list, name="init"):
+    var_list = list(var_list)
+    if not var_list:
+        return group(name=name)
+    return group(*[v.initializer for v in var_list], name=name)
+
+
+def trainable_variables(scope=None):
+    g = get_default_graph()
+    if scope is None:
+        return [_as_variable(g, o) for o in g._root.trainable_variables()]
+    return g.get_collection(GraphKeys.TRAINABLE_VARIABLES, scope)
+
+
+def _as_variable(g, cc_output):
+    """The Python Variable of a C++ variable output, where Python made it."""
+    for v in g._collections.get(GraphKeys.GLOBAL_VARIABLES, []) + g._collections.get(GraphKeys.LOCAL_VARIABLES, []):
+        if isinstance(v, Variable) and v.name == cc_output.name:
+            return v
+    return Tensor(cc_output, g)
+
+
+def global_variables(scope=None):
+    return get_collection(GraphKeys.GLOBAL_VARIABLES, scope)
+
+
+all_variables = global_variables
+
+
+def local_variables(scope=None):
+    return get_collection(GraphKeys.LOCAL_VARIABLES, scope)
+
+
+def model_variables(scope=None):
+    return get_collection(GraphKeys.MODEL_VARIABLES, scope)
+
+
+def moving_average_variables(scope=None):
+    return get_collection(GraphKeys.MOVING_AVERAGE_VARIABLES, scope)
+
+
+def is_variable_initialized(variable):
+    return _apply("IsVariableInitialized", [variable])
+
+
+def tables_initializer(name="init_all_tables"):
+    return group(*get_collection(GraphKeys.TABLE_INITIALIZERS), name=name)
 
 
 def group(*inputs, name=None):
@@ -715,4 +1000,56 @@ class Session:
         return kind(values)
 
 
-InteractiveSession = Session
+class InteractiveSession(Session):
+    """tf.InteractiveSession: a Session that makes itself the default one
+    when made (so Tensor.eval() and Operation.run() need no session=),
+    until closed."""
+
+    def __init__(self, target="", graph=None, config=None):
+        super().__init__(target, graph, config)
+        if not hasattr(_default_session, "stack"):
+            _default_session.stack = []
+        _default_session.stack.append(self)
+        self._default_graph_ctx = self.graph.as_default()
+        self._default_graph_ctx.__enter__()
+        self._is_default = True
+
+    def close(self):
+        if getattr(self, "_is_default", False):
+            self._is_default = False
+            if _default_session.stack and _default_session.stack[-1] is self:
+                _default_session.stack.pop()
+            try:
+                self._default_graph_ctx.__exit__(None, None, None)
+            except IndexError:
+                pass
+        super().close()
+
+
+class RunOptions:
+    """tf.RunOptions: trace_level (NO_TRACE, SOFTWARE_TRACE, HARDWARE_TRACE,
+    FULL_TRACE) and timeout_in_ms."""
+    NO_TRACE, SOFTWARE_TRACE, HARDWARE_TRACE, FULL_TRACE = 0, 1, 2, 3
+
+    def __init__(self, trace_level=0, timeout_in_ms=0, inter_op_thread_pool=0, output_partition_graphs=False,
+                 report_tensor_allocations_upon_oom=False):
+        self.trace_level = trace_level
+        self.timeout_in_ms = timeout_in_ms
+        self.output_partition_graphs = output_partition_graphs
+
+
+class RunMetadata:
+    """tf.RunMetadata: what a traced step reports. distflow fills
+    step_stats with the step's trace as Chrome trace JSON (bytes) when the
+    step ran with a trace level; SerializeToString() returns it for
+    FileWriter.add_run_metadata."""
+
+    def __init__(self):
+        self.step_stats = b""
+        self.partition_graphs = []
+
+    def SerializeToString(self):  # noqa: N802 (protobuf's name)
+        return bytes(self.step_stats)
+
+    def ParseFromString(self, data):  # noqa: N802
+        self.step_stats = bytes(data)

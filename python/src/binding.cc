@@ -419,8 +419,21 @@ df::Output Built(const df::Scope& s, df::Output out) {
 }
 
 // An optimizer from its TensorFlow name and hyperparameters.
+std::unique_ptr<df::Optimizer> MakeConstantRateOptimizer(const std::string& kind, const py::dict& a);
+
 std::unique_ptr<df::Optimizer> MakeOptimizer(const std::string& kind, const py::dict& a) {
-  auto get = [&a](const char* k, double d) { return a.contains(k) ? a[k].cast<double>() : d; };
+  std::unique_ptr<df::Optimizer> opt = MakeConstantRateOptimizer(kind, a);
+  // A learning rate computed by the graph (tf.train.exponential_decay, ...).
+  if (a.contains("learning_rate") && py::isinstance<df::Output>(a["learning_rate"])) {
+    opt->SetLearningRate(a["learning_rate"].cast<df::Output>());
+  }
+  return opt;
+}
+
+std::unique_ptr<df::Optimizer> MakeConstantRateOptimizer(const std::string& kind, const py::dict& a) {
+  auto get = [&a](const char* k, double d) {
+    return a.contains(k) && !py::isinstance<df::Output>(a[k]) ? a[k].cast<double>() : d;
+  };
   const double lr = get("learning_rate", 0.001);
   if (kind == "GradientDescent") return std::make_unique<df::GradientDescentOptimizer>(lr);
   if (kind == "Momentum") {
@@ -733,8 +746,14 @@ PYBIND11_MODULE(_distflow, m) {
       .def(py::init([](const df::Scope& scope, const std::string& target, bool is_chief, const std::string& logdir,
                        std::optional<df::Output> global_step, std::optional<df::Operation> init_op,
                        int64_t save_checkpoint_secs, std::vector<df::Output> coordination_vars, const py::dict& options,
-                       const std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>& sync_hooks) {
+                       const std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>& sync_hooks,
+                       std::vector<df::Output> local_variables, std::optional<df::Operation> local_init_op,
+                       int64_t save_checkpoint_steps, int max_to_keep) {
              df::SupervisorOptions o;
+             o.local_variables = std::move(local_variables);
+             if (local_init_op) o.local_init_op = *local_init_op;
+             o.save_checkpoint_steps = save_checkpoint_steps;
+             o.max_to_keep = max_to_keep;
              o.is_chief = is_chief;
              o.logdir = logdir;
              if (global_step) o.global_step = *global_step;
@@ -754,6 +773,8 @@ PYBIND11_MODULE(_distflow, m) {
            py::arg("scope"), py::arg("target"), py::arg("is_chief"), py::arg("logdir"), py::arg("global_step"),
            py::arg("init_op"), py::arg("save_checkpoint_secs"), py::arg("coordination_vars"), py::arg("options"),
            py::arg("sync_hooks") = std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>{},
+           py::arg("local_variables") = std::vector<df::Output>{}, py::arg("local_init_op") = std::nullopt,
+           py::arg("save_checkpoint_steps") = 0, py::arg("max_to_keep") = 5,
            py::keep_alive<1, 11>())  // the optimizers outlive their hooks
       .def("run",
            [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
@@ -795,21 +816,24 @@ PYBIND11_MODULE(_distflow, m) {
   // Checkpoints: each task holding variables writes its own shard.
   py::class_<df::Saver>(m, "Saver")
       .def(py::init([](const df::Scope& scope, const std::vector<df::Output>& var_list, int max_to_keep,
-                       const std::string& basename) {
+                       const std::string& basename, const std::vector<df::Output>& exclude) {
              df::SaverOptions o;
              o.var_list = var_list;
+             o.exclude = exclude;
              o.max_to_keep = max_to_keep;
              o.basename = basename;
              return Value(df::Saver::Create(scope, o));
            }),
-           py::arg("scope"), py::arg("var_list"), py::arg("max_to_keep"), py::arg("basename"))
+           py::arg("scope"), py::arg("var_list"), py::arg("max_to_keep"), py::arg("basename"),
+           py::arg("exclude") = std::vector<df::Output>{})
       .def("save",
-           [](df::Saver& self, PySession& sess, const std::string& logdir, int64_t step) {
+           [](df::Saver& self, PySession& sess, const std::string& logdir, std::optional<int64_t> step) {
              if (sess.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
              absl::StatusOr<std::string> prefix;
              {
                py::gil_scoped_release release;
-               prefix = self.Save(sess.session.get(), logdir, step);
+               prefix = step ? self.Save(sess.session.get(), logdir, *step)
+                             : self.SaveUnnumbered(sess.session.get(), logdir);
              }
              return Value(std::move(prefix));
            })
@@ -819,6 +843,25 @@ PYBIND11_MODULE(_distflow, m) {
         {
           py::gil_scoped_release release;
           s = self.Restore(sess.session.get(), prefix);
+        }
+        Check(s);
+      })
+      // The same through a monitored session (a Supervisor's saver.save(sess, ...)).
+      .def("save",
+           [](df::Saver& self, df::MonitoredSession& sess, const std::string& logdir, std::optional<int64_t> step) {
+             absl::StatusOr<std::string> prefix;
+             {
+               py::gil_scoped_release release;
+               prefix = step ? self.Save(sess.raw_session(), logdir, *step)
+                             : self.SaveUnnumbered(sess.raw_session(), logdir);
+             }
+             return Value(std::move(prefix));
+           })
+      .def("restore", [](df::Saver& self, df::MonitoredSession& sess, const std::string& prefix) {
+        absl::Status s;
+        {
+          py::gil_scoped_release release;
+          s = self.Restore(sess.raw_session(), prefix);
         }
         Check(s);
       });

@@ -65,6 +65,12 @@ Output Optimizer::Scalar(const Scope& s, double v, DataType dtype) {
   return ops::Const(s, static_cast<float>(v));
 }
 
+Output Optimizer::LearningRate(const Scope& s, double lr, DataType dtype) const {
+  if (!lr_tensor_.ok()) return Scalar(s, lr, dtype);
+  if (lr_tensor_.dtype() == dtype) return lr_tensor_;
+  return ops::Cast(s.WithOpName("learning_rate"), lr_tensor_, dtype);
+}
+
 std::string Optimizer::SlotKey(const Output& var) const { return var.name(); }
 
 Output Optimizer::GetSlot(const Output& var, const std::string& slot) const {
@@ -222,7 +228,7 @@ absl::StatusOr<Operation> Optimizer::Minimize(const Scope& scope, const Output& 
 
 absl::StatusOr<Operation> GradientDescentOptimizer::ApplyDense(const Scope& scope, const Output& grad,
                                                               const Output& var) {
-  return ops::Raw(scope, "ApplyGradientDescent", {var, Scalar(scope, lr_, var.dtype()), grad});
+  return ops::Raw(scope, "ApplyGradientDescent", {var, LearningRate(scope, lr_, var.dtype()), grad});
 }
 
 absl::Status MomentumOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
@@ -232,7 +238,7 @@ absl::Status MomentumOptimizer::CreateSlots(const Scope& slot_scope, const Outpu
 absl::StatusOr<Operation> MomentumOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
   const DataType dt = var.dtype();
   return ops::Raw(scope, "ApplyMomentum",
-                  {var, GetSlot(var, "momentum"), Scalar(scope, lr_, dt), grad, Scalar(scope, momentum_, dt)},
+                  {var, GetSlot(var, "momentum"), LearningRate(scope, lr_, dt), grad, Scalar(scope, momentum_, dt)},
                   [this](proto::NodeDef* n) { SetAttrBool(n, "use_nesterov", nesterov_); });
 }
 
@@ -241,7 +247,7 @@ absl::Status AdagradOptimizer::CreateSlots(const Scope& slot_scope, const Output
 }
 
 absl::StatusOr<Operation> AdagradOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
-  return ops::Raw(scope, "ApplyAdagrad", {var, GetSlot(var, "accumulator"), Scalar(scope, lr_, var.dtype()), grad});
+  return ops::Raw(scope, "ApplyAdagrad", {var, GetSlot(var, "accumulator"), LearningRate(scope, lr_, var.dtype()), grad});
 }
 
 absl::Status RMSPropOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
@@ -253,7 +259,7 @@ absl::Status RMSPropOptimizer::CreateSlots(const Scope& slot_scope, const Output
 absl::StatusOr<Operation> RMSPropOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
   const DataType dt = var.dtype();
   return ops::Raw(scope, "ApplyRMSProp",
-                  {var, GetSlot(var, "rms"), GetSlot(var, "momentum"), Scalar(scope, lr_, dt), Scalar(scope, decay_, dt),
+                  {var, GetSlot(var, "rms"), GetSlot(var, "momentum"), LearningRate(scope, lr_, dt), Scalar(scope, decay_, dt),
                    Scalar(scope, momentum_, dt), Scalar(scope, epsilon_, dt), grad});
 }
 
@@ -289,7 +295,7 @@ absl::StatusOr<Operation> AdamOptimizer::ApplyDense(const Scope& scope, const Ou
     b2p = ops::Cast(scope, b2p, dt);
   }
   return ops::Raw(scope, "ApplyAdam",
-                  {var, GetSlot(var, "m"), GetSlot(var, "v"), b1p, b2p, Scalar(scope, lr_, dt),
+                  {var, GetSlot(var, "m"), GetSlot(var, "v"), b1p, b2p, LearningRate(scope, lr_, dt),
                    Scalar(scope, beta1_, dt), Scalar(scope, beta2_, dt), Scalar(scope, epsilon_, dt), grad});
 }
 

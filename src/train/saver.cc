@@ -87,7 +87,10 @@ absl::StatusOr<std::unique_ptr<Saver>> Saver::Create(const Scope& scope, SaverOp
   if (options.var_list.empty()) {
     absl::MutexLock lock(&graph->mu);
     for (const auto& n : graph->graph.nodes()) {
-      if (n->op() == "Variable") nodes.push_back(n.get());
+      if (n->op() != "Variable") continue;
+      bool excluded = false;
+      for (const Output& e : options.exclude) excluded = excluded || e.node() == n.get();
+      if (!excluded) nodes.push_back(n.get());
     }
   } else {
     for (const Output& v : options.var_list) {
@@ -140,14 +143,22 @@ absl::StatusOr<std::unique_ptr<Saver>> Saver::Create(const Scope& scope, SaverOp
   return saver;
 }
 
-absl::StatusOr<std::string> Saver::Save(Session* session, const std::string& logdir_in, int64_t global_step) {
+absl::StatusOr<std::string> Saver::Save(Session* session, const std::string& logdir, int64_t global_step) {
+  return SaveAs(session, logdir, absl::StrCat(options_.basename, "-", global_step), global_step);
+}
+
+absl::StatusOr<std::string> Saver::SaveUnnumbered(Session* session, const std::string& logdir) {
+  return SaveAs(session, logdir, options_.basename, 0);
+}
+
+absl::StatusOr<std::string> Saver::SaveAs(Session* session, const std::string& logdir_in, const std::string& name,
+                                          int64_t global_step) {
   const std::string logdir = Absolute(logdir_in);
   Env* env = Env::Default();
   if (absl::Status s = env->CreateDir(logdir); !s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("Cannot save a checkpoint in log directory '", logdir_in,
                                                       "': ", s.message()));
   }
-  const std::string name = absl::StrCat(options_.basename, "-", global_step);
   const std::string prefix = Join(logdir, name);
   const int num_shards = static_cast<int>(shards_.size());
   FeedDict feeds;

@@ -91,6 +91,13 @@ absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
     }
     return false;
   };
+  auto is_local = [&](const Output& v) {
+    for (const Output& l : options.local_variables) {
+      if (l.node() == v.node()) return true;
+    }
+    return false;
+  };
+  std::erase_if(vars, is_local);
   for (const Output& v : vars) {
     if (!is_coordination(v)) saved.push_back(v);
   }
@@ -242,6 +249,13 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
   } else {
     RETURN_IF_ERROR(WaitUntilReady(deadline));
     ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
+  }
+  if (options_.local_init_op.ok()) {
+    absl::StatusOr<std::vector<Tensor>> r = session_->Run({}, {}, {options_.local_init_op});
+    if (!r.ok()) {
+      return absl::Status(r.status().code(),
+                          absl::StrCat("Running the local_init_op failed: ", r.status().message()));
+    }
   }
   for (auto& h : hooks_) RETURN_IF_ERROR(h->AfterCreateSession(this));
   return absl::OkStatus();

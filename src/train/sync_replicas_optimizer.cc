@@ -300,18 +300,23 @@ absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& sco
   absl::StatusOr<Operation> apply = optimizer_->ApplyGradients(chief, averaged, global_step);
   if (!apply.ok()) return apply.status();
   Scope after = chief.WithDevice(DeviceOf(*global_step)).WithControlDependencies({*apply});
-  applied_step_ = ops::Identity(after, *global_step);
+  // The barrier counts in int64; TF1 programs often made an int32 global step.
+  auto step64 = [&global_step](const Scope& sc) {
+    Output id = ops::Identity(sc, *global_step);
+    return id.dtype() == DT_INT64 ? id : ops::Cast(sc, id, DT_INT64);
+  };
+  applied_step_ = step64(after);
   update_ = ops::Raw(chief.WithDevice(DeviceOf(*global_step)), "SyncBarrierRelease", {applied_step_}, BarrierAttrs());
 
   // The chief's initialisation: accumulators first, then the barrier.
   std::vector<Operation> sets;
   for (const auto& [grad, var] : pairs) {
     Scope at_var = chief.WithDevice(DeviceOf(var));
-    sets.push_back(ops::Raw(at_var, "AccumulatorSetGlobalStep", {ops::Identity(at_var, *global_step)},
+    sets.push_back(ops::Raw(at_var, "AccumulatorSetGlobalStep", {step64(at_var)},
                             AccumulatorAttrs(var)));
   }
   Scope init_scope = chief.WithDevice(DeviceOf(*global_step)).WithControlDependencies(sets);
-  init_ = ops::Raw(init_scope, "SyncBarrierRelease", {ops::Identity(init_scope, *global_step)}, BarrierAttrs());
+  init_ = ops::Raw(init_scope, "SyncBarrierRelease", {step64(init_scope)}, BarrierAttrs());
   RETURN_IF_ERROR(scope.status());
   built_ = true;
   return train;

@@ -68,6 +68,11 @@ class DISTFLOW_EXPORT Optimizer {
   // Slot names this optimizer creates, in order.
   virtual std::vector<std::string> GetSlotNames() const { return {}; }
 
+  // A learning rate computed by the graph (a decay schedule of the global
+  // step) instead of the constant given to the constructor: a float or
+  // double scalar, cast to each variable's dtype beside its update.
+  void SetLearningRate(const Output& learning_rate) { lr_tensor_ = learning_rate; }
+
  protected:
   // Creates the slots of `var` (via CreateSlot) on `slot_scope` (the
   // variable's device, no control dependencies). Called once per variable.
@@ -89,11 +94,15 @@ class DISTFLOW_EXPORT Optimizer {
                                     const std::string& op_name, double value);
   // A scalar constant of `dtype` (float or double).
   static Output Scalar(const Scope& s, double v, DataType dtype);
+  // The learning rate for an update of dtype `dtype`: the tensor of
+  // SetLearningRate if there is one, else the constant `lr`.
+  Output LearningRate(const Scope& s, double lr, DataType dtype) const;
 
  private:
   std::string SlotKey(const Output& var) const;
 
   const std::string name_;
+  Output lr_tensor_;
   // (graph, variable node) -> slot name -> slot variable.
   std::map<std::pair<const GraphState*, std::string>, std::map<std::string, Output>> slots_;
 };

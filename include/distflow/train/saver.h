@@ -49,6 +49,9 @@ class CheckpointIndex;
 struct DISTFLOW_EXPORT SaverOptions {
   // Variables to save; empty: every variable in the graph when Create runs.
   std::vector<Output> var_list;
+  // Variables an empty var_list leaves out (TensorFlow's local variables:
+  // metrics' counters, which belong to one task and are never saved).
+  std::vector<Output> exclude;
   // How many checkpoints the log directory keeps (older ones are deleted);
   // 0 keeps all.
   int max_to_keep = 5;
@@ -68,6 +71,9 @@ class DISTFLOW_EXPORT Saver {
 
   // Writes <logdir>/<basename>-<global_step>; returns its prefix (absolute).
   absl::StatusOr<std::string> Save(Session* session, const std::string& logdir, int64_t global_step);
+  // Writes <logdir>/<basename> with no step in its name (TensorFlow's
+  // Saver.save without global_step); its index records step 0.
+  absl::StatusOr<std::string> SaveUnnumbered(Session* session, const std::string& logdir);
   // Restores every variable from the checkpoint at `prefix`.
   absl::Status Restore(Session* session, const std::string& prefix);
   // Restores the newest usable checkpoint of `logdir` and returns its prefix;
@@ -94,6 +100,8 @@ class DISTFLOW_EXPORT Saver {
   // The index at `prefix`, read once and checked against vars_.
   absl::StatusOr<proto::CheckpointIndex> ReadCompatibleIndex(const std::string& prefix) const;
   absl::Status UpdateState(const std::string& logdir, const std::string& name);
+  absl::StatusOr<std::string> SaveAs(Session* session, const std::string& logdir_in, const std::string& name,
+                                     int64_t global_step);
 
   SaverOptions options_;
   std::vector<VarInfo> vars_;

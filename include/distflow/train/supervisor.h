@@ -67,6 +67,12 @@ struct DISTFLOW_EXPORT SupervisorOptions {
   // count of finished workers): checkpoints leave them out, and after a
   // restore the chief initialises those that are not initialised yet.
   std::vector<Output> coordination_vars;
+  // Variables of each task alone (TensorFlow's LOCAL_VARIABLES: metrics'
+  // totals and counts): never saved or waited for.
+  std::vector<Output> local_variables;
+  // Run by every task once the model is ready (initialised or restored by
+  // the chief), and again after each recovery: TensorFlow's local_init_op.
+  Operation local_init_op;
   // How long a non-chief waits for the chief to initialise the model.
   absl::Duration ready_timeout = absl::Minutes(5);
   // Session recreations allowed in a row before a failing step is returned.

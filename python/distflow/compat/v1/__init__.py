@@ -241,35 +241,66 @@ nn = _Namespace("nn",
     bias_add=lambda value, bias, name=None: _op("BiasAdd")(value, bias, name=name),
 )
 
-# tf.train
-train = _Namespace("train",
-    ClusterSpec=_train.ClusterSpec,
-    Server=_train.Server,
-    replica_device_setter=_train.replica_device_setter,
-    Optimizer=_train.Optimizer,
-    GradientDescentOptimizer=_train.GradientDescentOptimizer,
-    MomentumOptimizer=_train.MomentumOptimizer,
-    AdagradOptimizer=_train.AdagradOptimizer,
-    RMSPropOptimizer=_train.RMSPropOptimizer,
-    AdamOptimizer=_train.AdamOptimizer,
-    SyncReplicasOptimizer=_train.SyncReplicasOptimizer,
-    Supervisor=_train.Supervisor,
-    Saver=_train.Saver,
-    latest_checkpoint=_train.latest_checkpoint,
-    MonitoredTrainingSession=_train.MonitoredTrainingSession,
-    StopAtStepHook=_train.StopAtStepHook,
-    SessionRunHook=_train.SessionRunHook,
-    SessionRunArgs=_train.SessionRunArgs,
-    SessionRunContext=_train.SessionRunContext,
-    SessionRunValues=_train.SessionRunValues,
-    LoggingTensorHook=_train.LoggingTensorHook,
-    NanTensorHook=_train.NanTensorHook,
-    NanLossDuringTrainingError=_train.NanLossDuringTrainingError,
-    FinalOpsHook=_train.FinalOpsHook,
-    get_global_step=_train.get_global_step,
-    get_or_create_global_step=_train.get_or_create_global_step,
-    create_global_step=_train.create_global_step,
-)
+class _Module(_types.ModuleType):
+    """A TF1 module (tf.train, tf.layers, ...) served by a distflow module:
+    its public names, and a clear NotImplementedError for the others."""
+
+    def __init__(self, prefix, module, **extra):
+        super().__init__(f"{__name__}.{prefix}")
+        self._prefix, self._module, self._extra = prefix, module, extra
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._extra:
+            return self._extra[name]
+        value = getattr(self._module, name, None)
+        if value is None:
+            raise NotImplementedError(f"distflow.compat.v1 has no tf.{self._prefix}.{name} yet")
+        return value
+
+    def __dir__(self):
+        return sorted(set(self._extra) | {n for n in dir(self._module) if not n.startswith("_")})
+
+
+from distflow import gfile  # noqa: E402 (tf.gfile)
+from distflow import layers as _layers  # noqa: E402
+from distflow import logging  # noqa: E402,A004 (tf.logging)
+from distflow import losses as _losses  # noqa: E402
+from distflow import metrics as _metrics  # noqa: E402
+
+from distflow import contrib as _contrib  # noqa: E402
+
+contrib = _Module("contrib", _contrib)
+train = _Module("train", _train)
+layers = _Module("layers", _layers)
+losses = _Module("losses", _losses)
+metrics = _Module("metrics", _metrics)
+flags = app.flags
+
+# collections and variables
+GraphKeys = _fw.GraphKeys
+add_to_collection = _fw.add_to_collection
+add_to_collections = _fw.add_to_collections
+get_collection = _fw.get_collection
+get_collection_ref = _fw.get_collection_ref
+global_variables = _fw.global_variables
+all_variables = _fw.all_variables
+local_variables = _fw.local_variables
+model_variables = _fw.model_variables
+moving_average_variables = _fw.moving_average_variables
+local_variables_initializer = _fw.local_variables_initializer
+initialize_local_variables = _fw.initialize_local_variables
+variables_initializer = _fw.variables_initializer
+is_variable_initialized = _fw.is_variable_initialized
+tables_initializer = _fw.tables_initializer
+get_variable_scope = _fw.get_variable_scope
+VariableScope = _fw.VariableScope
+AUTO_REUSE = _fw.AUTO_REUSE
+RunOptions = _fw.RunOptions
+RunMetadata = _fw.RunMetadata
+placeholder_with_default = _fw.placeholder_with_default
+
 sigmoid = nn.sigmoid
 tanh = nn.tanh
 

@@ -51,10 +51,16 @@ def _read_idx(path, want_dims):
 
 
 class DataSet:
-    def __init__(self, images, labels, seed=None):
+    """Examples served in shuffled mini-batches (TF1's mnist.DataSet)."""
+
+    def __init__(self, images, labels, fake_data=False, one_hot=False, dtype=None, reshape=True, seed=None):
+        if isinstance(fake_data, (int, np.integer)) and not isinstance(fake_data, bool) and seed is None:
+            seed = fake_data  # the old positional DataSet(images, labels, seed)
+            fake_data = False
         self._images = images
         self._labels = labels
-        self._n = images.shape[0]
+        self._fake_data, self._one_hot = bool(fake_data), one_hot
+        self._n = 10000 if fake_data else images.shape[0]
         self._rng = np.random.RandomState(seed)
         self._order = self._rng.permutation(self._n)
         self._pos = 0
@@ -64,8 +70,13 @@ class DataSet:
     labels = property(lambda self: self._labels)
     num_examples = property(lambda self: self._n)
 
-    def next_batch(self, batch_size, shuffle=True):
-        """The next `batch_size` examples; a new shuffled pass each epoch."""
+    def next_batch(self, batch_size, fake_data=False, shuffle=True):
+        """The next `batch_size` examples; a new shuffled pass each epoch.
+        With fake_data, batches of ones with label 0, as TF1's tests used."""
+        if fake_data or self._fake_data:
+            image = np.ones(784, dtype=np.float32)
+            label = np.eye(10)[0] if self._one_hot else 0
+            return np.stack([image] * batch_size), np.asarray([label] * batch_size)
         if batch_size > self._n:
             raise ValueError(f"batch of {batch_size} from a data set of {self._n}")
         if self._pos + batch_size > self._n:
@@ -77,7 +88,23 @@ class DataSet:
         return self._images[idx], self._labels[idx]
 
 
-def read_data_sets(train_dir, one_hot=False, validation_size=5000, seed=None, **unused):
+def _dtype_name(dtype):
+    if dtype is None:
+        return "float32"
+    return getattr(dtype, "name", None) or np.dtype(dtype).name
+
+
+def read_data_sets(train_dir, fake_data=False, one_hot=False, dtype=None, reshape=True, validation_size=5000,
+                   seed=None, source_url=None):
+    """TF1's read_data_sets: float32 images in [0, 1] (dtype uint8: the raw
+    bytes), [n, 784] (reshape=False: [n, 28, 28, 1]), labels one-hot
+    float64 or uint8 class ids."""
+    if fake_data:
+        fake = DataSet([], [], fake_data=True, one_hot=one_hot, seed=seed)
+        return Datasets(train=fake, validation=fake, test=fake)
+    want = _dtype_name(dtype)
+    if want not in ("float32", "uint8"):
+        raise TypeError(f"Invalid image dtype {want}, expected uint8 or float32")
     directory = train_dir
     if _find(directory, _FILES["train_images"]) is None:
         found = [d for d in DEFAULT_DIRS if _find(d, _FILES["train_images"]) is not None]
@@ -95,9 +122,13 @@ def read_data_sets(train_dir, one_hot=False, validation_size=5000, seed=None, **
         if path is None:
             raise FileNotFoundError(f"{directory} has {_FILES['train_images']} but not {base}")
         arrays[key] = _read_idx(path, 3 if key.endswith("images") else 1)
+    n_train = arrays["train_images"].shape[0]
+    if not 0 <= validation_size <= n_train:
+        raise ValueError(f"Validation size should be between 0 and {n_train}. Received: {validation_size}.")
 
     def images(a):
-        return (a.reshape(a.shape[0], -1).astype(np.float32)) / 255.0
+        a = a.reshape(a.shape[0], -1) if reshape else a.reshape(a.shape[0], a.shape[1], a.shape[2], 1)
+        return a if want == "uint8" else a.astype(np.float32) / 255.0
 
     def labels(a):
         if not one_hot:
@@ -107,6 +138,10 @@ def read_data_sets(train_dir, one_hot=False, validation_size=5000, seed=None, **
         return out
 
     train_x, train_y = images(arrays["train_images"]), labels(arrays["train_labels"])
-    return Datasets(train=DataSet(train_x[validation_size:], train_y[validation_size:], seed),
-                    validation=DataSet(train_x[:validation_size], train_y[:validation_size], seed),
-                    test=DataSet(images(arrays["test_images"]), labels(arrays["test_labels"]), seed))
+    return Datasets(train=DataSet(train_x[validation_size:], train_y[validation_size:], seed=seed),
+                    validation=DataSet(train_x[:validation_size], train_y[:validation_size], seed=seed),
+                    test=DataSet(images(arrays["test_images"]), labels(arrays["test_labels"]), seed=seed))
+
+
+def load_mnist(train_dir="MNIST-data"):
+    return read_data_sets(train_dir)

@@ -1,0 +1,108 @@
+"""tf.train.Saver, latest_checkpoint and the checkpoint state."""
+import os
+import types
+
+from distflow import _distflow
+from distflow import framework as _fw
+from distflow.train.supervisor import _MonitoredRunner
+
+
+class Saver:
+    """tf.train.Saver: save(sess, "dir/model.ckpt", global_step=n) writes
+    dir/model.ckpt-n, and without global_step dir/model.ckpt itself (each
+    task holding variables writes its own shard; the newest max_to_keep are
+    kept) and returns that prefix; restore(sess, prefix) checks the
+    checkpoint against the model first (another model's is a
+    FailedPreconditionError listing the differences). By default every
+    variable but the local ones (metrics' counters) is saved, as TF1."""
+
+    def __init__(self, var_list=None, reshape=False, sharded=False, max_to_keep=5,
+                 keep_checkpoint_every_n_hours=10000.0, name=None, restore_sequentially=False, saver_def=None,
+                 builder=None, defer_build=False, allow_empty=False, write_version=None, pad_step_number=False,
+                 save_relative_paths=False, filename=None):
+        self._graph = _fw.get_default_graph()
+        if isinstance(var_list, dict):
+            renamed = [k for k, v in var_list.items() if k != v.op.name]
+            if renamed:
+                raise NotImplementedError(f"Saver(var_list=dict) with keys other than the variables' names "
+                                          f"({', '.join(sorted(renamed)[:3])}): distflow's checkpoints key each "
+                                          f"variable by its own name")
+            var_list = list(var_list.values())
+        self._var_list = [v._out for v in (var_list or [])]
+        self._exclude = [v._out for v in self._graph.get_collection(_fw.GraphKeys.LOCAL_VARIABLES)]
+        self._max_to_keep = max_to_keep
+        self._allow_empty = allow_empty
+        self._savers = {}  # by basename
+        self.last_checkpoints = []
+        if not defer_build:
+            try:
+                self._saver("model.ckpt")  # the ops, now, before a session finalizes the graph
+            except _distflow.InvalidArgumentError:
+                if not allow_empty:
+                    raise ValueError("No variables to save")
+
+    def build(self):
+        self._saver("model.ckpt")
+
+    def _saver(self, basename):
+        if basename not in self._savers:
+            with self._graph.as_default():
+                self._savers[basename] = _distflow.Saver(self._graph._scope(), self._var_list,
+                                                         self._max_to_keep, basename, self._exclude)
+        return self._savers[basename]
+
+    @staticmethod
+    def _plain(sess):
+        if isinstance(sess, _MonitoredRunner):
+            return sess._monitored  # its current session, whichever recovery made it
+        if not isinstance(sess, _fw.Session):
+            raise TypeError(f"Saver.save/restore take a tf.Session, not {type(sess).__name__}")
+        return sess._sess
+
+    def save(self, sess, save_path, global_step=None, latest_filename=None, meta_graph_suffix="meta",
+             write_meta_graph=True, write_state=True, strip_default_attrs=False, save_debug_info=False):
+        logdir, basename = os.path.split(os.path.abspath(save_path))
+        if global_step is None:
+            step = None
+        elif isinstance(global_step, _fw.Tensor):
+            step = int(sess.run(global_step))
+        else:
+            step = int(global_step)
+        prefix = self._saver(basename).save(self._plain(sess), logdir, step)
+        self.last_checkpoints = (self.last_checkpoints + [prefix])[-max(1, self._max_to_keep or 1):]
+        return prefix
+
+    def restore(self, sess, save_path):
+        if save_path is None:
+            raise ValueError("Can't load save_path when it is None.")
+        return self._saver(next(iter(self._savers), "model.ckpt")).restore(self._plain(sess), save_path)
+
+    def as_saver_def(self):
+        raise NotImplementedError("Saver.as_saver_def: distflow's checkpoints have no SaverDef")
+
+
+def checkpoint_exists(checkpoint_prefix):
+    """Whether a checkpoint with this prefix was written (its index exists)."""
+    return os.path.exists(checkpoint_prefix + ".index")
+
+
+def get_checkpoint_state(checkpoint_dir, latest_filename=None):
+    """The newest checkpoint and all that are kept, as TF's CheckpointState
+    (model_checkpoint_path, all_model_checkpoint_paths), or None."""
+    latest = _distflow.latest_checkpoint(checkpoint_dir)
+    if latest is None:
+        return None
+    state = os.path.join(checkpoint_dir, latest_filename or "checkpoint")
+    paths = []
+    if os.path.exists(state):
+        with open(state) as f:
+            for line in f:
+                if line.startswith("all_model_checkpoint_paths:"):
+                    p = line.split(":", 1)[1].strip().strip('"')
+                    paths.append(p if os.path.isabs(p) else os.path.join(checkpoint_dir, p))
+    return types.SimpleNamespace(model_checkpoint_path=latest, all_model_checkpoint_paths=paths or [latest])
+
+
+def latest_checkpoint(checkpoint_dir, latest_filename=None):
+    """The newest checkpoint prefix of `checkpoint_dir`, or None."""
+    return _distflow.latest_checkpoint(checkpoint_dir)

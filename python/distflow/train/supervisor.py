@@ -1,0 +1,350 @@
+"""tf.train.Supervisor over distflow's C++ MonitoredSession."""
+import contextlib
+import os
+import sys
+import time
+import types
+
+from distflow import _distflow
+from distflow import framework as _fw
+from distflow.train.server import _servers_by_target, _servers_by_target_of_task
+
+
+def _merge_all_summaries():
+    """The graph's summaries merged (tf.summary.merge_all), or None."""
+    try:
+        from distflow import summary
+    except ImportError:  # a package without summaries
+        return None
+    return summary.merge_all()
+
+
+class Supervisor:
+    """tf.train.Supervisor over distflow's MonitoredSession: the chief
+    restores the newest checkpoint of `logdir` or runs `init_op`, the other
+    workers wait for it; the chief saves checkpoints every
+    `save_model_secs` and at the end; a failed task is recovered from.
+
+    Unlike TensorFlow's, it also ends the cluster: when the session of a
+    task of a ps/worker cluster ends, the task counts itself done (in a
+    variable on ps 0), and the chief, once every worker is done, shuts the
+    cluster down, so the parameter servers' server.join() returns."""
+
+    USE_DEFAULT = 0  # tf.train.Supervisor.USE_DEFAULT
+
+    def __init__(self, graph=None, ready_op=USE_DEFAULT, ready_for_local_init_op=USE_DEFAULT, is_chief=True,
+                 init_op=USE_DEFAULT, init_feed_dict=None, local_init_op=USE_DEFAULT, logdir=None,
+                 summary_op=USE_DEFAULT, saver=USE_DEFAULT, global_step=USE_DEFAULT, save_summaries_secs=120,
+                 save_model_secs=600, recovery_wait_secs=30, stop_grace_secs=120, checkpoint_basename="model.ckpt",
+                 session_manager=None, summary_writer=USE_DEFAULT, init_fn=None, local_init_run_options=None):
+        if init_feed_dict is not None:
+            raise NotImplementedError("Supervisor(init_feed_dict=...): distflow's chief runs init_op without feeds")
+        if session_manager is not None:
+            raise NotImplementedError("Supervisor(session_manager=...)")
+        U = Supervisor.USE_DEFAULT
+        self._graph = graph or _fw.get_default_graph()
+        self.is_chief = is_chief
+        self._logdir = logdir or ""
+        g = self._graph
+        with g.as_default():
+            if global_step is U:
+                from distflow.train.training_util import get_global_step
+                global_step = get_global_step(g)
+            self._global_step = global_step
+            self._init_op = None if init_op is U else init_op
+            local_vars = g.get_collection(_fw.GraphKeys.LOCAL_VARIABLES)
+            if local_init_op is U:
+                local_init_op = (_fw.group(_fw.local_variables_initializer(), _fw.tables_initializer())
+                                 if local_vars or g.get_collection(_fw.GraphKeys.TABLE_INITIALIZERS) else None)
+            self._local_init_op = local_init_op
+            self._local_vars = local_vars
+            # ready_op and ready_for_local_init_op: distflow's readiness check
+            # is built in (every model variable initialised, checked beside it).
+            self._ready_op = None if ready_op in (U, None) else ready_op
+            if saver is U:
+                from distflow.train.saver import Saver
+                saver = Saver(allow_empty=True)
+            self._saver = saver
+            if self._logdir and global_step is None and saver is not None:
+                # distflow's checkpoints are numbered by the global step.
+                from distflow.train.training_util import get_or_create_global_step
+                self._global_step = get_or_create_global_step(g)
+            if summary_op is U:
+                summary_op = _merge_all_summaries()
+            self._summary_op = summary_op
+        self._init_fn = init_fn
+        self._summary_writer_arg = summary_writer
+        self._summary_writer = None
+        self._save_summaries_secs = save_summaries_secs
+        self._save_secs = int(save_model_secs or 0)
+        self._recovery_wait_secs = recovery_wait_secs
+        self._stop_grace_secs = stop_grace_secs
+        self._checkpoint_basename = checkpoint_basename
+        self._session = None
+        self._runner = None
+        self._stopped = False
+        self._done = None  # (counter, increment) on ps 0, made once the cluster is known
+        self._sync_hooks = []  # (SyncReplicasOptimizer, is_chief) from MonitoredTrainingSession
+        self._threads = []
+        self._coord = None
+
+    # TF1's read-only attributes.
+    init_op = property(lambda self: self._init_op)
+    local_init_op = property(lambda self: self._local_init_op)
+    ready_op = property(lambda self: self._ready_op)
+    ready_for_local_init_op = property(lambda self: None)
+    summary_op = property(lambda self: self._summary_op)
+    saver = property(lambda self: self._saver)
+    session_manager = property(lambda self: None)
+    init_feed_dict = property(lambda self: None)
+    save_model_secs = property(lambda self: self._save_secs)
+    save_summaries_secs = property(lambda self: self._save_summaries_secs)
+    save_path = property(lambda self: os.path.join(self._logdir, self._checkpoint_basename) if self._logdir
+                         else None)
+
+    @property
+    def coord(self):
+        if self._coord is None:
+            from distflow.train.coordinator import Coordinator
+            self._coord = Coordinator()
+        return self._coord
+
+    @property
+    def summary_writer(self):
+        """The FileWriter of logdir (the chief's), made on first use."""
+        if self._summary_writer is None and self._summary_writer_arg is not None and self.is_chief and self._logdir:
+            if self._summary_writer_arg is Supervisor.USE_DEFAULT:
+                try:
+                    from distflow.summary import FileWriter
+                except ImportError:  # a package without summaries
+                    return None
+                self._summary_writer = FileWriter(self._logdir)
+            else:
+                self._summary_writer = self._summary_writer_arg
+        return self._summary_writer
+
+    def summary_computed(self, sess, summary, global_step=None):
+        """Writes a summary that the program computed to logdir's events file."""
+        if self.summary_writer is None:
+            raise RuntimeError("Writing a summary requires a summary writer (a chief Supervisor with a logdir).")
+        if global_step is None and self._global_step is not None:
+            global_step = sess._global_step_value() if hasattr(sess, "_global_step_value") else \
+                int(sess.run(self._global_step))
+        self.summary_writer.add_summary(summary, global_step)
+
+    def start_queue_runners(self, sess, queue_runners=None):
+        """Starts the graph's queue runners (none before distflow has queues)."""
+        qrs = queue_runners if queue_runners is not None else \
+            self._graph.get_collection(_fw.GraphKeys.QUEUE_RUNNERS)
+        threads = []
+        for qr in qrs:
+            threads.extend(qr.create_threads(sess, coord=self.coord, daemon=True, start=True))
+        self._threads.extend(threads)
+        return threads
+
+    def loop(self, timer_interval_secs, target, args=None, kwargs=None):
+        """Calls target(*args) every timer_interval_secs in a thread until stop()."""
+        from distflow.train.coordinator import LooperThread
+        t = LooperThread.loop(self.coord, timer_interval_secs, target, args, kwargs)
+        self._threads.append(t)
+        return t
+
+    def start_standard_services(self, sess):
+        """Turns on the chief's summaries: every save_summaries_secs, the
+        next step the program runs also computes summary_op (with that
+        step's feeds), and the result and global_step/sec go to logdir's
+        events file. Nothing runs beside the program's own steps."""
+        self._summaries_on = bool(self.is_chief and self._logdir and self._save_summaries_secs and
+                                  self.summary_writer is not None)
+        self._next_summary = time.monotonic()
+        return []
+
+    def _summary_fetch_due(self):
+        if not getattr(self, "_summaries_on", False) or time.monotonic() < self._next_summary:
+            return None
+        self._next_summary = time.monotonic() + self._save_summaries_secs
+        return self._summary_op if self._summary_op is not None else []
+
+    def _summary_computed_in_step(self, runner, value):
+        step = runner._global_step_value() if self._global_step is not None else None
+        if isinstance(value, (bytes, bytearray)) or hasattr(value, "SerializeToString"):
+            self.summary_writer.add_summary(value, step)
+        now = time.monotonic()
+        last = getattr(self, "_last_summary", None)
+        if last is not None and step is not None and step >= 0 and now > last[0]:
+            from distflow.summary import _scalar_summary_proto
+            self.summary_writer.add_summary(_scalar_summary_proto("global_step/sec", (step - last[1]) / (now - last[0])),
+                                            step)
+        self._last_summary = (now, step)
+
+    @property
+    def global_step(self):
+        return self._global_step
+
+    def should_stop(self):
+        return self._stopped or (self._session is not None and self._session.should_stop())
+
+    def request_stop(self, ex=None):
+        self._stopped = True
+        if self._coord is not None:
+            self._coord.request_stop(ex)
+
+    def _cluster_counter(self, server):
+        """The done-counter of a ps/worker cluster, added before the graph is finalized."""
+        cluster = server.cluster
+        if "ps" not in cluster or "worker" not in cluster:
+            return None
+        g = self._graph
+        saved = (g._device_stack, g._name_stack, g._control_stack)
+        g._device_stack, g._name_stack, g._control_stack = ["/job:ps/task:0"], [], []
+        try:
+            with g.as_default():
+                counter = _fw.Variable(_fw.constant(0, dtype=_fw._dtypes.int32), trainable=False,
+                                       name="supervisor_workers_done")
+                inc = counter.assign_add(1)
+        finally:
+            g._device_stack, g._name_stack, g._control_stack = saved
+        return counter, inc, len(cluster["worker"]), cluster, server.task_name
+
+    def prepare_or_wait_for_session(self, master="", config=None, wait_for_checkpoint=False, max_wait_secs=7200,
+                                    start_standard_services=True):
+        """The chief restores logdir's newest checkpoint or runs init_op (then
+        init_fn); the others wait until the model is ready; every task then
+        runs local_init_op. Returns the session the program steps."""
+        server = _servers_by_target.get(master)
+        if server is not None and self._done is None:
+            self._done = self._cluster_counter(server)
+        coordination = [self._done[0]._out] if self._done else []
+        init_op = self._init_op
+        if init_op is not None and self._done is not None:
+            with self._graph.as_default():  # the counter is newer than the program's init_op
+                init_op = _fw.group(init_op, self._done[0].initializer)
+        if self._local_init_op is None and self._graph.get_collection(_fw.GraphKeys.LOCAL_VARIABLES):
+            with self._graph.as_default():  # local variables made after the Supervisor
+                self._local_vars = self._graph.get_collection(_fw.GraphKeys.LOCAL_VARIABLES)
+                self._local_init_op = _fw.local_variables_initializer()
+        self._graph.finalize()
+        options = (config or _fw.ConfigProto())._options()
+        local_init = self._local_init_op
+        if not self._sync_hooks:  # a TF1 sync program under a Supervisor: no hook was handed over
+            self._sync_hooks = [types.SimpleNamespace(_sync=opt, _is_chief=self.is_chief)
+                                for opt in getattr(self._graph, "_sync_replicas_optimizers", [])]
+        self._session = _distflow.MonitoredSession(
+            self._graph._root, master, self.is_chief, self._logdir if self._saver is not None else "",
+            None if self._global_step is None else self._global_step._out,
+            None if init_op is None else init_op._op, self._save_secs, coordination, options,
+            [(h._sync._opt, h._is_chief) for h in self._sync_hooks],
+            [v._out for v in self._local_vars],
+            None if local_init is None else _fw._as_cc_operation(local_init),
+            int(getattr(self, "_save_steps", 0) or 0))
+        self._runner = _MonitoredRunner(self._session, self._graph, self)
+        if self.is_chief and self._init_fn is not None and not self._session.restored_from:
+            self._init_fn(self._runner)
+        if start_standard_services:
+            self.start_standard_services(self._runner)
+        return self._runner
+
+    @contextlib.contextmanager
+    def managed_session(self, master="", config=None, start_standard_services=True, close_summary_writer=True):
+        sess = self.prepare_or_wait_for_session(master, config, start_standard_services=start_standard_services)
+        try:
+            yield sess
+        except Exception as e:  # noqa: B902 (reported to the threads, then raised, as TF)
+            self.request_stop(e)
+            raise
+        finally:
+            self.stop(close_summary_writer=close_summary_writer)
+
+    def wait_for_stop(self):
+        self.coord.wait_for_stop()
+
+    def _end(self):
+        if self._session is None:
+            return
+        session, self._session = self._session, None
+        done = self._done
+        if done is not None:
+            counter, inc, num_workers, cluster, task = done
+            session.run([], [], [inc._out.op])
+        session.close()
+        if done is not None and self.is_chief:
+            self._shut_down_when_done(counter, num_workers, cluster, task)
+
+    def _shut_down_when_done(self, counter, num_workers, cluster, task, wait_secs=600):
+        # Only the ps holding the counter and this task: workers that are
+        # done may have exited already.
+        check = _distflow.Session(_servers_by_target_of_task(task),
+                                  {"device_filters": ["/job:ps/task:0", task]})
+        deadline = time.monotonic() + wait_secs
+        done = 0
+        try:
+            while time.monotonic() < deadline:
+                done = int(check.run([], [counter._out], [], 0)[0])
+                if done >= num_workers:
+                    break
+                time.sleep(0.5)
+        finally:
+            check.close()
+        print(f"Supervisor: {done} of {num_workers} workers done; shutting the cluster down", file=sys.stderr)
+        _distflow.shutdown_cluster(cluster, "training is over", [task])
+
+    def stop(self, threads=None, close_summary_writer=True, ignore_live_threads=False):
+        """Stops the services and joins `threads`, then ends the session
+        (the chief's last checkpoint; counting this task done)."""
+        self._stopped = True
+        if self._coord is not None or self._threads or threads:
+            self.coord.request_stop()
+            try:
+                self.coord.join(list(self._threads) + list(threads or []),
+                                stop_grace_period_secs=self._stop_grace_secs,
+                                ignore_live_threads=ignore_live_threads)
+            finally:
+                self._threads = []
+                self._end()
+                self._close_writer(close_summary_writer)
+            return
+        self._end()
+        self._close_writer(close_summary_writer)
+
+    def _close_writer(self, close):
+        if close and self._summary_writer is not None:
+            self._summary_writer.close()
+
+
+class _MonitoredRunner(_fw.Session):
+    """What managed_session yields: Session.run's fetch and feed handling,
+    steps run by the monitored session."""
+
+    def __init__(self, monitored, graph, supervisor):  # noqa: super-init-not-called
+        self.graph = graph
+        self._monitored = monitored
+        self._sv = supervisor
+        self._sess = self  # Session.run calls self._sess.run(feeds, outputs, targets, timeout)
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        extra = self._sv._summary_fetch_due()
+        if extra is None:
+            return _fw.Session.run(self, fetches, feed_dict=feed_dict, options=options)
+        out, summary = _fw.Session.run(self, [fetches, extra], feed_dict=feed_dict, options=options)
+        self._sv._summary_computed_in_step(self, summary)
+        return out
+
+    def _global_step_value(self):
+        """The global step after the last step (or at creation), as the
+        monitored session fetched it; -1 without one."""
+        return self._monitored.global_step
+
+    def _run_raw(self, feeds, outputs, targets, timeout):
+        return self._monitored.run(feeds, outputs, targets)
+
+    def should_stop(self):
+        return self._sv.should_stop()
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
