@@ -476,17 +476,29 @@ def _checked(g, t):
     return t
 
 
+def _shape_list(shape):
+    """A shape as TF1 accepts one (None, an int, a list or tuple of ints and
+    Nones, a TensorShape) as a list, or None for an unknown rank."""
+    if shape is None:
+        return None
+    if isinstance(shape, TensorShape):
+        return None if shape._dims is None else list(shape._dims)
+    if isinstance(shape, (int, np.integer)):
+        return [int(shape)]
+    return [None if d is None else int(d) for d in shape]
+
+
 def placeholder(dtype, shape=None, name=None):
     dt = _dtypes.as_dtype(dtype)
     # An unknown shape (None) accepts any feed; [None, 784] any batch size.
-    attrs = {"dtype": dt._distflow_dtype, "shape": None if shape is None else list(shape)}
+    attrs = {"dtype": dt._distflow_dtype, "shape": _shape_list(shape)}
     return _apply("Placeholder", [], attrs, name=name)
 
 
 def placeholder_with_default(input, shape, name=None):  # noqa: A002 (TensorFlow's name)
     """A placeholder that yields `input` when it is not fed."""
     value = convert_to_tensor(input)
-    return _apply("PlaceholderWithDefault", [value], {"shape": None if shape is None else list(shape)}, name=name)
+    return _apply("PlaceholderWithDefault", [value], {"shape": _shape_list(shape)}, name=name)
 
 
 class Variable(Tensor):
@@ -932,11 +944,18 @@ class Session:
             t = self._as_fetch(key)
             feeds.append((t._out, self._feed_value(t, value)))
         timeout = getattr(options, "timeout_in_ms", 0) if options is not None else 0
-        values = self._run_raw(feeds, outputs, targets, timeout)
+        if run_metadata is not None and getattr(options, "trace_level", 0):
+            # A traced step: its timeline goes to run_metadata.step_stats.
+            values, trace = self._run_raw(feeds, outputs, targets, timeout, trace=True)
+            run_metadata.step_stats = trace
+        else:
+            values = self._run_raw(feeds, outputs, targets, timeout)
         results = [None if s is None else self._scalar(values[s]) for s in slots]
         return self._unflatten(structure, iter(results))
 
-    def _run_raw(self, feeds, outputs, targets, timeout):
+    def _run_raw(self, feeds, outputs, targets, timeout, trace=False):
+        if trace:
+            return self._sess.run(feeds, outputs, targets, timeout, True)
         return self._sess.run(feeds, outputs, targets, timeout)
 
     def _as_fetch(self, f):
@@ -1039,9 +1058,10 @@ class RunOptions:
 
 
 class RunMetadata:
-    """tf.RunMetadata: what a traced step reports. distflow fills
-    step_stats with the step's trace as Chrome trace JSON (bytes) when the
-    step ran with a trace level; SerializeToString() returns it for
+    """tf.RunMetadata: what a traced step reports. A step run with
+    options=RunOptions(trace_level=...) and run_metadata= fills step_stats
+    with the step's timeline as Chrome trace-event JSON (bytes; every task's
+    part of the step); SerializeToString() returns it for
     FileWriter.add_run_metadata."""
 
     def __init__(self):

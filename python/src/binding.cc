@@ -28,6 +28,7 @@
 #include "distflow/scope.h"
 #include "distflow/server.h"
 #include "distflow/session.h"
+#include "distflow/step_stats.h"
 #include "distflow/tensor.h"
 #include "distflow/train/layers.h"
 #include "distflow/train/optimizer.h"
@@ -617,19 +618,26 @@ PYBIND11_MODULE(_distflow, m) {
       .def(
           "run",
           [](PySession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
-             const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets, int64_t timeout_ms) {
+             const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets, int64_t timeout_ms,
+             bool trace) -> py::object {
             if (self.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
             df::FeedDict feed_dict = ToFeedDict(feeds);
             df::RunOptions options;
             options.timeout_ms = timeout_ms;
+            df::StepStats stats;
+            if (trace) options.trace = &stats;
             absl::StatusOr<std::vector<df::Tensor>> result;
             {
               py::gil_scoped_release release;
               result = self.session->Run(feed_dict, fetches, targets, options);
             }
-            return ToNumpyList(std::move(result));
+            py::object values = ToNumpyList(std::move(result));
+            if (!trace) return values;
+            // The step's timeline (Chrome trace-event JSON) for RunMetadata.
+            return py::make_tuple(values, py::bytes(df::ChromeTraceJson(stats)));
           },
-          py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("timeout_ms") = 0)
+          py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("timeout_ms") = 0,
+          py::arg("trace") = false)
       .def("close",
            [](PySession& self) {
              if (self.closed) return;
@@ -778,15 +786,22 @@ PYBIND11_MODULE(_distflow, m) {
            py::keep_alive<1, 11>())  // the optimizers outlive their hooks
       .def("run",
            [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
-              const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets) {
+              const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets,
+              bool trace) -> py::object {
              df::FeedDict feed_dict = ToFeedDict(feeds);
+             df::RunOptions options;
+             df::StepStats stats;
+             if (trace) options.trace = &stats;
              absl::StatusOr<std::vector<df::Tensor>> result;
              {
                py::gil_scoped_release release;
-               result = self.Run(feed_dict, fetches, targets);
+               result = self.Run(feed_dict, fetches, targets, options);
              }
-             return ToNumpyList(std::move(result));
-           })
+             py::object values = ToNumpyList(std::move(result));
+             if (!trace) return values;
+             return py::make_tuple(values, py::bytes(df::ChromeTraceJson(stats)));
+           },
+           py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("trace") = false)
       .def("should_stop", &df::MonitoredSession::ShouldStop)
       .def("request_stop", &df::MonitoredSession::RequestStop)
       .def("close", [](df::MonitoredSession& self) {

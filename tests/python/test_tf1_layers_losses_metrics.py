@@ -326,3 +326,28 @@ def test_unknown_names_raise_naming_them():
         tf.layers.conv3d
     with pytest.raises(NotImplementedError, match="tf.train.NoSuchThing"):
         tf.train.NoSuchThing
+
+
+def test_full_trace_fills_run_metadata_and_profiler_hook_writes_timelines(tmp_path):
+    import json
+    x = tf.placeholder(tf.float32, [None, 3], name="x")
+    y = tf.reduce_sum(tf.matmul(x, tf.ones([3, 2])), name="total")
+    meta = tf.RunMetadata()
+    with tf.Session() as sess:
+        got = sess.run(y, {x: np.ones((2, 3))}, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
+                       run_metadata=meta)
+    assert got == 12.0
+    events = json.loads(meta.step_stats)["traceEvents"]
+    assert any(e.get("name") == "total" or e.get("args", {}).get("name") == "total" for e in events), events[:5]
+    tf.reset_default_graph()
+    step = tf.train.get_or_create_global_step()
+    w = tf.Variable(1.0)
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(w * w, global_step=step)
+    hooks = [tf.train.ProfilerHook(save_steps=2, output_dir=str(tmp_path)),
+             tf.train.StopAtStepHook(last_step=5)]
+    with tf.train.MonitoredTrainingSession(hooks=hooks) as sess:
+        while not sess.should_stop():
+            sess.run(train)
+    timelines = sorted(os.listdir(tmp_path))
+    assert timelines == ["timeline-1.json", "timeline-3.json", "timeline-5.json"], timelines
+    assert json.loads((tmp_path / "timeline-3.json").read_text())["traceEvents"]

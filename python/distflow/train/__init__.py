@@ -21,7 +21,8 @@ from distflow.train.basic_session_run_hooks import (FinalOpsHook, LoggingTensorH
 from distflow.train.monitored_session import (MonitoredTrainingSession, _HookedSession, Scaffold,  # noqa: F401
                                               ChiefSessionCreator, WorkerSessionCreator, MonitoredSession,
                                               SingularMonitoredSession)
-from distflow.train.basic_session_run_hooks import CheckpointSaverHook, CheckpointSaverListener  # noqa: F401
+from distflow.train.basic_session_run_hooks import (CheckpointSaverHook, CheckpointSaverListener,  # noqa: F401
+                                                    ProfilerHook)
 from distflow.train.coordinator import Coordinator, LooperThread  # noqa: F401
 from distflow.train.moving_averages import ExponentialMovingAverage  # noqa: F401
 from distflow.train.learning_rate_decay import (exponential_decay, natural_exp_decay,  # noqa: F401

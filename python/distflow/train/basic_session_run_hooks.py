@@ -193,3 +193,42 @@ class CheckpointSaverListener:
 
     def end(self, session, global_step_value):
         pass
+
+
+class ProfilerHook(SessionRunHook):
+    """Traces one step every save_steps global steps (or save_secs seconds)
+    and writes its timeline to output_dir/timeline-<global step>.json, a
+    Chrome trace (chrome://tracing, Perfetto) with every task's part of it."""
+
+    def __init__(self, save_steps=None, save_secs=None, output_dir="", show_dataflow=True, show_memory=False):
+        if (save_steps is None) == (save_secs is None):
+            raise ValueError("exactly one of save_steps and save_secs should be provided")
+        self._steps, self._secs, self._dir = save_steps, save_secs, output_dir
+        self._next_step, self._next_time = None, None
+        self._tracing = False
+
+    def begin(self):
+        if get_global_step() is None:
+            raise RuntimeError("Global step should be created to use ProfilerHook.")
+
+    def before_run(self, run_context):
+        step = run_context.session._global_step_value() + 1  # what this step will make it
+        if self._steps is not None:
+            self._tracing = self._next_step is None or step >= self._next_step
+        else:
+            self._tracing = self._next_time is None or time.monotonic() >= self._next_time
+        if not self._tracing:
+            return None
+        return SessionRunArgs(None, options=_fw.RunOptions(trace_level=_fw.RunOptions.FULL_TRACE))
+
+    def after_run(self, run_context, run_values):
+        if not self._tracing:
+            return
+        step = run_context.session._global_step_value()
+        if self._dir:
+            os.makedirs(self._dir, exist_ok=True)
+        path = os.path.join(self._dir, f"timeline-{step}.json")
+        with open(path, "wb") as f:
+            f.write(run_values.run_metadata.step_stats)
+        self._next_step = step + (self._steps or 0)
+        self._next_time = time.monotonic() + (self._secs or 0)

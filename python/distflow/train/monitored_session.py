@@ -23,6 +23,7 @@ class _HookedSession(_MonitoredRunner):
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         context = SessionRunContext(SessionRunArgs(fetches, feed_dict, options), self._raw)
         hook_fetches, feeds = [], dict(feed_dict or {})
+        trace_level = getattr(options, "trace_level", 0) if options is not None else 0
         for h in self._hooks:
             args = h.before_run(context)
             hook_fetches.append(None if args is None else args.fetches)
@@ -30,14 +31,20 @@ class _HookedSession(_MonitoredRunner):
                 if key in feeds:
                     raise RuntimeError(f"Same tensor is fed by a SessionRunHook and user. Conflict(s): {key}")
                 feeds[key] = value
+            if args is not None and args.options is not None:
+                trace_level = max(trace_level, getattr(args.options, "trace_level", 0))
+        if trace_level:  # a hook (ProfilerHook) or the caller traces this step
+            options = _fw.RunOptions(trace_level=trace_level,
+                                     timeout_in_ms=getattr(options, "timeout_in_ms", 0) if options else 0)
+            run_metadata = run_metadata if run_metadata is not None else _fw.RunMetadata()
         has = [f is not None for f in hook_fetches]
         if any(has):
             outputs = super().run([fetches, [f for f in hook_fetches if f is not None]], feed_dict=feeds,
-                                  options=options)
+                                  options=options, run_metadata=run_metadata)
             results, extra = outputs[0], iter(outputs[1])
             hook_results = [next(extra) if h else None for h in has]
         else:
-            results = super().run(fetches, feed_dict=feeds, options=options)
+            results = super().run(fetches, feed_dict=feeds, options=options, run_metadata=run_metadata)
             hook_results = [None] * len(self._hooks)
         for h, r in zip(self._hooks, hook_results):
             h.after_run(context, SessionRunValues(results=r, options=options, run_metadata=run_metadata))

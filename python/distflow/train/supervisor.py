@@ -324,8 +324,9 @@ class _MonitoredRunner(_fw.Session):
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         extra = self._sv._summary_fetch_due()
         if extra is None:
-            return _fw.Session.run(self, fetches, feed_dict=feed_dict, options=options)
-        out, summary = _fw.Session.run(self, [fetches, extra], feed_dict=feed_dict, options=options)
+            return _fw.Session.run(self, fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
+        out, summary = _fw.Session.run(self, [fetches, extra], feed_dict=feed_dict, options=options,
+                                       run_metadata=run_metadata)
         self._sv._summary_computed_in_step(self, summary)
         return out
 
@@ -334,8 +335,8 @@ class _MonitoredRunner(_fw.Session):
         monitored session fetched it; -1 without one."""
         return self._monitored.global_step
 
-    def _run_raw(self, feeds, outputs, targets, timeout):
-        return self._monitored.run(feeds, outputs, targets)
+    def _run_raw(self, feeds, outputs, targets, timeout, trace=False):
+        return self._monitored.run(feeds, outputs, targets, trace)
 
     def should_stop(self):
         return self._sv.should_stop()
