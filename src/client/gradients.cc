@@ -38,6 +38,7 @@ const GradFunc* GradientRegistry::Find(const std::string& op, bool* no_gradient)
 
 void RegisterStandardGradients(GradientRegistry* r) {
   RegisterMathGradients(r);
+  RegisterMathUnaryGradients(r);
   RegisterArrayGradients(r);
   RegisterNnGradients(r);
 }

@@ -12,6 +12,7 @@
 namespace distflow {
 
 void RegisterMathGradients(GradientRegistry* r);
+void RegisterMathUnaryGradients(GradientRegistry* r);  // math_unary_grad.cc
 void RegisterArrayGradients(GradientRegistry* r);
 void RegisterNnGradients(GradientRegistry* r);
 

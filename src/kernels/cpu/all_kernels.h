@@ -10,6 +10,7 @@ class KernelRegistry;
 void RegisterCoreKernels(KernelRegistry* r);
 void RegisterStateKernels(KernelRegistry* r);
 void RegisterMathKernels(KernelRegistry* r);
+void RegisterMathUnaryKernels(KernelRegistry* r);  // Log1p, Expm1, Reciprocal, Sin, Cos, Floor, Ceil, Round
 void RegisterArrayKernels(KernelRegistry* r);
 void RegisterReductionKernels(KernelRegistry* r);
 void RegisterMatMulKernels(KernelRegistry* r);
@@ -24,6 +25,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
   RegisterStateKernels(r);
   RegisterMathKernels(r);
+  RegisterMathUnaryKernels(r);
   RegisterArrayKernels(r);
   RegisterReductionKernels(r);
   RegisterMatMulKernels(r);
