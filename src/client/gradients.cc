@@ -40,6 +40,7 @@ void RegisterStandardGradients(GradientRegistry* r) {
   RegisterMathGradients(r);
   RegisterMathUnaryGradients(r);
   RegisterArrayGradients(r);
+  RegisterSliceGradients(r);
   RegisterNnGradients(r);
 }
 

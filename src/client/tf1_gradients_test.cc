@@ -78,5 +78,64 @@ TEST(Tf1GradientCheck, FloorCeilRoundPassNoGradient) {
   }
 }
 
+Output IntVec(const Scope& s, std::vector<int64_t> v) {
+  return ops::Const(s, Tensor::FromVector<int32_t>(std::vector<int32_t>(v.begin(), v.end())));
+}
+
+// x[begin:end:strides] with masks, as Tensor.__getitem__ builds it.
+Builder StridedSlice(std::vector<int64_t> b, std::vector<int64_t> e, std::vector<int64_t> st, int64_t begin_mask = 0,
+                     int64_t end_mask = 0, int64_t ellipsis = 0, int64_t new_axis = 0, int64_t shrink = 0) {
+  return [=](const Scope& s, const std::vector<Output>& x) {
+    return Op(s, "StridedSlice", {x[0], IntVec(s, b), IntVec(s, e), IntVec(s, st)}, [=](proto::NodeDef* n) {
+      SetAttrInt(n, "begin_mask", begin_mask);
+      SetAttrInt(n, "end_mask", end_mask);
+      SetAttrInt(n, "ellipsis_mask", ellipsis);
+      SetAttrInt(n, "new_axis_mask", new_axis);
+      SetAttrInt(n, "shrink_axis_mask", shrink);
+    });
+  };
+}
+
+TEST(Tf1GradientCheck, StridedSlice) {
+  Tensor x = Random(S({3, 4, 2}), -1, 1, 10);
+  Check({x}, StridedSlice({0, 1}, {0, 3}, {1, 1}, 1, 1), "x[:, 1:3]");
+  Check({x}, StridedSlice({1}, {2}, {1}, 0, 0, 0, 0, 1), "x[1]");
+  Check({x}, StridedSlice({0, -1}, {0, 0}, {1, -2}, 1, 3, 1), "x[..., ::-2]");
+  Check({x}, StridedSlice({0, 0, 2}, {0, 0, 3}, {1, 1, 1}, 1, 1, 0, 2, 4), "x[:, None, 2]");
+}
+
+TEST(Tf1GradientCheck, SplitAndSplitV) {
+  Tensor x = Random(S({2, 6}), -1, 1, 11);
+  Check({x},
+        [](const Scope& s, const std::vector<Output>& x) {
+          Operation split = ops::Raw(s, "Split", {ops::Const(s, 1), x[0]}, {{"num_split", 3}});
+          // Part 1 unused: its gradient is zeros.
+          return ops::Add(s, Output(split, 0, s), ops::Mul(s, Output(split, 2, s), Output(split, 2, s)));
+        },
+        "Split");
+  Check({x},
+        [&](const Scope& s, const std::vector<Output>& x) {
+          Operation split = ops::Raw(s, "SplitV", {x[0], IntVec(s, {1, -1, 2}), ops::Const(s, 1)}, {{"num_split", 3}});
+          return ops::Sum(s, ops::Mul(s, Output(split, 1, s), Output(split, 1, s)), {1});
+        },
+        "SplitV");
+}
+
+TEST(Tf1GradientCheck, PadExpandDimsSqueeze) {
+  Tensor x = Random(S({2, 3}), -1, 1, 12);
+  Check({x},
+        [](const Scope& s, const std::vector<Output>& x) {
+          Output p = ops::Const(s, Tensor::FromVector<int32_t>({1, 0, 2, 1}, TensorShape({2, 2})));
+          return ops::Square(s, Op(s, "Pad", {x[0], p}));
+        },
+        "Pad");
+  Check({x},
+        [](const Scope& s, const std::vector<Output>& x) {
+          Output e = Op(s, "ExpandDims", {ops::Square(s, x[0]), ops::Const(s, -1)});
+          return Op(s, "Squeeze", {ops::Mul(s, e, e)}, [](proto::NodeDef* n) { SetAttrIntList(n, "squeeze_dims", {2}); });
+        },
+        "ExpandDims, Squeeze");
+}
+
 }  // namespace
 }  // namespace distflow

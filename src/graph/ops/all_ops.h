@@ -10,6 +10,8 @@ void RegisterCoreOps(OpRegistry* r);       // Const, Placeholder, Identity, NoOp
 void RegisterStateOps(OpRegistry* r);      // Variable, Assign, AssignAdd, AssignSub, IsVariableInitialized
 void RegisterMathOps(OpRegistry* r);       // elementwise arithmetic, comparisons, logic, Cast, Select, AddN
 void RegisterArrayOps(OpRegistry* r);      // Reshape, Shape, Concat, Slice, Pack, Transpose, Tile, OneHot, ...
+void RegisterSliceOps(OpRegistry* r);      // StridedSlice, StridedSliceGrad, Split, SplitV
+void RegisterDimsOps(OpRegistry* r);       // ExpandDims, Squeeze, Pad, PadV2, Where
 void RegisterReductionOps(OpRegistry* r);  // Sum, Mean, Max, Min, Prod, ArgMax, ArgMin
 void RegisterMatMulOps(OpRegistry* r);     // MatMul
 void RegisterRandomOps(OpRegistry* r);     // RandomUniform, RandomStandardNormal, TruncatedNormal
@@ -24,6 +26,8 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterStateOps(r);
   RegisterMathOps(r);
   RegisterArrayOps(r);
+  RegisterSliceOps(r);
+  RegisterDimsOps(r);
   RegisterReductionOps(r);
   RegisterMatMulOps(r);
   RegisterRandomOps(r);

@@ -12,6 +12,8 @@ void RegisterStateKernels(KernelRegistry* r);
 void RegisterMathKernels(KernelRegistry* r);
 void RegisterMathUnaryKernels(KernelRegistry* r);  // Log1p, Expm1, Reciprocal, Sin, Cos, Floor, Ceil, Round
 void RegisterArrayKernels(KernelRegistry* r);
+void RegisterSliceKernels(KernelRegistry* r);  // StridedSlice(Grad), Split, SplitV
+void RegisterDimsKernels(KernelRegistry* r);   // ExpandDims, Squeeze, Pad, PadV2, Where
 void RegisterReductionKernels(KernelRegistry* r);
 void RegisterMatMulKernels(KernelRegistry* r);
 void RegisterRandomKernels(KernelRegistry* r);
@@ -27,6 +29,8 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterMathKernels(r);
   RegisterMathUnaryKernels(r);
   RegisterArrayKernels(r);
+  RegisterSliceKernels(r);
+  RegisterDimsKernels(r);
   RegisterReductionKernels(r);
   RegisterMatMulKernels(r);
   RegisterRandomKernels(r);
