@@ -137,5 +137,39 @@ TEST(Tf1GradientCheck, PadExpandDimsSqueeze) {
         "ExpandDims, Squeeze");
 }
 
+TEST(Tf1GradientCheck, SoftmaxCrossEntropyReachesLabels) {
+  // Rows of labels that sum to 1, as the op's logits gradient assumes.
+  Tensor labels = Tensor::FromVector<double>({0.1, 0.2, 0.3, 0.4, 0.7, 0.1, 0.1, 0.1, 0, 0, 0.5, 0.5}, S({3, 4}));
+  Check({Random(S({3, 4}), -2, 2, 13), labels},
+        [](const Scope& s, const std::vector<Output>& x) {
+          return Op(s, "SoftmaxCrossEntropyWithLogits", {x[0], x[1]});
+        },
+        "SoftmaxCrossEntropyWithLogits labels");
+}
+
+TEST(Tf1GradientCheck, TopKAndLrn) {
+  // Distinct values, so that the chosen indices do not move under the
+  // finite differences.
+  Tensor x(DT_DOUBLE, S({2, 5}));
+  const double v[] = {0.3, -1.2, 2.5, 0.9, -0.4, 1.7, 0.2, -2.2, 1.1, 0.6};
+  for (int i = 0; i < 10; ++i) x.flat<double>()[i] = v[i];
+  Check({x},
+        [](const Scope& s, const std::vector<Output>& x) {
+          Output top = Op(s, "TopKV2", {x[0], ops::Const(s, 3)});
+          return ops::Square(s, top);
+        },
+        "TopKV2");
+  Check({Random(S({1, 2, 2, 5}), -1, 1, 15)},
+        [](const Scope& s, const std::vector<Output>& x) {
+          return Op(s, "LRN", {x[0]}, [](proto::NodeDef* n) {
+            SetAttrInt(n, "depth_radius", 1);
+            SetAttrFloat(n, "bias", 1.5);
+            SetAttrFloat(n, "alpha", 0.3);
+            SetAttrFloat(n, "beta", 0.75);
+          });
+        },
+        "LRN");
+}
+
 }  // namespace
 }  // namespace distflow

@@ -16,6 +16,7 @@ void RegisterReductionOps(OpRegistry* r);  // Sum, Mean, Max, Min, Prod, ArgMax,
 void RegisterMatMulOps(OpRegistry* r);     // MatMul
 void RegisterRandomOps(OpRegistry* r);     // RandomUniform, RandomStandardNormal, TruncatedNormal
 void RegisterNnOps(OpRegistry* r);         // Conv2D, pooling, BiasAdd, activations, softmax losses, and their grads
+void RegisterTopKLrnOps(OpRegistry* r);    // TopKV2, InTopKV2, LRN, LRNGrad
 void RegisterTrainingOps(OpRegistry* r);   // ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam
 void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other helpers of symbolic gradients
 void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
@@ -32,6 +33,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterMatMulOps(r);
   RegisterRandomOps(r);
   RegisterNnOps(r);
+  RegisterTopKLrnOps(r);
   RegisterTrainingOps(r);
   RegisterGradSupportOps(r);
   RegisterCheckpointOps(r);

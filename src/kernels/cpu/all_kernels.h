@@ -18,6 +18,7 @@ void RegisterReductionKernels(KernelRegistry* r);
 void RegisterMatMulKernels(KernelRegistry* r);
 void RegisterRandomKernels(KernelRegistry* r);
 void RegisterNnKernels(KernelRegistry* r);
+void RegisterTopKLrnKernels(KernelRegistry* r);  // TopKV2, InTopKV2, LRN, LRNGrad
 void RegisterTrainingKernels(KernelRegistry* r);
 void RegisterGradSupportKernels(KernelRegistry* r);
 void RegisterCheckpointKernels(KernelRegistry* r);
@@ -35,6 +36,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterMatMulKernels(r);
   RegisterRandomKernels(r);
   RegisterNnKernels(r);
+  RegisterTopKLrnKernels(r);
   RegisterTrainingKernels(r);
   RegisterGradSupportKernels(r);
   RegisterCheckpointKernels(r);
