@@ -269,4 +269,52 @@ def getitem(tensor, key):
     return strided_slice(tensor, begin, end, strides, **masks)
 
 
+def reverse(tensor, axis, name=None):
+    """The elements of `tensor` in reverse order along each axis of `axis`
+    (a list of ints), as one StridedSlice with stride -1 there."""
+    tensor = convert_to_tensor(tensor)
+    axis = [axis] if isinstance(axis, int) else list(axis)
+    rank = tensor.shape.ndims
+    if rank is None:
+        raise NotImplementedError(f"reverse of '{tensor.name}', whose rank is unknown")
+    flip = {a % rank for a in axis}
+    key = tuple(_builtins.slice(None, None, -1 if d in flip else None) for d in _builtins.range(rank))
+    return identity(getitem(tensor, key), name=name) if name else getitem(tensor, key)
+
+
+reverse_v2 = reverse
+
+
+def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dtypes.float32, name=None):
+    if batch_shape is not None:
+        raise NotImplementedError("eye with batch_shape")
+    num_columns = num_rows if num_columns is None else num_columns
+    return one_hot(range(num_rows), num_columns, dtype=dtype, name=name)
+
+
+def linspace(start, stop, num, name=None):
+    start = convert_to_tensor(start)
+    stop = convert_to_tensor(stop, dtype=start.dtype)
+    n = convert_to_tensor(num, dtype=_dtypes.int32)
+    steps = _op("Cast")(range(n), DstT=start.dtype)
+    denom = _op("Cast")(_op("Maximum")(_op("Sub")(n, 1), 1), DstT=start.dtype)
+    return _op("Add")(start, steps * ((stop - start) / denom), name=name)
+
+
+lin_space = linspace
+
+
+def sequence_mask(lengths, maxlen=None, dtype=_dtypes.bool, name=None):
+    """mask[i, j] = j < lengths[i] (any rank of lengths)."""
+    lengths = convert_to_tensor(lengths)
+    if maxlen is None:
+        maxlen = _op("Max")(lengths, range(_op("Rank")(lengths)))
+    maxlen = _op("Cast")(maxlen, DstT=lengths.dtype) if isinstance(maxlen, _fw.Tensor) else maxlen
+    row = range(convert_to_tensor(maxlen, dtype=lengths.dtype))
+    mask = _op("Less")(row, expand_dims(lengths, -1))
+    if _dtypes.as_dtype(dtype) != _dtypes.bool:
+        mask = _op("Cast")(mask, DstT=dtype)
+    return identity(mask, name=name) if name else mask
+
+
 newaxis = None

@@ -251,3 +251,34 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     out = [None if t is None else identity(convert_to_tensor(t) * cast(scale, convert_to_tensor(t).dtype))
            for t in t_list]
     return out, norm
+
+
+def tensordot(a, b, axes, name=None):
+    """Sums the products over a's last `axes` dimensions and b's first (an
+    int), or over the listed pairs; static shapes only."""
+    a, b = _pair(a, b)
+    ra, rb = a.shape, b.shape
+    if ra.ndims is None or rb.ndims is None:
+        raise NotImplementedError("tensordot of tensors whose rank is unknown")
+    if isinstance(axes, int):
+        axes_a = list(range(ra.ndims - axes, ra.ndims))
+        axes_b = list(range(axes))
+    else:
+        axes_a, axes_b = ([x] if isinstance(x, int) else list(x) for x in axes)
+    axes_a = [x % ra.ndims for x in axes_a]
+    axes_b = [x % rb.ndims for x in axes_b]
+    free_a = [d for d in range(ra.ndims) if d not in axes_a]
+    free_b = [d for d in range(rb.ndims) if d not in axes_b]
+    dims_a = ra.as_list()
+    if any(dims_a[x] is None for x in axes_a):
+        raise NotImplementedError("tensordot over dimensions of unknown size")
+    k = 1
+    for x in axes_a:
+        k *= dims_a[x]
+    pa = _op("Transpose")(a, convert_to_tensor(free_a + axes_a, dtype=_dtypes.int32))
+    pb = _op("Transpose")(b, convert_to_tensor(axes_b + free_b, dtype=_dtypes.int32))
+    ints = lambda v: convert_to_tensor(v, dtype=_dtypes.int32)  # noqa: E731
+    shape = _op("Concat")([_op("Slice")(_op("Shape")(pa), ints([0]), ints([len(free_a)])),
+                           _op("Slice")(_op("Shape")(pb), ints([len(axes_b)]), ints([-1]))], ints(0))
+    product = matmul(_op("Reshape")(pa, ints([-1, k])), _op("Reshape")(pb, ints([k, -1])))
+    return _op("Reshape")(product, shape, name=name)

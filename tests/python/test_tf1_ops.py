@@ -328,3 +328,22 @@ def test_initializers_follow_the_graph_seed():
     a, b = weights(), weights()
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_reverse_eye_linspace_sequence_mask_tensordot():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    b = np.arange(20, dtype=np.float32).reshape(4, 5)
+    t = tf.constant(a)
+    lengths = tf.placeholder(tf.int32, [None])
+    got = run(tf.reverse(t, axis=[1]), tf.reverse_v2(t, [0, -1]), tf.eye(3), tf.eye(2, 3, dtype=tf.int32),
+              tf.linspace(0.0, 1.0, 5), tf.lin_space(-1.0, 1.0, 3), tf.sequence_mask([1, 3, 0], 4),
+              tf.sequence_mask(lengths, dtype=tf.float32), tf.tensordot(t, b, axes=1),
+              tf.tensordot(t, tf.constant(a), axes=[[1, 2], [1, 2]]), tf.tensordot(b, b, axes=[[0], [0]]),
+              feed_dict={lengths: [2, 0, 1]})
+    want = [a[:, ::-1], a[::-1, :, ::-1], np.eye(3), np.eye(2, 3, dtype=np.int32), np.linspace(0, 1, 5),
+            np.linspace(-1, 1, 3), np.arange(4) < np.array([1, 3, 0])[:, None],
+            (np.arange(2) < np.array([2, 0, 1])[:, None]).astype(np.float32), np.tensordot(a, b, axes=1),
+            np.tensordot(a, a, axes=[[1, 2], [1, 2]]), np.tensordot(b, b, axes=[[0], [0]])]
+    for i, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(g, w, rtol=1e-6, err_msg=f"case {i}")
+    assert got[3].dtype == np.int32 and got[7].dtype == np.float32

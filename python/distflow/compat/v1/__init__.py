@@ -64,12 +64,12 @@ from distflow.math_ops import (  # noqa: E402,F401
     multiply, neg, negative, not_equal, pow, realdiv, reciprocal, reduce_all, reduce_any, reduce_logsumexp,
     reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, round, rsqrt, saturate_cast, scalar_mul, sign,
     sin, sqrt, square, squared_difference, sub, subtract, tanh, sigmoid, to_double, to_float, to_int32, to_int64,
-    truediv)
+    tensordot, truediv)
 # arrays (distflow/array_ops.py)
 from distflow.array_ops import (  # noqa: E402,F401
-    concat, expand_dims, fill, identity, newaxis, one_hot, ones, ones_like, pack, pad, range, rank, reshape,
-    shape, size, slice, split, squeeze, stack, stop_gradient, strided_slice, tile, transpose, unpack, unstack,
-    where, zeros, zeros_like)
+    concat, expand_dims, eye, fill, identity, lin_space, linspace, newaxis, one_hot, ones, ones_like, pack, pad,
+    range, rank, reshape, reverse, reverse_v2, sequence_mask, shape, size, slice, split, squeeze, stack,
+    stop_gradient, strided_slice, tile, transpose, unpack, unstack, where, zeros, zeros_like)
 # random (distflow/random_ops.py)
 from distflow.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal  # noqa: E402,F401
 from distflow import nn  # noqa: E402,F401  (tf.nn, a module)
