@@ -30,6 +30,23 @@ def sigmoid(x, name=None): return _op("Sigmoid")(x, name=name)
 def tanh(x, name=None): return _op("Tanh")(x, name=name)
 
 
+def log_sigmoid(x, name=None):
+    x = convert_to_tensor(x)
+    return _math.negative(softplus(-x), name=name)
+
+
+def selu(features, name=None):
+    features = convert_to_tensor(features)
+    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    neg = _math.multiply(alpha, _math.expm1(_math.minimum(features, 0.0)))
+    return _math.multiply(scale, _array.where(features > 0, features, neg), name=name)
+
+
+def swish(features, name=None):
+    features = convert_to_tensor(features)
+    return _math.multiply(features, sigmoid(features), name=name)
+
+
 def leaky_relu(features, alpha=0.2, name=None):
     features = convert_to_tensor(features)
     return _math.maximum(features, features * alpha, name=name)
@@ -70,6 +87,19 @@ def _pool(op_name):
     return pool
 
 
+def conv2d_transpose(value, filter=None, output_shape=None, strides=None, padding="SAME",  # noqa: A002
+                     data_format="NHWC", name=None, input=None, filters=None):  # noqa: A002
+    """The gradient of conv2d with respect to its input, used as a layer:
+    `value` [batch, h, w, out_channels] to `output_shape` with `filter`
+    [height, width, output_channels, in_channels]."""
+    if data_format != "NHWC":
+        raise NotImplementedError("conv2d_transpose data_format other than NHWC")
+    value = value if value is not None else input
+    w = filter if filter is not None else filters
+    return _op("Conv2DBackpropInput")(_array._int_vector(output_shape), w, value, strides=list(strides),
+                                      padding=padding, name=name)
+
+
 max_pool = _pool("MaxPool")
 avg_pool = _pool("AvgPool")
 
@@ -94,8 +124,11 @@ def l2_loss(t, name=None):
 def _xent(logits, labels, dim, name):
     logits = convert_to_tensor(logits)
     labels = convert_to_tensor(labels, dtype=logits.dtype)
-    if dim not in (-1, None) and not (logits.shape.ndims is not None and dim == logits.shape.ndims - 1):
-        raise NotImplementedError(f"softmax_cross_entropy_with_logits over dim={dim} (only the last so far)")
+    rank = logits.shape.ndims
+    if dim not in (-1, None) and not (rank is not None and dim == rank - 1):
+        if rank != 2:
+            raise NotImplementedError(f"softmax_cross_entropy_with_logits over dim={dim} of a rank-{rank} tensor")
+        logits, labels = _array.transpose(logits), _array.transpose(labels)
     loss, _ = _op("SoftmaxCrossEntropyWithLogits")(logits, labels, name=name)
     return loss
 

@@ -147,6 +147,26 @@ TEST(Tf1GradientCheck, SoftmaxCrossEntropyReachesLabels) {
         "SoftmaxCrossEntropyWithLogits labels");
 }
 
+TEST(Tf1GradientCheck, Conv2DTranspose) {
+  for (const char* padding : {"SAME", "VALID"}) {
+    SCOPED_TRACE(padding);
+    const bool same = std::string(padding) == "SAME";
+    // out_backprop [1, 2, 2, 3] to an input of [1, 4, 4, 2] (stride 2, 3x3
+    // filter: 4 -> 2 with SAME, 5 -> 2 with VALID).
+    const int64_t side = same ? 4 : 5;
+    Check({Random(S({1, 2, 2, 3}), -1, 1, 16), Random(S({3, 3, 2, 3}), -1, 1, 17)},
+          [&](const Scope& s, const std::vector<Output>& x) {
+            Output sizes = ops::Const(s, Tensor::FromVector<int32_t>({1, static_cast<int32_t>(side),
+                                                                      static_cast<int32_t>(side), 2}));
+            return Op(s, "Conv2DBackpropInput", {sizes, x[1], x[0]}, [&](proto::NodeDef* n) {
+              SetAttrIntList(n, "strides", {1, 2, 2, 1});
+              SetAttrString(n, "padding", padding);
+            });
+          },
+          "Conv2DBackpropInput");
+  }
+}
+
 TEST(Tf1GradientCheck, TopKAndLrn) {
   // Distinct values, so that the chosen indices do not move under the
   // finite differences.

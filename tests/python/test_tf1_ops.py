@@ -347,3 +347,29 @@ def test_reverse_eye_linspace_sequence_mask_tensordot():
     for i, (g, w) in enumerate(zip(got, want)):
         np.testing.assert_allclose(g, w, rtol=1e-6, err_msg=f"case {i}")
     assert got[3].dtype == np.int32 and got[7].dtype == np.float32
+
+
+def test_conv2d_transpose_is_the_gradient_of_conv2d():
+    rng = np.random.RandomState(1)
+    x = tf.constant(rng.randn(2, 4, 4, 3).astype(np.float32))
+    w = tf.constant(rng.randn(3, 3, 3, 5).astype(np.float32))
+    y = tf.nn.conv2d(x, w, strides=[1, 2, 2, 1], padding="SAME")
+    dy = tf.constant(rng.randn(2, 2, 2, 5).astype(np.float32))
+    dx = tf.gradients(y, x, grad_ys=dy)[0]
+    t = tf.nn.conv2d_transpose(dy, w, output_shape=[2, 4, 4, 3], strides=[1, 2, 2, 1], padding="SAME")
+    g = tf.gradients(tf.reduce_sum(t), [dy, w])
+    got = run(dx, t, g[0], g[1])
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-5)
+    assert got[1].shape == (2, 4, 4, 3) and got[2].shape == (2, 2, 2, 5) and got[3].shape == (3, 3, 3, 5)
+
+
+def test_more_activations_and_xent_over_dim_0():
+    x = tf.constant(X)
+    labels = _softmax(X.T).T
+    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    got = run(tf.nn.log_sigmoid(x), tf.nn.selu(x), tf.nn.swish(x),
+              tf.nn.softmax_cross_entropy_with_logits_v2(labels=labels, logits=x, dim=0))
+    np.testing.assert_allclose(got[0], -np.log1p(np.exp(-X)), rtol=1e-5)
+    np.testing.assert_allclose(got[1], scale * np.where(X > 0, X, alpha * np.expm1(X)), rtol=1e-5)
+    np.testing.assert_allclose(got[2], X / (1 + np.exp(-X)), rtol=1e-5)
+    np.testing.assert_allclose(got[3], -(labels * np.log(_softmax(X.T).T)).sum(0), rtol=1e-5)

@@ -58,6 +58,15 @@ GRAD_FN(Conv2DGrad) {
   return Done(s);
 }
 
+// Conv2DBackpropInput is tf.nn.conv2d_transpose: its input is the
+// out_backprop, so a Conv2D of g gives that input's gradient.
+GRAD_FN(Conv2DBackpropInputGrad) {
+  Output filter = Input(s, op, 1), dy = Input(s, op, 2);
+  *out = {Output(), BuildLike(s, "Conv2DBackpropFilter", {g[0], ops::Shape(s, filter), dy}, op.node()),
+          BuildLike(s, "Conv2D", {g[0], filter}, op.node())};
+  return Done(s);
+}
+
 GRAD_FN(MaxPoolGrad) {
   *out = {BuildLike(s, "MaxPoolGrad", {Input(s, op, 0), Out(s, op, 0), g[0]}, op.node())};
   return Done(s);
@@ -158,6 +167,7 @@ void RegisterNnGradients(GradientRegistry* r) {
   r->Register("Tanh", TanhGrad);
   r->Register("BiasAdd", BiasAddGrad);
   r->Register("Conv2D", Conv2DGrad);
+  r->Register("Conv2DBackpropInput", Conv2DBackpropInputGrad);
   r->Register("MaxPool", MaxPoolGrad);
   r->Register("AvgPool", AvgPoolGrad);
   r->Register("Softmax", SoftmaxGrad);
