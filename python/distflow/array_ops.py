@@ -266,7 +266,11 @@ def getitem(tensor, key):
         else:
             raise TypeError(f"Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and scalar "
                             f"int32/int64 tensors are valid indices, got {k!r}")
-    return strided_slice(tensor, begin, end, strides, **masks)
+    # One index dtype for begin, end and strides: int64 if a tensor index is.
+    wide = any(isinstance(v, _fw.Tensor) and v.dtype == _dtypes.int64 for v in begin)
+    dt = _dtypes.int64 if wide else _dtypes.int32
+    return _op("StridedSlice")(tensor, _int_vector(begin, dt), _int_vector(end, dt), _int_vector(strides, dt),
+                               **masks)
 
 
 def reverse(tensor, axis, name=None):

@@ -127,6 +127,19 @@ def test_tensor_indexing_is_numpy_basic_indexing():
         np.testing.assert_array_equal(g, w, err_msg=f"case {i}")
 
 
+def test_indexing_variables_and_with_tensor_indices():
+    v = tf.Variable(np.arange(6, dtype=np.float32).reshape(2, 3))
+    i64 = tf.placeholder(tf.int64, [])
+    i32 = tf.placeholder(tf.int32, [])
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        got = sess.run([v[1], v[:, 1:], v[i64], v[i32, 1:]], feed_dict={i64: 0, i32: 1})
+    np.testing.assert_array_equal(got[0], [3, 4, 5])
+    np.testing.assert_array_equal(got[1], [[1, 2], [4, 5]])
+    np.testing.assert_array_equal(got[2], [0, 1, 2])
+    np.testing.assert_array_equal(got[3], [4, 5])
+
+
 def test_indexing_gradient_and_strided_slice():
     x = tf.placeholder(tf.float32, [2, 3])
     y = tf.reduce_sum(x[:, 1:] * 2.0)
