@@ -38,6 +38,15 @@ def test_elementwise_math_matches_numpy():
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_is_nan_is_inf_is_finite():
+    v = np.array([1.0, np.nan, np.inf, -np.inf], dtype=np.float32)
+    x = tf.constant(v)
+    got = run(tf.is_nan(x), tf.is_inf(x), tf.is_finite(x))
+    np.testing.assert_array_equal(got[0], np.isnan(v))
+    np.testing.assert_array_equal(got[1], np.isinf(v))
+    np.testing.assert_array_equal(got[2], np.isfinite(v))
+
+
 def test_comparisons_and_logic():
     x = tf.constant(X)
     b = tf.constant([True, False, True])

@@ -55,7 +55,7 @@ void RegisterMathUnaryGradients(GradientRegistry* r) {
   r->Register("Reciprocal", ReciprocalGrad);
   r->Register("Sin", SinGrad);
   r->Register("Cos", CosGrad);
-  for (const char* op : {"Floor", "Ceil", "Round"}) r->RegisterNoGradient(op);
+  for (const char* op : {"Floor", "Ceil", "Round", "IsNan", "IsInf", "IsFinite"}) r->RegisterNoGradient(op);
 }
 
 }  // namespace distflow

@@ -110,6 +110,11 @@ void RegisterMathOps(OpRegistry* r) {
         OpDefBuilder(op).Input("x: T").Output("y: T").Attr("T: {float, double}").SetShapeFn(UnchangedShape));
   }
 
+  for (const char* op : {"IsNan", "IsInf", "IsFinite"}) {
+    r->MustRegister(
+        OpDefBuilder(op).Input("x: T").Output("y: bool").Attr("T: {float, double}").SetShapeFn(UnchangedShape));
+  }
+
   r->MustRegister(OpDefBuilder("AddN")
                       .Input("inputs: N * T")
                       .Output("sum: T")

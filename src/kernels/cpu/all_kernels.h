@@ -10,7 +10,7 @@ class KernelRegistry;
 void RegisterCoreKernels(KernelRegistry* r);
 void RegisterStateKernels(KernelRegistry* r);
 void RegisterMathKernels(KernelRegistry* r);
-void RegisterMathUnaryKernels(KernelRegistry* r);  // Log1p, Expm1, Reciprocal, Sin, Cos, Floor, Ceil, Round
+void RegisterMathUnaryKernels(KernelRegistry* r);  // Log1p, Expm1, Reciprocal, Sin, Cos, Floor, Ceil, Round, Is*
 void RegisterArrayKernels(KernelRegistry* r);
 void RegisterSliceKernels(KernelRegistry* r);  // StridedSlice(Grad), Split, SplitV
 void RegisterDimsKernels(KernelRegistry* r);   // ExpandDims, Squeeze, Pad, PadV2, Where

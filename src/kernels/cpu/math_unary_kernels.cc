@@ -1,9 +1,10 @@
 // Kernels for the float unary functions beyond math_kernels.cc's: Log1p,
 // Expm1, Reciprocal, Sin, Cos, Floor, Ceil and Round (half to even, as
-// TensorFlow rounds). Each is one std:: call per element over contiguous
+// TensorFlow rounds), and the bool-valued IsNan, IsInf, IsFinite. Each is one std:: call per element over contiguous
 // ranges split across the intra-op pool, so results do not depend on the
 // number of threads.
 #include <cmath>
+#include <type_traits>
 
 #include "base/status_macros.h"
 #include "kernels/kernel_registry.h"
@@ -46,7 +47,21 @@ struct RoundF {
   T operator()(T x) const { return std::nearbyint(x); }
 };
 
-template <typename T, typename F, int kCost>
+struct IsNanF {
+  template <typename T>
+  bool operator()(T x) const { return std::isnan(x); }
+};
+struct IsInfF {
+  template <typename T>
+  bool operator()(T x) const { return std::isinf(x); }
+};
+struct IsFiniteF {
+  template <typename T>
+  bool operator()(T x) const { return std::isfinite(x); }
+};
+
+// y = f(x) elementwise; Out is T, or bool for the Is* predicates.
+template <typename T, typename F, int kCost, typename Out = T>
 class FloatUnaryOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -56,7 +71,7 @@ class FloatUnaryOp : public OpKernel {
     const int64_t n = x.NumElements();
     if (n == 0) return absl::OkStatus();
     const T* in = x.flat<T>().data();
-    T* o = out->flat<T>().data();
+    Out* o = out->flat<Out>().data();
     ctx->ParallelFor(n, kCost, [&](int64_t begin, int64_t end) {
       const F f;
       for (int64_t i = begin; i < end; ++i) o[i] = f(in[i]);
@@ -65,10 +80,10 @@ class FloatUnaryOp : public OpKernel {
   }
 };
 
-template <typename F, int kCost>
+template <typename F, int kCost, bool kBool = false>
 void RegisterFloat(KernelRegistry* r, const char* op) {
-  r->Register<FloatUnaryOp<float, F, kCost>>(op, kCpu, DT_FLOAT);
-  r->Register<FloatUnaryOp<double, F, kCost>>(op, kCpu, DT_DOUBLE);
+  r->Register<FloatUnaryOp<float, F, kCost, std::conditional_t<kBool, bool, float>>>(op, kCpu, DT_FLOAT);
+  r->Register<FloatUnaryOp<double, F, kCost, std::conditional_t<kBool, bool, double>>>(op, kCpu, DT_DOUBLE);
 }
 
 }  // namespace
@@ -82,6 +97,9 @@ void RegisterMathUnaryKernels(KernelRegistry* r) {
   RegisterFloat<FloorF, 2>(r, "Floor");
   RegisterFloat<CeilF, 2>(r, "Ceil");
   RegisterFloat<RoundF, 2>(r, "Round");
+  RegisterFloat<IsNanF, 1, true>(r, "IsNan");
+  RegisterFloat<IsInfF, 1, true>(r, "IsInf");
+  RegisterFloat<IsFiniteF, 1, true>(r, "IsFinite");
 }
 
 }  // namespace distflow

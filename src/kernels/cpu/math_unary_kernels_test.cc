@@ -70,6 +70,23 @@ TEST(MathUnaryKernels, FloatMatchesDoubleAndKeepsShape) {
   }
 }
 
+TEST(MathUnaryKernels, IsNanIsInfIsFinite) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  const Tensor x = V<double>({1.5, nan, inf, -inf, 0});
+  struct Case {
+    const char* op;
+    std::vector<bool> want;
+  };
+  for (const Case& c : {Case{"IsNan", {false, true, false, false, false}},
+                        Case{"IsInf", {false, false, true, true, false}},
+                        Case{"IsFinite", {true, false, false, false, true}}}) {
+    SCOPED_TRACE(c.op);
+    DF_ASSERT_OK_AND_ASSIGN(Tensor out, RunUnary(c.op, x));
+    ASSERT_EQ(out.dtype(), DT_BOOL);
+    for (size_t i = 0; i < c.want.size(); ++i) EXPECT_EQ(out.flat<bool>()[i], c.want[i]) << i;
+  }
+}
+
 TEST(MathUnaryKernels, RoundIsHalfToEven) {
   DF_ASSERT_OK_AND_ASSIGN(Tensor out, RunUnary("Round", V<float>({0.5f, 1.5f, 2.5f, -2.5f, 3.49f})));
   EXPECT_TENSOR_EQ(V<float>({0.0f, 2.0f, 2.0f, -2.0f, 3.0f}), out);

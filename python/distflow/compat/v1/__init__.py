@@ -59,7 +59,7 @@ glorot_uniform_initializer = _fw.glorot_uniform_initializer
 # math (distflow/math_ops.py)
 from distflow.math_ops import (  # noqa: E402,F401
     abs, accumulate_n, add, add_n, arg_max, arg_min, argmax, argmin, cast, ceil, clip_by_global_norm, clip_by_norm, clip_by_value,
-    cos, count_nonzero, div, divide, equal, exp, expm1, floor, floordiv, global_norm, greater, greater_equal, log,
+    cos, count_nonzero, is_finite, is_inf, is_nan, div, divide, equal, exp, expm1, floor, floordiv, global_norm, greater, greater_equal, log,
     log1p, logical_and, logical_not, logical_or, logical_xor, less, less_equal, matmul, maximum, minimum, mul,
     multiply, neg, negative, not_equal, pow, realdiv, reciprocal, reduce_all, reduce_any, reduce_logsumexp,
     reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, round, rsqrt, saturate_cast, scalar_mul, sign,
