@@ -31,6 +31,8 @@ class Graph:
         self._variables = {}       # get_variable's, by full name
         self._var_scope = []       # (name, reuse) of the open variable scopes
         self._local_variable_ops = set()  # names of the LOCAL_VARIABLES' ops
+        self.seed = None           # tf.set_random_seed's graph seed
+        self._last_id = 0          # ops added so far: the op seed of a seedless random op
 
     @contextlib.contextmanager
     def as_default(self):
@@ -76,10 +78,6 @@ class Graph:
     def get_operations(self):
         """Not kept by distflow's Python graph: raises, naming the alternative."""
         raise NotImplementedError("Graph.get_operations: use get_operation_by_name or collections")
-
-    @property
-    def seed(self):
-        return getattr(self, "_seed", None)
 
     def get_operation_by_name(self, name):
         if not isinstance(name, str):
@@ -398,6 +396,32 @@ class Tensor:
     def __lt__(self, o): return _binary("Less", self, o)
     def __gt__(self, o): return _binary("Greater", self, o)
     def __pow__(self, o): return _binary("Pow", self, o)
+    def __rpow__(self, o): return _binary("Pow", o, self)
+    def __rmatmul__(self, o): return _binary("MatMul", o, self)
+    def __le__(self, o): return _binary("LessEqual", self, o)
+    def __ge__(self, o): return _binary("GreaterEqual", self, o)
+    def __abs__(self): return _apply("Abs", [self])
+    def __and__(self, o): return _binary("LogicalAnd", self, o)
+    def __rand__(self, o): return _binary("LogicalAnd", o, self)
+    def __or__(self, o): return _binary("LogicalOr", self, o)
+    def __ror__(self, o): return _binary("LogicalOr", o, self)
+    def __invert__(self): return _apply("LogicalNot", [self])
+
+    def __floordiv__(self, o):
+        from distflow import math_ops
+        return math_ops.floordiv(self, o)
+
+    def __rfloordiv__(self, o):
+        from distflow import math_ops
+        return math_ops.floordiv(o, self)
+
+    def __getitem__(self, key):
+        from distflow import array_ops
+        return array_ops.getitem(self, key)
+
+    def __iter__(self):
+        raise TypeError("Tensor objects are only iterable when eager execution is enabled. To iterate over "
+                        "this tensor use tf.unstack or tf.map_fn.")
 
 
 def _as_cc_operation(x):
@@ -463,6 +487,7 @@ def _apply(op_type, inputs, attrs=None, name=None):
         else:
             cc_inputs.append(_checked(g, convert_to_tensor(x))._out)
     cc_op = _distflow.add_op(g._scope(name), op_type, cc_inputs, attrs or {})
+    g._last_id += 1
     n = cc_op.num_outputs
     if n == 0:
         return Operation(cc_op, g)
@@ -585,11 +610,35 @@ def ones_initializer():
     return constant_initializer(1)
 
 
+_DEFAULT_GRAPH_SEED = 87654321
+_MAXINT32 = 2**31 - 1
+
+
+def get_seed(op_seed):
+    """TF1's (graph seed, op seed) for a random op (random_seed.get_seed):
+    with a graph seed, an op without its own seed takes the number of ops
+    in the graph so far, so a program draws the same values on every run;
+    an op seed alone pairs with a fixed default graph seed; neither gives
+    (None, None), fresh randomness."""
+    graph_seed = get_default_graph().seed
+    if graph_seed is not None:
+        if op_seed is None:
+            op_seed = get_default_graph()._last_id
+        seeds = graph_seed % (_MAXINT32 + 1), int(op_seed) % (_MAXINT32 + 1)
+    elif op_seed is not None:
+        seeds = _DEFAULT_GRAPH_SEED, int(op_seed) % (_MAXINT32 + 1)
+    else:
+        return None, None
+    # (0, 0) means "nondeterministic" to the kernels.
+    return (0, _MAXINT32) if seeds == (0, 0) else seeds
+
+
 def _random_initializer(op_type, scale, mean=0.0, seed=None):
     def init(shape, dtype):
         attrs = {"dtype": dtype._distflow_dtype}
-        if seed is not None:
-            attrs["seed"] = int(seed)
+        graph_seed, op_seed = get_seed(seed)
+        if graph_seed is not None:
+            attrs["seed"], attrs["seed2"] = graph_seed, op_seed
         r = _apply(op_type, [constant(list(shape), dtype=_dtypes.int32)], attrs)
         return r * constant(scale, dtype=dtype) + constant(mean, dtype=dtype)
     return init

@@ -543,7 +543,8 @@ PYBIND11_MODULE(_distflow, m) {
       .def_property_readonly("name", &df::Output::name)
       .def_property_readonly("dtype", &df::Output::dtype)
       .def_property_readonly("shape", [](const df::Output& o) { return ShapeToPython(o.shape()); })
-      .def_property_readonly("graph_key", [](const df::Output& o) { return GraphKey(o.op()); });
+      .def_property_readonly("graph_key", [](const df::Output& o) { return GraphKey(o.op()); })
+      .def_property_readonly("ok", &df::Output::ok);  // false: no gradient reached this input
 
   py::class_<df::Scope>(m, "Scope")
       .def_static("new_root", &df::Scope::NewRootScope)

@@ -38,7 +38,9 @@ const GradFunc* GradientRegistry::Find(const std::string& op, bool* no_gradient)
 
 void RegisterStandardGradients(GradientRegistry* r) {
   RegisterMathGradients(r);
+  RegisterMathUnaryGradients(r);
   RegisterArrayGradients(r);
+  RegisterSliceGradients(r);
   RegisterNnGradients(r);
 }
 

@@ -146,15 +146,21 @@ TEST(NnGradientCheck, CrossEntropy) {
           return Op(s, "SparseSoftmaxCrossEntropyWithLogits", {x[0], ops::Const(s, sparse)});
         },
         "SparseSoftmaxCrossEntropyWithLogits");
-  // Labels get no gradient.
+  // Dense labels get a gradient (TF1's _v2; tf1_gradients_test checks its
+  // value) unless stopped, as tf.nn's v1 does; sparse labels get none.
   Scope root = Scope::NewRootScope();
   auto logits = ops::Placeholder(root, DT_DOUBLE, PartialShape({3, 4}));
   auto lab = ops::Placeholder(root, DT_DOUBLE, PartialShape({3, 4}));
   auto loss = Op(root, "SoftmaxCrossEntropyWithLogits", {logits, lab});
+  auto stopped = Op(root, "SoftmaxCrossEntropyWithLogits", {logits, ops::StopGradient(root, lab)});
   auto g = Gradients(root, {loss}, {logits, lab});
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_TRUE((*g)[0].ok());
-  EXPECT_FALSE((*g)[1].ok());
+  EXPECT_TRUE((*g)[1].ok());
+  auto gs = Gradients(root, {stopped}, {logits, lab});
+  ASSERT_TRUE(gs.ok()) << gs.status();
+  EXPECT_TRUE((*gs)[0].ok());
+  EXPECT_FALSE((*gs)[1].ok());
 }
 
 TEST(NnGradientCheck, DropoutUsesTheMask) {

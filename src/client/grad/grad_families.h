@@ -12,7 +12,9 @@
 namespace distflow {
 
 void RegisterMathGradients(GradientRegistry* r);
+void RegisterMathUnaryGradients(GradientRegistry* r);  // math_unary_grad.cc
 void RegisterArrayGradients(GradientRegistry* r);
+void RegisterSliceGradients(GradientRegistry* r);  // slice_grad.cc
 void RegisterNnGradients(GradientRegistry* r);
 
 namespace grad {

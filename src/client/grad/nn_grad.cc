@@ -58,6 +58,15 @@ GRAD_FN(Conv2DGrad) {
   return Done(s);
 }
 
+// Conv2DBackpropInput is tf.nn.conv2d_transpose: its input is the
+// out_backprop, so a Conv2D of g gives that input's gradient.
+GRAD_FN(Conv2DBackpropInputGrad) {
+  Output filter = Input(s, op, 1), dy = Input(s, op, 2);
+  *out = {Output(), BuildLike(s, "Conv2DBackpropFilter", {g[0], ops::Shape(s, filter), dy}, op.node()),
+          BuildLike(s, "Conv2D", {g[0], filter}, op.node())};
+  return Done(s);
+}
+
 GRAD_FN(MaxPoolGrad) {
   *out = {BuildLike(s, "MaxPoolGrad", {Input(s, op, 0), Out(s, op, 0), g[0]}, op.node())};
   return Done(s);
@@ -85,15 +94,22 @@ GRAD_FN(LogSoftmaxGrad) {
 }
 
 // SoftmaxCrossEntropyWithLogits and the sparse variant: outputs (loss,
-// backprop); d loss / d logits = backprop * g[:, None]. Labels get none. A
-// gradient arriving at the backprop output itself is not propagated.
+// backprop); d loss / d logits = backprop * g[:, None]. Dense labels get
+// -log_softmax(logits) * g[:, None] (TF1's _v2; tf.nn's v1 stops it with
+// StopGradient), sparse ones none. A gradient arriving at the backprop
+// output itself is not propagated.
 GRAD_FN(CrossEntropyGrad) {
   if (!g[0].ok()) {
     *out = {Output(), Output()};
     return Done(s);
   }
   Output expanded = ops::Reshape(s, g[0], {-1, 1});
-  *out = {ops::Mul(s, expanded, Out(s, op, 1)), Output()};
+  Output labels_grad;
+  if (op.node()->op() == "SoftmaxCrossEntropyWithLogits") {
+    Output log_softmax = Out(s, ops::Raw(s, "LogSoftmax", {Input(s, op, 0)}));
+    labels_grad = ops::Neg(s, ops::Mul(s, expanded, log_softmax));
+  }
+  *out = {ops::Mul(s, expanded, Out(s, op, 1)), labels_grad};
   return Done(s);
 }
 
@@ -114,6 +130,29 @@ GRAD_FN(DropoutGrad) {
   return Done(s);
 }
 
+// TopKV2: g of each chosen value goes back to its index (one-hot rows of
+// the indices, weighted by g, summed over the k choices).
+GRAD_FN(TopKGrad) {
+  Output x = Input(s, op, 0);
+  if (!g[0].ok()) {
+    *out = {ops::ZerosLike(s, x), Output()};
+    return Done(s);
+  }
+  Output depth = Out(s, ops::Raw(s, "StridedSlice",
+                                 {ops::Shape(s, x), ops::Const(s, {-1}), ops::Const(s, {0}), ops::Const(s, {1})},
+                                 [](proto::NodeDef* n) { SetAttrInt(n, "shrink_axis_mask", 1); }));
+  Output dt1 = grad::ScalarConst(s, 1, x.dtype()), dt0 = grad::ScalarConst(s, 0, x.dtype());
+  Output hot = Out(s, ops::Raw(s, "OneHot", {Out(s, op, 1), depth, dt1, dt0}));
+  Output weighted = ops::Mul(s, hot, Out(s, ops::Raw(s, "ExpandDims", {g[0], ops::Const(s, -1)})));
+  *out = {ops::Sum(s, weighted, {-2}), Output()};
+  return Done(s);
+}
+
+GRAD_FN(LrnGrad) {
+  *out = {BuildLike(s, "LRNGrad", {g[0], Input(s, op, 0), Out(s, op, 0)}, op.node())};
+  return Done(s);
+}
+
 #undef GRAD_FN
 
 }  // namespace
@@ -128,6 +167,7 @@ void RegisterNnGradients(GradientRegistry* r) {
   r->Register("Tanh", TanhGrad);
   r->Register("BiasAdd", BiasAddGrad);
   r->Register("Conv2D", Conv2DGrad);
+  r->Register("Conv2DBackpropInput", Conv2DBackpropInputGrad);
   r->Register("MaxPool", MaxPoolGrad);
   r->Register("AvgPool", AvgPoolGrad);
   r->Register("Softmax", SoftmaxGrad);
@@ -136,7 +176,10 @@ void RegisterNnGradients(GradientRegistry* r) {
   r->Register("SparseSoftmaxCrossEntropyWithLogits", CrossEntropyGrad);
   r->Register("L2Loss", L2LossGrad);
   r->Register("Dropout", DropoutGrad);
+  r->Register("TopKV2", TopKGrad);
+  r->Register("LRN", LrnGrad);
   r->RegisterNoGradient("InTopK");
+  r->RegisterNoGradient("InTopKV2");
 }
 
 }  // namespace distflow

@@ -10,10 +10,13 @@ void RegisterCoreOps(OpRegistry* r);       // Const, Placeholder, Identity, NoOp
 void RegisterStateOps(OpRegistry* r);      // Variable, Assign, AssignAdd, AssignSub, IsVariableInitialized
 void RegisterMathOps(OpRegistry* r);       // elementwise arithmetic, comparisons, logic, Cast, Select, AddN
 void RegisterArrayOps(OpRegistry* r);      // Reshape, Shape, Concat, Slice, Pack, Transpose, Tile, OneHot, ...
+void RegisterSliceOps(OpRegistry* r);      // StridedSlice, StridedSliceGrad, Split, SplitV
+void RegisterDimsOps(OpRegistry* r);       // ExpandDims, Squeeze, Pad, PadV2, Where
 void RegisterReductionOps(OpRegistry* r);  // Sum, Mean, Max, Min, Prod, ArgMax, ArgMin
 void RegisterMatMulOps(OpRegistry* r);     // MatMul
 void RegisterRandomOps(OpRegistry* r);     // RandomUniform, RandomStandardNormal, TruncatedNormal
 void RegisterNnOps(OpRegistry* r);         // Conv2D, pooling, BiasAdd, activations, softmax losses, and their grads
+void RegisterTopKLrnOps(OpRegistry* r);    // TopKV2, InTopKV2, LRN, LRNGrad
 void RegisterTrainingOps(OpRegistry* r);   // ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam
 void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other helpers of symbolic gradients
 void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
@@ -24,10 +27,13 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterStateOps(r);
   RegisterMathOps(r);
   RegisterArrayOps(r);
+  RegisterSliceOps(r);
+  RegisterDimsOps(r);
   RegisterReductionOps(r);
   RegisterMatMulOps(r);
   RegisterRandomOps(r);
   RegisterNnOps(r);
+  RegisterTopKLrnOps(r);
   RegisterTrainingOps(r);
   RegisterGradSupportOps(r);
   RegisterCheckpointOps(r);

@@ -1,5 +1,5 @@
 // Elementwise math ops: arithmetic with numpy broadcasting, comparisons,
-// logic, unary functions, AddN, Cast and Select (TensorFlow semantics).
+// logic, unary functions (Log1p, Expm1, Reciprocal, Floor, ... included), AddN, Cast and Select (TensorFlow semantics).
 #include "absl/strings/str_cat.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -102,9 +102,17 @@ void RegisterMathOps(OpRegistry* r) {
                         .Attr("T: {float, double, int32, int64}")
                         .SetShapeFn(UnchangedShape));
   }
-  for (const char* op : {"Sqrt", "Rsqrt", "Exp", "Log"}) {
+  // Float-only unary functions; Floor, Ceil and Round (half to even) too, as
+  // TF1's integer forms are identities nobody calls.
+  for (const char* op : {"Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Expm1", "Reciprocal", "Sin", "Cos", "Floor",
+                         "Ceil", "Round"}) {
     r->MustRegister(
         OpDefBuilder(op).Input("x: T").Output("y: T").Attr("T: {float, double}").SetShapeFn(UnchangedShape));
+  }
+
+  for (const char* op : {"IsNan", "IsInf", "IsFinite"}) {
+    r->MustRegister(
+        OpDefBuilder(op).Input("x: T").Output("y: bool").Attr("T: {float, double}").SetShapeFn(UnchangedShape));
   }
 
   r->MustRegister(OpDefBuilder("AddN")

@@ -10,11 +10,15 @@ class KernelRegistry;
 void RegisterCoreKernels(KernelRegistry* r);
 void RegisterStateKernels(KernelRegistry* r);
 void RegisterMathKernels(KernelRegistry* r);
+void RegisterMathUnaryKernels(KernelRegistry* r);  // Log1p, Expm1, Reciprocal, Sin, Cos, Floor, Ceil, Round, Is*
 void RegisterArrayKernels(KernelRegistry* r);
+void RegisterSliceKernels(KernelRegistry* r);  // StridedSlice(Grad), Split, SplitV
+void RegisterDimsKernels(KernelRegistry* r);   // ExpandDims, Squeeze, Pad, PadV2, Where
 void RegisterReductionKernels(KernelRegistry* r);
 void RegisterMatMulKernels(KernelRegistry* r);
 void RegisterRandomKernels(KernelRegistry* r);
 void RegisterNnKernels(KernelRegistry* r);
+void RegisterTopKLrnKernels(KernelRegistry* r);  // TopKV2, InTopKV2, LRN, LRNGrad
 void RegisterTrainingKernels(KernelRegistry* r);
 void RegisterGradSupportKernels(KernelRegistry* r);
 void RegisterCheckpointKernels(KernelRegistry* r);
@@ -24,11 +28,15 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
   RegisterStateKernels(r);
   RegisterMathKernels(r);
+  RegisterMathUnaryKernels(r);
   RegisterArrayKernels(r);
+  RegisterSliceKernels(r);
+  RegisterDimsKernels(r);
   RegisterReductionKernels(r);
   RegisterMatMulKernels(r);
   RegisterRandomKernels(r);
   RegisterNnKernels(r);
+  RegisterTopKLrnKernels(r);
   RegisterTrainingKernels(r);
   RegisterGradSupportKernels(r);
   RegisterCheckpointKernels(r);
