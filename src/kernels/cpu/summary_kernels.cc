@@ -60,9 +60,10 @@ class ScalarSummaryOp : public OpKernel {
     const Tensor& tags = ctx->input(0);
     const Tensor& values = ctx->input(1);
     if (tags.shape() != values.shape()) {
-      return absl::InvalidArgumentError(absl::StrCat("Summary '", name(), "': tags and values must have the same shape, got tags ",
+      return absl::InvalidArgumentError(absl::StrCat("tags and values must have the same shape, got tags ",
                                                      tags.shape().DebugString(), " and values ",
-                                                     values.shape().DebugString()));
+                                                     values.shape().DebugString(),
+                                                     " (tf.summary.scalar takes one scalar value)"));
     }
     absl::StatusOr<std::vector<double>> v = AsDoubles(values);
     if (!v.ok()) return v.status();
@@ -258,13 +259,11 @@ class MergeSummaryOp : public OpKernel {
       for (const std::string& bytes : in.flat<std::string>()) {
         Summary s;
         if (!s.ParseFromString(bytes)) {
-          return absl::InvalidArgumentError(absl::StrCat("MergeSummary '", name(), "': input ", i,
-                                                         " is not a serialized Summary"));
+          return absl::InvalidArgumentError(absl::StrCat("input ", i, " is not a serialized Summary"));
         }
         for (Summary::Value& v : *s.mutable_value()) {
           if (!v.tag().empty() && !tags.insert(v.tag()).second) {
-            return absl::InvalidArgumentError(absl::StrCat("MergeSummary '", name(), "': duplicate tag ", v.tag(),
-                                                           " found in summary inputs"));
+            return absl::InvalidArgumentError(absl::StrCat("duplicate tag ", v.tag(), " found in summary inputs"));
           }
           *merged.add_value() = std::move(v);
         }
