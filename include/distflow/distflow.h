@@ -35,6 +35,7 @@
 #include "distflow/train/progress_hook.h"
 #include "distflow/train/replica_device_setter.h"
 #include "distflow/train/saver.h"
+#include "distflow/train/summary_hooks.h"
 #include "distflow/train/supervisor.h"
 #include "distflow/train/sync_replicas_optimizer.h"
 #include "distflow/types.h"

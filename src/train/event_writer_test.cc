@@ -7,12 +7,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "base/env.h"
 #include "distflow/ops.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_cat.h"
 #include "proto/event.pb.h"
 #include "proto/graph.pb.h"
+#include "train/event_file_testutil.h"
 #include "tensor/checkpoint_format.h"
 
 namespace distflow {
@@ -24,40 +25,7 @@ std::string TempDir(const std::string& name) {
   return dir;
 }
 
-uint64_t LittleEndian(absl::string_view s) {
-  uint64_t v = 0;
-  for (size_t i = s.size(); i-- > 0;) v = (v << 8) | static_cast<uint8_t>(s[i]);
-  return v;
-}
-
-// A reader written from the format: every record's framing and both masked
-// CRC-32Cs checked (independently of MaskedCrc32c, from the raw CRC).
-std::vector<tensorboard::Event> ReadEvents(const std::string& path) {
-  auto masked = [](absl::string_view d) {
-    uint32_t c = checkpoint::Crc32c(d);
-    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
-  };
-  absl::StatusOr<std::string> contents = Env::Default()->ReadFile(path);
-  EXPECT_TRUE(contents.ok()) << contents.status();
-  std::vector<tensorboard::Event> events;
-  const std::string bytes = contents.ok() ? *contents : std::string();
-  absl::string_view rest = bytes;
-  while (!rest.empty()) {
-    EXPECT_GE(rest.size(), 12u);
-    if (rest.size() < 12) break;
-    uint64_t len = LittleEndian(rest.substr(0, 8));
-    EXPECT_EQ(LittleEndian(rest.substr(8, 4)), masked(rest.substr(0, 8)));
-    EXPECT_GE(rest.size(), 16 + len);
-    if (rest.size() < 16 + len) break;
-    absl::string_view data = rest.substr(12, len);
-    EXPECT_EQ(LittleEndian(rest.substr(12 + len, 4)), masked(data));
-    tensorboard::Event e;
-    EXPECT_TRUE(e.ParseFromArray(data.data(), static_cast<int>(data.size())));
-    events.push_back(e);
-    rest.remove_prefix(16 + len);
-  }
-  return events;
-}
+using test::ReadEvents;
 
 TEST(EventWriter, WritesFileVersionSummariesGraphAndRunMetadata) {
   const std::string dir = TempDir("basic") + "/nested/logs";
