@@ -318,3 +318,8 @@ def test_bad_inputs_are_python_exceptions(tmp_path):
         writer.add_summary(b"\xff\xff", 1)
     writer.close()
     writer.add_summary(tf.Summary(), 1)  # dropped after close, as TensorFlow does
+
+
+def test_missing_summary_names_say_so():
+    with pytest.raises(NotImplementedError, match="tf.summary.audio"):
+        tf.summary.audio("a", tf.zeros([1, 10]), 16000)

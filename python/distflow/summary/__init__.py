@@ -19,3 +19,10 @@ from distflow.summary.writer import FileWriter, FileWriterCache  # noqa: F401
 __all__ = ["scalar", "histogram", "image", "text", "tensor_summary", "merge", "merge_all", "FileWriter",
            "FileWriterCache", "Summary", "SummaryMetadata", "HistogramProto", "Event", "SessionLog",
            "TaggedRunMetadata", "LogMessage"]
+
+
+def __getattr__(name):
+    # As the rest of distflow.compat.v1: a TensorFlow name not here yet says so.
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise NotImplementedError(f"distflow.compat.v1 has no tf.summary.{name} yet")
