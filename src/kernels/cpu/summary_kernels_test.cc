@@ -2,6 +2,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -230,6 +231,45 @@ TEST(SummaryKernels, TensorSummaryV2CarriesTextAndPlugin) {
   EXPECT_EQ(tensor.tensor_shape().dim(0).size(), 2);
   ASSERT_EQ(tensor.string_val_size(), 2);
   EXPECT_EQ(tensor.string_val(1), "world");
+}
+
+TEST(SummaryKernels, ImageSummaryWritesRgbaDoublesUpToMaxImages) {
+  // Two 1x2 RGBA images of doubles in [0, 0.5]: scaled by 255 / 0.5.
+  std::vector<double> v = {0.0, 0.1, 0.2, 0.5, 0.5, 0.5, 0.5, 0.5, 0, 0, 0, 0, 0, 0, 0, 0};
+  OpTest t("ImageSummary");
+  t.Input(Str("rgba")).Input(V<double>(v, {2, 1, 2, 4}));
+  SetAttrInt(t.def(), "max_images", 5);
+  DF_ASSERT_OK_AND_ASSIGN(Summary s, RunSummary(t));
+  ASSERT_EQ(s.value_size(), 2);  // the batch is smaller than max_images
+  EXPECT_EQ(s.value(1).tag(), "rgba/image/1");
+  const Summary::Image& img = s.value(0).image();
+  EXPECT_EQ(img.colorspace(), 4);
+  int w = 0, h = 0, color = -1;
+  EXPECT_EQ(DecodePng(img.encoded_image_string(), &w, &h, &color), std::string("\x00\x33\x66\xff\xff\xff\xff\xff", 8));
+  EXPECT_EQ(color, 6);  // RGBA
+  EXPECT_EQ(w, 2);
+  EXPECT_EQ(h, 1);
+  // An all-zero image scales by 0 (no division by zero).
+  EXPECT_EQ(DecodePng(s.value(1).image().encoded_image_string(), &w, &h, &color), std::string(8, '\0'));
+}
+
+TEST(SummaryKernels, TensorSummaryV2EncodesNumbersAndRejectsBadMetadata) {
+  OpTest t("TensorSummaryV2");
+  t.Input(Str("v")).Input(V<float>({1.5f, -2.0f}, {1, 2})).Input(Str(""));
+  DF_ASSERT_OK_AND_ASSIGN(Summary s, RunSummary(t));
+  const tensorboard::TensorProto& tensor = s.value(0).tensor();
+  EXPECT_EQ(tensor.dtype(), tensorboard::DT_FLOAT);
+  ASSERT_EQ(tensor.tensor_shape().dim_size(), 2);
+  EXPECT_EQ(tensor.tensor_shape().dim(1).size(), 2);
+  ASSERT_EQ(tensor.tensor_content().size(), 8u);
+  float back[2];
+  std::memcpy(back, tensor.tensor_content().data(), 8);
+  EXPECT_EQ(back[0], 1.5f);
+  EXPECT_EQ(back[1], -2.0f);
+
+  OpTest bad("TensorSummaryV2");
+  bad.Input(Str("v")).Input(Str("x")).Input(Str("\xff\xff"));
+  ExpectError(bad.Run().status(), "serialized_summary_metadata is not a SummaryMetadata");
 }
 
 TEST(SummaryKernels, MergeSummaryConcatenatesAndRejectsDuplicates) {
