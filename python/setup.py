@@ -30,6 +30,9 @@ class CMakeBuild(build_ext):
         shutil.copyfile(built[0], dest)
         shutil.copyfile(os.path.realpath(os.path.join(BUILD, "libdistflow.so")),
                         os.path.join(os.path.dirname(dest), "libdistflow.so.0"))
+        # The generated protobuf classes (tf.Summary, tf.Event).
+        for generated in glob.glob(os.path.join(BUILD, "python", "distflow", "proto", "*_pb2.py")):
+            shutil.copyfile(generated, os.path.join(os.path.dirname(dest), "proto", os.path.basename(generated)))
 
 
 def version():

@@ -11,7 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   iperf3 tmux openssl
-  python3 python3-yaml python3-dev python3-numpy python3-pytest pybind11-dev
+  python3 python3-yaml python3-dev python3-numpy python3-protobuf python3-pytest pybind11-dev
   python3-pip python3-setuptools python3-venv
   libcpp-httplib-dev chromium
 )

@@ -41,6 +41,8 @@
 namespace py = pybind11;
 namespace df = distflow;
 
+void RegisterSummaryBindings(py::module_& m);  // summary_binding.cc
+
 namespace {
 
 // ---- errors --------------------------------------------------------------
@@ -886,4 +888,6 @@ PYBIND11_MODULE(_distflow, m) {
     if (absl::IsNotFound(p.status())) return py::none();
     return py::str(Value(std::move(p)));
   });
+
+  RegisterSummaryBindings(m);
 }

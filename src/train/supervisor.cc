@@ -10,6 +10,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "client/graph_state.h"
+#include "distflow/train/summary_hooks.h"
 #include "distflow/ops.h"
 
 namespace distflow {
@@ -126,8 +127,25 @@ absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
     }
   }
   RETURN_IF_ERROR(scope.status());
+  RETURN_IF_ERROR(s->AddSummaryHooks());
   RETURN_IF_ERROR(s->CreateSession());
   return s;
+}
+
+absl::Status MonitoredSession::AddSummaryHooks() {
+  const SupervisorOptions& o = options_;
+  const bool summaries = o.summary_op.ok() && (o.save_summaries_steps > 0 || o.save_summaries_secs > 0);
+  const bool speed = o.global_step.ok() && o.log_step_count_steps > 0;
+  if (!o.is_chief || o.logdir.empty() || !(summaries || speed)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> writer, EventWriter::Open(o.logdir));
+  summary_writer_ = std::move(writer);
+  RETURN_IF_ERROR(summary_writer_->WriteGraph(scope_));
+  if (summaries) {
+    hooks_.push_back(std::make_unique<SummarySaverHook>(summary_writer_, o.summary_op, o.save_summaries_steps,
+                                                        absl::Seconds(o.save_summaries_secs)));
+  }
+  if (speed) hooks_.push_back(std::make_unique<StepCounterHook>(summary_writer_, o.log_step_count_steps));
+  return absl::OkStatus();
 }
 
 MonitoredSession::~MonitoredSession() {
@@ -351,6 +369,7 @@ absl::Status MonitoredSession::Close() {
     }
   }
   closed_ = true;
+  if (summary_writer_ != nullptr) status.Update(summary_writer_->Close());
   status.Update(session_->Close());
   return status;
 }

@@ -16,10 +16,12 @@ x = tf.placeholder(tf.float32, [None, 1])
 w = tf.Variable(tf.zeros([1, 1]))
 loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 3 * x))
 train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+summary = tf.summary.scalar("w", tf.reduce_sum(w))
 with tf.Session() as sess:
     sess.run(tf.global_variables_initializer())
     for _ in range(50):
         sess.run(train, feed_dict={x: [[1.0], [2.0]]})
+    assert tf.Summary.FromString(sess.run(summary)).value[0].tag == "w"  # the generated protobuf classes
     print("w", float(sess.run(w)[0][0]))
 """
 

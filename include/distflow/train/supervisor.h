@@ -39,6 +39,7 @@
 #include "distflow/export.h"
 #include "distflow/scope.h"
 #include "distflow/session.h"
+#include "distflow/train/event_writer.h"
 #include "distflow/train/saver.h"
 
 namespace distflow {
@@ -85,6 +86,16 @@ struct DISTFLOW_EXPORT SupervisorOptions {
   // Pause before recreating the session (a restarting task needs a moment).
   absl::Duration recovery_wait = absl::Seconds(1);
   SessionOptions session_options;
+  // With a logdir, the chief also writes TensorBoard event files there
+  // (train/event_writer.h; the graph first): the value of summary_op (a
+  // serialized Summary, e.g. MergeSummary's) every save_summaries_steps
+  // global steps or save_summaries_secs, and "global_step/sec" every
+  // log_step_count_steps (0 turns each off), as TensorFlow's
+  // MonitoredTrainingSession does by default.
+  Output summary_op;
+  int64_t save_summaries_steps = 100;
+  int64_t save_summaries_secs = 0;
+  int64_t log_step_count_steps = 100;
 };
 
 class MonitoredSession;
@@ -160,6 +171,8 @@ class DISTFLOW_EXPORT MonitoredSession {
   // Saves a checkpoint now (chief with a logdir only); returns its prefix.
   absl::StatusOr<std::string> SaveCheckpoint();
   Session* raw_session() { return session_.get(); }
+  // The chief's event file writer (SupervisorOptions::summary_op), or nullptr.
+  EventWriter* summary_writer() const { return summary_writer_.get(); }
   const std::string& target() const { return target_; }
   const SessionOptions& session_options() const { return options_.session_options; }
 
@@ -170,6 +183,8 @@ class DISTFLOW_EXPORT MonitoredSession {
   absl::Status WaitUntilReady(absl::Time deadline);
   absl::StatusOr<int64_t> ReadGlobalStep();
   absl::Status InitialiseUnsaved();
+  // The chief's summary hooks and event file, if the options ask for them.
+  absl::Status AddSummaryHooks();
   // The global step read after `targets` ran in the same step (an Identity
   // with control dependencies on them), made once per set of targets.
   Output StepAfter(const std::vector<Operation>& targets);
@@ -179,6 +194,7 @@ class DISTFLOW_EXPORT MonitoredSession {
   SupervisorOptions options_;
   std::vector<std::unique_ptr<SessionRunHook>> hooks_;
   std::unique_ptr<Saver> saver_;
+  std::shared_ptr<EventWriter> summary_writer_;  // shared with the summary hooks
   std::vector<Output> ready_checks_;  // IsVariableInitialized per variable
   std::vector<std::string> var_names_;
   std::vector<Operation> unsaved_inits_;  // initialisers of variables checkpoints do not hold

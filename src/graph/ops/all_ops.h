@@ -21,6 +21,7 @@ void RegisterTrainingOps(OpRegistry* r);   // ApplyGradientDescent, ApplyMomentu
 void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other helpers of symbolic gradients
 void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
 void RegisterSyncOps(OpRegistry* r);         // accumulators and step barrier of synchronous training
+void RegisterSummaryOps(OpRegistry* r);      // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -38,6 +39,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterGradSupportOps(r);
   RegisterCheckpointOps(r);
   RegisterSyncOps(r);
+  RegisterSummaryOps(r);
 }
 
 }  // namespace distflow

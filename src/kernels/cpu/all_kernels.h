@@ -23,6 +23,7 @@ void RegisterTrainingKernels(KernelRegistry* r);
 void RegisterGradSupportKernels(KernelRegistry* r);
 void RegisterCheckpointKernels(KernelRegistry* r);
 void RegisterSyncKernels(KernelRegistry* r);
+void RegisterSummaryKernels(KernelRegistry* r);
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -41,6 +42,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterGradSupportKernels(r);
   RegisterCheckpointKernels(r);
   RegisterSyncKernels(r);
+  RegisterSummaryKernels(r);
 }
 
 }  // namespace distflow
