@@ -13,6 +13,7 @@ import numpy as np
 from distflow import _distflow
 from distflow import dtypes as _dtypes
 from distflow import errors
+from distflow import graph_keys as _graph_keys
 
 # ---- graphs -----------------------------------------------------------------
 
@@ -177,41 +178,7 @@ def reset_default_graph():
     _global_default_graph = Graph()
 
 
-class GraphKeys:
-    """The standard collection names (tf.GraphKeys), with TensorFlow's values."""
-    GLOBAL_VARIABLES = "variables"
-    VARIABLES = GLOBAL_VARIABLES
-    LOCAL_VARIABLES = "local_variables"
-    METRIC_VARIABLES = "metric_variables"
-    MODEL_VARIABLES = "model_variables"
-    TRAINABLE_VARIABLES = "trainable_variables"
-    SUMMARIES = "summaries"
-    QUEUE_RUNNERS = "queue_runners"
-    TABLE_INITIALIZERS = "table_initializer"
-    ASSET_FILEPATHS = "asset_filepaths"
-    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
-    REGULARIZATION_LOSSES = "regularization_losses"
-    CONCATENATED_VARIABLES = "concatenated_variables"
-    SAVERS = "savers"
-    WEIGHTS = "weights"
-    BIASES = "biases"
-    ACTIVATIONS = "activations"
-    UPDATE_OPS = "update_ops"
-    LOSSES = "losses"
-    SAVEABLE_OBJECTS = "saveable_objects"
-    RESOURCES = "resources"
-    LOCAL_RESOURCES = "local_resources"
-    TRAINABLE_RESOURCE_VARIABLES = "trainable_resource_variables"
-    INIT_OP = "init_op"
-    LOCAL_INIT_OP = "local_init_op"
-    READY_OP = "ready_op"
-    READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
-    SUMMARY_OP = "summary_op"
-    GLOBAL_STEP = "global_step"
-    EVAL_STEP = "eval_step"
-    TRAIN_OP = "train_op"
-    COND_CONTEXT = "cond_context"
-    WHILE_CONTEXT = "while_context"
+GraphKeys = _graph_keys.GraphKeys
 
 
 def add_to_collection(name, value):

@@ -759,8 +759,13 @@ PYBIND11_MODULE(_distflow, m) {
                        int64_t save_checkpoint_secs, std::vector<df::Output> coordination_vars, const py::dict& options,
                        const std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>& sync_hooks,
                        std::vector<df::Output> local_variables, std::optional<df::Operation> local_init_op,
-                       int64_t save_checkpoint_steps, int max_to_keep) {
+                       int64_t save_checkpoint_steps, int max_to_keep, std::optional<df::Output> summary_op,
+                       int64_t save_summaries_steps, int64_t save_summaries_secs, int64_t log_step_count_steps) {
              df::SupervisorOptions o;
+             if (summary_op) o.summary_op = *summary_op;
+             o.save_summaries_steps = save_summaries_steps;
+             o.save_summaries_secs = save_summaries_secs;
+             o.log_step_count_steps = log_step_count_steps;
              o.local_variables = std::move(local_variables);
              if (local_init_op) o.local_init_op = *local_init_op;
              o.save_checkpoint_steps = save_checkpoint_steps;
@@ -785,7 +790,9 @@ PYBIND11_MODULE(_distflow, m) {
            py::arg("init_op"), py::arg("save_checkpoint_secs"), py::arg("coordination_vars"), py::arg("options"),
            py::arg("sync_hooks") = std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>{},
            py::arg("local_variables") = std::vector<df::Output>{}, py::arg("local_init_op") = std::nullopt,
-           py::arg("save_checkpoint_steps") = 0, py::arg("max_to_keep") = 5,
+           py::arg("save_checkpoint_steps") = 0, py::arg("max_to_keep") = 5, py::arg("summary_op") = std::nullopt,
+           py::arg("save_summaries_steps") = 100, py::arg("save_summaries_secs") = 0,
+           py::arg("log_step_count_steps") = 100,
            py::keep_alive<1, 11>())  // the optimizers outlive their hooks
       .def("run",
            [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,

@@ -1,7 +1,7 @@
 """tf.train.MonitoredTrainingSession: a Supervisor's session with hooks."""
 from distflow import framework as _fw
 from distflow.train.session_run_hook import SessionRunArgs, SessionRunContext, SessionRunValues
-from distflow.train.supervisor import Supervisor, _MonitoredRunner
+from distflow.train.supervisor import Supervisor, _MonitoredRunner, _merge_all_summaries
 from distflow.train.sync_replicas import _SyncReplicasHook
 from distflow.train.training_util import get_global_step
 
@@ -136,7 +136,9 @@ _USE_DEFAULT = object()
 
 
 def _make_session(g, is_chief, checkpoint_dir, scaffold, hooks, save_checkpoint_secs, save_checkpoint_steps,
-                  master, config, stop_grace_period_secs, max_to_keep=None):
+                  master, config, stop_grace_period_secs, summary=None):
+    """summary: (summary_op, save_summaries_steps, save_summaries_secs,
+    log_step_count_steps) for the chief's C++ monitored session to write."""
     scaffold = scaffold or Scaffold()
     sv = Supervisor(is_chief=is_chief, logdir=checkpoint_dir, global_step=get_global_step(g),
                     save_model_secs=save_checkpoint_secs or 0, graph=g,
@@ -145,8 +147,12 @@ def _make_session(g, is_chief, checkpoint_dir, scaffold, hooks, save_checkpoint_
                     else Supervisor.USE_DEFAULT,
                     init_fn=(lambda sess: scaffold.init_fn(scaffold, sess)) if scaffold.init_fn else None,
                     saver=scaffold.saver if scaffold.saver is not None else Supervisor.USE_DEFAULT,
-                    summary_op=None, summary_writer=None, stop_grace_secs=stop_grace_period_secs)
+                    summary_op=summary[0] if summary else None,
+                    summary_writer=Supervisor.USE_DEFAULT if summary else None,
+                    stop_grace_secs=stop_grace_period_secs)
     sv._save_steps = save_checkpoint_steps or 0
+    if summary:
+        sv._summary_schedule = summary[1:]
     sv._sync_hooks = [h for h in hooks if isinstance(h, _SyncReplicasHook)]
     hooks = [h for h in hooks if not isinstance(h, _SyncReplicasHook)]
     scaffold._sv_saver = sv.saver
@@ -178,27 +184,18 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaf
     save_checkpoint_steps = None if save_checkpoint_steps is _USE_DEFAULT else save_checkpoint_steps
     g = _fw.get_default_graph()
     all_hooks = list(hooks or []) + (list(chief_only_hooks or []) if is_chief else [])
-    summary_dir = summary_dir or checkpoint_dir
-    if is_chief and summary_dir:
-        all_hooks += _standard_summary_hooks(scaffold, summary_dir, save_summaries_steps, save_summaries_secs,
-                                             log_step_count_steps)
+    summary = None
+    if is_chief and checkpoint_dir:
+        if summary_dir not in (None, checkpoint_dir):
+            raise NotImplementedError("MonitoredTrainingSession(summary_dir=...) other than checkpoint_dir")
+        with g.as_default():
+            summary_op = scaffold.summary_op if scaffold is not None and scaffold.summary_op is not None \
+                else _merge_all_summaries()
+        # As TF1's SummarySaverHook and StepCounterHook, run by the chief's
+        # C++ monitored session.
+        summary = (summary_op, save_summaries_steps or 0, save_summaries_secs or 0, log_step_count_steps or 0)
     return _make_session(g, is_chief, checkpoint_dir, scaffold, all_hooks, save_checkpoint_secs,
-                         save_checkpoint_steps, master, config, stop_grace_period_secs)
-
-
-def _standard_summary_hooks(scaffold, summary_dir, steps, secs, log_step_count_steps):
-    """TF1's chief hooks: a StepCounterHook and a SummarySaverHook."""
-    try:
-        from distflow import summary_hooks
-    except ImportError:  # a package without summaries
-        return []
-    out = []
-    if log_step_count_steps and log_step_count_steps > 0:
-        out.append(summary_hooks.StepCounterHook(every_n_steps=log_step_count_steps, output_dir=summary_dir))
-    if (steps and steps > 0) or (secs and secs > 0):
-        out.append(summary_hooks.SummarySaverHook(save_steps=steps, save_secs=secs, output_dir=summary_dir,
-                                                  scaffold=scaffold))
-    return out
+                         save_checkpoint_steps, master, config, stop_grace_period_secs, summary)
 
 
 class ChiefSessionCreator:

@@ -150,32 +150,9 @@ class Supervisor:
         return t
 
     def start_standard_services(self, sess):
-        """Turns on the chief's summaries: every save_summaries_secs, the
-        next step the program runs also computes summary_op (with that
-        step's feeds), and the result and global_step/sec go to logdir's
-        events file. Nothing runs beside the program's own steps."""
-        self._summaries_on = bool(self.is_chief and self._logdir and self._save_summaries_secs and
-                                  self.summary_writer is not None)
-        self._next_summary = time.monotonic()
+        """TF1's standard services: checkpoints and summaries, which the
+        chief's C++ monitored session already runs (no extra thread)."""
         return []
-
-    def _summary_fetch_due(self):
-        if not getattr(self, "_summaries_on", False) or time.monotonic() < self._next_summary:
-            return None
-        self._next_summary = time.monotonic() + self._save_summaries_secs
-        return self._summary_op if self._summary_op is not None else []
-
-    def _summary_computed_in_step(self, runner, value):
-        step = runner._global_step_value() if self._global_step is not None else None
-        if isinstance(value, (bytes, bytearray)) or hasattr(value, "SerializeToString"):
-            self.summary_writer.add_summary(value, step)
-        now = time.monotonic()
-        last = getattr(self, "_last_summary", None)
-        if last is not None and step is not None and step >= 0 and now > last[0]:
-            from distflow.summary import _scalar_summary_proto
-            self.summary_writer.add_summary(_scalar_summary_proto("global_step/sec", (step - last[1]) / (now - last[0])),
-                                            step)
-        self._last_summary = (now, step)
 
     @property
     def global_step(self):
@@ -226,6 +203,14 @@ class Supervisor:
         self._graph.finalize()
         options = (config or _fw.ConfigProto())._options()
         local_init = self._local_init_op
+        # The chief's summaries are written by the C++ monitored session into
+        # logdir's events file: summary_op with the step's own feeds every
+        # save_summaries_secs (or, under MonitoredTrainingSession,
+        # save_summaries_steps), global_step/sec, and the graph first.
+        summary_op = self._summary_op if self._summary_writer_arg is not None else None
+        summary_steps, summary_secs, step_count_steps = getattr(self, "_summary_schedule", (
+            0, self._save_summaries_secs if summary_op is not None else 0,
+            100 if self._summary_writer_arg is not None else 0))
         if not self._sync_hooks:  # a TF1 sync program under a Supervisor: no hook was handed over
             self._sync_hooks = [types.SimpleNamespace(_sync=opt, _is_chief=self.is_chief)
                                 for opt in getattr(self._graph, "_sync_replicas_optimizers", [])]
@@ -236,7 +221,9 @@ class Supervisor:
             [(h._sync._opt, h._is_chief) for h in self._sync_hooks],
             [v._out for v in self._local_vars],
             None if local_init is None else _fw._as_cc_operation(local_init),
-            int(getattr(self, "_save_steps", 0) or 0))
+            int(getattr(self, "_save_steps", 0) or 0), 5,
+            summary_op._out if isinstance(summary_op, _fw.Tensor) else None,
+            int(summary_steps or 0), int(summary_secs or 0), int(step_count_steps or 0))
         self._runner = _MonitoredRunner(self._session, self._graph, self)
         if self.is_chief and self._init_fn is not None and not self._session.restored_from:
             self._init_fn(self._runner)
@@ -322,13 +309,7 @@ class _MonitoredRunner(_fw.Session):
         self._sess = self  # Session.run calls self._sess.run(feeds, outputs, targets, timeout)
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-        extra = self._sv._summary_fetch_due()
-        if extra is None:
-            return _fw.Session.run(self, fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
-        out, summary = _fw.Session.run(self, [fetches, extra], feed_dict=feed_dict, options=options,
-                                       run_metadata=run_metadata)
-        self._sv._summary_computed_in_step(self, summary)
-        return out
+        return _fw.Session.run(self, fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
 
     def _global_step_value(self):
         """The global step after the last step (or at creation), as the

@@ -173,7 +173,6 @@ placeholder_with_default = _fw.placeholder_with_default
 # tf.summary (a module), the summary protos and hooks, graph collections
 from distflow import summary  # noqa: E402
 from distflow import summary_hooks as _summary_hooks  # noqa: E402
-from distflow.graph_keys import GraphKeys  # noqa: E402
 Summary, SummaryMetadata, HistogramProto = summary.Summary, summary.SummaryMetadata, summary.HistogramProto
 Event, SessionLog, LogMessage, TaggedRunMetadata = summary.Event, summary.SessionLog, summary.LogMessage, \
     summary.TaggedRunMetadata
@@ -182,14 +181,6 @@ train.StepCounterHook = _summary_hooks.StepCounterHook
 train.SecondOrStepTimer = _summary_hooks.SecondOrStepTimer
 train.SummaryWriter = summary.FileWriter
 train.SummaryWriterCache = summary.FileWriterCache
-
-
-def get_collection(key, scope=None):
-    return get_default_graph().get_collection(key, scope)
-
-
-def add_to_collection(name, value):
-    get_default_graph().add_to_collection(name, value)
 
 
 class _NotImplementedNamespace(_types.ModuleType):
