@@ -88,7 +88,7 @@ absl::Status GrpcServer::Start() {
     }
   }
   workers_ = std::make_unique<WorkerCache>(cluster_, token);
-  if (bulk_ != nullptr) workers_->EnableBulkTransfer();
+  if (bulk_ != nullptr) workers_->EnableBulkTransfer(bulk_.get());
   worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);
   worker_->set_bulk_server(bulk_.get());
   worker_->set_auth_token(token);

@@ -84,9 +84,10 @@ class Master::Service : public proto::MasterService::CallbackService {
 Master::Master(std::string local_task, WorkerCache* workers, Worker* local_worker)
     : local_task_(std::move(local_task)),
       workers_(workers),
-      local_worker_(local_worker),
       pool_(std::make_unique<ThreadPool>("df_master", 8)),
-      service_(std::make_unique<Service>(this)) {}
+      service_(std::make_unique<Service>(this)) {
+  if (local_worker != nullptr) workers_->SetLocalWorker(local_task_, local_worker);
+}
 
 Master::~Master() {
   CloseAll();
@@ -119,7 +120,8 @@ absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto
     handle = absl::StrCat("session_", next_session_++, "_", RandomStepId());
     ++creating_;  // the slot is taken while Init waits for the cluster
   }
-  auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, local_worker_, bulk_, &closing_);
+  auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, /*local_worker=*/nullptr, bulk_,
+                                       &closing_);
   absl::Status s = session->Init(req.graph_def());
   absl::MutexLock lock(&mu_);
   --creating_;

@@ -35,7 +35,8 @@ inline constexpr char kStepStatusMetadataKey[] = "distflow-step-failed";
 class Master {
  public:
   // `local_task`: this server's task, where unconstrained nodes go;
-  // `local_worker` (may be null) runs that task's partitions without an RPC.
+  // `local_worker` (may be null) runs that task's partitions without an RPC
+  // (it is registered with `workers`: WorkerCache::SetLocalWorker).
   Master(std::string local_task, WorkerCache* workers, Worker* local_worker = nullptr);
   ~Master();
 
@@ -90,7 +91,6 @@ class Master {
 
   const std::string local_task_;
   WorkerCache* const workers_;
-  Worker* const local_worker_;
   BulkServer* bulk_ = nullptr;
   int max_sessions_ = 0;
   std::string auth_token_;

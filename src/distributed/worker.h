@@ -21,29 +21,13 @@
 #include "distflow/server.h"
 #include "distributed/bulk_transfer.h"
 #include "distributed/worker_cache.h"
+#include "distributed/worker_interface.h"
 #include "distributed/worker_rendezvous.h"
 #include "kernels/device.h"
 #include "proto/worker.grpc.pb.h"
 #include "runtime/local_session.h"
 
 namespace distflow {
-
-// One partition run, in memory: what a RunGraph request carries and the
-// tensors it fetched. The master fills one directly for its own task's
-// partitions (no message copies); the gRPC service converts from and to the
-// RunGraph messages.
-struct RunGraphCall {
-  std::string graph_handle;
-  int64_t step_id = 0;
-  int64_t timeout_ms = 0;
-  std::string master_task;  // whose step this is ("" or our own task: a local master)
-  std::vector<std::pair<std::string, Tensor>> send;  // fed tensors
-  std::vector<std::string> recv_keys;                 // fetched tensors
-  std::vector<std::string> targets;
-  std::vector<Tensor> recv;  // on success, parallel to recv_keys
-  bool trace = false;        // record when each node ran, into `stats`
-  StepStats stats;
-};
 
 class Worker {
  public:
