@@ -5,9 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
-#include "distributed/bulk_transfer.h"
 #include "distributed/master_session_impl.h"
 #include "distributed/step_stats_proto.h"
+#include "distributed/step_tensor_codec.h"
 #include "distributed/worker_cache.h"
 
 namespace distflow {
@@ -20,7 +20,7 @@ void MasterSessionImpl::RunOnceAsync(const proto::RunStepRequest* req, proto::Ru
   st->pool = pool;
   // A failed step frees the bytes its client put for it on our bulk port.
   st->done = [this, req, done = std::move(done)](absl::Status s) {
-    if (!s.ok() && bulk_ != nullptr) DropBulkFeeds(*bulk_, *req);
+    if (!s.ok()) ReleaseBulkFeeds(bulk_, *req);
     done(s);
   };
   std::vector<TensorId> feeds, fetches;
@@ -33,19 +33,9 @@ void MasterSessionImpl::RunOnceAsync(const proto::RunStepRequest* req, proto::Ru
     if (!st->feed_values.emplace(canon, &f.tensor()).second) {
       return st->done(absl::InvalidArgumentError(absl::StrCat("Tensor '", canon, "' is fed twice")));
     }
-    if (f.bulk_ticket() != 0) {
-      if (bulk_ == nullptr) {
-        return st->done(absl::InvalidArgumentError(
-            absl::StrCat("Feed '", canon, "' names a bulk ticket, but bulk transfer is off on ", local_task_)));
-      }
-      absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(f);
-      if (!spec.ok()) return st->done(spec.status());
-      absl::StatusOr<Tensor> t = bulk_->TakeReceived(f.bulk_ticket(), spec->first, spec->second);
-      if (!t.ok()) {
-        return st->done(absl::Status(t.status().code(), absl::StrCat("Feed '", canon, "': ", t.status().message())));
-      }
-      st->bulk_feeds[canon] = std::move(*t);
-    }
+    absl::StatusOr<std::optional<Tensor>> bulk_feed = TakeBulkFeed(bulk_, f, canon, local_task_);
+    if (!bulk_feed.ok()) return st->done(bulk_feed.status());
+    if (bulk_feed->has_value()) st->bulk_feeds[canon] = std::move(**bulk_feed);
     feeds.push_back(*id);
     feed_keys.push_back(canon);
   }
@@ -203,12 +193,7 @@ void MasterSessionImpl::AbortStep(const std::shared_ptr<StepState>& st, const ab
 
 void MasterSessionImpl::SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,
                                  proto::NamedTensor* out) {
-  uint64_t ticket = bulk_ != nullptr && st->req->accept_bulk() && IsBulkCandidate(t) ? bulk_->Offer(t) : 0;
-  if (ticket != 0) {
-    SetBulkNamedTensor(name, t, ticket, bulk_->port(), out);
-  } else {
-    EncodeTensor(t, out->mutable_tensor());
-  }
+  EncodeFetch(bulk_, st->req->accept_bulk(), name, t, out);
 }
 
 void MasterSessionImpl::FinishStep(const std::shared_ptr<StepState>& st) {
