@@ -16,6 +16,7 @@ distflow_test(distributed_test
        ${CMAKE_CURRENT_SOURCE_DIR}/worker_rendezvous_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/auth_test.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/worker_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/coordination_test.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/grpc_status_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/worker_cache_test.cc
+       ${CMAKE_CURRENT_SOURCE_DIR}/worker_interface_test.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/server_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/grpc_session_test.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/master_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/ask_tasks_test.cc
   DEPS distflow_distributed distflow_tensor_testutil)
