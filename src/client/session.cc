@@ -112,10 +112,7 @@ absl::Status Session::Close() {
 
 absl::Status Session::Reset(const std::vector<std::string>& containers) {
   if (!impl_->init_status.ok()) return impl_->init_status;
-  if (auto* g = dynamic_cast<GrpcSession*>(impl_->session.get())) return g->Reset(containers);
-  auto* l = static_cast<LocalSession*>(impl_->session.get());
-  ResetContainers(l->device(), containers);
-  return absl::OkStatus();
+  return impl_->session->Reset(containers);
 }
 
 }  // namespace distflow

@@ -10,7 +10,9 @@
 #include "distributed/ask_tasks.h"
 #include "distributed/auth.h"
 #include "distributed/device_name.h"
+#include "distributed/grpc_master_service.h"
 #include "distributed/grpc_status.h"
+#include "distributed/grpc_worker_service.h"
 #include "distributed/rpc_metrics.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
@@ -88,7 +90,7 @@ absl::Status GrpcServer::Start() {
     }
   }
   workers_ = std::make_unique<WorkerCache>(cluster_, token);
-  if (bulk_ != nullptr) workers_->EnableBulkTransfer();
+  if (bulk_ != nullptr) workers_->EnableBulkTransfer(bulk_.get());
   worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);
   worker_->set_bulk_server(bulk_.get());
   worker_->set_auth_token(token);
@@ -126,8 +128,10 @@ absl::Status GrpcServer::Start() {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(NewRpcMetricsInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  builder.RegisterService(worker_->service());
-  builder.RegisterService(master_->service());
+  worker_service_ = NewGrpcWorkerService(worker_.get());
+  master_service_ = NewGrpcMasterService(master_.get());
+  builder.RegisterService(worker_service_.get());
+  builder.RegisterService(master_service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || bound_port_ == 0) {
     // Leave nothing behind: the bulk port stays open otherwise, and a retry

@@ -19,11 +19,13 @@
 #include "absl/synchronization/notification.h"
 #include "distflow/cluster_spec.h"
 #include "distflow/server.h"
+#include "distributed/bulk_transfer.h"
 #include "distributed/coordination.h"
 #include "distributed/local_master.h"
 #include "distributed/master.h"
 #include "distributed/status_server.h"
 #include "distributed/worker.h"
+#include "distributed/worker_cache.h"
 #include "grpcpp/server.h"
 
 namespace distflow {
@@ -87,6 +89,9 @@ class GrpcServer {
   std::unique_ptr<WorkerCache> workers_;
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<Master> master_;
+  // gRPC's face of worker_ and master_; outlive server_, not them.
+  std::unique_ptr<grpc::Service> worker_service_;
+  std::unique_ptr<grpc::Service> master_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<StatusServer> status_;  // stopped before the objects it shows
   std::unique_ptr<CoordinationService> coordination_;  // on the coordinator task only

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "base/logging.h"
 #include "distributed/auth.h"
+#include "distributed/grpc_master_service.h"
 #include "distributed/grpc_status.h"
 #include "distributed/local_master.h"
 #include "distributed/master.h"

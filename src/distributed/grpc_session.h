@@ -36,7 +36,7 @@ class GrpcSession : public SessionInterface {
   absl::Status Close() override;
 
   // Clears containers on every task (all of them if `containers` is empty).
-  absl::Status Reset(const std::vector<std::string>& containers);
+  absl::Status Reset(const std::vector<std::string>& containers) override;
 
  private:
   GrpcSession(std::string address, SessionOptions options);

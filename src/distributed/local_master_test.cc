@@ -4,6 +4,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "distributed/master.h"
+#include "distributed/worker_cache.h"
 #include "gtest/gtest.h"
 
 namespace distflow {

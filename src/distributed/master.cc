@@ -4,96 +4,24 @@
 #include "absl/time/clock.h"
 #include "base/metrics.h"
 #include "distributed/ask_tasks.h"
-#include "distributed/auth.h"
 #include "distributed/device_filters.h"
-#include "distributed/grpc_status.h"
 #include "distributed/master_session.h"
+#include "distributed/step_tensor_codec.h"
+#include "distributed/worker_cache.h"
 
 namespace distflow {
-
-class Master::Service : public proto::MasterService::CallbackService {
- public:
-  explicit Service(Master* m) : m_(m) {}
-
-  template <typename Fn>
-  grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* ctx, Fn fn) {
-    auto* r = ctx->DefaultReactor();
-    m_->pool_->Schedule([r, fn = std::move(fn)]() mutable { r->Finish(ToGrpcStatus(fn())); });
-    return r;
-  }
-
-  grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx, const proto::CreateSessionRequest* req,
-                                          proto::CreateSessionResponse* resp) override {
-    if (auto* refused = Refuse(ctx)) return refused;
-    return Offload(ctx, [this, ctx, req, resp] {
-      absl::Status s = m_->CreateSession(*req, resp);
-      // A client that gave up while the master waited for the cluster (its
-      // deadline, or its Close) will never use nor close this session.
-      if (s.ok() && ctx->IsCancelled()) {
-        (void)m_->CloseSession(resp->session_handle());
-        Metrics::Global()
-            ->GetCounter("distflow_sessions_abandoned_total",
-                         "Sessions the master closed as soon as it had made them, their client having stopped "
-                         "waiting (its deadline passed, or it closed the session)")
-            ->Increment();
-        return absl::CancelledError("the client stopped waiting for its session");
-      }
-      return s;
-    });
-  }
-  grpc::ServerUnaryReactor* ExtendSession(grpc::CallbackServerContext* ctx, const proto::ExtendSessionRequest* req,
-                                          proto::ExtendSessionResponse*) override {
-    if (auto* refused = Refuse(ctx)) return refused;
-    return Offload(ctx, [this, req] { return m_->ExtendSession(*req); });
-  }
-  grpc::ServerUnaryReactor* RunStep(grpc::CallbackServerContext* ctx, const proto::RunStepRequest* req,
-                                    proto::RunStepResponse* resp) override {
-    if (auto* refused = Refuse(ctx)) return refused;
-    auto* r = ctx->DefaultReactor();
-    m_->RunStepAsync(req, resp, [ctx, r](absl::Status s) {
-      if (!s.ok()) ctx->AddTrailingMetadata(kStepStatusMetadataKey, "1");
-      r->Finish(ToGrpcStatus(s));
-    });
-    return r;
-  }
-  grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx, const proto::CloseSessionRequest* req,
-                                         proto::CloseSessionResponse*) override {
-    if (auto* refused = Refuse(ctx)) return refused;
-    return Offload(ctx, [this, req] { return m_->CloseSession(req->session_handle()); });
-  }
-  grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* ctx, const proto::ListDevicesRequest*,
-                                        proto::ListDevicesResponse* resp) override {
-    if (auto* refused = Refuse(ctx)) return refused;
-    return Offload(ctx, [this, resp] { return m_->ListDevices(resp); });
-  }
-  grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* ctx, const proto::ResetRequest* req,
-                                  proto::ResetResponse*) override {
-    if (auto* refused = Refuse(ctx)) return refused;
-    return Offload(ctx, [this, req] { return m_->Reset(*req); });
-  }
-
-  // Calls without the cluster's token are refused (distributed/auth.h).
-  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx) {
-    return RefuseUnauthenticated(ctx, m_->auth_token_, m_->local_task_);
-  }
-
- private:
-  Master* m_;
-};
 
 Master::Master(std::string local_task, WorkerCache* workers, Worker* local_worker)
     : local_task_(std::move(local_task)),
       workers_(workers),
-      local_worker_(local_worker),
-      pool_(std::make_unique<ThreadPool>("df_master", 8)),
-      service_(std::make_unique<Service>(this)) {}
+      pool_(std::make_unique<ThreadPool>("df_master", 8)) {
+  if (local_worker != nullptr) workers_->SetLocalWorker(local_task_, local_worker);
+}
 
 Master::~Master() {
   CloseAll();
   pool_.reset();
 }
-
-grpc::Service* Master::service() { return service_.get(); }
 
 absl::StatusOr<std::shared_ptr<MasterSession>> Master::Find(const std::string& handle) {
   absl::MutexLock lock(&mu_);
@@ -119,7 +47,8 @@ absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto
     handle = absl::StrCat("session_", next_session_++, "_", RandomStepId());
     ++creating_;  // the slot is taken while Init waits for the cluster
   }
-  auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, local_worker_, bulk_, &closing_);
+  auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, /*local_worker=*/nullptr, bulk_,
+                                       &closing_);
   absl::Status s = session->Init(req.graph_def());
   absl::MutexLock lock(&mu_);
   --creating_;
@@ -131,7 +60,7 @@ absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto
   }
   sessions_[handle] = session;
   resp->set_session_handle(handle);
-  resp->set_bulk_port(bulk_ != nullptr ? bulk_->port() : 0);
+  resp->set_bulk_port(BulkPortOf(bulk_));
   return absl::OkStatus();
 }
 
@@ -145,7 +74,7 @@ void Master::RunStepAsync(const proto::RunStepRequest* req, proto::RunStepRespon
                           std::function<void(absl::Status)> done) {
   absl::StatusOr<std::shared_ptr<MasterSession>> s = Find(req->session_handle());
   if (!s.ok()) {
-    if (bulk_ != nullptr) DropBulkFeeds(*bulk_, *req);
+    ReleaseBulkFeeds(bulk_, *req);
     return done(s.status());
   }
   // The callback keeps the session alive for the step, even if it is closed meanwhile.

@@ -1,5 +1,6 @@
-// Master: the session service of a task. A client creates a session with a
-// graph, extends it, and runs steps; the master discovers the cluster's
+// Master: the session service of a task (on the network through
+// grpc_master_service.h, in this process through local_master.h). A client
+// creates a session with a graph, extends it, and runs steps; the master discovers the cluster's
 // devices (waiting, with backoff and a log line naming what it waits for,
 // for tasks that are not up yet), places and partitions the graph once per
 // (feeds, fetches, targets) signature, registers the partitions with their
@@ -15,31 +16,27 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/thread_pool.h"
-#include "distributed/worker.h"
-#include "distributed/worker_cache.h"
-#include "proto/master.grpc.pb.h"
+#include "proto/master.pb.h"
 
 namespace distflow {
 
+class BulkServer;
 class MasterSession;
-
-// Trailing metadata the master's RunStep answer carries when the step itself
-// failed, so that a client can tell the step's Unavailable (a task of the
-// cluster is down) from not reaching the master at all.
-inline constexpr char kStepStatusMetadataKey[] = "distflow-step-failed";
+class Worker;
+class WorkerCache;
 
 class Master {
  public:
   // `local_task`: this server's task, where unconstrained nodes go;
-  // `local_worker` (may be null) runs that task's partitions without an RPC.
+  // `local_worker` (may be null) runs that task's partitions without an RPC
+  // (it is registered with `workers`: WorkerCache::SetLocalWorker).
   Master(std::string local_task, WorkerCache* workers, Worker* local_worker = nullptr);
   ~Master();
-
-  grpc::Service* service();
 
   absl::Status CreateSession(const proto::CreateSessionRequest& req, proto::CreateSessionResponse* resp);
   absl::Status ExtendSession(const proto::ExtendSessionRequest& req);
@@ -82,21 +79,22 @@ class Master {
   // the cluster); CreateSession past it is RESOURCE_EXHAUSTED (0: no limit). Set before the service starts.
   void set_max_sessions(int n) { max_sessions_ = n; }
   BulkServer* bulk_server() const { return bulk_; }
+  const std::string& auth_token() const { return auth_token_; }
+  const std::string& local_task() const { return local_task_; }
+  // Runs the blocking calls (CreateSession waits for the cluster).
+  ThreadPool* pool() const { return pool_.get(); }
 
  private:
-  class Service;
   absl::StatusOr<std::shared_ptr<MasterSession>> Find(const std::string& handle);
   void RecordStep(absl::Time start, const absl::Status& st);
 
   const std::string local_task_;
   WorkerCache* const workers_;
-  Worker* const local_worker_;
   BulkServer* bulk_ = nullptr;
   int max_sessions_ = 0;
   std::string auth_token_;
   absl::Notification closing_;  // CloseAll: sessions still waiting for the cluster give up
   std::unique_ptr<ThreadPool> pool_;  // runs blocking calls off gRPC's threads
-  std::unique_ptr<Service> service_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<MasterSession>> sessions_ ABSL_GUARDED_BY(mu_);
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 0;

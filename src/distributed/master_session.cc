@@ -3,8 +3,9 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "distributed/grpc_status.h"
+#include "base/status_macros.h"
 #include "distributed/master_session_impl.h"
+#include "distributed/worker_cache.h"
 
 namespace distflow {
 namespace {
@@ -23,8 +24,9 @@ int64_t RandomStepId() {
 std::shared_ptr<MasterSession> MasterSession::Create(std::string handle, proto::SessionConfig config,
                                                      WorkerCache* workers, std::string local_task, Worker* local_worker,
                                                      BulkServer* bulk, const absl::Notification* closing) {
+  if (local_worker != nullptr) workers->SetLocalWorker(local_task, local_worker);
   return std::make_shared<MasterSessionImpl>(std::move(handle), std::move(config), workers, std::move(local_task),
-                                             local_worker, bulk, closing);
+                                             bulk, closing);
 }
 
 absl::Status MasterSessionImpl::ClosedError() const {
@@ -107,14 +109,11 @@ void MasterSessionImpl::Close() {
   }
   for (auto& [key, plan] : plans) {
     for (auto& [device, part] : plan->parts) {
-      absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(part.task);
-      if (!stub.ok()) continue;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      absl::StatusOr<std::shared_ptr<WorkerInterface>> worker = workers_->GetWorker(part.task);
+      if (!worker.ok()) continue;
       proto::DeregisterGraphRequest r;
       r.set_graph_handle(part.handle);
-      proto::DeregisterGraphResponse out;
-      (void)(*stub)->DeregisterGraph(&ctx, r, &out);
+      (void)(*worker)->DeregisterGraph(r);
     }
   }
 }
@@ -155,22 +154,17 @@ absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::GetP
   if (!parts.ok()) return parts.status();
   auto plan = std::make_shared<Plan>();
   for (auto& [device, part] : *parts) {
-    absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(part.task);
-    if (!stub.ok()) return stub.status();
-    grpc::ClientContext ctx;
+    ASSIGN_OR_RETURN(std::shared_ptr<WorkerInterface> worker, workers_->GetWorker(part.task));
     proto::RegisterGraphRequest r;
     r.set_session_handle(handle_);
     *r.mutable_graph_def() = part.graph;
     proto::RegisterGraphResponse out;
-    grpc::Status s = (*stub)->RegisterGraph(&ctx, r, &out);
-    if (!s.ok()) {
-      absl::Status e = FromGrpcStatus(s);
+    if (absl::Status e = worker->RegisterGraph(r, &out); !e.ok()) {
       return absl::Status(e.code(), absl::StrCat("Registering the partition for ", part.task, ": ", e.message()));
     }
     PartitionPlan pp;
     pp.task = part.task;
     pp.handle = out.graph_handle();
-    pp.accepts_bulk = out.accepts_bulk();
     pp.only_sends = OnlyFeedsOtherPartitions(part);
     pp.partition = std::move(part);
     plan->parts[device] = std::move(pp);

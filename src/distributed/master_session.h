@@ -1,10 +1,10 @@
 // MasterSession: one client session on a master — its graph, the devices it
 // may use (discovered with backoff), a plan per (feeds, fetches, targets)
 // signature (placement, partitions registered with their workers), and the
-// asynchronous step: its own task's partition in memory, the others by
-// RunGraph RPCs, aborted everywhere on the first error, answered from the last
-// partition's completion; retried requests (same request id) run once.
-// Thread-safe.
+// asynchronous step: RunGraph on every partition's WorkerInterface (which
+// WorkerCache gives, in memory for this task's own worker), aborted everywhere
+// on the first error, answered from the last partition's completion; retried
+// requests (same request id) run once. Thread-safe.
 #pragma once
 
 #include <functional>
@@ -16,17 +16,18 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "base/thread_pool.h"
-#include "distributed/bulk_transfer.h"
-#include "distributed/worker.h"
-#include "distributed/worker_cache.h"
 #include "proto/master.pb.h"
 
 namespace distflow {
 
+class BulkServer;
+class Worker;
+class WorkerCache;
+
 class MasterSession {
  public:
-  // `local_worker` (may be null) runs `local_task`'s partitions without an
-  // RPC; `bulk` (may be null) takes large feeds and serves large fetches;
+  // `local_worker` (may be null) is registered with `workers` as
+  // `local_task`'s in-process worker (WorkerCache::SetLocalWorker); `bulk` (may be null) takes large feeds and serves large fetches;
   // `closing` (may be null), once notified, ends Init's wait for the cluster.
   static std::shared_ptr<MasterSession> Create(std::string handle, proto::SessionConfig config, WorkerCache* workers,
                                                std::string local_task, Worker* local_worker, BulkServer* bulk,

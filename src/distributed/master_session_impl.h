@@ -16,8 +16,8 @@
 #include "distributed/master_session.h"
 #include "distributed/partition.h"
 #include "distributed/placement.h"
+#include "distributed/worker_interface.h"
 #include "graph/graph.h"
-#include "proto/worker.grpc.pb.h"
 #include "tensor/tensor_codec.h"
 
 namespace distflow {
@@ -25,12 +25,11 @@ namespace distflow {
 class MasterSessionImpl final : public MasterSession {
  public:
   MasterSessionImpl(std::string handle, proto::SessionConfig config, WorkerCache* workers, std::string local_task,
-                    Worker* local_worker, BulkServer* bulk, const absl::Notification* closing)
+                    BulkServer* bulk, const absl::Notification* closing)
       : handle_(std::move(handle)),
         config_(std::move(config)),
         workers_(workers),
         local_task_(std::move(local_task)),
-        local_worker_(local_worker),
         bulk_(bulk),
         closing_(closing) {}
 
@@ -55,7 +54,6 @@ class MasterSessionImpl final : public MasterSession {
     std::string handle;
     Partition partition;
     bool only_sends = false;  // OnlyFeedsOtherPartitions: the step need not wait for its answer
-    bool accepts_bulk = false;  // the worker can read feeds from our bulk port
   };
   struct Plan {
     std::map<std::string, PartitionPlan> parts;
@@ -81,13 +79,11 @@ class MasterSessionImpl final : public MasterSession {
   struct StepState {
     struct Call {
       std::string task;
-      bool local = false;
+      std::shared_ptr<WorkerInterface> worker;
       bool only_sends = false;
       bool returned = false;  // under StepState::mu
-      grpc::ClientContext ctx;
-      proto::RunGraphRequest request;
-      proto::RunGraphResponse response;
-      RunGraphCall local_call;  // when `local`
+      CallOptions opts;       // AbortStep cancels the call through it
+      RunGraphCall run;       // the partition's feeds and, once it returns, fetches
     };
     int64_t step_id = 0;
     absl::Time started = absl::Now();
@@ -99,23 +95,11 @@ class MasterSessionImpl final : public MasterSession {
     std::vector<std::string> fetch_keys;                         // canonical, in request order
     std::map<std::string, const proto::TensorProto*> feed_values;  // canonical name -> in `req`
     std::map<std::string, Tensor> bulk_feeds;  // feeds whose bytes the client put on our bulk port
-    std::map<std::string, Tensor> remote_tensors;  // fetches read from remote partitions' bulk ports
 
     // A feed as a tensor (a copy out of the request, or the bulk bytes).
     absl::StatusOr<Tensor> FeedTensor(const std::string& name) const {
       if (auto b = bulk_feeds.find(name); b != bulk_feeds.end()) return b->second;
       return DecodeTensor(*feed_values.at(name));
-    }
-    bool IsLargeFeed(const std::string& name) const {
-      return bulk_feeds.count(name) > 0 || feed_values.at(name)->tensor_content().size() >= kBulkMinBytes;
-    }
-    // A feed into a message: moved bytes for bulk feeds, a copy otherwise.
-    void FeedProto(const std::string& name, proto::TensorProto* out) const {
-      if (auto b = bulk_feeds.find(name); b != bulk_feeds.end()) {
-        EncodeTensor(b->second, out);
-      } else {
-        *out = *feed_values.at(name);
-      }
     }
     std::function<void(absl::Status)> done;
     ThreadPool* pool = nullptr;
@@ -143,8 +127,7 @@ class MasterSessionImpl final : public MasterSession {
   // if the client accepts that, the rest inside the answer.
   void SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,
                 proto::NamedTensor* out);
-  // Every partition has returned. Fetches that remote partitions left on
-  // their bulk ports are read first, on the pool (the reads block).
+  // Every partition the answer waits for has returned.
   void FinishStep(const std::shared_ptr<StepState>& st);
   void AnswerStep(const std::shared_ptr<StepState>& st);
   // On Close (and so on server shutdown): cancels the steps still running
@@ -162,7 +145,6 @@ class MasterSessionImpl final : public MasterSession {
   const proto::SessionConfig config_;
   WorkerCache* const workers_;
   const std::string local_task_;
-  Worker* const local_worker_;
   BulkServer* const bulk_;  // may be null
   const absl::Notification* const closing_;  // the master is closing (may be null)
   std::vector<std::string> devices_;

@@ -1,15 +1,14 @@
-// Running one step of a MasterSession: its own task's partition in memory,
-// the others by asynchronous RunGraph calls, aborted everywhere on the first
-// error, answered from the last awaited partition's completion.
-#include "absl/container/flat_hash_set.h"
+// Running one step of a MasterSession: an asynchronous RunGraph on every
+// partition's WorkerInterface (its own task's first), aborted everywhere on
+// the first error, answered from the last awaited partition's completion.
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
-#include "base/tsan.h"
-#include "distributed/grpc_status.h"
 #include "distributed/master_session_impl.h"
 #include "distributed/step_stats_proto.h"
+#include "distributed/step_tensor_codec.h"
+#include "distributed/worker_cache.h"
 
 namespace distflow {
 
@@ -21,7 +20,7 @@ void MasterSessionImpl::RunOnceAsync(const proto::RunStepRequest* req, proto::Ru
   st->pool = pool;
   // A failed step frees the bytes its client put for it on our bulk port.
   st->done = [this, req, done = std::move(done)](absl::Status s) {
-    if (!s.ok() && bulk_ != nullptr) DropBulkFeeds(*bulk_, *req);
+    if (!s.ok()) ReleaseBulkFeeds(bulk_, *req);
     done(s);
   };
   std::vector<TensorId> feeds, fetches;
@@ -34,19 +33,9 @@ void MasterSessionImpl::RunOnceAsync(const proto::RunStepRequest* req, proto::Ru
     if (!st->feed_values.emplace(canon, &f.tensor()).second) {
       return st->done(absl::InvalidArgumentError(absl::StrCat("Tensor '", canon, "' is fed twice")));
     }
-    if (f.bulk_ticket() != 0) {
-      if (bulk_ == nullptr) {
-        return st->done(absl::InvalidArgumentError(
-            absl::StrCat("Feed '", canon, "' names a bulk ticket, but bulk transfer is off on ", local_task_)));
-      }
-      absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(f);
-      if (!spec.ok()) return st->done(spec.status());
-      absl::StatusOr<Tensor> t = bulk_->TakeReceived(f.bulk_ticket(), spec->first, spec->second);
-      if (!t.ok()) {
-        return st->done(absl::Status(t.status().code(), absl::StrCat("Feed '", canon, "': ", t.status().message())));
-      }
-      st->bulk_feeds[canon] = std::move(*t);
-    }
+    absl::StatusOr<std::optional<Tensor>> bulk_feed = TakeBulkFeed(bulk_, f, canon, local_task_);
+    if (!bulk_feed.ok()) return st->done(bulk_feed.status());
+    if (bulk_feed->has_value()) st->bulk_feeds[canon] = std::move(**bulk_feed);
     feeds.push_back(*id);
     feed_keys.push_back(canon);
   }
@@ -84,64 +73,27 @@ void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
   for (auto& [device, pp] : st->plan->parts) {
     auto c = std::make_unique<StepState::Call>();
     c->task = pp.task;
-    c->local = local_worker_ != nullptr && pp.task == local_task_;
+    absl::StatusOr<std::shared_ptr<WorkerInterface>> worker = workers_->GetWorker(pp.task);
+    if (!worker.ok()) return st->done(worker.status());
+    c->worker = std::move(*worker);
     // A traced step waits for every partition, to gather all their records.
     c->only_sends = pp.only_sends && !st->req->trace();
-    if (c->local) {
-      // This task's own partition: tensors in memory, no loopback RPC.
-      RunGraphCall& lc = c->local_call;
-      lc.graph_handle = pp.handle;
-      lc.step_id = st->step_id;
-      lc.timeout_ms = timeout;
-      lc.master_task = local_task_;
-      lc.trace = st->req->trace();
-      for (const std::string& f : pp.partition.feeds) {
-        absl::StatusOr<Tensor> t = st->FeedTensor(f);
-        if (!t.ok()) {
-          return st->done(absl::InvalidArgumentError(absl::StrCat("Feed '", f, "': ", t.status().message())));
-        }
-        lc.send.emplace_back(f, std::move(*t));
+    RunGraphCall& rc = c->run;
+    rc.graph_handle = pp.handle;
+    rc.step_id = st->step_id;
+    rc.timeout_ms = timeout;
+    rc.master_task = local_task_;
+    rc.trace = st->req->trace();
+    for (const std::string& f : pp.partition.feeds) {
+      absl::StatusOr<Tensor> t = st->FeedTensor(f);
+      if (!t.ok()) {
+        return st->done(absl::InvalidArgumentError(absl::StrCat("Feed '", f, "': ", t.status().message())));
       }
-      lc.recv_keys = pp.partition.fetches;
-      lc.targets = pp.partition.targets;
-    } else {
-      c->request.set_graph_handle(pp.handle);
-      c->request.set_step_id(st->step_id);
-      c->request.set_timeout_ms(timeout);
-      c->request.set_master_task(local_task_);
-      c->request.set_accept_bulk(bulk_ != nullptr && workers_->bulk_enabled());
-      c->request.set_trace(st->req->trace());
-      for (const std::string& f : pp.partition.feeds) {
-        proto::NamedTensor* nt = c->request.add_send();
-        if (bulk_ != nullptr && pp.accepts_bulk && st->IsLargeFeed(f)) {
-          // The worker reads it from our bulk port.
-          absl::StatusOr<Tensor> t = st->FeedTensor(f);
-          if (!t.ok()) {
-            return st->done(absl::InvalidArgumentError(absl::StrCat("Feed '", f, "': ", t.status().message())));
-          }
-          uint64_t ticket = IsBulkCandidate(*t) ? bulk_->Offer(*t) : 0;
-          if (ticket != 0) {
-            SetBulkNamedTensor(f, *t, ticket, bulk_->port(), nt);
-            continue;
-          }
-        }
-        nt->set_name(f);
-        st->FeedProto(f, nt->mutable_tensor());
-      }
-      for (const std::string& f : pp.partition.fetches) c->request.add_recv_key(f);
-      for (const std::string& t : pp.partition.targets) c->request.add_target(t);
+      rc.send.emplace_back(f, std::move(*t));
     }
+    rc.recv_keys = pp.partition.fetches;
+    rc.targets = pp.partition.targets;
     st->calls.push_back(std::move(c));
-  }
-  std::vector<proto::WorkerService::Stub*> stubs;
-  for (auto& c : st->calls) {
-    proto::WorkerService::Stub* stub = nullptr;
-    if (!c->local) {
-      absl::StatusOr<proto::WorkerService::Stub*> s = workers_->Stub(c->task);
-      if (!s.ok()) return st->done(s.status());
-      stub = *s;
-    }
-    stubs.push_back(stub);
   }
   int awaited = 0;
   for (auto& c : st->calls) awaited += c->only_sends ? 0 : 1;
@@ -161,35 +113,20 @@ void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
   if (st->calls.empty()) return FinishStep(st);
   {
     absl::MutexLock lock(&active_mu_);
-    if (refuse_steps_) {
-      if (bulk_ != nullptr) {
-        for (auto& c : st->calls)
-          for (const proto::NamedTensor& nt : c->request.send())
-            if (nt.bulk_ticket() != 0) (void)bulk_->TakeOffer(nt.bulk_ticket());  // nobody will fetch it
-      }
-      return st->done(ClosedError());
-    }
+    if (refuse_steps_) return st->done(ClosedError());
     active_.emplace(st.get(), st);
   }
   // Once the last call is issued a completion may finish the step and free
   // `st`'s owner; `keep` holds it until this loop ends.
-  // The local partition starts first: its cheap nodes run right here and
-  // issue their RecvTensor calls, so a peer that gets RecvTensor and
+  // This task's own partition starts first: its cheap nodes run right here
+  // and issue their RecvTensor calls, so a peer that gets RecvTensor and
   // RunGraph together answers both in one write.
   std::shared_ptr<StepState> keep = st;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < keep->calls.size(); ++i) {
       StepState::Call* c = keep->calls[i].get();
-      if (c->local != (pass == 0)) continue;
-      if (c->local) {
-        local_worker_->RunGraphAsync(&c->local_call, [this, keep, c](absl::Status s) { PartitionDone(keep, c, s); });
-      } else {
-        DF_TSAN_HANDOFF(c);
-        stubs[i]->async()->RunGraph(&c->ctx, &c->request, &c->response, [this, keep, c](grpc::Status s) {
-          DF_TSAN_RECEIVE(c);
-          PartitionDone(keep, c, FromGrpcStatus(s));
-        });
-      }
+      if ((c->task == local_task_) != (pass == 0)) continue;
+      c->worker->RunGraphAsync(&c->opts, &c->run, [this, keep, c](absl::Status s) { PartitionDone(keep, c, s); });
     }
   }
 }
@@ -241,39 +178,22 @@ void MasterSessionImpl::PartitionDone(const std::shared_ptr<StepState>& st, Step
 
 void MasterSessionImpl::AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why,
                                   const std::string& skip) {
-  for (auto& c : st->calls)
-    if (!c->local) c->ctx.TryCancel();
+  for (auto& c : st->calls) c->opts.StartCancel();
   for (auto& [device, pp] : st->plan->parts) {
     if (pp.task == skip) continue;
-    if (local_worker_ != nullptr && pp.task == local_task_) {
-      proto::CleanupGraphRequest r;
-      r.set_step_id(st->step_id);
-      r.set_abort_message(std::string(why.message()));
-      r.set_abort_code(static_cast<int>(why.code()));
-      local_worker_->CleanupGraph(r);
-      continue;
-    }
-    absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(pp.task);
-    if (!stub.ok()) continue;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    absl::StatusOr<std::shared_ptr<WorkerInterface>> worker = workers_->GetWorker(pp.task);
+    if (!worker.ok()) continue;
     proto::CleanupGraphRequest r;
     r.set_step_id(st->step_id);
     r.set_abort_message(std::string(why.message()));
     r.set_abort_code(static_cast<int>(why.code()));
-    proto::CleanupGraphResponse out;
-    (void)(*stub)->CleanupGraph(&ctx, r, &out);
+    (void)(*worker)->CleanupGraph(r);
   }
 }
 
 void MasterSessionImpl::SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,
                                  proto::NamedTensor* out) {
-  uint64_t ticket = bulk_ != nullptr && st->req->accept_bulk() && IsBulkCandidate(t) ? bulk_->Offer(t) : 0;
-  if (ticket != 0) {
-    SetBulkNamedTensor(name, t, ticket, bulk_->port(), out);
-  } else {
-    EncodeTensor(t, out->mutable_tensor());
-  }
+  EncodeFetch(bulk_, st->req->accept_bulk(), name, t, out);
 }
 
 void MasterSessionImpl::FinishStep(const std::shared_ptr<StepState>& st) {
@@ -283,71 +203,23 @@ void MasterSessionImpl::FinishStep(const std::shared_ptr<StepState>& st) {
     error = st->first_error;
   }
   if (!error.ok()) return st->done(error);
-  // Partitions that only send have no fetches and may still be running:
-  // their calls are not read here.
-  bool bulk_fetches = false;
-  for (auto& c : st->calls)
-    if (!c->local && !c->only_sends)
-      for (const proto::NamedTensor& nt : c->response.recv()) bulk_fetches |= nt.bulk_ticket() != 0;
-  if (!bulk_fetches) return AnswerStep(st);
-  st->pool->Schedule([this, st] {
-    for (auto& c : st->calls) {
-      if (c->local || c->only_sends) continue;
-      for (const proto::NamedTensor& nt : c->response.recv()) {
-        if (nt.bulk_ticket() == 0) continue;
-        absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
-        absl::StatusOr<Tensor> t =
-            spec.ok() ? Tensor::Allocate(spec->first, spec->second) : absl::StatusOr<Tensor>(spec.status());
-        absl::Status s =
-            t.ok() ? workers_->FetchBulkInto(c->task, nt.bulk_ticket(), nt.bulk_port(), &*t, nullptr) : t.status();
-        if (!s.ok()) {
-          return st->done(
-              absl::Status(s.code(), absl::StrCat("Fetch '", nt.name(), "' from ", c->task, ": ", s.message())));
-        }
-        st->remote_tensors[nt.name()] = std::move(*t);
-      }
-    }
-    AnswerStep(st);
-  });
+  AnswerStep(st);
 }
 
 void MasterSessionImpl::AnswerStep(const std::shared_ptr<StepState>& st) {
-  std::map<std::string, const Tensor*> local_out;
-  std::map<std::string, proto::TensorProto*> remote_out;
+  std::map<std::string, const Tensor*> fetched;
   for (auto& c : st->calls) {
     if (c->only_sends) continue;  // no fetches; may still be running
-    if (c->local) {
-      const RunGraphCall& lc = c->local_call;
-      for (size_t i = 0; i < lc.recv.size() && i < lc.recv_keys.size(); ++i) local_out[lc.recv_keys[i]] = &lc.recv[i];
-    } else {
-      for (proto::NamedTensor& nt : *c->response.mutable_recv())
-        if (nt.bulk_ticket() == 0) remote_out[nt.name()] = nt.mutable_tensor();
-    }
+    const RunGraphCall& rc = c->run;
+    for (size_t i = 0; i < rc.recv.size() && i < rc.recv_keys.size(); ++i) fetched[rc.recv_keys[i]] = &rc.recv[i];
   }
-  for (const auto& [name, t] : st->remote_tensors) local_out[name] = &t;  // read from bulk ports
   if (st->req->trace()) {
-    for (auto& c : st->calls) {
-      if (c->local) {
-        AppendStepStatsProto(c->local_call.stats, st->resp->mutable_step_stats());
-      } else {
-        for (auto& d : *c->response.mutable_step_stats()->mutable_dev_stats())
-          st->resp->mutable_step_stats()->add_dev_stats()->Swap(&d);
-      }
-    }
+    for (auto& c : st->calls) AppendStepStatsProto(c->run.stats, st->resp->mutable_step_stats());
   }
-  absl::flat_hash_set<std::string> moved;
   for (const std::string& f : st->fetch_keys) {
     proto::NamedTensor* nt = st->resp->add_tensor();
     nt->set_name(f);
-    if (auto r = remote_out.find(f); r != remote_out.end()) {
-      // Each remote fetch is moved into the answer once, copied if fetched twice.
-      if (moved.insert(f).second) {
-        nt->mutable_tensor()->Swap(r->second);
-        remote_out[f] = nt->mutable_tensor();
-      } else {
-        *nt->mutable_tensor() = *r->second;
-      }
-    } else if (auto l = local_out.find(f); l != local_out.end()) {
+    if (auto l = fetched.find(f); l != fetched.end()) {
       SetFetch(st, f, *l->second, nt);
     } else if (auto b = st->bulk_feeds.find(f); b != st->bulk_feeds.end()) {
       SetFetch(st, f, b->second, nt);

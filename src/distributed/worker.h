@@ -3,9 +3,11 @@
 // It owns the task's CPU device (whose resource manager keeps the variables
 // of every session: between-graph replicas share them), the registered
 // partitions (each a LocalSession over that device, so executors are cached
-// per signature), the rendezvous for cross-task tensors, and the gRPC worker
-// service. RunGraph starts on the RPC thread that received it and never
-// parks it: cheap nodes run there, expensive ones on the partition's pool. A random incarnation number, fixed at start, lets masters notice a
+// per signature) and the rendezvous for cross-task tensors. A master reaches
+// it in memory (local_worker.h) or through the gRPC service in front of it
+// (grpc_worker_service.h). RunGraph starts on the thread that calls it and
+// never parks it: cheap nodes run there, expensive ones on the partition's
+// pool. A random incarnation number, fixed at start, lets masters notice a
 // restarted task. Thread-safe.
 #pragma once
 
@@ -19,31 +21,16 @@
 #include "absl/time/time.h"
 #include "base/thread_pool.h"
 #include "distflow/server.h"
-#include "distributed/bulk_transfer.h"
-#include "distributed/worker_cache.h"
+#include "distributed/worker_interface.h"
 #include "distributed/worker_rendezvous.h"
 #include "kernels/device.h"
-#include "proto/worker.grpc.pb.h"
+#include "proto/worker.pb.h"
 #include "runtime/local_session.h"
 
 namespace distflow {
 
-// One partition run, in memory: what a RunGraph request carries and the
-// tensors it fetched. The master fills one directly for its own task's
-// partitions (no message copies); the gRPC service converts from and to the
-// RunGraph messages.
-struct RunGraphCall {
-  std::string graph_handle;
-  int64_t step_id = 0;
-  int64_t timeout_ms = 0;
-  std::string master_task;  // whose step this is ("" or our own task: a local master)
-  std::vector<std::pair<std::string, Tensor>> send;  // fed tensors
-  std::vector<std::string> recv_keys;                 // fetched tensors
-  std::vector<std::string> targets;
-  std::vector<Tensor> recv;  // on success, parallel to recv_keys
-  bool trace = false;        // record when each node ran, into `stats`
-  StepStats stats;
-};
+class BulkServer;
+class WorkerCache;
 
 class Worker {
  public:
@@ -54,9 +41,6 @@ class Worker {
   uint64_t incarnation() const { return incarnation_; }
   Device* device() { return device_.get(); }
   std::string device_name() const { return device_->name(); }
-
-  // The gRPC service; register it with a server builder.
-  grpc::Service* service();
 
   void GetStatus(proto::GetStatusResponse* resp) const;
   absl::Status RegisterGraph(const proto::RegisterGraphRequest& req, proto::RegisterGraphResponse* resp);
@@ -88,6 +72,11 @@ class Worker {
   // nothing. Set before the service starts.
   void set_auth_token(std::string token) { auth_token_ = std::move(token); }
   BulkServer* bulk_server() const { return bulk_; }
+  const std::string& auth_token() const { return auth_token_; }
+  // The task's connections to its peers (and their bulk ports).
+  WorkerCache* peers() const { return peers_; }
+  // Decodes large RunGraph feeds off the RPC threads.
+  ThreadPool* compute_pool() const { return compute_.get(); }
   // Called when a Shutdown request arrives (the server decides what to do):
   // OK, or the failure that ended the cluster.
   void SetShutdownHandler(std::function<void(const absl::Status&)> fn);
@@ -100,16 +89,11 @@ class Worker {
     heartbeat_handler_ = std::move(fn);
     coordinator_ = std::move(coordinator);
   }
+  // Answers a Heartbeat with the handler above; without one, FailedPrecondition
+  // naming the coordinator.
+  absl::Status Heartbeat(const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp);
 
  private:
-  class Service;
-  // Feeds larger than this are decoded on the worker's pool, not the RPC thread.
-  static constexpr size_t kInlineFeedBytes = 1 << 20;
-  void RunGraphFromRpc(const proto::RunGraphRequest* req, proto::RunGraphResponse* resp,
-                       std::function<void(absl::Status)> done);
-  // A feed from a RunGraph request: decoded, or read from the master's bulk port.
-  absl::StatusOr<Tensor> ReceiveFeed(const proto::NamedTensor& nt, const std::string& master_task);
-
   const std::string task_name_;
   const uint64_t incarnation_;
   std::string auth_token_;
@@ -120,7 +104,6 @@ class Worker {
   std::unique_ptr<Device> device_;
   WorkerRendezvous rendezvous_;
   BulkServer* bulk_ = nullptr;
-  std::unique_ptr<Service> service_;
 
   // Partitions still running; the destructor cancels them and waits. Shared
   // so that a finishing step's last touch is not of the Worker itself.

@@ -13,6 +13,8 @@
 #include "base/tsan.h"
 #include "distributed/auth.h"
 #include "distributed/device_filters.h"
+#include "distributed/grpc_remote_worker.h"
+#include "distributed/local_worker.h"
 #include "distributed/rpc_metrics.h"
 #include "distributed/tensor_transfer.h"
 #include "grpcpp/create_channel.h"
@@ -45,7 +47,8 @@ WorkerCache::~WorkerCache() {
   bulk_pool_.reset();  // finishes in-flight bulk reads before the client goes
 }
 
-void WorkerCache::EnableBulkTransfer() {
+void WorkerCache::EnableBulkTransfer(BulkServer* local) {
+  local_bulk_ = local;
   absl::StatusOr<std::shared_ptr<const BulkTls>> tls = BulkTls::ForProcess();
   if (!tls.ok()) {  // the server checked the same files first; a client-only process may not
     LOG(WARNING) << "Bulk transfer is off: " << tls.status().message();
@@ -95,9 +98,26 @@ absl::StatusOr<WorkerCache::Peer*> WorkerCache::GetPeer(const std::string& task_
   peer->channel = NewAuthenticatedChannel(*addr, UnlimitedChannelArguments(), auth_token_);
   peer->stub = proto::WorkerService::NewStub(peer->channel);
   peer->generic = std::make_unique<grpc::GenericStub>(peer->channel);
+  peer->remote = std::make_shared<GrpcRemoteWorker>(task_name, peer->channel, this);
   Peer* raw = peer.get();
   peers_[task_name] = std::move(peer);
   return raw;
+}
+
+void WorkerCache::SetLocalWorker(const std::string& task, Worker* worker) {
+  absl::MutexLock lock(&mu_);
+  local_task_ = worker != nullptr ? task : std::string();
+  local_ = worker != nullptr ? std::make_shared<LocalWorker>(worker) : nullptr;
+}
+
+absl::StatusOr<std::shared_ptr<WorkerInterface>> WorkerCache::GetWorker(const std::string& task_name) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (local_ != nullptr && task_name == local_task_) return local_;
+  }
+  absl::StatusOr<Peer*> p = GetPeer(task_name);
+  if (!p.ok()) return p.status();
+  return (*p)->remote;
 }
 
 absl::StatusOr<proto::WorkerService::Stub*> WorkerCache::Stub(const std::string& task_name) {

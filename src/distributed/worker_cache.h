@@ -1,5 +1,8 @@
-// WorkerCache: gRPC channels and stubs to every task of the cluster, created
-// on first use. Channels have no message-size limit. Thread-safe.
+// WorkerCache: every task of the cluster as a WorkerInterface, and the gRPC
+// channels and stubs under them, created on first use. It decides how a task
+// is reached: this process's own task (SetLocalWorker) in memory through a
+// LocalWorker, every other one through a GrpcRemoteWorker. Channels have no
+// message-size limit. Thread-safe.
 #pragma once
 
 #include <map>
@@ -17,11 +20,13 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "kernels/rendezvous.h"
+#include "distributed/worker_interface.h"
 #include "proto/worker.grpc.pb.h"
 
 namespace distflow {
 
 class Env;
+class Worker;
 
 // Channel arguments shared by every client: messages up to
 // kMaxGrpcMessageBytes (grpc_status.h), keepalive, and reconnection to a
@@ -37,8 +42,17 @@ class WorkerCache {
   WorkerCache(ClusterSpec cluster, std::string auth_token, Env* clock = nullptr);
   ~WorkerCache();
 
-  // Lets large tensors arrive over the senders' bulk ports (bulk_transfer.h).
-  void EnableBulkTransfer();
+  // Lets large tensors arrive over the senders' bulk ports (bulk_transfer.h)
+  // and, with `local` (this task's bulk server), large RunGraph feeds leave
+  // over it. Call before any transfer.
+  void EnableBulkTransfer(BulkServer* local = nullptr);
+  BulkServer* local_bulk_server() const { return local_bulk_; }
+
+  // `worker` (may be null: none) runs `task`'s calls in memory from now on;
+  // it must outlive the calls made to it.
+  void SetLocalWorker(const std::string& task, Worker* worker);
+  // How to reach `task`: its in-process worker, or its worker service.
+  absl::StatusOr<std::shared_ptr<WorkerInterface>> GetWorker(const std::string& task_name);
 
   const ClusterSpec& cluster() const { return cluster_; }
   // Every task name in the cluster, sorted.
@@ -68,6 +82,8 @@ class WorkerCache {
   // taken), the offer comes over gRPC instead, with a warning.
   absl::Status FetchBulkInto(const std::string& task, uint64_t ticket, int port, Tensor* t, CancellationManager* cm);
   bool bulk_enabled() const { return bulk_ != nullptr; }
+  // Runs `fn` on the pool of blocking bulk reads (bulk transfer must be on).
+  void RunOnBulkPool(std::function<void()> fn) { bulk_pool_->Schedule(std::move(fn)); }
 
   // Pulls a tensor from `task` (its RecvTensor service) for the rendezvous.
   void RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
@@ -78,6 +94,7 @@ class WorkerCache {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<proto::WorkerService::Stub> stub;
     std::unique_ptr<grpc::GenericStub> generic;
+    std::shared_ptr<WorkerInterface> remote;  // a GrpcRemoteWorker over `channel`
   };
   absl::StatusOr<Peer*> GetPeer(const std::string& task_name);
 
@@ -91,11 +108,14 @@ class WorkerCache {
   const ClusterSpec cluster_;
   Env* const clock_;
   std::unique_ptr<BulkClient> bulk_;       // set by EnableBulkTransfer, before any transfer
+  BulkServer* local_bulk_ = nullptr;       // likewise
   const std::string auth_token_;
   std::unique_ptr<ThreadPool> bulk_pool_;  // runs blocking bulk reads
   mutable absl::Mutex mu_;
   std::map<std::string, std::string> overrides_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
+  std::string local_task_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<WorkerInterface> local_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace distflow

@@ -181,4 +181,9 @@ absl::Status LocalSession::Close() {
   return absl::OkStatus();
 }
 
+absl::Status LocalSession::Reset(const std::vector<std::string>& containers) {
+  ResetContainers(device_, containers);
+  return absl::OkStatus();
+}
+
 }  // namespace distflow

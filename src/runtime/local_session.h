@@ -38,6 +38,10 @@ class SessionInterface {
                                                   const std::vector<std::string>& fetches,
                                                   const std::vector<std::string>& targets) = 0;
   virtual absl::Status Close() = 0;
+  // Clears the named resource containers (all of them if `containers` is
+  // empty) wherever the session's variables live: this process's device, or
+  // every task of a cluster.
+  virtual absl::Status Reset(const std::vector<std::string>& containers) = 0;
 };
 
 // What the distributed runtime gives a run that is one partition of a
@@ -84,6 +88,8 @@ class LocalSession : public SessionInterface {
   absl::Status Close() override;
 
   Device* device() const { return device_; }
+  // Clears containers on this session's device.
+  absl::Status Reset(const std::vector<std::string>& containers) override;
   int64_t num_cached_executors() const;
 
  private:

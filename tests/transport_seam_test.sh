@@ -1,0 +1,47 @@
+#!/bin/bash
+# The transport seam (issue 26): the master, the master step, the worker and
+# the client session speak only WorkerInterface (and the step tensor codec),
+# never gRPC, a generated gRPC header, a bulk ticket, or "is this task local".
+# Those belong to the transport files (grpc_*, local_worker, worker_cache,
+# bulk_*, tensor_transfer). Usage: transport_seam_test.sh SOURCE_DIR
+set -u
+src="${1:?usage: $0 SOURCE_DIR}/src"
+seam_files=(
+  distributed/master.h distributed/master.cc
+  distributed/master_session.h distributed/master_session.cc distributed/master_session_impl.h
+  distributed/master_step.cc
+  distributed/worker.h distributed/worker.cc
+  distributed/worker_interface.h distributed/worker_interface.cc
+  distributed/local_worker.h distributed/local_worker.cc
+  client/session.cc
+)
+declare -A rules=(
+  [gRPC]='grpc::|grpcpp/|\.grpc\.pb\.h'
+  ["bulk tickets"]='bulk_ticket|TakeOffer|TakeReceived|PutLocal|->Offer\(|FetchBulk|BulkRef|SetBulkNamedTensor|BulkTensorSpec|DropBulkFeeds'
+  ["a local-or-remote branch"]='local_call|local_worker_|LocalMasterLease|InProcessMaster|dynamic_cast<Grpc'
+)
+failed=0
+for f in "${seam_files[@]}"; do
+  if [[ ! -f "$src/$f" ]]; then
+    echo "FAIL: $src/$f is missing (update the list in $0)"
+    failed=1
+    continue
+  fi
+  for what in "${!rules[@]}"; do
+    if hits=$(grep -nE "${rules[$what]}" "$src/$f"); then
+      echo "FAIL: $f speaks $what, which belongs behind the transport seam:"
+      echo "$hits" | sed 's/^/  /'
+      failed=1
+    fi
+  done
+done
+# The rules must find what they look for where it belongs, or they prove nothing.
+for check in "gRPC:distributed/grpc_remote_worker.cc" "bulk tickets:distributed/grpc_remote_worker.cc"; do
+  what="${check%%:*}" f="${check#*:}"
+  if ! grep -qE "${rules[$what]}" "$src/$f"; then
+    echo "FAIL: the $what rule finds nothing in $f, where it should"
+    failed=1
+  fi
+done
+[[ $failed == 0 ]] && echo "OK: ${#seam_files[@]} files behind the transport seam"
+exit $failed
