@@ -27,8 +27,8 @@ def public_names(obj):
             v = getattr(obj, n)
         except Exception:  # noqa: BLE001 (a name that raises is not there)
             continue
-        if isinstance(v, types.ModuleType) and n in {m.split(".")[0] for m in MODULES}:
-            continue  # listed as its own row
+        if isinstance(v, types.ModuleType):
+            continue  # a module: listed as its own row, or an import of the implementation
         names.append(n)
     return sorted(names)
 

@@ -351,3 +351,11 @@ def test_full_trace_fills_run_metadata_and_profiler_hook_writes_timelines(tmp_pa
     timelines = sorted(os.listdir(tmp_path))
     assert timelines == ["timeline-1.json", "timeline-3.json", "timeline-5.json"], timelines
     assert json.loads((tmp_path / "timeline-3.json").read_text())["traceEvents"]
+
+
+def test_the_readme_table_of_tf1_names_is_current():
+    import subprocess
+    import sys
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "python", "tools", "tf1_names_table.py")
+    r = subprocess.run([sys.executable, tool, "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
