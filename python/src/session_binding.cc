@@ -1,0 +1,88 @@
+// Sessions, servers and cluster specs of distflow._distflow: Session.run
+// (feeds lent, fetches shared with numpy, optional step trace), Server,
+// local cluster specs and ShutdownCluster.
+#include "conversions.h"
+
+namespace distflow_py {
+
+void BindSession(py::module_& m) {
+  m.def("cluster_spec", [](const py::dict& jobs) { return ClusterToPython(ClusterFromPython(jobs)); },
+        "Validates a {job: [addresses] or {index: address}} dict; returns it as {job: {index: address}}.");
+
+  py::class_<PySession>(m, "Session")
+      .def(py::init([](const std::string& target, const py::dict& options) {
+             auto s = std::make_unique<PySession>();
+             s->session = std::make_unique<df::Session>(target, SessionOptionsFromPython(options));
+             return s;
+           }),
+           py::arg("target") = "", py::arg("options") = py::dict())
+      .def(
+          "run",
+          [](PySession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
+             const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets, int64_t timeout_ms,
+             bool trace) -> py::object {
+            if (self.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
+            df::FeedDict feed_dict = ToFeedDict(feeds);
+            df::RunOptions options;
+            options.timeout_ms = timeout_ms;
+            df::StepStats stats;
+            if (trace) options.trace = &stats;
+            absl::StatusOr<std::vector<df::Tensor>> result;
+            {
+              py::gil_scoped_release release;
+              result = self.session->Run(feed_dict, fetches, targets, options);
+            }
+            py::object values = ToNumpyList(std::move(result));
+            if (!trace) return values;
+            // The step's timeline (Chrome trace-event JSON) for RunMetadata.
+            return py::make_tuple(values, py::bytes(df::ChromeTraceJson(stats)));
+          },
+          py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("timeout_ms") = 0,
+          py::arg("trace") = false)
+      .def("close",
+           [](PySession& self) {
+             if (self.closed) return;
+             self.closed = true;
+             absl::Status s;
+             {
+               py::gil_scoped_release release;
+               s = self.session->Close();
+             }
+             Check(s);
+           })
+      .def_property_readonly("closed", [](const PySession& s) { return s.closed; });
+
+  py::class_<df::Server>(m, "Server")
+      .def(py::init([](const py::dict& cluster, const std::string& job, int task, int status_port) {
+             df::ServerOptions options;
+             options.status_port = status_port;
+             return Value(df::Server::Create(ClusterFromPython(cluster), job, task, options));
+           }),
+           py::arg("cluster"), py::arg("job_name"), py::arg("task_index"), py::arg("status_port") = -1)
+      .def("start", [](df::Server& s) { Check(s.Start()); })
+      .def("join", &df::Server::Join, py::call_guard<py::gil_scoped_release>())
+      .def("stop", &df::Server::Stop, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("target", &df::Server::target)
+      .def_property_readonly("task_name", &df::Server::task_name)
+      .def_property_readonly("port", &df::Server::port)
+      .def_property_readonly("cluster", [](const df::Server& s) { return ClusterToPython(s.cluster()); });
+  m.def("local_cluster_spec", [](int num_ps, int num_workers) {
+    return ClusterToPython(Value(df::MakeLocalClusterSpec(num_ps, num_workers)));
+  });
+
+
+  m.def(
+      "shutdown_cluster",
+      [](const py::dict& cluster, const std::string& reason, const std::vector<std::string>& except) {
+        df::ClusterSpec spec = ClusterFromPython(cluster);
+        absl::Status s;
+        {
+          py::gil_scoped_release release;
+          s = df::ShutdownCluster(spec, reason, except);
+        }
+        Check(s);
+      },
+      py::arg("cluster"), py::arg("reason"), py::arg("except_tasks") = std::vector<std::string>());
+}
+
+}  // namespace distflow_py

@@ -1,0 +1,257 @@
+// Training in distflow._distflow: the C++ layers, optimizers (a constant
+// or a tensor learning rate), synchronous replicas, the monitored session
+// (Supervisor, MonitoredTrainingSession) and checkpoints.
+#include "conversions.h"
+
+namespace distflow_py {
+namespace {
+
+// An optimizer from its TensorFlow name and hyperparameters.
+std::unique_ptr<df::Optimizer> MakeConstantRateOptimizer(const std::string& kind, const py::dict& a);
+
+std::unique_ptr<df::Optimizer> MakeOptimizer(const std::string& kind, const py::dict& a) {
+  std::unique_ptr<df::Optimizer> opt = MakeConstantRateOptimizer(kind, a);
+  // A learning rate computed by the graph (tf.train.exponential_decay, ...).
+  if (a.contains("learning_rate") && py::isinstance<df::Output>(a["learning_rate"])) {
+    opt->SetLearningRate(a["learning_rate"].cast<df::Output>());
+  }
+  return opt;
+}
+
+std::unique_ptr<df::Optimizer> MakeConstantRateOptimizer(const std::string& kind, const py::dict& a) {
+  auto get = [&a](const char* k, double d) {
+    return a.contains(k) && !py::isinstance<df::Output>(a[k]) ? a[k].cast<double>() : d;
+  };
+  const double lr = get("learning_rate", 0.001);
+  if (kind == "GradientDescent") return std::make_unique<df::GradientDescentOptimizer>(lr);
+  if (kind == "Momentum") {
+    return std::make_unique<df::MomentumOptimizer>(lr, get("momentum", 0.0),
+                                                   a.contains("use_nesterov") && a["use_nesterov"].cast<bool>());
+  }
+  if (kind == "Adagrad") return std::make_unique<df::AdagradOptimizer>(lr, get("initial_accumulator_value", 0.1));
+  if (kind == "RMSProp") {
+    return std::make_unique<df::RMSPropOptimizer>(lr, get("decay", 0.9), get("momentum", 0.0), get("epsilon", 1e-10));
+  }
+  if (kind == "Adam") {
+    return std::make_unique<df::AdamOptimizer>(lr, get("beta1", 0.9), get("beta2", 0.999), get("epsilon", 1e-8));
+  }
+  throw py::value_error("unknown optimizer " + kind);
+}
+
+}  // namespace
+
+void BindTrain(py::module_& m) {
+  // ---- training: layers, optimizers, the monitored session -----------------
+  py::module_ layers = m.def_submodule("layers", "TF-slim layers (C++ train/layers.h)");
+  layers.def(
+      "conv2d",
+      [](const df::Scope& s, const df::Output& x, int64_t n, std::array<int64_t, 2> kernel, int64_t stride,
+         const std::string& padding, bool relu, const std::string& name) {
+        return Built(s, df::layers::conv2d(s, x, n, kernel, stride, padding,
+                                           relu ? df::layers::kRelu : df::layers::kNoActivation, name));
+      },
+      py::arg("scope"), py::arg("x"), py::arg("num_outputs"), py::arg("kernel"), py::arg("stride") = 1,
+      py::arg("padding") = "SAME", py::arg("relu") = true, py::arg("name") = "Conv");
+  layers.def(
+      "max_pool2d",
+      [](const df::Scope& s, const df::Output& x, std::array<int64_t, 2> kernel, int64_t stride,
+         const std::string& padding, const std::string& name) {
+        return Built(s, df::layers::max_pool2d(s, x, kernel, stride, padding, name));
+      },
+      py::arg("scope"), py::arg("x"), py::arg("kernel"), py::arg("stride") = 2, py::arg("padding") = "VALID",
+      py::arg("name") = "");
+  layers.def(
+      "flatten", [](const df::Scope& s, const df::Output& x, const std::string& name) {
+        return Built(s, df::layers::flatten(s, x, name));
+      },
+      py::arg("scope"), py::arg("x"), py::arg("name") = "");
+  layers.def(
+      "fully_connected",
+      [](const df::Scope& s, const df::Output& x, int64_t n, bool relu, const std::string& name) {
+        return Built(s, df::layers::fully_connected(s, x, n, relu ? df::layers::kRelu : df::layers::kNoActivation,
+                                                    name));
+      },
+      py::arg("scope"), py::arg("x"), py::arg("num_outputs"), py::arg("relu") = true,
+      py::arg("name") = "fully_connected");
+
+  // Optimizers: made from a name and its hyperparameters; minimize adds the
+  // gradients and the update (and increments global_step, if given).
+  py::class_<df::Optimizer>(m, "Optimizer")
+      .def_static("create", &MakeOptimizer)
+      .def("minimize", [](df::Optimizer& opt, const df::Scope& s, const df::Output& loss,
+                          std::optional<df::Output> global_step) {
+        return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
+      })
+      .def("apply_gradients",
+           [](df::Optimizer& opt, const df::Scope& s, const std::vector<std::pair<df::Output, df::Output>>& gv,
+              std::optional<df::Output> global_step) {
+             return Value(opt.ApplyGradients(s, gv, global_step ? &*global_step : nullptr));
+           })
+      .def("compute_gradients", [](df::Optimizer& opt, const df::Scope& s, const df::Output& loss) {
+        return Value(opt.ComputeGradients(s, loss));
+      });
+
+  // Synchronous replicas around an optimizer made like the ones above; its
+  // hook goes to MonitoredSession (sync_hooks).
+  py::class_<df::SyncReplicasOptimizer>(m, "SyncReplicasOptimizer")
+      .def_static("create",
+                  [](const std::string& kind, const py::dict& hyper, int replicas_to_aggregate, int total_num_replicas,
+                     int replica_id, double step_timeout_secs) {
+                    df::SyncReplicasOptions o;
+                    o.replicas_to_aggregate = replicas_to_aggregate;
+                    o.total_num_replicas = total_num_replicas;
+                    o.replica_id = replica_id;
+                    o.step_timeout = absl::Seconds(step_timeout_secs);
+                    return Value(df::SyncReplicasOptimizer::Create(MakeOptimizer(kind, hyper), o));
+                  })
+      .def("minimize", [](df::SyncReplicasOptimizer& opt, const df::Scope& s, const df::Output& loss,
+                          std::optional<df::Output> global_step) {
+        return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
+      })
+      .def("apply_gradients",
+           [](df::SyncReplicasOptimizer& opt, const df::Scope& s,
+              const std::vector<std::pair<df::Output, df::Output>>& gv, std::optional<df::Output> global_step) {
+             return Value(opt.ApplyGradients(s, gv, global_step ? &*global_step : nullptr));
+           })
+      .def("compute_gradients", [](df::SyncReplicasOptimizer& opt, const df::Scope& s, const df::Output& loss) {
+        return Value(opt.ComputeGradients(s, loss));
+      })
+      .def_property_readonly("steps_applied",
+                             [](const df::SyncReplicasOptimizer& o) { return o.stats().steps_applied.load(); })
+      .def_property_readonly("stale_gradients_dropped", [](const df::SyncReplicasOptimizer& o) {
+        return o.stats().stale_gradients_dropped.load();
+      });
+
+  py::class_<df::MonitoredSession>(m, "MonitoredSession")
+      .def(py::init([](const df::Scope& scope, const std::string& target, bool is_chief, const std::string& logdir,
+                       std::optional<df::Output> global_step, std::optional<df::Operation> init_op,
+                       int64_t save_checkpoint_secs, std::vector<df::Output> coordination_vars, const py::dict& options,
+                       const std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>& sync_hooks,
+                       std::vector<df::Output> local_variables, std::optional<df::Operation> local_init_op,
+                       int64_t save_checkpoint_steps, int max_to_keep, std::optional<df::Output> summary_op,
+                       int64_t save_summaries_steps, int64_t save_summaries_secs, int64_t log_step_count_steps) {
+             df::SupervisorOptions o;
+             if (summary_op) o.summary_op = *summary_op;
+             o.save_summaries_steps = save_summaries_steps;
+             o.save_summaries_secs = save_summaries_secs;
+             o.log_step_count_steps = log_step_count_steps;
+             o.local_variables = std::move(local_variables);
+             if (local_init_op) o.local_init_op = *local_init_op;
+             o.save_checkpoint_steps = save_checkpoint_steps;
+             o.max_to_keep = max_to_keep;
+             o.is_chief = is_chief;
+             o.logdir = logdir;
+             if (global_step) o.global_step = *global_step;
+             if (init_op) o.init_op = *init_op;
+             o.save_checkpoint_secs = save_checkpoint_secs;
+             o.coordination_vars = std::move(coordination_vars);
+             o.session_options = SessionOptionsFromPython(options);
+             std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
+             for (const auto& [sync, is_chief_hook] : sync_hooks) hooks.push_back(sync->MakeSessionRunHook(is_chief_hook));
+             absl::StatusOr<std::unique_ptr<df::MonitoredSession>> s;
+             {
+               py::gil_scoped_release release;
+               s = df::MonitoredSession::Create(scope, target, o, std::move(hooks));
+             }
+             return Value(std::move(s));
+           }),
+           py::arg("scope"), py::arg("target"), py::arg("is_chief"), py::arg("logdir"), py::arg("global_step"),
+           py::arg("init_op"), py::arg("save_checkpoint_secs"), py::arg("coordination_vars"), py::arg("options"),
+           py::arg("sync_hooks") = std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>{},
+           py::arg("local_variables") = std::vector<df::Output>{}, py::arg("local_init_op") = std::nullopt,
+           py::arg("save_checkpoint_steps") = 0, py::arg("max_to_keep") = 5, py::arg("summary_op") = std::nullopt,
+           py::arg("save_summaries_steps") = 100, py::arg("save_summaries_secs") = 0,
+           py::arg("log_step_count_steps") = 100,
+           py::keep_alive<1, 11>())  // the optimizers outlive their hooks
+      .def("run",
+           [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
+              const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets,
+              bool trace) -> py::object {
+             df::FeedDict feed_dict = ToFeedDict(feeds);
+             df::RunOptions options;
+             df::StepStats stats;
+             if (trace) options.trace = &stats;
+             absl::StatusOr<std::vector<df::Tensor>> result;
+             {
+               py::gil_scoped_release release;
+               result = self.Run(feed_dict, fetches, targets, options);
+             }
+             py::object values = ToNumpyList(std::move(result));
+             if (!trace) return values;
+             return py::make_tuple(values, py::bytes(df::ChromeTraceJson(stats)));
+           },
+           py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("trace") = false)
+      .def("should_stop", &df::MonitoredSession::ShouldStop)
+      .def("request_stop", &df::MonitoredSession::RequestStop)
+      .def("close", [](df::MonitoredSession& self) {
+        absl::Status s;
+        {
+          py::gil_scoped_release release;
+          s = self.Close();
+        }
+        Check(s);
+      })
+      .def_property_readonly("global_step", &df::MonitoredSession::global_step)
+      .def_property_readonly("restored_from", &df::MonitoredSession::restored_from);
+
+
+  // Checkpoints: each task holding variables writes its own shard.
+  py::class_<df::Saver>(m, "Saver")
+      .def(py::init([](const df::Scope& scope, const std::vector<df::Output>& var_list, int max_to_keep,
+                       const std::string& basename, const std::vector<df::Output>& exclude) {
+             df::SaverOptions o;
+             o.var_list = var_list;
+             o.exclude = exclude;
+             o.max_to_keep = max_to_keep;
+             o.basename = basename;
+             return Value(df::Saver::Create(scope, o));
+           }),
+           py::arg("scope"), py::arg("var_list"), py::arg("max_to_keep"), py::arg("basename"),
+           py::arg("exclude") = std::vector<df::Output>{})
+      .def("save",
+           [](df::Saver& self, PySession& sess, const std::string& logdir, std::optional<int64_t> step) {
+             if (sess.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
+             absl::StatusOr<std::string> prefix;
+             {
+               py::gil_scoped_release release;
+               prefix = step ? self.Save(sess.session.get(), logdir, *step)
+                             : self.SaveUnnumbered(sess.session.get(), logdir);
+             }
+             return Value(std::move(prefix));
+           })
+      .def("restore", [](df::Saver& self, PySession& sess, const std::string& prefix) {
+        if (sess.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
+        absl::Status s;
+        {
+          py::gil_scoped_release release;
+          s = self.Restore(sess.session.get(), prefix);
+        }
+        Check(s);
+      })
+      // The same through a monitored session (a Supervisor's saver.save(sess, ...)).
+      .def("save",
+           [](df::Saver& self, df::MonitoredSession& sess, const std::string& logdir, std::optional<int64_t> step) {
+             absl::StatusOr<std::string> prefix;
+             {
+               py::gil_scoped_release release;
+               prefix = step ? self.Save(sess.raw_session(), logdir, *step)
+                             : self.SaveUnnumbered(sess.raw_session(), logdir);
+             }
+             return Value(std::move(prefix));
+           })
+      .def("restore", [](df::Saver& self, df::MonitoredSession& sess, const std::string& prefix) {
+        absl::Status s;
+        {
+          py::gil_scoped_release release;
+          s = self.Restore(sess.raw_session(), prefix);
+        }
+        Check(s);
+      });
+  m.def("latest_checkpoint", [](const std::string& logdir) -> py::object {
+    absl::StatusOr<std::string> p = df::LatestCheckpoint(logdir);
+    if (absl::IsNotFound(p.status())) return py::none();
+    return py::str(Value(std::move(p)));
+  });
+}
+
+}  // namespace distflow_py
