@@ -181,6 +181,19 @@ void BindTrain(py::module_& m) {
              return py::make_tuple(values, py::bytes(df::ChromeTraceJson(stats)));
            },
            py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("trace") = false)
+      // A run of the current session without the hooks (no summary or step
+      // counting): the Supervisor's own bookkeeping.
+      .def("run_raw",
+           [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
+              const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets) {
+             df::FeedDict feed_dict = ToFeedDict(feeds);
+             absl::StatusOr<std::vector<df::Tensor>> result;
+             {
+               py::gil_scoped_release release;
+               result = self.raw_session()->Run(feed_dict, fetches, targets);
+             }
+             return ToNumpyList(std::move(result));
+           })
       .def("should_stop", &df::MonitoredSession::ShouldStop)
       .def("request_stop", &df::MonitoredSession::RequestStop)
       .def("close", [](df::MonitoredSession& self) {

@@ -36,15 +36,18 @@ def test_monitored_training_session_checkpoints_and_resumes(tmp_path):
         [f"--checkpoint_dir={tmp_path / 'ckpt'}"]
     first = run_tasks(command + ["--last_step=100"], TASKS, tmp_path, "the first run")
     m = re.search(r"Worker 0: global steps (\d+)\.\.(\d+)", first[1])
-    # The step fetched beside the train op may be read before its increment.
-    assert m and int(m.group(1)) <= 2 and int(m.group(2)) >= 99, first[1][-3000:]
+    # Steps fetched beside the train op while the other worker also trains:
+    # the last one the chief saw is close to, not exactly, the last step.
+    assert m and int(m.group(1)) <= 2 and int(m.group(2)) >= 90, first[1][-3000:]
     state = (tmp_path / "ckpt" / "checkpoint").read_text()
-    assert "model.ckpt-" in state
+    saved = max(int(n) for n in re.findall(r"model\.ckpt-(\d+)", state))
+    assert saved >= 100, state
     # The same job started again goes on from the last checkpoint.
     command = [c for c in command if not c.startswith("--ps_hosts") and not c.startswith("--worker_hosts")]
     second = run_tasks(command + cluster_flags() + ["--last_step=160"], TASKS, tmp_path, "the resumed run")
     m = re.search(r"Worker 0: global steps (\d+)\.\.(\d+)", second[1])
-    assert m and int(m.group(1)) >= 99 and int(m.group(2)) >= 159, second[1][-3000:]
+    assert m and int(m.group(1)) >= saved - 1 and int(m.group(2)) >= 150, second[1][-3000:]
+    assert any(f.startswith("events.out.tfevents.") for f in os.listdir(tmp_path / "ckpt"))
 
 
 def test_a_token_queue_sync_program_runs_unchanged_under_a_supervisor(tmp_path):
