@@ -279,8 +279,13 @@ absl::Status AdamOptimizer::Prepare(const Scope& scope, const Output& first_var)
         s, var_name, PartialShape::Scalar(), dt, [&](const Scope& is) { return Scalar(is, init, dt); },
         /*trainable=*/false);
   };
-  beta1_power_ = make("beta1_power", beta1_);
-  beta2_power_ = make("beta2_power", beta2_);
+  // A second Adam in the graph gets beta1_power_1 and beta2_power_1, as in TF.
+  std::string suffix;
+  for (int k = 1; s.FindOperation("beta1_power" + suffix).ok() || s.FindOperation("beta2_power" + suffix).ok(); ++k) {
+    suffix = absl::StrCat("_", k);
+  }
+  beta1_power_ = make("beta1_power" + suffix, beta1_);
+  beta2_power_ = make("beta2_power" + suffix, beta2_);
   if (!beta1_power_.ok() || !beta2_power_.ok()) {
     return scope.ok() ? absl::InternalError("could not create Adam's beta accumulators") : scope.status();
   }
@@ -302,8 +307,13 @@ absl::StatusOr<Operation> AdamOptimizer::ApplyDense(const Scope& scope, const Ou
 absl::StatusOr<std::vector<Operation>> AdamOptimizer::Finish(const Scope& scope) {
   const DataType dt = beta1_power_.dtype();
   Scope s = Colocated(scope, beta1_power_);
-  Output u1 = ops::Assign(s.WithOpName("update_beta1_power"), beta1_power_, ops::Mul(s, beta1_power_, Scalar(s, beta1_, dt)));
-  Output u2 = ops::Assign(s.WithOpName("update_beta2_power"), beta2_power_, ops::Mul(s, beta2_power_, Scalar(s, beta2_, dt)));
+  // "_1" for the accumulators of a graph's second Adam (see Prepare).
+  const std::string b1_name = beta1_power_.op().name();
+  const std::string suffix = b1_name.substr(b1_name.rfind("beta1_power") + std::string("beta1_power").size());
+  Output u1 = ops::Assign(s.WithOpName("update_beta1_power" + suffix), beta1_power_,
+                          ops::Mul(s, beta1_power_, Scalar(s, beta1_, dt)));
+  Output u2 = ops::Assign(s.WithOpName("update_beta2_power" + suffix), beta2_power_,
+                          ops::Mul(s, beta2_power_, Scalar(s, beta2_, dt)));
   if (!u1.ok() || !u2.ok()) return scope.status();
   return std::vector<Operation>{u1.op(), u2.op()};
 }

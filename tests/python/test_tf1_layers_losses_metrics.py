@@ -359,3 +359,24 @@ def test_the_readme_table_of_tf1_names_is_current():
     tool = os.path.join(os.path.dirname(__file__), "..", "..", "python", "tools", "tf1_names_table.py")
     r = subprocess.run([sys.executable, tool, "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_two_adam_optimizers_in_one_graph_keep_their_own_accumulators():
+    a = tf.Variable(1.0, name="a")
+    b = tf.Variable(1.0, name="b")
+    train_a = tf.train.AdamOptimizer(0.1).minimize(a * a)
+    train_b = tf.train.AdamOptimizer(0.1).minimize(b * b)
+    names = {v.name for v in tf.global_variables()}
+    g = tf.get_default_graph()
+    assert g.get_operation_by_name("beta1_power").type == "Variable"
+    assert g.get_operation_by_name("beta1_power_1").type == "Variable"
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(train_a)
+        sess.run(train_b)
+        sess.run(train_b)
+        # Each optimizer's beta powers moved once per its own step.
+        assert sess.run("beta1_power:0") == pytest.approx(0.9 ** 2)
+        assert sess.run("beta1_power_1:0") == pytest.approx(0.9 ** 3)
+        assert sess.run(a) == pytest.approx(0.9, abs=1e-3)
+    assert "a:0" in names and "b:0" in names
