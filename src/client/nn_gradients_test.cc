@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "client/gradient_checker.h"
+#include "client/gradient_test_util.h"
 #include "client/graph_state.h"
 #include "distflow/gradients.h"
 #include "distflow/ops.h"
@@ -16,15 +17,7 @@
 namespace distflow {
 namespace {
 
-constexpr double kTol = 1e-6;
-
-Tensor Random(const TensorShape& shape, double lo, double hi, int seed) {
-  std::mt19937 gen(static_cast<unsigned>(seed));
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor t(DT_DOUBLE, shape);
-  for (double& v : t.flat<double>()) v = u(gen);
-  return t;
-}
+using namespace grad_test;  // NOLINT: the shared gradient-test helpers
 
 // Random values at least `gap` away from each of `avoid` (kinks).
 Tensor RandomAvoiding(const TensorShape& shape, double lo, double hi, std::vector<double> avoid, double gap, int seed) {
@@ -52,25 +45,8 @@ Tensor Distinct(const TensorShape& shape, int seed) {
   return t;
 }
 
-using Builder = std::function<Output(const Scope&, const std::vector<Output>&)>;
-
 void Check(const std::vector<Tensor>& values, const Builder& f, const std::string& what, double tol = kTol) {
-  SCOPED_TRACE(what);
-  Scope root = Scope::NewRootScope();
-  std::vector<Output> xs;
-  for (const Tensor& v : values) xs.push_back(ops::Placeholder(root, DT_DOUBLE, PartialShape(v.shape())));
-  Output y = f(root, xs);
-  ASSERT_TRUE(root.ok()) << root.status();
-  absl::StatusOr<GradientCheckResult> r = CheckGradients(root, xs, values, {y});
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_LT(r->max_rel_error, tol);
-}
-
-TensorShape S(std::initializer_list<int64_t> d) { return TensorShape(d); }
-
-Output Op(const Scope& s, const std::string& name, const std::vector<Output>& in,
-          const std::function<void(proto::NodeDef*)>& attrs = nullptr, int index = 0) {
-  return Output(ops::Raw(s, name, in, attrs), index, s);
+  CheckGradient(values, f, what, tol, /*require_gradient=*/false);
 }
 
 TEST(NnGradientCheck, Activations) {
