@@ -2,6 +2,7 @@
 // outputs, scopes (name, device and control-dependency stacks), the op
 // registry, add_op, variables, gradients and device functions.
 #include "conversions.h"
+#include "distflow/graph_io.h"
 
 namespace distflow_py {
 namespace {
@@ -159,6 +160,15 @@ void BindGraph(py::module_& m) {
     for (const df::OpInfo& op : df::RegisteredOps()) out.append(OpInfoToPython(op));
     return out;
   });
+  m.def(
+      "import_graph_def",
+      [](const df::Scope& s, const py::bytes& graph_def, const std::string& prefix, bool clear_devices) {
+        return Value(df::ImportGraph(s, std::string(graph_def), prefix, clear_devices));
+      },
+      py::arg("scope"), py::arg("graph_def"), py::arg("prefix") = "", py::arg("clear_devices") = false);
+  m.def("graph_def", [](const df::Scope& s) { return py::bytes(df::SerializeGraph(s)); });
+  m.def("add_initializer", [](const df::Scope& s, const df::Operation& op) { s.AddInitializer(op); });
+  m.def("add_trainable_variable", [](const df::Scope& s, const df::Output& v) { s.AddTrainableVariable(v); });
   m.def("add_op", &AddOp, py::arg("scope"), py::arg("op_type"), py::arg("inputs"), py::arg("attrs"));
   m.def(
       "make_variable",

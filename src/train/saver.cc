@@ -60,13 +60,16 @@ absl::StatusOr<proto::CheckpointState> ReadState(const std::string& logdir) {
   return state;
 }
 
-// Every file of the checkpoint named `name` in `logdir`.
+// Every file of the checkpoint named `name` in `logdir`, with the meta graph
+// the Python Saver writes beside it.
 std::vector<std::string> FilesOf(const std::string& logdir, const std::string& name) {
   std::vector<std::string> out;
   absl::StatusOr<std::vector<std::string>> all = Env::Default()->ListDir(logdir);
   if (!all.ok()) return out;
   for (const std::string& f : *all) {
-    if (f == name + ".index" || absl::StartsWith(f, name + ".data-")) out.push_back(Join(logdir, f));
+    if (f == name + ".index" || f == name + ".meta" || absl::StartsWith(f, name + ".data-")) {
+      out.push_back(Join(logdir, f));
+    }
   }
   return out;
 }

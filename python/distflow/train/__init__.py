@@ -3,7 +3,7 @@
 (sync_replicas.py), the Supervisor (supervisor.py), checkpoints (saver.py),
 the global step (training_util.py), the hook protocol (session_run_hook.py),
 the hooks TensorFlow ships (basic_session_run_hooks.py), monitored sessions
-(monitored_session.py), learning-rate schedules (learning_rate_decay.py),
+(monitored_session.py), meta graphs (meta_graph.py), learning-rate schedules (learning_rate_decay.py),
 moving averages (moving_averages.py) and the Coordinator (coordinator.py)."""
 from distflow.train.server import (ClusterSpec, Server, replica_device_setter,  # noqa: F401
                                    _servers_by_target, _servers_by_target_of_task)
@@ -30,3 +30,4 @@ from distflow.train.learning_rate_decay import (exponential_decay, natural_exp_d
                                                 cosine_decay)
 from distflow.train.training_util import global_step, assert_global_step  # noqa: F401
 from distflow.train.saver import checkpoint_exists, get_checkpoint_state  # noqa: F401
+from distflow.train.meta_graph import export_meta_graph, import_meta_graph  # noqa: F401

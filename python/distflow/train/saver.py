@@ -69,6 +69,9 @@ class Saver:
         else:
             step = int(global_step)
         prefix = self._saver(basename).save(self._plain(sess), logdir, step)
+        if write_meta_graph:
+            from distflow.train.meta_graph import export_meta_graph
+            export_meta_graph(f"{prefix}.{meta_graph_suffix}", graph=self._graph)
         self.last_checkpoints = (self.last_checkpoints + [prefix])[-max(1, self._max_to_keep or 1):]
         return prefix
 
@@ -76,6 +79,13 @@ class Saver:
         if save_path is None:
             raise ValueError("Can't load save_path when it is None.")
         return self._saver(next(iter(self._savers), "model.ckpt")).restore(self._plain(sess), save_path)
+
+    def export_meta_graph(self, filename=None, collection_list=None, as_text=False, export_scope=None,
+                          clear_devices=False, clear_extraneous_savers=False, strip_default_attrs=False,
+                          save_debug_info=False):
+        from distflow.train.meta_graph import export_meta_graph
+        return export_meta_graph(filename, collection_list=collection_list, as_text=as_text, graph=self._graph,
+                                 export_scope=export_scope, clear_devices=clear_devices)
 
     def as_saver_def(self):
         raise NotImplementedError("Saver.as_saver_def: distflow's checkpoints have no SaverDef")

@@ -1,0 +1,127 @@
+#include "distflow/graph_io.h"
+
+#include <deque>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/graph_state.h"
+#include "proto/graph.pb.h"
+
+namespace distflow {
+namespace {
+
+// "name:2" -> (name, 2); "name" and "^name" -> (name, 0).
+std::pair<std::string, int> SourceOf(const std::string& input) {
+  std::string name = !input.empty() && input[0] == '^' ? input.substr(1) : input;
+  int slot = 0;
+  size_t colon = name.rfind(':');
+  if (colon != std::string::npos && absl::SimpleAtoi(name.substr(colon + 1), &slot)) name.resize(colon);
+  return {name, slot};
+}
+
+}  // namespace
+
+std::string SerializeGraph(const Scope& scope) {
+  proto::GraphDef def;
+  scope.ToGraphDef(&def);
+  return def.SerializeAsString();
+}
+
+absl::StatusOr<std::vector<Operation>> ImportGraph(const Scope& scope, const std::string& graph_def,
+                                                   const std::string& prefix, bool clear_devices) {
+  proto::GraphDef def;
+  if (!def.ParseFromString(graph_def)) {
+    return absl::InvalidArgumentError("ImportGraph: the bytes are not a GraphDef (a damaged file?)");
+  }
+  const int n = def.node_size();
+  std::unordered_map<std::string, int> index;
+  for (int i = 0; i < n; ++i) {
+    if (!index.emplace(def.node(i).name(), i).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ImportGraph: the graph has two nodes named '", def.node(i).name(), "'"));
+    }
+  }
+  // Kahn's order: a node once every node it reads (data or control) is in.
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> consumers(n);
+  for (int i = 0; i < n; ++i) {
+    for (const std::string& in : def.node(i).input()) {
+      auto it = index.find(SourceOf(in).first);
+      if (it == index.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("ImportGraph: node '", def.node(i).name(), "' reads '", in,
+                                                       "', which is not in the graph"));
+      }
+      ++pending[i];
+      consumers[it->second].push_back(i);
+    }
+  }
+  std::vector<int> order;
+  order.reserve(n);
+  std::deque<int> ready;
+  for (int i = 0; i < n; ++i)
+    if (pending[i] == 0) ready.push_back(i);
+  while (!ready.empty()) {
+    const int i = ready.front();
+    ready.pop_front();
+    order.push_back(i);
+    for (int c : consumers[i])
+      if (--pending[c] == 0) ready.push_back(c);
+  }
+  if (static_cast<int>(order.size()) != n) {
+    for (int i = 0; i < n; ++i) {
+      if (pending[i] > 0) {
+        return absl::UnimplementedError(absl::StrCat("ImportGraph: the graph has a cycle through '",
+                                                     def.node(i).name(),
+                                                     "'; graphs with while loops cannot be imported yet"));
+      }
+    }
+  }
+  std::vector<Operation> ops(n);
+  std::vector<Operation> added;
+  added.reserve(n);
+  for (int i : order) {
+    proto::NodeDef node = def.node(i);
+    std::vector<Output> inputs;
+    std::vector<Operation> control;
+    for (const std::string& in : node.input()) {
+      auto [name, slot] = SourceOf(in);
+      const Operation& from = ops[index[name]];
+      if (in[0] == '^') {
+        control.push_back(from);
+      } else {
+        inputs.emplace_back(from, slot, scope);
+      }
+    }
+    const std::string device = clear_devices ? std::string() : node.device();
+    node.clear_input();
+    node.clear_name();
+    node.clear_device();
+    Scope s = scope.WithFullOpName(prefix + def.node(i).name()).WithDevice(device);
+    s = control.empty() ? s.WithNoControlDependencies() : s.WithNoControlDependencies().WithControlDependencies(control);
+    ops[i] = s.AddNode(std::move(node), inputs);
+    if (!ops[i].ok()) {
+      absl::Status st = scope.status();
+      return st.ok() ? absl::InternalError(absl::StrCat("ImportGraph: adding '", def.node(i).name(), "' failed")) : st;
+    }
+    added.push_back(ops[i]);
+  }
+  // The imported name scopes ("save" of "save/path_0") are taken, as if the
+  // graph had built them: a name scope or saver made later gets "save_1".
+  {
+    std::vector<std::string> names;
+    for (const Operation& op : added) names.push_back(op.name());
+    const std::shared_ptr<GraphState>& graph = scope.graph_state();
+    absl::MutexLock lock(&graph->mu);
+    for (const std::string& name : names) {
+      for (size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
+        int& count = graph->name_counts[name.substr(0, slash)];
+        if (count == 0) count = 1;
+      }
+    }
+  }
+  return added;
+}
+
+}  // namespace distflow
