@@ -11,8 +11,8 @@
 #include "base/env.h"
 #include "bench_cluster.h"
 #include "benchmark/benchmark.h"
-#include "distributed/bulk_tls.h"
-#include "distributed/bulk_transfer.h"
+#include "bulk/bulk_tls.h"
+#include "bulk/bulk_transfer.h"
 
 namespace distflow {
 namespace bench {

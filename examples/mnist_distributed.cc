@@ -151,7 +151,7 @@ std::string BookCluster(std::string ps, std::string workers) {
                       absl::StrJoin(absl::StrSplit(workers, ','), ";"));
 }
 
-// This task and its cluster (see distributed/task_config.h): the cluster from
+// This task and its cluster (see cluster/task_config.cc): the cluster from
 // --cluster_spec or --ps_hosts/--worker_hosts, the task from --job_name and
 // --task_index, DISTFLOW_CONFIG, or a rank placed by --job_layout; the book's
 // cluster and worker 0 where nothing says.

@@ -1,4 +1,4 @@
-// libFuzzer target for the bulk-transfer port (distributed/bulk_transfer.h):
+// libFuzzer target for the bulk-transfer port (bulk/bulk_transfer.h):
 // each input is written, as a peer would, to a real BulkServer's socket on
 // loopback (hello, get and put requests and whatever follows), then the
 // connection is half-closed and the answer read until the server closes it.
@@ -23,7 +23,7 @@
 #include <string>
 
 #include "distflow/logging.h"
-#include "distributed/bulk_transfer.h"
+#include "bulk/bulk_transfer.h"
 
 namespace distflow {
 namespace {

@@ -55,7 +55,8 @@ if [ ! -f "$ABSL_PREFIX/.built" ]; then
 fi
 
 # --- distflow, instrumented, against it --------------------------------------
-TARGETS=(base_test runtime_test distributed_test in_process_cluster_test bulk_tls_test sync_replicas_test
+TARGETS=(base_test runtime_test bulk_test rpc_test worker_test master_test coordination_test server_test
+         in_process_cluster_test bulk_tls_test sync_replicas_test
          connection_loss_test)
 # -U__SANITIZE_THREAD__: protobuf's headers change MapFieldBase's layout under
 # TSan, and Debian's libprotobuf was built without it; our code must see the
@@ -72,8 +73,8 @@ export LD_LIBRARY_PATH="$ABSL_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TSAN_OPTIONS="second_deadlock_stack=1 ignore_noninstrumented_modules=1 history_size=4 suppressions=$ROOT/scripts/tsan.supp"
 export OMP_NUM_THREADS=1
 # The instrumented abseil must be the one loaded, by distflow and gRPC alike.
-ldd "$OUT/distflow/src/distributed/distributed_test" | grep -q "$ABSL_PREFIX/lib/libabsl_synchronization" || {
-  echo "tsan.sh: distributed_test does not load the instrumented abseil" >&2
+ldd "$OUT/distflow/src/server/server_test" | grep -q "$ABSL_PREFIX/lib/libabsl_synchronization" || {
+  echo "tsan.sh: server_test does not load the instrumented abseil" >&2
   exit 1
 }
 regex=$(IFS='|'; echo "^(${TARGETS[*]})\$")

@@ -7,12 +7,12 @@
 set -u
 src="${1:?usage: $0 SOURCE_DIR}/src"
 seam_files=(
-  distributed/master.h distributed/master.cc
-  distributed/master_session.h distributed/master_session.cc distributed/master_session_impl.h
-  distributed/master_step.cc
-  distributed/worker.h distributed/worker.cc
-  distributed/worker_interface.h distributed/worker_interface.cc
-  distributed/local_worker.h distributed/local_worker.cc
+  master/master.h master/master.cc
+  master/master_session.h master/master_session.cc master/master_session_impl.h
+  master/master_step.cc
+  worker/worker.h worker/worker.cc
+  rpc/worker_interface.h rpc/worker_interface.cc
+  worker/local_worker.h worker/local_worker.cc
   client/session.cc
 )
 declare -A rules=(
@@ -36,7 +36,7 @@ for f in "${seam_files[@]}"; do
   done
 done
 # The rules must find what they look for where it belongs, or they prove nothing.
-for check in "gRPC:distributed/grpc_remote_worker.cc" "bulk tickets:distributed/grpc_remote_worker.cc"; do
+for check in "gRPC:rpc/grpc_remote_worker.cc" "bulk tickets:rpc/grpc_remote_worker.cc"; do
   what="${check%%:*}" f="${check#*:}"
   if ! grep -qE "${rules[$what]}" "$src/$f"; then
     echo "FAIL: the $what rule finds nothing in $f, where it should"

@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
 
   // Every source of configuration (flags, --cluster_config, DISTFLOW_CONFIG,
-  // a rank placed by --job_layout) must agree; see distributed/task_config.h.
+  // a rank placed by --job_layout) must agree; see cluster/task_config.cc.
   distflow::TaskConfigFlags flags;
   flags.cluster_spec = absl::GetFlag(FLAGS_cluster_spec);
   flags.job_name = absl::GetFlag(FLAGS_job_name);

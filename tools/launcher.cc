@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "distributed/auth.h"
+#include "rpc/auth.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/health.grpc.pb.h"

@@ -28,7 +28,7 @@
 
 namespace distflow {
 
-class GrpcServer;  // internal (distributed/grpc_server.h)
+class GrpcServer;  // internal (server/grpc_server.h)
 
 // Threads that run the partitions this task is given (0: one per core).
 struct DISTFLOW_EXPORT WorkerOptions {

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/graph_state.h"
-#include "distributed/device_name.h"
+#include "cluster/device_name.h"
 #include "graph/attr_value.h"
 
 namespace distflow {

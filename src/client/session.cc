@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/graph_state.h"
-#include "distributed/grpc_session.h"
+#include "server/grpc_session.h"
 #include "runtime/local_session.h"
 
 namespace distflow {

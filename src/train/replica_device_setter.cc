@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "distributed/device_name.h"
+#include "cluster/device_name.h"
 
 namespace distflow {
 

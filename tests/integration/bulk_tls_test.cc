@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "distflow/auth.h"
 #include "distflow/distflow.h"
-#include "distributed/bulk_tls.h"
-#include "distributed/bulk_transfer.h"
-#include "distributed/grpc_server.h"
+#include "bulk/bulk_tls.h"
+#include "bulk/bulk_transfer.h"
+#include "server/grpc_server.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
 

@@ -16,8 +16,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "distflow/distflow.h"
-#include "distributed/grpc_server.h"
-#include "distributed/worker.h"
+#include "server/grpc_server.h"
+#include "worker/worker.h"
 #include "gtest/gtest.h"
 #include "tcp_proxy.h"
 

@@ -798,7 +798,7 @@ TEST_F(RankDerivation, BadLayoutsExitTwoNamingTheProblem) {
 }
 
 
-// ---- A cluster token keeps outsiders off a task's ports (distributed/auth.h).
+// ---- A cluster token keeps outsiders off a task's ports (rpc/auth.h).
 
 TEST(Security, AServerWithATokenRefusesClientsWithoutIt) {
   const int port = FreePort();

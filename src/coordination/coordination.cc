@@ -1,0 +1,296 @@
+#include "coordination/coordination.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/logging.h"
+#include "rpc/grpc_status.h"
+#include "rpc/worker_cache.h"
+#include "grpcpp/client_context.h"
+
+namespace distflow {
+namespace {
+
+std::string Seconds(int64_t ms) { return absl::StrFormat("%.1f s", static_cast<double>(ms) / 1000.0); }
+
+bool IsPsTask(const std::string& task) { return absl::StartsWith(task, "/job:ps/"); }
+
+}  // namespace
+
+std::string ChiefTask(const ClusterSpec& cluster) {
+  if (cluster.HasJob("chief") && !cluster.task_indices("chief").empty()) {
+    return TaskName("chief", cluster.task_indices("chief").front());
+  }
+  if (cluster.HasJob("worker") && !cluster.task_indices("worker").empty()) {
+    return TaskName("worker", cluster.task_indices("worker").front());
+  }
+  for (const std::string& job : cluster.jobs())
+    if (!cluster.task_indices(job).empty()) return TaskName(job, cluster.task_indices(job).front());
+  return "";
+}
+
+std::string CoordinatorTask(const ClusterSpec& cluster) {
+  if (cluster.HasJob("ps") && !cluster.task_indices("ps").empty()) {
+    return TaskName("ps", cluster.task_indices("ps").front());
+  }
+  return ChiefTask(cluster);
+}
+
+// ---------------------------------------------------------------------------
+
+CoordinationService::CoordinationService(std::vector<std::string> tasks, absl::Duration timeout, uint64_t incarnation,
+                                         Env* env)
+    : timeout_(timeout), incarnation_(incarnation), env_(env) {
+  for (std::string& t : tasks) tasks_[std::move(t)];
+}
+
+absl::Status CoordinationService::Heartbeat(const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp) {
+  const int64_t now = env_->NowMicros();
+  absl::MutexLock lock(&mu_);
+  auto it = tasks_.find(req.task());
+  if (it == tasks_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("Heartbeat from '", req.task(),
+                                                   "', which is not a task of this cluster: is it running with "
+                                                   "another cluster spec?"));
+  }
+  Task& t = it->second;
+  if (req.leaving()) {
+    // A goodbye from an earlier incarnation does not end the current one.
+    if (t.state == proto::TaskHealth::UNKNOWN || t.incarnation == req.incarnation()) {
+      t.state = proto::TaskHealth::LEFT;
+      t.incarnation = req.incarnation();
+      t.last_us = now;
+      LOG(INFO) << req.task() << " left the cluster";
+    }
+  } else {
+    if (t.state == proto::TaskHealth::DEAD) {
+      LOG(INFO) << req.task() << (t.incarnation == req.incarnation() ? " answers again" : " has restarted")
+                << " after being declared dead";
+    } else if (t.state == proto::TaskHealth::ALIVE && t.incarnation != req.incarnation()) {
+      LOG(INFO) << req.task() << " has restarted (new incarnation)";
+    }
+    t.state = proto::TaskHealth::ALIVE;
+    t.incarnation = req.incarnation();
+    t.last_us = now;
+  }
+  CheckLocked(now);
+  SnapshotLocked(now, resp);
+  return absl::OkStatus();
+}
+
+void CoordinationService::Check() {
+  const int64_t now = env_->NowMicros();
+  absl::MutexLock lock(&mu_);
+  CheckLocked(now);
+}
+
+void CoordinationService::CheckLocked(int64_t now) {
+  for (auto& [name, t] : tasks_) {
+    if (t.state != proto::TaskHealth::ALIVE) continue;
+    if (absl::Microseconds(now - t.last_us) > timeout_) {
+      t.state = proto::TaskHealth::DEAD;
+      LOG(WARNING) << name << " is declared dead: no heartbeat for " << Seconds((now - t.last_us) / 1000)
+                   << " (the limit is " << absl::FormatDuration(timeout_) << ")";
+    }
+  }
+}
+
+void CoordinationService::Snapshot(proto::HeartbeatResponse* resp) {
+  const int64_t now = env_->NowMicros();
+  absl::MutexLock lock(&mu_);
+  CheckLocked(now);
+  SnapshotLocked(now, resp);
+}
+
+void CoordinationService::SnapshotLocked(int64_t now, proto::HeartbeatResponse* resp) {
+  resp->clear_tasks();
+  resp->set_coordinator_incarnation(incarnation_);
+  resp->set_timeout_ms(absl::ToInt64Milliseconds(timeout_));
+  for (const auto& [name, t] : tasks_) {
+    proto::TaskHealth* h = resp->add_tasks();
+    h->set_task(name);
+    h->set_state(t.state);
+    h->set_incarnation(t.incarnation);
+    if (t.state == proto::TaskHealth::ALIVE || t.state == proto::TaskHealth::DEAD) {
+      h->set_silent_ms((now - t.last_us) / 1000);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+CoordinationAgent::CoordinationAgent(std::string task, uint64_t incarnation, std::string coordinator,
+                                     CoordinationOptions options, WorkerCache* peers, CoordinationService* local,
+                                     Env* env)
+    : task_(std::move(task)),
+      incarnation_(incarnation),
+      coordinator_(std::move(coordinator)),
+      options_(options),
+      peers_(peers),
+      local_(local),
+      env_(env) {}
+
+CoordinationAgent::~CoordinationAgent() { Stop(false); }
+
+void CoordinationAgent::SetCallbacks(DeadCallback on_dead, std::function<void()> on_tick) {
+  on_dead_ = std::move(on_dead);
+  on_tick_ = std::move(on_tick);
+}
+
+void CoordinationAgent::Start(DeadCallback on_dead, std::function<void()> on_tick) {
+  SetCallbacks(std::move(on_dead), std::move(on_tick));
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void CoordinationAgent::Loop() {
+  do {
+    Tick();
+  } while (!stop_.WaitForNotificationWithTimeout(options_.interval));
+}
+
+void CoordinationAgent::Stop(bool leaving) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stop_.HasBeenNotified()) stop_.Notify();
+  }
+  if (thread_.joinable()) thread_.join();
+  if (!leaving || local_ != nullptr || peers_ == nullptr) return;
+  absl::StatusOr<proto::WorkerService::Stub*> stub = peers_->Stub(coordinator_);
+  if (!stub.ok()) return;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.interval));
+  proto::HeartbeatRequest req;
+  req.set_task(task_);
+  req.set_incarnation(incarnation_);
+  req.set_leaving(true);
+  proto::HeartbeatResponse resp;
+  (void)(*stub)->Heartbeat(&ctx, req, &resp);
+}
+
+void CoordinationAgent::Tick() {
+  proto::HeartbeatRequest req;
+  req.set_task(task_);
+  req.set_incarnation(incarnation_);
+  proto::HeartbeatResponse resp;
+  absl::Status s;
+  if (local_ != nullptr) {
+    s = local_->Heartbeat(req, &resp);
+  } else {
+    absl::StatusOr<proto::WorkerService::Stub*> stub = peers_->Stub(coordinator_);
+    if (stub.ok()) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       absl::ToChronoMilliseconds(std::max(options_.interval, absl::Milliseconds(500))));
+      s = FromGrpcStatus((*stub)->Heartbeat(&ctx, req, &resp));
+    } else {
+      s = stub.status();
+    }
+  }
+  const int64_t now = env_->NowMicros();
+  std::vector<std::string> newly_dead;
+  {
+    absl::MutexLock lock(&mu_);
+    if (s.ok()) {
+      if (coordinator_dead_) LOG(INFO) << "The coordinator " << coordinator_ << " answers again";
+      coordinator_dead_ = false;
+      last_reached_us_ = now;
+      coordinator_incarnation_ = resp.coordinator_incarnation();
+      for (const proto::TaskHealth& h : resp.tasks()) {
+        proto::TaskHealth& old = view_[h.task()];
+        if (h.state() == proto::TaskHealth::DEAD && old.state() != proto::TaskHealth::DEAD && h.task() != task_) {
+          newly_dead.push_back(h.task());
+        }
+        old = h;
+      }
+    } else if (last_reached_us_ != 0 && !coordinator_dead_ &&
+               absl::Microseconds(now - last_reached_us_) > options_.timeout) {
+      coordinator_dead_ = true;
+      newly_dead.push_back(coordinator_);
+      LOG(WARNING) << "The coordinator " << coordinator_ << " has not answered heartbeats for "
+                   << Seconds((now - last_reached_us_) / 1000) << ": " << s.message();
+    }
+  }
+  Report(newly_dead);
+  if (on_tick_) on_tick_();
+}
+
+void CoordinationAgent::Report(const std::vector<std::string>& newly_dead) {
+  for (const std::string& task : newly_dead) {
+    std::string msg = DeathMessage(task);
+    if (msg.empty()) continue;
+    if (task != coordinator_ || local_ != nullptr) LOG(WARNING) << msg;
+    if (on_dead_) on_dead_(task, absl::UnavailableError(msg));
+  }
+}
+
+std::map<std::string, proto::TaskHealth> CoordinationAgent::View() const {
+  absl::MutexLock lock(&mu_);
+  return view_;
+}
+
+std::vector<std::string> CoordinationAgent::DeadTasks() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, h] : view_)
+    if (h.state() == proto::TaskHealth::DEAD && name != coordinator_) out.push_back(name);
+  if (coordinator_dead_) out.push_back(coordinator_);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string CoordinationAgent::DeathMessage(const std::string& task) const {
+  absl::MutexLock lock(&mu_);
+  const int64_t timeout_ms = absl::ToInt64Milliseconds(options_.timeout);
+  if (task == coordinator_ && coordinator_dead_) {
+    return absl::StrCat("Task ", task, " (the cluster's coordinator) has not answered heartbeats for over ",
+                        Seconds(timeout_ms), ": it died, hangs or is cut off from ", task_,
+                        " (the limit is --heartbeat_timeout_secs)");
+  }
+  auto it = view_.find(task);
+  if (it == view_.end() || it->second.state() != proto::TaskHealth::DEAD) return "";
+  return absl::StrCat("Task ", task, " stopped answering: no heartbeat for ", Seconds(it->second.silent_ms()),
+                      ", so the coordinator ", coordinator_,
+                      " declared it dead (it died, hangs or is cut off; the limit is --heartbeat_timeout_secs)");
+}
+
+absl::Duration CoordinationAgent::CoordinatorSilence() const {
+  absl::MutexLock lock(&mu_);
+  if (local_ != nullptr || last_reached_us_ == 0) return absl::ZeroDuration();
+  return absl::Microseconds(env_->NowMicros() - last_reached_us_);
+}
+
+std::string OrphanReason(const CoordinationAgent& agent, const std::string& chief, absl::Duration grace) {
+  const absl::Duration timeout = agent.options().timeout;
+  if (absl::Duration silence = agent.CoordinatorSilence(); silence > timeout + grace) {
+    return absl::StrCat("the coordinator ", agent.coordinator(), " has not answered for ",
+                        Seconds(absl::ToInt64Milliseconds(silence)));
+  }
+  const std::map<std::string, proto::TaskHealth> view = agent.View();
+  auto long_dead = [&](const proto::TaskHealth& h) {
+    return h.state() == proto::TaskHealth::DEAD && absl::Milliseconds(h.silent_ms()) > timeout + grace;
+  };
+  if (auto c = view.find(chief); c != view.end() && long_dead(c->second)) {
+    return absl::StrCat("the chief ", chief, " died (no heartbeat for ", Seconds(c->second.silent_ms()),
+                        ") and has not come back");
+  }
+  int dead = 0, left = 0, others = 0;
+  for (const auto& [name, h] : view) {
+    if (IsPsTask(name)) continue;
+    if (h.state() == proto::TaskHealth::DEAD && long_dead(h)) {
+      ++dead;
+    } else if (h.state() == proto::TaskHealth::LEFT) {
+      ++left;
+    } else {
+      ++others;
+    }
+  }
+  if (dead > 0 && others == 0) {
+    return absl::StrCat("every worker is gone (", dead, " died, ", left, " finished) and none has come back");
+  }
+  return "";
+}
+
+}  // namespace distflow

@@ -1,0 +1,231 @@
+// Failure detection: the coordination service's states, on a fake clock, and
+// a real cluster in this process noticing a task that went silent.
+#include "coordination/coordination.h"
+
+#include <atomic>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "base/fake_clock_env.h"
+#include "distflow/server.h"
+#include "server/grpc_server.h"
+#include "rpc/worker_cache.h"
+#include "gtest/gtest.h"
+
+namespace distflow {
+namespace {
+
+const std::string kPs = "/job:ps/replica:0/task:0";
+const std::string kChief = "/job:worker/replica:0/task:0";
+const std::string kWorker1 = "/job:worker/replica:0/task:1";
+
+proto::HeartbeatRequest Beat(const std::string& task, uint64_t incarnation, bool leaving = false) {
+  proto::HeartbeatRequest r;
+  r.set_task(task);
+  r.set_incarnation(incarnation);
+  r.set_leaving(leaving);
+  return r;
+}
+
+proto::TaskHealth::State StateOf(const proto::HeartbeatResponse& resp, const std::string& task) {
+  for (const proto::TaskHealth& h : resp.tasks())
+    if (h.task() == task) return h.state();
+  ADD_FAILURE() << task << " is missing from the answer";
+  return proto::TaskHealth::UNKNOWN;
+}
+
+TEST(CoordinationService, TasksAreUnknownThenAliveThenDeadThenBack) {
+  FakeClockEnv env;
+  CoordinationService service({kPs, kChief, kWorker1}, absl::Seconds(10), 7, &env);
+  proto::HeartbeatResponse resp;
+  ASSERT_TRUE(service.Heartbeat(Beat(kPs, 7), &resp).ok());
+  EXPECT_EQ(resp.coordinator_incarnation(), 7u);
+  EXPECT_EQ(resp.timeout_ms(), 10000);
+  EXPECT_EQ(StateOf(resp, kPs), proto::TaskHealth::ALIVE);
+  // Not heard from yet: maybe still starting, not dead, however long it takes.
+  env.Advance(absl::Minutes(5));
+  service.Snapshot(&resp);
+  EXPECT_EQ(StateOf(resp, kChief), proto::TaskHealth::UNKNOWN);
+
+  ASSERT_TRUE(service.Heartbeat(Beat(kChief, 1), &resp).ok());
+  EXPECT_EQ(StateOf(resp, kChief), proto::TaskHealth::ALIVE);
+  env.Advance(absl::Seconds(9));
+  service.Snapshot(&resp);
+  EXPECT_EQ(StateOf(resp, kChief), proto::TaskHealth::ALIVE) << "9 s of silence is within the 10 s limit";
+  env.Advance(absl::Seconds(2));
+  service.Snapshot(&resp);
+  EXPECT_EQ(StateOf(resp, kChief), proto::TaskHealth::DEAD);
+  for (const proto::TaskHealth& h : resp.tasks()) {
+    if (h.task() == kChief) {
+      EXPECT_EQ(h.silent_ms(), 11000);
+    }
+  }
+
+  // A restart (new incarnation) is alive again.
+  ASSERT_TRUE(service.Heartbeat(Beat(kChief, 2), &resp).ok());
+  EXPECT_EQ(StateOf(resp, kChief), proto::TaskHealth::ALIVE);
+}
+
+TEST(CoordinationService, AGoodbyeIsNotADeathButAnOldIncarnationsGoodbyeIsIgnored) {
+  FakeClockEnv env;
+  CoordinationService service({kPs, kChief, kWorker1}, absl::Seconds(10), 7, &env);
+  proto::HeartbeatResponse resp;
+  ASSERT_TRUE(service.Heartbeat(Beat(kWorker1, 1), &resp).ok());
+  ASSERT_TRUE(service.Heartbeat(Beat(kWorker1, 1, /*leaving=*/true), &resp).ok());
+  env.Advance(absl::Minutes(1));
+  service.Snapshot(&resp);
+  EXPECT_EQ(StateOf(resp, kWorker1), proto::TaskHealth::LEFT);
+
+  ASSERT_TRUE(service.Heartbeat(Beat(kChief, 1), &resp).ok());
+  ASSERT_TRUE(service.Heartbeat(Beat(kChief, 2), &resp).ok());  // restarted
+  ASSERT_TRUE(service.Heartbeat(Beat(kChief, 1, /*leaving=*/true), &resp).ok());
+  EXPECT_EQ(StateOf(resp, kChief), proto::TaskHealth::ALIVE);
+}
+
+TEST(CoordinationService, AHeartbeatFromOutsideTheClusterIsRefusedByName) {
+  FakeClockEnv env;
+  CoordinationService service({kPs, kChief}, absl::Seconds(10), 7, &env);
+  proto::HeartbeatResponse resp;
+  absl::Status s = service.Heartbeat(Beat("/job:worker/replica:0/task:9", 1), &resp);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "/job:worker/replica:0/task:9")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "cluster spec")) << s;
+}
+
+// The coordinator's own agent, driven by hand on the fake clock.
+struct AgentFixture {
+  FakeClockEnv env;
+  CoordinationService service{{kPs, kChief, kWorker1}, absl::Seconds(10), 7, &env};
+  CoordinationAgent agent{kPs, 7, kPs, CoordinationOptions{absl::Seconds(1), absl::Seconds(10)}, nullptr, &service,
+                          &env};
+  std::vector<std::pair<std::string, std::string>> deaths;  // task, message
+  AgentFixture() {
+    agent.SetCallbacks([this](const std::string& task, const absl::Status& why) {
+      EXPECT_TRUE(absl::IsUnavailable(why)) << why;
+      deaths.emplace_back(task, std::string(why.message()));
+    }, nullptr);
+  }
+  void Beat(const std::string& task, uint64_t inc = 1, bool leaving = false) {
+    proto::HeartbeatResponse resp;
+    ASSERT_TRUE(service.Heartbeat(distflow::Beat(task, inc, leaving), &resp).ok());
+  }
+};
+
+TEST(CoordinationAgent, ReportsEachDeathOnceWithAMessageNamingTheTask) {
+  AgentFixture f;
+  f.Beat(kChief);
+  f.Beat(kWorker1);
+  f.agent.Tick();
+  EXPECT_TRUE(f.deaths.empty());
+  EXPECT_TRUE(f.agent.DeadTasks().empty());
+  f.env.Advance(absl::Seconds(11));
+  f.Beat(kChief);
+  f.agent.Tick();
+  ASSERT_EQ(f.deaths.size(), 1u);
+  EXPECT_EQ(f.deaths[0].first, kWorker1);
+  EXPECT_TRUE(absl::StrContains(f.deaths[0].second, kWorker1)) << f.deaths[0].second;
+  EXPECT_TRUE(absl::StrContains(f.deaths[0].second, "no heartbeat for 11.0 s")) << f.deaths[0].second;
+  EXPECT_TRUE(absl::StrContains(f.deaths[0].second, "--heartbeat_timeout_secs")) << f.deaths[0].second;
+  EXPECT_EQ(f.agent.DeadTasks(), std::vector<std::string>{kWorker1});
+  f.agent.Tick();
+  EXPECT_EQ(f.deaths.size(), 1u) << "a death is reported once";
+  // It comes back, then dies again: reported again.
+  f.Beat(kWorker1, 2);
+  f.agent.Tick();
+  EXPECT_TRUE(f.agent.DeadTasks().empty());
+  f.env.Advance(absl::Seconds(11));
+  f.Beat(kChief);
+  f.agent.Tick();
+  EXPECT_EQ(f.deaths.size(), 2u);
+}
+
+TEST(CoordinationAgent, AParameterServerGivesUpOnlyAfterTheChiefStayedDeadForTheGrace) {
+  AgentFixture f;
+  const absl::Duration grace = absl::Seconds(30);
+  f.Beat(kChief);
+  f.Beat(kWorker1);
+  f.agent.Tick();
+  EXPECT_EQ(OrphanReason(f.agent, kChief, grace), "");
+  for (int i = 0; i < 20; ++i) {  // 20 s: the chief silent, worker 1 alive
+    f.env.Advance(absl::Seconds(1));
+    f.Beat(kWorker1);
+    f.agent.Tick();
+  }
+  EXPECT_EQ(f.agent.DeadTasks(), std::vector<std::string>{kChief});
+  EXPECT_EQ(OrphanReason(f.agent, kChief, grace), "") << "dead 20 s, within 10 s + 30 s";
+  for (int i = 0; i < 21; ++i) {
+    f.env.Advance(absl::Seconds(1));
+    f.Beat(kWorker1);
+    f.agent.Tick();
+  }
+  std::string reason = OrphanReason(f.agent, kChief, grace);
+  EXPECT_TRUE(absl::StrContains(reason, "the chief " + kChief + " died")) << reason;
+  // A chief restarted in time (a new incarnation) keeps the job.
+  f.Beat(kChief, 2);
+  f.agent.Tick();
+  EXPECT_EQ(OrphanReason(f.agent, kChief, grace), "");
+}
+
+TEST(CoordinationAgent, AParameterServerGivesUpWhenEveryWorkerIsDeadOrLeft) {
+  AgentFixture f;
+  const absl::Duration grace = absl::Seconds(5);
+  f.Beat(kChief);
+  f.Beat(kWorker1);
+  f.Beat(kChief, 1, /*leaving=*/true);  // the chief finished cleanly (without ending the cluster)
+  f.agent.Tick();
+  f.env.Advance(absl::Seconds(20));
+  f.agent.Tick();
+  EXPECT_EQ(f.agent.DeadTasks(), std::vector<std::string>{kWorker1});
+  std::string reason = OrphanReason(f.agent, kChief, grace);
+  EXPECT_TRUE(absl::StrContains(reason, "every worker is gone (1 died, 1 finished)")) << reason;
+}
+
+TEST(CoordinationAgent, WorkersThatAllLeftCleanlyDoNotEndTheJob) {
+  AgentFixture f;
+  f.Beat(kChief);
+  f.Beat(kWorker1);
+  f.Beat(kChief, 1, true);
+  f.Beat(kWorker1, 1, true);
+  f.env.Advance(absl::Minutes(10));
+  f.agent.Tick();
+  EXPECT_EQ(OrphanReason(f.agent, kChief, absl::Seconds(1)), "");
+}
+
+TEST(CoordinationCluster, ASilentTaskIsDeclaredDeadEverywhere) {
+  auto spec = MakeLocalClusterSpec(1, 2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ServerOptions options;
+  options.heartbeat_interval_ms = 50;
+  options.heartbeat_timeout_ms = 400;
+  options.orphan_grace_ms = -1;
+  options.bulk_transfer = false;
+  auto servers = StartLocalCluster(*spec, options);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  Server& ps = *(*servers)[0];
+  Server& chief = *(*servers)[1];
+  Server& w1 = *(*servers)[2];
+  ASSERT_EQ(w1.task_name(), kWorker1);
+  auto wait_for = [](const std::function<bool()>& cond) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!cond() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+    return cond();
+  };
+  // Everyone heard from, nobody dead.
+  ASSERT_TRUE(wait_for([&] { return chief.impl()->coordination()->View().size() == 3; }));
+  EXPECT_TRUE(ps.DeadTasks().empty());
+  // Worker 1's heartbeats stop (as when its process hangs): the coordinator
+  // declares it dead and the chief learns it from its next heartbeat.
+  w1.impl()->coordination()->Stop(/*leaving=*/false);
+  const absl::Time silenced = absl::Now();
+  ASSERT_TRUE(wait_for([&] { return chief.DeadTasks() == std::vector<std::string>{kWorker1}; }))
+      << "the chief never learned that worker 1 is dead";
+  EXPECT_TRUE(wait_for([&] { return ps.DeadTasks() == std::vector<std::string>{kWorker1}; }));
+  EXPECT_GE(absl::Now() - silenced, absl::Milliseconds(400)) << "declared dead before the timeout";
+  // The ps gives up only with a grace set; here it stays.
+  EXPECT_TRUE(ps.exit_status().ok());
+}
+
+}  // namespace
+}  // namespace distflow

@@ -1,0 +1,177 @@
+#include "master/master_session.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "master/master_session_impl.h"
+#include "rpc/worker_cache.h"
+#include "worker/local_worker.h"
+
+namespace distflow {
+namespace {
+
+constexpr int64_t kDefaultWaitForTasksMs = 300000;
+
+}  // namespace
+
+int64_t RandomStepId() {
+  static std::mt19937_64 gen{std::random_device{}()};
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
+  return static_cast<int64_t>(gen() >> 1) | 1;
+}
+
+std::shared_ptr<MasterSession> MasterSession::Create(std::string handle, proto::SessionConfig config,
+                                                     WorkerCache* workers, std::string local_task, Worker* local_worker,
+                                                     BulkServer* bulk, const absl::Notification* closing) {
+  if (local_worker != nullptr) workers->SetLocalWorker(local_task, NewLocalWorker(local_worker));
+  return std::make_shared<MasterSessionImpl>(std::move(handle), std::move(config), workers, std::move(local_task),
+                                             bulk, closing);
+}
+
+absl::Status MasterSessionImpl::ClosedError() const {
+  return absl::CancelledError(absl::StrCat("Session '", handle_, "' was closed before the step started"));
+}
+
+absl::Status MasterSessionImpl::Init(const proto::GraphDef& graph) {
+  absl::Status s = Discover();
+  if (!s.ok()) return s;
+  return Extend(graph);
+}
+
+absl::Status MasterSessionImpl::Extend(const proto::GraphDef& graph) {
+  absl::MutexLock lock(&mu_);
+  if (graph_ == nullptr) graph_ = std::make_unique<Graph>();
+  return graph_->Extend(graph);  // all or nothing
+}
+
+void MasterSessionImpl::RunAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                                 std::function<void(absl::Status)> done) {
+  if (req->request_id() == 0) {
+    RunOnceAsync(req, resp, pool, std::move(done));
+    return;
+  }
+  // Deduplicate retried requests: a retry waits for the first attempt's result.
+  std::shared_ptr<Pending> pending;
+  bool owner = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = requests_.find(req->request_id());
+    if (it != requests_.end()) {
+      pending = it->second;
+    } else {
+      pending = std::make_shared<Pending>();
+      requests_[req->request_id()] = pending;
+      request_order_.push_back(req->request_id());
+      while (request_order_.size() > 256) {
+        requests_.erase(request_order_.front());
+        request_order_.pop_front();
+      }
+      owner = true;
+    }
+  }
+  if (!owner) {
+    {
+      absl::MutexLock lock(&pending->mu);
+      if (!pending->finished) {
+        pending->waiters.push_back([resp, done, pending] {
+          *resp = pending->response;
+          done(pending->status);
+        });
+        return;
+      }
+    }
+    *resp = pending->response;  // immutable once finished
+    done(pending->status);
+    return;
+  }
+  RunOnceAsync(req, resp, pool, [resp, pending, done = std::move(done)](absl::Status s) {
+    std::vector<std::function<void()>> waiters;
+    {
+      absl::MutexLock lock(&pending->mu);
+      pending->status = s;
+      pending->response = *resp;
+      pending->finished = true;
+      waiters.swap(pending->waiters);
+    }
+    done(s);
+    for (auto& w : waiters) w();
+  });
+}
+
+void MasterSessionImpl::Close() {
+  CancelActiveSteps();
+  std::map<std::string, std::shared_ptr<Plan>> plans;
+  {
+    absl::MutexLock lock(&mu_);  // waits for a plan being registered
+    closed_ = true;
+    plans.swap(plans_);
+  }
+  for (auto& [key, plan] : plans) {
+    for (auto& [device, part] : plan->parts) {
+      absl::StatusOr<std::shared_ptr<WorkerInterface>> worker = workers_->GetWorker(part.task);
+      if (!worker.ok()) continue;
+      proto::DeregisterGraphRequest r;
+      r.set_graph_handle(part.handle);
+      (void)(*worker)->DeregisterGraph(r);
+    }
+  }
+}
+
+absl::Status MasterSessionImpl::Discover() {
+  std::vector<std::string> filters(config_.device_filters().begin(), config_.device_filters().end());
+  int64_t wait_ms = config_.wait_for_tasks_ms() > 0 ? config_.wait_for_tasks_ms() : kDefaultWaitForTasksMs;
+  absl::StatusOr<std::vector<std::string>> devices =
+      workers_->WaitForDevices(filters, absl::Milliseconds(wait_ms), closing_);
+  if (!devices.ok()) return devices.status();
+  devices_ = std::move(*devices);
+  default_device_ = local_task_ + "/device:CPU:0";
+  if (std::find(devices_.begin(), devices_.end(), default_device_) == devices_.end() && !devices_.empty()) {
+    default_device_ = devices_.front();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::GetPlan(
+    const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches, const std::vector<std::string>& targets,
+    const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return ClosedError();
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  if (graph_ == nullptr) return absl::FailedPreconditionError("Session has no graph");
+  absl::StatusOr<std::vector<const Node*>> nodes = PruneForStep(*graph_, feeds, fetches, targets);
+  if (!nodes.ok()) return nodes.status();
+  PlacementOptions po;
+  po.devices = devices_;
+  po.default_device = default_device_;
+  po.allow_soft_placement = config_.allow_soft_placement();
+  po.log_device_placement = config_.log_device_placement();
+  absl::StatusOr<std::vector<std::string>> placement = PlaceNodes(*graph_, *nodes, po);
+  if (!placement.ok()) return placement.status();
+  absl::StatusOr<std::map<std::string, Partition>> parts =
+      PartitionGraph(*graph_, *nodes, *placement, feeds, fetches, targets);
+  if (!parts.ok()) return parts.status();
+  auto plan = std::make_shared<Plan>();
+  for (auto& [device, part] : *parts) {
+    ASSIGN_OR_RETURN(std::shared_ptr<WorkerInterface> worker, workers_->GetWorker(part.task));
+    proto::RegisterGraphRequest r;
+    r.set_session_handle(handle_);
+    *r.mutable_graph_def() = part.graph;
+    proto::RegisterGraphResponse out;
+    if (absl::Status e = worker->RegisterGraph(r, &out); !e.ok()) {
+      return absl::Status(e.code(), absl::StrCat("Registering the partition for ", part.task, ": ", e.message()));
+    }
+    PartitionPlan pp;
+    pp.task = part.task;
+    pp.handle = out.graph_handle();
+    pp.only_sends = OnlyFeedsOtherPartitions(part);
+    pp.partition = std::move(part);
+    plan->parts[device] = std::move(pp);
+  }
+  plans_[key] = plan;
+  return plan;
+}
+
+}  // namespace distflow

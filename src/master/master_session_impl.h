@@ -1,0 +1,161 @@
+// MasterSessionImpl: the MasterSession behind MasterSession::Create, shared
+// by master_session.cc (graph, device discovery, plans, retried requests,
+// Close) and master_step.cc (running one step on every partition). Internal
+// to those two files. Thread-safe.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "master/master_session.h"
+#include "placement/partition.h"
+#include "placement/placement.h"
+#include "rpc/worker_interface.h"
+#include "graph/graph.h"
+#include "tensor/tensor_codec.h"
+
+namespace distflow {
+
+class MasterSessionImpl final : public MasterSession {
+ public:
+  MasterSessionImpl(std::string handle, proto::SessionConfig config, WorkerCache* workers, std::string local_task,
+                    BulkServer* bulk, const absl::Notification* closing)
+      : handle_(std::move(handle)),
+        config_(std::move(config)),
+        workers_(workers),
+        local_task_(std::move(local_task)),
+        bulk_(bulk),
+        closing_(closing) {}
+
+  absl::Status Init(const proto::GraphDef& graph) override;
+
+  absl::Status Extend(const proto::GraphDef& graph) override;
+
+  // Runs one step without parking the calling thread (an RPC thread): `done`
+  // is called once, from whichever thread finishes the step. `req` and `resp`
+  // must stay alive until then. Steps whose plan is not built yet go to
+  // `pool` (registering partitions makes blocking RPCs).
+  void RunAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                std::function<void(absl::Status)> done) override;
+
+  void Close() override;
+  void AbortStepsOnTask(const std::string& task, const absl::Status& why) override;
+  void LogStalledSteps(absl::Duration every) override;
+
+ private:
+  struct PartitionPlan {
+    std::string task;
+    std::string handle;
+    Partition partition;
+    bool only_sends = false;  // OnlyFeedsOtherPartitions: the step need not wait for its answer
+  };
+  struct Plan {
+    std::map<std::string, PartitionPlan> parts;
+  };
+  // The first attempt of a request id; retries wait on it.
+  struct Pending {
+    absl::Mutex mu;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    absl::Status status;              // written under `mu` before `finished`, then immutable
+    proto::RunStepResponse response;  // likewise
+    std::vector<std::function<void()>> waiters ABSL_GUARDED_BY(mu);
+  };
+
+  // Cancelled, naming the session: a step that comes after Close.
+  absl::Status ClosedError() const;
+  // Waits for the cluster's tasks (those that pass the device filters) and
+  // learns their devices.
+  absl::Status Discover();
+  absl::StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches,
+                                                const std::vector<std::string>& targets, const std::string& key);
+
+  // One step in flight: a call per partition, and what their completions need.
+  struct StepState {
+    struct Call {
+      std::string task;
+      std::shared_ptr<WorkerInterface> worker;
+      bool only_sends = false;
+      bool returned = false;  // under StepState::mu
+      CallOptions opts;       // AbortStep cancels the call through it
+      RunGraphCall run;       // the partition's feeds and, once it returns, fetches
+    };
+    int64_t step_id = 0;
+    absl::Time started = absl::Now();
+    absl::Time logged = absl::Now();  // last stalled-step log, under `mu`
+    std::shared_ptr<Plan> plan;
+    std::vector<std::unique_ptr<Call>> calls;
+    const proto::RunStepRequest* req = nullptr;
+    proto::RunStepResponse* resp = nullptr;
+    std::vector<std::string> fetch_keys;                         // canonical, in request order
+    std::map<std::string, const proto::TensorProto*> feed_values;  // canonical name -> in `req`
+    std::map<std::string, Tensor> bulk_feeds;  // feeds whose bytes the client put on our bulk port
+
+    // A feed as a tensor (a copy out of the request, or the bulk bytes).
+    absl::StatusOr<Tensor> FeedTensor(const std::string& name) const {
+      if (auto b = bulk_feeds.find(name); b != bulk_feeds.end()) return b->second;
+      return DecodeTensor(*feed_values.at(name));
+    }
+    std::function<void(absl::Status)> done;
+    ThreadPool* pool = nullptr;
+    absl::Mutex mu;
+    // Partitions the answer waits for: all but those that only send (their
+    // consumers finishing implies they are done; their errors still abort).
+    int remaining ABSL_GUARDED_BY(mu) = 0;
+    bool answered ABSL_GUARDED_BY(mu) = false;
+    int unreported ABSL_GUARDED_BY(mu) = 0;  // every call, until its completion has run
+    absl::Status first_error ABSL_GUARDED_BY(mu);
+    bool aborted ABSL_GUARDED_BY(mu) = false;
+  };
+
+  // master_step.cc
+  void RunOnceAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
+                    std::function<void(absl::Status)> done);
+  void StartStep(const std::shared_ptr<StepState>& st);
+  // A partition has returned. The first failure aborts the step on every task
+  // (cancelling their RunGraph and failing waiting transfers, so nothing is
+  // left blocked); the step reports once every partition has returned.
+  void PartitionDone(const std::shared_ptr<StepState>& st, StepState::Call* c, const absl::Status& result);
+  // `skip`: a task not to ask (it is dead; the call would only wait).
+  void AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why, const std::string& skip = "");
+  // A fetched tensor we hold in memory: large ones go back over the bulk port
+  // if the client accepts that, the rest inside the answer.
+  void SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,
+                proto::NamedTensor* out);
+  // Every partition the answer waits for has returned.
+  void FinishStep(const std::shared_ptr<StepState>& st);
+  void AnswerStep(const std::shared_ptr<StepState>& st);
+  // On Close (and so on server shutdown): cancels the steps still running
+  // and waits (up to 30 s) until every partition call has reported, so no
+  // completion runs after the master, its pool or the local worker are gone.
+  void CancelActiveSteps();
+
+  absl::Mutex active_mu_;
+  absl::flat_hash_map<StepState*, std::weak_ptr<StepState>> active_ ABSL_GUARDED_BY(active_mu_);
+  // Set by Close before it cancels active_: a step that was still being
+  // planned then is refused instead of starting on a closed session.
+  bool refuse_steps_ ABSL_GUARDED_BY(active_mu_) = false;
+
+  const std::string handle_;
+  const proto::SessionConfig config_;
+  WorkerCache* const workers_;
+  const std::string local_task_;
+  BulkServer* const bulk_;  // may be null
+  const absl::Notification* const closing_;  // the master is closing (may be null)
+  std::vector<std::string> devices_;
+  std::string default_device_;
+
+  absl::Mutex mu_;
+  std::unique_ptr<Graph> graph_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Plan>> plans_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // no more plans: Close has deregistered them
+  std::map<uint64_t, std::shared_ptr<Pending>> requests_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> request_order_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace distflow

@@ -1,0 +1,161 @@
+#include "placement/placement.h"
+
+#include "placement/partition.h"
+#include "graph/attr_value.h"
+#include "gtest/gtest.h"
+
+namespace distflow {
+namespace {
+
+proto::NodeDef* Add(proto::GraphDef* g, const std::string& name, const std::string& op,
+                    std::vector<std::string> inputs, const std::string& device = "") {
+  proto::NodeDef* n = g->add_node();
+  n->set_name(name);
+  n->set_op(op);
+  n->set_device(device);
+  for (auto& i : inputs) n->add_input(i);
+  return n;
+}
+
+proto::NodeDef* Var(proto::GraphDef* g, const std::string& name, const std::string& device) {
+  proto::NodeDef* n = Add(g, name, "Variable", {}, device);
+  SetAttrShape(n, "shape", PartialShape({2}));
+  SetAttrType(n, "dtype", DT_FLOAT);
+  return n;
+}
+
+proto::NodeDef* Const(proto::GraphDef* g, const std::string& name, const std::string& device = "") {
+  proto::NodeDef* n = Add(g, name, "Const", {}, device);
+  SetAttrTensor(n, "value", Tensor::FromVector<float>({1, 2}));
+  SetAttrType(n, "dtype", DT_FLOAT);
+  return n;
+}
+
+const std::vector<std::string> kDevices = {
+    "/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0",
+    "/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0"};
+
+struct Placed {
+  std::unique_ptr<Graph> graph;
+  std::vector<std::string> devices;
+  absl::Status status;
+};
+
+Placed Place(const proto::GraphDef& g, bool soft = false) {
+  Placed p;
+  auto graph = Graph::FromGraphDef(g);
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  p.graph = std::move(*graph);
+  std::vector<const Node*> nodes;
+  for (auto& n : p.graph->nodes()) nodes.push_back(n.get());
+  PlacementOptions o;
+  o.devices = kDevices;
+  o.default_device = kDevices[2];
+  o.allow_soft_placement = soft;
+  auto r = PlaceNodes(*p.graph, nodes, o);
+  p.status = r.status();
+  if (r.ok()) p.devices = *r;
+  return p;
+}
+
+std::string DeviceOf(const Placed& p, const std::string& node) {
+  return p.devices[static_cast<size_t>(p.graph->FindNode(node)->id())];
+}
+
+TEST(Placement, ExplicitPartialConstraintsResolve) {
+  proto::GraphDef g;
+  Var(&g, "w", "/job:ps/task:1");
+  Const(&g, "c");
+  Add(&g, "read", "Identity", {"w"}, "/job:worker/task:1");
+  Placed p = Place(g);
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_EQ(DeviceOf(p, "w"), kDevices[1]);
+  EXPECT_EQ(DeviceOf(p, "c"), kDevices[2]) << "unconstrained nodes go to the client's task";
+  EXPECT_EQ(DeviceOf(p, "read"), kDevices[3]);
+}
+
+TEST(Placement, AssignIsColocatedWithItsVariable) {
+  proto::GraphDef g;
+  Var(&g, "w", "/job:ps/task:0");
+  Const(&g, "v", "/job:worker/task:0");
+  Add(&g, "assign", "Assign", {"w", "v"});
+  Placed p = Place(g);
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_EQ(DeviceOf(p, "assign"), kDevices[0]);
+}
+
+TEST(Placement, ImpossibleDeviceNamesNodeDevicesAndFix) {
+  proto::GraphDef g;
+  Var(&g, "b", "/job:ps/task:0/device:CPU:1");
+  Placed p = Place(g);
+  ASSERT_FALSE(p.status.ok());
+  std::string m(p.status.message());
+  EXPECT_NE(m.find("Cannot place node 'b' (Variable) on '/job:ps/task:0/device:CPU:1'"), std::string::npos) << m;
+  EXPECT_NE(m.find("/job:ps/replica:0/task:0/device:CPU:0"), std::string::npos) << m;
+  EXPECT_NE(m.find("allow_soft_placement"), std::string::npos) << m;
+}
+
+TEST(Placement, SoftPlacementFallsBackToTheSameTask) {
+  proto::GraphDef g;
+  Var(&g, "b", "/job:ps/task:0/device:CPU:1");
+  Var(&g, "z", "/job:ps/task:7");
+  Placed p = Place(g, /*soft=*/true);
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_EQ(DeviceOf(p, "b"), kDevices[0]);
+  EXPECT_EQ(DeviceOf(p, "z"), kDevices[2]) << "no such task: the default device";
+}
+
+TEST(Partition, CrossingEdgesGetSendRecvPairs) {
+  proto::GraphDef g;
+  Var(&g, "w", "/job:ps/task:0");
+  Add(&g, "a", "Identity", {"w"}, "/job:worker/task:0");
+  Add(&g, "b", "Identity", {"w"}, "/job:worker/task:0");
+  Add(&g, "n", "NoOp", {"^a"}, "/job:ps/task:0");
+  Placed p = Place(g);
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  std::vector<const Node*> nodes;
+  for (auto& n : p.graph->nodes()) nodes.push_back(n.get());
+  auto parts = PartitionGraph(*p.graph, nodes, p.devices, {}, {{"b", 0}}, {"n"});
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_EQ(parts->size(), 2u);
+  const Partition& ps = parts->at(kDevices[0]);
+  const Partition& wk = parts->at(kDevices[2]);
+  int sends = 0, recvs = 0;
+  for (auto& n : ps.graph.node()) sends += n.op() == "_Send", recvs += n.op() == "_Recv";
+  EXPECT_EQ(sends, 1) << "w crosses to the worker once, shared by a and b";
+  EXPECT_EQ(recvs, 1) << "the control edge a -> n comes back as a token";
+  EXPECT_EQ(ps.task, "/job:ps/replica:0/task:0");
+  EXPECT_EQ(wk.fetches, std::vector<std::string>{"b:0"});
+  // Both partitions are valid graphs on their own.
+  EXPECT_TRUE(Graph::FromGraphDef(ps.graph).ok());
+  EXPECT_TRUE(Graph::FromGraphDef(wk.graph).ok());
+  EXPECT_FALSE(OnlyFeedsOtherPartitions(ps)) << "the NoOp target n runs on ps after the token arrives";
+  EXPECT_FALSE(OnlyFeedsOtherPartitions(wk)) << "it has a fetch";
+}
+
+TEST(Partition, APartitionThatOnlySendsIsRecognised) {
+  proto::GraphDef g;
+  Var(&g, "w", "/job:ps/task:0");
+  Add(&g, "r", "Identity", {"w"}, "/job:ps/task:0");
+  Add(&g, "a", "Identity", {"r"}, "/job:worker/task:0");
+  Placed p = Place(g);
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  std::vector<const Node*> nodes;
+  for (auto& n : p.graph->nodes()) nodes.push_back(n.get());
+  auto parts = PartitionGraph(*p.graph, nodes, p.devices, {}, {{"a", 0}}, {});
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_TRUE(OnlyFeedsOtherPartitions(parts->at(kDevices[0])));
+  EXPECT_FALSE(OnlyFeedsOtherPartitions(parts->at(kDevices[2])));
+  // A node on ps that nothing consumes (a target doing its own work) spoils it.
+  Add(&g, "side", "Identity", {"w"}, "/job:ps/task:0");
+  Placed q = Place(g);
+  ASSERT_TRUE(q.status.ok()) << q.status;
+  std::vector<const Node*> qn;
+  for (auto& n : q.graph->nodes()) qn.push_back(n.get());
+  auto qparts = PartitionGraph(*q.graph, qn, q.devices, {}, {{"a", 0}}, {"side"});
+  ASSERT_TRUE(qparts.ok()) << qparts.status();
+  EXPECT_FALSE(OnlyFeedsOtherPartitions(qparts->at(kDevices[0])));
+}
+
+}  // namespace
+}  // namespace distflow

@@ -1,0 +1,141 @@
+#include "rpc/tensor_transfer.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "proto/worker.pb.h"
+#include "tensor/tensor_codec.h"
+
+namespace distflow {
+namespace {
+
+void ReleaseTensor(void* user_data) { delete static_cast<Tensor*>(user_data); }
+
+// Copies `n` bytes starting at byte `offset` of the slices into `dst`.
+void Gather(const std::vector<grpc::Slice>& slices, size_t offset, size_t n, char* dst) {
+  for (const grpc::Slice& s : slices) {
+    if (n == 0) return;
+    if (offset >= s.size()) {
+      offset -= s.size();
+      continue;
+    }
+    size_t take = std::min(n, s.size() - offset);
+    std::memcpy(dst, s.begin() + offset, take);
+    dst += take;
+    n -= take;
+    offset = 0;
+  }
+}
+
+std::string HeaderPrefix(const proto::RecvTensorHeader& header) {
+  std::string head;
+  header.SerializeToString(&head);
+  uint32_t len = static_cast<uint32_t>(head.size());
+  std::string prefix(4, '\0');
+  for (int i = 0; i < 4; ++i) prefix[static_cast<size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
+  return prefix + head;
+}
+
+}  // namespace
+
+grpc::ByteBuffer EncodeBulkTensorHeader(const Tensor& tensor, uint64_t ticket, int port) {
+  proto::RecvTensorHeader header;
+  header.set_dtype(static_cast<proto::DataType>(tensor.dtype()));
+  EncodeShape(tensor.shape(), header.mutable_shape());
+  header.set_bulk_ticket(ticket);
+  header.set_bulk_port(port);
+  std::string prefix = HeaderPrefix(header);
+  grpc::Slice slice(prefix.data(), prefix.size());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+grpc::ByteBuffer EncodeTensorToByteBuffer(const Tensor& tensor) {
+  proto::RecvTensorHeader header;
+  header.set_dtype(static_cast<proto::DataType>(tensor.dtype()));
+  EncodeShape(tensor.shape(), header.mutable_shape());
+  if (tensor.dtype() == DT_STRING) {
+    for (const std::string& s : tensor.flat<std::string>()) header.add_string_val(s);
+  }
+  std::string prefix = HeaderPrefix(header);
+  std::vector<grpc::Slice> slices;
+  slices.emplace_back(prefix.data(), prefix.size());
+  size_t bytes = tensor.dtype() == DT_STRING ? 0 : tensor.TotalBytes();
+  if (bytes > 0) {
+    auto* keep = new Tensor(tensor);
+    slices.emplace_back(const_cast<void*>(keep->raw_data()), bytes, &ReleaseTensor, keep);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer, BulkRef* bulk) {
+  if (bulk != nullptr) *bulk = BulkRef();
+  std::vector<grpc::Slice> slices;
+  grpc::Status st = buffer.Dump(&slices);
+  if (!st.ok()) return absl::DataLossError(absl::StrCat("Cannot read the tensor payload: ", st.error_message()));
+  size_t total = 0;
+  for (const grpc::Slice& s : slices) total += s.size();
+  if (total < 4) return absl::DataLossError(absl::StrCat("Tensor payload of ", total, " bytes is truncated"));
+  char len_bytes[4];
+  Gather(slices, 0, 4, len_bytes);
+  uint32_t len = 0;
+  for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(static_cast<uint8_t>(len_bytes[i])) << (8 * i);
+  if (len > total - 4) {
+    return absl::DataLossError(absl::StrCat("Tensor header claims ", len, " bytes but the payload has ", total - 4));
+  }
+  std::string head(len, '\0');
+  Gather(slices, 4, len, head.data());
+  proto::RecvTensorHeader header;
+  if (!header.ParseFromString(head)) return absl::DataLossError("Tensor header is corrupt");
+  int raw_dtype = header.dtype();
+  if (!IsValidDataType(raw_dtype)) return absl::DataLossError(absl::StrCat("Tensor header has unknown dtype ", raw_dtype));
+  DataType dtype = static_cast<DataType>(raw_dtype);
+  absl::StatusOr<TensorShape> shape = DecodeShape(header.shape());
+  if (!shape.ok()) return absl::DataLossError(shape.status().message());
+  size_t body = total - 4 - len;
+  if (header.bulk_ticket() != 0) {
+    if (bulk == nullptr) return absl::DataLossError("Got a bulk-transfer header where the tensor's bytes were expected");
+    if (dtype == DT_STRING || dtype == DT_BOOL || body != 0 || header.bulk_port() <= 0 || header.bulk_port() > 65535) {
+      return absl::DataLossError(absl::StrCat("Malformed bulk-transfer header (dtype ", DataTypeName(dtype), ", port ",
+                                              header.bulk_port(), ", ", body, " extra bytes)"));
+    }
+    size_t bytes = 0;
+    if (__builtin_mul_overflow(static_cast<size_t>(shape->num_elements()), DataTypeSize(dtype), &bytes)) {
+      return absl::DataLossError("Bulk-transfer header describes a tensor too large to address");
+    }
+    absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
+    if (!t.ok()) return t.status();
+    bulk->ticket = header.bulk_ticket();
+    bulk->port = header.bulk_port();
+    return t;
+  }
+  if (dtype == DT_STRING) {
+    if (header.string_val_size() != shape->num_elements() || body != 0) {
+      return absl::DataLossError(absl::StrCat("String tensor of shape ", shape->DebugString(), " carries ",
+                                              header.string_val_size(), " strings and ", body, " extra bytes"));
+    }
+    absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
+    if (!t.ok()) return t.status();
+    auto f = t->flat<std::string>();
+    for (int i = 0; i < header.string_val_size(); ++i) f[static_cast<size_t>(i)] = header.string_val(i);
+    return t;
+  }
+  size_t expected = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(shape->num_elements()), DataTypeSize(dtype), &expected) ||
+      expected != body) {
+    return absl::DataLossError(absl::StrCat("Tensor of dtype ", DataTypeName(dtype), " and shape ",
+                                            shape->DebugString(), " needs ", shape->num_elements(), " x ",
+                                            DataTypeSize(dtype), " bytes but ", body, " arrived (truncated?)"));
+  }
+  absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
+  if (!t.ok()) return t.status();
+  if (expected > 0) Gather(slices, 4 + len, expected, static_cast<char*>(t->raw_data()));
+  if (dtype == DT_BOOL) {
+    const uint8_t* p = static_cast<const uint8_t*>(t->raw_data());
+    for (size_t i = 0; i < expected; ++i)
+      if (p[i] > 1) return absl::DataLossError("Bool tensor holds a byte other than 0 or 1");
+  }
+  return t;
+}
+
+}  // namespace distflow

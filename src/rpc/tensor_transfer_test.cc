@@ -1,0 +1,103 @@
+#include "rpc/tensor_transfer.h"
+
+#include "gtest/gtest.h"
+#include "tensor/tensor_testutil.h"
+
+namespace distflow {
+namespace {
+
+Tensor RoundTrip(const Tensor& t) {
+  grpc::ByteBuffer b = EncodeTensorToByteBuffer(t);
+  absl::StatusOr<Tensor> back = DecodeTensorFromByteBuffer(b);
+  EXPECT_TRUE(back.ok()) << back.status();
+  return back.ok() ? *back : Tensor();
+}
+
+TEST(TensorTransfer, RoundTripsEveryDtype) {
+  std::vector<Tensor> cases = {
+      Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape({2, 2})), Tensor::FromVector<double>({1e-300}),
+      Tensor::FromVector<int32_t>({-5}), Tensor::FromVector<int64_t>({1, 2, 3}), Tensor::FromVector<uint8_t>({255}),
+      Tensor::FromVector<bool>({true, false}), Tensor::FromVector<std::string>({"a", std::string("\0b", 2)}),
+      Tensor(DT_FLOAT, TensorShape({0, 3})), Tensor::Scalar<float>(2.5f)};
+  for (const Tensor& t : cases) EXPECT_TENSOR_EQ(t, RoundTrip(t));
+}
+
+TEST(TensorTransfer, EncodingDoesNotCopyTheElements) {
+  Tensor t(DT_FLOAT, TensorShape({1 << 20}));
+  grpc::ByteBuffer b = EncodeTensorToByteBuffer(t);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(b.Dump(&slices).ok());
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(static_cast<const void*>(slices[1].begin()), t.raw_data()) << "the payload slice points at the tensor";
+}
+
+TEST(TensorTransfer, TruncatedPayloadIsAnErrorNamingSizes) {
+  Tensor t = Tensor::FromVector<float>({1, 2, 3, 4});
+  grpc::ByteBuffer b = EncodeTensorToByteBuffer(t);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(b.Dump(&slices).ok());
+  std::string all;
+  for (auto& s : slices) all.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (size_t cut : {size_t{0}, size_t{2}, size_t{6}, all.size() - 1}) {
+    grpc::Slice part(all.data(), cut);
+    grpc::ByteBuffer truncated(&part, 1);
+    absl::StatusOr<Tensor> r = DecodeTensorFromByteBuffer(truncated);
+    EXPECT_FALSE(r.ok()) << "cut at " << cut;
+  }
+  grpc::Slice part(all.data(), all.size() - 1);
+  grpc::ByteBuffer truncated(&part, 1);
+  EXPECT_NE(DecodeTensorFromByteBuffer(truncated).status().message().find("needs 4 x 4 bytes but 15 arrived"),
+            std::string::npos);
+}
+
+TEST(TensorTransfer, GarbageHeaderIsAnError) {
+  std::string junk = std::string("\x05\x00\x00\x00", 4) + "\xff\xff\xff\xff\xff";
+  grpc::Slice s(junk.data(), junk.size());
+  grpc::ByteBuffer b(&s, 1);
+  EXPECT_FALSE(DecodeTensorFromByteBuffer(b).ok());
+  std::string huge = std::string("\xff\xff\xff\x7f", 4);
+  grpc::Slice h(huge.data(), huge.size());
+  grpc::ByteBuffer hb(&h, 1);
+  EXPECT_FALSE(DecodeTensorFromByteBuffer(hb).ok());
+}
+
+TEST(TensorTransfer, BulkHeaderAllocatesTheTensorAndSaysWhereItsBytesAre) {
+  Tensor t = Tensor::FromVector<double>({1, 2, 3}, TensorShape({3, 1}));
+  grpc::ByteBuffer b = EncodeBulkTensorHeader(t, 0x1234, 4242);
+  BulkRef ref;
+  absl::StatusOr<Tensor> r = DecodeTensorFromByteBuffer(b, &ref);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->dtype(), DT_DOUBLE);
+  EXPECT_EQ(r->shape(), TensorShape({3, 1}));
+  EXPECT_EQ(ref.ticket, 0x1234u);
+  EXPECT_EQ(ref.port, 4242);
+  // A receiver that did not ask for bulk answers refuses one.
+  EXPECT_EQ(DecodeTensorFromByteBuffer(b).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(TensorTransfer, MalformedBulkHeadersAreDataLoss) {
+  BulkRef ref;
+  // A port out of range.
+  grpc::ByteBuffer bad_port = EncodeBulkTensorHeader(Tensor::FromVector<float>({1}), 7, 70000);
+  EXPECT_EQ(DecodeTensorFromByteBuffer(bad_port, &ref).status().code(), absl::StatusCode::kDataLoss);
+  // Strings and bools never travel in bulk.
+  grpc::ByteBuffer strings = EncodeBulkTensorHeader(Tensor::FromVector<std::string>({"a"}), 7, 80);
+  EXPECT_EQ(DecodeTensorFromByteBuffer(strings, &ref).status().code(), absl::StatusCode::kDataLoss);
+  grpc::ByteBuffer bools = EncodeBulkTensorHeader(Tensor::FromVector<bool>({true}), 7, 80);
+  EXPECT_EQ(DecodeTensorFromByteBuffer(bools, &ref).status().code(), absl::StatusCode::kDataLoss);
+  // Bytes after a bulk header.
+  grpc::ByteBuffer ok = EncodeBulkTensorHeader(Tensor::FromVector<float>({1}), 7, 80);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(ok.Dump(&slices).ok());
+  std::string all;
+  for (auto& sl : slices) all.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  all += "xyz";
+  grpc::Slice extra(all.data(), all.size());
+  grpc::ByteBuffer with_extra(&extra, 1);
+  absl::StatusOr<Tensor> r = DecodeTensorFromByteBuffer(with_extra, &ref);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("3 extra bytes"), std::string::npos) << r.status();
+}
+
+}  // namespace
+}  // namespace distflow

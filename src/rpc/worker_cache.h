@@ -1,0 +1,121 @@
+// WorkerCache: every task of the cluster as a WorkerInterface, and the gRPC
+// channels and stubs under them, created on first use. It decides how a task
+// is reached: this process's own task (SetLocalWorker) in memory through a
+// LocalWorker, every other one through a GrpcRemoteWorker. Channels have no
+// message-size limit. Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "base/thread_pool.h"
+#include "bulk/bulk_transfer.h"
+#include "distflow/cluster_spec.h"
+#include "rpc/grpc_status.h"
+#include "rpc/tensor_transfer.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "kernels/rendezvous.h"
+#include "rpc/worker_interface.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace distflow {
+
+class Env;
+class Worker;
+
+// Channel arguments shared by every client: messages up to
+// kMaxGrpcMessageBytes (grpc_status.h), keepalive, and reconnection to a
+// peer that is down at least every second.
+grpc::ChannelArguments UnlimitedChannelArguments();
+
+class WorkerCache {
+ public:
+  // Calls carry `auth_token` (rpc/auth.h); by default the process's.
+  // Waits read the time from `clock` (null: the real clock; it must outlive
+  // the cache), so a test can give them a FakeClockEnv.
+  explicit WorkerCache(ClusterSpec cluster);
+  WorkerCache(ClusterSpec cluster, std::string auth_token, Env* clock = nullptr);
+  ~WorkerCache();
+
+  // Lets large tensors arrive over the senders' bulk ports (bulk_transfer.h)
+  // and, with `local` (this task's bulk server), large RunGraph feeds leave
+  // over it. Call before any transfer.
+  void EnableBulkTransfer(BulkServer* local = nullptr);
+  BulkServer* local_bulk_server() const { return local_bulk_; }
+
+  // `worker` (may be null: none; a LocalWorker, worker/local_worker.h) runs
+  // `task`'s calls in memory from now on.
+  void SetLocalWorker(const std::string& task, std::shared_ptr<WorkerInterface> worker);
+  // How to reach `task`: its in-process worker, or its worker service.
+  absl::StatusOr<std::shared_ptr<WorkerInterface>> GetWorker(const std::string& task_name);
+
+  const ClusterSpec& cluster() const { return cluster_; }
+  // Every task name in the cluster, sorted.
+  std::vector<std::string> TaskNames() const;
+  absl::StatusOr<std::string> AddressOf(const std::string& task_name) const;
+  // Overrides a task's address (a server bound to port 0 learns its real port).
+  void SetTaskAddress(const std::string& task_name, const std::string& address);
+
+  absl::StatusOr<proto::WorkerService::Stub*> Stub(const std::string& task_name);
+  absl::StatusOr<grpc::GenericStub*> GenericStub(const std::string& task_name);
+
+  // Asks every task that passes `filters` for its devices, retrying tasks
+  // that are not up yet with backoff (a log line every few seconds names
+  // them) until `wait` runs out; then Unavailable names the missing tasks and
+  // their addresses. Returns the device names, sorted. `stop` (may be null)
+  // ends the wait early with Cancelled, e.g. when the server shuts down.
+  // The deadline is on the cache's clock; the pauses between rounds (50 ms,
+  // doubling to 1 s) are the clock's sleeps, or waits on `stop` if given.
+  absl::StatusOr<std::vector<std::string>> WaitForDevices(const std::vector<std::string>& filters,
+                                                          absl::Duration wait,
+                                                          const absl::Notification* stop = nullptr);
+
+  // Reads the bytes of a tensor that `task` offered on its bulk port into
+  // `t` (already allocated with the announced dtype and shape). Blocks.
+  // FailedPrecondition if bulk transfer is off here. If the bulk port cannot
+  // be used (unreachable, full, the connection broke before the offer was
+  // taken), the offer comes over gRPC instead, with a warning.
+  absl::Status FetchBulkInto(const std::string& task, uint64_t ticket, int port, Tensor* t, CancellationManager* cm);
+  bool bulk_enabled() const { return bulk_ != nullptr; }
+  // Runs `fn` on the pool of blocking bulk reads (bulk transfer must be on).
+  void RunOnBulkPool(std::function<void()> fn) { bulk_pool_->Schedule(std::move(fn)); }
+
+  // Pulls a tensor from `task` (its RecvTensor service) for the rendezvous.
+  void RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
+                       Rendezvous::DoneCallback done);
+
+ private:
+  struct Peer {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<proto::WorkerService::Stub> stub;
+    std::unique_ptr<grpc::GenericStub> generic;
+    std::shared_ptr<WorkerInterface> remote;  // a GrpcRemoteWorker over `channel`
+  };
+  absl::StatusOr<Peer*> GetPeer(const std::string& task_name);
+
+  void FetchBulk(const std::string& task, const std::string& key, Tensor t, BulkRef ref, CancellationManager* cm,
+                 Rendezvous::DoneCallback done);
+  // The bulk read of `ticket` from `task`, falling back to a RecvTensor call
+  // for the offer when the bulk port fails. Blocks.
+  absl::Status FetchOffer(const std::string& task, const std::string& host, int port, uint64_t ticket, Tensor* t,
+                          CancellationManager* cm);
+
+  const ClusterSpec cluster_;
+  Env* const clock_;
+  std::unique_ptr<BulkClient> bulk_;       // set by EnableBulkTransfer, before any transfer
+  BulkServer* local_bulk_ = nullptr;       // likewise
+  const std::string auth_token_;
+  std::unique_ptr<ThreadPool> bulk_pool_;  // runs blocking bulk reads
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::string> overrides_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
+  std::string local_task_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<WorkerInterface> local_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace distflow

@@ -1,0 +1,365 @@
+#include "server/grpc_server.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "base/env.h"
+#include "base/logging.h"
+#include "rpc/ask_tasks.h"
+#include "rpc/auth.h"
+#include "cluster/device_name.h"
+#include "server/grpc_master_service.h"
+#include "rpc/grpc_status.h"
+#include "server/grpc_worker_service.h"
+#include "rpc/rpc_metrics.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server_builder.h"
+
+namespace distflow {
+
+GrpcServer::GrpcServer(ClusterSpec cluster, std::string job, int task, ServerOptions options)
+    : cluster_(std::move(cluster)),
+      job_(std::move(job)),
+      task_(task),
+      task_name_(TaskName(job_, task_)),
+      options_(options) {}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const ClusterSpec& cluster, const std::string& job,
+                                                       int task_index, ServerOptions options) {
+  absl::Status valid = cluster.ValidateTask(job, task_index);
+  if (!valid.ok()) return valid;
+  std::unique_ptr<GrpcServer> s(new GrpcServer(cluster, job, task_index, options));
+  return s;
+}
+
+GrpcServer::~GrpcServer() {
+  Stop();
+  std::thread stopper;
+  {
+    absl::MutexLock lock(&mu_);
+    stopper = std::move(shutdown_thread_);
+  }
+  if (stopper.joinable()) stopper.join();
+  // In-process sessions may still be inside a call to the master.
+  if (local_entry_ != nullptr) local_entry_->WaitIdle();
+}
+
+absl::Status GrpcServer::Start() {
+  absl::MutexLock lock(&mu_);
+  if (started_ && stopped_) {
+    return absl::FailedPreconditionError(absl::StrCat("The server for ", task_name_,
+                                                      " was stopped and cannot start again: create a new Server"));
+  }
+  if (started_) return absl::OkStatus();
+  absl::StatusOr<std::string> address = cluster_.task_address(job_, task_);
+  if (!address.ok()) return address.status();
+  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(*address);
+  if (!hp.ok()) return hp.status();
+  host_ = hp->first;
+  const std::string token = options_.auth_token.value_or(ClusterToken());
+  if (token.empty() && !IsLoopbackHost(host_)) {
+    LOG(WARNING) << "\n*** " << task_name_ << " listens on " << host_
+                 << " without a cluster token: anyone who can reach this port can read and overwrite every "
+                    "variable and shut the cluster down. Set DISTFLOW_AUTH_TOKEN (or --auth_token_file) on every "
+                    "task and client. ***";
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials();
+  if (!credentials.ok()) {
+    return absl::Status(credentials.status().code(),
+                        absl::StrCat("Task ", task_name_, ": ", credentials.status().message()));
+  }
+  const bool tls = TlsEnabled();
+  // With TLS, the bulk port speaks TLS too, with the same files.
+  absl::StatusOr<std::shared_ptr<const BulkTls>> bulk_tls = BulkTls::ForProcess();
+  if (!bulk_tls.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("Task ", task_name_, ": ", bulk_tls.status().message()));
+  }
+  if (options_.bulk_transfer && options_.bulk_port >= 0 && BulkTransferEnabledByEnv()) {
+    absl::StatusOr<std::unique_ptr<BulkServer>> bulk =
+        BulkServer::Start(host_, absl::Seconds(120), options_.bulk_port, token, *bulk_tls);
+    if (bulk.ok()) {
+      bulk_ = std::move(*bulk);
+    } else if (options_.bulk_port != 0) {
+      return absl::UnavailableError(absl::StrCat("Task ", task_name_, " cannot listen for bulk transfer on ", host_, ":",
+                                                 options_.bulk_port, ": ", bulk.status().message(),
+                                                 ". Pick a free --bulk_port, 0 for any, or -1 for none."));
+    } else {
+      LOG(WARNING) << bulk.status().message() << "; large tensors will travel inside gRPC messages";
+    }
+  }
+  workers_ = std::make_unique<WorkerCache>(cluster_, token);
+  if (bulk_ != nullptr) workers_->EnableBulkTransfer(bulk_.get());
+  worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);
+  worker_->set_bulk_server(bulk_.get());
+  worker_->set_auth_token(token);
+  master_ = std::make_unique<Master>(task_name_, workers_.get(), worker_.get());
+  master_->set_bulk_server(bulk_.get());
+  master_->set_auth_token(token);
+  master_->set_max_sessions(options_.max_sessions);
+  // Stop from a thread of our own (not the RPC's), joined by ~GrpcServer.
+  worker_->SetShutdownHandler([this](const absl::Status& why) { StopInBackground(why, false); });
+  const bool detect = options_.heartbeat_timeout_ms > 0 && options_.heartbeat_interval_ms > 0;
+  const std::string coordinator = CoordinatorTask(cluster_);
+  if (detect && coordinator == task_name_) {
+    coordination_ = std::make_unique<CoordinationService>(workers_->TaskNames(),
+                                                          absl::Milliseconds(options_.heartbeat_timeout_ms),
+                                                          worker_->incarnation());
+    worker_->set_heartbeat_handler(
+        [this](const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp) {
+          return coordination_->Heartbeat(req, resp);
+        },
+        coordinator);
+  } else {
+    worker_->set_heartbeat_handler(nullptr, detect ? coordinator : "");
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  // Bind the host the spec names (bracketed IPv6 stays bracketed).
+  std::string bind = absl::StrCat(host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_, ":",
+                                  hp->second);
+  builder.AddListeningPort(bind, *credentials, &bound_port_);
+  builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  // Without this, a second server on the same port would silently share it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(NewRpcMetricsInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  worker_service_ = NewGrpcWorkerService(worker_.get());
+  master_service_ = NewGrpcMasterService(master_.get());
+  builder.RegisterService(worker_service_.get());
+  builder.RegisterService(master_service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || bound_port_ == 0) {
+    // Leave nothing behind: the bulk port stays open otherwise, and a retry
+    // (or another server) could not take it.
+    server_.reset();
+    master_.reset();
+    worker_.reset();
+    coordination_.reset();
+    workers_.reset();
+    bulk_.reset();
+    bound_port_ = 0;
+    return absl::UnavailableError(absl::StrCat("Task ", task_name_, " cannot listen on ", bind,
+                                               ": the port is already in use or the address is not on this machine. "
+                                               "Stop the other process or change the cluster spec."));
+  }
+  if (hp->second == 0) SetAddressLocked(job_, task_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
+  started_ = true;
+  if (options_.status_port >= 0) {
+    StatusView view{task_name_, host_port(), cluster_, absl::Now(), master_.get(), worker_.get(), workers_.get(),
+                    bulk_.get()};
+    absl::StatusOr<std::unique_ptr<StatusServer>> status = StatusServer::Start(view, host_, options_.status_port);
+    if (status.ok()) {
+      status_ = std::move(*status);
+      LOG(INFO) << "Status page of " << task_name_ << " on http://" << host_ << ":" << status_->port() << "/status";
+    } else {
+      LOG(WARNING) << "The status page is off: " << status.status().message() << ". The task serves gRPC anyway.";
+    }
+  }
+  local_entry_ = std::make_shared<LocalMasterEntry>(master_.get());
+  RegisterLocalMaster(host_port(), local_entry_);
+  if (detect) StartCoordination();
+  LOG(INFO) << "Started server for " << task_name_ << " on " << host_ << ":" << bound_port_ << " with device "
+            << worker_->device_name()
+            << (bulk_ ? absl::StrCat("; bulk tensor transfer on port ", bulk_->port()) : std::string("; bulk transfer off"))
+            << (tls ? "; TLS" : "");
+  return absl::OkStatus();
+}
+
+void GrpcServer::Stop() {
+  bool already = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_) return;
+    already = stopped_;
+    stopped_ = true;
+  }
+  if (already) {
+    // Another thread is stopping the server: return once it has.
+    stopped_note_.WaitForNotification();
+    return;
+  }
+  LOG(INFO) << "Stopping server for " << task_name_;
+  absl::Status why;
+  {
+    absl::MutexLock lock(&mu_);
+    why = exit_status_;
+  }
+  // Say goodbye unless the job failed: a clean stop is not a death.
+  if (agent_ != nullptr) agent_->Stop(/*leaving=*/why.ok());
+  if (status_ != nullptr) status_->Stop();
+  // Sessions of this process that name this server fail at once from now on,
+  // instead of waiting for a server that will not come back.
+  if (why.ok()) {
+    MarkLocalMasterEnded(host_port(), absl::UnavailableError(absl::StrCat(
+                                          task_name_, "'s cluster was shut down, or Stop() was called; start a new "
+                                                      "Server, or use another task's target")));
+  }
+  UnregisterLocalMaster(host_port(), local_entry_.get());
+  local_entry_->Close();
+  master_->CloseAll();
+  // Handlers waiting on this task (a RecvTensor for a step whose client
+  // died) must end before gRPC's shutdown can finish.
+  worker_->AbortAll(why.ok() ? absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down"))
+                             : absl::Status(why.code(), absl::StrCat("Task ", task_name_,
+                                                                     " is shutting down: ", why.message())));
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server_->Wait();
+  stopped_note_.Notify();
+}
+
+void GrpcServer::StartCoordination() {
+  CoordinationOptions co;
+  co.interval = absl::Milliseconds(options_.heartbeat_interval_ms);
+  co.timeout = absl::Milliseconds(options_.heartbeat_timeout_ms);
+  agent_ = std::make_unique<CoordinationAgent>(task_name_, worker_->incarnation(), CoordinatorTask(cluster_), co,
+                                               workers_.get(), coordination_.get());
+  agent_->Start([this](const std::string& task, const absl::Status& why) { OnTaskDead(task, why); },
+                [this] { CheckOrphaned(); });
+}
+
+void GrpcServer::OnTaskDead(const std::string& task, const absl::Status& why) {
+  master_->AbortStepsOnTask(task, why);
+  worker_->AbortStepsOfMaster(task, why);
+}
+
+void GrpcServer::CheckOrphaned() {
+  if (options_.stall_log_ms > 0) {
+    master_->LogStalledSteps(absl::Milliseconds(options_.stall_log_ms));
+    worker_->LogStalledSteps(absl::Milliseconds(options_.stall_log_ms));
+  }
+  if (job_ != "ps" || options_.orphan_grace_ms < 0 || agent_ == nullptr) return;
+  std::string reason = OrphanReason(*agent_, ChiefTask(cluster()), absl::Milliseconds(options_.orphan_grace_ms));
+  if (reason.empty()) return;
+  StopInBackground(absl::UnavailableError(absl::StrCat(task_name_, " gives up on its job: ", reason, " (waited ",
+                                                       options_.orphan_grace_ms / 1000,
+                                                       " s more; see --orphan_grace_secs)")),
+                   /*end_cluster=*/coordination_ != nullptr);
+}
+
+void GrpcServer::StopInBackground(const absl::Status& why, bool end_cluster) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_ || shutdown_thread_.joinable()) return;
+  if (exit_status_.ok()) exit_status_ = why;
+  if (!why.ok()) {
+    LOG(ERROR) << why.message();
+    // Sessions of this process on this server fail at once from now on.
+    MarkLocalMasterEnded(host_port(), why);
+  }
+  shutdown_thread_ = std::thread([this, why, end_cluster] {
+    if (end_cluster) {
+      // Tell the tasks still there (other ps tasks, workers still running)
+      // why, so that they stop and say so instead of waiting.
+      for (const std::string& task : workers_->TaskNames()) {
+        if (task == task_name_) continue;
+        absl::StatusOr<proto::WorkerService::Stub*> stub = workers_->Stub(task);
+        if (!stub.ok()) continue;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+        proto::ShutdownRequest req;
+        req.set_reason(std::string(why.message()));
+        req.set_failed(true);
+        proto::ShutdownResponse resp;
+        (void)(*stub)->Shutdown(&ctx, req, &resp);
+      }
+    }
+    Stop();
+  });
+}
+
+std::vector<std::string> GrpcServer::DeadTasks() const {
+  return agent_ != nullptr ? agent_->DeadTasks() : std::vector<std::string>{};
+}
+
+absl::Status GrpcServer::exit_status() const {
+  absl::MutexLock lock(&mu_);
+  return exit_status_;
+}
+
+void GrpcServer::Join() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_) return;
+  }
+  stopped_note_.WaitForNotification();
+}
+
+ClusterSpec GrpcServer::cluster() const {
+  absl::MutexLock lock(&mu_);
+  return cluster_;
+}
+
+void GrpcServer::SetPeerAddress(const std::string& job, int task, const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  SetAddressLocked(job, task, address);
+}
+
+void GrpcServer::SetAddressLocked(const std::string& job, int task, const std::string& address) {
+  ClusterSpec::JobMap jobs = cluster_.job_map();
+  jobs[job][task] = address;
+  if (absl::StatusOr<ClusterSpec> updated = ClusterSpec::FromJobs(std::move(jobs)); updated.ok()) {
+    cluster_ = *std::move(updated);
+  }
+  if (workers_ != nullptr) workers_->SetTaskAddress(TaskName(job, task), address);
+}
+
+std::string GrpcServer::host_port() const {
+  std::string h = host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_;
+  return absl::StrCat(h, ":", bound_port_);
+}
+
+int GrpcServer::status_port() const { return status_ != nullptr ? status_->port() : 0; }
+
+std::string GrpcServer::target() const { return absl::StrCat("grpc://", host_port()); }
+
+absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reason,
+                             const std::vector<std::string>& except, const std::optional<std::string>& auth_token) {
+  std::set<std::string> skip;  // canonical names, whichever spelling `except` used
+  for (const std::string& e : except) {
+    absl::StatusOr<DeviceName> d = DeviceName::Parse(e);
+    if (!d.ok() || !d->has_job || !d->has_task) {
+      return absl::InvalidArgumentError(absl::StrCat("ShutdownCluster: '", e, "' in the tasks to spare is not a task "
+                                                     "name; write /job:NAME/task:N. No task was asked to stop."));
+    }
+    skip.insert(TaskName(d->job, d->task));
+  }
+  WorkerCache workers(cluster, auth_token.value_or(ClusterToken()));
+  // Every task is asked, at once, even after one fails, so that one hung
+  // task does not keep the others running.
+  std::vector<std::string> tasks;
+  for (const std::string& task : workers.TaskNames()) {
+    if (skip.count(task) == 0) tasks.push_back(task);
+  }
+  proto::ShutdownRequest req;
+  req.set_reason(reason);
+  std::vector<TaskAnswer<proto::ShutdownResponse>> answers = AskTasks<proto::ShutdownResponse>(
+      workers, tasks, req, absl::Seconds(5),
+      [](auto* a, auto* ctx, auto* r, auto* out, auto done) { a->Shutdown(ctx, r, out, std::move(done)); });
+  std::vector<std::pair<std::string, absl::Status>> failed;
+  for (const TaskAnswer<proto::ShutdownResponse>& answer : answers) {
+    if (!answer.status.ok() && !absl::IsUnavailable(answer.status)) failed.emplace_back(answer.task, answer.status);  // gone is fine
+  }
+  return FailedOnTasks("Shutdown", failed, tasks.size(), "every other task was asked to stop");
+}
+
+absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers) {
+  ClusterSpec::JobMap jobs;
+  auto add = [&](const std::string& job, int n) -> absl::Status {
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<int> port = Env::Default()->PickUnusedPort();
+      if (!port.ok()) return port.status();
+      jobs[job][i] = absl::StrCat("127.0.0.1:", *port);
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s = add("ps", num_ps);
+  if (s.ok()) s = add("worker", num_workers);
+  if (!s.ok()) return s;
+  return ClusterSpec::FromJobs(jobs);
+}
+
+}  // namespace distflow

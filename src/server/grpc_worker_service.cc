@@ -1,0 +1,240 @@
+#include "server/grpc_worker_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "rpc/auth.h"
+#include "bulk/bulk_transfer.h"
+#include "cluster/device_name.h"
+#include "rpc/grpc_status.h"
+#include "rpc/rpc_metrics.h"
+#include "rpc/step_stats_proto.h"
+#include "rpc/tensor_transfer.h"
+#include "worker/worker.h"
+#include "rpc/worker_cache.h"
+#include "proto/worker.grpc.pb.h"
+#include "tensor/tensor_codec.h"
+
+namespace distflow {
+namespace {
+
+// Feeds larger than this are decoded on the worker's pool, not the RPC thread.
+constexpr size_t kInlineFeedBytes = 1 << 20;
+
+// A feed from a RunGraph request: decoded, or read from the master's bulk port.
+absl::StatusOr<Tensor> ReceiveFeed(Worker* w, const proto::NamedTensor& nt, const std::string& master_task) {
+  if (nt.bulk_ticket() == 0) return DecodeTensor(nt.tensor());
+  absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<Tensor> t = Tensor::Allocate(spec->first, spec->second);
+  if (!t.ok()) return t.status();
+  absl::Status got = w->peers()->FetchBulkInto(master_task, nt.bulk_ticket(), nt.bulk_port(), &*t, nullptr);
+  if (!got.ok()) return got;
+  return t;
+}
+
+// A RunGraph request into a RunGraphCall: feeds decoded or read from the
+// master's bulk port, fetches encoded or offered on ours.
+// Captures only `w` (which outlives the service and its pool), not the service.
+void RunGraphFromRpc(Worker* w, const proto::RunGraphRequest* req, proto::RunGraphResponse* resp,
+                     std::function<void(absl::Status)> done) {
+  auto call = std::make_shared<RunGraphCall>();
+  call->graph_handle = req->graph_handle();
+  call->step_id = req->step_id();
+  call->timeout_ms = req->timeout_ms();
+  call->master_task = req->master_task();
+  call->recv_keys.assign(req->recv_key().begin(), req->recv_key().end());
+  call->targets.assign(req->target().begin(), req->target().end());
+  call->trace = req->trace();
+  BulkServer* bulk = req->accept_bulk() ? w->bulk_server() : nullptr;
+  auto start = [w, req, resp, call, bulk, done = std::move(done)]() mutable {
+    for (const proto::NamedTensor& nt : req->send()) {
+      absl::StatusOr<Tensor> t = ReceiveFeed(w, nt, req->master_task());
+      if (!t.ok()) {
+        done(absl::Status(t.status().code(),
+                          absl::StrCat("[", w->task_name(), "] Feed '", nt.name(), "': ", t.status().message())));
+        return;
+      }
+      call->send.emplace_back(nt.name(), std::move(*t));
+    }
+    w->RunGraphAsync(call.get(), [call, resp, bulk, done = std::move(done)](absl::Status s) {
+      if (call->trace) AppendStepStatsProto(call->stats, resp->mutable_step_stats());
+      if (s.ok()) {
+        for (size_t i = 0; i < call->recv.size(); ++i) {
+          proto::NamedTensor* nt = resp->add_recv();
+          const Tensor& t = call->recv[i];
+          // Large fetches wait on the bulk port for the master to read them.
+          uint64_t ticket = bulk != nullptr && IsBulkCandidate(t) ? bulk->Offer(t) : 0;
+          if (ticket != 0) {
+            SetBulkNamedTensor(call->recv_keys[i], t, ticket, bulk->port(), nt);
+          } else {
+            nt->set_name(call->recv_keys[i]);
+            EncodeTensor(t, nt->mutable_tensor());
+          }
+        }
+      }
+      done(s);
+    });
+  };
+  // Copying large feeds out of the message, or reading them from the
+  // master's bulk port, is left to the worker's pool.
+  size_t feed_bytes = 0;
+  bool bulk_feeds = false;
+  for (const proto::NamedTensor& nt : req->send()) {
+    feed_bytes += nt.tensor().ByteSizeLong();
+    bulk_feeds |= nt.bulk_ticket() != 0;
+  }
+  if (bulk_feeds || feed_bytes > kInlineFeedBytes) {
+    w->compute_pool()->Schedule(std::move(start));
+  } else {
+    start();
+  }
+}
+
+// A RecvTensor call's reactor: the call's cancellation (deadline, cancel,
+// disconnect) cancels its rendezvous wait. The CancellationManager is shared
+// with the wait's callback, so it outlives every use whatever order gRPC
+// runs OnCancel, the callback and OnDone in.
+class RecvTensorReactor : public grpc::ServerUnaryReactor {
+ public:
+  struct Cancel {
+    CancellationManager cm;
+  };
+  std::shared_ptr<Cancel> cancel = std::make_shared<Cancel>();
+  void OnCancel() override { cancel->cm.StartCancel(absl::CancelledError("the caller gave up")); }
+  void OnDone() override { delete this; }
+};
+
+class GrpcWorkerService final
+    : public proto::WorkerService::WithRawCallbackMethod_RecvTensor<proto::WorkerService::CallbackService> {
+ public:
+  explicit GrpcWorkerService(Worker* w) : w_(w) {}
+
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx, const proto::GetStatusRequest*,
+                                      proto::GetStatusResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
+    w_->GetStatus(resp);
+    auto* r = ctx->DefaultReactor();
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+  grpc::ServerUnaryReactor* RegisterGraph(grpc::CallbackServerContext* ctx, const proto::RegisterGraphRequest* req,
+                                          proto::RegisterGraphResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
+    auto* r = ctx->DefaultReactor();
+    absl::Status s = w_->RegisterGraph(*req, resp);
+    // Large feeds may come over the master's bulk port if we can read them.
+    if (s.ok()) resp->set_accepts_bulk(w_->peers()->bulk_enabled());
+    r->Finish(ToGrpcStatus(s));
+    return r;
+  }
+  grpc::ServerUnaryReactor* DeregisterGraph(grpc::CallbackServerContext* ctx, const proto::DeregisterGraphRequest* req,
+                                            proto::DeregisterGraphResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
+    auto* r = ctx->DefaultReactor();
+    r->Finish(ToGrpcStatus(w_->DeregisterGraph(req->graph_handle())));
+    return r;
+  }
+  grpc::ServerUnaryReactor* RunGraph(grpc::CallbackServerContext* ctx, const proto::RunGraphRequest* req,
+                                     proto::RunGraphResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
+    auto* r = ctx->DefaultReactor();
+    RunGraphFromRpc(w_, req, resp, [r](absl::Status s) { r->Finish(ToGrpcStatus(s)); });
+    return r;
+  }
+  grpc::ServerUnaryReactor* CleanupGraph(grpc::CallbackServerContext* ctx, const proto::CleanupGraphRequest* req,
+                                         proto::CleanupGraphResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
+    w_->CleanupGraph(*req);
+    auto* r = ctx->DefaultReactor();
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+  grpc::ServerUnaryReactor* RecvTensor(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override {
+    if (auto* refused = Refuse(ctx)) return refused;
+    proto::RecvTensorRequest req;
+    grpc::Status parsed = grpc::GenericDeserialize<grpc::ProtoBufferReader, proto::RecvTensorRequest>(
+        const_cast<grpc::ByteBuffer*>(request), &req);
+    if (!parsed.ok()) {
+      auto* r = ctx->DefaultReactor();
+      r->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Malformed RecvTensor request"));
+      return r;
+    }
+    if (req.bulk_ticket() != 0) {  // an offer, over gRPC
+      auto* r = ctx->DefaultReactor();
+      BulkServer* bulk = w_->bulk_server();
+      absl::StatusOr<Tensor> t = bulk != nullptr ? bulk->TakeOffer(req.bulk_ticket())
+                                                 : absl::NotFoundError("bulk transfer is off on this task");
+      if (t.ok()) *response = EncodeTensorToByteBuffer(*t);
+      r->Finish(ToGrpcStatus(t.status()));
+      return r;
+    }
+    // The wait ends when the tensor is sent, the step is aborted, or the
+    // caller gives up (its deadline, cancel or disconnect): then the waiter
+    // leaves the rendezvous, so calls for keys that never come cannot pile up.
+    auto* r = new RecvTensorReactor();
+    BulkServer* bulk = req.accept_bulk() ? w_->bulk_server() : nullptr;
+    // The key ends with the receiving device: the peer this tensor goes to.
+    const std::string& key = req.rendezvous_key();
+    std::string peer = TaskOfDevice(key.substr(key.rfind(';') == std::string::npos ? 0 : key.rfind(';') + 1));
+    w_->rendezvous()->RecvLocalAsync(req.step_id(), req.rendezvous_key(), &r->cancel->cm,
+                                     [r, cancel = r->cancel, response, bulk, peer = std::move(peer)](absl::Status s,
+                                                                                                     Tensor t) {
+                                       if (s.ok()) {
+                                         CountTensorBytesSent(peer, t.TotalBytes());
+                                         // Large numeric tensors go over the bulk port; the answer names it.
+                                         uint64_t ticket = bulk != nullptr && IsBulkCandidate(t) ? bulk->Offer(t) : 0;
+                                         if (ticket != 0) {
+                                           *response = EncodeBulkTensorHeader(t, ticket, bulk->port());
+                                         } else {
+                                           *response = EncodeTensorToByteBuffer(t);
+                                         }
+                                       }
+                                       r->Finish(ToGrpcStatus(s));
+                                     });
+    return r;
+  }
+  grpc::ServerUnaryReactor* CleanupAll(grpc::CallbackServerContext* ctx, const proto::CleanupAllRequest* req,
+                                       proto::CleanupAllResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
+    std::vector<std::string> containers(req->container().begin(), req->container().end());
+    ResetContainers(w_->device(), containers);
+    auto* r = ctx->DefaultReactor();
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+  grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx, const proto::ShutdownRequest* req,
+                                     proto::ShutdownResponse*) override {
+    if (auto* refused = Refuse(ctx)) return refused;
+    // Cancelled, not Unavailable: a training loop must not retry against a
+    // cluster that was ended on purpose.
+    w_->HandleShutdown(req->failed() ? absl::CancelledError(req->reason()) : absl::OkStatus());
+    if (!req->failed()) LOG(INFO) << "Shutdown requested: " << req->reason();
+    auto* r = ctx->DefaultReactor();
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const proto::HeartbeatRequest* req,
+                                      proto::HeartbeatResponse* resp) override {
+    if (auto* refused = Refuse(ctx)) return refused;
+    auto* r = ctx->DefaultReactor();
+    r->Finish(ToGrpcStatus(w_->Heartbeat(*req, resp)));
+    return r;
+  }
+
+  // Calls without the cluster's token are refused (rpc/auth.h).
+  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx) {
+    return RefuseUnauthenticated(ctx, w_->auth_token(), w_->task_name());
+  }
+
+ private:
+  Worker* w_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::Service> NewGrpcWorkerService(Worker* worker) {
+  return std::make_unique<GrpcWorkerService>(worker);
+}
+
+}  // namespace distflow

@@ -1,0 +1,259 @@
+#include "worker/worker.h"
+
+#include <unistd.h>
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "rpc/worker_cache.h"
+
+namespace distflow {
+namespace {
+
+// WorkerOptions::max_step_bytes: 0 is an eighth of the machine's memory.
+int64_t StepByteLimit(int64_t configured) {
+  if (configured < 0) return 0;
+  if (configured > 0) return configured;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 8 : 0;
+}
+
+uint64_t RandomIncarnation() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ 1;
+}
+
+}  // namespace
+
+Worker::Worker(std::string task_name, WorkerCache* peers, WorkerOptions options)
+    : task_name_(std::move(task_name)),
+      incarnation_(RandomIncarnation()),
+      options_(options),
+      max_step_bytes_(StepByteLimit(options.max_step_bytes)),
+      peers_(peers),
+      compute_(std::make_unique<ThreadPool>("df_worker", 8)),
+      device_(std::make_unique<Device>(task_name_ + "/device:CPU:0", "CPU", nullptr)),
+      rendezvous_(task_name_,
+                  [peers](const std::string& task, int64_t step, const std::string& key, CancellationManager* cm,
+                          Rendezvous::DoneCallback done) { peers->RecvTensorAsync(task, step, key, cm, std::move(done)); }) {}
+
+Worker::~Worker() {
+  compute_.reset();  // joins feed decoding still queued
+  // Cancel the partitions still running and wait for them: their completions
+  // use this Worker.
+  std::map<int64_t, RunningStep> steps;
+  {
+    absl::MutexLock lock(&mu_);
+    steps = steps_;
+  }
+  absl::Status reason = absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down"));
+  for (auto& [step, run] : steps) {
+    rendezvous_.AbortStep(step, reason);
+    run.cm->StartCancel(reason);
+  }
+  absl::MutexLock lock(&inflight_->mu);
+  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return inflight_->count == 0; };
+  if (!inflight_->mu.AwaitWithTimeout(absl::Condition(&idle), absl::Seconds(30))) {
+    LOG(ERROR) << task_name_ << ": " << inflight_->count << " partition run(s) did not end within 30 s of shutdown";
+  }
+}
+
+void Worker::GetStatus(proto::GetStatusResponse* resp) const {
+  resp->set_task_name(task_name_);
+  proto::DeviceAttributes* d = resp->add_devices();
+  d->set_name(device_->name());
+  d->set_device_type(device_->device_type());
+  d->set_incarnation(incarnation_);
+}
+
+absl::Status Worker::RegisterGraph(const proto::RegisterGraphRequest& req, proto::RegisterGraphResponse* resp) {
+  SessionOptions so;
+  so.session_private_variables = false;  // every session on this task shares them, as in TensorFlow's workers
+  so.default_container = "";
+  so.inter_op_threads = options_.inter_op_threads;
+  so.intra_op_threads = options_.intra_op_threads;
+  so.max_step_bytes = max_step_bytes_;
+  auto session = std::make_shared<LocalSession>(so, /*timer=*/nullptr, device_.get());
+  absl::Status s = session->Create(req.graph_def());
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("[", task_name_, "] ", s.message()));
+  absl::MutexLock lock(&mu_);
+  std::string handle = absl::StrCat(req.session_handle(), "/", incarnation_, "/", next_graph_++);
+  graphs_[handle] = std::move(session);
+  resp->set_graph_handle(handle);
+  resp->set_incarnation(incarnation_);
+  return absl::OkStatus();
+}
+
+absl::Status Worker::DeregisterGraph(const std::string& handle) {
+  absl::MutexLock lock(&mu_);
+  graphs_.erase(handle);
+  return absl::OkStatus();
+}
+
+void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)> done) {
+  std::shared_ptr<LocalSession> session;
+  auto cm = std::make_shared<CancellationManager>();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = graphs_.find(call->graph_handle);
+    if (it != graphs_.end()) {
+      session = it->second;
+      steps_[call->step_id] = RunningStep{cm, call->master_task, absl::Now(), absl::Now()};
+    }
+  }
+  if (session == nullptr) {
+    done(absl::AbortedError(absl::StrCat("[", task_name_, "] Graph handle '", call->graph_handle,
+                                         "' is unknown here: the task has probably restarted (its incarnation is now ",
+                                         incarnation_, "). Restart the session.")));
+    return;
+  }
+  bool over = false;
+  {
+    absl::MutexLock lock(&inflight_->mu);
+    over = options_.max_concurrent_steps > 0 && inflight_->count >= options_.max_concurrent_steps;
+    if (!over) ++inflight_->count;
+  }
+  if (over) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = steps_.find(call->step_id);
+      if (it != steps_.end() && it->second.cm == cm) steps_.erase(it);
+    }
+    done(absl::ResourceExhaustedError(absl::StrCat(
+        "[", task_name_, "] ", options_.max_concurrent_steps,
+        " partitions are running here already, the most this task runs at once: raise --max_concurrent_steps "
+        "(WorkerOptions::max_concurrent_steps) or run fewer steps at a time")));
+    return;
+  }
+  RunOptions ro;
+  ro.timeout_ms = call->timeout_ms;
+  PartitionStep partition;
+  partition.step_id = call->step_id;
+  partition.rendezvous = &rendezvous_;
+  partition.cancellation = cm.get();
+  if (call->trace) ro.trace = &call->stats;
+  session->RunAsync(ro, call->send, call->recv_keys, call->targets,
+                    [this, call, session, cm, inflight = inflight_,
+                     done = std::move(done)](absl::StatusOr<std::vector<Tensor>> out) {
+                      {
+                        absl::MutexLock lock(&mu_);
+                        auto it = steps_.find(call->step_id);
+                        if (it != steps_.end() && it->second.cm == cm) steps_.erase(it);
+                      }
+                      if (!out.ok()) {
+                        done(absl::Status(out.status().code(),
+                                          absl::StrCat("[", task_name_, "] ", out.status().message())));
+                      } else {
+                        call->recv = std::move(*out);
+                        done(absl::OkStatus());
+                      }
+                      // The last touch: the shared count, not the Worker.
+                      absl::MutexLock lock(&inflight->mu);
+                      --inflight->count;
+                    },
+                    partition);
+}
+
+void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {
+  if (req.abort_message().empty()) return;
+  absl::Status reason(static_cast<absl::StatusCode>(req.abort_code() == 0 ? 10 : req.abort_code()), req.abort_message());
+  std::shared_ptr<CancellationManager> cm;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = steps_.find(req.step_id());
+    if (it != steps_.end()) cm = it->second.cm;
+  }
+  rendezvous_.AbortStep(req.step_id(), reason);
+  if (cm) cm->StartCancel(reason);
+}
+
+void Worker::AbortAll(const absl::Status& reason) {
+  std::map<int64_t, RunningStep> steps;
+  {
+    absl::MutexLock lock(&mu_);
+    steps = steps_;
+  }
+  for (auto& [step, run] : steps) {
+    rendezvous_.AbortStep(step, reason);
+    run.cm->StartCancel(reason);
+  }
+  rendezvous_.AbortAll(reason);
+}
+
+void Worker::AbortStepsOfMaster(const std::string& task, const absl::Status& reason) {
+  std::map<int64_t, RunningStep> steps;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [step, run] : steps_)
+      if (run.master_task == task) steps.emplace(step, run);
+  }
+  if (!steps.empty()) {
+    LOG(WARNING) << "Aborting " << steps.size() << " step(s) run for " << task << ": " << reason.message();
+  }
+  for (auto& [step, run] : steps) {
+    rendezvous_.AbortStep(step, reason);
+    run.cm->StartCancel(reason);
+  }
+}
+
+void Worker::LogStalledSteps(absl::Duration every) {
+  const absl::Time now = absl::Now();
+  std::vector<std::pair<int64_t, RunningStep>> stalled;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [step, run] : steps_) {
+      if (now - run.started < every || now - run.logged < every) continue;
+      run.logged = now;
+      stalled.emplace_back(step, run);
+    }
+  }
+  for (const auto& [step, run] : stalled) {
+    std::vector<std::string> waiting = rendezvous_.Waiting(step);
+    constexpr size_t kShown = 5;
+    std::string shown;
+    for (size_t i = 0; i < waiting.size() && i < kShown; ++i) absl::StrAppend(&shown, i ? "; " : "", waiting[i]);
+    if (waiting.size() > kShown) absl::StrAppend(&shown, "; and ", waiting.size() - kShown, " more");
+    LOG(WARNING) << "Step " << step << " (run for " << (run.master_task.empty() ? task_name_ : run.master_task)
+                 << ") has been running here for " << absl::FormatDuration(absl::Trunc(now - run.started, absl::Milliseconds(100)))
+                 << (waiting.empty() ? std::string("; no receive is waiting (a kernel is running or waiting)")
+                                     : absl::StrCat("; waiting for ", shown));
+  }
+}
+
+int Worker::running_partitions() const {
+  absl::MutexLock lock(&inflight_->mu);
+  return inflight_->count;
+}
+
+size_t Worker::registered_graphs() const {
+  absl::MutexLock lock(&mu_);
+  return graphs_.size();
+}
+
+absl::Status Worker::Heartbeat(const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp) {
+  if (!heartbeat_handler_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(task_name_, " is not the cluster's coordinator",
+                     coordinator_.empty() ? std::string() : absl::StrCat(" (", coordinator_, " is)"),
+                     ": does the heartbeating task have the same cluster spec?"));
+  }
+  return heartbeat_handler_(req, resp);
+}
+
+void Worker::SetShutdownHandler(std::function<void(const absl::Status&)> fn) {
+  absl::MutexLock lock(&mu_);
+  shutdown_handler_ = std::move(fn);
+}
+
+void Worker::HandleShutdown(const absl::Status& why) {
+  std::function<void(const absl::Status&)> fn;
+  {
+    absl::MutexLock lock(&mu_);
+    fn = shutdown_handler_;
+  }
+  if (!why.ok()) LOG(ERROR) << "The cluster was ended: " << why.message();
+  if (fn) fn(why);
+}
+
+}  // namespace distflow

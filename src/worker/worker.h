@@ -1,0 +1,131 @@
+// Worker: the part of every task that runs graph partitions.
+//
+// It owns the task's CPU device (whose resource manager keeps the variables
+// of every session: between-graph replicas share them), the registered
+// partitions (each a LocalSession over that device, so executors are cached
+// per signature) and the rendezvous for cross-task tensors. A master reaches
+// it in memory (local_worker.h) or through the gRPC service in front of it
+// (grpc_worker_service.h). RunGraph starts on the thread that calls it and
+// never parks it: cheap nodes run there, expensive ones on the partition's
+// pool. A random incarnation number, fixed at start, lets masters notice a
+// restarted task. Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/thread_pool.h"
+#include "distflow/server.h"
+#include "rpc/worker_interface.h"
+#include "worker/worker_rendezvous.h"
+#include "kernels/device.h"
+#include "proto/worker.pb.h"
+#include "runtime/local_session.h"
+
+namespace distflow {
+
+class BulkServer;
+class WorkerCache;
+
+class Worker {
+ public:
+  Worker(std::string task_name, WorkerCache* peers, WorkerOptions options = {});
+  ~Worker();
+
+  const std::string& task_name() const { return task_name_; }
+  uint64_t incarnation() const { return incarnation_; }
+  Device* device() { return device_.get(); }
+  std::string device_name() const { return device_->name(); }
+
+  void GetStatus(proto::GetStatusResponse* resp) const;
+  absl::Status RegisterGraph(const proto::RegisterGraphRequest& req, proto::RegisterGraphResponse* resp);
+  absl::Status DeregisterGraph(const std::string& handle);
+  // Starts the partition on the calling thread (cheap nodes only; see
+  // Executor::RunAsync) and calls `done` on whichever thread finishes it.
+  // `call` must stay alive until then.
+  void RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)> done);
+  void CleanupGraph(const proto::CleanupGraphRequest& req);
+  WorkerRendezvous* rendezvous() { return &rendezvous_; }
+  // Aborts every running partition and fails every receive waiting here,
+  // now and later, so that no RPC handler is left waiting (Server::Stop
+  // calls it before shutting gRPC down, which waits for every handler).
+  void AbortAll(const absl::Status& reason);
+  // Aborts the partitions of steps run for the master on `task` (it died:
+  // nothing will come to finish them), with `reason`.
+  void AbortStepsOfMaster(const std::string& task, const absl::Status& reason);
+  // Logs each partition that has run for longer than `every` (at most once
+  // per `every`) with the receives it still waits for.
+  void LogStalledSteps(absl::Duration every);
+  // Partitions running now.
+  int running_partitions() const;
+  // Partitions registered (by every master's sessions) and not deregistered.
+  size_t registered_graphs() const;
+  // Serves large tensors to peers that accept bulk transfer (null: never).
+  // Set before the service starts.
+  void set_bulk_server(BulkServer* bulk) { bulk_ = bulk; }
+  // Calls without this token are refused (rpc/auth.h); "" checks
+  // nothing. Set before the service starts.
+  void set_auth_token(std::string token) { auth_token_ = std::move(token); }
+  BulkServer* bulk_server() const { return bulk_; }
+  const std::string& auth_token() const { return auth_token_; }
+  // The task's connections to its peers (and their bulk ports).
+  WorkerCache* peers() const { return peers_; }
+  // Decodes large RunGraph feeds off the RPC threads.
+  ThreadPool* compute_pool() const { return compute_.get(); }
+  // Called when a Shutdown request arrives (the server decides what to do):
+  // OK, or the failure that ended the cluster.
+  void SetShutdownHandler(std::function<void(const absl::Status&)> fn);
+  void HandleShutdown(const absl::Status& why);
+  // Answers Heartbeat requests (coordination/coordination.h) on the
+  // coordinator; elsewhere they are refused naming the coordinator. Set
+  // before the service starts.
+  using HeartbeatHandler = std::function<absl::Status(const proto::HeartbeatRequest&, proto::HeartbeatResponse*)>;
+  void set_heartbeat_handler(HeartbeatHandler fn, std::string coordinator) {
+    heartbeat_handler_ = std::move(fn);
+    coordinator_ = std::move(coordinator);
+  }
+  // Answers a Heartbeat with the handler above; without one, FailedPrecondition
+  // naming the coordinator.
+  absl::Status Heartbeat(const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp);
+
+ private:
+  const std::string task_name_;
+  const uint64_t incarnation_;
+  std::string auth_token_;
+  WorkerOptions options_;
+  const int64_t max_step_bytes_;  // resolved: 0 is no limit
+  WorkerCache* const peers_;
+  std::unique_ptr<ThreadPool> compute_;  // decodes large RunGraph feeds off gRPC's threads
+  std::unique_ptr<Device> device_;
+  WorkerRendezvous rendezvous_;
+  BulkServer* bulk_ = nullptr;
+
+  // Partitions still running; the destructor cancels them and waits. Shared
+  // so that a finishing step's last touch is not of the Worker itself.
+  struct InFlight {
+    absl::Mutex mu;
+    int count ABSL_GUARDED_BY(mu) = 0;
+  };
+  std::shared_ptr<InFlight> inflight_ = std::make_shared<InFlight>();
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<LocalSession>> graphs_ ABSL_GUARDED_BY(mu_);
+  struct RunningStep {
+    std::shared_ptr<CancellationManager> cm;
+    std::string master_task;
+    absl::Time started;
+    absl::Time logged;  // last stalled-step log
+  };
+  std::map<int64_t, RunningStep> steps_ ABSL_GUARDED_BY(mu_);
+  HeartbeatHandler heartbeat_handler_;
+  std::string coordinator_;
+  int64_t next_graph_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void(const absl::Status&)> shutdown_handler_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace distflow

@@ -1,0 +1,165 @@
+#include "worker/worker_rendezvous.h"
+
+#include <vector>
+
+namespace distflow {
+namespace {
+constexpr size_t kMaxAbortedSteps = 4096;
+}
+
+absl::Status WorkerRendezvous::Send(int64_t step_id, const std::string& key, const Tensor& value) {
+  Waiter w;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_.ok()) return closed_;
+    auto ab = aborted_.find(step_id);
+    if (ab != aborted_.end()) return ab->second;
+    Slot& slot = table_[{step_id, key}];
+    if (slot.waiters.empty()) {
+      slot.values.push_back(value);
+      return absl::OkStatus();
+    }
+    w = std::move(slot.waiters.front());
+    slot.waiters.pop_front();
+    if (slot.waiters.empty() && slot.values.empty()) table_.erase({step_id, key});
+  }
+  if (w.cm != nullptr && w.token >= 0) w.cm->Deregister(w.token);
+  w.done(absl::OkStatus(), value);
+  return absl::OkStatus();
+}
+
+void WorkerRendezvous::RecvAsync(int64_t step_id, const std::string& key, const std::string& send_task,
+                                 CancellationManager* cm, DoneCallback done) {
+  if (send_task == local_task_ || send_task.empty()) {
+    RecvLocalAsync(step_id, key, cm, std::move(done));
+    return;
+  }
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_waiter_id_++;
+    remote_pending_[id] = {step_id, key + " from " + send_task};
+  }
+  remote_(send_task, step_id, key, cm, [this, id, done = std::move(done)](absl::Status s, Tensor t) {
+    {
+      absl::MutexLock lock(&mu_);
+      remote_pending_.erase(id);
+    }
+    done(std::move(s), std::move(t));
+  });
+}
+
+std::vector<std::string> WorkerRendezvous::Waiting(int64_t step_id) const {
+  std::vector<std::string> out;
+  absl::MutexLock lock(&mu_);
+  for (auto it = table_.lower_bound({step_id, std::string()}); it != table_.end() && it->first.first == step_id; ++it) {
+    if (!it->second.waiters.empty()) out.push_back(it->first.second + " (not sent yet)");
+  }
+  for (const auto& [id, entry] : remote_pending_)
+    if (entry.first == step_id) out.push_back(entry.second);
+  return out;
+}
+
+void WorkerRendezvous::RecvLocalAsync(int64_t step_id, const std::string& key, CancellationManager* cm,
+                                      DoneCallback done) {
+  Tensor value;
+  absl::Status error;
+  {
+    absl::MutexLock lock(&mu_);
+    auto ab = aborted_.find(step_id);
+    if (!closed_.ok()) {
+      error = closed_;
+    } else if (ab != aborted_.end()) {
+      error = ab->second;
+    } else {
+      Slot& slot = table_[{step_id, key}];
+      if (!slot.values.empty()) {
+        value = std::move(slot.values.front());
+        slot.values.pop_front();
+        if (slot.values.empty() && slot.waiters.empty()) table_.erase({step_id, key});
+      } else {
+        Waiter w;
+        w.done = std::move(done);
+        w.cm = cm;
+        w.id = next_waiter_id_++;
+        uint64_t id = w.id;
+        if (cm != nullptr) {
+          // On cancellation, remove this waiter (if still there) and fail it.
+          w.token = cm->Register([this, step_id, key, id] {
+            DoneCallback cb;
+            {
+              absl::MutexLock l(&mu_);
+              auto it = table_.find({step_id, key});
+              if (it == table_.end()) return;
+              auto& ws = it->second.waiters;
+              for (auto wi = ws.begin(); wi != ws.end(); ++wi) {
+                if (wi->id == id) {
+                  cb = std::move(wi->done);
+                  ws.erase(wi);
+                  break;
+                }
+              }
+              if (it->second.values.empty() && it->second.waiters.empty()) table_.erase(it);
+            }
+            if (cb) cb(absl::CancelledError("Recv of '" + key + "' cancelled"), Tensor());
+          });
+          if (w.token == CancellationManager::kInvalidToken) {
+            error = absl::CancelledError("Recv of '" + key + "' cancelled");
+          }
+        }
+        if (error.ok()) {
+          slot.waiters.push_back(std::move(w));
+          return;
+        }
+        done = std::move(w.done);
+        if (slot.values.empty() && slot.waiters.empty()) table_.erase({step_id, key});
+      }
+    }
+  }
+  if (!error.ok()) {
+    done(error, Tensor());
+    return;
+  }
+  done(absl::OkStatus(), std::move(value));
+}
+
+void WorkerRendezvous::AbortStep(int64_t step_id, const absl::Status& status) {
+  std::vector<Waiter> fail;
+  {
+    absl::MutexLock lock(&mu_);
+    aborted_[step_id] = status;
+    while (aborted_.size() > kMaxAbortedSteps) aborted_.erase(aborted_.begin());
+    auto it = table_.lower_bound({step_id, std::string()});
+    while (it != table_.end() && it->first.first == step_id) {
+      for (Waiter& w : it->second.waiters) fail.push_back(std::move(w));
+      it = table_.erase(it);
+    }
+  }
+  for (Waiter& w : fail) {
+    if (w.cm != nullptr && w.token >= 0) w.cm->Deregister(w.token);
+    w.done(status, Tensor());
+  }
+}
+
+void WorkerRendezvous::AbortAll(const absl::Status& status) {
+  std::vector<Waiter> fail;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = status;
+    for (auto& [key, slot] : table_) {
+      for (Waiter& w : slot.waiters) fail.push_back(std::move(w));
+    }
+    table_.clear();
+  }
+  for (Waiter& w : fail) {
+    if (w.cm != nullptr && w.token >= 0) w.cm->Deregister(w.token);
+    w.done(status, Tensor());
+  }
+}
+
+size_t WorkerRendezvous::NumPendingForTest() const {
+  absl::MutexLock lock(&mu_);
+  return table_.size();
+}
+
+}  // namespace distflow
