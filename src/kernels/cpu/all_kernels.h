@@ -26,6 +26,7 @@ void RegisterSyncKernels(KernelRegistry* r);
 void RegisterSummaryKernels(KernelRegistry* r);
 void RegisterSparseKernels(KernelRegistry* r);   // Gather(V2), Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
 void RegisterScatterKernels(KernelRegistry* r);  // ScatterAdd, ScatterSub, ScatterUpdate
+void RegisterSparseTrainingKernels(KernelRegistry* r);  // SparseApply{Adagrad,Momentum,Ftrl,Adam}
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -47,6 +48,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterSummaryKernels(r);
   RegisterSparseKernels(r);
   RegisterScatterKernels(r);
+  RegisterSparseTrainingKernels(r);
 }
 
 }  // namespace distflow
