@@ -408,6 +408,8 @@ def convert_to_tensor(value, dtype=None, name=None):
         return value
     if isinstance(value, Operation):
         raise TypeError(f"Can't convert Operation '{value.name}' to a Tensor")
+    if hasattr(value, "_as_dense_tensor"):  # an IndexedSlices (sparse_ops.py): its dense form
+        return convert_to_tensor(value._as_dense_tensor(), dtype=dtype, name=name)
     return constant(value, dtype=dtype, name=name)
 
 
