@@ -194,3 +194,37 @@ def test_sharded_embedding_on_two_ps_trains_and_moves_only_looked_up_rows():
     finally:
         for s in servers:
             s.stop()
+
+
+def test_partitioners_split_like_tensorflow():
+    assert tf.fixed_size_partitioner(3)(shape=[10, 4], dtype=tf.float32) == [3, 1]
+    assert tf.fixed_size_partitioner(5)(shape=[2, 4], dtype=tf.float32) == [2, 1]
+    # 1000 x 64 floats = 256000 bytes: 4 slices of >= 64000 bytes, capped at 3.
+    assert tf.min_max_variable_partitioner(3, min_slice_size=64000)(shape=[1000, 64], dtype=tf.float32) == [3, 1]
+    assert tf.min_max_variable_partitioner(8, min_slice_size=64000)(shape=[1000, 64], dtype=tf.float32) == [4, 1]
+    # rows of 256 bytes, at most 10 rows (2560 bytes) per shard: 100 rows -> 10 shards.
+    assert tf.variable_axis_size_partitioner(2560)(shape=[100, 64], dtype=tf.float32) == [10, 1]
+    assert tf.variable_axis_size_partitioner(2560, max_shards=4)(shape=[100, 64], dtype=tf.float32) == [4, 1]
+
+
+def test_partitioned_variable_parts_on_ps_tasks_and_div_lookup():
+    cluster = tf.train.ClusterSpec({"ps": ["127.0.0.1:1", "127.0.0.1:2"], "worker": ["127.0.0.1:3"]})
+    full = np.arange(7 * 3, dtype=np.float32).reshape(7, 3)
+    with tf.device(tf.train.replica_device_setter(worker_device="/job:worker/task:0", cluster=cluster)):
+        emb = tf.get_variable("emb", shape=[7, 3], initializer=full, partitioner=tf.fixed_size_partitioner(3))
+    assert isinstance(emb, tf.PartitionedVariable) and len(emb) == 3
+    assert [v.op.name for v in emb] == ["emb/part_0", "emb/part_1", "emb/part_2"]
+    assert [v.shape.as_list() for v in emb] == [[3, 3], [2, 3], [2, 3]]
+    assert [v.device.split("/device")[0] for v in emb] == ["/job:ps/task:0", "/job:ps/task:1", "/job:ps/task:0"]
+    assert [v._save_slice_info.spec for v in emb] == ["7 3 0,3:0,3", "7 3 3,2:0,3", "7 3 5,2:0,3"]
+    with pytest.raises(ValueError, match="already exists"):
+        tf.get_variable("emb", shape=[7, 3], partitioner=tf.fixed_size_partitioner(3))
+    tf.reset_default_graph()
+    emb = tf.get_variable("emb", shape=[7, 3], initializer=full, partitioner=tf.fixed_size_partitioner(3))
+    ids = np.array([6, 0, 3, 4, 2], np.int32)
+    out = tf.nn.embedding_lookup(emb, ids, partition_strategy="div")
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        got, whole = sess.run([out, tf.convert_to_tensor(emb)])
+    np.testing.assert_array_equal(got, full[ids])
+    np.testing.assert_array_equal(whole, full)

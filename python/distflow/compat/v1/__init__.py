@@ -78,6 +78,8 @@ from distflow import sparse_ops as _sparse  # noqa: E402
 from distflow.sparse_ops import (  # noqa: E402,F401
     IndexedSlices, dynamic_partition, dynamic_stitch, gather, scatter_add, scatter_sub, scatter_update,
     sparse_segment_mean, sparse_segment_sum, unique, unsorted_segment_sum)
+from distflow.partitioned_variables import (  # noqa: E402,F401
+    PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner)
 
 
 def no_op(name=None): return _fw._apply("NoOp", [], name=name)
