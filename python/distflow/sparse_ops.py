@@ -199,5 +199,10 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
         with _colocate(p):
             parts.append(_raw.Gather(p, pid))
     stitched = dynamic_stitch(positions, parts)
+    # ids.shape + the row shape, static where it is known (as TF's set_shape).
+    ids_dims = ids.shape.as_list() if ids.shape.ndims is not None else None
+    row = params[0].shape.as_list()[1:] if params[0].shape.ndims else None
+    if ids_dims is not None and row is not None and None not in row and ids_dims.count(None) <= 1:
+        return _raw.Reshape(stitched, _fw.constant([-1 if d is None else d for d in ids_dims] + row), name=name)
     row_shape = _raw.Slice(_raw.Shape(stitched), _fw.constant([1]), _fw.constant([-1]))
     return _raw.Reshape(stitched, _raw.Concat([_raw.Shape(ids), row_shape], _fw.constant(0)), name=name)
