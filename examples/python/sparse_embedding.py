@@ -34,6 +34,8 @@ tf.app.flags.DEFINE_integer("ids_per_example", 8, "feature ids in each example's
 tf.app.flags.DEFINE_integer("batch_size", 64, "examples per step")
 tf.app.flags.DEFINE_integer("last_step", 300, "train until the global step reaches this")
 tf.app.flags.DEFINE_float("learning_rate", 0.5, "Adagrad's learning rate")
+tf.app.flags.DEFINE_bool("dense_lookup", False, "the dense equivalent, for comparison: read the whole table "
+                         "on the worker (tf.gather of the concatenated parts) and update it densely")
 FLAGS = tf.app.flags.FLAGS
 
 
@@ -47,10 +49,13 @@ def batch(rng):
     return ids.astype(np.int64), labels
 
 
-def bytes_from_ps(port):
+def bytes_with_ps(port):
+    """(bytes this task received from the ps tasks, bytes it sent them), from its /metrics."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("distflow_tensor_bytes_received_total") and 'peer="/job:ps' in line)
+    def total(metric):
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith(metric) and 'peer="/job:ps' in line)
+    return np.array([total("distflow_tensor_bytes_received_total"), total("distflow_tensor_bytes_sent_total")])
 
 
 def main(_):
@@ -71,7 +76,11 @@ def main(_):
                                 partitioner=tf.fixed_size_partitioner(num_ps))
         ids = tf.placeholder(tf.int64, [None, FLAGS.ids_per_example], name="ids")
         labels = tf.placeholder(tf.float32, [None, 1], name="labels")
-        bag = tf.reduce_mean(tf.nn.embedding_lookup(table, ids, partition_strategy="div"), axis=1)
+        if FLAGS.dense_lookup:
+            rows = tf.gather(tf.convert_to_tensor(table), ids)
+        else:
+            rows = tf.nn.embedding_lookup(table, ids, partition_strategy="div")
+        bag = tf.reduce_mean(rows, axis=1)
         logits = tf.layers.dense(bag, 1)
         loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
         train_op = tf.train.AdagradOptimizer(FLAGS.learning_rate).minimize(loss, global_step=global_step)
@@ -86,14 +95,14 @@ def main(_):
             if local_steps == 20:
                 t20 = time.time()
                 if chief and FLAGS.status_port:
-                    before, mark = bytes_from_ps(FLAGS.status_port), local_steps
+                    before, mark = bytes_with_ps(FLAGS.status_port), local_steps
             _, step, l = sess.run([train_op, global_step, loss], {ids: x, labels: y})
             losses.append(l)
             local_steps += 1
             if local_steps == 60:
                 steady = 40 / (time.time() - t20)
                 if chief and FLAGS.status_port:
-                    measured = (bytes_from_ps(FLAGS.status_port) - before) / (local_steps - mark)
+                    measured = (bytes_with_ps(FLAGS.status_port) - before) / (local_steps - mark)
             if chief and local_steps % 50 == 0:
                 print("step %d loss %.4f (mean of the last 50: %.4f)" % (step, l, np.mean(losses[-50:])),
                       flush=True)
@@ -102,8 +111,9 @@ def main(_):
           (FLAGS.task_index, local_steps, elapsed, steady, np.mean(losses[-50:])), flush=True)
     if measured is not None:
         rows = FLAGS.batch_size * FLAGS.ids_per_example
-        print("bytes from ps per step: %.0f (looked-up rows: %d x %d floats = %d bytes; table: %d bytes)" %
-              (measured, rows, FLAGS.dim, rows * FLAGS.dim * 4, FLAGS.vocab * FLAGS.dim * 4), flush=True)
+        print("bytes from ps per step: %.0f, to ps: %.0f (looked-up rows: %d x %d floats = %d bytes; table: %d bytes)" %
+              (measured[0], measured[1], rows, FLAGS.dim, rows * FLAGS.dim * 4, FLAGS.vocab * FLAGS.dim * 4),
+              flush=True)
 
 
 if __name__ == "__main__":

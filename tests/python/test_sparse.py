@@ -236,7 +236,8 @@ def test_example_trains_under_distflow_launch_and_moves_rows_not_tables(num_ps):
     on num_ps ps tasks and 2 workers: every task finishes, the chief's mean
     loss over its last 50 steps ends below 0.45 (log 2 = 0.69 at the start),
     and the bytes its task pulls from the ps per step are the looked-up
-    rows' (512 rows x 16 floats) within 10%, 39x less than the table."""
+    rows' (512 rows x 16 floats) within 10%, and those it pushes the
+    gradient rows and their ids: 30x+ less than the table either way."""
     import os
     import subprocess
     import sys
@@ -256,7 +257,9 @@ def test_example_trains_under_distflow_launch_and_moves_rows_not_tables(num_ps):
     assert "[launch] every task finished" in text, text[-3000:]
     loss = float(re.search(r"\[worker:0\] Worker 0: .* final mean loss ([0-9.]+)", text).group(1))
     assert loss < 0.45, text[-3000:]
-    pulled = float(re.search(r"bytes from ps per step: ([0-9]+)", text).group(1))
+    pulled, pushed = (float(v) for v in re.search(r"bytes from ps per step: ([0-9]+), to ps: ([0-9]+)", text).groups())
     rows_bytes, table_bytes = 512 * 16 * 4, 20000 * 16 * 4
     assert rows_bytes <= pulled < 1.1 * rows_bytes, (pulled, rows_bytes)
-    assert table_bytes / pulled > 35, (pulled, table_bytes)
+    # Pushed: the gradient rows and their int64 ids (512 x 8 bytes).
+    assert rows_bytes <= pushed < 1.3 * rows_bytes, (pushed, rows_bytes)
+    assert table_bytes / max(pulled, pushed) > 30, (pulled, pushed, table_bytes)
