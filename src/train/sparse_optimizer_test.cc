@@ -4,6 +4,7 @@
 // one-hot matrices: on every row for GradientDescent, Adagrad and exact Adam;
 // on the rows of the last step for Momentum and lazy Adam, whose other rows
 // stay bit-identical (they are not touched).
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -131,6 +132,57 @@ TEST(SparseOptimizer, MomentumUpdatesTouchedRowsLikeDense) {
   Result r = Train([] { return std::make_unique<MomentumOptimizer>(0.1, 0.9); }, "SparseApplyMomentum");
   ExpectRowsMatchDense(r, {1, 5});
   ExpectRowsUnchanged(r.after_first, r.sparse, {0, 2, 3, 4});
+}
+
+// SparseApplyFtrl on rows {2, 0, 2} against TF's FTRL-Proximal formula
+// written out here in float64 (duplicate ids summed first); row 1 untouched.
+TEST(SparseOptimizer, FtrlKernelMatchesTheFormulaOnTouchedRows) {
+  Scope root = Scope::NewRootScope();
+  const Tensor var0 = Tensor::FromVector<double>({0.5, -0.2, 0.1, 0.3, -0.4, 0.05}, TensorShape({3, 2}));
+  Output var = ops::MakeVariable(root.WithOpName("var"), ops::Const(root, var0));
+  Output accum = ops::MakeVariable(root.WithOpName("accum"), ops::Const(root, Tensor::FromVector<double>({0.1, 0.1, 0.1, 0.1, 0.1, 0.1}, TensorShape({3, 2}))));
+  Output linear = ops::MakeVariable(root.WithOpName("linear"), ops::Const(root, Tensor::FromVector<double>({0.0, 0.2, -0.1, 0.0, 0.3, -0.3}, TensorShape({3, 2}))));
+  const std::vector<double> g = {0.3, -0.6, 0.2, 0.1, -0.5, 0.4};
+  const double lr = 0.2, l1 = 0.05, l2 = 0.1, lr_power = -0.5;
+  Operation ftrl = ops::Raw(root, "SparseApplyFtrl",
+                            {var, accum, linear, ops::Const(root, Tensor::FromVector<double>(g, TensorShape({3, 2}))),
+                             ops::Const(root, Tensor::FromVector<int32_t>({2, 0, 2})), ops::Const(root, lr),
+                             ops::Const(root, l1), ops::Const(root, l2), ops::Const(root, lr_power)});
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
+  ASSERT_TRUE(sess.Run({}, {}, {ftrl}).ok());
+  auto out = sess.Run({var, accum, linear});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<double> v(var0.flat<double>().begin(), var0.flat<double>().end()), a(6, 0.1);
+  std::vector<double> lin = {0.0, 0.2, -0.1, 0.0, 0.3, -0.3};
+  const std::vector<std::pair<int, std::vector<double>>> rows = {{2, {g[0] + g[4], g[1] + g[5]}}, {0, {g[2], g[3]}}};
+  for (const auto& [row, grad] : rows) {
+    for (int j = 0; j < 2; ++j) {
+      const int k = row * 2 + j;
+      const double na = a[k] + grad[j] * grad[j];
+      lin[k] += grad[j] - (std::pow(na, -lr_power) - std::pow(a[k], -lr_power)) / lr * v[k];
+      const double quad = std::pow(na, -lr_power) / lr + 2 * l2;
+      v[k] = std::fabs(lin[k]) > l1 ? ((lin[k] > 0 ? l1 : -l1) - lin[k]) / quad : 0.0;
+      a[k] = na;
+    }
+  }
+  EXPECT_TENSOR_NEAR(Tensor::FromVector<double>(v, TensorShape({3, 2})), (*out)[0], 1e-12);
+  EXPECT_TENSOR_NEAR(Tensor::FromVector<double>(a, TensorShape({3, 2})), (*out)[1], 1e-12);
+  EXPECT_TENSOR_NEAR(Tensor::FromVector<double>(lin, TensorShape({3, 2})), (*out)[2], 1e-12);
+  EXPECT_TENSOR_EQ(Row(var0, 1), Row((*out)[0], 1));  // untouched, bit-identical
+  // A bad id fails naming the op and the id, and changes nothing.
+  Operation bad = ops::Raw(root, "SparseApplyFtrl",
+                           {var, accum, linear, ops::Const(root, Tensor::FromVector<double>({1, 1}, TensorShape({1, 2}))),
+                            ops::Const(root, Tensor::FromVector<int64_t>({3})), ops::Const(root, lr), ops::Const(root, l1),
+                            ops::Const(root, l2), ops::Const(root, lr_power)});
+  auto failed = sess.Run({}, {}, {bad});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("SparseApplyFtrl"), std::string::npos) << failed.status();
+  EXPECT_NE(failed.status().message().find("indices[0] = 3 is not in [0, 3)"), std::string::npos) << failed.status();
+  auto again = sess.Run({var});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TENSOR_EQ((*out)[0], (*again)[0]);
 }
 
 }  // namespace
