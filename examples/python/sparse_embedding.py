@@ -34,6 +34,8 @@ tf.app.flags.DEFINE_integer("ids_per_example", 8, "feature ids in each example's
 tf.app.flags.DEFINE_integer("batch_size", 64, "examples per step")
 tf.app.flags.DEFINE_integer("last_step", 300, "train until the global step reaches this")
 tf.app.flags.DEFINE_float("learning_rate", 0.5, "Adagrad's learning rate")
+tf.app.flags.DEFINE_integer("measure_from", 20, "local step where the steady-state window (steps/s, bytes) starts")
+tf.app.flags.DEFINE_integer("measure_steps", 40, "length of that window in local steps")
 tf.app.flags.DEFINE_bool("dense_lookup", False, "the dense equivalent, for comparison: read the whole table "
                          "on the worker (tf.gather of the concatenated parts) and update it densely")
 FLAGS = tf.app.flags.FLAGS
@@ -92,22 +94,22 @@ def main(_):
     with tf.train.MonitoredTrainingSession(master=server.target, is_chief=chief, hooks=hooks) as sess:
         while not sess.should_stop():
             x, y = batch(rng)
-            if local_steps == 20:
+            if local_steps == FLAGS.measure_from:
                 t20 = time.time()
                 if chief and FLAGS.status_port:
                     before, mark = bytes_with_ps(FLAGS.status_port), local_steps
             _, step, l = sess.run([train_op, global_step, loss], {ids: x, labels: y})
             losses.append(l)
             local_steps += 1
-            if local_steps == 60:
-                steady = 40 / (time.time() - t20)
+            if local_steps == FLAGS.measure_from + FLAGS.measure_steps:
+                steady = FLAGS.measure_steps / (time.time() - t20)
                 if chief and FLAGS.status_port:
                     measured = (bytes_with_ps(FLAGS.status_port) - before) / (local_steps - mark)
             if chief and local_steps % 50 == 0:
                 print("step %d loss %.4f (mean of the last 50: %.4f)" % (step, l, np.mean(losses[-50:])),
                       flush=True)
     elapsed = time.time() - start
-    print("Worker %d: %d steps in %.1f s (steps 20-60: %.1f steps/s), final mean loss %.4f" %
+    print("Worker %d: %d steps in %.1f s (steady state: %.1f steps/s), final mean loss %.4f" %
           (FLAGS.task_index, local_steps, elapsed, steady, np.mean(losses[-50:])), flush=True)
     if measured is not None:
         rows = FLAGS.batch_size * FLAGS.ids_per_example
