@@ -37,6 +37,30 @@ DISTFLOW_EXPORT absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope
                                                               const std::vector<Output>& grad_ys = {},
                                                               const GradientOptions& options = {});
 
+// A gradient that touches some rows of its variable only (TF's
+// IndexedSlices): row values[i] belongs to row indices[i] of a tensor with
+// num_rows rows; duplicate rows add up. The gradients of Gather,
+// embedding lookups and SparseSegmentSum are of this kind. In the graph such
+// a gradient is one dense Output, UnsortedSegmentSum(values, indices,
+// num_rows) marked "_indexed_slices": a dense consumer uses it as is (the
+// gradient is densified only where it is needed), while an optimizer reads
+// the parts through AsIndexedSlices and applies a sparse update, so the dense
+// node never runs and only the touched rows travel to the variable's task.
+// Gradients() sums several sparse gradients of one tensor by concatenating
+// their parts (up to kMaxConcatenatedSlices of them; more, or any dense
+// one among them, are summed densely with AddN).
+struct DISTFLOW_EXPORT IndexedSlices {
+  Output values;    // [n, row shape...]
+  Output indices;   // [n], int32 or int64
+  Output num_rows;  // int32 or int64 scalar
+};
+inline constexpr int kMaxConcatenatedSlices = 64;
+
+// The dense form of `slices`, marked so AsIndexedSlices finds the parts.
+DISTFLOW_EXPORT Output IndexedSlicesGradient(const Scope& scope, const IndexedSlices& slices);
+// The parts of a gradient made by IndexedSlicesGradient; false for any other Output.
+DISTFLOW_EXPORT bool AsIndexedSlices(const Output& grad, IndexedSlices* slices);
+
 // A gradient function: given the forward op and the gradients of its outputs
 // (invalid Outputs for outputs nothing depends on), appends one gradient per
 // data input to `grad_inputs` (an invalid Output for inputs with no gradient).

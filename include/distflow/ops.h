@@ -113,6 +113,27 @@ DISTFLOW_EXPORT Output Range(const Scope& s, const Output& start, const Output& 
 DISTFLOW_EXPORT Output OneHot(const Scope& s, const Output& indices, int depth, const Output& on_value,
                               const Output& off_value, int axis = -1);
 
+// Sparse ops: rows of a table by id, and rows of a variable updated in place
+// (TF's tf.gather, tf.scatter_*, tf.unique, tf.unsorted_segment_sum,
+// tf.dynamic_partition/stitch, tf.sparse_segment_*). Ids are int32 or int64;
+// an id out of range is a run-time error naming the op, the id and the bound.
+DISTFLOW_EXPORT Output Gather(const Scope& s, const Output& params, const Output& indices, int axis = 0);
+DISTFLOW_EXPORT Output ScatterAdd(const Scope& s, const Output& ref, const Output& indices, const Output& updates);
+DISTFLOW_EXPORT Output ScatterSub(const Scope& s, const Output& ref, const Output& indices, const Output& updates);
+DISTFLOW_EXPORT Output ScatterUpdate(const Scope& s, const Output& ref, const Output& indices, const Output& updates);
+// {y, idx}: the distinct values of x in order of first appearance, x == y[idx].
+DISTFLOW_EXPORT std::vector<Output> Unique(const Scope& s, const Output& x, DataType out_idx = DT_INT32);
+DISTFLOW_EXPORT Output UnsortedSegmentSum(const Scope& s, const Output& data, const Output& segment_ids,
+                                          const Output& num_segments);
+DISTFLOW_EXPORT std::vector<Output> DynamicPartition(const Scope& s, const Output& data, const Output& partitions,
+                                                     int num_partitions);
+DISTFLOW_EXPORT Output DynamicStitch(const Scope& s, const std::vector<Output>& indices,
+                                     const std::vector<Output>& data);
+DISTFLOW_EXPORT Output SparseSegmentSum(const Scope& s, const Output& data, const Output& indices,
+                                        const Output& segment_ids);
+DISTFLOW_EXPORT Output SparseSegmentMean(const Scope& s, const Output& data, const Output& indices,
+                                         const Output& segment_ids);
+
 // Random tensors; seed 0 with no graph seed means a fresh random seed.
 DISTFLOW_EXPORT Output RandomUniform(const Scope& s, const std::vector<int64_t>& shape, DataType dtype = DT_FLOAT,
                                      int64_t seed = 0);

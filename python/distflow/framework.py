@@ -408,6 +408,8 @@ def convert_to_tensor(value, dtype=None, name=None):
         return value
     if isinstance(value, Operation):
         raise TypeError(f"Can't convert Operation '{value.name}' to a Tensor")
+    if hasattr(value, "_as_dense_tensor"):  # an IndexedSlices (sparse_ops.py): its dense form
+        return convert_to_tensor(value._as_dense_tensor(), dtype=dtype, name=name)
     return constant(value, dtype=dtype, name=name)
 
 
@@ -724,12 +726,17 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
                  custom_getter=None, constraint=None, synchronization=None, aggregation=None):
     """tf.get_variable: a new variable `name` in the current variable scope,
     or, in a scope opened with reuse=True (or AUTO_REUSE), the existing one."""
-    if partitioner is not None:
-        raise NotImplementedError(f"get_variable('{name}', partitioner=...): partitioned variables are not "
-                                  f"supported yet")
     g = get_default_graph()
     vs = get_variable_scope()
     full = f"{vs.name}/{name}" if vs.name else name
+    if partitioner is not None:  # parts "<name>/part_i" (partitioned_variables.py)
+        if full in g._variables:
+            return get_variable(name, shape=shape, dtype=dtype)
+        from distflow import partitioned_variables as _pv
+        pv = _pv.create(get_variable, full, name, shape, dtype, initializer, partitioner, regularizer=regularizer,
+                        trainable=trainable, collections=collections, constraint=constraint)
+        g._variables[full] = pv
+        return pv
     reuse = vs.reuse
     if full in g._variables:
         if not reuse:

@@ -10,6 +10,9 @@ from distflow import raw_ops as _raw
 
 convert_to_tensor = _fw.convert_to_tensor
 
+# Embedding lookups over one table or its shards (sparse_ops.py).
+from distflow.sparse_ops import embedding_lookup  # noqa: E402,F401
+
 
 def _op(name):
     return getattr(_raw, name)

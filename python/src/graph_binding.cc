@@ -187,6 +187,20 @@ void BindGraph(py::module_& m) {
   });
   m.def("gradients", [](const df::Scope& s, const std::vector<df::Output>& ys, const std::vector<df::Output>& xs,
                         const std::vector<df::Output>& grad_ys) { return Value(df::Gradients(s, ys, xs, grad_ys)); });
+  // IndexedSlices gradients (distflow/gradients.h): the parts of a marked
+  // gradient as (values, indices, num_rows), None for a dense one; and the
+  // marked dense form of given parts.
+  m.def("as_indexed_slices", [](const df::Output& g) -> py::object {
+    df::IndexedSlices s;
+    if (!df::AsIndexedSlices(g, &s)) return py::none();
+    return py::make_tuple(s.values, s.indices, s.num_rows);
+  });
+  m.def("indexed_slices_gradient", [](const df::Scope& s, const df::Output& values, const df::Output& indices,
+                                      const df::Output& num_rows) {
+    df::Output out = df::IndexedSlicesGradient(s, {values, indices, num_rows});
+    if (!out.ok()) Check(s.status());
+    return out;
+  });
   m.def("replica_device_setter", [](const py::dict& cluster, const std::string& worker_device,
                                     const std::string& ps_job) {
     return DeviceFn{df::ReplicaDeviceSetter(ClusterFromPython(cluster), worker_device, ps_job)};

@@ -32,8 +32,10 @@ std::unique_ptr<df::Optimizer> MakeConstantRateOptimizer(const std::string& kind
   if (kind == "RMSProp") {
     return std::make_unique<df::RMSPropOptimizer>(lr, get("decay", 0.9), get("momentum", 0.0), get("epsilon", 1e-10));
   }
-  if (kind == "Adam") {
-    return std::make_unique<df::AdamOptimizer>(lr, get("beta1", 0.9), get("beta2", 0.999), get("epsilon", 1e-8));
+  if (kind == "Adam" || kind == "LazyAdam") {
+    auto adam = std::make_unique<df::AdamOptimizer>(lr, get("beta1", 0.9), get("beta2", 0.999), get("epsilon", 1e-8));
+    adam->SetLazySparseUpdates(kind == "LazyAdam");
+    return adam;
   }
   throw py::value_error("unknown optimizer " + kind);
 }

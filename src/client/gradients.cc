@@ -42,6 +42,7 @@ void RegisterStandardGradients(GradientRegistry* r) {
   RegisterArrayGradients(r);
   RegisterSliceGradients(r);
   RegisterNnGradients(r);
+  RegisterSparseGradients(r);
 }
 
 namespace {
@@ -190,7 +191,7 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
     for (int o = 0; o < n->num_outputs(); ++o) {
       auto it = pending.find({id, o});
       if (it == pending.end()) continue;
-      Output g = it->second.size() == 1 ? it->second[0] : ops::AddN(s, it->second);
+      Output g = it->second.size() == 1 ? it->second[0] : grad::AggregateGradients(s, it->second);
       if (!g.ok()) return s.status();
       grad_outputs[static_cast<size_t>(o)] = g;
       summed[{id, o}] = g;

@@ -175,7 +175,9 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
   Scope update_scope = scope.NewSubScope(name());
   std::vector<Operation> updates;
   for (const auto& [g, v] : pairs) {
-    absl::StatusOr<Operation> op = ApplyDense(Colocated(update_scope, v), g, v);
+    IndexedSlices slices;
+    absl::StatusOr<Operation> op = AsIndexedSlices(g, &slices) ? ApplySparse(Colocated(update_scope, v), g, slices, v)
+                                                               : ApplyDense(Colocated(update_scope, v), g, v);
     if (!op.ok()) return op.status();
     if (!op->ok()) return scope.ok() ? absl::InternalError("the update op is invalid") : scope.status();
     updates.push_back(*op);
@@ -231,6 +233,14 @@ absl::StatusOr<Operation> GradientDescentOptimizer::ApplyDense(const Scope& scop
   return ops::Raw(scope, "ApplyGradientDescent", {var, LearningRate(scope, lr_, var.dtype()), grad});
 }
 
+absl::StatusOr<Operation> GradientDescentOptimizer::ApplySparse(const Scope& scope, const Output& grad,
+                                                               const IndexedSlices& slices, const Output& var) {
+  Output delta = ops::Mul(scope, slices.values, LearningRate(scope, lr_, var.dtype()));
+  Output sub = ops::ScatterSub(scope, var, slices.indices, delta);
+  if (!sub.ok()) return scope.status();
+  return sub.op();
+}
+
 absl::Status MomentumOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
   return CreateSlot(slot_scope, var, "momentum", name(), 0.0).status();
 }
@@ -242,12 +252,27 @@ absl::StatusOr<Operation> MomentumOptimizer::ApplyDense(const Scope& scope, cons
                   [this](proto::NodeDef* n) { SetAttrBool(n, "use_nesterov", nesterov_); });
 }
 
+absl::StatusOr<Operation> MomentumOptimizer::ApplySparse(const Scope& scope, const Output& grad,
+                                                        const IndexedSlices& slices, const Output& var) {
+  const DataType dt = var.dtype();
+  return ops::Raw(scope, "SparseApplyMomentum",
+                  {var, GetSlot(var, "momentum"), LearningRate(scope, lr_, dt), slices.values, slices.indices,
+                   Scalar(scope, momentum_, dt)},
+                  [this](proto::NodeDef* n) { SetAttrBool(n, "use_nesterov", nesterov_); });
+}
+
 absl::Status AdagradOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
   return CreateSlot(slot_scope, var, "accumulator", name(), initial_).status();
 }
 
 absl::StatusOr<Operation> AdagradOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
   return ops::Raw(scope, "ApplyAdagrad", {var, GetSlot(var, "accumulator"), LearningRate(scope, lr_, var.dtype()), grad});
+}
+
+absl::StatusOr<Operation> AdagradOptimizer::ApplySparse(const Scope& scope, const Output& grad,
+                                                       const IndexedSlices& slices, const Output& var) {
+  return ops::Raw(scope, "SparseApplyAdagrad", {var, GetSlot(var, "accumulator"), LearningRate(scope, lr_, var.dtype()),
+                                                slices.values, slices.indices});
 }
 
 absl::Status RMSPropOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
@@ -302,6 +327,21 @@ absl::StatusOr<Operation> AdamOptimizer::ApplyDense(const Scope& scope, const Ou
   return ops::Raw(scope, "ApplyAdam",
                   {var, GetSlot(var, "m"), GetSlot(var, "v"), b1p, b2p, LearningRate(scope, lr_, dt),
                    Scalar(scope, beta1_, dt), Scalar(scope, beta2_, dt), Scalar(scope, epsilon_, dt), grad});
+}
+
+absl::StatusOr<Operation> AdamOptimizer::ApplySparse(const Scope& scope, const Output& grad,
+                                                    const IndexedSlices& slices, const Output& var) {
+  const DataType dt = var.dtype();
+  Output b1p = beta1_power_, b2p = beta2_power_;
+  if (b1p.dtype() != dt) {
+    b1p = ops::Cast(scope, b1p, dt);
+    b2p = ops::Cast(scope, b2p, dt);
+  }
+  return ops::Raw(scope, "SparseApplyAdam",
+                  {var, GetSlot(var, "m"), GetSlot(var, "v"), b1p, b2p, LearningRate(scope, lr_, dt),
+                   Scalar(scope, beta1_, dt), Scalar(scope, beta2_, dt), Scalar(scope, epsilon_, dt), slices.values,
+                   slices.indices},
+                  [this](proto::NodeDef* n) { SetAttrBool(n, "lazy", lazy_); });
 }
 
 absl::StatusOr<std::vector<Operation>> AdamOptimizer::Finish(const Scope& scope) {

@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "distflow/export.h"
+#include "distflow/gradients.h"
 #include "distflow/ops.h"
 #include "distflow/scope.h"
 
@@ -82,6 +83,14 @@ class DISTFLOW_EXPORT Optimizer {
   virtual absl::Status Prepare(const Scope& scope, const Output& first_var) { return absl::OkStatus(); }
   // The update of one variable, built on `scope` (the variable's device).
   virtual absl::StatusOr<Operation> ApplyDense(const Scope& scope, const Output& grad, const Output& var) = 0;
+  // The update of one variable from an IndexedSlices gradient (`grad` is its
+  // dense form, `slices` its parts; see distflow/gradients.h), built on the
+  // variable's device so only the touched rows travel there. The default
+  // applies the dense form with ApplyDense.
+  virtual absl::StatusOr<Operation> ApplySparse(const Scope& scope, const Output& grad, const IndexedSlices& slices,
+                                                const Output& var) {
+    return ApplyDense(scope, grad, var);
+  }
   // Ops that run after every update (`scope` has control deps on them all);
   // their Operations are added to the final group.
   virtual absl::StatusOr<std::vector<Operation>> Finish(const Scope& scope) {
@@ -114,6 +123,9 @@ class DISTFLOW_EXPORT GradientDescentOptimizer : public Optimizer {
 
  protected:
   absl::StatusOr<Operation> ApplyDense(const Scope& scope, const Output& grad, const Output& var) override;
+  // ScatterSub(var, indices, lr * values), as TF does.
+  absl::StatusOr<Operation> ApplySparse(const Scope& scope, const Output& grad, const IndexedSlices& slices,
+                                        const Output& var) override;
 
  private:
   double lr_;
@@ -128,6 +140,9 @@ class DISTFLOW_EXPORT MomentumOptimizer : public Optimizer {
  protected:
   absl::Status CreateSlots(const Scope& slot_scope, const Output& var) override;
   absl::StatusOr<Operation> ApplyDense(const Scope& scope, const Output& grad, const Output& var) override;
+  // SparseApplyMomentum: as in TF, only the touched rows' accumulators decay.
+  absl::StatusOr<Operation> ApplySparse(const Scope& scope, const Output& grad, const IndexedSlices& slices,
+                                        const Output& var) override;
 
  private:
   double lr_, momentum_;
@@ -144,6 +159,10 @@ class DISTFLOW_EXPORT AdagradOptimizer : public Optimizer {
  protected:
   absl::Status CreateSlots(const Scope& slot_scope, const Output& var) override;
   absl::StatusOr<Operation> ApplyDense(const Scope& scope, const Output& grad, const Output& var) override;
+  // SparseApplyAdagrad: the touched rows step exactly as the dense update
+  // does; the other rows (zero gradient) would not move in a dense step either.
+  absl::StatusOr<Operation> ApplySparse(const Scope& scope, const Output& grad, const IndexedSlices& slices,
+                                        const Output& var) override;
 
  private:
   double lr_, initial_;
@@ -178,14 +197,24 @@ class DISTFLOW_EXPORT AdamOptimizer : public Optimizer {
   // The beta power accumulators (invalid before the first ApplyGradients).
   std::pair<Output, Output> GetBetaAccumulators() const { return {beta1_power_, beta2_power_}; }
 
+  // How IndexedSlices gradients are applied (SparseApplyAdam). false (the
+  // default, TF's AdamOptimizer): every row's m and v decay and every row
+  // moves, the dense step with zero gradient rows, so the whole table is
+  // touched on the ps each step. true (TF's LazyAdamOptimizer): only the
+  // looked-up rows' m, v and values change.
+  void SetLazySparseUpdates(bool lazy) { lazy_ = lazy; }
+
  protected:
   absl::Status CreateSlots(const Scope& slot_scope, const Output& var) override;
   absl::Status Prepare(const Scope& scope, const Output& first_var) override;
   absl::StatusOr<Operation> ApplyDense(const Scope& scope, const Output& grad, const Output& var) override;
+  absl::StatusOr<Operation> ApplySparse(const Scope& scope, const Output& grad, const IndexedSlices& slices,
+                                        const Output& var) override;
   absl::StatusOr<std::vector<Operation>> Finish(const Scope& scope) override;
 
  private:
   double lr_, beta1_, beta2_, epsilon_;
+  bool lazy_ = false;
   Output beta1_power_, beta2_power_;
 };
 

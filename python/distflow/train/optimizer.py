@@ -35,7 +35,9 @@ class Optimizer:
                           colocate_gradients_with_ops=False, grad_loss=None):
         g = _fw.get_default_graph()
         pairs = self._opt.compute_gradients(g._scope(), _fw.convert_to_tensor(loss)._out)
-        out = [(_fw.Tensor(gr, g), _fw.Tensor(v, g)) for gr, v in pairs]
+        from distflow import sparse_ops as _sparse
+        # Invalid gradients become None; a lookup's gradient an IndexedSlices.
+        out = [(_sparse._wrap_gradient(gr, g) if gr.ok else None, _fw.Tensor(v, g)) for gr, v in pairs]
         if var_list is not None:
             names = {v.name for v in var_list}
             out = [(gr, v) for gr, v in out if v.name in names]
@@ -85,6 +87,17 @@ class RMSPropOptimizer(Optimizer):
         if centered:
             raise NotImplementedError("RMSPropOptimizer(centered=True)")
         super().__init__(learning_rate=learning_rate, decay=decay, momentum=momentum, epsilon=epsilon)
+
+
+class LazyAdamOptimizer(Optimizer):
+    """tf.contrib.opt.LazyAdamOptimizer: Adam whose IndexedSlices updates
+    touch only the looked-up rows' m, v and values (dense gradients update
+    as AdamOptimizer does)."""
+    _kind = "LazyAdam"
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-08, use_locking=False,
+                 name="Adam"):
+        super().__init__(learning_rate=learning_rate, beta1=beta1, beta2=beta2, epsilon=epsilon)
 
 
 class AdamOptimizer(Optimizer):

@@ -49,10 +49,11 @@ class ClusterSpec:
 class Server:
     """tf.train.Server(cluster, job_name, task_index): this task of the
     cluster, serving on its address; join() returns once the cluster is shut
-    down (the chief's end of training) or stop() is called."""
+    down (the chief's end of training) or stop() is called. distflow's own
+    status_port (> 0) serves /status and /metrics over HTTP on that port."""
 
     def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol=None, config=None,
-                 start=True):
+                 start=True, status_port=-1):
         if protocol not in (None, "grpc"):
             raise ValueError(f"protocol must be 'grpc', not {protocol!r}")
         cluster = ClusterSpec(server_or_cluster_def)
@@ -64,7 +65,7 @@ class Server:
             if cluster.num_tasks(job_name) != 1:
                 raise ValueError(f"task_index must be given: job '{job_name}' has several tasks")
             task_index = cluster.task_indices(job_name)[0]
-        self._server = _distflow.Server(cluster._jobs, job_name, int(task_index))
+        self._server = _distflow.Server(cluster._jobs, job_name, int(task_index), int(status_port))
         self._joined = False
         if start:
             self.start()

@@ -16,6 +16,7 @@ void RegisterMathUnaryGradients(GradientRegistry* r);  // math_unary_grad.cc
 void RegisterArrayGradients(GradientRegistry* r);
 void RegisterSliceGradients(GradientRegistry* r);  // slice_grad.cc
 void RegisterNnGradients(GradientRegistry* r);
+void RegisterSparseGradients(GradientRegistry* r);  // sparse_grad.cc
 
 namespace grad {
 
@@ -40,6 +41,10 @@ Output SumAxes(const Scope& s, const Output& x, const Output& axes, bool keep_di
 // Returns {gx, gy}.
 std::pair<Output, Output> ReduceForBroadcast(const Scope& s, const Output& x, const Output& y, const Output& gx,
                                              const Output& gy);
+// The sum of several gradients of one tensor (indexed_slices.cc): sparse
+// ones (IndexedSlicesGradient) concatenated into one sparse gradient, up to
+// kMaxConcatenatedSlices of them; otherwise AddN of the dense forms.
+Output AggregateGradients(const Scope& s, const std::vector<Output>& grads);
 // Bool attribute of a node, `def` if absent.
 bool AttrBool(const Node* n, const char* name, bool def);
 

@@ -22,6 +22,8 @@ void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other 
 void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
 void RegisterSyncOps(OpRegistry* r);         // accumulators and step barrier of synchronous training
 void RegisterSummaryOps(OpRegistry* r);      // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
+void RegisterSparseOps(OpRegistry* r);       // Gather(V2), Scatter*, Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
+void RegisterSparseTrainingOps(OpRegistry* r);  // SparseApplyAdagrad, SparseApplyMomentum, SparseApplyFtrl, SparseApplyAdam
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -40,6 +42,8 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterCheckpointOps(r);
   RegisterSyncOps(r);
   RegisterSummaryOps(r);
+  RegisterSparseOps(r);
+  RegisterSparseTrainingOps(r);
 }
 
 }  // namespace distflow

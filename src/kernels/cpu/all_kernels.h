@@ -24,6 +24,9 @@ void RegisterGradSupportKernels(KernelRegistry* r);
 void RegisterCheckpointKernels(KernelRegistry* r);
 void RegisterSyncKernels(KernelRegistry* r);
 void RegisterSummaryKernels(KernelRegistry* r);
+void RegisterSparseKernels(KernelRegistry* r);   // Gather(V2), Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
+void RegisterScatterKernels(KernelRegistry* r);  // ScatterAdd, ScatterSub, ScatterUpdate
+void RegisterSparseTrainingKernels(KernelRegistry* r);  // SparseApply{Adagrad,Momentum,Ftrl,Adam}
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -43,6 +46,9 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCheckpointKernels(r);
   RegisterSyncKernels(r);
   RegisterSummaryKernels(r);
+  RegisterSparseKernels(r);
+  RegisterScatterKernels(r);
+  RegisterSparseTrainingKernels(r);
 }
 
 }  // namespace distflow

@@ -73,6 +73,13 @@ from distflow.array_ops import (  # noqa: E402,F401
 # random (distflow/random_ops.py)
 from distflow.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal  # noqa: E402,F401
 from distflow import nn  # noqa: E402,F401  (tf.nn, a module)
+# sparse models (distflow/sparse_ops.py): lookups, scatters, segments, IndexedSlices
+from distflow import sparse_ops as _sparse  # noqa: E402
+from distflow.sparse_ops import (  # noqa: E402,F401
+    IndexedSlices, dynamic_partition, dynamic_stitch, gather, scatter_add, scatter_sub, scatter_update,
+    sparse_segment_mean, sparse_segment_sum, unique, unsorted_segment_sum)
+from distflow.partitioned_variables import (  # noqa: E402,F401
+    PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner)
 
 
 def no_op(name=None): return _fw._apply("NoOp", [], name=name)
@@ -93,8 +100,9 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
     g = get_default_graph()
     outs = _distflow.gradients(g._scope(), [convert_to_tensor(y)._out for y in ys], [x._out for x in xs],
                                [convert_to_tensor(t)._out for t in (grad_ys or [])])
-    # An x that no y depends on gets None, as in TensorFlow.
-    return [_fw.Tensor(o, g) if o.ok else None for o in outs]
+    # An x that no y depends on gets None, as in TensorFlow; a lookup's
+    # gradient is an IndexedSlices.
+    return [_sparse._wrap_gradient(o, g) if o.ok else None for o in outs]
 
 
 class _Namespace(_types.SimpleNamespace):

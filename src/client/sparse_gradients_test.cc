@@ -1,0 +1,153 @@
+// The sparse ops through the client: numeric gradient checks (float64) of
+// Gather, GatherV2, UnsortedSegmentSum, DynamicPartition/Stitch and
+// SparseSegmentSum/Mean; IndexedSlices gradients (Gather's gradient is
+// sparse, several are concatenated, and the values equal the dense
+// gradient's); Scatter* updates of a variable, and a bad id that leaves the
+// variable untouched.
+#include <string>
+#include <vector>
+
+#include "client/gradient_test_util.h"
+#include "distflow/gradients.h"
+#include "distflow/ops.h"
+#include "distflow/session.h"
+#include "gtest/gtest.h"
+#include "tensor/tensor_testutil.h"
+
+namespace distflow {
+namespace {
+
+using namespace grad_test;  // NOLINT: the shared gradient-test helpers
+
+void Check(const std::vector<Tensor>& values, const Builder& f, const std::string& what) {
+  CheckGradient(values, f, what, kTol, /*require_gradient=*/true);
+}
+
+Output Ids(const Scope& s, std::vector<int32_t> v, TensorShape shape) {
+  return ops::Const(s, Tensor::FromVector<int32_t>(v, shape));
+}
+Output Ids(const Scope& s, std::vector<int32_t> v) { return ops::Const(s, Tensor::FromVector<int32_t>(v)); }
+
+TEST(SparseGradientCheck, GatherAlongEveryAxis) {
+  Check({Random(S({4, 3}), -1, 1, 1)},
+        [](const Scope& s, const std::vector<Output>& x) {
+          return ops::Gather(s, x[0], Ids(s, {3, 0, 3, 1}, TensorShape({2, 2})));
+        },
+        "Gather axis 0, duplicate ids");
+  Check({Random(S({2, 3, 2}), -1, 1, 2)},
+        [](const Scope& s, const std::vector<Output>& x) { return ops::Gather(s, x[0], Ids(s, {2, 0, 2}), 1); },
+        "GatherV2 axis 1");
+  Check({Random(S({2, 3, 2}), -1, 1, 3)},
+        [](const Scope& s, const std::vector<Output>& x) { return ops::Gather(s, x[0], Ids(s, {1}), 2); },
+        "GatherV2 axis 2");
+}
+
+TEST(SparseGradientCheck, SegmentsPartitionAndStitch) {
+  Check({Random(S({4, 2}), -1, 1, 4)},
+        [](const Scope& s, const std::vector<Output>& x) {
+          return ops::UnsortedSegmentSum(s, x[0], Ids(s, {2, -1, 0, 2}), ops::Const(s, 3));
+        },
+        "UnsortedSegmentSum");
+  Check({Random(S({5, 2}), -1, 1, 5)},
+        [](const Scope& s, const std::vector<Output>& x) {
+          std::vector<Output> p = ops::DynamicPartition(s, x[0], Ids(s, {1, 0, 1, 1, 0}), 2);
+          return ops::Concat(s, {p[0], ops::Square(s, p[1])}, 0);
+        },
+        "DynamicPartition");
+  Check({Random(S({2, 2}), -1, 1, 6), Random(S({3, 2}), -1, 1, 7)},
+        [](const Scope& s, const std::vector<Output>& x) {
+          return ops::DynamicStitch(s, {Ids(s, {1, 4}), Ids(s, {0, 2, 3})}, {x[0], x[1]});
+        },
+        "DynamicStitch");
+  Check({Random(S({5, 2}), -1, 1, 8)},
+        [](const Scope& s, const std::vector<Output>& x) {
+          return ops::SparseSegmentSum(s, x[0], Ids(s, {4, 0, 4, 2}), Ids(s, {0, 0, 2, 2}));
+        },
+        "SparseSegmentSum");
+  Check({Random(S({5, 2}), -1, 1, 9)},
+        [](const Scope& s, const std::vector<Output>& x) {
+          return ops::SparseSegmentMean(s, x[0], Ids(s, {4, 0, 4, 2, 1}), Ids(s, {0, 0, 2, 2, 2}));
+        },
+        "SparseSegmentMean");
+}
+
+// loss = sum(w * gather(p, a)) + sum(gather(p, b)^2): the gradient of p is
+// sparse (two IndexedSlices concatenated) and equals the gradient of the
+// same loss written densely with one-hot matrices.
+TEST(IndexedSlicesGradient, GatherGradientIsSparseAndEqualsDense) {
+  Scope root = Scope::NewRootScope();
+  const Tensor p_value = Random(S({6, 3}), -1, 1, 10);
+  const Tensor w_value = Random(S({4, 3}), -1, 1, 11);
+  Output p = ops::Placeholder(root, DT_DOUBLE, PartialShape({6, 3}));
+  Output w = ops::Const(root, w_value);
+  const std::vector<int32_t> a = {5, 0, 5, 2}, b = {2, 3};
+  Output sparse_loss = ops::Sum(root, w * ops::Gather(root, p, Ids(root, a)), {0, 1}) +
+                       ops::Sum(root, ops::Square(root, ops::Gather(root, p, Ids(root, b))), {0, 1});
+  auto one_hot = [&](const std::vector<int32_t>& ids) {
+    return ops::OneHot(root, Ids(root, ids), 6, ops::Const(root, 1.0), ops::Const(root, 0.0));
+  };
+  Output dense_loss = ops::Sum(root, w * ops::MatMul(root, one_hot(a), p), {0, 1}) +
+                      ops::Sum(root, ops::Square(root, ops::MatMul(root, one_hot(b), p)), {0, 1});
+  absl::StatusOr<std::vector<Output>> gs = Gradients(root, {sparse_loss}, {p});
+  absl::StatusOr<std::vector<Output>> gd = Gradients(root, {dense_loss}, {p});
+  ASSERT_TRUE(gs.ok()) << gs.status();
+  ASSERT_TRUE(gd.ok()) << gd.status();
+  IndexedSlices slices;
+  ASSERT_TRUE(AsIndexedSlices((*gs)[0], &slices)) << (*gs)[0].name();
+  IndexedSlices dense_parts;
+  EXPECT_FALSE(AsIndexedSlices((*gd)[0], &dense_parts));
+  Session sess;
+  auto out = sess.Run({{p, p_value}}, {(*gs)[0], (*gd)[0], slices.values, slices.indices, slices.num_rows}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TENSOR_NEAR((*out)[1], (*out)[0], 1e-6);
+  EXPECT_EQ((*out)[2].shape(), TensorShape({6, 3}));  // 4 + 2 rows, concatenated
+  EXPECT_EQ((*out)[3].NumElements(), 6);
+  EXPECT_EQ((*out)[4].scalar<int64_t>(), 6);
+}
+
+TEST(IndexedSlicesGradient, MixedWithDenseIsSummedDensely) {
+  Scope root = Scope::NewRootScope();
+  Output p = ops::Placeholder(root, DT_DOUBLE, PartialShape({3, 2}));
+  Output loss = ops::Sum(root, ops::Gather(root, p, Ids(root, {1})), {0, 1}) + ops::Sum(root, p, {0, 1});
+  absl::StatusOr<std::vector<Output>> g = Gradients(root, {loss}, {p});
+  ASSERT_TRUE(g.ok()) << g.status();
+  IndexedSlices slices;
+  EXPECT_FALSE(AsIndexedSlices((*g)[0], &slices));
+  Session sess;
+  auto out = sess.Run({{p, Tensor(DT_DOUBLE, TensorShape({3, 2}))}}, {(*g)[0]}, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TENSOR_EQ(Tensor::FromVector<double>({1, 1, 2, 2, 1, 1}, TensorShape({3, 2})), (*out)[0]);
+}
+
+TEST(ScatterOps, AddSubUpdateRowsInPlaceAndRejectBadIds) {
+  Scope root = Scope::NewRootScope();
+  Output v = ops::Variable(root.WithOpName("table"), PartialShape({4, 2}), DT_FLOAT);
+  Output init = ops::Assign(root, v, ops::Const(root, Tensor::FromVector<float>({0, 1, 2, 3, 4, 5, 6, 7}, TensorShape({4, 2}))));
+  Output ones = ops::Const(root, Tensor::FromVector<float>({1, 1, 1, 1, 1, 1}, TensorShape({3, 2})));
+  Output add = ops::ScatterAdd(root, v, Ids(root, {3, 0, 3}), ones);
+  Output sub = ops::ScatterSub(root, v, ops::Const(root, Tensor::FromVector<int64_t>({1})),
+                               ops::Const(root, Tensor::FromVector<float>({10, 20}, TensorShape({1, 2}))));
+  Output upd = ops::ScatterUpdate(root, v, Ids(root, {2, 2}),
+                                  ops::Const(root, Tensor::FromVector<float>({8, 8, 9, 9}, TensorShape({2, 2}))));
+  Output bad = ops::ScatterAdd(root, v, Ids(root, {1, 4}), ops::Const(root, Tensor::FromVector<float>({1, 1, 1, 1}, TensorShape({2, 2}))));
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {init}, {}).ok());
+  ASSERT_TRUE(sess.Run({}, {}, {add.op()}).ok());
+  ASSERT_TRUE(sess.Run({}, {}, {sub.op()}).ok());
+  ASSERT_TRUE(sess.Run({}, {}, {upd.op()}).ok());
+  const Tensor want = Tensor::FromVector<float>({1, 2, -8, -17, 9, 9, 8, 9}, TensorShape({4, 2}));
+  auto after = sess.Run({}, {v}, {});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TENSOR_EQ(want, (*after)[0]);
+  auto failed = sess.Run({}, {}, {bad.op()});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("ScatterAdd"), std::string::npos) << failed.status();
+  EXPECT_NE(failed.status().message().find("indices[1] = 4 is not in [0, 4)"), std::string::npos) << failed.status();
+  auto still = sess.Run({}, {v}, {});
+  ASSERT_TRUE(still.ok()) << still.status();
+  EXPECT_TENSOR_EQ(want, (*still)[0]);  // nothing half-written
+}
+
+}  // namespace
+}  // namespace distflow

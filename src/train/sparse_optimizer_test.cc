@@ -1,0 +1,189 @@
+// Optimizers on IndexedSlices gradients (Gather of a table): the update is a
+// sparse kernel (ScatterSub, SparseApply*), and after two steps with
+// different ids it matches the dense step of the same loss written with
+// one-hot matrices: on every row for GradientDescent, Adagrad and exact Adam;
+// on the rows of the last step for Momentum and lazy Adam, whose other rows
+// stay bit-identical (they are not touched).
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distflow/distflow.h"
+#include "distflow/gradients.h"
+#include "distflow/train/optimizer.h"
+#include "gtest/gtest.h"
+#include "proto/graph.pb.h"
+#include "tensor/tensor_testutil.h"
+
+namespace distflow {
+namespace {
+
+constexpr int kRows = 6, kCols = 3;
+
+Tensor Table() {
+  Tensor t(DT_DOUBLE, TensorShape({kRows, kCols}));
+  auto f = t.flat<double>();
+  for (size_t i = 0; i < f.size(); ++i) f[i] = 0.1 * static_cast<double>((i * 7) % 11) - 0.4;
+  return t;
+}
+
+bool GraphHasOp(const Scope& root, const std::string& op) {
+  proto::GraphDef g;
+  root.ToGraphDef(&g);
+  for (const auto& n : g.node()) {
+    if (n.op() == op) return true;
+  }
+  return false;
+}
+
+struct Result {
+  Tensor sparse, dense, after_first;
+};
+
+// Trains a sparse and a dense copy of one table with optimizers from `make`
+// for two steps (ids {4, 1, 4}, then {1, 5}).
+Result Train(const std::function<std::unique_ptr<Optimizer>()>& make, const std::string& sparse_op) {
+  Scope root = Scope::NewRootScope();
+  Output ps = ops::MakeVariable(root.WithOpName("sparse"), ops::Const(root, Table()));
+  Output pd = ops::MakeVariable(root.WithOpName("dense"), ops::Const(root, Table()));
+  Output ids = ops::Placeholder(root, DT_INT32, PartialShape({-1}));
+  Output w = ops::Placeholder(root, DT_DOUBLE, PartialShape({-1, kCols}));
+  Output one_hot = ops::OneHot(root, ids, kRows, ops::Const(root, 1.0), ops::Const(root, 0.0));
+  Output loss_s = ops::Sum(root, ops::Square(root, w * ops::Gather(root, ps, ids)), {0, 1});
+  Output loss_d = ops::Sum(root, ops::Square(root, w * ops::MatMul(root, one_hot, pd)), {0, 1});
+  std::unique_ptr<Optimizer> os = make(), od = make();
+  absl::StatusOr<Operation> ts = os->Minimize(root, loss_s, nullptr, {ps});
+  absl::StatusOr<Operation> td = od->Minimize(root, loss_d, nullptr, {pd});
+  EXPECT_TRUE(ts.ok()) << ts.status();
+  EXPECT_TRUE(td.ok()) << td.status();
+  EXPECT_TRUE(GraphHasOp(root, sparse_op)) << sparse_op;
+  Session sess;
+  EXPECT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
+  Result r;
+  const std::vector<std::vector<int32_t>> steps = {{4, 1, 4}, {1, 5}};
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const int n = static_cast<int>(steps[k].size());
+    std::vector<double> wv;
+    for (int i = 0; i < n * kCols; ++i) wv.push_back(0.5 + 0.25 * i);
+    Tensor wt = Tensor::FromVector<double>(wv, TensorShape({n, kCols}));
+    auto out = sess.Run({{ids, Tensor::FromVector<int32_t>(steps[k])}, {w, wt}}, {}, {*ts, *td});
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (k == 0) r.after_first = (*sess.Run({ps}))[0];
+  }
+  auto out = sess.Run({ps, pd});
+  EXPECT_TRUE(out.ok()) << out.status();
+  r.sparse = (*out)[0];
+  r.dense = (*out)[1];
+  return r;
+}
+
+Tensor Row(const Tensor& t, int r) { return t.Slice(r, r + 1); }
+
+void ExpectRowsMatchDense(const Result& r, const std::vector<int>& rows) {
+  for (int row : rows) {
+    SCOPED_TRACE(row);
+    EXPECT_TENSOR_NEAR(Row(r.dense, row), Row(r.sparse, row), 1e-6);
+  }
+}
+
+void ExpectRowsUnchanged(const Tensor& before, const Tensor& after, const std::vector<int>& rows) {
+  for (int row : rows) {
+    SCOPED_TRACE(row);
+    EXPECT_TENSOR_EQ(Row(before, row), Row(after, row));  // bit-identical
+  }
+}
+
+TEST(SparseOptimizer, GradientDescentScatterSubMatchesDense) {
+  Result r = Train([] { return std::make_unique<GradientDescentOptimizer>(0.1); }, "ScatterSub");
+  ExpectRowsMatchDense(r, {0, 1, 2, 3, 4, 5});
+  ExpectRowsUnchanged(Table(), r.sparse, {0, 2, 3});
+}
+
+TEST(SparseOptimizer, AdagradMatchesDenseAndLeavesOtherRowsBitIdentical) {
+  Result r = Train([] { return std::make_unique<AdagradOptimizer>(0.3); }, "SparseApplyAdagrad");
+  ExpectRowsMatchDense(r, {0, 1, 2, 3, 4, 5});
+  ExpectRowsUnchanged(Table(), r.sparse, {0, 2, 3});
+  EXPECT_FALSE(test::TensorEqual(Row(Table(), 5), Row(r.sparse, 5)));  // a touched row moved
+}
+
+TEST(SparseOptimizer, ExactAdamMatchesDenseOnEveryRow) {
+  Result r = Train([] { return std::make_unique<AdamOptimizer>(0.1); }, "SparseApplyAdam");
+  ExpectRowsMatchDense(r, {0, 1, 2, 3, 4, 5});
+  // Row 4 was looked up in step 1 only: exact Adam still moves it in step 2.
+  EXPECT_FALSE(test::TensorEqual(Row(r.after_first, 4), Row(r.sparse, 4)));
+}
+
+TEST(SparseOptimizer, LazyAdamMovesOnlyLookedUpRows) {
+  Result r = Train(
+      [] {
+        auto adam = std::make_unique<AdamOptimizer>(0.1);
+        adam->SetLazySparseUpdates(true);
+        return adam;
+      },
+      "SparseApplyAdam");
+  ExpectRowsMatchDense(r, {1, 5});
+  ExpectRowsUnchanged(r.after_first, r.sparse, {0, 2, 3, 4});
+  EXPECT_FALSE(test::TensorEqual(Row(r.dense, 4), Row(r.sparse, 4)));  // dense Adam moved row 4 again
+}
+
+TEST(SparseOptimizer, MomentumUpdatesTouchedRowsLikeDense) {
+  Result r = Train([] { return std::make_unique<MomentumOptimizer>(0.1, 0.9); }, "SparseApplyMomentum");
+  ExpectRowsMatchDense(r, {1, 5});
+  ExpectRowsUnchanged(r.after_first, r.sparse, {0, 2, 3, 4});
+}
+
+// SparseApplyFtrl on rows {2, 0, 2} against TF's FTRL-Proximal formula
+// written out here in float64 (duplicate ids summed first); row 1 untouched.
+TEST(SparseOptimizer, FtrlKernelMatchesTheFormulaOnTouchedRows) {
+  Scope root = Scope::NewRootScope();
+  const Tensor var0 = Tensor::FromVector<double>({0.5, -0.2, 0.1, 0.3, -0.4, 0.05}, TensorShape({3, 2}));
+  Output var = ops::MakeVariable(root.WithOpName("var"), ops::Const(root, var0));
+  Output accum = ops::MakeVariable(root.WithOpName("accum"), ops::Const(root, Tensor::FromVector<double>({0.1, 0.1, 0.1, 0.1, 0.1, 0.1}, TensorShape({3, 2}))));
+  Output linear = ops::MakeVariable(root.WithOpName("linear"), ops::Const(root, Tensor::FromVector<double>({0.0, 0.2, -0.1, 0.0, 0.3, -0.3}, TensorShape({3, 2}))));
+  const std::vector<double> g = {0.3, -0.6, 0.2, 0.1, -0.5, 0.4};
+  const double lr = 0.2, l1 = 0.05, l2 = 0.1, lr_power = -0.5;
+  Operation ftrl = ops::Raw(root, "SparseApplyFtrl",
+                            {var, accum, linear, ops::Const(root, Tensor::FromVector<double>(g, TensorShape({3, 2}))),
+                             ops::Const(root, Tensor::FromVector<int32_t>({2, 0, 2})), ops::Const(root, lr),
+                             ops::Const(root, l1), ops::Const(root, l2), ops::Const(root, lr_power)});
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
+  ASSERT_TRUE(sess.Run({}, {}, {ftrl}).ok());
+  auto out = sess.Run({var, accum, linear});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<double> v(var0.flat<double>().begin(), var0.flat<double>().end()), a(6, 0.1);
+  std::vector<double> lin = {0.0, 0.2, -0.1, 0.0, 0.3, -0.3};
+  const std::vector<std::pair<int, std::vector<double>>> rows = {{2, {g[0] + g[4], g[1] + g[5]}}, {0, {g[2], g[3]}}};
+  for (const auto& [row, grad] : rows) {
+    for (int j = 0; j < 2; ++j) {
+      const int k = row * 2 + j;
+      const double na = a[k] + grad[j] * grad[j];
+      lin[k] += grad[j] - (std::pow(na, -lr_power) - std::pow(a[k], -lr_power)) / lr * v[k];
+      const double quad = std::pow(na, -lr_power) / lr + 2 * l2;
+      v[k] = std::fabs(lin[k]) > l1 ? ((lin[k] > 0 ? l1 : -l1) - lin[k]) / quad : 0.0;
+      a[k] = na;
+    }
+  }
+  EXPECT_TENSOR_NEAR(Tensor::FromVector<double>(v, TensorShape({3, 2})), (*out)[0], 1e-12);
+  EXPECT_TENSOR_NEAR(Tensor::FromVector<double>(a, TensorShape({3, 2})), (*out)[1], 1e-12);
+  EXPECT_TENSOR_NEAR(Tensor::FromVector<double>(lin, TensorShape({3, 2})), (*out)[2], 1e-12);
+  EXPECT_TENSOR_EQ(Row(var0, 1), Row((*out)[0], 1));  // untouched, bit-identical
+  // A bad id fails naming the op and the id, and changes nothing.
+  Operation bad = ops::Raw(root, "SparseApplyFtrl",
+                           {var, accum, linear, ops::Const(root, Tensor::FromVector<double>({1, 1}, TensorShape({1, 2}))),
+                            ops::Const(root, Tensor::FromVector<int64_t>({3})), ops::Const(root, lr), ops::Const(root, l1),
+                            ops::Const(root, l2), ops::Const(root, lr_power)});
+  auto failed = sess.Run({}, {}, {bad});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("SparseApplyFtrl"), std::string::npos) << failed.status();
+  EXPECT_NE(failed.status().message().find("indices[0] = 3 is not in [0, 3)"), std::string::npos) << failed.status();
+  auto again = sess.Run({var});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TENSOR_EQ((*out)[0], (*again)[0]);
+}
+
+}  // namespace
+}  // namespace distflow
