@@ -2,3 +2,6 @@
 framework (the global step), layers (regularizers, initializers) and
 learn.datasets (MNIST)."""
 from distflow.contrib import framework, layers, learn, slim  # noqa: F401
+
+# tf.contrib.data: tf.data's experimental names (distflow/data)
+from distflow.data import experimental as data  # noqa: E402,F401

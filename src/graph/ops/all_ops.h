@@ -22,6 +22,7 @@ void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other 
 void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
 void RegisterSyncOps(OpRegistry* r);         // accumulators and step barrier of synchronous training
 void RegisterSummaryOps(OpRegistry* r);      // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
+void RegisterDatasetOps(OpRegistry* r);      // tf.data: datasets and iterators
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -40,6 +41,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterCheckpointOps(r);
   RegisterSyncOps(r);
   RegisterSummaryOps(r);
+  RegisterDatasetOps(r);
 }
 
 }  // namespace distflow

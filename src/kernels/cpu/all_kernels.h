@@ -3,6 +3,8 @@
 // RegisterAllCpuKernels once.
 #pragma once
 
+#include "kernels/data/dataset_kernels.h"
+
 namespace distflow {
 
 class KernelRegistry;
@@ -43,6 +45,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCheckpointKernels(r);
   RegisterSyncKernels(r);
   RegisterSummaryKernels(r);
+  RegisterDatasetKernels(r);
 }
 
 }  // namespace distflow

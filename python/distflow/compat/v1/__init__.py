@@ -183,6 +183,11 @@ train.SummaryWriter = summary.FileWriter
 train.SummaryWriterCache = summary.FileWriterCache
 
 
+# tf.data (distflow/data): datasets and iterators run by the C++ runtime
+from distflow import data as _data  # noqa: E402
+data = _Module("data", _data)
+
+
 class _NotImplementedNamespace(_types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):
