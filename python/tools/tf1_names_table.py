@@ -16,7 +16,7 @@ import types
 BEGIN, END = "<!-- tf1-names:begin -->", "<!-- tf1-names:end -->"
 MODULES = ["nn", "train", "layers", "losses", "metrics", "summary", "gfile", "logging", "app", "errors",
            "contrib.framework", "contrib.layers", "contrib.learn.datasets", "contrib.slim",
-           "data", "data.experimental", "contrib.data"]
+           "data", "data.experimental", "contrib.data", "estimator", "estimator.inputs"]
 
 
 def public_names(obj):

@@ -188,6 +188,11 @@ from distflow import data as _data  # noqa: E402
 data = _Module("data", _data)
 
 
+# tf.estimator (distflow/estimator): Estimator, RunConfig, train_and_evaluate
+from distflow import estimator as _estimator  # noqa: E402
+estimator = _Module("estimator", _estimator)
+
+
 class _NotImplementedNamespace(_types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):
