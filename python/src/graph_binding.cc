@@ -2,6 +2,7 @@
 // outputs, scopes (name, device and control-dependency stacks), the op
 // registry, add_op, variables, gradients and device functions.
 #include "conversions.h"
+#include "distflow/function.h"
 
 namespace distflow_py {
 namespace {
@@ -177,6 +178,13 @@ void BindGraph(py::module_& m) {
   });
   m.def("gradients", [](const df::Scope& s, const std::vector<df::Output>& ys, const std::vector<df::Output>& xs,
                         const std::vector<df::Output>& grad_ys) { return Value(df::Gradients(s, ys, xs, grad_ys)); });
+  // Graph functions: the serialized FunctionDef of a body graph, as bytes.
+  m.def("make_function_def", [](const df::Scope& body, const std::string& name, const std::vector<df::Output>& args,
+                                const std::vector<df::Output>& rets) {
+    return py::bytes(Value(df::MakeFunctionDef(body, name, args, rets)));
+  });
+  m.def("make_gradient_function_def",
+        [](const py::bytes& f) { return py::bytes(Value(df::MakeGradientFunctionDef(std::string(f)))); });
   m.def("replica_device_setter", [](const py::dict& cluster, const std::string& worker_device,
                                     const std::string& ps_job) {
     return DeviceFn{df::ReplicaDeviceSetter(ClusterFromPython(cluster), worker_device, ps_job)};

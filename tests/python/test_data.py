@@ -188,6 +188,43 @@ def test_batching_elements_of_different_shapes_names_them():
             sess.run(nxt)
 
 
-def test_map_without_graph_functions_says_so():
-    with pytest.raises(NotImplementedError, match="map"):
-        tf.data.Dataset.range(3).map(lambda x: x + 1)
+def _crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def _masked(data):
+    crc = _crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _tfrecord(records):
+    import struct
+    out = b""
+    for r in records:
+        length = struct.pack("<Q", len(r))
+        out += length + struct.pack("<I", _masked(length)) + r + struct.pack("<I", _masked(r))
+    return out
+
+
+def test_tfrecord_dataset_reads_records_and_names_a_corrupt_one(tmp_path):
+    a, b = tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"
+    a.write_bytes(_tfrecord([b"one", b"", b"three"]))
+    b.write_bytes(_tfrecord([b"four" * 10]))
+    ds = tf.data.TFRecordDataset([str(a), str(b)]).map(lambda r: (r, tf.size(tf.reshape(r, [1]))))
+    got = drain(ds.make_one_shot_iterator().get_next())
+    assert [g[0] for g in got] == [b"one", b"", b"three", b"four" * 10]
+    data = bytearray(_tfrecord([b"good", b"damaged"]))
+    data[-6] ^= 0xFF  # a byte of the second record's data
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(bytes(data))
+    tf.reset_default_graph()
+    nxt = tf.data.TFRecordDataset(str(bad)).make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        assert sess.run(nxt) == b"good"
+        with pytest.raises(tf.errors.DataLossError, match=r"bad\.tfrecord.*(offset|byte) 20"):
+            sess.run(nxt)

@@ -1,5 +1,5 @@
-"""File datasets: TextLineDataset, FixedLengthRecordDataset (and
-TFRecordDataset once the record reader is in). Files are read by the task
+"""File datasets: TextLineDataset, FixedLengthRecordDataset and
+TFRecordDataset. Files are read by the task
 that runs the dataset's op."""
 from distflow import dtypes as _dtypes
 from distflow import framework as _fw
@@ -41,3 +41,13 @@ class FixedLengthRecordDataset(_FileDataset):
         return _raw.FixedLengthRecordDataset(filenames=_filenames(self._filenames), header_bytes=_ds._i64(h, "header_bytes"),
                                              record_bytes=_ds._i64(r, "record_bytes"),
                                              footer_bytes=_ds._i64(f, "footer_bytes"))
+
+
+class TFRecordDataset(_FileDataset):
+    def __init__(self, filenames, compression_type=None, buffer_size=None, num_parallel_reads=None):
+        self._compression = compression_type or ""
+        super().__init__(filenames)
+
+    def _build(self):
+        return _raw.TFRecordDataset(filenames=_filenames(self._filenames),
+                                    compression_type=_fw.constant(self._compression, dtype=_dtypes.string))

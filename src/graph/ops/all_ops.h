@@ -23,6 +23,7 @@ void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
 void RegisterSyncOps(OpRegistry* r);         // accumulators and step barrier of synchronous training
 void RegisterSummaryOps(OpRegistry* r);      // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
 void RegisterDatasetOps(OpRegistry* r);      // tf.data: datasets and iterators
+void RegisterFunctionOps(OpRegistry* r);     // Call (graph functions)
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -42,6 +43,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterSyncOps(r);
   RegisterSummaryOps(r);
   RegisterDatasetOps(r);
+  RegisterFunctionOps(r);
 }
 
 }  // namespace distflow

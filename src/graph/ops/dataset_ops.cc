@@ -110,7 +110,34 @@ void RegisterDatasetOps(OpRegistry* r) {
                       .SetIsStateful()
                       .SetShapeFn(HandleShape));
 
+  // One string element per record of each TFRecord file; compression_type
+  // "", "ZLIB" or "GZIP". A damaged record is DataLoss naming the file and
+  // the record's offset.
+  r->MustRegister(OpDefBuilder("TFRecordDataset")
+                      .Input("filenames: string")
+                      .Input("compression_type: string")
+                      .Output("handle: string")
+                      .SetIsStateful()
+                      .SetShapeFn(HandleShape));
+
   // Transformations; input 0 is the dataset transformed.
+  // The function `f` (a serialized FunctionDef; proto/function.proto)
+  // applied to each element, on up to `num_parallel_calls` elements at once
+  // (the order is kept).
+  r->MustRegister(OpDefBuilder("MapDataset")
+                      .Input("input_dataset: string")
+                      .Input("num_parallel_calls: int64")
+                      .Output("handle: string")
+                      .Attr("f: string")
+                      .SetIsStateful()
+                      .SetShapeFn(ScalarInputsHandle));
+  // The elements for which the function `f` (giving one bool) is true.
+  r->MustRegister(OpDefBuilder("FilterDataset")
+                      .Input("input_dataset: string")
+                      .Output("handle: string")
+                      .Attr("f: string")
+                      .SetIsStateful()
+                      .SetShapeFn(ScalarInputsHandle));
   r->MustRegister(OpDefBuilder("BatchDataset")
                       .Input("input_dataset: string")
                       .Input("batch_size: int64")

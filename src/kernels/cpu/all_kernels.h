@@ -26,6 +26,7 @@ void RegisterGradSupportKernels(KernelRegistry* r);
 void RegisterCheckpointKernels(KernelRegistry* r);
 void RegisterSyncKernels(KernelRegistry* r);
 void RegisterSummaryKernels(KernelRegistry* r);
+void RegisterFunctionKernels(KernelRegistry* r);  // Call
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -46,6 +47,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterSyncKernels(r);
   RegisterSummaryKernels(r);
   RegisterDatasetKernels(r);
+  RegisterFunctionKernels(r);
 }
 
 }  // namespace distflow

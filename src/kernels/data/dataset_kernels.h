@@ -11,6 +11,7 @@ void RegisterSourceDatasetKernels(KernelRegistry* r);     // TensorDataset, Tens
 void RegisterTransformDatasetKernels(KernelRegistry* r);  // batch, repeat, shuffle, take, skip, shard, zip, ...
 void RegisterPrefetchDatasetKernels(KernelRegistry* r);   // PrefetchDataset
 void RegisterIteratorKernels(KernelRegistry* r);          // Iterator, MakeIterator, OneShotIterator, IteratorGetNext
+void RegisterFunctionDatasetKernels(KernelRegistry* r);   // MapDataset, FilterDataset
 }  // namespace data
 
 inline void RegisterDatasetKernels(KernelRegistry* r) {
@@ -18,6 +19,7 @@ inline void RegisterDatasetKernels(KernelRegistry* r) {
   data::RegisterTransformDatasetKernels(r);
   data::RegisterPrefetchDatasetKernels(r);
   data::RegisterIteratorKernels(r);
+  data::RegisterFunctionDatasetKernels(r);
 }
 
 }  // namespace distflow

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
 #include "base/status_macros.h"
+#include "data/record_io.h"
 #include "kernels/data/dataset.h"
 #include "kernels/data/dataset_kernels.h"
 #include "kernels/kernel_registry.h"
@@ -237,6 +238,75 @@ class FixedLengthOp : public DatasetOpKernel {
   }
 };
 
+// Records of TFRecord files, read one at a time (a file is opened when the
+// pass reaches it).
+class TFRecordDataset : public Dataset {
+ public:
+  TFRecordDataset(std::vector<std::string> files, record_io::Compression compression)
+      : Dataset({DT_STRING}), files_(std::move(files)), compression_(compression) {}
+  absl::StatusOr<std::unique_ptr<DatasetIterator>> MakeIterator() const override {
+    return MakeIter(Self<TFRecordDataset>());
+  }
+  std::string DebugName() const override { return "TFRecordDataset"; }
+
+ private:
+  static absl::StatusOr<std::unique_ptr<DatasetIterator>> MakeIter(std::shared_ptr<const TFRecordDataset> d);
+
+  const std::vector<std::string> files_;
+  const record_io::Compression compression_;
+};
+
+class TFRecordIterator : public DatasetIterator {
+ public:
+  TFRecordIterator(std::vector<std::string> files, record_io::Compression compression)
+      : files_(std::move(files)), compression_(compression) {}
+  absl::Status GetNext(Element* out, bool* end) override {
+    while (true) {
+      if (reader_ == nullptr) {
+        if (next_file_ >= files_.size()) {
+          *end = true;
+          return absl::OkStatus();
+        }
+        DF_ASSIGN_OR_RETURN(reader_, record_io::RecordReader::Open(files_[next_file_++], compression_));
+      }
+      std::string record;
+      absl::Status s = reader_->ReadRecord(&record);
+      if (absl::IsOutOfRange(s)) {
+        reader_.reset();
+        continue;
+      }
+      RETURN_IF_ERROR(s);
+      *end = false;
+      *out = {Tensor::Scalar<std::string>(std::move(record))};
+      return absl::OkStatus();
+    }
+  }
+
+ private:
+  const std::vector<std::string> files_;
+  const record_io::Compression compression_;
+  size_t next_file_ = 0;
+  std::unique_ptr<record_io::RecordReader> reader_;
+};
+
+absl::StatusOr<std::unique_ptr<DatasetIterator>> TFRecordDataset::MakeIter(std::shared_ptr<const TFRecordDataset> d) {
+  return std::unique_ptr<DatasetIterator>(new TFRecordIterator(d->files_, d->compression_));
+}
+
+class TFRecordOp : public DatasetOpKernel {
+ public:
+  using DatasetOpKernel::DatasetOpKernel;
+
+ protected:
+  absl::StatusOr<DatasetPtr> MakeDataset(OpKernelContext* ctx) override {
+    DF_ASSIGN_OR_RETURN(std::vector<std::string> files, FileNames(ctx));
+    const Tensor& c = ctx->input(1);
+    if (c.NumElements() != 1) return absl::InvalidArgumentError("'compression_type' must be one string");
+    DF_ASSIGN_OR_RETURN(record_io::Compression compression, record_io::ParseCompression(c.flat<std::string>()[0]));
+    return DatasetPtr(std::make_shared<TFRecordDataset>(std::move(files), compression));
+  }
+};
+
 }  // namespace
 
 void RegisterSourceDatasetKernels(KernelRegistry* r) {
@@ -247,6 +317,7 @@ void RegisterSourceDatasetKernels(KernelRegistry* r) {
   r->Register<RangeOp>("RangeDataset", kCpu, DT_INVALID);
   r->Register<TextLineOp>("TextLineDataset", kCpu, DT_INVALID);
   r->Register<FixedLengthOp>("FixedLengthRecordDataset", kCpu, DT_INVALID);
+  r->Register<TFRecordOp>("TFRecordDataset", kCpu, DT_INVALID);
 }
 
 }  // namespace data
