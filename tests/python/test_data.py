@@ -228,3 +228,18 @@ def test_tfrecord_dataset_reads_records_and_names_a_corrupt_one(tmp_path):
         assert sess.run(nxt) == b"good"
         with pytest.raises(tf.errors.DataLossError, match=r"bad\.tfrecord.*(offset|byte) 20"):
             sess.run(nxt)
+
+
+def test_from_generator_runs_the_generator_once_to_its_end():
+    def gen(n):
+        for i in range(n):
+            yield i, [float(i)] * 2
+
+    ds = tf.data.Dataset.from_generator(gen, (tf.int64, tf.float32), ([], [2]), args=(4,))
+    got = drain(ds.batch(3).make_one_shot_iterator().get_next())
+    assert [g[0].tolist() for g in got] == [[0, 1, 2], [3]]
+    np.testing.assert_allclose(got[1][1], [[3.0, 3.0]])
+    with pytest.raises(ValueError, match="component 1 of element 1 has shape"):
+        tf.data.Dataset.from_generator(lambda: iter([(1, [1.0]), (2, [1.0, 2.0])]), (tf.int64, tf.float32))
+    with pytest.raises(ValueError, match="must be finite"):
+        tf.data.Dataset.from_generator(lambda: iter(int, 1), tf.int64, max_elements=100)

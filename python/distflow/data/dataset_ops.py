@@ -97,10 +97,13 @@ class Dataset:
         return _ZipDataset(datasets)
 
     @staticmethod
-    def from_generator(generator, output_types, output_shapes=None, args=None):
-        raise NotImplementedError(
-            "distflow.compat.v1 has no tf.data.Dataset.from_generator yet: it needs a Python callback op; "
-            "build the data as arrays and use Dataset.from_tensor_slices")
+    def from_generator(generator, output_types, output_shapes=None, args=None, max_elements=1 << 20):
+        """The generator's elements. distflow has no op that calls back into
+        Python, so the generator runs once, here, to its end (at most
+        `max_elements` elements, else an error), and its elements become a
+        from_tensor_slices dataset (each component stacked; elements of a
+        component must share a shape). An endless generator is an error."""
+        return _generated(generator, output_types, output_shapes, args, max_elements)
 
     # ---- transformations ---------------------------------------------------
     def batch(self, batch_size, drop_remainder=False):
@@ -329,3 +332,47 @@ class _ConcatenateDataset(Dataset):
 
     def _build(self):
         return _raw.ConcatenateDataset(input_dataset=self._a._handle(), another_dataset=self._b._handle())
+
+
+def _generated(generator, output_types, output_shapes, args, max_elements):
+    types = _nest.map_structure(_dtypes.as_dtype, output_types)
+    flat_types = _nest.flatten(types)
+    columns = [[] for _ in flat_types]
+    n = 0
+    for element in generator(*(args or ())):
+        if n >= max_elements:
+            raise ValueError(f"Dataset.from_generator: the generator gave more than {max_elements} elements; "
+                             f"distflow runs it to its end when the dataset is made (there is no Python "
+                             f"callback op), so it must be finite")
+        if not isinstance(types, (tuple, dict)):
+            element = (element,)
+            flat = list(element)
+        else:
+            _nest.assert_same_structure(types, element if isinstance(element, (tuple, dict)) else tuple(element),
+                                        f"Dataset.from_generator: element {n}")
+            flat = _nest.flatten(element if isinstance(element, (tuple, dict)) else tuple(element))
+        if len(flat) != len(flat_types):
+            raise ValueError(f"Dataset.from_generator: element {n} has {len(flat)} components, "
+                             f"output_types has {len(flat_types)}")
+        for c, (v, t) in enumerate(zip(flat, flat_types)):
+            a = np.asarray(v, dtype=object if t == _dtypes.string else t.as_numpy_dtype)
+            if columns[c] and a.shape != columns[c][0].shape:
+                raise ValueError(f"Dataset.from_generator: component {c} of element {n} has shape {a.shape}, "
+                                 f"element 0's has {columns[c][0].shape}; distflow stacks the elements, so "
+                                 f"their shapes must agree")
+            columns[c].append(a)
+        n += 1
+    if n == 0:
+        raise ValueError("Dataset.from_generator: the generator gave no elements")
+    stacked = [np.stack(col) for col in columns]
+    ds = Dataset.from_tensor_slices(_nest.pack(types, stacked))
+    if output_shapes is not None:
+        declared = _nest.map_structure(lambda s: _dims(s), output_shapes) if isinstance(types, (tuple, dict)) \
+            else _dims(output_shapes)
+        for c, (want, got) in enumerate(zip(_nest.flatten(declared) if isinstance(types, (tuple, dict))
+                                            else [declared], ds._flat_shapes())):
+            if want is not None and (len(want) != len(got) or any(w is not None and w != g
+                                                                  for w, g in zip(want, got))):
+                raise ValueError(f"Dataset.from_generator: component {c} has shape {got}, "
+                                 f"output_shapes says {want}")
+    return ds
