@@ -243,3 +243,30 @@ def test_from_generator_runs_the_generator_once_to_its_end():
         tf.data.Dataset.from_generator(lambda: iter([(1, [1.0]), (2, [1.0, 2.0])]), (tf.int64, tf.float32))
     with pytest.raises(ValueError, match="must be finite"):
         tf.data.Dataset.from_generator(lambda: iter(int, 1), tf.int64, max_elements=100)
+
+
+def test_an_initializable_iterator_on_a_remote_task_across_steps():
+    # The dataset and its iterator live on ps:1; the initializer, the
+    # worker's step and a direct fetch are three signatures (three graphs
+    # registered on ps:1) sharing the iterator.
+    import distflow
+    jobs = distflow._distflow.local_cluster_spec(2, 1)
+    cluster = tf.train.ClusterSpec({j: [t[i] for i in sorted(t)] for j, t in jobs.items()})
+    servers = [tf.train.Server(cluster, job_name=j, task_index=i)
+               for j in ("ps", "worker") for i in range(cluster.num_tasks(j))]
+    with tf.device("/job:ps/task:1"):
+        p = tf.placeholder(tf.float32, [None])
+        it = tf.data.Dataset.from_tensor_slices(p).batch(2).make_initializable_iterator()
+        nxt = it.get_next()
+    with tf.device("/job:worker/task:0"):
+        out = nxt * 10.0
+    try:
+        with tf.Session(servers[2].target) as sess:
+            sess.run(it.initializer, {p: [1.0, 2.0, 3.0]})
+            np.testing.assert_allclose(sess.run(out), [10.0, 20.0])
+            np.testing.assert_allclose(sess.run(nxt), [3.0])
+            with pytest.raises(tf.errors.OutOfRangeError, match=r"task:1.*IteratorGetNext"):
+                sess.run(out)
+    finally:
+        for s in servers:
+            s.stop()
