@@ -270,3 +270,21 @@ def test_an_initializable_iterator_on_a_remote_task_across_steps():
     finally:
         for s in servers:
             s.stop()
+
+
+def test_feedable_iterator_switches_datasets_by_string_handle():
+    train = tf.data.Dataset.range(100).repeat()
+    val = tf.data.Dataset.range(1000, 1003)
+    handle = tf.placeholder(tf.string, [])
+    it = tf.data.Iterator.from_string_handle(handle, train.output_types, train.output_shapes)
+    nxt = it.get_next()
+    train_it, val_it = train.make_one_shot_iterator(), val.make_initializable_iterator()
+    with tf.Session() as sess:
+        th, vh = sess.run([train_it.string_handle(), val_it.string_handle()])
+        assert th != vh
+        assert [sess.run(nxt, {handle: th}) for _ in range(3)] == [0, 1, 2]
+        sess.run(val_it.initializer)
+        assert [sess.run(nxt, {handle: vh}) for _ in range(3)] == [1000, 1001, 1002]
+        assert sess.run(nxt, {handle: th}) == 3  # the training iterator went on where it was
+        with pytest.raises(tf.errors.OutOfRangeError):
+            sess.run(nxt, {handle: vh})
