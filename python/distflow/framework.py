@@ -695,6 +695,13 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
             relative = name_or_scope
         full = f"{parent.name}/{relative}" if parent.name else relative
         inherit = parent
+    if name_or_scope is not None:
+        # As TF: entering a named scope restarts the numbering of the
+        # default-named scopes inside it, so a second `with
+        # variable_scope('net', reuse=True)` names its layers as the first did.
+        counts = g.__dict__.setdefault("_default_scope_counts", {})
+        for key in [k for k in counts if k[0] == full or k[0].startswith(full + "/")]:
+            del counts[key]
     if reuse is False:
         reuse = None  # as TF: False does not turn an inherited reuse off
     scope = VariableScope(full,

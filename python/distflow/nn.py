@@ -146,7 +146,11 @@ def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
             raise ValueError("softmax_cross_entropy_with_logits needs labels=")
     if logits is None or labels is None:
         raise ValueError("softmax_cross_entropy_with_logits needs logits= and labels=")
-    labels = _array.stop_gradient(convert_to_tensor(labels, dtype=convert_to_tensor(logits).dtype))
+    logits = convert_to_tensor(logits)
+    labels = labels if isinstance(labels, _fw.Tensor) else convert_to_tensor(labels, dtype=logits.dtype)
+    if labels.dtype != logits.dtype:  # as TF: labels are cast to the logits' dtype
+        labels = _raw.Cast(x=labels, DstT=logits.dtype)
+    labels = _array.stop_gradient(labels)
     return _xent(logits, labels, axis if axis is not None else dim, name)
 
 

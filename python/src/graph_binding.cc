@@ -3,6 +3,7 @@
 // registry, add_op, variables, gradients and device functions.
 #include "conversions.h"
 #include "distflow/graph_io.h"
+#include "distflow/function.h"
 
 namespace distflow_py {
 namespace {
@@ -201,6 +202,13 @@ void BindGraph(py::module_& m) {
     if (!out.ok()) Check(s.status());
     return out;
   });
+  // Graph functions: the serialized FunctionDef of a body graph, as bytes.
+  m.def("make_function_def", [](const df::Scope& body, const std::string& name, const std::vector<df::Output>& args,
+                                const std::vector<df::Output>& rets) {
+    return py::bytes(Value(df::MakeFunctionDef(body, name, args, rets)));
+  });
+  m.def("make_gradient_function_def",
+        [](const py::bytes& f) { return py::bytes(Value(df::MakeGradientFunctionDef(std::string(f)))); });
   m.def("replica_device_setter", [](const py::dict& cluster, const std::string& worker_device,
                                     const std::string& ps_job) {
     return DeviceFn{df::ReplicaDeviceSetter(ClusterFromPython(cluster), worker_device, ps_job)};

@@ -15,7 +15,8 @@ import types
 
 BEGIN, END = "<!-- tf1-names:begin -->", "<!-- tf1-names:end -->"
 MODULES = ["nn", "train", "layers", "losses", "metrics", "summary", "gfile", "logging", "app", "errors",
-           "contrib.framework", "contrib.layers", "contrib.learn.datasets", "contrib.slim"]
+           "contrib.framework", "contrib.layers", "contrib.learn.datasets", "contrib.slim",
+           "data", "data.experimental", "contrib.data", "estimator", "estimator.inputs"]
 
 
 def public_names(obj):

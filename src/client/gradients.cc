@@ -43,6 +43,7 @@ void RegisterStandardGradients(GradientRegistry* r) {
   RegisterSliceGradients(r);
   RegisterNnGradients(r);
   RegisterSparseGradients(r);
+  RegisterFunctionGradients(r);
 }
 
 namespace {

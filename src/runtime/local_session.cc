@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/function_runtime.h"
 
 namespace distflow {
 
@@ -25,6 +26,7 @@ std::atomic<int64_t> next_session_id{1};
 
 LocalSession::LocalSession(SessionOptions options, Timer* timer, Device* device)
     : options_(std::move(options)), timer_(timer) {
+  RegisterFunctionRuntime();  // graph functions (Call, Dataset.map) run through this runtime
   device_ = device != nullptr ? device : LocalCpuDevice();
   if (options_.session_private_variables) {
     default_container_ = absl::StrCat("_session_", next_session_id.fetch_add(1));

@@ -51,7 +51,9 @@ class LoggingTensorHook(SessionRunHook):
 
     def begin(self):
         g = _fw.get_default_graph()
-        self._fetch = {tag: (g.as_graph_element(t, allow_operation=False) if isinstance(t, str) else t)
+        # As TF's hooks: a name without an output index is the op's output 0.
+        self._fetch = {tag: (g.as_graph_element(t if ":" in t else t + ":0", allow_operation=False)
+                             if isinstance(t, str) else t)
                        for tag, t in self._tensors.items()}
 
     def _due(self):

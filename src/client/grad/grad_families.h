@@ -17,6 +17,7 @@ void RegisterArrayGradients(GradientRegistry* r);
 void RegisterSliceGradients(GradientRegistry* r);  // slice_grad.cc
 void RegisterNnGradients(GradientRegistry* r);
 void RegisterSparseGradients(GradientRegistry* r);  // sparse_grad.cc
+void RegisterFunctionGradients(GradientRegistry* r);  // function_grad.cc: Call
 
 namespace grad {
 

@@ -24,6 +24,8 @@ void RegisterSyncOps(OpRegistry* r);         // accumulators and step barrier of
 void RegisterSummaryOps(OpRegistry* r);      // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
 void RegisterSparseOps(OpRegistry* r);       // Gather(V2), Scatter*, Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
 void RegisterSparseTrainingOps(OpRegistry* r);  // SparseApplyAdagrad, SparseApplyMomentum, SparseApplyFtrl, SparseApplyAdam
+void RegisterDatasetOps(OpRegistry* r);      // tf.data: datasets and iterators
+void RegisterFunctionOps(OpRegistry* r);     // Call (graph functions)
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -44,6 +46,8 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterSummaryOps(r);
   RegisterSparseOps(r);
   RegisterSparseTrainingOps(r);
+  RegisterDatasetOps(r);
+  RegisterFunctionOps(r);
 }
 
 }  // namespace distflow

@@ -3,6 +3,8 @@
 // RegisterAllCpuKernels once.
 #pragma once
 
+#include "kernels/data/dataset_kernels.h"
+
 namespace distflow {
 
 class KernelRegistry;
@@ -27,6 +29,7 @@ void RegisterSummaryKernels(KernelRegistry* r);
 void RegisterSparseKernels(KernelRegistry* r);   // Gather(V2), Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
 void RegisterScatterKernels(KernelRegistry* r);  // ScatterAdd, ScatterSub, ScatterUpdate
 void RegisterSparseTrainingKernels(KernelRegistry* r);  // SparseApply{Adagrad,Momentum,Ftrl,Adam}
+void RegisterFunctionKernels(KernelRegistry* r);  // Call
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -49,6 +52,8 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterSparseKernels(r);
   RegisterScatterKernels(r);
   RegisterSparseTrainingKernels(r);
+  RegisterDatasetKernels(r);
+  RegisterFunctionKernels(r);
 }
 
 }  // namespace distflow

@@ -191,6 +191,16 @@ train.SummaryWriter = summary.FileWriter
 train.SummaryWriterCache = summary.FileWriterCache
 
 
+# tf.data (distflow/data): datasets and iterators run by the C++ runtime
+from distflow import data as _data  # noqa: E402
+data = _Module("data", _data)
+
+
+# tf.estimator (distflow/estimator): Estimator, RunConfig, train_and_evaluate
+from distflow import estimator as _estimator  # noqa: E402
+estimator = _Module("estimator", _estimator)
+
+
 class _NotImplementedNamespace(_types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):

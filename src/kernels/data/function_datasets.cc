@@ -1,0 +1,176 @@
+// Datasets that run a graph function per element (kernels/function.h):
+// MapDataset (the function's results are the new element; with
+// num_parallel_calls > 1, a pool of that many threads maps the next
+// elements ahead while keeping their order) and FilterDataset (keeps the
+// elements for which the function gives true). The function is
+// instantiated once, when the dataset is made, on the task that makes it.
+#include <deque>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "base/thread_pool.h"
+#include "graph/attr_value.h"
+#include "kernels/data/dataset.h"
+#include "kernels/data/dataset_kernels.h"
+#include "kernels/device.h"
+#include "kernels/function.h"
+#include "kernels/kernel_registry.h"
+
+namespace distflow {
+namespace data {
+namespace {
+
+std::vector<DataType> RetTypes(const proto::FunctionDef& def) {
+  std::vector<DataType> out;
+  for (int t : def.ret_type()) out.push_back(static_cast<DataType>(t));
+  return out;
+}
+
+absl::Status CheckArgs(const proto::FunctionDef& def, const std::vector<DataType>& element, const char* what) {
+  std::vector<DataType> args;
+  for (int t : def.arg_type()) args.push_back(static_cast<DataType>(t));
+  if (args != element) {
+    std::string a, e;
+    for (DataType t : args) absl::StrAppend(&a, a.empty() ? "" : ", ", DataTypeName(t));
+    for (DataType t : element) absl::StrAppend(&e, e.empty() ? "" : ", ", DataTypeName(t));
+    return absl::InvalidArgumentError(absl::StrCat(what, " function '", def.name(), "' takes (", a,
+                                                   ") but the dataset's elements are (", e, ")"));
+  }
+  return absl::OkStatus();
+}
+
+class MapDataset : public Dataset {
+ public:
+  MapDataset(DatasetPtr input, std::shared_ptr<const FunctionInstance> fn, int parallel)
+      : Dataset(RetTypes(fn->def())), input_(std::move(input)), fn_(std::move(fn)), parallel_(parallel) {}
+
+  absl::StatusOr<std::unique_ptr<DatasetIterator>> MakeIterator() const override {
+    DF_ASSIGN_OR_RETURN(std::unique_ptr<DatasetIterator> in, input_->MakeIterator());
+    return std::unique_ptr<DatasetIterator>(new Iter(Self<MapDataset>(), std::move(in)));
+  }
+  std::string DebugName() const override { return absl::StrCat("MapDataset(", input_->DebugName(), ")"); }
+
+ private:
+  // Not thread-safe (one consumer); the pool only runs the function.
+  class Iter : public DatasetIterator {
+   public:
+    Iter(std::shared_ptr<const MapDataset> d, std::unique_ptr<DatasetIterator> in) : d_(std::move(d)), in_(std::move(in)) {
+      if (d_->parallel_ > 1) pool_ = std::make_unique<ThreadPool>("df_map", d_->parallel_);
+    }
+    ~Iter() override {
+      for (auto& f : pending_) f.wait();  // before the pool and the input go
+    }
+    absl::Status GetNext(Element* out, bool* end) override {
+      if (pool_ == nullptr) {
+        Element e;
+        RETURN_IF_ERROR(in_->GetNext(&e, end));
+        if (*end) return absl::OkStatus();
+        DF_ASSIGN_OR_RETURN(*out, d_->fn_->Run(e, nullptr));
+        return absl::OkStatus();
+      }
+      // Keep `parallel` calls in flight; answer in input order.
+      while (!input_end_ && static_cast<int>(pending_.size()) < d_->parallel_) {
+        Element e;
+        RETURN_IF_ERROR(in_->GetNext(&e, &input_end_));
+        if (input_end_) break;
+        auto task = std::make_shared<std::packaged_task<absl::StatusOr<Element>()>>(
+            [fn = d_->fn_, e = std::move(e)] { return fn->Run(e, nullptr); });
+        pending_.push_back(task->get_future());
+        pool_->Schedule([task] { (*task)(); });
+      }
+      *end = pending_.empty();
+      if (*end) return absl::OkStatus();
+      absl::StatusOr<Element> r = pending_.front().get();
+      pending_.pop_front();
+      if (!r.ok()) return r.status();
+      *out = std::move(*r);
+      return absl::OkStatus();
+    }
+
+   private:
+    const std::shared_ptr<const MapDataset> d_;
+    const std::unique_ptr<DatasetIterator> in_;
+    std::unique_ptr<ThreadPool> pool_;
+    std::deque<std::future<absl::StatusOr<Element>>> pending_;
+    bool input_end_ = false;
+  };
+
+  const DatasetPtr input_;
+  const std::shared_ptr<const FunctionInstance> fn_;
+  const int parallel_;
+};
+
+class FilterDataset : public Dataset {
+ public:
+  FilterDataset(DatasetPtr input, std::shared_ptr<const FunctionInstance> fn)
+      : Dataset(input->dtypes()), input_(std::move(input)), fn_(std::move(fn)) {}
+  absl::StatusOr<std::unique_ptr<DatasetIterator>> MakeIterator() const override {
+    DF_ASSIGN_OR_RETURN(std::unique_ptr<DatasetIterator> in, input_->MakeIterator());
+    return std::unique_ptr<DatasetIterator>(new Iter(Self<FilterDataset>(), std::move(in)));
+  }
+  std::string DebugName() const override { return absl::StrCat("FilterDataset(", input_->DebugName(), ")"); }
+
+ private:
+  class Iter : public DatasetIterator {
+   public:
+    Iter(std::shared_ptr<const FilterDataset> d, std::unique_ptr<DatasetIterator> in) : d_(std::move(d)), in_(std::move(in)) {}
+    absl::Status GetNext(Element* out, bool* end) override {
+      while (true) {
+        RETURN_IF_ERROR(in_->GetNext(out, end));
+        if (*end) return absl::OkStatus();
+        DF_ASSIGN_OR_RETURN(std::vector<Tensor> keep, d_->fn_->Run(*out, nullptr));
+        if (keep.size() != 1 || keep[0].dtype() != DT_BOOL || keep[0].NumElements() != 1) {
+          return absl::InvalidArgumentError(absl::StrCat("The filter predicate '", d_->fn_->def().name(),
+                                                         "' must give one bool scalar"));
+        }
+        if (keep[0].flat<bool>()[0]) return absl::OkStatus();
+      }
+    }
+
+   private:
+    const std::shared_ptr<const FilterDataset> d_;
+    const std::unique_ptr<DatasetIterator> in_;
+  };
+
+  const DatasetPtr input_;
+  const std::shared_ptr<const FunctionInstance> fn_;
+};
+
+class FunctionDatasetOp : public DatasetOpKernel {
+ public:
+  using DatasetOpKernel::DatasetOpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    DF_ASSIGN_OR_RETURN(f_, GetAttrString(c->def(), "f"));
+    return absl::OkStatus();
+  }
+
+ protected:
+  absl::StatusOr<DatasetPtr> MakeDataset(OpKernelContext* ctx) override {
+    DF_ASSIGN_OR_RETURN(DatasetPtr input, InputDataset(ctx, 0));
+    DF_ASSIGN_OR_RETURN(std::shared_ptr<const FunctionInstance> fn,
+                        InstantiateFunction(f_, ctx->device(), ctx->default_container()));
+    const bool map = type_string() == "MapDataset";
+    RETURN_IF_ERROR(CheckArgs(fn->def(), input->dtypes(), map ? "The map" : "The filter"));
+    if (!map) return DatasetPtr(std::make_shared<FilterDataset>(std::move(input), std::move(fn)));
+    DF_ASSIGN_OR_RETURN(int64_t parallel, ScalarInputInt(ctx, 1, "num_parallel_calls"));
+    if (parallel == -1) parallel = 2;  // AUTOTUNE
+    if (parallel < 1 || parallel > 64) {
+      return absl::InvalidArgumentError(absl::StrCat("'num_parallel_calls' must be 1..64 or -1, got ", parallel));
+    }
+    return DatasetPtr(std::make_shared<MapDataset>(std::move(input), std::move(fn), static_cast<int>(parallel)));
+  }
+
+ private:
+  std::string f_;
+};
+
+}  // namespace
+
+void RegisterFunctionDatasetKernels(KernelRegistry* r) {
+  r->Register<FunctionDatasetOp>("MapDataset", kCpu, DT_INVALID);
+  r->Register<FunctionDatasetOp>("FilterDataset", kCpu, DT_INVALID);
+}
+
+}  // namespace data
+}  // namespace distflow
