@@ -6,7 +6,7 @@ include(GNUInstallDirs)
 
 # The layers, in link order (each links only those after it).
 set(DISTFLOW_LAYERS distflow_data distflow_train distflow_client distflow_distributed distflow_cluster
-    distflow_runtime distflow_kernels distflow_graph distflow_tensor distflow_base distflow_rpc_proto
+    distflow_runtime distflow_kernels distflow_record_io distflow_graph distflow_tensor distflow_base distflow_rpc_proto
     distflow_proto)
 
 # The shared library: every layer's objects; their own dependencies
