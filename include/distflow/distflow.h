@@ -17,6 +17,7 @@
 #include "distflow/auth.h"
 #include "distflow/cluster_spec.h"
 #include "distflow/data/mnist.h"
+#include "distflow/data/tfrecord.h"
 #include "distflow/gradients.h"
 #include "distflow/logging.h"
 #include "distflow/ops.h"

@@ -21,7 +21,9 @@ void RegisterTrainingOps(OpRegistry* r);   // ApplyGradientDescent, ApplyMomentu
 void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other helpers of symbolic gradients
 void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
 void RegisterSyncOps(OpRegistry* r);         // accumulators and step barrier of synchronous training
-void RegisterSummaryOps(OpRegistry* r);      // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
+void RegisterSummaryOps(OpRegistry* r);
+void RegisterQueueOps(OpRegistry* r);         // queues and readers of TF1 input pipelines
+void RegisterParsingOps(OpRegistry* r);       // DecodeRaw, ParseExample      // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -40,6 +42,8 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterCheckpointOps(r);
   RegisterSyncOps(r);
   RegisterSummaryOps(r);
+  RegisterQueueOps(r);
+  RegisterParsingOps(r);
 }
 
 }  // namespace distflow

@@ -24,6 +24,9 @@ void RegisterGradSupportKernels(KernelRegistry* r);
 void RegisterCheckpointKernels(KernelRegistry* r);
 void RegisterSyncKernels(KernelRegistry* r);
 void RegisterSummaryKernels(KernelRegistry* r);
+void RegisterQueueKernels(KernelRegistry* r);    // FIFOQueue, RandomShuffleQueue, PaddingFIFOQueue and their ops
+void RegisterReaderKernels(KernelRegistry* r);   // TFRecordReader, FixedLengthRecordReader, ..., ReaderRead
+void RegisterParsingKernels(KernelRegistry* r);  // DecodeRaw, ParseExample
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -43,6 +46,9 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCheckpointKernels(r);
   RegisterSyncKernels(r);
   RegisterSummaryKernels(r);
+  RegisterQueueKernels(r);
+  RegisterReaderKernels(r);
+  RegisterParsingKernels(r);
 }
 
 }  // namespace distflow
