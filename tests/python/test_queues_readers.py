@@ -279,3 +279,11 @@ def test_queue_on_ps_shared_by_two_workers():
     finally:
         for s in servers:
             s.stop()
+
+
+def test_global_step_made_with_tf_variable_is_the_global_step():
+    # The corpus's distributed reader (P08): mnist.training makes
+    # tf.Variable(0, name="global_step"); a Supervisor must not add another.
+    gs = tf.Variable(0, name="global_step", trainable=False)
+    assert tf.train.get_global_step() is gs
+    assert tf.train.get_or_create_global_step() is gs
