@@ -287,3 +287,29 @@ def test_global_step_made_with_tf_variable_is_the_global_step():
     gs = tf.Variable(0, name="global_step", trainable=False)
     assert tf.train.get_global_step() is gs
     assert tf.train.get_or_create_global_step() is gs
+
+
+def test_a_step_timeout_cancels_a_blocked_dequeue_and_the_queue_keeps_working():
+    q = tf.FIFOQueue(3, tf.int32, shapes=[], name="waiting")
+    dequeue, enqueue = q.dequeue(), q.enqueue(5)
+    with tf.Session() as sess:
+        with pytest.raises(tf.errors.DeadlineExceededError):
+            sess.run(dequeue, options=tf.RunOptions(timeout_in_ms=200))
+        sess.run(enqueue)
+        assert sess.run(dequeue) == 5
+        assert sess.run(q.size()) == 0
+
+
+def test_queue_runner_threads_stop_with_the_coordinator_while_blocked_on_a_full_queue():
+    q = tf.FIFOQueue(2, tf.float32, shapes=[])
+    qr = tf.train.QueueRunner(q, [q.enqueue(1.0)] * 2)
+    tf.train.add_queue_runner(qr)
+    with tf.Session() as sess:
+        coord = tf.train.Coordinator()
+        threads = tf.train.start_queue_runners(sess, coord)
+        assert sess.run(q.dequeue()) == 1.0  # the runners keep it full
+        coord.request_stop()
+        coord.join(threads, stop_grace_period_secs=30)  # the close-on-stop thread unblocks them
+        assert not any(t.is_alive() for t in threads)
+        assert qr.exceptions_raised == []
+        assert sess.run(q.is_closed())
