@@ -18,6 +18,7 @@
 #include "distflow/cluster_spec.h"
 #include "distflow/data/mnist.h"
 #include "distflow/function.h"
+#include "distflow/data/tfrecord.h"
 #include "distflow/gradients.h"
 #include "distflow/logging.h"
 #include "distflow/ops.h"

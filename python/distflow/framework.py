@@ -263,6 +263,14 @@ def control_dependencies(control_inputs):
 # ---- tensors and operations ---------------------------------------------------
 
 
+class Dimension(int):
+    """A known dimension of a TensorShape (tf.Dimension): an int with .value."""
+
+    @property
+    def value(self):
+        return int(self)
+
+
 class TensorShape:
     def __init__(self, dims):
         self._dims = None if dims is None else list(dims)
@@ -283,7 +291,30 @@ class TensorShape:
         return len(self.as_list())
 
     def __getitem__(self, i):
-        return self.as_list()[i]
+        d = self.as_list()[i]
+        if isinstance(i, slice):
+            return TensorShape(d)
+        return d if d is None else Dimension(d)
+
+    def is_fully_defined(self):
+        return self._dims is not None and all(d is not None for d in self._dims)
+
+    def is_compatible_with(self, other):
+        other = other if isinstance(other, TensorShape) else TensorShape(_shape_list(other))
+        if self._dims is None or other._dims is None:
+            return True
+        return len(self._dims) == len(other._dims) and all(
+            a is None or b is None or a == b for a, b in zip(self._dims, other._dims))
+
+    def merge_with(self, other):
+        other = other if isinstance(other, TensorShape) else TensorShape(_shape_list(other))
+        if not self.is_compatible_with(other):
+            raise ValueError(f"Shapes {self} and {other} are not compatible")
+        if self._dims is None:
+            return TensorShape(other._dims)
+        if other._dims is None:
+            return TensorShape(self._dims)
+        return TensorShape([a if a is not None else b for a, b in zip(self._dims, other._dims)])
 
     def __eq__(self, other):
         other_dims = other._dims if isinstance(other, TensorShape) else list(other)
@@ -335,6 +366,22 @@ class Tensor:
 
     def get_shape(self):
         return self.shape
+
+    def set_shape(self, shape):
+        """Refines the static shape (tf.Tensor.set_shape): the tensor becomes
+        a Reshape of itself to the merged shape when that adds what the
+        graph does not know (at most one dimension left unknown); a shape
+        that contradicts the known one is a ValueError."""
+        merged = self.shape.merge_with(shape)
+        if merged._dims is None or merged == self.shape:
+            return
+        unknown = sum(d is None for d in merged._dims)
+        if unknown > 1:
+            return
+        from distflow import array_ops
+        with self.graph.as_default():
+            t = array_ops.reshape(self, [-1 if d is None else d for d in merged._dims])
+        self._out = t._out
 
     def eval(self, feed_dict=None, session=None):
         return (session or get_default_session()).run(self, feed_dict=feed_dict)

@@ -11,6 +11,7 @@
 #include "distflow/version.h"
 
 void RegisterSummaryBindings(py::module_& m);  // summary_binding.cc
+void RegisterDataBindings(py::module_& m);     // data_binding.cc
 
 namespace distflow_py {
 void BindGraph(py::module_& m);    // graph_binding.cc
@@ -69,4 +70,5 @@ PYBIND11_MODULE(_distflow, m) {
   BindSession(m);
   BindTrain(m);
   RegisterSummaryBindings(m);
+  RegisterDataBindings(m);
 }

@@ -112,4 +112,27 @@ absl::StatusOr<std::vector<bool>> ReductionMask(absl::Span<const int64_t> axes, 
   return mask;
 }
 
+absl::StatusOr<std::vector<PartialShape>> DecodeShapeList(absl::Span<const int64_t> flat, absl::string_view what) {
+  std::vector<PartialShape> out;
+  for (size_t i = 0; i < flat.size();) {
+    const int64_t rank = flat[i++];
+    if (rank == -1) {
+      out.push_back(PartialShape::Unknown());
+      continue;
+    }
+    if (rank < -1 || rank > 64 || i + static_cast<size_t>(rank) > flat.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": malformed shape list ", Dims(flat),
+                                                     " (each shape is its rank, then its dimensions)"));
+    }
+    PartialShape s = PartialShape::Scalar();
+    for (int64_t k = 0; k < rank; ++k) {
+      const int64_t d = flat[i++];
+      if (d < -1) return absl::InvalidArgumentError(absl::StrCat(what, ": dimension ", d, " in ", Dims(flat)));
+      s.AppendDim(d);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace distflow

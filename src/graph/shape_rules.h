@@ -4,6 +4,8 @@
 // graph/window.h does for convolution and pooling. Stateless; thread-safe.
 #pragma once
 
+#include "distflow/partial_shape.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,5 +36,11 @@ absl::StatusOr<int64_t> RangeSize(double start, double limit, double delta);
 // dimensions, as a per-dimension mask; InvalidArgument naming an axis out of
 // [-rank, rank).
 absl::StatusOr<std::vector<bool>> ReductionMask(absl::Span<const int64_t> axes, int rank);
+
+// Shapes as the queue and parsing ops carry them (an attribute of kind
+// list(int)): each shape as its rank, then its dimensions; -1 for an unknown
+// rank or dimension. [2, 3, -1, 0] is {[3,?], []}. InvalidArgument naming
+// `what` if the list is malformed.
+absl::StatusOr<std::vector<PartialShape>> DecodeShapeList(absl::Span<const int64_t> flat, absl::string_view what);
 
 }  // namespace distflow

@@ -77,6 +77,23 @@ absl::StatusOr<std::shared_ptr<Resource>> ResourceMgr::LookupOrCreateResource(
   return r;
 }
 
+absl::StatusOr<std::shared_ptr<Resource>> ResourceMgr::LookupResource(const std::string& container,
+                                                                      const std::string& name,
+                                                                      const char* type_name) const {
+  absl::MutexLock lock(&mu_);
+  auto c = resources_.find(container);
+  if (c == resources_.end() || c->second.find(name) == c->second.end()) {
+    return absl::NotFoundError(absl::StrCat("No ", type_name, " '", name, "' in container '", container,
+                                            "' (it was never created, or its container was reset)"));
+  }
+  const std::shared_ptr<Resource>& r = c->second.find(name)->second;
+  if (std::string(r->type_name()) != type_name) {
+    return absl::InvalidArgumentError(absl::StrCat("Resource '", name, "' in container '", container, "' is a ",
+                                                   r->type_name(), ", not a ", type_name));
+  }
+  return r;
+}
+
 void ResourceMgr::Cleanup(const std::string& container) {
   std::map<std::string, std::shared_ptr<Resource>> dropped;  // destroyed outside the lock
   absl::MutexLock lock(&mu_);

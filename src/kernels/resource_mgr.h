@@ -82,6 +82,15 @@ class ResourceMgr {
     return std::static_pointer_cast<T>(*r);
   }
 
+  // The resource of type T at (container, name): NotFound if absent,
+  // InvalidArgument if it is of another type.
+  template <typename T>
+  absl::StatusOr<std::shared_ptr<T>> Lookup(const std::string& container, const std::string& name) const {
+    absl::StatusOr<std::shared_ptr<Resource>> r = LookupResource(container, name, T::kTypeName);
+    if (!r.ok()) return r.status();
+    return std::static_pointer_cast<T>(*r);
+  }
+
   // The Var at (container, name), created if absent. If it exists with another
   // dtype or an incompatible shape, InvalidArgument naming both.
   absl::StatusOr<std::shared_ptr<Var>> LookupOrCreateVar(const std::string& container, const std::string& name,
@@ -104,6 +113,8 @@ class ResourceMgr {
   absl::StatusOr<std::shared_ptr<Resource>> LookupOrCreateResource(
       const std::string& container, const std::string& name, const char* type_name,
       const std::function<std::shared_ptr<Resource>()>& create);
+  absl::StatusOr<std::shared_ptr<Resource>> LookupResource(const std::string& container, const std::string& name,
+                                                           const char* type_name) const;
 
   std::map<std::string, std::map<std::string, std::shared_ptr<Var>>> containers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<std::string, std::shared_ptr<Resource>>> resources_ ABSL_GUARDED_BY(mu_);

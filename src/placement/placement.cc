@@ -94,16 +94,20 @@ absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const st
       }
     }
   }
-  // Merge the requests of each group. A variable's own request wins: ops that
-  // use it by reference follow it wherever they were asked to run (as
-  // TensorFlow's colocate_with overrides device scopes).
+  // Merge the requests of each group. A variable's own request wins (a
+  // queue's or reader's too): ops that use it by reference follow it
+  // wherever they were asked to run (as TensorFlow's colocate_with
+  // overrides device scopes).
   absl::flat_hash_map<int, DeviceName> request;
   absl::flat_hash_map<int, bool> has_variable;
   absl::flat_hash_map<int, const Node*> first_node;
   for (int pass = 0; pass < 2; ++pass) {
     for (const Node* n : nodes) {
       int g = Find(parent, n->id());
-      bool is_var = n->op() == "Variable";
+      // The owner of a group: a variable, or an op with no inputs that
+      // outputs a reference (a queue's or reader's handle).
+      bool is_var = n->op() == "Variable" ||
+                    (n->num_inputs() == 0 && n->num_outputs() > 0 && n->output_is_ref(0));
       if (pass == 0 && !is_var) continue;
       if (pass == 1 && (is_var || has_variable[g])) {
         if (!first_node.contains(g)) first_node[g] = n;

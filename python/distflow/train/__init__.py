@@ -31,3 +31,11 @@ from distflow.train.learning_rate_decay import (exponential_decay, natural_exp_d
 from distflow.train.training_util import global_step, assert_global_step  # noqa: F401
 from distflow.train.saver import checkpoint_exists, get_checkpoint_state  # noqa: F401
 from distflow.train.meta_graph import export_meta_graph, import_meta_graph  # noqa: F401
+
+# Queue-based input pipelines (queue_runner.py, input.py) and tf.train.Example (example.py).
+from distflow.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners  # noqa: F401,E402
+from distflow.train import queue_runner  # noqa: F401,E402 (tf.train.queue_runner.QueueRunner)
+from distflow.train.input import (batch, batch_join, input_producer, range_input_producer,  # noqa: F401,E402
+                                  shuffle_batch, shuffle_batch_join, slice_input_producer, string_input_producer)
+from distflow.train.example import (BytesList, Example, Feature, FeatureList, FeatureLists,  # noqa: F401,E402
+                                    Features, FloatList, Int64List, SequenceExample)

@@ -160,7 +160,10 @@ def _make_session(g, is_chief, checkpoint_dir, scaffold, hooks, save_checkpoint_
         for h in hooks:
             h.begin()  # before the session finalizes the graph: hooks may add ops
     runner = sv.prepare_or_wait_for_session(master, config, start_standard_services=False)
-    return _HookedSession(runner._monitored, g, sv, hooks)
+    session = _HookedSession(runner._monitored, g, sv, hooks)
+    # As TF's session creators, the graph's queue runners start with the session.
+    sv.start_queue_runners(runner)
+    return session
 
 
 def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaffold=None, hooks=None,  # noqa: N802

@@ -2,6 +2,8 @@
 follow them with a decay, updated by the op apply() returns."""
 import contextlib
 
+import numpy as np
+
 from distflow import framework as _fw
 from distflow import raw_ops as _ro
 
@@ -37,6 +39,10 @@ class ExponentialMovingAverage:
             if v.name in self._averages:
                 raise ValueError(f"Moving average already computed for: {v.name}")
             init = getattr(v, "initial_value", None)
+            if init is None and not isinstance(v, _fw.Variable) and v.shape.is_fully_defined():
+                # A tensor (a loss): its shadow starts at zero, as in TF (which
+                # also debiases it; distflow does not yet).
+                init = np.zeros(v.shape.as_list(), dtype=v.dtype.as_numpy_dtype)
             if init is None:
                 raise ValueError(f"ExponentialMovingAverage: '{v.name}' has no known initial value (apply it to "
                                  f"variables made with tf.Variable or tf.get_variable)")

@@ -75,10 +75,18 @@ class Server:
         self._server.start()
 
     def join(self):
+        """Blocks until the server stops. In TensorFlow join() never returns,
+        so what a TF1 program writes after a ps's server.join() never runs;
+        here the chief shuts the cluster down when training is over, and
+        the process then exits cleanly (SystemExit(0)) rather than run on.
+        A join ended by this process's own stop() returns."""
         self._server.join()
         self._joined = True
+        if not getattr(self, "_stopped_here", False):
+            raise SystemExit(0)
 
     def stop(self):
+        self._stopped_here = True
         self._server.stop()
 
     @property

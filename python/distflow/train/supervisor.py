@@ -133,7 +133,8 @@ class Supervisor:
         self.summary_writer.add_summary(summary, global_step)
 
     def start_queue_runners(self, sess, queue_runners=None):
-        """Starts the graph's queue runners (none before distflow has queues)."""
+        """Starts the graph's queue runners (GraphKeys.QUEUE_RUNNERS) with the
+        Supervisor's coordinator; stop() closes their queues and joins them."""
         qrs = queue_runners if queue_runners is not None else \
             self._graph.get_collection(_fw.GraphKeys.QUEUE_RUNNERS)
         threads = []
@@ -151,8 +152,9 @@ class Supervisor:
 
     def start_standard_services(self, sess):
         """TF1's standard services: checkpoints and summaries, which the
-        chief's C++ monitored session already runs (no extra thread)."""
-        return []
+        chief's C++ monitored session already runs (no extra thread), and
+        the graph's queue runners."""
+        return self.start_queue_runners(sess)
 
     @property
     def global_step(self):

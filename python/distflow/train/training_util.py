@@ -13,12 +13,24 @@ def create_global_step(graph=None):
 
 
 def get_global_step(graph=None):
+    """As TF: the GLOBAL_STEP collection's variable, else the variable named
+    "global_step" (a TF1 program's tf.Variable(0, name="global_step"))."""
     g = graph or _fw.get_default_graph()
-    return g._variables.get("global_step")
+    v = g._variables.get("global_step")
+    if v is not None:
+        return v
+    steps = g.get_collection(_fw.GraphKeys.GLOBAL_STEP)
+    if steps:
+        return steps[0]
+    for v in g.get_collection(_fw.GraphKeys.GLOBAL_VARIABLES):
+        if isinstance(v, _fw.Variable) and v.op.name == "global_step":
+            return v
+    return None
 
 
 def get_or_create_global_step(graph=None):
-    return get_global_step(graph) or create_global_step(graph)
+    step = get_global_step(graph)
+    return step if step is not None else create_global_step(graph)
 
 
 def global_step(sess, global_step_tensor):

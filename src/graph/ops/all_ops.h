@@ -26,6 +26,8 @@ void RegisterSparseOps(OpRegistry* r);       // Gather(V2), Scatter*, Unique, Un
 void RegisterSparseTrainingOps(OpRegistry* r);  // SparseApplyAdagrad, SparseApplyMomentum, SparseApplyFtrl, SparseApplyAdam
 void RegisterDatasetOps(OpRegistry* r);      // tf.data: datasets and iterators
 void RegisterFunctionOps(OpRegistry* r);     // Call (graph functions)
+void RegisterQueueOps(OpRegistry* r);         // queues and readers of TF1 input pipelines
+void RegisterParsingOps(OpRegistry* r);       // DecodeRaw, ParseExample
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -48,6 +50,8 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterSparseTrainingOps(r);
   RegisterDatasetOps(r);
   RegisterFunctionOps(r);
+  RegisterQueueOps(r);
+  RegisterParsingOps(r);
 }
 
 }  // namespace distflow

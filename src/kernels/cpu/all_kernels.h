@@ -30,6 +30,9 @@ void RegisterSparseKernels(KernelRegistry* r);   // Gather(V2), Unique, Unsorted
 void RegisterScatterKernels(KernelRegistry* r);  // ScatterAdd, ScatterSub, ScatterUpdate
 void RegisterSparseTrainingKernels(KernelRegistry* r);  // SparseApply{Adagrad,Momentum,Ftrl,Adam}
 void RegisterFunctionKernels(KernelRegistry* r);  // Call
+void RegisterQueueKernels(KernelRegistry* r);    // FIFOQueue, RandomShuffleQueue, PaddingFIFOQueue and their ops
+void RegisterReaderKernels(KernelRegistry* r);   // TFRecordReader, FixedLengthRecordReader, ..., ReaderRead
+void RegisterParsingKernels(KernelRegistry* r);  // DecodeRaw, ParseExample
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -54,6 +57,9 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterSparseTrainingKernels(r);
   RegisterDatasetKernels(r);
   RegisterFunctionKernels(r);
+  RegisterQueueKernels(r);
+  RegisterReaderKernels(r);
+  RegisterParsingKernels(r);
 }
 
 }  // namespace distflow

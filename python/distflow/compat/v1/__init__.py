@@ -201,6 +201,26 @@ from distflow import estimator as _estimator  # noqa: E402
 estimator = _Module("estimator", _estimator)
 
 
+# ---- queues, readers, parsing, tf.python_io and tf.image (TF1 input pipelines) ----
+from distflow import data_flow_ops as _data_flow_ops  # noqa: E402
+from distflow import image_ops as _image_ops  # noqa: E402
+from distflow import parsing_ops as _parsing_ops  # noqa: E402
+from distflow import python_io  # noqa: E402,F401 (tf.python_io)
+QueueBase, FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue = (
+    _data_flow_ops.QueueBase, _data_flow_ops.FIFOQueue, _data_flow_ops.PaddingFIFOQueue,
+    _data_flow_ops.RandomShuffleQueue)
+ReaderBase, TFRecordReader, FixedLengthRecordReader, WholeFileReader, TextLineReader = (
+    _data_flow_ops.ReaderBase, _data_flow_ops.TFRecordReader, _data_flow_ops.FixedLengthRecordReader,
+    _data_flow_ops.WholeFileReader, _data_flow_ops.TextLineReader)
+decode_raw, parse_example, parse_single_example = (
+    _parsing_ops.decode_raw, _parsing_ops.parse_example, _parsing_ops.parse_single_example)
+FixedLenFeature, VarLenFeature = _parsing_ops.FixedLenFeature, _parsing_ops.VarLenFeature
+SparseTensor, SparseTensorValue = _parsing_ops.SparseTensor, _parsing_ops.SparseTensorValue
+random_crop = _image_ops.random_crop
+image = _Module("image", _image_ops)
+# ---- end of the input-pipeline names ----
+
+
 class _NotImplementedNamespace(_types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):
