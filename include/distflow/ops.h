@@ -133,6 +133,14 @@ DISTFLOW_EXPORT Output SparseSegmentSum(const Scope& s, const Output& data, cons
                                         const Output& segment_ids);
 DISTFLOW_EXPORT Output SparseSegmentMean(const Scope& s, const Output& data, const Output& indices,
                                          const Output& segment_ids);
+// tf.nn.embedding_lookup: rows `ids` of a table stored whole (one params)
+// or in parts; "mod": id i is row i / n of part i % n; "div": contiguous
+// ranges, the first (rows % n) parts one row longer (needs the parts' row
+// counts in their static shapes). Each part's Gather runs on that part's
+// device, so only ids travel to it and rows back; the gradient of each part
+// is an IndexedSlices (distflow/gradients.h).
+DISTFLOW_EXPORT Output EmbeddingLookup(const Scope& s, const std::vector<Output>& params, const Output& ids,
+                                       const std::string& partition_strategy = "mod");
 
 // Random tensors; seed 0 with no graph seed means a fresh random seed.
 DISTFLOW_EXPORT Output RandomUniform(const Scope& s, const std::vector<int64_t>& shape, DataType dtype = DT_FLOAT,

@@ -6,7 +6,9 @@ get_variable(..., partitioner=p) returns. A PartitionedVariable of shape
 the first N % n of them one row longer, each created by get_variable (so
 replica_device_setter puts them round-robin on the ps tasks), each with its
 save_slice_info (full name, full shape, offset, own shape).
-embedding_lookup(partition_strategy="div") matches this layout."""
+embedding_lookup(partition_strategy="div") matches this layout. Each part is
+saved under its own name; tf.train.Saver.restore joins a checkpoint's parts
+(and their optimizer slots) and cuts them again when the number changed."""
 import math as _math
 
 import numpy as _np

@@ -213,8 +213,9 @@ void BindTrain(py::module_& m) {
   // Checkpoints: each task holding variables writes its own shard.
   py::class_<df::Saver>(m, "Saver")
       .def(py::init([](const df::Scope& scope, const std::vector<df::Output>& var_list, int max_to_keep,
-                       const std::string& basename, const std::vector<df::Output>& exclude) {
+                       const std::string& basename, const std::vector<df::Output>& exclude, bool allow_extra) {
              df::SaverOptions o;
+             o.allow_extra_in_checkpoint = allow_extra;
              o.var_list = var_list;
              o.exclude = exclude;
              o.max_to_keep = max_to_keep;
@@ -222,7 +223,7 @@ void BindTrain(py::module_& m) {
              return Value(df::Saver::Create(scope, o));
            }),
            py::arg("scope"), py::arg("var_list"), py::arg("max_to_keep"), py::arg("basename"),
-           py::arg("exclude") = std::vector<df::Output>{})
+           py::arg("exclude") = std::vector<df::Output>{}, py::arg("allow_extra") = false)
       .def("save",
            [](df::Saver& self, PySession& sess, const std::string& logdir, std::optional<int64_t> step) {
              if (sess.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
@@ -262,6 +263,23 @@ void BindTrain(py::module_& m) {
         }
         Check(s);
       });
+  // Tensors of a checkpoint whose names start with one of `prefixes`, as numpy arrays.
+  m.def("read_checkpoint_tensors", [](const std::string& prefix, const std::vector<std::string>& prefixes) {
+    auto want = [&prefixes](const std::string& name) {
+      for (const std::string& p : prefixes) {
+        if (name.rfind(p, 0) == 0) return true;
+      }
+      return false;
+    };
+    absl::StatusOr<std::map<std::string, df::Tensor>> tensors;
+    {
+      py::gil_scoped_release release;
+      tensors = df::ReadCheckpointTensors(prefix, want);
+    }
+    py::dict out;
+    for (auto& [name, t] : Value(std::move(tensors))) out[py::str(name)] = TensorToNumpy(t);
+    return out;
+  });
   m.def("latest_checkpoint", [](const std::string& logdir) -> py::object {
     absl::StatusOr<std::string> p = df::LatestCheckpoint(logdir);
     if (absl::IsNotFound(p.status())) return py::none();

@@ -149,5 +149,47 @@ TEST(ScatterOps, AddSubUpdateRowsInPlaceAndRejectBadIds) {
   EXPECT_TENSOR_EQ(want, (*still)[0]);  // nothing half-written
 }
 
+// ops::EmbeddingLookup over 3 parts of a 7 x 2 table ("mod" and "div"
+// layouts) equals rows of the whole table (NumPy's table[ids]); its gradient
+// is numeric-checked with respect to every part.
+TEST(EmbeddingLookup, PartsMatchTheWholeTableAndGradientsCheck) {
+  std::vector<double> whole(14);
+  for (size_t i = 0; i < whole.size(); ++i) whole[i] = 0.5 * static_cast<double>(i);
+  const std::vector<int64_t> ids = {6, 0, 3, 4, 2, 6};
+  auto rows_of = [&](const std::vector<int64_t>& rows) {
+    std::vector<double> v;
+    for (int64_t r : rows) v.insert(v.end(), whole.begin() + r * 2, whole.begin() + r * 2 + 2);
+    return Tensor::FromVector<double>(v, TensorShape({static_cast<int64_t>(rows.size()), 2}));
+  };
+  const std::vector<std::vector<int64_t>> mod_parts = {{0, 3, 6}, {1, 4}, {2, 5}};
+  const std::vector<std::vector<int64_t>> div_parts = {{0, 1, 2}, {3, 4}, {5, 6}};
+  for (const auto& [strategy, layout] : {std::pair{"mod", mod_parts}, std::pair{"div", div_parts}}) {
+    SCOPED_TRACE(strategy);
+    Scope root = Scope::NewRootScope();
+    std::vector<Output> parts;
+    for (const auto& rows : layout) parts.push_back(ops::Const(root, rows_of(rows)));
+    Output ids_t = ops::Const(root, Tensor::FromVector<int64_t>(ids, TensorShape({2, 3})));
+    Output out = ops::EmbeddingLookup(root, parts, ids_t, strategy);
+    ASSERT_TRUE(root.ok()) << root.status();
+    Session sess;
+    auto r = sess.Run({out});
+    ASSERT_TRUE(r.ok()) << r.status();
+    Tensor want = rows_of(ids);
+    ASSERT_TRUE(want.Reshaped(TensorShape({2, 3, 2})).ok());
+    EXPECT_TENSOR_EQ(*want.Reshaped(TensorShape({2, 3, 2})), (*r)[0]);
+    const std::string strat = strategy;
+    CheckGradient({rows_of(layout[0]), rows_of(layout[1]), rows_of(layout[2])},
+                  [&](const Scope& s, const std::vector<Output>& x) {
+                    return ops::Square(s, ops::EmbeddingLookup(s, x, Ids(s, {6, 0, 3, 4, 2, 6}), strat));
+                  },
+                  "EmbeddingLookup " + strat, kTol, /*require_gradient=*/true);
+  }
+  Scope bad = Scope::NewRootScope();
+  ops::EmbeddingLookup(bad, {ops::Const(bad, rows_of({0})), ops::Const(bad, rows_of({1}))},
+                       Ids(bad, {0}), "stripes");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'mod' or 'div', got 'stripes'"), std::string::npos) << bad.status();
+}
+
 }  // namespace
 }  // namespace distflow

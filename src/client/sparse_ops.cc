@@ -62,5 +62,54 @@ Output SparseSegmentMean(const Scope& s, const Output& data, const Output& indic
   return Build(s, "SparseSegmentMean", {data, indices, segment_ids});
 }
 
+Output EmbeddingLookup(const Scope& s, const std::vector<Output>& params, const Output& ids,
+                       const std::string& partition_strategy) {
+  const Scope aux = s.WithOpName("");
+  auto on_device_of = [&](const Output& p) { return aux.WithDevice(p.node()->def().device()); };
+  const int n = static_cast<int>(params.size());
+  if (n == 0 || !ids.ok() || (partition_strategy != "mod" && partition_strategy != "div")) {
+    s.UpdateStatus(absl::InvalidArgumentError(
+        n == 0 ? "EmbeddingLookup: params is empty"
+               : "EmbeddingLookup: partition_strategy must be 'mod' or 'div', got '" + partition_strategy + "'"));
+    return Output();
+  }
+  if (n == 1) return Gather(on_device_of(params[0]).WithOpName(""), params[0], ids);
+  const DataType it = ids.dtype();
+  auto c = [&](int64_t v) { return it == DT_INT64 ? Const(aux, v) : Const(aux, static_cast<int>(v)); };
+  auto mod = [&](const Output& x, const Output& m) { return Sub(aux, x, Mul(aux, Div(aux, x, m), m)); };
+  Output flat = Reshape(aux, ids, std::vector<int64_t>{-1});
+  Output assign, new_ids;
+  if (partition_strategy == "mod") {
+    assign = mod(flat, c(n));
+    new_ids = Div(aux, flat, c(n));
+  } else {
+    int64_t total = 0;
+    for (const Output& p : params) {
+      const PartialShape ps = p.shape();
+      if (ps.unknown_rank() || ps.rank() < 1 || ps.dim(0) < 0) {
+        s.UpdateStatus(absl::InvalidArgumentError("EmbeddingLookup(div) needs every part's number of rows"));
+        return Output();
+      }
+      total += ps.dim(0);
+    }
+    const int64_t per = total / n, extras = total % n;
+    Output shifted = Sub(aux, flat, c(extras));
+    assign = Maximum(aux, Div(aux, flat, c(per + 1)), Div(aux, shifted, c(std::max<int64_t>(per, 1))));
+    new_ids = Select(aux, Less(aux, assign, c(extras)), mod(flat, c(per + 1)),
+                     mod(shifted, c(std::max<int64_t>(per, 1))));
+  }
+  if (it != DT_INT32) assign = Cast(aux, assign, DT_INT32);
+  std::vector<Output> gather_ids = DynamicPartition(aux, new_ids, assign, n);
+  std::vector<Output> positions =
+      DynamicPartition(aux, Range(aux, Const(aux, 0), Size(aux, flat), Const(aux, 1)), assign, n);
+  if (static_cast<int>(gather_ids.size()) != n || static_cast<int>(positions.size()) != n) return Output();
+  std::vector<Output> rows;
+  for (int i = 0; i < n; ++i) rows.push_back(Gather(on_device_of(params[static_cast<size_t>(i)]), params[static_cast<size_t>(i)],
+                                                    gather_ids[static_cast<size_t>(i)]));
+  Output stitched = DynamicStitch(aux, positions, rows);
+  Output row_shape = Slice(aux, Shape(aux, stitched), {1}, {-1});
+  return Reshape(s, stitched, Concat(aux, {Shape(aux, ids), row_shape}, 0));
+}
+
 }  // namespace ops
 }  // namespace distflow

@@ -267,6 +267,7 @@ absl::StatusOr<proto::CheckpointIndex> Saver::ReadCompatibleIndex(const std::str
   for (const proto::CheckpointEntry& e : index->entry()) {
     if (!ours.contains(e.name())) extra.push_back(absl::StrCat(e.name(), " (", checkpoint::EntryTypeString(e), ")"));
   }
+  if (options_.allow_extra_in_checkpoint) extra.clear();
   if (missing.empty() && mismatched.empty() && extra.empty()) return index;
   auto list = [](const std::vector<std::string>& v) {
     constexpr size_t kShown = 10;
@@ -357,6 +358,28 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& logdir) {
   ASSIGN_OR_RETURN(std::vector<std::string> history, CheckpointHistory(logdir));
   if (history.empty()) return absl::NotFoundError(absl::StrCat("No checkpoint in '", logdir, "'"));
   return history.back();
+}
+
+absl::StatusOr<std::map<std::string, Tensor>> ReadCheckpointTensors(
+    const std::string& prefix, const std::function<bool(const std::string&)>& want) {
+  const std::string index_path = checkpoint::IndexFileName(prefix);
+  ASSIGN_OR_RETURN(std::string index_contents, Env::Default()->ReadFile(index_path));
+  ASSIGN_OR_RETURN(proto::CheckpointIndex index, checkpoint::ParseIndex(index_contents, index_path));
+  std::map<std::string, Tensor> out;
+  for (int shard = 0; shard < index.num_shards(); ++shard) {
+    bool needed = false;
+    for (const proto::CheckpointEntry& e : index.entry()) needed = needed || (e.shard() == shard && want(e.name()));
+    if (!needed) continue;
+    const std::string path = checkpoint::DataFileName(prefix, shard, index.num_shards());
+    ASSIGN_OR_RETURN(std::string contents, Env::Default()->ReadFile(path));
+    ASSIGN_OR_RETURN(checkpoint::ParsedShard parsed, checkpoint::ParseShard(contents, path));
+    for (const proto::CheckpointEntry& e : parsed.footer.entry()) {
+      if (!want(e.name())) continue;
+      ASSIGN_OR_RETURN(Tensor t, checkpoint::ReadTensor(parsed, e));
+      out[e.name()] = std::move(t);
+    }
+  }
+  return out;
 }
 
 }  // namespace distflow

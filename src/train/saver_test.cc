@@ -296,5 +296,42 @@ TEST(Saver, RejectsBadOptions) {
   EXPECT_FALSE(Saver::Create(empty).ok());
 }
 
+// What the Python client's repartitioned restore builds on: reading a
+// checkpoint's tensors by name, and a saver over fewer variables than the
+// checkpoint holds restoring them only when allowed to.
+TEST(Saver, ReadsTensorsAndRestoresASubsetWhenAllowed) {
+  const std::string dir = TempDir("subset");
+  Model m;
+  auto saver = Saver::Create(m.root);
+  ASSERT_TRUE(saver.ok()) << saver.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(m.root)}).ok());
+  auto prefix = (*saver)->Save(&sess, dir, 3);
+  ASSERT_TRUE(prefix.ok()) << prefix.status();
+  auto read = ReadCheckpointTensors(*prefix, [](const std::string& n) { return n == "w" || n == "b"; });
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ(read->at("w").shape(), TensorShape({3, 2}));
+  EXPECT_EQ(read->at("w").flat<float>()[5], 1.5f);
+  EXPECT_EQ(read->at("b").flat<double>()[1], -2.0);
+  EXPECT_FALSE(ReadCheckpointTensors(dir + "/nothing-here", [](const std::string&) { return true; }).ok());
+
+  SaverOptions strict;
+  strict.var_list = {m.w};
+  auto only_w = Saver::Create(m.root, strict);
+  ASSERT_TRUE(only_w.ok()) << only_w.status();
+  absl::Status refused = (*only_w)->Restore(&sess, *prefix);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("in the checkpoint but not in the model"));
+  SaverOptions lenient = strict;
+  lenient.allow_extra_in_checkpoint = true;
+  auto lenient_w = Saver::Create(m.root, lenient);
+  ASSERT_TRUE(lenient_w.ok()) << lenient_w.status();
+  Overwrite(&sess, m);
+  absl::Status restored = (*lenient_w)->Restore(&sess, *prefix);
+  EXPECT_TRUE(restored.ok()) << restored;
+  EXPECT_EQ(Floats(&sess, m.w), std::vector<float>(6, 1.5f));
+}
+
 }  // namespace
 }  // namespace distflow

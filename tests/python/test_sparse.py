@@ -263,3 +263,45 @@ def test_example_trains_under_distflow_launch_and_moves_rows_not_tables(num_ps):
     # Pushed: the gradient rows and their int64 ids (512 x 8 bytes).
     assert rows_bytes <= pushed < 1.3 * rows_bytes, (pushed, rows_bytes)
     assert table_bytes / max(pulled, pushed) > 30, (pulled, pushed, table_bytes)
+
+
+def _model(parts, init):
+    emb = tf.get_variable("emb", [7, 3], initializer=init, partitioner=tf.fixed_size_partitioner(parts))
+    w = tf.get_variable("w", [2], initializer=np.array([1.0, 2.0], np.float32))
+    loss = tf.reduce_sum(tf.square(tf.nn.embedding_lookup(emb, [0, 6, 3, 6], partition_strategy="div"))) + \
+        tf.reduce_sum(w)
+    train = tf.train.AdagradOptimizer(0.1).minimize(loss)
+    g = tf.get_default_graph()
+    accum = tf.concat([g.get_tensor_by_name(f"emb/part_{k}/Adagrad:0") for k in range(parts)], 0)
+    return emb, w, train, tf.convert_to_tensor(emb), accum
+
+
+def test_partitioned_variable_saved_in_2_parts_restores_into_3(tmp_path):
+    full = np.arange(21, dtype=np.float32).reshape(7, 3) / 10
+    emb, w, train, whole, accum = _model(2, full)
+    saver = tf.train.Saver()
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(train)
+        want_emb, want_accum, want_w = sess.run([whole, accum, w])
+        path = saver.save(sess, str(tmp_path / "model.ckpt"))
+    assert not np.array_equal(want_emb, full) and not np.allclose(want_accum, 0.1)  # the step changed both
+    tf.reset_default_graph()
+    emb, w, train, whole, accum = _model(3, np.zeros((7, 3), np.float32))
+    assert [v.shape.as_list()[0] for v in emb] == [3, 2, 2]
+    saver = tf.train.Saver()
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        saver.restore(sess, path)
+        got_emb, got_accum, got_w = sess.run([whole, accum, w])
+    np.testing.assert_array_equal(got_emb, want_emb)
+    np.testing.assert_array_equal(got_accum, want_accum)
+    np.testing.assert_array_equal(got_w, want_w)
+    # A checkpoint of another shape is still refused, naming the difference.
+    tf.reset_default_graph()
+    tf.get_variable("emb", [8, 3], partitioner=tf.fixed_size_partitioner(3))
+    saver = tf.train.Saver()
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        with pytest.raises(ValueError, match=r"'emb' has shape \[7, 3\] in its 2 parts, the model's is \[8, 3\]"):
+            saver.restore(sess, path)

@@ -30,6 +30,8 @@
 // Not thread-safe: one thread saves or restores at a time (the Supervisor's).
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +59,11 @@ struct DISTFLOW_EXPORT SaverOptions {
   int max_to_keep = 5;
   // Checkpoint names are "<basename>-<global step>".
   std::string basename = "model.ckpt";
+  // Restore accepts a checkpoint that holds more variables than this saver
+  // restores (as TF's Saver(var_list) does); missing or mismatched ones are
+  // still errors. The Python client uses it to restore a partitioned
+  // variable's parts itself when their number changed.
+  bool allow_extra_in_checkpoint = false;
 };
 
 class DISTFLOW_EXPORT Saver {
@@ -114,5 +121,10 @@ class DISTFLOW_EXPORT Saver {
 DISTFLOW_EXPORT absl::StatusOr<std::vector<std::string>> CheckpointHistory(const std::string& logdir);
 // The newest of them; NotFound if there is none.
 DISTFLOW_EXPORT absl::StatusOr<std::string> LatestCheckpoint(const std::string& logdir);
+
+// The tensors of checkpoint `prefix` whose names `want` accepts, by name
+// (TF's checkpoint reader). Errors name the file that is missing or corrupt.
+DISTFLOW_EXPORT absl::StatusOr<std::map<std::string, Tensor>> ReadCheckpointTensors(
+    const std::string& prefix, const std::function<bool(const std::string&)>& want);
 
 }  // namespace distflow

@@ -1,6 +1,9 @@
 """tf.train.Saver, latest_checkpoint and the checkpoint state."""
 import os
+import re
 import types
+
+import numpy as np
 
 from distflow import _distflow
 from distflow import framework as _fw
@@ -78,7 +81,12 @@ class Saver:
     def restore(self, sess, save_path):
         if save_path is None:
             raise ValueError("Can't load save_path when it is None.")
-        return self._saver(next(iter(self._savers), "model.ckpt")).restore(self._plain(sess), save_path)
+        try:
+            return self._saver(next(iter(self._savers), "model.ckpt")).restore(self._plain(sess), save_path)
+        except _distflow.FailedPreconditionError:
+            # Saved with another number of parts? Re-slice those, then restore the rest.
+            if not _repartitioned_restore(self._graph, self._plain(sess), save_path, self._var_list, self._exclude):
+                raise
 
     def export_meta_graph(self, filename=None, collection_list=None, as_text=False, export_scope=None,
                           clear_devices=False, clear_extraneous_savers=False, strip_default_attrs=False,
@@ -89,6 +97,60 @@ class Saver:
 
     def as_saver_def(self):
         raise NotImplementedError("Saver.as_saver_def: distflow's checkpoints have no SaverDef")
+
+
+def _repartitioned_restore(graph, plain_sess, save_path, var_list, exclude):
+    """Restores each PartitionedVariable (and its optimizer slots) saved with
+    a different number of parts: the checkpoint's parts "<name>/part_k<slot>"
+    are joined along the partitioned axis in order (parts are contiguous
+    slices, see partitioned_variables.py) and cut to this graph's parts; the
+    other variables are restored as usual. False if the checkpoint has no
+    parts of this graph's partitioned variables (the mismatch is something
+    else, and the caller re-raises it)."""
+    from distflow.partitioned_variables import PartitionedVariable
+    pvs = [v for v in graph._variables.values() if isinstance(v, PartitionedVariable)]
+    if not pvs:
+        return False
+    prefix = os.path.abspath(save_path)
+    saved = _distflow.read_checkpoint_tensors(prefix, [pv.name + "/part_" for pv in pvs])
+    feeds, targets, repartitioned = {}, [], []
+    for pv in pvs:
+        axis = next((i for i, p in enumerate(pv._get_partitions()) if p > 1), 0)
+        by_slot = {}
+        for name, value in saved.items():
+            m = re.fullmatch(re.escape(pv.name) + r"/part_(\d+)(/.*)?", name)
+            if m:
+                by_slot.setdefault(m.group(2) or "", {})[int(m.group(1))] = value
+        for slot, parts in by_slot.items():
+            if sorted(parts) != list(range(len(parts))):
+                raise ValueError(f"checkpoint {prefix}: the parts of '{pv.name}{slot}' are {sorted(parts)}, "
+                                 f"not 0..{len(parts) - 1}")
+            whole = np.concatenate([parts[k] for k in range(len(parts))], axis=axis)
+            if list(whole.shape) != pv.shape.as_list():
+                raise ValueError(f"checkpoint {prefix}: '{pv.name}{slot}' has shape {list(whole.shape)} in its "
+                                 f"{len(parts)} parts, the model's is {pv.shape.as_list()}")
+            offset = 0
+            for part in pv:
+                n = part.shape.as_list()[axis]
+                try:
+                    target = graph.get_tensor_by_name(part.op.name + slot + ":0")
+                except KeyError:
+                    break  # this model has no such slot
+                value = np.take(whole, range(offset, offset + n), axis=axis)
+                with graph.as_default():
+                    feed = _fw.placeholder(target.dtype, value.shape)
+                    targets.append(_fw._apply("Assign", [target, feed]).op)
+                feeds[feed] = value
+                repartitioned.append(target._out)
+                offset += n
+    if not repartitioned:
+        return False
+    with graph.as_default():
+        rest = _distflow.Saver(graph._scope(), var_list, 0, "model.ckpt", list(exclude) + repartitioned,
+                               allow_extra=True)
+    rest.restore(plain_sess, prefix)
+    plain_sess.run([(f._out, v) for f, v in feeds.items()], [], [t._op for t in targets], 0)
+    return True
 
 
 def checkpoint_exists(checkpoint_prefix):
