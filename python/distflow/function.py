@@ -87,7 +87,6 @@ class Defun:
     def __init__(self, *input_types, **kwargs):
         self._types = input_types
         self._name = kwargs.get("func_name")
-        self._shapes = kwargs.get("shape_func") and None
 
     def __call__(self, fn):
         traced = TracedFunction(fn, self._types, name=self._name or fn.__name__, what=f"Defun '{fn.__name__}'")

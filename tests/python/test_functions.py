@@ -137,3 +137,20 @@ def test_map_errors_are_named():
     nxt = bad.make_one_shot_iterator().get_next()
     with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError, match=r"In function '.*Reshape"):
         sess.run(nxt)
+
+
+def test_flat_map_concatenates_the_datasets_made_per_element():
+    rows = np.arange(12, dtype=np.int64).reshape(4, 3)
+    ds = tf.data.Dataset.from_tensor_slices(rows).flat_map(
+        lambda r: tf.data.Dataset.from_tensor_slices(r).take(2).map(lambda v: v * 10))
+    nxt = ds.make_one_shot_iterator().get_next()
+    got = []
+    with tf.Session() as sess:
+        try:
+            while True:
+                got.append(sess.run(nxt))
+        except tf.errors.OutOfRangeError:
+            pass
+    assert got == (rows[:, :2] * 10).ravel().tolist()
+    with pytest.raises(TypeError, match="flat_map: the function must return a Dataset"):
+        tf.data.Dataset.range(3).flat_map(lambda v: v)

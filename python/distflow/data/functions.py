@@ -1,7 +1,7 @@
 """Dataset transformations that run a Python function per element, traced
 once into a graph function (distflow/function.py) that the runtime runs
 per element (MapDataset, FilterDataset in src/kernels/data): map (with
-num_parallel_calls), filter, flat_map is not there yet. As in TF, a tuple
+num_parallel_calls), filter and flat_map. As in TF, a tuple
 element is passed as separate arguments, anything else as one."""
 from distflow import dtypes as _dtypes
 from distflow import framework as _fw
@@ -51,5 +51,26 @@ class FilterDataset(_ds.Dataset):
         return _raw.FilterDataset(input_dataset=self._input._handle(), f=self._fn.definition)
 
 
-def FlatMapDataset(dataset, fn):  # noqa: N802
-    raise NotImplementedError("distflow.compat.v1 has no tf.data.Dataset.flat_map yet")
+class FlatMapDataset(_ds.Dataset):
+    """The concatenation of the datasets `map_func` makes from each element.
+    Its body builds the inner dataset's ops; they run once per element, one
+    element at a time."""
+
+    def __init__(self, input_dataset, map_func):
+        self._input = input_dataset
+        made = {}
+
+        def body(*args):
+            inner = map_func(*args)
+            if not isinstance(inner, _ds.Dataset):
+                raise TypeError(f"Dataset.flat_map: the function must return a Dataset, got {type(inner).__name__}")
+            made["dataset"] = inner
+            return inner._handle()
+
+        self._fn = _trace(input_dataset, body, "Dataset.flat_map")
+        inner = made["dataset"]
+        super().__init__(inner._types, inner._shapes)
+
+    def _build(self):
+        return _raw.FlatMapDataset(input_dataset=self._input._handle(), f=self._fn.definition,
+                                   output_types=self._flat_types())

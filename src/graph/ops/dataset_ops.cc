@@ -138,6 +138,15 @@ void RegisterDatasetOps(OpRegistry* r) {
                       .Attr("f: string")
                       .SetIsStateful()
                       .SetShapeFn(ScalarInputsHandle));
+  // The concatenation of the datasets the function `f` makes from each
+  // element (it gives one dataset key); their components are `output_types`.
+  r->MustRegister(OpDefBuilder("FlatMapDataset")
+                      .Input("input_dataset: string")
+                      .Output("handle: string")
+                      .Attr("f: string")
+                      .Attr("output_types: list(type)")
+                      .SetIsStateful()
+                      .SetShapeFn(ScalarInputsHandle));
   r->MustRegister(OpDefBuilder("BatchDataset")
                       .Input("input_dataset: string")
                       .Input("batch_size: int64")

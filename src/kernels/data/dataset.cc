@@ -27,16 +27,16 @@ absl::StatusOr<DatasetPtr> DatasetStore::Get(const std::string& key) const {
 
 namespace {
 
-absl::StatusOr<std::shared_ptr<DatasetStore>> Store(OpKernelContext* ctx) {
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<DatasetStore>> DatasetStoreOf(OpKernelContext* ctx) {
   return ctx->resource_manager()->LookupOrCreate<DatasetStore>(ctx->default_container(), "_datasets",
                                                                [] { return std::make_shared<DatasetStore>(); });
 }
 
-}  // namespace
-
 absl::Status DatasetOpKernel::Compute(OpKernelContext* ctx) {
   DF_ASSIGN_OR_RETURN(DatasetPtr dataset, MakeDataset(ctx));
-  DF_ASSIGN_OR_RETURN(std::shared_ptr<DatasetStore> store, Store(ctx));
+  DF_ASSIGN_OR_RETURN(std::shared_ptr<DatasetStore> store, DatasetStoreOf(ctx));
   store->Put(name(), std::move(dataset));
   return ctx->set_output(0, Tensor::Scalar<std::string>(name()));
 }
@@ -47,7 +47,7 @@ absl::StatusOr<DatasetPtr> InputDataset(OpKernelContext* ctx, int i) {
     return absl::InvalidArgumentError(absl::StrCat("Input ", i, " must be a dataset (a string scalar), got ",
                                                    DataTypeName(key.dtype()), " ", key.shape().DebugString()));
   }
-  DF_ASSIGN_OR_RETURN(std::shared_ptr<DatasetStore> store, Store(ctx));
+  DF_ASSIGN_OR_RETURN(std::shared_ptr<DatasetStore> store, DatasetStoreOf(ctx));
   return store->Get(key.flat<std::string>()[0]);
 }
 

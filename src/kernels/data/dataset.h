@@ -87,6 +87,8 @@ class DatasetOpKernel : public OpKernel {
   virtual absl::StatusOr<DatasetPtr> MakeDataset(OpKernelContext* ctx) = 0;
 };
 
+// The DatasetStore of the op's device and container.
+absl::StatusOr<std::shared_ptr<DatasetStore>> DatasetStoreOf(OpKernelContext* ctx);
 // The dataset whose key is input `i` of the op.
 absl::StatusOr<DatasetPtr> InputDataset(OpKernelContext* ctx, int i);
 // Input `i` as one integer (int32 or int64 scalar); InvalidArgument naming `what`.

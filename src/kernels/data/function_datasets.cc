@@ -137,11 +137,66 @@ class FilterDataset : public Dataset {
   const std::shared_ptr<const FunctionInstance> fn_;
 };
 
+// Runs the function on each input element; the function gives the key of
+// a dataset its body made (in the same DatasetStore), which is read to its
+// end before the next element. Elements are mapped one at a time: the
+// body's dataset ops reuse their keys on every call.
+class FlatMapDataset : public Dataset {
+ public:
+  FlatMapDataset(DatasetPtr input, std::shared_ptr<const FunctionInstance> fn, std::shared_ptr<DatasetStore> store,
+                 std::vector<DataType> types)
+      : Dataset(std::move(types)), input_(std::move(input)), fn_(std::move(fn)), store_(std::move(store)) {}
+  absl::StatusOr<std::unique_ptr<DatasetIterator>> MakeIterator() const override {
+    DF_ASSIGN_OR_RETURN(std::unique_ptr<DatasetIterator> in, input_->MakeIterator());
+    return std::unique_ptr<DatasetIterator>(new Iter(Self<FlatMapDataset>(), std::move(in)));
+  }
+  std::string DebugName() const override { return absl::StrCat("FlatMapDataset(", input_->DebugName(), ")"); }
+
+ private:
+  class Iter : public DatasetIterator {
+   public:
+    Iter(std::shared_ptr<const FlatMapDataset> d, std::unique_ptr<DatasetIterator> in) : d_(std::move(d)), in_(std::move(in)) {}
+    absl::Status GetNext(Element* out, bool* end) override {
+      while (true) {
+        if (inner_ != nullptr) {
+          RETURN_IF_ERROR(inner_->GetNext(out, end));
+          if (!*end) return absl::OkStatus();
+          inner_.reset();
+        }
+        Element e;
+        RETURN_IF_ERROR(in_->GetNext(&e, end));
+        if (*end) return absl::OkStatus();
+        DF_ASSIGN_OR_RETURN(std::vector<Tensor> key, d_->fn_->Run(e, nullptr));
+        if (key.size() != 1 || key[0].dtype() != DT_STRING || key[0].NumElements() != 1) {
+          return absl::InvalidArgumentError(absl::StrCat("The flat_map function '", d_->fn_->def().name(),
+                                                         "' must give one dataset"));
+        }
+        DF_ASSIGN_OR_RETURN(DatasetPtr inner, d_->store_->Get(key[0].flat<std::string>()[0]));
+        if (inner->dtypes() != d_->dtypes()) {
+          return absl::InvalidArgumentError(absl::StrCat("The flat_map function '", d_->fn_->def().name(), "' gave ",
+                                                         inner->DebugName(), " whose components differ from the declared ones"));
+        }
+        DF_ASSIGN_OR_RETURN(inner_, inner->MakeIterator());
+      }
+    }
+
+   private:
+    const std::shared_ptr<const FlatMapDataset> d_;
+    const std::unique_ptr<DatasetIterator> in_;
+    std::unique_ptr<DatasetIterator> inner_;
+  };
+
+  const DatasetPtr input_;
+  const std::shared_ptr<const FunctionInstance> fn_;
+  const std::shared_ptr<DatasetStore> store_;
+};
+
 class FunctionDatasetOp : public DatasetOpKernel {
  public:
   using DatasetOpKernel::DatasetOpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
     DF_ASSIGN_OR_RETURN(f_, GetAttrString(c->def(), "f"));
+    if (absl::StatusOr<std::vector<DataType>> t = GetAttrTypeList(c->def(), "output_types"); t.ok()) types_ = *t;
     return absl::OkStatus();
   }
 
@@ -150,6 +205,12 @@ class FunctionDatasetOp : public DatasetOpKernel {
     DF_ASSIGN_OR_RETURN(DatasetPtr input, InputDataset(ctx, 0));
     DF_ASSIGN_OR_RETURN(std::shared_ptr<const FunctionInstance> fn,
                         InstantiateFunction(f_, ctx->device(), ctx->default_container()));
+    if (type_string() == "FlatMapDataset") {
+      RETURN_IF_ERROR(CheckArgs(fn->def(), input->dtypes(), "The flat_map"));
+      DF_ASSIGN_OR_RETURN(std::shared_ptr<DatasetStore> store, DatasetStoreOf(ctx));
+      return DatasetPtr(std::make_shared<FlatMapDataset>(std::move(input), std::move(fn), std::move(store),
+                                                         types_));
+    }
     const bool map = type_string() == "MapDataset";
     RETURN_IF_ERROR(CheckArgs(fn->def(), input->dtypes(), map ? "The map" : "The filter"));
     if (!map) return DatasetPtr(std::make_shared<FilterDataset>(std::move(input), std::move(fn)));
@@ -163,6 +224,7 @@ class FunctionDatasetOp : public DatasetOpKernel {
 
  private:
   std::string f_;
+  std::vector<DataType> types_;  // FlatMapDataset's
 };
 
 }  // namespace
@@ -170,6 +232,7 @@ class FunctionDatasetOp : public DatasetOpKernel {
 void RegisterFunctionDatasetKernels(KernelRegistry* r) {
   r->Register<FunctionDatasetOp>("MapDataset", kCpu, DT_INVALID);
   r->Register<FunctionDatasetOp>("FilterDataset", kCpu, DT_INVALID);
+  r->Register<FunctionDatasetOp>("FlatMapDataset", kCpu, DT_INVALID);
 }
 
 }  // namespace data
