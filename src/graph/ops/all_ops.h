@@ -22,6 +22,7 @@ void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other 
 void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
 void RegisterSyncOps(OpRegistry* r);         // accumulators and step barrier of synchronous training
 void RegisterSummaryOps(OpRegistry* r);      // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
+void RegisterControlFlowOps(OpRegistry* r);  // Switch, Merge, Enter, Exit, NextIteration, LoopCond, ControlTrigger
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -40,6 +41,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterCheckpointOps(r);
   RegisterSyncOps(r);
   RegisterSummaryOps(r);
+  RegisterControlFlowOps(r);
 }
 
 }  // namespace distflow

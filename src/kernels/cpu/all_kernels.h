@@ -24,6 +24,7 @@ void RegisterGradSupportKernels(KernelRegistry* r);
 void RegisterCheckpointKernels(KernelRegistry* r);
 void RegisterSyncKernels(KernelRegistry* r);
 void RegisterSummaryKernels(KernelRegistry* r);
+void RegisterControlFlowKernels(KernelRegistry* r);  // Switch, Merge, Enter, Exit, NextIteration, LoopCond
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -43,6 +44,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCheckpointKernels(r);
   RegisterSyncKernels(r);
   RegisterSummaryKernels(r);
+  RegisterControlFlowKernels(r);
 }
 
 }  // namespace distflow
