@@ -42,6 +42,7 @@ void RegisterStandardGradients(GradientRegistry* r) {
   RegisterArrayGradients(r);
   RegisterSliceGradients(r);
   RegisterNnGradients(r);
+  RegisterControlFlowGradients(r);
 }
 
 namespace {

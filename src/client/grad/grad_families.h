@@ -16,6 +16,7 @@ void RegisterMathUnaryGradients(GradientRegistry* r);  // math_unary_grad.cc
 void RegisterArrayGradients(GradientRegistry* r);
 void RegisterSliceGradients(GradientRegistry* r);  // slice_grad.cc
 void RegisterNnGradients(GradientRegistry* r);
+void RegisterControlFlowGradients(GradientRegistry* r);  // control_flow_grad.cc: Switch, Merge
 
 namespace grad {
 
