@@ -60,6 +60,10 @@ struct DISTFLOW_EXPORT WhileOptions {
   // Tensors from outside the loop that the condition and body read (they see
   // them after the loop variables); their values are the same every iteration.
   std::vector<Output> invariants;
+  // Keep what the loop's gradient needs: every iteration's values of the
+  // loop variables (their ranks must be known) and the iteration count.
+  // Gradients through the loop need it; false saves the memory.
+  bool back_prop = true;
 };
 
 // tf.while_loop: runs body while cond holds; returns the loop variables'

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/graph_state.h"
+#include "distflow/gradients.h"
 #include "distflow/ops.h"
 #include "graph/attr_value.h"
 
@@ -149,6 +150,45 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
     vars.insert(vars.begin(), Const(s.WithOpName("iteration_counter"), 0));
     if (!invariants.empty()) invariants.insert(invariants.begin(), PartialShape({}));
   }
+  const size_t num_user = loop_vars.size();
+  // With back_prop: a history per loop variable ([0, ...] at first, one row
+  // appended per iteration) and an iteration count, after the user's.
+  const bool record = options.back_prop;
+  if (record) {
+    for (size_t i = 0; i < num_user; ++i) {
+      const PartialShape shape = options.shape_invariants.empty() ? loop_vars[i].shape() : options.shape_invariants[i];
+      if (shape.unknown_rank()) {
+        return Fail(s, absl::InvalidArgumentError(absl::StrCat(
+                           "WhileLoop '", name, "': loop variable ", i,
+                           " has an unknown rank, which back_prop needs; give it a shape invariant of known rank "
+                           "or set back_prop = false")));
+      }
+      Output row = Op(s, "ExpandDims", {loop_vars[i], Const(s, 0)});
+      std::vector<int64_t> begin(static_cast<size_t>(shape.rank()) + 1, 0), size(begin.size(), -1);
+      size[0] = 0;
+      vars.push_back(Slice(s, row, begin, size));
+      if (!invariants.empty()) {
+        PartialShape h({-1});
+        for (int64_t d : shape.dims()) h.AppendDim(d);
+        invariants.push_back(h);
+      }
+    }
+    vars.push_back(Const(s.WithOpName("iteration_count"), 0));
+    if (!invariants.empty()) invariants.push_back(PartialShape({}));
+  }
+  if (record && invariants.empty()) {
+    // The histories grow: they need invariants, and so then does every variable.
+    const size_t hist_start = static_cast<size_t>(first) + num_user;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      PartialShape sh = vars[i].shape();
+      if (i >= hist_start && i < hist_start + num_user) {
+        const PartialShape var_shape = loop_vars[i - hist_start].shape();
+        sh = PartialShape({-1});
+        for (int64_t d : var_shape.dims()) sh.AppendDim(d);
+      }
+      invariants.push_back(sh);
+    }
+  }
   const std::string frame = name;
   const int parallel = options.parallel_iterations;
   // Enters run in the enclosing frame, after the scope's control
@@ -164,7 +204,7 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
   if (!s.ok()) return s.status();
 
   auto user = [&](const std::vector<Output>& all) {
-    std::vector<Output> v(all.begin() + first, all.end());
+    std::vector<Output> v(all.begin() + first, all.begin() + first + static_cast<long>(num_user));
     v.insert(v.end(), entered.begin(), entered.end());
     return v;
   };
@@ -200,7 +240,15 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
                                                            " values for ", loop_vars.size(), " loop variables")));
   }
   if (limited) next->insert(next->begin(), Op(body_scope, "Add", {body_in[0], Const(body_scope, 1)}));
-  absl::Status checked = CheckNextValues(name, merges, *next, !invariants.empty(), first);
+  if (record) {
+    for (size_t i = 0; i < num_user; ++i) {
+      const Output& value = body_in[static_cast<size_t>(first) + i];
+      Output row = Op(body_scope, "ExpandDims", {value, Const(body_scope, 0)});
+      next->push_back(Concat(body_scope, {body_in[static_cast<size_t>(first) + num_user + i], row}, 0));
+    }
+    next->push_back(Op(body_scope, "Add", {body_in.back(), Const(body_scope, 1)}));
+  }
+  absl::Status checked = CheckNextValues(name, merges, *next, !options.shape_invariants.empty(), first);
   if (!checked.ok()) return Fail(s, checked);
   for (size_t i = 0; i < vars.size(); ++i) {
     Output n = Op(in, "NextIteration", {(*next)[i]});
@@ -213,7 +261,161 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
     }
     if (!st.ok()) return Fail(s, st);
   }
-  return std::vector<Output>(exits.begin() + first, exits.end());
+  std::vector<Output> result(exits.begin() + first, exits.begin() + first + static_cast<long>(num_user));
+  if (record) {
+    auto rec = std::make_shared<WhileLoopRecord>();
+    rec->name = name;
+    rec->parallel_iterations = parallel;
+    rec->body = body;
+    for (size_t i = 0; i < num_user; ++i) {
+      rec->exits.push_back(result[i].node());
+      rec->loop_vars.push_back(NodeOut{loop_vars[i].node(), loop_vars[i].index()});
+      rec->var_shapes.push_back(merges[static_cast<size_t>(first) + i].shape());
+      const Output& h = exits[static_cast<size_t>(first) + num_user + i];
+      rec->histories.push_back(NodeOut{h.node(), h.index()});
+    }
+    for (const Output& x : options.invariants) rec->invariants.push_back(NodeOut{x.node(), x.index()});
+    rec->count = NodeOut{exits.back().node(), exits.back().index()};
+    GraphState& g = *s.graph_state();
+    absl::MutexLock lock(&g.mu);
+    for (const Node* e : rec->exits) g.while_loops[e] = rec;
+  }
+  return result;
+}
+
+absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& loop,
+                                     const std::vector<Output>& exit_grads, std::vector<Output>* var_grads,
+                                     std::vector<Output>* invariant_grads);
+}  // namespace ops
+
+absl::Status BuildWhileLoopGradient(const Scope& s, const WhileLoopRecord& loop, const std::vector<Output>& exit_grads,
+                                    std::vector<Output>* var_grads, std::vector<Output>* invariant_grads) {
+  return ops::BuildWhileLoopGradient_(s, loop, exit_grads, var_grads, invariant_grads);
+}
+
+namespace ops {
+
+namespace {
+bool Differentiable(DataType dt) { return dt == DT_FLOAT || dt == DT_DOUBLE; }
+// Gradients' shapes are often less known than their values' (broadcast
+// reductions reshape to dynamic shapes): the backward loop keeps only ranks.
+PartialShape Relaxed(const PartialShape& s) { return s.unknown_rank() ? s : PartialShape::UnknownOfRank(s.rank()); }
+// The static shape back, where the forward value had one.
+Output Restore(const Scope& s, const Output& g, const PartialShape& shape) {
+  if (!g.ok() || !shape.IsFullyDefined()) return g;
+  return Reshape(s, g, std::vector<int64_t>(shape.dims().begin(), shape.dims().end()));
+}
+}  // namespace
+
+absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& loop,
+                                     const std::vector<Output>& exit_grads, std::vector<Output>* var_grads,
+                                     std::vector<Output>* invariant_grads) {
+  const std::shared_ptr<GraphState>& gs = scope.graph_state();
+  auto out = [&](const NodeOut& o) { return Output(Operation(o.node, gs), o.index, scope); };
+  const size_t m = loop.exits.size(), p = loop.invariants.size();
+  // Loop variables of the backward loop: k, the variables' gradients, the
+  // invariants' sums.
+  std::vector<Output> vars{Op(scope, "Sub", {out(loop.count), Const(scope, 1)})};
+  std::vector<PartialShape> shapes{PartialShape({})};
+  for (size_t i = 0; i < m; ++i) {
+    Output exit = Output(Operation(loop.exits[i], gs), 0, scope);
+    vars.push_back(exit_grads[i].ok() ? exit_grads[i] : ZerosLike(scope, exit));
+    shapes.push_back(Relaxed(loop.var_shapes[i]));
+  }
+  for (size_t j = 0; j < p; ++j) {
+    Output inv = out(loop.invariants[j]);
+    vars.push_back(ZerosLike(scope, inv));
+    shapes.push_back(Relaxed(inv.shape()));
+  }
+  WhileOptions opts;
+  opts.name = "while_grad";
+  opts.parallel_iterations = loop.parallel_iterations;
+  opts.shape_invariants = shapes;
+  opts.back_prop = false;
+  for (size_t i = 0; i < m; ++i) opts.invariants.push_back(out(loop.histories[i]));
+  for (size_t j = 0; j < p; ++j) opts.invariants.push_back(out(loop.invariants[j]));
+  const std::string what = absl::StrCat("the gradient of WhileLoop '", loop.name, "'");
+  auto result = WhileLoop(
+      scope, vars,
+      [](const Scope& s, const std::vector<Output>& v) -> absl::StatusOr<Output> {
+        return Greater(s, v[0], Const(s, -1));
+      },
+      [&](const Scope& s, const std::vector<Output>& v) -> absl::StatusOr<std::vector<Output>> {
+        const Output& k = v[0];
+        std::vector<Output> xs;  // iteration k's loop variables, then the invariants
+        for (size_t i = 0; i < m; ++i) {
+          const Output& history = v[1 + m + p + i];
+          const int rank = loop.var_shapes[i].rank();
+          Output begin = Reshape(s, k, std::vector<int64_t>{1});
+          if (rank > 0) {
+            begin = Concat(s, {begin, Const(s, Tensor::FromVector<int32_t>(std::vector<int32_t>(static_cast<size_t>(rank), 0)))}, 0);
+          }
+          std::vector<int32_t> size(static_cast<size_t>(rank) + 1, -1);
+          size[0] = 1;
+          Output row = Op(s, "Slice", {history, begin, Const(s, Tensor::FromVector<int32_t>(size))});
+          Output x = Unpack(s, row, 1, 0)[0];
+          if (loop.var_shapes[i].IsFullyDefined()) {
+            x = Reshape(s, x, std::vector<int64_t>(loop.var_shapes[i].dims().begin(), loop.var_shapes[i].dims().end()));
+          }
+          xs.push_back(x);
+        }
+        for (size_t j = 0; j < p; ++j) xs.push_back(v[1 + m + p + m + j]);
+        absl::StatusOr<std::vector<Output>> ys = loop.body(s, xs);
+        if (!ys.ok()) return ys.status();
+        if (ys->size() != m) return absl::InternalError(absl::StrCat(what, ": the body returned ", ys->size(), " values"));
+        std::vector<Output> dys, gys, dxs;
+        for (size_t i = 0; i < m; ++i) {
+          if (!Differentiable((*ys)[i].dtype())) continue;
+          dys.push_back((*ys)[i]);
+          gys.push_back(v[1 + i]);
+        }
+        for (const Output& x : xs) {
+          if (Differentiable(x.dtype())) dxs.push_back(x);
+        }
+        std::vector<Output> grads;
+        if (!dys.empty() && !dxs.empty()) {
+          GradientOptions go;
+          go.keep_control_dependencies = true;
+          absl::StatusOr<std::vector<Output>> g = Gradients(s, dys, dxs, gys, go);
+          if (!g.ok()) return g.status();
+          grads = std::move(*g);
+        }
+        std::vector<Output> next{Op(s, "Sub", {k, Const(s, 1)})};
+        size_t gi = 0;
+        for (size_t i = 0; i < m + p; ++i) {
+          const Output& x = xs[i];
+          const Output& carried = v[1 + i];
+          if (!Differentiable(x.dtype())) {
+            next.push_back(Op(s, "Identity", {carried}));
+            continue;
+          }
+          Output g = grads.empty() ? Output() : grads[gi];
+          ++gi;
+          if (i < m) {
+            next.push_back(g.ok() ? g : ZerosLike(s, x));
+          } else {
+            next.push_back(g.ok() ? Op(s, "Add", {carried, g}) : Op(s, "Identity", {carried}));
+          }
+        }
+        return next;
+      },
+      opts);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(), absl::StrCat(what, ": ", result.status().message()));
+  }
+  var_grads->clear();
+  invariant_grads->clear();
+  for (size_t i = 0; i < m; ++i) {
+    var_grads->push_back(Differentiable(loop.exits[i]->output_type(0))
+                             ? Restore(scope, (*result)[1 + i], loop.var_shapes[i])
+                             : Output());
+  }
+  for (size_t j = 0; j < p; ++j) {
+    const Output& g = (*result)[1 + m + j];
+    invariant_grads->push_back(Differentiable(g.dtype()) ? Restore(scope, g, out(loop.invariants[j]).shape())
+                                                         : Output());
+  }
+  return scope.status();
 }
 
 }  // namespace ops

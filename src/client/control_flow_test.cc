@@ -1,8 +1,8 @@
 // ops::Cond and ops::WhileLoop built in C++ and run in a Session: results
 // checked against the same computation in plain C++, nested loops,
 // maximum_iterations, shape invariants, the errors for branches of different
-// structure and loop variables that change shape, and Cond's gradient
-// checked numerically.
+// structure and loop variables that change shape, and the gradients of a
+// Cond and of a WhileLoop checked numerically.
 #include <string>
 #include <vector>
 
@@ -222,18 +222,47 @@ TEST(WhileLoop, CondInsideALoopBody) {
   EXPECT_EQ((*r)[0].scalar<int32_t>(), 0 + 2 + 4 + 6 + 8 - 5);
 }
 
-TEST(WhileLoop, LoopGradientIsAClearErrorForNow) {
-  Scope root = Scope::NewRootScope();
-  Output x = ops::Placeholder(root, DT_DOUBLE, PartialShape({}));
-  ops::WhileOptions opts;
-  opts.maximum_iterations = 3;
-  auto out = ops::WhileLoop(
-      root, {x}, [](const Scope& s, const Outs& v) -> absl::StatusOr<Output> { return ops::Const(s, true); },
-      [](const Scope& s, const Outs& v) -> StatusOrOuts { return Outs{ops::Mul(s, v[0], v[0])}; }, opts);
-  ASSERT_TRUE(out.ok()) << out.status();
-  auto g = Gradients(root, {(*out)[0]}, {x});
-  ASSERT_FALSE(g.ok());
-  EXPECT_NE(g.status().message().find("Exit"), std::string::npos) << g.status();
+TEST(WhileLoop, GradientThroughRepeatedSquaring) {
+  // y = x^(2^3): three iterations of v = v * v.
+  grad_test::CheckGradient(
+      {grad_test::Random(grad_test::S({}), 0.5, 1.0, 3)},
+      [](const Scope& s, const Outs& xs) {
+        ops::WhileOptions opts;
+        opts.maximum_iterations = 3;
+        auto out = ops::WhileLoop(
+            s, {xs[0]}, [](const Scope& c, const Outs& v) -> absl::StatusOr<Output> { return ops::Const(c, true); },
+            [](const Scope& b, const Outs& v) -> StatusOrOuts { return Outs{ops::Mul(b, v[0], v[0])}; }, opts);
+        EXPECT_TRUE(out.ok()) << out.status();
+        return (*out)[0];
+      },
+      "while x*x", grad_test::kTol, /*require_gradient=*/true);
+}
+
+TEST(WhileLoop, GradientReachesInitialValuesAndInvariants) {
+  // h = h0; for i < n: h = (h w)^2 * 0.3 + b, with w and b loop invariants
+  // and n fed as one too (an int: no gradient).
+  for (int n : {0, 1, 4}) {
+    grad_test::CheckGradient(
+        {grad_test::Random(grad_test::S({1, 2}), -1, 1, 11), grad_test::Random(grad_test::S({2, 2}), -1, 1, 12),
+         grad_test::Random(grad_test::S({2}), -1, 1, 13)},
+        [n](const Scope& s, const Outs& xs) {
+          ops::WhileOptions opts;
+          opts.invariants = {xs[1], xs[2], ops::Const(s, n)};
+          opts.parallel_iterations = 2;
+          auto out = ops::WhileLoop(
+              s, {ops::Const(s, 0), xs[0]},
+              [](const Scope& c, const Outs& v) -> absl::StatusOr<Output> { return ops::Less(c, v[0], v[4]); },
+              [](const Scope& b, const Outs& v) -> StatusOrOuts {
+                Output hw = ops::MatMul(b, v[1], v[2]);
+                return Outs{ops::Add(b, v[0], ops::Const(b, 1)),
+                            ops::Add(b, ops::Mul(b, ops::Square(b, hw), ops::Const(b, 0.3)), v[3])};
+              },
+              opts);
+          EXPECT_TRUE(out.ok()) << out.status();
+          return ops::Sum(s, ops::Mul(s, (*out)[1], (*out)[1]), {0, 1});
+        },
+        "while with invariants, n=" + std::to_string(n), grad_test::kTol, /*require_gradient=*/true);
+  }
 }
 
 }  // namespace

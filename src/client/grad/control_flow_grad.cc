@@ -2,9 +2,10 @@
 // Switch and Merge swap. A Merge's gradient is switched back to the input
 // that fired (by its value_index), and a Switch's gradient merges the two
 // branches' gradients, with zeros standing in for a branch that has none, so
-// the gradient reaching the Switch's input is live whichever branch ran. The
-// loop ops (Enter, Exit, NextIteration) have no gradient yet: Gradients names
-// them as an error.
+// the gradient reaching the Switch's input is live whichever branch ran. A
+// loop made by ops::WhileLoop gets its gradient whole (gradients.cc,
+// while_loop_record.h); the loop ops of other loops have none, and Gradients
+// names them as an error.
 #include "client/grad/grad_families.h"
 #include "graph/graph.h"
 
