@@ -61,8 +61,8 @@ struct DISTFLOW_EXPORT WhileOptions {
   // them after the loop variables); their values are the same every iteration.
   std::vector<Output> invariants;
   // Keep what the loop's gradient needs: every iteration's values of the
-  // loop variables (their ranks must be known) and the iteration count.
-  // Gradients through the loop need it; false saves the memory.
+  // loop variables and the iteration count. Gradients through the loop need
+  // it (and every variable's rank known); false saves the memory.
   bool back_prop = true;
 };
 

@@ -153,16 +153,16 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
   const size_t num_user = loop_vars.size();
   // With back_prop: a history per loop variable ([0, ...] at first, one row
   // appended per iteration) and an iteration count, after the user's.
-  const bool record = options.back_prop;
+  // A variable of unknown rank cannot be stacked: such a loop keeps no
+  // history, and Gradients through it is an error naming its Exit.
+  bool record = options.back_prop;
+  for (size_t i = 0; i < num_user; ++i) {
+    const PartialShape shape = options.shape_invariants.empty() ? loop_vars[i].shape() : options.shape_invariants[i];
+    if (shape.unknown_rank()) record = false;
+  }
   if (record) {
     for (size_t i = 0; i < num_user; ++i) {
       const PartialShape shape = options.shape_invariants.empty() ? loop_vars[i].shape() : options.shape_invariants[i];
-      if (shape.unknown_rank()) {
-        return Fail(s, absl::InvalidArgumentError(absl::StrCat(
-                           "WhileLoop '", name, "': loop variable ", i,
-                           " has an unknown rank, which back_prop needs; give it a shape invariant of known rank "
-                           "or set back_prop = false")));
-      }
       Output row = Op(s, "ExpandDims", {loop_vars[i], Const(s, 0)});
       std::vector<int64_t> begin(static_cast<size_t>(shape.rank()) + 1, 0), size(begin.size(), -1);
       size[0] = 0;

@@ -265,5 +265,50 @@ TEST(WhileLoop, GradientReachesInitialValuesAndInvariants) {
   }
 }
 
+TEST(WhileLoop, GradientThroughNestedLoops) {
+  // Two outer iterations, each squaring twice in an inner loop: y = x^16.
+  grad_test::CheckGradient(
+      {grad_test::Random(grad_test::S({2}), 0.8, 1.0, 5)},
+      [](const Scope& s, const Outs& xs) {
+        ops::WhileOptions outer;
+        outer.maximum_iterations = 2;
+        auto out = ops::WhileLoop(
+            s, {xs[0]}, [](const Scope& c, const Outs& v) -> absl::StatusOr<Output> { return ops::Const(c, true); },
+            [](const Scope& b, const Outs& v) -> StatusOrOuts {
+              ops::WhileOptions inner;
+              inner.name = "inner";
+              inner.maximum_iterations = 2;
+              return ops::WhileLoop(
+                  b, {v[0]},
+                  [](const Scope& c, const Outs& w) -> absl::StatusOr<Output> { return ops::Const(c, true); },
+                  [](const Scope& d, const Outs& w) -> StatusOrOuts { return Outs{ops::Mul(d, w[0], w[0])}; },
+                  inner);
+            },
+            outer);
+        EXPECT_TRUE(out.ok()) << out.status();
+        return ops::Sum(s, (*out)[0], {0});
+      },
+      "nested while", grad_test::kTol, /*require_gradient=*/true);
+}
+
+TEST(WhileLoop, NoHistoryMeansAGradientErrorNamingTheExit) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_DOUBLE, PartialShape({}));
+  ops::WhileOptions opts;
+  opts.maximum_iterations = 3;
+  opts.back_prop = false;
+  auto out = ops::WhileLoop(
+      root, {x}, [](const Scope& s, const Outs& v) -> absl::StatusOr<Output> { return ops::Const(s, true); },
+      [](const Scope& s, const Outs& v) -> StatusOrOuts { return Outs{ops::Mul(s, v[0], v[0])}; }, opts);
+  ASSERT_TRUE(out.ok()) << out.status();
+  Session sess;
+  auto r = sess.Run({{x, Tensor::Scalar<double>(2.0)}}, {(*out)[0]});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].scalar<double>(), 256.0);
+  auto g = Gradients(root, {(*out)[0]}, {x});
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("No gradient defined for op 'Exit'"), std::string::npos) << g.status();
+}
+
 }  // namespace
 }  // namespace distflow
