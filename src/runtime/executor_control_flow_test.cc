@@ -12,6 +12,7 @@
 #include "runtime/executor.h"
 #include "runtime/graph_def_builder_for_test.h"
 #include "runtime/local_session.h"
+#include "distflow/step_stats.h"
 #include "tensor/tensor_testutil.h"
 
 namespace distflow {
@@ -129,6 +130,42 @@ TEST(ExecutorControlFlow, WhileLoopSumsWithLoopInvariant) {
       }
     }
   }
+}
+
+// Whether some iteration k > 0 started (its Merge ran) before iteration k-1
+// finished its body (acc1 and i1 ended): iterations overlapped.
+bool IterationsOverlap(int parallel) {
+  // The sum's body is a chain of six adds (acc += 6i), longer than the counter's.
+  proto::GraphDef g = SumLoop(parallel);
+  for (int k = 2; k <= 6; ++k) AddNode(&g, "acc" + std::to_string(k), "Add", {"acc" + std::to_string(k - 1), "body_i"});
+  for (proto::NodeDef& n : *g.mutable_node()) {
+    if (n.name() == "next_acc") n.set_input(0, "acc6");
+  }
+  Built b;
+  EXPECT_TRUE(Build(g, {{"n", 0}}, {{"exit_acc", 0}}, nullptr, &b).ok());
+  StepStatsCollector stats;
+  StepOptions so;
+  so.stats = &stats;
+  auto out = b.executor->Run(so, {Tensor::Scalar<int32_t>(20)});
+  EXPECT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<int32_t>(), 6 * 190);
+  // The records come in the order the nodes finished (one thread runs them all).
+  std::vector<std::string> order;
+  for (const NodeExecStats& n : stats.Take()) order.push_back(n.node);
+  int merges = 0, bodies_done = 0;
+  for (const std::string& n : order) {
+    if (n == "merge_i") {
+      ++merges;
+      if (merges - 1 > bodies_done) return true;  // iteration merges-1 began before iteration merges-2's body ended
+    }
+    if (n == "acc6") ++bodies_done;
+  }
+  return false;
+}
+
+TEST(ExecutorControlFlow, ParallelIterationsBoundsIterationsInFlight) {
+  EXPECT_FALSE(IterationsOverlap(1)) << "with parallel_iterations=1 an iteration starts only after the previous ended";
+  EXPECT_TRUE(IterationsOverlap(10)) << "with room, the counter's next iteration starts before the sum's body ends";
 }
 
 TEST(ExecutorControlFlow, LoopGraphSurvivesGraphDefRoundTrip) {
