@@ -65,6 +65,26 @@ TEST(Cond, BranchesOfDifferentStructureAreAnErrorNamingTheCond) {
       << z.status();
 }
 
+TEST(Cond, SideEffectsRunOnlyOnTheTakenBranch) {
+  Scope root = Scope::NewRootScope();
+  Output v = ops::MakeVariable(root.WithOpName("counter"), ops::Const(root, 0));
+  Output pred = ops::Placeholder(root, DT_BOOL, PartialShape({}));
+  auto y = ops::Cond(
+      root, pred, {},
+      [&v](const Scope& s, const Outs&) -> StatusOrOuts { return Outs{ops::AssignAdd(s, v, ops::Const(s, 10))}; },
+      [&v](const Scope& s, const Outs&) -> StatusOrOuts { return Outs{ops::AssignAdd(s, v, ops::Const(s, 1))}; });
+  ASSERT_TRUE(y.ok()) << y.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
+  int want = 0;
+  for (bool p : {true, false, false, true, false}) {
+    auto r = sess.Run({{pred, Tensor::Scalar<bool>(p)}}, {(*y)[0]});
+    ASSERT_TRUE(r.ok()) << r.status();
+    want += p ? 10 : 1;
+    EXPECT_EQ((*r)[0].scalar<int32_t>(), want) << "only the taken branch's AssignAdd ran";
+  }
+}
+
 TEST(Cond, GradientMatchesFiniteDifferences) {
   for (bool p : {true, false}) {
     grad_test::CheckGradient(
