@@ -67,7 +67,10 @@ struct DISTFLOW_EXPORT WhileOptions {
 };
 
 // tf.while_loop: runs body while cond holds; returns the loop variables'
-// final values.
+// final values. With back_prop, Gradients calls `body` again later (to build
+// the gradient's loop), so it must not capture references to locals that are
+// gone by then; capture Outputs by value. The history back_prop keeps is
+// copied once per iteration (quadratic in the iteration count).
 DISTFLOW_EXPORT absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& s, const std::vector<Output>& loop_vars,
                                                               const LoopCondFn& cond, const LoopBodyFn& body,
                                                               const WhileOptions& options = {});
