@@ -16,6 +16,7 @@
 
 #include "distflow/auth.h"
 #include "distflow/cluster_spec.h"
+#include "distflow/control_flow.h"
 #include "distflow/data/mnist.h"
 #include "distflow/function.h"
 #include "distflow/data/tfrecord.h"

@@ -28,6 +28,9 @@ namespace distflow {
 struct DISTFLOW_EXPORT GradientOptions {
   // Put each gradient op on the device its forward op asked for.
   bool colocate_gradients_with_ops = true;
+  // Give the gradient ops the scope's control dependencies (a while loop's
+  // gradient builds its body's gradient inside the backward loop this way).
+  bool keep_control_dependencies = false;
 };
 
 // d(sum of ys)/d xs. `grad_ys`, if given, has one Output per y (the upstream

@@ -44,6 +44,7 @@ void RegisterStandardGradients(GradientRegistry* r) {
   RegisterNnGradients(r);
   RegisterSparseGradients(r);
   RegisterFunctionGradients(r);
+  RegisterControlFlowGradients(r);
 }
 
 namespace {
@@ -156,7 +157,7 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
   std::vector<bool> relevant(num, false);
   for (size_t i = 0; i < num; ++i) relevant[i] = fwd[i] && bwd[i];
 
-  Scope base = scope.WithNoControlDependencies().NewSubScope("gradients");
+  Scope base = (options.keep_control_dependencies ? scope : scope.WithNoControlDependencies()).NewSubScope("gradients");
   auto op_scope = [&](const Node* n, const std::string& suffix) {
     Scope s = base.NewSubScope(n->name() + suffix);
     if (options.colocate_gradients_with_ops) s = s.WithDevice(n->def().device());
@@ -206,6 +207,44 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
     }
     if (!any_input) continue;  // a source (an x)
 
+    if (n->op() == "Exit") {
+      // A loop ops::WhileLoop made: its whole gradient at once, from every
+      // exit's (the exits come after everything in the loop, and every
+      // consumer of them after the exits, so their gradients are complete).
+      std::shared_ptr<const WhileLoopRecord> loop;
+      {
+        absl::MutexLock lock(&gs->mu);
+        auto it = gs->while_loops.find(n);
+        if (it != gs->while_loops.end()) loop = it->second;
+      }
+      if (loop != nullptr) {
+        std::vector<Output> exit_grads;
+        for (const Node* e : loop->exits) {
+          if (e == n) {
+            exit_grads.push_back(grad_outputs[0]);
+            continue;
+          }
+          auto it = pending.find({e->id(), 0});
+          if (it == pending.end()) {
+            exit_grads.push_back(Output());
+            continue;
+          }
+          Output g = it->second.size() == 1 ? it->second[0] : ops::AddN(s, it->second);
+          summed[{e->id(), 0}] = g;
+          pending.erase(it);
+          exit_grads.push_back(g);
+        }
+        std::vector<Output> var_grads, inv_grads;
+        absl::Status st = BuildWhileLoopGradient(s, *loop, exit_grads, &var_grads, &inv_grads);
+        if (!st.ok()) return st;
+        auto give = [&](const NodeOut& src, const Output& g) {
+          if (g.ok() && relevant[static_cast<size_t>(src.node->id())]) pending[{src.node->id(), src.index}].push_back(g);
+        };
+        for (size_t i = 0; i < var_grads.size(); ++i) give(loop->loop_vars[i], var_grads[i]);
+        for (size_t i = 0; i < inv_grads.size(); ++i) give(loop->invariants[i], inv_grads[i]);
+        continue;
+      }
+    }
     bool no_gradient = false;
     const GradFunc* fn = registry->Find(n->op(), &no_gradient);
     if (no_gradient) continue;

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "distflow/scope.h"
+#include "client/while_loop_record.h"
 #include "graph/graph.h"
 
 namespace distflow {
@@ -31,6 +32,9 @@ struct GraphState {
     Scope scope;  // the scope the variable was made in, without its graph or control dependencies
   };
   std::vector<Variable> trainable_variables ABSL_GUARDED_BY(mu);
+  // Loops made by ops::WhileLoop, by each of their Exit nodes, for
+  // Gradients. (A body function that captures Outputs keeps the graph alive.)
+  absl::flat_hash_map<const Node*, std::shared_ptr<const WhileLoopRecord>> while_loops ABSL_GUARDED_BY(mu);
   int64_t graph_seed ABSL_GUARDED_BY(mu) = 0;
   int64_t next_op_seed ABSL_GUARDED_BY(mu) = 1;
 };

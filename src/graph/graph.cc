@@ -1,5 +1,6 @@
 #include "graph/graph.h"
 
+#include <algorithm>
 #include <deque>
 
 #include "absl/container/flat_hash_set.h"
@@ -9,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/shape_inference.h"
 
@@ -339,33 +341,65 @@ absl::Status Graph::ExtendInPlace(const proto::GraphDef& def) {
     }
     pending.push_back(i);
   }
-  // Kahn's algorithm over the new nodes; inputs already in the graph are satisfied.
+  // Kahn's algorithm over the new nodes; inputs already in the graph are
+  // satisfied, and a Merge's inputs from NextIteration nodes (loops' back
+  // edges) are connected after every node is in.
   absl::flat_hash_map<int, int> missing;
   absl::flat_hash_map<std::string, std::vector<int>> consumers;
+  struct BackEdge {
+    int node = 0;
+    int input = 0;
+  };
+  std::vector<BackEdge> back_edges;
   std::deque<int> ready;
   for (int i : pending) {
     const proto::NodeDef& n = def.node(i);
     int count = 0;
-    for (const std::string& in : n.input()) {
+    for (int k = 0; k < n.input_size(); ++k) {
+      const std::string& in = n.input(k);
       std::string src;
       int idx;
       absl::Status s = ParseTensorName(in, &src, &idx);
       if (!s.ok()) return NodeError(n, s.message());
-      if (FindNode(src) != nullptr) continue;
-      if (!index.contains(src)) {
+      const Node* existing = FindNode(src);
+      auto it = index.find(src);
+      if (existing == nullptr && it == index.end()) {
         return NodeError(n, absl::StrCat("input '", in, "' refers to node '", src, "', which does not exist"));
       }
+      const std::string& src_op = existing != nullptr ? existing->op() : def.node(it->second).op();
+      if (n.op() == "Merge" && idx >= 0 && src_op == "NextIteration") {
+        back_edges.push_back({i, k});
+        continue;
+      }
+      if (existing != nullptr) continue;
       consumers[src].push_back(i);
       ++count;
     }
     missing[i] = count;
     if (count == 0) ready.push_back(i);
   }
+  absl::flat_hash_map<int, std::vector<int>> back_inputs;  // Merge -> its back-edge inputs
+  for (const BackEdge& e : back_edges) back_inputs[e.node].push_back(e.input);
   size_t added = 0;
   while (!ready.empty()) {
     int i = ready.front();
     ready.pop_front();
-    absl::StatusOr<const Node*> n = AddNode(def.node(i));
+    auto b = back_inputs.find(i);
+    absl::StatusOr<const Node*> n;
+    if (b == back_inputs.end()) {
+      n = AddNode(def.node(i));
+    } else {
+      // Stand in the first forward data input for each back edge.
+      proto::NodeDef stand_in = def.node(i);
+      int forward = -1;
+      for (int k = 0; k < stand_in.input_size() && forward < 0; ++k) {
+        bool is_back = std::find(b->second.begin(), b->second.end(), k) != b->second.end();
+        if (!is_back && stand_in.input(k)[0] != '^') forward = k;
+      }
+      if (forward < 0) return NodeError(stand_in, "every data input comes from a NextIteration (a loop with no entry)");
+      for (int k : b->second) stand_in.set_input(k, stand_in.input(forward));
+      n = AddNode(std::move(stand_in));
+    }
     if (!n.ok()) return n.status();
     ++added;
     for (int c : consumers[def.node(i).name()]) {
@@ -379,6 +413,33 @@ absl::Status Graph::ExtendInPlace(const proto::GraphDef& def) {
     return absl::InvalidArgumentError(
         absl::StrCat("The graph has a cycle among nodes: ", absl::StrJoin(cycle, ", ")));
   }
+  for (const BackEdge& e : back_edges) {
+    const proto::NodeDef& n = def.node(e.node);
+    std::string src;
+    int idx = 0;
+    RETURN_IF_ERROR(ParseTensorName(n.input(e.input), &src, &idx));
+    RETURN_IF_ERROR(SetBackEdge(n.name(), e.input, NodeOut{FindNode(src), idx}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Graph::SetBackEdge(const std::string& merge, int index, NodeOut src) {
+  Node* m = FindMutableNode(merge);
+  if (m == nullptr) return absl::InvalidArgumentError(absl::StrCat("Back edge into '", merge, "': no such node"));
+  if (m->op() != "Merge" || src.node == nullptr || src.node->op() != "NextIteration") {
+    return NodeError(m->def(), absl::StrCat("a back edge must go from a NextIteration into a Merge, not from '",
+                                            src.node == nullptr ? "<null>" : src.node->name(), "'"));
+  }
+  if (index < 0 || index >= m->num_inputs()) {
+    return NodeError(m->def(), absl::StrCat("back edge into input ", index, ", but the node has ", m->num_inputs()));
+  }
+  if (src.index != 0 || src.node->output_type(0) != m->input_type(index)) {
+    return NodeError(m->def(), absl::StrCat("back edge from '", src.node->name(), "' carries ",
+                                            DataTypeName(src.node->output_type(0)), ", input ", index, " expects ",
+                                            DataTypeName(m->input_type(index))));
+  }
+  m->inputs_[static_cast<size_t>(index)] = src;
+  m->def_.set_input(index, src.node->name());
   return absl::OkStatus();
 }
 

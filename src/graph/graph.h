@@ -87,7 +87,15 @@ class Graph {
   // its types and shapes, and adds it. On error the graph is unchanged.
   absl::StatusOr<const Node*> AddNode(proto::NodeDef def);
 
-  // Builds a graph from a GraphDef in any node order.
+  // Closes a loop: data input `index` of the Merge `merge` becomes `src`, the
+  // output of a NextIteration added after it (the one edge that may point
+  // backwards in the node order; the Merge was added with a stand-in there).
+  // Its shape is not re-inferred: the while-loop builders check the loop's
+  // shape invariants themselves.
+  absl::Status SetBackEdge(const std::string& merge, int index, NodeOut src);
+
+  // Builds a graph from a GraphDef in any node order (a Merge's input from a
+  // NextIteration is a back edge, connected last).
   static absl::StatusOr<std::unique_ptr<Graph>> FromGraphDef(const proto::GraphDef& def,
                                                              const OpRegistry* registry = OpRegistry::Global());
   // Adds every node of `def` not yet in this graph; a node with a name already
@@ -95,7 +103,7 @@ class Graph {
   // Session::Extend.
   absl::Status Extend(const proto::GraphDef& def);
 
-  // Nodes in the order they were added (a topological order).
+  // Nodes in the order they were added (a topological order but for back edges).
   void ToGraphDef(proto::GraphDef* out) const;
 
   const Node* FindNode(const std::string& name) const;

@@ -10,10 +10,13 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/denormal.h"
+#include "base/status_macros.h"
 #include "base/timer.h"
 #include "graph/attr_value.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/resource_mgr.h"
+#include "runtime/control_flow_info.h"
+#include "runtime/executor_frames.h"
 
 namespace distflow {
 
@@ -29,25 +32,6 @@ absl::StatusOr<std::shared_ptr<OpKernel>> KernelCache::Get(const Node& node, Dev
 }
 
 namespace {
-
-struct Entry {
-  Tensor val;
-  std::shared_ptr<Var> ref;
-};
-
-struct NodeItem {
-  const Node* node = nullptr;
-  std::shared_ptr<OpKernel> kernel;
-  int input_start = 0;
-  std::vector<std::vector<int>> out_slots;    // per output: absolute input slots of consumers
-  std::vector<std::vector<int>> out_items;    // per output: the consumer items (parallel to out_slots)
-  std::vector<std::vector<int>> out_fetches;  // per output: fetch indices
-  std::vector<int> control_out;
-  int initial_pending = 0;
-  bool expensive = true;
-  bool async = false;
-  std::string transfer_key;  // _Send/_Recv: their rendezvous key, for traces
-};
 
 std::string NotFoundWithSuggestions(const Graph& g, const std::string& kind, const std::string& name) {
   std::vector<std::string> close = ClosestNames(name, g.NodeNames());
@@ -72,6 +56,11 @@ struct Executor::Impl {
   };
   std::vector<FetchSrc> fetches;
   std::vector<int> initially_ready;  // before feeds are applied, items with zero pending
+  // The control-flow path (the graph has Switch, Merge or loop nodes): the
+  // static frames (0: the root), and the root items with nothing to wait for.
+  bool control_flow = false;
+  std::vector<FrameInfo> frames;
+  std::vector<int> root_ready;
 
   // One step's state. Owned by itself (`self`) until it finishes, and by a
   // pending deadline closure, so neither the last node nor the timer can
@@ -81,6 +70,7 @@ struct Executor::Impl {
     std::shared_ptr<Step> self;
     std::vector<Entry> slots;
     std::unique_ptr<std::atomic<int>[]> pending;
+    std::unique_ptr<FrameStates> frames;  // the control-flow path only
     std::vector<Tensor> feed_values;
     std::vector<Tensor> fetched;
     CancellationManager own_cm;
@@ -107,12 +97,18 @@ struct Executor::Impl {
   // and waking a thread there.
   static constexpr int64_t kInlineWork = 1 << 16;
 
-  bool CheapEnoughToInline(Step* s, const NodeItem& item) const {
+  // Where a ready node's inputs are: the step's slots, or its iteration's.
+  static Entry* InputSlots(Step* s, const TaggedNode& t, const NodeItem& item) {
+    return (t.iter != nullptr ? t.iter->slots.data() : s->slots.data()) + item.input_start;
+  }
+
+  bool CheapEnoughToInline(Step* s, const TaggedNode& t, const NodeItem& item) const {
+    const Entry* in = InputSlots(s, t, item);
     std::vector<TensorShape> shapes;
     shapes.reserve(static_cast<size_t>(item.node->num_inputs()));
     int64_t elements = 0;
     for (int k = 0; k < item.node->num_inputs(); ++k) {
-      const Entry& e = s->slots[static_cast<size_t>(item.input_start + k)];
+      const Entry& e = in[k];
       if (e.ref != nullptr) {
         // A variable: its declared shape (no lock), if it says.
         absl::StatusOr<TensorShape> declared = e.ref->declared_shape().ToTensorShape();
@@ -145,10 +141,16 @@ struct Executor::Impl {
   }
 
   // Propagates a finished node's outputs; appends newly ready items.
-  void Complete(Step* s, int id, OpKernelContext* ctx, const absl::Status& st, std::vector<int>* ready) const {
+  void Complete(Step* s, const TaggedNode& t, OpKernelContext* ctx, const absl::Status& st,
+                std::vector<TaggedNode>* ready) const {
+    const int id = t.id;
     const NodeItem& item = items[static_cast<size_t>(id)];
     if (!st.ok()) {
       RecordError(s, item, st);
+      return;
+    }
+    if (control_flow) {
+      CompleteInFrame(s, t, ctx, ready);
       return;
     }
     for (int j = 0; j < item.node->num_outputs(); ++j) {
@@ -175,12 +177,49 @@ struct Executor::Impl {
     }
     for (int j = 0; j < item.node->num_outputs(); ++j) {
       for (int c : item.out_items[static_cast<size_t>(j)]) {
-        if (s->pending[c].fetch_sub(1, std::memory_order_acq_rel) == 1) ready->push_back(c);
+        if (s->pending[c].fetch_sub(1, std::memory_order_acq_rel) == 1) ready->push_back(TaggedNode{c});
       }
     }
     for (int c : item.control_out) {
-      if (s->pending[c].fetch_sub(1, std::memory_order_acq_rel) == 1) ready->push_back(c);
+      if (s->pending[c].fetch_sub(1, std::memory_order_acq_rel) == 1) ready->push_back(TaggedNode{c});
     }
+  }
+
+  // Complete on the control-flow path: a Switch's unset output, and every
+  // output of a dead node (`ctx` null), are dead; the frames deliver the rest.
+  void CompleteInFrame(Step* s, const TaggedNode& t, OpKernelContext* ctx, std::vector<TaggedNode>* ready) const {
+    const NodeItem& item = items[static_cast<size_t>(t.id)];
+    const int n = item.node->num_outputs();
+    std::vector<Entry> outs(static_cast<size_t>(n));
+    std::vector<bool> dead(static_cast<size_t>(n), true);
+    for (int j = 0; ctx != nullptr && j < n; ++j) {
+      Entry out{ctx->output(j), ctx->output_ref(j)};
+      const bool unset = !out.val.IsInitialized() && out.ref == nullptr;
+      const bool used = !item.out_slots[static_cast<size_t>(j)].empty() || !item.out_fetches[static_cast<size_t>(j)].empty();
+      if (unset && used && item.kind != CfKind::kSwitch) {
+        RecordError(s, item, absl::InternalError(absl::StrCat("the kernel produced no value for output ", j)));
+        return;
+      }
+      dead[static_cast<size_t>(j)] = unset;
+      outs[static_cast<size_t>(j)] = std::move(out);
+    }
+    for (int j = 0; j < n; ++j) {
+      if (dead[static_cast<size_t>(j)]) continue;  // a fetch left empty is reported by Finish
+      for (int f : item.out_fetches[static_cast<size_t>(j)]) {
+        const Entry& out = outs[static_cast<size_t>(j)];
+        if (out.ref != nullptr) {
+          absl::StatusOr<Tensor> v = out.ref->Read();
+          if (!v.ok()) {
+            RecordError(s, item, v.status());
+            return;
+          }
+          s->fetched[static_cast<size_t>(f)] = *v;
+        } else {
+          s->fetched[static_cast<size_t>(f)] = out.val;
+        }
+      }
+    }
+    s->frames->Propagate(t, &outs, dead, ready);
   }
 
   // Queues ready items. Cheap ones, and expensive ones with little estimated work, stay
@@ -188,18 +227,18 @@ struct Executor::Impl {
   // caller waiting in Run) the first expensive one stays too; everything else
   // goes to the inter-op pool, so threads we do not own (RPC callbacks, async
   // kernel completions) never run long kernels.
-  void Schedule(Step* s, const std::vector<int>& ready, bool owned, std::deque<int>* local) const {
+  void Schedule(Step* s, const std::vector<TaggedNode>& ready, bool owned, std::deque<TaggedNode>* local) const {
     bool kept_expensive = !owned;
-    for (int id : ready) {
+    for (const TaggedNode& t : ready) {
       s->outstanding.fetch_add(1, std::memory_order_relaxed);
-      const NodeItem& item = items[static_cast<size_t>(id)];
-      if (!item.expensive || options.inter_op_pool == nullptr || CheapEnoughToInline(s, item)) {
-        local->push_back(id);
+      const NodeItem& item = items[static_cast<size_t>(t.id)];
+      if (t.dead || !item.expensive || options.inter_op_pool == nullptr || CheapEnoughToInline(s, t, item)) {
+        local->push_back(t);
       } else if (!kept_expensive) {
         kept_expensive = true;
-        local->push_back(id);
+        local->push_back(t);
       } else {
-        options.inter_op_pool->Schedule([this, s, id] { RunLoop(s, id); });
+        options.inter_op_pool->Schedule([this, s, t] { RunLoop(s, t); });
       }
     }
   }
@@ -237,7 +276,16 @@ struct Executor::Impl {
       return;
     }
     for (size_t f = 0; f < fetches.size(); ++f) {
-      if (fetches[f].feed >= 0) s->fetched[f] = s->feed_values[static_cast<size_t>(fetches[f].feed)];
+      if (fetches[f].feed >= 0) {
+        s->fetched[f] = s->feed_values[static_cast<size_t>(fetches[f].feed)];
+      } else if (control_flow && !s->fetched[f].IsInitialized()) {
+        const NodeItem& item = items[static_cast<size_t>(fetches[f].item)];
+        done(absl::InvalidArgumentError(absl::StrCat("Fetched tensor '", item.node->name(), ":", fetches[f].output,
+                                                     "' (", item.node->op(),
+                                                     ") is dead: it is on the untaken side of a Switch, so it was "
+                                                     "never computed")));
+        return;
+      }
     }
     done(std::move(s->fetched));
   }
@@ -271,18 +319,29 @@ struct Executor::Impl {
     s->stats->Record({item.node->name(), item.node->op(), start_us, NowMicros(), item.transfer_key});
   }
 
-  void RunLoop(Step* s, int first) const {
-    std::deque<int> local{first};
+  void RunLoop(Step* s, TaggedNode first) const {
+    std::deque<TaggedNode> local{first};
     while (!local.empty()) {
-      int id = local.front();
+      TaggedNode t = local.front();
       local.pop_front();
-      Process(s, id, /*owned=*/true, &local);
+      Process(s, t, /*owned=*/true, &local);
     }
   }
 
-  void Process(Step* s, int id, bool owned, std::deque<int>* local) const {
+  void Process(Step* s, const TaggedNode& t, bool owned, std::deque<TaggedNode>* local) const {
+    const int id = t.id;
     const NodeItem& item = items[static_cast<size_t>(id)];
     if (s->cm->IsCancelled()) {
+      NodeDone(s);
+      return;
+    }
+    if (t.dead) {
+      // A dead node does not run; its inputs are dropped and its outputs dead.
+      Entry* in = InputSlots(s, t, item);
+      for (int k = 0; k < item.node->num_inputs(); ++k) in[k] = Entry{};
+      std::vector<TaggedNode> ready;
+      CompleteInFrame(s, t, nullptr, &ready);
+      Schedule(s, ready, owned, local);
       NodeDone(s);
       return;
     }
@@ -301,8 +360,10 @@ struct Executor::Impl {
     int n = item.node->num_inputs();
     p.inputs.resize(static_cast<size_t>(n));
     p.input_refs.resize(static_cast<size_t>(n));
+    Entry* in = InputSlots(s, t, item);
     for (int k = 0; k < n; ++k) {
-      Entry e = std::move(s->slots[static_cast<size_t>(item.input_start + k)]);
+      Entry e = std::move(in[k]);
+      if (item.kind == CfKind::kMerge && e.ref == nullptr && !e.val.IsInitialized()) continue;  // not the live input
       if (item.node->input_is_ref(k)) {
         if (e.ref == nullptr) {
           RecordError(s, item, absl::InternalError(absl::StrCat("input ", k, " should be a variable reference")));
@@ -325,18 +386,18 @@ struct Executor::Impl {
     const int64_t start_us = s->stats != nullptr ? NowMicros() : 0;
     if (item.async) {
       auto* ctx = new OpKernelContext(std::move(p));
-      static_cast<AsyncOpKernel*>(item.kernel.get())->ComputeAsync(ctx, [this, s, id, ctx, start_us](absl::Status st) {
-        if (s->stats != nullptr) RecordStats(s, items[static_cast<size_t>(id)], start_us);
-        std::vector<int> ready;
-        Complete(s, id, ctx, st, &ready);
+      static_cast<AsyncOpKernel*>(item.kernel.get())->ComputeAsync(ctx, [this, s, t, ctx, start_us](absl::Status st) {
+        if (s->stats != nullptr) RecordStats(s, items[static_cast<size_t>(t.id)], start_us);
+        std::vector<TaggedNode> ready;
+        Complete(s, t, ctx, st, &ready);
         delete ctx;
         // This is the kernel's completion thread (often an RPC thread): it
         // continues with cheap successors only.
-        std::deque<int> more;
+        std::deque<TaggedNode> more;
         Schedule(s, ready, /*owned=*/false, &more);
         NodeDone(s);
         while (!more.empty()) {
-          int next = more.front();
+          TaggedNode next = more.front();
           more.pop_front();
           Process(s, next, /*owned=*/false, &more);
         }
@@ -350,8 +411,8 @@ struct Executor::Impl {
       st = item.kernel->Compute(&ctx);
     }
     if (s->stats != nullptr) RecordStats(s, item, start_us);
-    std::vector<int> ready;
-    Complete(s, id, &ctx, st, &ready);
+    std::vector<TaggedNode> ready;
+    Complete(s, t, &ctx, st, &ready);
     Schedule(s, ready, owned, local);
     NodeDone(s);
   }
@@ -437,6 +498,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     item.out_fetches.resize(static_cast<size_t>(n->num_outputs()));
     impl->items.push_back(std::move(item));
   }
+  impl->control_flow = NeedsControlFlow(impl->items);
+  if (impl->control_flow) RETURN_IF_ERROR(BuildControlFlowInfo(graph, roots, &impl->items, &impl->frames));
   impl->feed_slots.resize(feeds.size());
   impl->feed_items.resize(feeds.size());
   for (NodeItem& item : impl->items) {
@@ -459,6 +522,13 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     for (const Node* c : n->control_inputs()) {
       impl->items[static_cast<size_t>(item_of[static_cast<size_t>(c->id())])].control_out.push_back(id);
       ++item.initial_pending;
+    }
+  }
+  if (impl->control_flow) {
+    for (size_t i = 0; i < impl->items.size(); ++i) {
+      NodeItem& item = impl->items[i];
+      if (item.kind == CfKind::kMerge) item.initial_pending = (static_cast<int>(item.node->control_inputs().size()) << 1) | 1;
+      if (item.frame == 0 && item.initial_pending == 0) impl->root_ready.push_back(static_cast<int>(i));
     }
   }
   for (size_t f = 0; f < fetches.size(); ++f) {
@@ -530,16 +600,26 @@ void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values
   s->rendezvous = options.rendezvous ? options.rendezvous : impl.options.rendezvous;
   s->stats = options.stats;
   s->cm = options.cancellation ? options.cancellation : &s->own_cm;
-  s->pending.reset(new std::atomic<int>[impl.items.size()]);
-  for (size_t i = 0; i < impl.items.size(); ++i) s->pending[i].store(impl.items[i].initial_pending);
-  for (size_t f = 0; f < impl.feed_slots.size(); ++f) {
-    for (int slot : impl.feed_slots[f]) s->slots[static_cast<size_t>(slot)].val = feed_values[f];
-    for (int item : impl.feed_items[f]) s->pending[item].fetch_sub(1);
+  std::vector<TaggedNode> ready;
+  if (impl.control_flow) {
+    s->frames = std::make_unique<FrameStates>(&impl.items, &impl.frames);
+    s->frames->StartRoots(impl.root_ready, &ready);
+    for (size_t f = 0; f < impl.feed_slots.size(); ++f) {
+      for (size_t k = 0; k < impl.feed_slots[f].size(); ++k) {
+        s->frames->Feed(impl.feed_items[f][k], impl.feed_slots[f][k], feed_values[f], &ready);
+      }
+    }
+  } else {
+    s->pending.reset(new std::atomic<int>[impl.items.size()]);
+    for (size_t i = 0; i < impl.items.size(); ++i) s->pending[i].store(impl.items[i].initial_pending);
+    for (size_t f = 0; f < impl.feed_slots.size(); ++f) {
+      for (int slot : impl.feed_slots[f]) s->slots[static_cast<size_t>(slot)].val = feed_values[f];
+      for (int item : impl.feed_items[f]) s->pending[item].fetch_sub(1);
+    }
+    for (size_t i = 0; i < impl.items.size(); ++i)
+      if (s->pending[i].load() == 0) ready.push_back(TaggedNode{static_cast<int>(i)});
   }
   s->feed_values = std::move(feed_values);
-  std::vector<int> ready;
-  for (size_t i = 0; i < impl.items.size(); ++i)
-    if (s->pending[i].load() == 0) ready.push_back(static_cast<int>(i));
   if (ready.empty()) {
     impl.StepDone(s);
     return;
@@ -555,12 +635,12 @@ void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values
   // This loop holds one extra count so the step cannot finish while it is
   // still scheduling.
   s->outstanding.store(1);
-  std::deque<int> local;
+  std::deque<TaggedNode> local;
   impl.Schedule(s, ready, owned, &local);
   while (!local.empty()) {
-    int id = local.front();
+    TaggedNode t = local.front();
     local.pop_front();
-    impl.Process(s, id, owned, &local);
+    impl.Process(s, t, owned, &local);
   }
   impl.NodeDone(s);
 }

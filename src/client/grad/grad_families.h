@@ -18,6 +18,7 @@ void RegisterSliceGradients(GradientRegistry* r);  // slice_grad.cc
 void RegisterNnGradients(GradientRegistry* r);
 void RegisterSparseGradients(GradientRegistry* r);  // sparse_grad.cc
 void RegisterFunctionGradients(GradientRegistry* r);  // function_grad.cc: Call
+void RegisterControlFlowGradients(GradientRegistry* r);  // control_flow_grad.cc: Switch, Merge
 
 namespace grad {
 

@@ -28,6 +28,7 @@ void RegisterDatasetOps(OpRegistry* r);      // tf.data: datasets and iterators
 void RegisterFunctionOps(OpRegistry* r);     // Call (graph functions)
 void RegisterQueueOps(OpRegistry* r);         // queues and readers of TF1 input pipelines
 void RegisterParsingOps(OpRegistry* r);       // DecodeRaw, ParseExample
+void RegisterControlFlowOps(OpRegistry* r);  // Switch, Merge, Enter, Exit, NextIteration, LoopCond, ControlTrigger
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -52,6 +53,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterFunctionOps(r);
   RegisterQueueOps(r);
   RegisterParsingOps(r);
+  RegisterControlFlowOps(r);
 }
 
 }  // namespace distflow

@@ -33,6 +33,7 @@ void RegisterFunctionKernels(KernelRegistry* r);  // Call
 void RegisterQueueKernels(KernelRegistry* r);    // FIFOQueue, RandomShuffleQueue, PaddingFIFOQueue and their ops
 void RegisterReaderKernels(KernelRegistry* r);   // TFRecordReader, FixedLengthRecordReader, ..., ReaderRead
 void RegisterParsingKernels(KernelRegistry* r);  // DecodeRaw, ParseExample
+void RegisterControlFlowKernels(KernelRegistry* r);  // Switch, Merge, Enter, Exit, NextIteration, LoopCond
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -60,6 +61,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterQueueKernels(r);
   RegisterReaderKernels(r);
   RegisterParsingKernels(r);
+  RegisterControlFlowKernels(r);
 }
 
 }  // namespace distflow

@@ -1,0 +1,41 @@
+// What ops::WhileLoop remembers of a loop for its gradient, kept in the
+// graph's GraphState by each of its Exit nodes. Internal to client/.
+//
+// The gradient is TensorFlow's in substance with history instead of stacks:
+// the forward loop also appends each iteration's values of the loop
+// variables to a history (a [N, ...] tensor per variable) and counts the
+// iterations; the backward loop runs k = N-1 .. 0, takes iteration k's values
+// from the histories, rebuilds the body on them and back-propagates through
+// it (Gradients inside the loop's frame), carrying the variables' gradients
+// from one iteration to the one before and summing the invariants'.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "distflow/control_flow.h"
+#include "graph/graph.h"
+
+namespace distflow {
+
+struct WhileLoopRecord {
+  std::string name;
+  std::vector<const Node*> exits;  // one per loop variable
+  std::vector<NodeOut> loop_vars;  // their initial values
+  std::vector<NodeOut> invariants;
+  std::vector<NodeOut> histories;  // per loop variable: every iteration's value, stacked
+  NodeOut count;                   // the number of iterations that ran
+  std::vector<PartialShape> var_shapes;  // the variables' shapes inside the loop
+  int parallel_iterations = 10;
+  ops::LoopBodyFn body;
+};
+
+// Builds the backward loop of `loop` in `s`: given the gradients of its
+// exits (invalid: none), the gradients of its initial values and invariants
+// (invalid where none flows).
+absl::Status BuildWhileLoopGradient(const Scope& s, const WhileLoopRecord& loop, const std::vector<Output>& exit_grads,
+                                    std::vector<Output>* var_grads, std::vector<Output>* invariant_grads);
+
+}  // namespace distflow
