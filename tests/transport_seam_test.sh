@@ -1,9 +1,10 @@
 #!/bin/bash
-# The transport seam (issue 26): the master, the master step, the worker and
-# the client session speak only WorkerInterface (and the step tensor codec),
-# never gRPC, a generated gRPC header, a bulk ticket, or "is this task local".
-# Those belong to the transport files (grpc_*, local_worker, worker_cache,
-# bulk_*, tensor_transfer). Usage: transport_seam_test.sh SOURCE_DIR
+# The transport seam (issue 26): the master, the master step and the worker
+# speak only WorkerInterface (and the step tensor codec), the grpc:// session
+# only MasterInterface; none of them speaks gRPC, includes a generated gRPC
+# header, handles a bulk ticket, or asks "is this task local". Those belong to
+# the transports (rpc/: grpc_remote_worker, grpc_remote_master, worker_cache,
+# tensor codecs; bulk/; worker/local_worker; master/local_master). Usage: transport_seam_test.sh SOURCE_DIR
 set -u
 src="${1:?usage: $0 SOURCE_DIR}/src"
 seam_files=(
@@ -13,6 +14,7 @@ seam_files=(
   worker/worker.h worker/worker.cc
   rpc/worker_interface.h rpc/worker_interface.cc
   worker/local_worker.h worker/local_worker.cc
+  server/grpc_session.h server/grpc_session.cc
   client/session.cc
 )
 declare -A rules=(
@@ -36,12 +38,22 @@ for f in "${seam_files[@]}"; do
   done
 done
 # The rules must find what they look for where it belongs, or they prove nothing.
-for check in "gRPC:rpc/grpc_remote_worker.cc" "bulk tickets:rpc/grpc_remote_worker.cc"; do
+for check in "gRPC:rpc/grpc_remote_worker.cc" "bulk tickets:rpc/grpc_remote_worker.cc" \
+             "gRPC:rpc/grpc_remote_master.cc" "bulk tickets:rpc/grpc_remote_master.cc" \
+             "bulk tickets:master/local_master.cc"; do
   what="${check%%:*}" f="${check#*:}"
   if ! grep -qE "${rules[$what]}" "$src/$f"; then
     echo "FAIL: the $what rule finds nothing in $f, where it should"
     failed=1
   fi
 done
+# The client picks no transport: sessions come from the registry by target
+# (runtime/session_factory.h), so client/ includes nothing of the runtime
+# above it and names no transport.
+if hits=$(grep -nE '"(server|rpc|master|worker|bulk|coordination)/|GrpcSession|grpc://|dynamic_cast' "$src"/client/*.cc "$src"/client/*.h); then
+  echo "FAIL: client/ reaches into the distributed runtime or picks a transport:"
+  echo "$hits" | sed 's/^/  /'
+  failed=1
+fi
 [[ $failed == 0 ]] && echo "OK: ${#seam_files[@]} files behind the transport seam"
 exit $failed

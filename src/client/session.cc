@@ -4,8 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/graph_state.h"
-#include "server/grpc_session.h"
 #include "runtime/local_session.h"
+#include "runtime/session_factory.h"
 
 namespace distflow {
 
@@ -20,19 +20,14 @@ struct Session::Impl {
   int sent_nodes_ ABSL_GUARDED_BY(mu) = 0;
 };
 
+// The session's kind comes from its target (runtime/session_factory.h): in
+// process, or a transport the program registered.
 Session::Session(const std::string& target, SessionOptions options) : impl_(std::make_unique<Impl>()) {
-  if (target.empty() || target == "local") {
-    impl_->session = std::make_unique<LocalSession>(std::move(options));
-  } else if (absl::StartsWith(target, "grpc://")) {
-    absl::StatusOr<std::unique_ptr<GrpcSession>> g = GrpcSession::Create(target, std::move(options));
-    if (g.ok()) {
-      impl_->session = std::move(*g);
-    } else {
-      impl_->init_status = g.status();
-    }
+  absl::StatusOr<std::unique_ptr<SessionInterface>> s = NewSession(target, std::move(options));
+  if (s.ok()) {
+    impl_->session = std::move(*s);
   } else {
-    impl_->init_status = absl::InvalidArgumentError(
-        absl::StrCat("Unknown session target '", target, "'; expected \"\", \"local\" or \"grpc://host:port\""));
+    impl_->init_status = s.status();
   }
 }
 

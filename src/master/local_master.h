@@ -21,7 +21,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "rpc/master_interface.h"
 
 namespace distflow {
 
@@ -90,5 +92,31 @@ absl::Status LocalMasterEndedStatus(const std::string& address);
 // The registry key for "host:port" (loopback and wildcard hosts fold into one);
 // empty if the address does not parse.
 std::string LocalMasterKey(const std::string& address);
+
+// LocalMaster: MasterInterface over the master a Server of this process
+// registered for `address`, called in memory (no messages; tensors of 1 MiB or
+// more are handed over as tensors through the master's bulk server, without a
+// copy). Each call leases the master; once its server has stopped, calls fail
+// with LocalMasterEndedStatus (or Unavailable) at once. Thread-safe.
+class LocalMaster final : public MasterInterface {
+ public:
+  // A LocalMaster if a server of this process serves `address` now; else null.
+  static std::unique_ptr<MasterInterface> Lookup(const std::string& address);
+
+  absl::Status CreateSession(CallOptions* opts, int64_t wait_ms, const proto::CreateSessionRequest& req,
+                             proto::CreateSessionResponse* resp) override;
+  absl::Status ExtendSession(CallOptions* opts, int64_t wait_ms, const proto::ExtendSessionRequest& req) override;
+  absl::Status RunStep(RunStepCall* call) override;
+  absl::Status CloseSession(const std::string& handle) override;
+  absl::Status Reset(const proto::ResetRequest& req) override;
+  absl::Status ListDevices(proto::ListDevicesResponse* resp) override;
+
+ private:
+  explicit LocalMaster(std::string address) : address_(std::move(address)) {}
+  // A lease on the master, or why there is none.
+  absl::StatusOr<LocalMasterLease> Lease() const;
+
+  const std::string address_;
+};
 
 }  // namespace distflow

@@ -20,4 +20,9 @@ inline constexpr int kMaxGrpcMessageBytes = 0x7fffffff;
 absl::Status FromGrpcStatus(const grpc::Status& s);
 grpc::Status ToGrpcStatus(const absl::Status& s);
 
+// Trailing metadata the master's RunStep answer carries when the step itself
+// failed, so that a client can tell the step's Unavailable (a task of the
+// cluster is down) from not reaching the master at all.
+inline constexpr char kStepStatusMetadataKey[] = "distflow-step-failed";
+
 }  // namespace distflow

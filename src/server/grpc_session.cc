@@ -1,36 +1,19 @@
 #include "server/grpc_session.h"
 
 #include <random>
-#include <thread>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
-#include "base/logging.h"
-#include "rpc/auth.h"
-#include "server/grpc_master_service.h"
-#include "rpc/grpc_status.h"
+#include "absl/strings/strip.h"
+#include "absl/base/call_once.h"
+#include "runtime/session_factory.h"
 #include "master/local_master.h"
-#include "master/master.h"
-#include "rpc/step_stats_proto.h"
-#include "rpc/worker_cache.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "proto/health.grpc.pb.h"
-#include "tensor/tensor_codec.h"
+#include "rpc/grpc_remote_master.h"
 
 namespace distflow {
 namespace {
 
 constexpr int64_t kDefaultWaitMs = 300000;
-
-// Takes (and drops) the offers an in-process master made for `resp`'s fetches.
-void TakeBulkFetches(BulkServer& bulk, const proto::RunStepResponse& resp) {
-  for (const proto::NamedTensor& nt : resp.tensor())
-    if (nt.bulk_ticket() != 0) (void)bulk.TakeOffer(nt.bulk_ticket());
-}
 
 uint64_t RandomRequestId() {
   static std::mt19937_64 gen{std::random_device{}()};
@@ -41,163 +24,21 @@ uint64_t RandomRequestId() {
 
 }  // namespace
 
-GrpcSession::GrpcSession(std::string address, SessionOptions options)
-    : address_(std::move(address)), options_(std::move(options)) {
-  channel_ = NewAuthenticatedChannel(address_, UnlimitedChannelArguments(), ClusterToken());
-  stub_ = proto::MasterService::NewStub(channel_);
-}
+GrpcSession::GrpcSession(std::string address, SessionOptions options, std::unique_ptr<MasterInterface> master)
+    : address_(std::move(address)), options_(std::move(options)), master_(std::move(master)) {}
 
 GrpcSession::~GrpcSession() { (void)Close(); }
-
-std::optional<LocalMasterLease> GrpcSession::InProcessMaster() const {
-  if (!options_.in_process_master) return std::nullopt;
-  return LocalMasterLease::Find(address_);
-}
-
-absl::Status GrpcSession::RunInProcess(const std::shared_ptr<InProcessCall>& call) {
-  call->lease->master()->RunStepAsync(&call->req, &call->resp, [call](absl::Status s) {
-    bool abandoned = false;
-    {
-      absl::MutexLock lock(&call->mu);
-      call->status = std::move(s);
-      call->completed = true;
-      abandoned = call->abandoned;
-    }
-    if (abandoned && call->bulk != nullptr) TakeBulkFetches(*call->bulk, call->resp);
-    call->finished.Notify();
-  });
-  // The master enforces the step's deadline on its partitions; this bounds
-  // the rest (registering a new plan, a peer that accepts but never answers)
-  // the way the gRPC path's deadline does.
-  if (call->req.timeout_ms() > 0) {
-    if (!call->finished.WaitForNotificationWithTimeout(absl::Milliseconds(call->req.timeout_ms() + 5000))) {
-      absl::MutexLock lock(&call->mu);
-      if (!call->completed) {
-        call->abandoned = true;  // its completion frees what it offered
-        return absl::DeadlineExceededError(absl::StrCat("The step did not finish within its ", call->req.timeout_ms(),
-                                                        " ms timeout (plus 5 s) on ", address_));
-      }
-    }
-  } else {
-    call->finished.WaitForNotification();
-  }
-  return call->status;
-}
-
-absl::Status GrpcSession::RunOverGrpc(const proto::RunStepRequest& req, proto::RunStepResponse* resp) {
-  // A reply lost to a broken connection is retried; the master runs the step
-  // once (same request id), and a retry of a step still running waits for
-  // it. Retries back off (0.1 s doubling to 2 s) and wait for the channel to
-  // reconnect, within a budget of 10 s of failing attempts: right after a
-  // connection breaks, gRPC may still call the channel ready and fail the
-  // next call at once, so retrying without a pause used up every attempt in
-  // a few milliseconds. Only the reconnecting is bounded, not the step. The
-  // session exists, so its master was up: one that stays unreachable is an
-  // error after the budget, not a wait forever.
-  constexpr auto kReconnectBudget = std::chrono::seconds(10);
-  constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
-  grpc::Status s;
-  int attempts = 0;
-  std::chrono::milliseconds backoff(100);
-  std::chrono::system_clock::time_point give_up{};
-  for (;;) {
-    ++attempts;
-    grpc::ClientContext ctx;
-    if (req.timeout_ms() > 0) {
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(req.timeout_ms() + 5000));
-    }
-    resp->Clear();
-    s = stub_->RunStep(&ctx, req, resp);
-    if (s.ok()) return absl::OkStatus();
-    const auto& trailers = ctx.GetServerTrailingMetadata();
-    if (trailers.find(kStepStatusMetadataKey) != trailers.end()) return FromGrpcStatus(s);  // the step's own error
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return FromGrpcStatus(s);
-    const auto now = std::chrono::system_clock::now();
-    if (attempts == 1) give_up = now + kReconnectBudget;
-    if (now >= give_up) break;
-    std::this_thread::sleep_for(std::min<std::chrono::system_clock::duration>(backoff, give_up - now));
-    backoff = std::min(backoff * 2, kMaxBackoff);
-    channel_->WaitForConnected(std::min(give_up, std::chrono::system_clock::now() + std::chrono::seconds(3)));
-  }
-  return absl::UnavailableError(absl::StrCat("The master at ", address_, " is unreachable after ", attempts,
-                                             " attempts over ", std::chrono::duration_cast<std::chrono::seconds>(kReconnectBudget).count(),
-                                             " s (", s.error_message(), "); is its server still running?"));
-}
-
-absl::Status GrpcSession::WaitForMaster(std::chrono::system_clock::time_point deadline) {
-  auto health = grpc::health::v1::Health::NewStub(channel_);
-  const auto start = std::chrono::system_clock::now();
-  bool said = false;
-  std::string last;
-  int closed_in_a_row = 0;
-  for (auto backoff = std::chrono::milliseconds(100);; backoff = std::min(backoff * 2, std::chrono::milliseconds(2000))) {
-    // A health check that fails at once (no wait for the channel), so a
-    // refused connection is known in a moment rather than at the deadline.
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    grpc::health::v1::HealthCheckRequest req;
-    grpc::health::v1::HealthCheckResponse resp;
-    grpc::Status s = health->Check(&ctx, req, &resp);
-    if (s.ok()) return absl::OkStatus();
-    const std::string msg = s.error_message();
-    if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          address_, " is a gRPC server but not a distflow server (it has no health service): check the target"));
-    }
-    if (absl::StrContains(msg, "http1") || absl::StrContains(msg, "HTTP/1")) {
-      return absl::FailedPreconditionError(absl::StrCat(address_, " answered, but not as a distflow server (",
-                                                        msg, "): check the target's port"));
-    }
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return absl::OkStatus();  // it answered: CreateSession says the rest
-    }
-    // TLS mismatches: a TLS server closes a plain or untrusted client's
-    // connection at once; a handshake that fails says so.
-    if (absl::StrContains(msg, "andshake") || absl::StrContains(msg, "SSL") || absl::StrContains(msg, "ssl")) {
-      return absl::UnavailableError(absl::StrCat(
-          "The TLS handshake with ", address_, " failed (", msg,
-          "): check that its certificate names the host in the target, that both sides have certificates from the "
-          "same CA (--tls_ca), and that the server uses TLS at all"));
-    }
-    closed_in_a_row = absl::StrContains(msg, "Socket closed") ? closed_in_a_row + 1 : 0;
-    if (closed_in_a_row >= 3) {
-      return absl::UnavailableError(absl::StrCat(
-          address_, " closes every connection at once (", msg, "): it probably requires TLS",
-          TlsEnabled() ? " with a client certificate from its CA, which this one is not"
-                       : ", which this client does not use",
-          ". Give every task and client the cluster's TLS files (--tls_cert, --tls_key, --tls_ca or DISTFLOW_TLS_CERT, "
-          "DISTFLOW_TLS_KEY, DISTFLOW_TLS_CA)"));
-    }
-    const bool refused = absl::StrContains(msg, "onnection refused");
-    last = refused ? "connection refused: nothing listens there" : msg;
-    const auto now = std::chrono::system_clock::now();
-    const int64_t left = std::chrono::duration_cast<std::chrono::seconds>(deadline - now).count();
-    if (now + backoff >= deadline) break;
-    if (!said) {
-      said = true;
-      LOG(WARNING) << "The master at " << address_ << ": " << last << "; waiting up to " << left
-                   << " s for its server to start";
-    }
-    absl::MutexLock lock(&mu_);
-    auto closed = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return closed_; };
-    if (mu_.AwaitWithTimeout(absl::Condition(&closed), absl::FromChrono(backoff))) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("Session was closed while waiting for the master at ", address_, " to start"));
-    }
-  }
-  const int64_t waited =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now() - start).count();
-  // Extend names the address.
-  return absl::UnavailableError(
-      absl::StrCat(last, " (waited ", waited, " s). Start its server, or fix the target's host and port."));
-}
 
 absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(const std::string& target, SessionOptions options) {
   absl::string_view rest = target;
   if (!absl::ConsumePrefix(&rest, "grpc://") || rest.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("Session target '", target, "' should look like grpc://host:port"));
   }
-  return std::unique_ptr<GrpcSession>(new GrpcSession(std::string(rest), std::move(options)));
+  std::string address(rest);
+  // A server of this process that serves the address is called in memory.
+  std::unique_ptr<MasterInterface> master = options.in_process_master ? LocalMaster::Lookup(address) : nullptr;
+  if (master == nullptr) master = std::make_unique<GrpcRemoteMaster>(address);
+  return std::make_unique<GrpcSession>(std::move(address), std::move(options), std::move(master));
 }
 
 absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
@@ -211,35 +52,26 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
     if (closed_) return absl::FailedPreconditionError("Session has been closed");
     handle = handle_;
   }
-  std::optional<LocalMasterLease> local = InProcessMaster();
-  if (!local) {
-    if (absl::Status ended = LocalMasterEndedStatus(address_); !ended.ok()) {
-      return ended;  // our own server, stopped for good: nothing to wait for
-    }
+  // Our own server, stopped for good: nothing to wait for.
+  if (absl::Status ended = LocalMasterEndedStatus(address_); !ended.ok()) return ended;
+  const int64_t wait = options_.wait_for_cluster_ms > 0 ? options_.wait_for_cluster_ms : kDefaultWaitMs;
+  // The call in flight, which Close cancels meanwhile.
+  CallOptions opts;
+  {
+    absl::MutexLock lock(&mu_);
+    extending_ = &opts;
+    if (closed_) opts.StartCancel();  // closed meanwhile: the call ends at once
   }
-  grpc::ClientContext ctx;
-  int64_t wait = options_.wait_for_cluster_ms > 0 ? options_.wait_for_cluster_ms : kDefaultWaitMs;
-  ctx.set_wait_for_ready(true);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(wait + 10000));
-  // Calls the master over gRPC with `ctx`, which Close cancels meanwhile.
-  auto call_remote = [&](auto&& rpc) -> absl::Status {
-    {
-      absl::MutexLock lock(&mu_);
-      if (closed_) return absl::CancelledError("the session was closed");
-      extending_ = &ctx;
-    }
-    grpc::Status s = rpc();
+  auto done_extending = [&] {
     absl::MutexLock lock(&mu_);
     extending_ = nullptr;
-    return FromGrpcStatus(s);
   };
   if (!handle.empty()) {
     proto::ExtendSessionRequest req;
     req.set_session_handle(handle);
     *req.mutable_graph_def() = graph;
-    if (local) return local->master()->ExtendSession(req);
-    proto::ExtendSessionResponse resp;
-    absl::Status e = call_remote([&] { return stub_->ExtendSession(&ctx, req, &resp); });
+    absl::Status e = master_->ExtendSession(&opts, wait, req);
+    done_extending();
     if (absl::IsCancelled(e)) return absl::FailedPreconditionError("Session was closed while it was being extended");
     return e;
   }
@@ -252,13 +84,8 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
   c->set_operation_timeout_ms(options_.operation_timeout_ms);
   c->set_wait_for_tasks_ms(wait);
   proto::CreateSessionResponse resp;
-  absl::Status e;
-  if (local) {
-    e = local->master()->CreateSession(req, &resp);
-  } else {
-    e = WaitForMaster(std::chrono::system_clock::now() + std::chrono::milliseconds(wait));
-    if (e.ok()) e = call_remote([&] { return stub_->CreateSession(&ctx, req, &resp); });
-  }
+  absl::Status e = master_->CreateSession(&opts, wait, req, &resp);
+  done_extending();
   if (!e.ok()) {
     if (absl::IsCancelled(e) || absl::IsFailedPrecondition(e)) {
       absl::MutexLock lock(&mu_);
@@ -273,21 +100,11 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
     absl::MutexLock lock(&mu_);
     if (!closed_) {
       handle_ = resp.session_handle();
-      // An in-process master takes large feeds from memory (Run); others over their bulk port.
-      if (!local && resp.bulk_port() > 0 && BulkTransferEnabledByEnv()) {
-        absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address_);
-        absl::StatusOr<std::shared_ptr<const BulkTls>> tls = BulkTls::ForProcess();
-        if (hp.ok() && tls.ok()) {
-          bulk_host_ = hp->first;
-          bulk_port_ = resp.bulk_port();
-          bulk_ = std::make_unique<BulkClient>(BulkClient::kClientIdleTimeout, ClusterToken(), *tls);
-        }
-      }
       return absl::OkStatus();
     }
   }
   // Closed while the master was creating it: nobody will close it but us.
-  (void)CloseOnMaster(resp.session_handle());
+  (void)master_->CloseSession(resp.session_handle());
   return absl::FailedPreconditionError(absl::StrCat("Session was closed while it was being created on ", address_));
 }
 
@@ -295,108 +112,26 @@ absl::StatusOr<std::vector<Tensor>> GrpcSession::Run(const RunOptions& options,
                                                      const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                      const std::vector<std::string>& fetches,
                                                      const std::vector<std::string>& targets) {
-  proto::RunStepRequest req;
-  BulkClient* bulk = nullptr;
-  std::string bulk_host;
-  int bulk_port = 0;
+  RunStepCall call;
   {
     absl::MutexLock lock(&mu_);
     if (closed_) return absl::FailedPreconditionError("Session has been closed");
     if (handle_.empty()) return absl::FailedPreconditionError("Session has no graph yet");
-    req.set_session_handle(handle_);
-    bulk = bulk_.get();
-    bulk_host = bulk_host_;
-    bulk_port = bulk_port_;
+    call.req.set_session_handle(handle_);
   }
-  // A master in this process takes large feeds and hands back large fetches
-  // in memory, through its bulk server's tickets, without copying them.
-  std::optional<LocalMasterLease> local = InProcessMaster();
-  if (!local) {
-    if (absl::Status ended = LocalMasterEndedStatus(address_); !ended.ok()) return ended;
+  if (absl::Status ended = LocalMasterEndedStatus(address_); !ended.ok()) return ended;
+  call.feeds = feeds;
+  for (const std::string& f : fetches) call.req.add_fetch(f);
+  for (const std::string& t : targets) call.req.add_target(t);
+  call.req.set_request_id(RandomRequestId());
+  call.req.set_timeout_ms(options.timeout_ms > 0 ? options.timeout_ms : options_.operation_timeout_ms);
+  call.req.set_trace(options.trace != nullptr);
+  call.trace = options.trace;
+  if (absl::Status st = master_->RunStep(&call); !st.ok()) return st;
+  if (call.fetched.size() != fetches.size()) {
+    return absl::DataLossError(absl::StrCat("Asked for ", fetches.size(), " tensors, got ", call.fetched.size()));
   }
-  BulkServer* local_bulk =
-      local && BulkTransferEnabledByEnv() ? local->master()->bulk_server() : nullptr;
-  if (local) bulk = nullptr;
-  for (const auto& [name, t] : feeds) {
-    proto::NamedTensor* nt = req.add_feed();
-    if (local_bulk != nullptr && IsBulkCandidate(t)) {
-      SetBulkNamedTensor(name, t, local_bulk->PutLocal(t), local_bulk->port(), nt);
-      continue;
-    }
-    // Large feeds go to the master's bulk port first; the request names them.
-    if (bulk != nullptr && IsBulkCandidate(t)) {
-      absl::StatusOr<uint64_t> ticket = bulk->Put(bulk_host, bulk_port, t.raw_data(), t.TotalBytes());
-      if (ticket.ok()) {
-        SetBulkNamedTensor(name, t, *ticket, bulk_port, nt);
-        continue;
-      }
-      // Nothing was handed over: send this one inside the request instead.
-    }
-    nt->set_name(name);
-    EncodeTensor(t, nt->mutable_tensor());
-  }
-  req.set_accept_bulk(bulk != nullptr || local_bulk != nullptr);
-  for (const std::string& f : fetches) req.add_fetch(f);
-  for (const std::string& t : targets) req.add_target(t);
-  req.set_request_id(RandomRequestId());
-  req.set_timeout_ms(options.timeout_ms > 0 ? options.timeout_ms : options_.operation_timeout_ms);
-  req.set_trace(options.trace != nullptr);
-  // In process, `call` holds the lease (and so the master) until the step's
-  // completion has run, even if we stop waiting for it.
-  std::shared_ptr<InProcessCall> call;
-  proto::RunStepResponse remote_resp;
-  const proto::RunStepResponse* answer = &remote_resp;
-  if (local) {
-    call = std::make_shared<InProcessCall>();
-    call->req = std::move(req);
-    call->lease.emplace(std::move(*local));
-    call->bulk = local_bulk;
-    absl::Status st = RunInProcess(call);
-    if (!st.ok()) return st;
-    answer = &call->resp;
-  } else {
-    absl::Status st = RunOverGrpc(req, &remote_resp);
-    if (!st.ok()) return st;
-  }
-  const proto::RunStepResponse& resp = *answer;
-  if (options.trace != nullptr) AppendStepStats(resp.step_stats(), options.trace);
-  std::vector<Tensor> out;
-  for (const proto::NamedTensor& nt : resp.tensor()) {
-    if (nt.bulk_ticket() != 0) {
-      absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
-      if (!spec.ok()) {
-        if (local_bulk != nullptr) TakeBulkFetches(*local_bulk, resp);  // do not leave them pinned
-        return spec.status();
-      }
-      if (local_bulk != nullptr) {
-        absl::StatusOr<Tensor> t = local_bulk->TakeOffer(nt.bulk_ticket());
-        if (t.ok() && (t->dtype() != spec->first || t->shape() != spec->second)) {
-          t = absl::DataLossError("it does not match its announced type");
-        }
-        if (!t.ok()) {
-          TakeBulkFetches(*local_bulk, resp);  // do not leave the others pinned until their TTL
-          return absl::Status(t.status().code(),
-                              absl::StrCat("Fetched tensor '", nt.name(), "': ", t.status().message()));
-        }
-        out.push_back(std::move(*t));
-        continue;
-      }
-      if (bulk == nullptr) return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "' came as a bulk ticket"));
-      absl::StatusOr<Tensor> t = Tensor::Allocate(spec->first, spec->second);
-      if (!t.ok()) return t.status();
-      absl::Status got = bulk->Fetch(bulk_host, nt.bulk_port(), nt.bulk_ticket(), t->raw_data(), t->TotalBytes(), nullptr);
-      if (!got.ok()) return absl::Status(got.code(), absl::StrCat("Fetched tensor '", nt.name(), "': ", got.message()));
-      out.push_back(std::move(*t));
-      continue;
-    }
-    absl::StatusOr<Tensor> t = DecodeTensor(nt.tensor());
-    if (!t.ok()) return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "': ", t.status().message()));
-    out.push_back(std::move(*t));
-  }
-  if (out.size() != fetches.size()) {
-    return absl::DataLossError(absl::StrCat("Asked for ", fetches.size(), " tensors, got ", out.size()));
-  }
-  return out;
+  return std::move(call.fetched);
 }
 
 absl::Status GrpcSession::Close() {
@@ -406,32 +141,36 @@ absl::Status GrpcSession::Close() {
     if (closed_) return absl::OkStatus();
     closed_ = true;
     handle = handle_;
-    if (extending_ != nullptr) extending_->TryCancel();  // an Extend waiting on the master
+    if (extending_ != nullptr) extending_->StartCancel();  // an Extend waiting on the master
   }
   if (handle.empty()) return absl::OkStatus();  // an Extend still creating it closes it itself
-  return CloseOnMaster(handle);
-}
-
-absl::Status GrpcSession::CloseOnMaster(const std::string& handle) {
-  if (std::optional<LocalMasterLease> local = InProcessMaster()) return local->master()->CloseSession(handle);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  proto::CloseSessionRequest req;
-  req.set_session_handle(handle);
-  proto::CloseSessionResponse resp;
-  grpc::Status s = stub_->CloseSession(&ctx, req, &resp);
-  return s.error_code() == grpc::StatusCode::UNAVAILABLE ? absl::OkStatus() : FromGrpcStatus(s);
+  return master_->CloseSession(handle);
 }
 
 absl::Status GrpcSession::Reset(const std::vector<std::string>& containers) {
   proto::ResetRequest req;
   for (const std::string& c : containers) req.add_container(c);
   for (const std::string& f : options_.device_filters) req.add_device_filters(f);
-  if (std::optional<LocalMasterLease> local = InProcessMaster()) return local->master()->Reset(req);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  proto::ResetResponse resp;
-  return FromGrpcStatus(stub_->Reset(&ctx, req, &resp));
+  return master_->Reset(req);
 }
+
+void RegisterGrpcSessionFactory() {
+  static absl::once_flag once;
+  absl::call_once(once, [] {
+    RegisterSessionFactory("grpc://", [](const std::string& target, SessionOptions options)
+                                          -> absl::StatusOr<std::unique_ptr<SessionInterface>> {
+      absl::StatusOr<std::unique_ptr<GrpcSession>> s = GrpcSession::Create(target, std::move(options));
+      if (!s.ok()) return s.status();
+      return std::unique_ptr<SessionInterface>(std::move(*s));
+    });
+  });
+}
+
+namespace {
+// Where every object of the layer is linked in (libdistflow.so), loading it
+// registers grpc://; static programs get it from Server::Create (or call
+// RegisterGrpcSessionFactory), since a linker may drop this object.
+[[maybe_unused]] const bool registered_at_load = (RegisterGrpcSessionFactory(), true);
+}  // namespace
 
 }  // namespace distflow

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
 #include "server/grpc_server.h"
+#include "server/grpc_session.h"
 #include "rpc/worker_cache.h"
 
 namespace distflow {
@@ -14,6 +15,8 @@ Server::~Server() = default;
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ClusterSpec& cluster, const std::string& job,
                                                        int task_index, ServerOptions options) {
+  // A program with a server opens grpc:// sessions (runtime/session_factory.h).
+  RegisterGrpcSessionFactory();
   absl::StatusOr<std::unique_ptr<GrpcServer>> impl = GrpcServer::Create(cluster, job, task_index, std::move(options));
   if (!impl.ok()) return impl.status();
   return std::unique_ptr<Server>(new Server(std::move(*impl)));
