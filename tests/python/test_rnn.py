@@ -307,3 +307,47 @@ def test_small_lstm_learns_to_sum_a_sequence():
             sess.run(train, {x: xs, y: ys})
         last = sess.run(loss, {x: xs, y: ys})
     assert last < first / 10, (first, last)
+
+
+def test_static_bidirectional_rnn_equals_bidirectional_dynamic_rnn():
+    x = tf.placeholder(tf.float32, [None, T, D])
+    lengths = tf.placeholder(tf.int32, [None])
+    fw, bw = tf.nn.rnn_cell.GRUCell(2), tf.nn.rnn_cell.BasicLSTMCell(3)
+    outs, s_fw, s_bw = tf.nn.static_bidirectional_rnn(fw, bw, tf.unstack(x, T, 1), sequence_length=lengths,
+                                                      dtype=tf.float32)
+    with tf.variable_scope(tf.get_variable_scope(), reuse=True):
+        (d_fw, d_bw), (ds_fw, ds_bw) = tf.nn.bidirectional_dynamic_rnn(
+            tf.nn.rnn_cell.GRUCell(2), tf.nn.rnn_cell.BasicLSTMCell(3), x, sequence_length=lengths,
+            dtype=tf.float32)
+    assert len(tf.trainable_variables()) == 6
+    xv = RNG.randn(B, T, D).astype(np.float32)
+    feed = {x: xv, lengths: np.array([4, 2, 3], np.int32)}
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        set_random_weights(sess)
+        so, sf, sb, df, db, dsf, dsb = sess.run([outs, s_fw, s_bw, d_fw, d_bw, ds_fw, ds_bw], feed)
+    assert so[0].shape == (B, 5)
+    np.testing.assert_allclose(np.stack(so, 1), np.concatenate([df, db], 2), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(sf, dsf, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(sb.h, dsb.h, rtol=1e-6, atol=1e-6)
+
+
+def test_lstm_gradient_matches_finite_differences():
+    x = tf.constant(RNG.randn(2, 3, D).astype(np.float64))
+    cell = tf.nn.rnn_cell.LSTMCell(3, dtype=tf.float64)
+    out, st = tf.nn.dynamic_rnn(cell, x, sequence_length=[3, 2], dtype=tf.float64)
+    loss = tf.reduce_sum(out * out) + tf.reduce_sum(st.c)
+    kernel = [v for v in tf.trainable_variables() if v.name == "rnn/lstm_cell/kernel:0"][0]
+    (grad,) = tf.gradients(loss, [kernel])
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        k0, g = sess.run([kernel, grad])
+        eps = 1e-6
+        for idx in [(0, 0), (1, 5), (3, 11), (4, 7)]:
+            vals = []
+            for sgn in (1, -1):
+                k = k0.copy()
+                k[idx] += sgn * eps
+                kernel.load(k, sess)
+                vals.append(sess.run(loss))
+            np.testing.assert_allclose(g[idx], (vals[0] - vals[1]) / (2 * eps), rtol=1e-5, atol=1e-7)
