@@ -351,3 +351,20 @@ def test_lstm_gradient_matches_finite_differences():
                 kernel.load(k, sess)
                 vals.append(sess.run(loss))
             np.testing.assert_allclose(g[idx], (vals[0] - vals[1]) / (2 * eps), rtol=1e-5, atol=1e-7)
+
+
+def test_multi_rnn_cell_with_concatenated_state_equals_tuple_state():
+    x = tf.placeholder(tf.float32, [None, T, D])
+    tup = tf.nn.rnn_cell.MultiRNNCell([tf.nn.rnn_cell.GRUCell(2), tf.nn.rnn_cell.GRUCell(3)])
+    cat = tf.nn.rnn_cell.MultiRNNCell([tf.nn.rnn_cell.GRUCell(2), tf.nn.rnn_cell.GRUCell(3)], state_is_tuple=False)
+    assert tup.state_size == (2, 3) and cat.state_size == 5 and cat.output_size == 3
+    o1, s1 = tf.nn.dynamic_rnn(tup, x, dtype=tf.float32)
+    with tf.variable_scope(tf.get_variable_scope(), reuse=True):
+        o2, s2 = tf.nn.dynamic_rnn(cat, x, dtype=tf.float32)
+    assert s2.shape.as_list() == [None, 5]
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        set_random_weights(sess)
+        a, (sa, sb), b, sc = sess.run([o1, s1, o2, s2], {x: RNG.randn(B, T, D).astype(np.float32)})
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.concatenate([sa, sb], 1), sc, rtol=1e-6, atol=1e-6)
