@@ -276,6 +276,13 @@ def local_response_normalization(input, depth_radius=5, bias=1, alpha=1, beta=0.
 lrn = local_response_normalization
 
 
+# recurrent networks (distflow/rnn.py): tf.nn.rnn_cell and the RNN functions
+from distflow import rnn as _rnn  # noqa: E402
+from distflow.rnn import (  # noqa: E402,F401
+    bidirectional_dynamic_rnn, dynamic_rnn, static_bidirectional_rnn, static_rnn)
+rnn_cell = _rnn.cell_namespace("nn.rnn_cell")
+
+
 def __getattr__(name):
     if name.startswith("__"):
         raise AttributeError(name)

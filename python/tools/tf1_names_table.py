@@ -14,8 +14,8 @@ import sys
 import types
 
 BEGIN, END = "<!-- tf1-names:begin -->", "<!-- tf1-names:end -->"
-MODULES = ["nn", "train", "layers", "losses", "metrics", "summary", "gfile", "logging", "app", "errors",
-           "contrib.framework", "contrib.layers", "contrib.learn.datasets", "contrib.slim",
+MODULES = ["nn", "nn.rnn_cell", "train", "layers", "losses", "metrics", "summary", "gfile", "logging", "app", "errors",
+           "contrib.framework", "contrib.layers", "contrib.learn.datasets", "contrib.rnn", "contrib.slim",
            "data", "data.experimental", "contrib.data", "estimator", "estimator.inputs"]
 
 

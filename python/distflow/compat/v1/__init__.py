@@ -196,6 +196,14 @@ from distflow import data as _data  # noqa: E402
 data = _Module("data", _data)
 
 
+# ---- RNNs (distflow/rnn.py) -------------------------------------------------
+# tf.nn.rnn_cell (the cells), tf.nn.static_rnn / dynamic_rnn /
+# static_bidirectional_rnn / bidirectional_dynamic_rnn, and tf.contrib.rnn are
+# served by the nn and contrib modules above (no top-level tf.* names):
+from distflow import rnn as _rnn  # noqa: E402,F401
+# ---- end RNNs ----------------------------------------------------------------
+
+
 # tf.estimator (distflow/estimator): Estimator, RunConfig, train_and_evaluate
 from distflow import estimator as _estimator  # noqa: E402
 estimator = _Module("estimator", _estimator)
