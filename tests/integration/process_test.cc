@@ -321,6 +321,48 @@ TEST(Recovery, APsKilledAndRestartedIsRecoveredFromTheLastCheckpoint) {
   EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
 }
 
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+TEST(Recovery, APsKilledAndRestartedRepeatedlyLeavesNoWorkerBehind) {
+  // 1 ps + 3 workers (the README's job, softmax). The ps is SIGKILLed and
+  // restarted on its address three times: at once, after 1 s, and after
+  // longer than the heartbeat limit (the ps is the coordinator, so every
+  // task declares it dead meanwhile). Before, a worker could wait forever
+  // in its recovery and exit 1 once the chief ended the cluster.
+  BookCluster c("ps_kill_3w", 3);
+  c.extra = {"--heartbeat_timeout_secs=2"};
+  Proc ps = Spawn(c.Args("ps", 0, 0));
+  Proc w2 = Spawn(c.Args("worker", 2, 4000));
+  Proc w1 = Spawn(c.Args("worker", 1, 4000));
+  Proc chief = Spawn(c.Args("worker", 0, 4000));
+  const int down_ms[] = {0, 1000, 3000};
+  for (int round = 0; round < 3; ++round) {
+    // A checkpoint newer than the last restore: everyone trains again.
+    const int64_t after = NewestCheckpointStep(c.logdir) + 150;
+    ASSERT_TRUE(WaitForCheckpoint(c.logdir, after, 120)) << "round " << round << "\n" << Output(chief);
+    kill(ps.pid, SIGKILL);
+    ASSERT_EQ(Wait(ps, 10), 128 + SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(down_ms[round]));
+    ps = Spawn(c.Args("ps", 0, 0));  // same address
+  }
+  EXPECT_EQ(Wait(chief, 180), 0) << Output(chief);
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_EQ(Wait(w2, 60), 0) << Output(w2);
+  EXPECT_EQ(Wait(ps, 60), 0) << Output(ps);
+  const std::string out = Output(chief);
+  // The chief restored the model on every new ps.
+  EXPECT_GE(Count(out, "Restored the model from"), 3) << out;
+  EXPECT_NE(out.find("All 3 workers are done"), std::string::npos) << out;
+  EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
+  for (const Proc* w : {&w1, &w2}) {
+    EXPECT_GE(Count(Output(*w), "recreating the session"), 1) << Output(*w);
+  }
+}
+
 TEST(Recovery, ANonChiefKilledInAsyncTrainingLeavesTheOthersToFinish) {
   BookCluster c("worker_kill");
   c.wait_for_workers_secs = 5;  // the chief waits this long for the worker that died

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Test hosts in network namespaces: 1 ps + 2 workers of the book's program
+# (softmax), each task on its own "host" (a network namespace with its own
+# address in 10.213.0.0/24), joined by veth pairs to a bridge that lives in
+# a namespace of its own. Nothing is created in the caller's namespace and
+# no traffic leaves the namespaces. Then worker 1's host is taken off the
+# network (its link goes down): the chief must declare it dead by name and
+# finish, and the ps must exit 0.
+#
+#   netns_test.sh MNIST_DISTRIBUTED_BIN
+#
+# Needs root (CI runs as root); without it the test fails saying so.
+# Everything it made is removed on exit, pass or fail.
+set -u
+BIN=${1:?usage: netns_test.sh MNIST_DISTRIBUTED_BIN}
+P="dfns$$"  # namespace prefix, unique per run
+HOSTS=(ps w0 w1)
+WORK=$(mktemp -d /tmp/distflow_netns.XXXXXX)
+fail() { echo "FAIL: $*"; exit 1; }
+
+cleanup() {
+  for h in "${HOSTS[@]}" br; do
+    local ns="${P}_$h"
+    ip netns list 2>/dev/null | grep -qw "$ns" || continue
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  local left
+  left=$(ip netns list 2>/dev/null | grep -c "^${P}_")
+  [ "$left" = 0 ] || echo "WARNING: $left namespace(s) of this test are left"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+[ "$(id -u)" = 0 ] || fail "creating network namespaces needs root (this test runs as uid $(id -u))"
+command -v ip >/dev/null || fail "the ip tool (iproute2) is missing"
+
+ip netns add "${P}_br" || fail "cannot create a network namespace (ip netns add)"
+ip -n "${P}_br" link add br0 type bridge || fail "cannot create a bridge in ${P}_br"
+ip -n "${P}_br" link set br0 up
+i=1
+for h in "${HOSTS[@]}"; do
+  ns="${P}_$h"
+  ip netns add "$ns" || fail "cannot create namespace $ns"
+  # The pair is made inside the host's namespace, its peer moved straight
+  # into the bridge's: neither end is ever in the caller's namespace.
+  ip -n "$ns" link add eth0 type veth peer name "v$h" netns "${P}_br" || fail "cannot create a veth pair for $h"
+  ip -n "$ns" addr add "10.213.0.$i/24" dev eth0
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set eth0 up
+  ip -n "${P}_br" link set "v$h" master br0
+  ip -n "${P}_br" link set "v$h" up
+  i=$((i + 1))
+done
+
+SPEC="ps|10.213.0.1:2222,worker|10.213.0.2:2222;10.213.0.3:2222"
+run() {  # host job task steps
+  ip netns exec "${P}_$1" "$BIN" --cluster_spec="$SPEC" --job_name="$2" --task_index="$3" --model=softmax \
+    --learning_rate=0.003 --train_steps="$4" --logdir="$WORK/logs" --save_checkpoint_steps=50 --print_every=500 \
+    --wait_for_workers_secs=60 --heartbeat_timeout_secs=3 >"$WORK/$1.log" 2>&1 &
+}
+run ps ps 0 0; PS=$!
+run w1 worker 1 3000; W1=$!
+run w0 worker 0 3000; W0=$!
+
+# Worker 1's host drops off the network once training is under way.
+for _ in $(seq 1 1200); do
+  ls "$WORK/logs" 2>/dev/null | grep -q 'model.ckpt-[0-9]*.index' && break
+  kill -0 $W0 2>/dev/null || break
+  sleep 0.1
+done
+ls "$WORK/logs" 2>/dev/null | grep -q 'model.ckpt-[0-9]*.index' || { cat "$WORK/w0.log"; fail "no checkpoint within 120 s"; }
+ip -n "${P}_w1" link set eth0 down || fail "cannot take w1's link down"
+
+wait_for() {  # pid seconds -> exit code, or 124 on timeout
+  for _ in $(seq 1 $(($2 * 10))); do
+    kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }
+    sleep 0.1
+  done
+  return 124
+}
+wait_for $W0 150; rc0=$?
+wait_for $PS 30; rcps=$?
+status=0
+if [ $rc0 != 0 ]; then echo "--- chief"; cat "$WORK/w0.log"; echo "FAIL: the chief exited $rc0"; status=1; fi
+if [ $rcps != 0 ]; then echo "--- ps"; cat "$WORK/ps.log"; echo "FAIL: the ps exited $rcps"; status=1; fi
+if ! grep -q "declared dead" "$WORK/w0.log" || ! grep "declared dead" "$WORK/w0.log" | grep -q "/job:worker/replica:0/task:1"; then
+  echo "--- chief"; cat "$WORK/w0.log"; echo "FAIL: the chief did not name /job:worker/replica:0/task:1 as declared dead"; status=1
+fi
+grep -q "Test-Accuracy" "$WORK/w0.log" || { echo "FAIL: the chief did not finish training"; status=1; }
+grep -q "1 of 2 workers reported done" "$WORK/w0.log" || { echo "FAIL: the chief did not report 1 of 2 workers done"; status=1; }
+[ $status = 0 ] && echo "PASS: the chief named the lost host's task and finished; the ps exited 0"
+exit $status
