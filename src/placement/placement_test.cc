@@ -84,6 +84,24 @@ TEST(Placement, AssignIsColocatedWithItsVariable) {
   EXPECT_EQ(DeviceOf(p, "assign"), kDevices[0]);
 }
 
+TEST(Placement, QueueOpsFollowTheirQueuesDeviceOverTheirOwnRequest) {
+  // A queue on a ps, fed and drained by ops that workers asked for: as
+  // TensorFlow colocates them with the queue, they run on the ps.
+  proto::GraphDef g;
+  proto::NodeDef* q = Add(&g, "q", "FIFOQueue", {}, "/job:ps/task:1");
+  SetAttrTypeList(q, "component_types", {DT_FLOAT});
+  Const(&g, "v", "/job:worker/task:0");
+  Add(&g, "enqueue", "QueueEnqueue", {"q", "v"}, "/job:worker/task:0");
+  SetAttrTypeList(g.mutable_node(2), "Tcomponents", {DT_FLOAT});
+  proto::NodeDef* d = Add(&g, "dequeue", "QueueDequeue", {"q"}, "/job:worker/task:1");
+  SetAttrTypeList(d, "component_types", {DT_FLOAT});
+  Placed p = Place(g);
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_EQ(DeviceOf(p, "enqueue"), kDevices[1]);
+  EXPECT_EQ(DeviceOf(p, "dequeue"), kDevices[1]);
+  EXPECT_EQ(DeviceOf(p, "v"), kDevices[2]);
+}
+
 TEST(Placement, ImpossibleDeviceNamesNodeDevicesAndFix) {
   proto::GraphDef g;
   Var(&g, "b", "/job:ps/task:0/device:CPU:1");

@@ -313,3 +313,20 @@ def test_queue_runner_threads_stop_with_the_coordinator_while_blocked_on_a_full_
         assert not any(t.is_alive() for t in threads)
         assert qr.exceptions_raised == []
         assert sess.run(q.is_closed())
+
+
+def test_tfrecord_reader_reports_a_corrupt_file_and_goes_on_with_the_next(tmp_path):
+    bad, good = str(tmp_path / "bad.tfrecord"), str(tmp_path / "good.tfrecord")
+    _write(bad, [b"one", b"two"])
+    data = bytearray(open(bad, "rb").read())
+    data[-1] ^= 0x01  # the crc of "two"
+    open(bad, "wb").write(bytes(data))
+    _write(good, [b"three"])
+    files = tf.FIFOQueue(3, tf.string, shapes=[])
+    _, value = tf.TFRecordReader().read(files)
+    with tf.Session() as sess:
+        sess.run(files.enqueue_many([[bad, good]]))
+        assert sess.run(value) == b"one"
+        with pytest.raises(tf.errors.DataLossError, match=r"bad\.tfrecord' at byte offset 19"):
+            sess.run(value)
+        assert sess.run(value) == b"three"

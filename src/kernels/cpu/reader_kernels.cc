@@ -60,7 +60,6 @@ class FixedLengthFormat : public FileFormat {
   FixedLengthFormat(int64_t header, int64_t record, int64_t footer, int64_t hop, record_io::Compression c)
       : header_(header), record_(record), footer_(footer), hop_(hop), compression_(c) {}
   absl::Status Open(const std::string& path) override {
-    path_ = path;
     ASSIGN_OR_RETURN(src_, record_io::ByteSource::Open(path, compression_));
     std::string skip;
     bool short_read = false;
@@ -105,7 +104,7 @@ class FixedLengthFormat : public FileFormat {
  private:
   const int64_t header_, record_, footer_, hop_;
   const record_io::Compression compression_;
-  std::string path_, last_;
+  std::string last_;
   std::unique_ptr<record_io::ByteSource> src_;
   int64_t body_left_ = -1;
   bool first_ = true;
@@ -295,12 +294,14 @@ class ReaderOp : public OpKernel {
   }
   absl::Status Compute(OpKernelContext* ctx) override {
     const std::string container = handle_.Container(ctx);
-    absl::Status made;
-    ASSIGN_OR_RETURN(std::shared_ptr<Reader> r,
-                     ctx->resource_manager()->LookupOrCreate<Reader>(container, handle_.shared_name, [&] {
-                       absl::StatusOr<std::unique_ptr<FileFormat>> f = factory_(def_);
-                       return std::make_shared<Reader>(handle_.shared_name, std::move(*f));
-                     }));
+    // Init checked the attributes, so the factory cannot fail here.
+    RETURN_IF_ERROR(ctx->resource_manager()
+                        ->LookupOrCreate<Reader>(container, handle_.shared_name,
+                                                 [&] {
+                                                   absl::StatusOr<std::unique_ptr<FileFormat>> f = factory_(def_);
+                                                   return std::make_shared<Reader>(handle_.shared_name, std::move(*f));
+                                                 })
+                        .status());
     ctx->set_output_ref(0, MakeHandle(container, handle_.shared_name));
     return absl::OkStatus();
   }
