@@ -172,7 +172,15 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
   }
   if (!scope.ok()) return scope.status();
 
-  Scope update_scope = scope.NewSubScope(name());
+  // Every update waits for every gradient (TensorFlow gates the gradients
+  // too, GATE_OP by default). A variable read is a snapshot taken when the
+  // reading op runs, and backprop ops read the variables again (a MatMul's
+  // input gradient reads its weights): without this gate an update could run
+  // before another layer's backprop has read the variable, which then
+  // backpropagates through the updated weights (CIFAR-10's convnet diverged).
+  std::vector<Operation> grad_ops;
+  for (const auto& [g, v] : pairs) grad_ops.push_back(g.op());
+  Scope update_scope = scope.NewSubScope(name()).WithControlDependencies(grad_ops);
   std::vector<Operation> updates;
   for (const auto& [g, v] : pairs) {
     IndexedSlices slices;

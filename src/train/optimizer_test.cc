@@ -116,6 +116,28 @@ TEST(Optimizer, GradientDescentTwoSteps) {
   ExpectNear(Fetch<double>(&sess, f.b), {0.5 - 0.4}, 1e-12);
 }
 
+// A gradient that reads a variable (as a MatMul's input gradient reads its
+// weights) must see the value from before this step's updates: every update
+// waits for every gradient. Here the gradient of `b` reads `w` only after a
+// long chain, while `w`'s own gradient is ready at once; without the gate
+// `w` was updated first and `b` moved by the updated `w`.
+TEST(Optimizer, UpdatesWaitForEveryGradientThatReadsAVariable) {
+  Scope root = Scope::NewRootScope();
+  Output w = ops::MakeVariable(root.WithOpName("w"), DVec(root, {1, -2}));
+  Output b = ops::MakeVariable(root.WithOpName("b"), DVec(root, {0.5, 0.25}));
+  Output late = DVec(root, {1, 1});
+  for (int i = 0; i < 64; ++i) late = ops::Identity(root, late);
+  Output gb = ops::Mul(root, late, w);  // == w, read after the chain
+  GradientDescentOptimizer opt(0.1);
+  auto train = opt.ApplyGradients(root, {{DVec(root, {3, -7}), w}, {gb, b}});
+  ASSERT_TRUE(train.ok()) << train.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
+  ASSERT_TRUE(sess.Run({}, {}, {*train}).ok());
+  ExpectNear(Fetch<double>(&sess, w), {1 - 0.3, -2 + 0.7}, 1e-12);
+  ExpectNear(Fetch<double>(&sess, b), {0.5 - 0.1 * 1, 0.25 - 0.1 * -2}, 1e-12);
+}
+
 TEST(Optimizer, MomentumTwoSteps) {
   Fixture f;
   MomentumOptimizer opt(0.1, 0.9);

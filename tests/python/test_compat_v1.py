@@ -268,6 +268,50 @@ def test_optimizers_minimize_and_count_steps():
         assert n == 200.0
 
 
+def test_sgd_steps_of_a_deep_net_match_numpy_backprop():
+    # Each layer's backprop reads the next layer's weights while the updates
+    # of this same step run (the CIFAR-10 tutorial's pattern, with moving
+    # averages reading the variables too): every gradient must use the
+    # weights from before the step, as a NumPy backprop does.
+    rng = np.random.RandomState(7)
+    sizes = [32, 192, 192, 192, 8]
+    w0 = [rng.randn(a, b) / np.sqrt(a) for a, b in zip(sizes, sizes[1:])]
+    xs = [rng.randn(64, sizes[0]) for _ in range(6)]
+    ys = [rng.randn(64, sizes[-1]) for _ in range(6)]
+    step = tf.train.get_or_create_global_step()
+    x = tf.placeholder(tf.float64, [64, sizes[0]])
+    y = tf.placeholder(tf.float64, [64, sizes[-1]])
+    ws = [tf.Variable(w) for w in w0]
+    h = x
+    for i, w in enumerate(ws):
+        h = tf.matmul(h, w)
+        if i < len(ws) - 1:
+            h = tf.tanh(h)
+    loss = tf.reduce_mean(tf.square(h - y)) + 0.01 * tf.add_n([tf.nn.l2_loss(w) for w in ws])
+    opt = tf.train.GradientDescentOptimizer(0.2)
+    apply = opt.apply_gradients(opt.compute_gradients(loss), global_step=step)
+    averages = tf.train.ExponentialMovingAverage(0.99, step).apply(tf.trainable_variables())
+    with tf.control_dependencies([apply, averages]):
+        train = tf.no_op()
+    ref = [w.copy() for w in w0]
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for xb, yb in zip(xs, ys):
+            acts = [xb]
+            for i, w in enumerate(ref):
+                z = acts[-1] @ w
+                acts.append(np.tanh(z) if i < len(ref) - 1 else z)
+            d = 2 * (acts[-1] - yb) / yb.size
+            grads = [None] * len(ref)
+            for i in reversed(range(len(ref))):
+                grads[i] = acts[i].T @ d + 0.01 * ref[i]
+                d = (d @ ref[i].T) * (1 - acts[i] ** 2)
+            ref = [w - 0.2 * g for w, g in zip(ref, grads)]
+            sess.run(train, feed_dict={x: xb, y: yb})
+            for got, want in zip(sess.run(ws), ref):
+                np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
 def test_app_flags_parse_the_command_line_on_first_use():
     from distflow.app import _Flags
     flags = _Flags()
