@@ -20,29 +20,12 @@
 #include "graph/attr_value.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/sparse_index.h"
+#include "kernels/cpu/var_locks.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/resource_mgr.h"
 
 namespace distflow {
 namespace {
-
-class VarLocks {
- public:
-  explicit VarLocks(const std::vector<Var*>& vars) {
-    for (Var* v : vars) mus_.push_back(v->mu());
-    std::sort(mus_.begin(), mus_.end());
-    mus_.erase(std::unique(mus_.begin(), mus_.end()), mus_.end());
-    for (absl::Mutex* m : mus_) m->Lock();
-  }
-  ~VarLocks() {
-    for (auto it = mus_.rbegin(); it != mus_.rend(); ++it) (*it)->Unlock();
-  }
-  VarLocks(const VarLocks&) = delete;
-  VarLocks& operator=(const VarLocks&) = delete;
-
- private:
-  std::vector<absl::Mutex*> mus_;
-};
 
 // What an update sees: the variable and slots, the distinct touched rows and
 // their summed gradient rows, the row length and the scalar inputs.

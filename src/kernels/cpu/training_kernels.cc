@@ -15,30 +15,12 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "graph/attr_value.h"
+#include "kernels/cpu/var_locks.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/resource_mgr.h"
 
 namespace distflow {
 namespace {
-
-// Locks a set of variables' mutexes in a consistent (address) order.
-class VarLocks {
- public:
-  explicit VarLocks(const std::vector<Var*>& vars) {
-    for (Var* v : vars) mus_.push_back(v->mu());
-    std::sort(mus_.begin(), mus_.end());
-    mus_.erase(std::unique(mus_.begin(), mus_.end()), mus_.end());
-    for (absl::Mutex* m : mus_) m->Lock();
-  }
-  ~VarLocks() {
-    for (auto it = mus_.rbegin(); it != mus_.rend(); ++it) (*it)->Unlock();
-  }
-  VarLocks(const VarLocks&) = delete;
-  VarLocks& operator=(const VarLocks&) = delete;
-
- private:
-  std::vector<absl::Mutex*> mus_;
-};
 
 template <typename T>
 using Arr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Unaligned>;
