@@ -1,3 +1,5 @@
+include(GoogleTest)
+
 # distflow_hide_symbols(TARGET): the library's objects go into libdistflow.so,
 # which exports what include/distflow/ marks DISTFLOW_EXPORT and nothing else
 # (include/distflow/export.h). Programs keep the default visibility: abseil's
@@ -18,7 +20,10 @@ function(distflow_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# distflow_test(NAME SRCS ... DEPS ...): a GoogleTest binary registered with ctest.
+# distflow_test(NAME SRCS ... DEPS ... [TIMEOUT s]): a GoogleTest binary whose
+# cases ctest runs one by one (gtest_discover_tests, listed when ctest runs),
+# named NAME.Suite.Case: a failure names its case, `ctest -j2` balances the
+# long cases of one binary against others, and TIMEOUT bounds each case.
 # Not built in the fuzzing build, which only needs the libraries under test.
 function(distflow_test name)
   if(DISTFLOW_FUZZ)
@@ -28,12 +33,14 @@ function(distflow_test name)
   add_executable(${name} ${ARG_SRCS})
   target_compile_options(${name} PRIVATE ${DISTFLOW_WARNINGS} ${DISTFLOW_ARCH_FLAGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
-  add_test(NAME ${name} COMMAND ${name})
+  set(timeout 300)
   if(ARG_TIMEOUT)
-    set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT})
-  else()
-    set_tests_properties(${name} PROPERTIES TIMEOUT 300)
+    set(timeout ${ARG_TIMEOUT})
   endif()
+  gtest_discover_tests(${name}
+    TEST_PREFIX "${name}."
+    DISCOVERY_MODE PRE_TEST
+    PROPERTIES TIMEOUT ${timeout})
 endfunction()
 
 function(distflow_binary name)

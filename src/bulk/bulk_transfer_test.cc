@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "base/fake_clock_env.h"
 #include "gtest/gtest.h"
+#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -84,8 +85,7 @@ TEST(BulkTransfer, AnOfferLivesItsTimeToLiveAndNoLonger) {
   clock.Advance(absl::Seconds(2));
   timer.Poke();
   // The expiry runs on the timer's thread: wait for its effect, bounded.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while ((*server)->NumOffersForTest() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  WaitUntil([&] { return (*server)->NumOffersForTest() == 0; }, absl::Seconds(10), absl::Milliseconds(1));
   EXPECT_EQ((*server)->NumOffersForTest(), 0u);
   BulkClient client;
   char buf[16];
@@ -147,7 +147,10 @@ class FakePeer {
       (void)!write(c, head, sizeof(head));
       std::string body(send, 'x');
       if (send > 0) (void)!write(c, body.data(), body.size());
-      if (stall) release_.WaitForNotification();
+      if (stall) {
+        stalled_.Notify();
+        release_.WaitForNotification();
+      }
       close(c);
     });
   }
@@ -158,11 +161,14 @@ class FakePeer {
     close(listen_);
   }
   int port() const { return port_; }
+  // Whether the peer reached its stall (sent what it would) within `timeout`.
+  bool WaitStalled(absl::Duration timeout) { return stalled_.WaitForNotificationWithTimeout(timeout); }
 
  private:
   int listen_ = -1;
   int port_ = 0;
   absl::Notification release_;
+  absl::Notification stalled_;
   std::thread thread_;
 };
 
@@ -187,7 +193,9 @@ TEST(BulkTransfer, CancellationUnblocksAStalledFetch) {
     s = client.Fetch("127.0.0.1", peer.port(), 7, buf.data(), buf.size(), &cm);
     done.Notify();
   });
-  absl::SleepFor(absl::Milliseconds(50));
+  // The peer has sent 10 of the 1000 bytes it promised and stalls: the
+  // fetch cannot have finished.
+  ASSERT_TRUE(peer.WaitStalled(absl::Seconds(30)));
   EXPECT_FALSE(done.HasBeenNotified());
   cm.StartCancel(absl::CancelledError("step aborted"));
   EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
@@ -261,8 +269,7 @@ TEST(BulkTransfer, UnclaimedPutsExpire) {
   Tensor t = Ramp(10);
   BulkClient client;
   ASSERT_TRUE(client.Put("127.0.0.1", (*server)->port(), t.raw_data(), t.TotalBytes()).ok());
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while ((*server)->NumReceivedForTest() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  WaitUntil([&] { return (*server)->NumReceivedForTest() == 0; }, absl::Seconds(10));
   EXPECT_EQ((*server)->NumReceivedForTest(), 0u);
 }
 
@@ -339,8 +346,7 @@ TEST(BulkTransfer, OffersBeyondTheBudgetAreRefusedUntilOthersAreTaken) {
   // wait for its effect, bounded).
   clock.Advance(absl::Minutes(2) + absl::Seconds(1));
   timer.Poke();
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while ((*server)->NumOffersForTest() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  WaitUntil([&] { return (*server)->NumOffersForTest() == 0; }, absl::Seconds(10), absl::Milliseconds(1));
   EXPECT_EQ((*server)->NumOffersForTest(), 0u);
   EXPECT_NE((*server)->Offer(six), 0u);
 }
@@ -450,8 +456,7 @@ TEST(BulkTransfer, APooledConnectionClosedToMakeRoomIsReplaced) {
   auto crowd_out = [&] {
     for (int fd : hog) close(fd);
     hog.clear();
-    const absl::Time until = absl::Now() + absl::Seconds(10);
-    while ((*server)->NumOpenConnectionsForTest() > 1 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(2));
+    WaitUntil([&] { return (*server)->NumOpenConnectionsForTest() <= 1; }, absl::Seconds(10), absl::Milliseconds(2));
     ASSERT_EQ((*server)->NumOpenConnectionsForTest(), 1u) << "only the client's pooled connection is left";
     const uint64_t before = (*server)->evictions();
     for (int i = 0; i < BulkServer::kMaxConnectionsPerPeer; ++i) {

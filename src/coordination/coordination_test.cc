@@ -13,6 +13,7 @@
 #include "server/grpc_server.h"
 #include "rpc/worker_cache.h"
 #include "gtest/gtest.h"
+#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -207,11 +208,7 @@ TEST(CoordinationCluster, ASilentTaskIsDeclaredDeadEverywhere) {
   Server& chief = *(*servers)[1];
   Server& w1 = *(*servers)[2];
   ASSERT_EQ(w1.task_name(), kWorker1);
-  auto wait_for = [](const std::function<bool()>& cond) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (!cond() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
-    return cond();
-  };
+  auto wait_for = [](const std::function<bool()>& cond) { return WaitUntil(cond, absl::Seconds(20)); };
   // Everyone heard from, nobody dead.
   ASSERT_TRUE(wait_for([&] { return chief.impl()->coordination()->View().size() == 3; }));
   EXPECT_TRUE(ps.DeadTasks().empty());

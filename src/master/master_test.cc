@@ -39,6 +39,7 @@
 #include "runtime/graph_def_builder_for_test.h"
 #include "tensor/tensor_codec.h"
 #include "tensor/tensor_testutil.h"
+#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -128,15 +129,9 @@ std::shared_ptr<StepCall> StartStep(Master* master, proto::RunStepRequest req) {
 // Waits (bounded) until `worker` runs no partition: nothing tells when a
 // cancelled partition has unwound, so this polls.
 ::testing::AssertionResult BecomesIdle(Worker* worker, absl::Duration bound = kBound) {
-  const absl::Time until = absl::Now() + bound;
-  while (worker->running_partitions() > 0) {
-    if (absl::Now() > until) {
-      return ::testing::AssertionFailure() << worker->task_name() << " still runs " << worker->running_partitions()
-                                           << " partition(s) after " << bound;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return ::testing::AssertionSuccess();
+  if (WaitUntil([&] { return worker->running_partitions() == 0; }, bound)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << worker->task_name() << " still runs " << worker->running_partitions()
+                                       << " partition(s) after " << bound;
 }
 
 // The step answered, once, within `bound`.
@@ -521,8 +516,7 @@ TEST_F(MasterTest, ASessionStillWaitingForTheClusterHoldsItsSlotUnderMaxSessions
     master.CloseAll();
     if (creating.joinable()) creating.join();
   };
-  const absl::Time until = absl::Now() + kBound;
-  while (master.sessions_being_created() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  WaitUntil([&] { return master.sessions_being_created() > 0; }, kBound);
   ASSERT_EQ(master.sessions_being_created(), 1);
   // The first holds the only slot while it waits: a second is refused at
   // once rather than both going on to make two sessions.

@@ -13,6 +13,7 @@
 #include "kernels/op_test_util.h"
 #include "runtime/graph_def_builder_for_test.h"
 #include "tensor/tensor_testutil.h"
+#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -182,8 +183,7 @@ class FakeClockDeadline {
   Timer* timer() { return &timer_; }
   // Waits (bounded) until a step's deadline is on the timer.
   bool DeadlineScheduled() {
-    const absl::Time until = absl::Now() + absl::Seconds(60);
-    while (timer_.NumPendingForTest() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(1));
+    WaitUntil([&] { return timer_.NumPendingForTest() > 0; }, absl::Seconds(60), absl::Milliseconds(1));
     return timer_.NumPendingForTest() == 1;
   }
   void Advance(absl::Duration d) {

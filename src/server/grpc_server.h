@@ -49,6 +49,7 @@ class GrpcServer {
   // `address` (host:port).
   void SetPeerAddress(const std::string& job, int task, const std::string& address);
   Worker* worker() { return worker_.get(); }
+  Master* master() { return master_.get(); }
   int port() const { return bound_port_; }
   // The bulk-transfer port, 0 if bulk transfer is off.
   int bulk_port() const { return bulk_ ? bulk_->port() : 0; }

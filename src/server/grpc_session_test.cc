@@ -26,6 +26,9 @@
 #include "gtest/gtest.h"
 #include "runtime/graph_def_builder_for_test.h"
 #include "tensor/tensor_testutil.h"
+#include "base/wait_until.h"
+#include "master/master.h"
+#include "server/grpc_server.h"
 
 namespace distflow {
 namespace {
@@ -190,9 +193,9 @@ TEST_P(GrpcSessionTest, ACloseEndsAnExtendStillWaitingForTheClusterAndLeavesNoSe
     extended = session->Extend(OneConst("c", 1));
     extend_returned.Notify();
   });
-  // Whether or not the Extend has begun its wait, the calls below must not
-  // wait behind it.
-  absl::SleepFor(absl::Milliseconds(300));
+  // Once the Extend waits for the cluster (the master holds a session in the
+  // making), the calls below must not wait behind it.
+  ASSERT_TRUE(WaitUntil([&] { return server_->impl()->master()->sessions_being_created() > 0; }, absl::Seconds(60)));
   EXPECT_FALSE(extend_returned.HasBeenNotified()) << "worker 1 is down: " << extended;
   const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<Tensor>> early = session->Run(RunOptions(), {}, {"c"}, {});
@@ -219,8 +222,7 @@ TEST_P(GrpcSessionTest, ACloseEndsAnExtendStillWaitingForTheClusterAndLeavesNoSe
   EXPECT_TRUE(absl::StrContains(extended.message(), "closed")) << extended;
   if (!GetParam()) {
     // The master finishes making the session its caller gave up on, then closes it.
-    const absl::Time until = absl::Now() + absl::Seconds(60);
-    while (abandoned->value() == abandoned_before && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
+    WaitUntil([&] { return abandoned->value() != abandoned_before; }, absl::Seconds(60));
     EXPECT_EQ(abandoned->value(), abandoned_before + 1) << "the master kept a session its caller gave up on";
   }
 

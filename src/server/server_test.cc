@@ -35,6 +35,7 @@
 #include "server/session_test_util.h"
 #include "runtime/graph_def_builder_for_test.h"
 #include "tensor/tensor_testutil.h"
+#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -53,12 +54,7 @@ constexpr absl::Duration kBound = absl::Seconds(60);
 
 // Polls `condition` until it holds or `bound` has passed; whether it held.
 bool Eventually(const std::function<bool()>& condition, absl::Duration bound = kBound) {
-  const absl::Time until = absl::Now() + bound;
-  while (!condition()) {
-    if (absl::Now() >= until) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
+  return WaitUntil(condition, bound, absl::Milliseconds(10));
 }
 
 // Server::Join on a thread of its own, so that a test waits for it with a

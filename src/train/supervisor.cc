@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "client/graph_state.h"
@@ -34,6 +35,10 @@ absl::StatusOr<int64_t> StepValue(const Tensor& t) {
   }
 }
 
+// The session's clock (SupervisorOptions::env).
+absl::Time NowOf(Env* env) { return absl::FromUnixMicros(env->NowMicros()); }
+void SleepOn(Env* env, absl::Duration d) { env->SleepForMicros(absl::ToInt64Microseconds(d)); }
+
 bool Recoverable(const absl::Status& s) { return absl::IsUnavailable(s) || absl::IsAborted(s); }
 
 std::string FirstNames(const std::vector<std::string>& names, size_t n) {
@@ -56,7 +61,7 @@ absl::Status StopAtStepHook::AfterRun(MonitoredSession* session, int64_t global_
 absl::Status LoggingHook::AfterRun(MonitoredSession*, int64_t global_step, const std::vector<Tensor>& values) {
   ++local_steps_;
   if (every_ <= 0 || local_steps_ % every_ != 0) return absl::OkStatus();
-  absl::Time now = absl::Now();
+  absl::Time now = NowOf(Env::Default());
   std::string rate;
   if (last_step_ >= 0 && now > last_time_) {
     rate = absl::StrFormat(", %.1f global steps/s", static_cast<double>(global_step - last_step_) /
@@ -77,6 +82,7 @@ absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
   s->scope_ = scope;
   s->target_ = target;
   s->options_ = options;
+  if (s->options_.env == nullptr) s->options_.env = Env::Default();
   s->hooks_ = std::move(hooks);
   if (!s->options_.init_op.ok()) s->options_.init_op = ops::GlobalVariablesInitializer(scope);
   std::vector<Output> vars, saved;
@@ -184,8 +190,8 @@ absl::Status MonitoredSession::InitialiseUnsaved() {
 
 absl::Status MonitoredSession::WaitUntilReady(absl::Time recovery_deadline) {
   if (ready_checks_.empty()) return absl::OkStatus();
-  const absl::Time deadline = std::min(absl::Now() + options_.ready_timeout, recovery_deadline);
-  absl::Time next_log = absl::Now() + absl::Seconds(5);
+  const absl::Time deadline = std::min(NowOf(options_.env) + options_.ready_timeout, recovery_deadline);
+  absl::Time next_log = NowOf(options_.env) + absl::Seconds(5);
   std::vector<std::string> not_ready = var_names_;
   absl::Status last_error;
   bool answered = false;  // a readiness check has answered at all
@@ -204,7 +210,7 @@ absl::Status MonitoredSession::WaitUntilReady(absl::Time recovery_deadline) {
     } else {
       return r.status();
     }
-    absl::Time now = absl::Now();
+    absl::Time now = NowOf(options_.env);
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "The model was not initialised within ",
@@ -223,7 +229,7 @@ absl::Status MonitoredSession::WaitUntilReady(absl::Time recovery_deadline) {
       }
       next_log = now + absl::Seconds(5);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    SleepOn(options_.env, absl::Milliseconds(200));
   }
 }
 
@@ -234,7 +240,7 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
     // Wait for the cluster no longer than the recovery may still take.
     const int64_t configured = session_options.wait_for_cluster_ms > 0 ? session_options.wait_for_cluster_ms : 300000;
     session_options.wait_for_cluster_ms =
-        std::max<int64_t>(1, std::min(configured, absl::ToInt64Milliseconds(deadline - absl::Now())));
+        std::max<int64_t>(1, std::min(configured, absl::ToInt64Milliseconds(deadline - NowOf(options_.env))));
   }
   session_ = std::make_unique<Session>(target_, session_options);
   restored_from_.clear();
@@ -263,7 +269,7 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
       LOG(INFO) << "Initialised the model" << (saver_ ? " (no checkpoint yet in " + options_.logdir + ")" : "");
     }
     last_save_step_ = global_step_;
-    last_save_time_ = absl::Now();
+    last_save_time_ = NowOf(options_.env);
   } else {
     RETURN_IF_ERROR(WaitUntilReady(deadline));
     ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
@@ -286,7 +292,7 @@ absl::StatusOr<std::string> MonitoredSession::SaveCheckpoint() {
   ASSIGN_OR_RETURN(int64_t step, ReadGlobalStep());
   ASSIGN_OR_RETURN(std::string prefix, saver_->Save(session_.get(), options_.logdir, step));
   last_save_step_ = step;
-  last_save_time_ = absl::Now();
+  last_save_time_ = NowOf(options_.env);
   return prefix;
 }
 
@@ -308,16 +314,16 @@ absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds,
       if (!Recoverable(r.status()) || attempt >= options_.max_recoveries) return r.status();
       LOG(WARNING) << "Step failed (" << r.status().message() << "); recreating the session ("
                    << attempt + 1 << " of at most " << options_.max_recoveries << ")";
-      const absl::Time give_up = absl::Now() + options_.recovery_timeout;
+      const absl::Time give_up = NowOf(options_.env) + options_.recovery_timeout;
       absl::Status created;
       do {
-        std::this_thread::sleep_for(absl::ToChronoMilliseconds(options_.recovery_wait));
+        SleepOn(options_.env, options_.recovery_wait);
         created = CreateSession(give_up);
         if (!created.ok()) LOG(WARNING) << "Recreating the session failed: " << created.message();
       } while (!created.ok() && Recoverable(created) && ++attempt < options_.max_recoveries &&
-               absl::Now() < give_up);
+               NowOf(options_.env) < give_up);
       if (!created.ok()) {
-        if (absl::Now() < give_up) return created;
+        if (NowOf(options_.env) < give_up) return created;
         return absl::Status(created.code(),
                             absl::StrCat("Gave up recovering after ", absl::FormatDuration(options_.recovery_timeout),
                                          " (SupervisorOptions::recovery_timeout) from: ", r.status().message(),
@@ -338,7 +344,7 @@ absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds,
     if (saver_ != nullptr && options_.is_chief) {
       bool by_steps = options_.save_checkpoint_steps > 0 && global_step_ - last_save_step_ >= options_.save_checkpoint_steps;
       bool by_time = options_.save_checkpoint_secs > 0 &&
-                     absl::Now() - last_save_time_ >= absl::Seconds(options_.save_checkpoint_secs);
+                     NowOf(options_.env) - last_save_time_ >= absl::Seconds(options_.save_checkpoint_secs);
       if (by_steps || by_time) {
         absl::StatusOr<std::string> saved = SaveCheckpoint();
         if (saved.ok()) {
@@ -346,7 +352,7 @@ absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds,
         } else {
           // Training goes on; the previous checkpoint is still valid.
           LOG(ERROR) << saved.status().message();
-          last_save_time_ = absl::Now();
+          last_save_time_ = NowOf(options_.env);
           last_save_step_ = global_step_;
         }
       }

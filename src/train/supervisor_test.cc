@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "distflow/train/optimizer.h"
+#include "base/fake_clock_env.h"
 
 namespace distflow {
 namespace {
@@ -126,13 +127,50 @@ TEST(MonitoredSession, NonChiefGivesUpNamingTheVariablesNotReady) {
   SupervisorOptions o;
   o.is_chief = false;
   o.global_step = m.step;
-  o.ready_timeout = absl::Milliseconds(300);
+  // Ten minutes on a clock that moves only by the session's own sleeps: the
+  // test takes milliseconds and cannot fail on a slow or a fast machine.
+  FakeClockEnv clock;
+  o.env = &clock;
+  o.ready_timeout = absl::Minutes(10);
   // A local session's variables are its own: no chief will ever initialise them.
   auto s = MonitoredSession::Create(m.root, "", o);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("Variables not ready: w"));
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("global_step"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("10m"));
+  absl::Duration slept;
+  for (absl::Duration d : clock.Sleeps()) slept += d;
+  EXPECT_GE(slept, absl::Minutes(10) - absl::Milliseconds(200)) << "it waited the whole ready_timeout";
+  EXPECT_LE(slept, absl::Minutes(10) + absl::Milliseconds(200));
+}
+
+// save_checkpoint_secs counts on the session's clock: no checkpoint until
+// the interval has passed, one at the first step after it.
+TEST(MonitoredSession, ChiefSavesWhenTheCheckpointIntervalHasPassed) {
+  const std::string dir = TempDir("by_time");
+  Model m;
+  FakeClockEnv clock;
+  SupervisorOptions o;
+  o.env = &clock;
+  o.logdir = dir;
+  o.global_step = m.step;
+  o.save_checkpoint_secs = 600;
+  o.save_checkpoint_steps = 0;
+  auto s = MonitoredSession::Create(m.root, "", o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto step = [&] { return (*s)->Run({{m.x, Tensor::Scalar<float>(1.0f)}}, {}, {m.train}).status(); };
+  ASSERT_TRUE(step().ok());
+  EXPECT_FALSE(fs::exists(dir + "/model.ckpt-1.index")) << "the interval starts when the session is made";
+  clock.Advance(absl::Seconds(599));
+  ASSERT_TRUE(step().ok());
+  EXPECT_FALSE(fs::exists(dir + "/model.ckpt-2.index")) << "599 s of 600 have passed";
+  clock.Advance(absl::Seconds(2));
+  ASSERT_TRUE(step().ok());
+  EXPECT_TRUE(fs::exists(dir + "/model.ckpt-3.index")) << "601 s have passed";
+  ASSERT_TRUE(step().ok());
+  EXPECT_FALSE(fs::exists(dir + "/model.ckpt-4.index")) << "the interval starts again at the save";
+  ASSERT_TRUE((*s)->Close().ok());
 }
 
 TEST(MonitoredSession, ALogdirNeedsAGlobalStep) {

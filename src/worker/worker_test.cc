@@ -11,6 +11,7 @@
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
+#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -52,10 +53,7 @@ TEST(WorkerService, RecvTensorCallsThatGiveUpLeaveNothingBehind) {
   ASSERT_TRUE(all_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
   EXPECT_EQ(deadline_exceeded.load(), kCalls);
   // The server learns of each cancellation a moment after the caller.
-  const absl::Time until = absl::Now() + absl::Seconds(30);
-  while (server.impl()->worker()->rendezvous()->NumPendingForTest() > 0 && absl::Now() < until) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  WaitUntil([&] { return server.impl()->worker()->rendezvous()->NumPendingForTest() == 0; }, absl::Seconds(30));
   EXPECT_EQ(server.impl()->worker()->rendezvous()->NumPendingForTest(), 0u) << "abandoned receives are dropped";
 
   // And a real receive still works after the flood.

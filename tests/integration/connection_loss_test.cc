@@ -20,6 +20,7 @@
 #include "worker/worker.h"
 #include "gtest/gtest.h"
 #include "tcp_proxy.h"
+#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -64,11 +65,7 @@ TEST(ConnectionLoss, AStepWhoseConnectionBreaksIsRetriedAndRunsOnce) {
   ASSERT_TRUE(sess.Run({}, {}, {init, arm}).ok());
   const int before = proxy.connections();
   // Waits (bounded) for `cond`; polled, as nothing signals these.
-  auto eventually = [](const std::function<bool()>& cond) {
-    const absl::Time until = absl::Now() + absl::Seconds(60);
-    while (!cond() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
-    return cond();
-  };
+  auto eventually = [](const std::function<bool()>& cond) { return WaitUntil(cond, absl::Seconds(60)); };
 
   absl::Notification done;
   absl::StatusOr<std::vector<Tensor>> out;

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "proto/master.grpc.pb.h"
 #include "tensor/tensor_testutil.h"
+#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -343,9 +344,9 @@ TEST(Cluster, LargeFeedToATaskWithoutBulkTransferTravelsInside) {
 }
 
 // A step of many seconds (400 chained 1024^3 MatMuls on a worker, fed from a
-// ps variable: 800 GFLOP, far beyond what two cores do in the 300 ms before
-// the servers go); the servers are destroyed in the middle of it. The client gets
-// an answer (or an error) and every server's destructor returns.
+// ps variable: 800 GFLOP, many seconds on any machine); the servers are
+// destroyed once worker 1 runs its part. The client gets an answer (or an
+// error) and every server's destructor returns.
 void ShutDownServersWhileAStepIsRunning(bool in_process_master) {
   auto spec = MakeLocalClusterSpec(1, 2);
   ASSERT_TRUE(spec.ok());
@@ -354,6 +355,10 @@ void ShutDownServersWhileAStepIsRunning(bool in_process_master) {
   std::string target;
   for (auto& s : *servers)
     if (s->task_name() == "/job:worker/replica:0/task:0") target = s->target();
+  Worker* busy = nullptr;  // runs the MatMuls
+  for (auto& s : *servers)
+    if (s->task_name() == "/job:worker/replica:0/task:1") busy = s->impl()->worker();
+  ASSERT_NE(busy, nullptr);
   Scope root = Scope::NewRootScope();
   auto m = ops::MakeVariable(root.WithDevice("/job:ps/task:0").WithOpName("m"),
                              ops::Fill(root.WithDevice("/job:ps/task:0"), {1024, 1024}, ops::Const(root, 0.001f)));
@@ -372,7 +377,7 @@ void ShutDownServersWhileAStepIsRunning(bool in_process_master) {
     status = sess.Run({s}).status();  // still running when the servers go
     answered.Notify();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(WaitUntil([&] { return busy->running_partitions() > 0; }, absl::Seconds(60))) << "the step never began";
   absl::Time start = absl::Now();
   servers->clear();  // Stop + destroy every server mid-step
   EXPECT_LT(absl::Now() - start, absl::Seconds(60));
@@ -638,7 +643,8 @@ void StopServerWhileASessionWaitsForTheCluster(bool in_process_master) {
     status = sess.Run({ops::Const(root, 1.f)}).status();
     answered.Notify();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(WaitUntil([&] { return (*worker)->impl()->master()->sessions_being_created() > 0; }, absl::Seconds(60)))
+      << "the session never began waiting for the cluster";
   absl::Time start = absl::Now();
   worker->reset();  // Stop + destroy
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
@@ -673,7 +679,8 @@ TEST(Cluster, ARunWaitingForTheClusterBlocksNeitherGraphBuildingNorClose) {
     status = sess.Run({c}).status();
     answered.Notify();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(WaitUntil([&] { return (*worker)->impl()->master()->sessions_being_created() > 0; }, absl::Seconds(60)))
+      << "the Run never began waiting for the cluster";
   const absl::Time start = absl::Now();
   auto more = ops::Add(root, c, ops::Const(root, 2.f));  // takes the graph's lock
   EXPECT_TRUE(root.ok()) << root.status();
@@ -874,10 +881,7 @@ absl::Status StepWaitingWhileWorker1GoesSilent(int client_task, const std::strin
   });
   // Once the step waits at the barrier, silence worker 1.
   Worker* barrier_worker = (*servers)[barrier_device == "/job:ps/task:0" ? 0 : 2]->impl()->worker();
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (barrier_worker->running_partitions() == 0 && !done.HasBeenNotified() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  WaitUntil([&] { return barrier_worker->running_partitions() > 0 || done.HasBeenNotified(); }, absl::Seconds(20));
   // Worker 1 reports a stalled step on its own heartbeat, so it keeps
   // beating until the step is older than stall_log_ms plus two beats.
   absl::SleepFor(absl::Milliseconds(options.stall_log_ms + 2 * options.heartbeat_interval_ms));
@@ -1024,8 +1028,7 @@ TEST(Limits, ATaskRunsAtMostMaxConcurrentStepsPartitions) {
   absl::Status waited;
   std::thread blocked([&] { waited = waiting.Run({Output(wait, 0, on_ps)}).status(); });
   Worker* ps = (*servers)[0]->impl()->worker();
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (ps->running_partitions() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  WaitUntil([&] { return ps->running_partitions() > 0; }, absl::Seconds(10));
   // While it runs, the ps refuses a second partition.
   absl::Status refused = second.Run({other}).status();
   blocked.join();

@@ -44,6 +44,8 @@
 
 namespace distflow {
 
+class Env;  // the clock (src/base/env.h)
+
 struct DISTFLOW_EXPORT SupervisorOptions {
   bool is_chief = true;
   // Where checkpoints go; empty: none are saved or restored.
@@ -96,6 +98,10 @@ struct DISTFLOW_EXPORT SupervisorOptions {
   int64_t save_summaries_steps = 100;
   int64_t save_summaries_secs = 0;
   int64_t log_step_count_steps = 100;
+  // Where the session reads the time and sleeps (waiting for the chief,
+  // between recoveries, checkpoint intervals); null: the real clock. The
+  // library's own tests pass a clock that moves only when told to.
+  Env* env = nullptr;
 };
 
 class MonitoredSession;
