@@ -82,9 +82,13 @@ def run(summaries, steps, logdir, batch):
     return statistics.fmean(times) * 1e3
 
 
+KINDS = {}  # event kind -> [events, bytes on disk (record + 16 bytes of framing)]
+
+
 def read_back(logdir):
     """(bytes, events, summary values) of logdir's events files, read with
-    distflow's TFRecord reader (which checks the framing and the CRCs)."""
+    distflow's TFRecord reader (which checks the framing and the CRCs);
+    adds each event's bytes to KINDS by kind."""
     files = glob.glob(os.path.join(logdir, "events.out.tfevents.*"))
     size = sum(os.path.getsize(f) for f in files)
     events = values = 0
@@ -94,6 +98,13 @@ def read_back(logdir):
             e.ParseFromString(record)
             events += 1
             values += len(e.summary.value)
+            kind = e.WhichOneof("what") or "none"
+            if kind == "summary":
+                kind = "summary: global_step/sec" if [v.tag for v in e.summary.value] == ["global_step/sec"] \
+                    else f"summary: {len(e.summary.value)} values"
+            entry = KINDS.setdefault(kind, [0, 0])
+            entry[0] += 1
+            entry[1] += len(record) + 16
     return size, events, values
 
 
@@ -125,6 +136,8 @@ def main():
           f"{len(tf.trainable_variables())} histograms, global_step/sec; the graph once per run)")
     print(f"events files: {total_bytes} bytes, {total_events} events, {total_values} summary values; "
           f"{total_bytes / max(total_events, 1):.0f} bytes per event")
+    for kind, (n, b) in sorted(KINDS.items()):
+        print(f"  {kind}: {n} events, {b} bytes ({b / n:.0f} each)")
     print(f"mean step (median over rounds): {m_on:.2f} ms with summaries, {m_off:.2f} ms without; "
           f"ratio {m_on / m_off:.3f} "
           f"(per-round ratios {', '.join(f'{q:.3f}' for q in ratios)})")
