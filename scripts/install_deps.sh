@@ -13,6 +13,7 @@ PACKAGES=(
   iperf3 tmux openssl
   python3 python3-yaml python3-dev python3-numpy python3-protobuf python3-pytest pybind11-dev
   python3-pip python3-setuptools python3-venv
+  python3-torch  # the reference the sparse ops are checked against (tests/python/test_sparse_torch_reference.py)
   libcpp-httplib-dev chromium
 )
 

@@ -12,7 +12,9 @@
 #   build/tools/distflow-launch --ps 2 --workers 2 --status_base_port 8000 -- \
 #       /usr/bin/python3 examples/python/sparse_embedding.py --vocab=1000000 --dim=64
 # (PYTHONPATH=build/python). The ps tasks are distflow-servers; the workers
-# train asynchronously until the global step reaches --last_step; the chief
+# train asynchronously (--sync_replicas: synchronously, every worker's
+# gradient rows averaged in each step) until the global step reaches
+# --last_step; the chief
 # prints the loss and, with --status_port, the bytes its task received from
 # the ps per step (from its /metrics) next to the table's size.
 import json
@@ -36,6 +38,8 @@ tf.app.flags.DEFINE_integer("last_step", 300, "train until the global step reach
 tf.app.flags.DEFINE_float("learning_rate", 0.5, "Adagrad's learning rate")
 tf.app.flags.DEFINE_integer("measure_from", 20, "local step where the steady-state window (steps/s, bytes) starts")
 tf.app.flags.DEFINE_integer("measure_steps", 40, "length of that window in local steps")
+tf.app.flags.DEFINE_bool("sync_replicas", False, "synchronous training: each step averages every worker's "
+                         "gradient (SyncReplicasOptimizer; the table's gradients are aggregated as rows)")
 tf.app.flags.DEFINE_bool("dense_lookup", False, "the dense equivalent, for comparison: read the whole table "
                          "on the worker (tf.gather of the concatenated parts) and update it densely")
 FLAGS = tf.app.flags.FLAGS
@@ -85,11 +89,18 @@ def main(_):
         bag = tf.reduce_mean(rows, axis=1)
         logits = tf.layers.dense(bag, 1)
         loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
-        train_op = tf.train.AdagradOptimizer(FLAGS.learning_rate).minimize(loss, global_step=global_step)
+        opt = tf.train.AdagradOptimizer(FLAGS.learning_rate)
+        if FLAGS.sync_replicas:
+            num_workers = cluster.num_tasks("worker")
+            opt = tf.train.SyncReplicasOptimizer(opt, replicas_to_aggregate=num_workers,
+                                                 total_num_replicas=num_workers)
+        train_op = opt.minimize(loss, global_step=global_step)
     rng = np.random.RandomState(1000 + FLAGS.task_index)
     chief = FLAGS.task_index == 0
     losses, local_steps, measured, steady = [], 0, None, float("nan")
     hooks = [tf.train.StopAtStepHook(last_step=FLAGS.last_step)]
+    if FLAGS.sync_replicas:
+        hooks.append(opt.make_session_run_hook(chief))
     start = time.time()
     with tf.train.MonitoredTrainingSession(master=server.target, is_chief=chief, hooks=hooks) as sess:
         while not sess.should_stop():

@@ -7,10 +7,13 @@
 //   absl::StatusOr<std::vector<Operation>> ops = ImportGraph(other, bytes, "copy/");
 //
 // ImportGraph adds each node as `prefix` + its name, after the nodes it reads,
-// with its device (or none, with clear_devices). A damaged GraphDef, an input
-// that names no node, two nodes of one name or a cycle (a while loop's back
-// edge: not importable yet) is found before any node is added, and is an
-// error naming the node. A node the graph itself rejects (an op this build
+// with its device (or none, with clear_devices). While loops import and run:
+// a Merge's input from a NextIteration (the loop's back edge) is connected
+// after every node is in. (Gradients through an imported loop are not
+// available: the loop's body function does not travel with the graph.) A
+// damaged GraphDef, an input that names no node, two nodes of one name or a
+// cycle that is not a loop's back edge is found before any node is added,
+// and is an error naming the node. A node the graph itself rejects (an op this build
 // does not know) fails the import part way, and the scope keeps the error.
 #pragma once
 

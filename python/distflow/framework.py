@@ -678,8 +678,10 @@ AUTO_REUSE = "auto_reuse"  # tf.AUTO_REUSE: get_variable makes a variable or ret
 class VariableScope:
     """What variable_scope yields and get_variable_scope returns (tf.VariableScope)."""
 
-    def __init__(self, name, reuse=None, initializer=None, regularizer=None, dtype=None, name_scope=""):
+    def __init__(self, name, reuse=None, initializer=None, regularizer=None, dtype=None, name_scope="",
+                 partitioner=None):
         self.name = name
+        self.partitioner = partitioner
         self._reuse = reuse
         self.initializer = initializer
         self.regularizer = regularizer
@@ -699,6 +701,9 @@ class VariableScope:
     def set_regularizer(self, regularizer):
         self.regularizer = regularizer
 
+    def set_partitioner(self, partitioner):
+        self.partitioner = partitioner
+
 
 def get_variable_scope():
     g = get_default_graph()
@@ -717,9 +722,9 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
     and opens a name scope of the same name for ops. A scope named by
     default_name only is made unique ("dense", "dense_1", ...). reuse=True
     (or AUTO_REUSE) lets get_variable return existing variables; inner
-    scopes inherit reuse, initializer and regularizer."""
-    if partitioner is not None:
-        raise NotImplementedError("variable_scope(partitioner=...): partitioned variables are not supported yet")
+    scopes inherit reuse, initializer, regularizer and partitioner (which
+    get_variable then applies to every variable of rank 1 or more made
+    in the scope, as TF does)."""
     if custom_getter is not None:
         raise NotImplementedError("variable_scope(custom_getter=...)")
     g = get_default_graph()
@@ -755,7 +760,8 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
                           reuse=reuse if reuse is not None else (parent.reuse or inherit.reuse),
                           initializer=initializer if initializer is not None else inherit.initializer,
                           regularizer=regularizer if regularizer is not None else inherit.regularizer,
-                          dtype=dtype if dtype is not None else inherit.dtype)
+                          dtype=dtype if dtype is not None else inherit.dtype,
+                          partitioner=partitioner if partitioner is not None else inherit.partitioner)
     g._var_scope.append(scope)
     saved_names = g._name_stack
     if isinstance(name_or_scope, VariableScope):
@@ -783,9 +789,13 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     g = get_default_graph()
     vs = get_variable_scope()
     full = f"{vs.name}/{name}" if vs.name else name
-    if partitioner is not None:  # parts "<name>/part_i" (partitioned_variables.py)
+    if partitioner is None and vs.partitioner is not None and shape is not None and len(list(shape)) > 0:
+        partitioner = vs.partitioner  # the scope's, for variables of rank >= 1 (as TF)
+    if partitioner is False:  # a part of a partitioned variable: never partitioned again
+        partitioner = None
+    elif partitioner is not None:  # parts "<name>/part_i" (partitioned_variables.py)
         if full in g._variables:
-            return get_variable(name, shape=shape, dtype=dtype)
+            return get_variable(name, shape=shape, dtype=dtype, partitioner=False)
         from distflow import partitioned_variables as _pv
         pv = _pv.create(get_variable, full, name, shape, dtype, initializer, partitioner, regularizer=regularizer,
                         trainable=trainable, collections=collections, constraint=constraint)
@@ -940,12 +950,43 @@ def group(*inputs, name=None):
 # ---- sessions ----------------------------------------------------------------
 
 
+class GPUOptions:
+    """tf.GPUOptions, accepted and ignored: distflow runs on CPUs only, so a
+    TF1 program's GPU settings (allow_growth, per_process_gpu_memory_fraction,
+    visible_device_list, ...) change nothing. An unknown field is an error,
+    as TF's protocol message makes it."""
+
+    _FIELDS = {"per_process_gpu_memory_fraction": 0.0, "allow_growth": False, "allocator_type": "",
+               "deferred_deletion_bytes": 0, "visible_device_list": "", "polling_active_delay_usecs": 0,
+               "polling_inactive_delay_msecs": 0, "force_gpu_compatible": False, "experimental": None}
+
+    def __init__(self, **fields):
+        for name in fields:
+            if name not in self._FIELDS:
+                raise ValueError(f'Protocol message GPUOptions has no "{name}" field.')
+        for name, default in self._FIELDS.items():
+            setattr(self, name, fields.get(name, default))
+
+    def __repr__(self):
+        set_fields = {k: getattr(self, k) for k, d in self._FIELDS.items() if getattr(self, k) != d}
+        return f"GPUOptions({set_fields})"
+
+
 class ConfigProto:
-    """Session options with TensorFlow's names."""
+    """Session options with TensorFlow's names. gpu_options (tf.GPUOptions)
+    and device_count={"GPU": n} are accepted and ignored: distflow has no
+    GPU devices."""
 
     def __init__(self, log_device_placement=False, allow_soft_placement=False, device_filters=None,
                  inter_op_parallelism_threads=0, intra_op_parallelism_threads=0, device_count=None,
-                 operation_timeout_in_ms=0, gpu_options=None):
+                 operation_timeout_in_ms=0, gpu_options=None, graph_options=None, use_per_session_threads=False,
+                 isolate_session_state=False):
+        if gpu_options is not None and not isinstance(gpu_options, GPUOptions):
+            raise TypeError(f"ConfigProto(gpu_options=...) takes a tf.GPUOptions, not {type(gpu_options).__name__}")
+        self.gpu_options = gpu_options if gpu_options is not None else GPUOptions()
+        self.graph_options = graph_options
+        self.use_per_session_threads = use_per_session_threads
+        self.isolate_session_state = isolate_session_state
         self.log_device_placement = log_device_placement
         self.allow_soft_placement = allow_soft_placement
         self.device_filters = list(device_filters or [])

@@ -11,7 +11,7 @@ from distflow import raw_ops as _raw
 convert_to_tensor = _fw.convert_to_tensor
 
 # Embedding lookups over one table or its shards (sparse_ops.py).
-from distflow.sparse_ops import embedding_lookup  # noqa: E402,F401
+from distflow.sparse_ops import embedding_lookup, embedding_lookup_sparse  # noqa: E402,F401
 
 
 def _op(name):

@@ -164,7 +164,7 @@ def create(get_variable, full_name, name, shape, dtype, initializer, partitioner
         init = initializer
         if value is not None:
             init = _np.take(value, range(offset, offset + length), axis=axis)
-        v = get_variable(f"{name}/part_{i}", shape=part_shape, dtype=dt, initializer=init, **kwargs)
+        v = get_variable(f"{name}/part_{i}", shape=part_shape, dtype=dt, initializer=init, partitioner=False, **kwargs)
         offsets = [0] * len(shape)
         offsets[axis] = offset
         v._save_slice_info = SaveSliceInfo(full_name, shape, offsets, part_shape)

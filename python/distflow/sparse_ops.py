@@ -1,8 +1,10 @@
 """TensorFlow 1.x's functions of sparse models: tf.gather, tf.scatter_add /
 scatter_sub / scatter_update, tf.unique, tf.unsorted_segment_sum,
 tf.dynamic_partition / dynamic_stitch, tf.sparse_segment_sum / mean,
-tf.IndexedSlices, and tf.nn.embedding_lookup over one table or its shards
-(a list or a PartitionedVariable, partition_strategy "mod" or "div").
+tf.IndexedSlices, tf.gather_nd / scatter_nd, and tf.nn.embedding_lookup
+(over one table or its shards: a list or a PartitionedVariable,
+partition_strategy "mod" or "div") and embedding_lookup_sparse (bags of
+ids, a tf.SparseTensor, combined by "sum", "mean" or "sqrtn").
 
 The gradient of a lookup is an IndexedSlices: only the looked-up rows. In
 the graph it is one dense tensor (a marked UnsortedSegmentSum, see
@@ -89,6 +91,21 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
     if axis is None or (isinstance(axis, int) and axis == 0):
         return _raw.Gather(params, indices, name=name)
     return _raw.GatherV2(params, indices, axis, name=name)
+
+
+def gather_nd(params, indices, name=None, batch_dims=0):
+    """tf.gather_nd: the slices of params at the index tuples (the last
+    dimension of indices); its gradient is a ScatterNd (dense)."""
+    if batch_dims != 0:
+        raise NotImplementedError("tf.gather_nd(batch_dims != 0)")
+    return _raw.GatherNd(params, _ids(indices), name=name)
+
+
+def scatter_nd(indices, updates, shape, name=None):
+    """tf.scatter_nd: zeros of `shape` with each row of updates added at its
+    index tuple (duplicates add up)."""
+    indices = _ids(indices)
+    return _raw.ScatterNd(indices, updates, convert_to_tensor(shape, dtype=indices.dtype), name=name)
 
 
 def scatter_add(ref, indices, updates, use_locking=False, name=None):
@@ -206,3 +223,64 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
         return _raw.Reshape(stitched, _fw.constant([-1 if d is None else d for d in ids_dims] + row), name=name)
     row_shape = _raw.Slice(_raw.Shape(stitched), _fw.constant([1]), _fw.constant([-1]))
     return _raw.Reshape(stitched, _raw.Concat([_raw.Shape(ids), row_shape], _fw.constant(0)), name=name)
+
+
+def embedding_lookup_sparse(params, sp_ids, sp_weights, partition_strategy="mod", name=None, combiner=None,
+                            max_norm=None):
+    """tf.nn.embedding_lookup_sparse: one combined row per bag. sp_ids is a
+    tf.SparseTensor of ids, [batch, max ids per bag] (row i's ids are bag
+    i); sp_weights a SparseTensor of the same indices with a weight per id,
+    or None (every weight 1). combiner "sum", "mean" (the default) or
+    "sqrtn": the weighted sum of the bag's rows, divided by the sum of its
+    weights or by the square root of the sum of their squares (without
+    weights an empty bag is zeros; with weights 0 / 0, as in TF). Each distinct
+    id is looked up once (embedding_lookup over the shards of params), so
+    only those rows cross the network; the gradient of params is an
+    IndexedSlices of those rows."""
+    if max_norm is not None:
+        raise NotImplementedError("tf.nn.embedding_lookup_sparse(max_norm=...)")
+    combiner = "mean" if combiner is None else combiner
+    if combiner not in ("sum", "mean", "sqrtn"):
+        raise ValueError(f"embedding_lookup_sparse: combiner must be 'sum', 'mean' or 'sqrtn', got '{combiner}'")
+    from distflow.parsing_ops import SparseTensor
+    if not isinstance(sp_ids, SparseTensor):
+        raise TypeError(f"embedding_lookup_sparse: sp_ids must be a tf.SparseTensor, not {type(sp_ids).__name__}")
+    if sp_weights is not None and not isinstance(sp_weights, SparseTensor):
+        raise TypeError(f"embedding_lookup_sparse: sp_weights must be a tf.SparseTensor or None, not "
+                        f"{type(sp_weights).__name__}")
+    with _fw.name_scope(name or "embedding_lookup_sparse"):
+        # Bag of each id: the first coordinate of its index.
+        segment_ids = _raw.Cast(_raw.Reshape(_raw.Slice(sp_ids.indices, _fw.constant([0, 0], dtype=_dtypes.int64),
+                                                        _fw.constant([-1, 1], dtype=_dtypes.int64)),
+                                             _fw.constant([-1])), DstT=_dtypes.int32)
+        ids, idx = unique(_ids(sp_ids.values, "sp_ids.values"))
+        embeddings = embedding_lookup(params, ids, partition_strategy=partition_strategy)
+        num_bags = _raw.Add(_raw.Max(segment_ids, _fw.constant([0])), _fw.constant(1))
+        rank = embeddings.shape.ndims
+        if rank is None:
+            raise ValueError("embedding_lookup_sparse needs the rank of params")
+        column = _fw.constant([-1] + [1] * (rank - 1))
+        if sp_weights is None:
+            if combiner == "sum":
+                return sparse_segment_sum(embeddings, idx, segment_ids)
+            if combiner == "mean":
+                return sparse_segment_mean(embeddings, idx, segment_ids)
+            # sqrtn (TF's sparse_segment_sqrt_n): an empty bag is zeros.
+            ones = _raw.Cast(_raw.OnesLike(segment_ids), DstT=embeddings.dtype)
+            count = unsorted_segment_sum(ones, segment_ids, num_bags)
+            norm = _raw.Sqrt(_raw.Maximum(count, _raw.OnesLike(count)))
+            return _raw.Div(sparse_segment_sum(embeddings, idx, segment_ids), _raw.Reshape(norm, column))
+        weights = convert_to_tensor(sp_weights.values)
+        if weights.dtype != embeddings.dtype:
+            weights = _raw.Cast(weights, DstT=embeddings.dtype)
+        rows = _raw.Gather(embeddings, idx)
+        w = _raw.Reshape(weights, column)
+        total = unsorted_segment_sum(_raw.Mul(rows, w), segment_ids, num_bags)
+        if combiner == "sum":
+            return total
+        if combiner == "mean":
+            norm = unsorted_segment_sum(weights, segment_ids, num_bags)
+        else:
+            norm = _raw.Sqrt(unsorted_segment_sum(_raw.Mul(weights, weights), segment_ids, num_bags))
+        # As TF: a weighted bag with no ids in the middle of the batch is 0 / 0.
+        return _raw.Div(total, _raw.Reshape(norm, column))

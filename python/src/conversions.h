@@ -316,10 +316,10 @@ inline df::SessionOptions SessionOptionsFromPython(const py::dict& o) {
 // Feeds from (Output, array-like) pairs, each converted to its placeholder's
 // dtype; arrays that allow it are lent, not copied. Also drops the arrays
 // earlier steps' tensors released off the interpreter's thread.
-inline df::FeedDict ToFeedDict(const std::vector<std::pair<df::Output, py::object>>& feeds) {
+inline df::FeedDict ToFeedDict(const std::vector<std::pair<df::Output, py::object>>& feeds, bool lend = true) {
   LentArrays::Get().Drain();
   df::FeedDict feed_dict;
-  for (const auto& [out, value] : feeds) feed_dict.emplace_back(out, NumpyToTensor(value, out.dtype(), true));
+  for (const auto& [out, value] : feeds) feed_dict.emplace_back(out, NumpyToTensor(value, out.dtype(), lend));
   return feed_dict;
 }
 

@@ -37,6 +37,13 @@ std::unique_ptr<df::Optimizer> MakeConstantRateOptimizer(const std::string& kind
     adam->SetLazySparseUpdates(kind == "LazyAdam");
     return adam;
   }
+  if (kind == "Ftrl") {
+    absl::StatusOr<std::unique_ptr<df::FtrlOptimizer>> ftrl =
+        df::FtrlOptimizer::Create(lr, get("learning_rate_power", -0.5), get("initial_accumulator_value", 0.1),
+                                  get("l1_regularization_strength", 0.0), get("l2_regularization_strength", 0.0));
+    if (!ftrl.ok()) throw py::value_error(std::string(ftrl.status().message()));
+    return std::move(*ftrl);
+  }
   throw py::value_error("unknown optimizer " + kind);
 }
 
@@ -131,8 +138,10 @@ void BindTrain(py::module_& m) {
                        const std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>& sync_hooks,
                        std::vector<df::Output> local_variables, std::optional<df::Operation> local_init_op,
                        int64_t save_checkpoint_steps, int max_to_keep, std::optional<df::Output> summary_op,
-                       int64_t save_summaries_steps, int64_t save_summaries_secs, int64_t log_step_count_steps) {
+                       int64_t save_summaries_steps, int64_t save_summaries_secs, int64_t log_step_count_steps,
+                       const std::vector<std::pair<df::Output, py::object>>& init_feed_dict) {
              df::SupervisorOptions o;
+             o.init_feed_dict = ToFeedDict(init_feed_dict, /*lend=*/false);  // kept for recoveries
              if (summary_op) o.summary_op = *summary_op;
              o.save_summaries_steps = save_summaries_steps;
              o.save_summaries_secs = save_summaries_secs;
@@ -164,6 +173,7 @@ void BindTrain(py::module_& m) {
            py::arg("save_checkpoint_steps") = 0, py::arg("max_to_keep") = 5, py::arg("summary_op") = std::nullopt,
            py::arg("save_summaries_steps") = 100, py::arg("save_summaries_secs") = 0,
            py::arg("log_step_count_steps") = 100,
+           py::arg("init_feed_dict") = std::vector<std::pair<df::Output, py::object>>{},
            py::keep_alive<1, 11>())  // the optimizers outlive their hooks
       .def("run",
            [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,

@@ -1,5 +1,6 @@
 #include "distflow/graph_io.h"
 
+#include <algorithm>
 #include <deque>
 #include <unordered_map>
 #include <utility>
@@ -43,6 +44,15 @@ absl::StatusOr<std::vector<Operation>> ImportGraph(const Scope& scope, const std
           absl::StrCat("ImportGraph: the graph has two nodes named '", def.node(i).name(), "'"));
     }
   }
+  // A while loop's back edge (a Merge reading a NextIteration) is left out
+  // of the order: the Merge is added with its forward input standing in,
+  // and the edge is connected once every node is in, as the loop builder
+  // (control_flow.cc) does.
+  auto is_back_edge = [&](int i, const std::string& in) {
+    if (def.node(i).op() != "Merge" || in.empty() || in[0] == '^') return false;
+    auto it = index.find(SourceOf(in).first);
+    return it != index.end() && def.node(it->second).op() == "NextIteration";
+  };
   // Kahn's order: a node once every node it reads (data or control) is in.
   std::vector<int> pending(n, 0);
   std::vector<std::vector<int>> consumers(n);
@@ -53,6 +63,7 @@ absl::StatusOr<std::vector<Operation>> ImportGraph(const Scope& scope, const std
         return absl::InvalidArgumentError(absl::StrCat("ImportGraph: node '", def.node(i).name(), "' reads '", in,
                                                        "', which is not in the graph"));
       }
+      if (is_back_edge(i, in)) continue;
       ++pending[i];
       consumers[it->second].push_back(i);
     }
@@ -72,12 +83,20 @@ absl::StatusOr<std::vector<Operation>> ImportGraph(const Scope& scope, const std
   if (static_cast<int>(order.size()) != n) {
     for (int i = 0; i < n; ++i) {
       if (pending[i] > 0) {
-        return absl::UnimplementedError(absl::StrCat("ImportGraph: the graph has a cycle through '",
-                                                     def.node(i).name(),
-                                                     "'; graphs with while loops cannot be imported yet"));
+        return absl::InvalidArgumentError(absl::StrCat("ImportGraph: the graph has a cycle through '",
+                                                       def.node(i).name(),
+                                                       "' that is not a while loop's back edge (NextIteration "
+                                                       "into Merge)"));
       }
     }
   }
+  struct BackEdge {
+    int merge = 0;
+    int input = 0;
+    std::string source;
+    int slot = 0;
+  };
+  std::vector<BackEdge> back_edges;
   std::vector<Operation> ops(n);
   std::vector<Operation> added;
   added.reserve(n);
@@ -85,14 +104,34 @@ absl::StatusOr<std::vector<Operation>> ImportGraph(const Scope& scope, const std
     proto::NodeDef node = def.node(i);
     std::vector<Output> inputs;
     std::vector<Operation> control;
-    for (const std::string& in : node.input()) {
+    std::vector<int> back;  // positions in `inputs` of back edges
+    for (int k = 0; k < node.input_size(); ++k) {
+      const std::string& in = node.input(k);
       auto [name, slot] = SourceOf(in);
+      if (is_back_edge(i, in)) {
+        back_edges.push_back({i, static_cast<int>(inputs.size()), name, slot});
+        back.push_back(static_cast<int>(inputs.size()));
+        inputs.emplace_back();  // filled with the forward input below
+        continue;
+      }
       const Operation& from = ops[index[name]];
       if (in[0] == '^') {
         control.push_back(from);
       } else {
         inputs.emplace_back(from, slot, scope);
       }
+    }
+    if (!back.empty()) {
+      const Output* forward = nullptr;
+      for (size_t k = 0; k < inputs.size() && forward == nullptr; ++k) {
+        if (std::find(back.begin(), back.end(), static_cast<int>(k)) == back.end()) forward = &inputs[k];
+      }
+      if (forward == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("ImportGraph: Merge '", def.node(i).name(),
+                                                       "' reads only NextIteration nodes (a loop with no entry)"));
+      }
+      const Output stand_in = *forward;
+      for (int k : back) inputs[static_cast<size_t>(k)] = stand_in;
     }
     const std::string device = clear_devices ? std::string() : node.device();
     node.clear_input();
@@ -106,6 +145,16 @@ absl::StatusOr<std::vector<Operation>> ImportGraph(const Scope& scope, const std
       return st.ok() ? absl::InternalError(absl::StrCat("ImportGraph: adding '", def.node(i).name(), "' failed")) : st;
     }
     added.push_back(ops[i]);
+  }
+  for (const BackEdge& e : back_edges) {
+    const Operation& src = ops[index[e.source]];
+    GraphState& g = *scope.graph_state();
+    absl::Status st;
+    {
+      absl::MutexLock lock(&g.mu);
+      st = g.graph.SetBackEdge(ops[e.merge].node()->name(), e.input, NodeOut{src.node(), e.slot});
+    }
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("ImportGraph: ", st.message()));
   }
   // The imported name scopes ("save" of "save/path_0") are taken, as if the
   // graph had built them: a name scope or saver made later gets "save_1".

@@ -71,6 +71,57 @@ TEST(SparseGradientCheck, SegmentsPartitionAndStitch) {
         "SparseSegmentMean");
 }
 
+Output Raw1(const Scope& s, const std::string& op, const std::vector<Output>& in) {
+  return Output(ops::Raw(s, op, in), 0, s);
+}
+
+TEST(SparseGradientCheck, GatherNdAndScatterNd) {
+  // Tuples of full length (elements), of length 1 (rows) and repeated.
+  Check({Random(S({3, 4}), -1, 1, 20)},
+        [](const Scope& s, const std::vector<Output>& x) {
+          return Raw1(s, "GatherNd", {x[0], Ids(s, {2, 1, 0, 3, 2, 1}, TensorShape({3, 2}))});
+        },
+        "GatherNd elements");
+  Check({Random(S({3, 2, 2}), -1, 1, 21)},
+        [](const Scope& s, const std::vector<Output>& x) {
+          return Raw1(s, "GatherNd", {x[0], Ids(s, {2, 0, 2}, TensorShape({3, 1}))});
+        },
+        "GatherNd rows");
+  Check({Random(S({3, 2}), -1, 1, 22)},
+        [](const Scope& s, const std::vector<Output>& x) {
+          return Raw1(s, "ScatterNd", {Ids(s, {1, 3, 1}, TensorShape({3, 1})), x[0], Ids(s, {4, 2})});
+        },
+        "ScatterNd");
+}
+
+// Values as NumPy gives them: p[tuple(idx.T)] and np.add.at; a bad tuple is
+// an error naming the op, the tuple and the shape.
+TEST(GatherNd, MatchesNumpyAndRejectsBadTuples) {
+  Scope root = Scope::NewRootScope();
+  Output p = ops::Const(root, Tensor::FromVector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, TensorShape({3, 4})));
+  Output elems = Raw1(root, "GatherNd", {p, Ids(root, {2, 1, 0, 3}, TensorShape({2, 2}))});
+  Output rows = Raw1(root, "GatherNd", {p, ops::Const(root, Tensor::FromVector<int64_t>({2, 0}, TensorShape({2, 1})))});
+  Output scattered = Raw1(root, "ScatterNd", {Ids(root, {1, 3, 1}, TensorShape({3, 1})),
+                                              ops::Const(root, Tensor::FromVector<float>({1, 2, 3}, TensorShape({3}))),
+                                              Ids(root, {5})});
+  Output bad = Raw1(root, "GatherNd", {p, Ids(root, {0, 0, 1, 4}, TensorShape({2, 2}))});
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(elems.shape().DebugString(), PartialShape({2}).DebugString());
+  EXPECT_EQ(rows.shape().DebugString(), PartialShape({2, 4}).DebugString());
+  Session sess;
+  auto out = sess.Run({elems, rows, scattered});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({9, 3}), (*out)[0]);
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({8, 9, 10, 11, 0, 1, 2, 3}, TensorShape({2, 4})), (*out)[1]);
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({0, 4, 0, 2, 0}), (*out)[2]);
+  auto failed = sess.Run({bad});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("GatherNd"), std::string::npos) << failed.status();
+  EXPECT_NE(failed.status().message().find("index tuple 1 = [1, 4] is out of bounds"), std::string::npos)
+      << failed.status();
+  EXPECT_NE(failed.status().message().find("for shape [3, 4]"), std::string::npos) << failed.status();
+}
+
 // loss = sum(w * gather(p, a)) + sum(gather(p, b)^2): the gradient of p is
 // sparse (two IndexedSlices concatenated) and equals the gradient of the
 // same loss written densely with one-hot matrices.

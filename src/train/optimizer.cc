@@ -178,8 +178,18 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
   // input gradient reads its weights): without this gate an update could run
   // before another layer's backprop has read the variable, which then
   // backpropagates through the updated weights (CIFAR-10's convnet diverged).
+  // An IndexedSlices gradient is gated on its parts: a control dependency
+  // on its dense form would compute that form (a table-sized tensor) each step.
   std::vector<Operation> grad_ops;
-  for (const auto& [g, v] : pairs) grad_ops.push_back(g.op());
+  for (const auto& [g, v] : pairs) {
+    IndexedSlices parts;
+    if (AsIndexedSlices(g, &parts)) {
+      grad_ops.push_back(parts.values.op());
+      grad_ops.push_back(parts.indices.op());
+    } else {
+      grad_ops.push_back(g.op());
+    }
+  }
   Scope update_scope = scope.NewSubScope(name()).WithControlDependencies(grad_ops);
   std::vector<Operation> updates;
   for (const auto& [g, v] : pairs) {
@@ -364,6 +374,44 @@ absl::StatusOr<std::vector<Operation>> AdamOptimizer::Finish(const Scope& scope)
                           ops::Mul(s, beta2_power_, Scalar(s, beta2_, dt)));
   if (!u1.ok() || !u2.ok()) return scope.status();
   return std::vector<Operation>{u1.op(), u2.op()};
+}
+
+absl::StatusOr<std::unique_ptr<FtrlOptimizer>> FtrlOptimizer::Create(double learning_rate, double learning_rate_power,
+                                                                     double initial_accumulator_value,
+                                                                     double l1_regularization_strength,
+                                                                     double l2_regularization_strength) {
+  auto bad = [](const char* what, double v, const char* want) {
+    return absl::InvalidArgumentError(absl::StrCat("FtrlOptimizer: ", what, " = ", v, " must be ", want));
+  };
+  if (!(learning_rate > 0)) return bad("learning_rate", learning_rate, "positive");
+  if (!(learning_rate_power <= 0)) return bad("learning_rate_power", learning_rate_power, "<= 0");
+  if (!(initial_accumulator_value > 0)) return bad("initial_accumulator_value", initial_accumulator_value, "positive");
+  if (!(l1_regularization_strength >= 0)) return bad("l1_regularization_strength", l1_regularization_strength, ">= 0");
+  if (!(l2_regularization_strength >= 0)) return bad("l2_regularization_strength", l2_regularization_strength, ">= 0");
+  return std::make_unique<FtrlOptimizer>(learning_rate, learning_rate_power, initial_accumulator_value,
+                                         l1_regularization_strength, l2_regularization_strength);
+}
+
+absl::Status FtrlOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
+  absl::StatusOr<Output> accum = CreateSlot(slot_scope, var, "accum", name(), initial_);
+  if (!accum.ok()) return accum.status();
+  return CreateSlot(slot_scope, var, "linear", name() + "_1", 0.0).status();
+}
+
+absl::StatusOr<Operation> FtrlOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
+  const DataType dt = var.dtype();
+  return ops::Raw(scope, "ApplyFtrl",
+                  {var, GetSlot(var, "accum"), GetSlot(var, "linear"), grad, LearningRate(scope, lr_, dt),
+                   Scalar(scope, l1_, dt), Scalar(scope, l2_, dt), Scalar(scope, lr_power_, dt)});
+}
+
+absl::StatusOr<Operation> FtrlOptimizer::ApplySparse(const Scope& scope, const Output& grad,
+                                                    const IndexedSlices& slices, const Output& var) {
+  const DataType dt = var.dtype();
+  return ops::Raw(scope, "SparseApplyFtrl",
+                  {var, GetSlot(var, "accum"), GetSlot(var, "linear"), slices.values, slices.indices,
+                   LearningRate(scope, lr_, dt), Scalar(scope, l1_, dt), Scalar(scope, l2_, dt),
+                   Scalar(scope, lr_power_, dt)});
 }
 
 // ---------------------------------------------------------------------------

@@ -134,6 +134,99 @@ TEST(SparseOptimizer, MomentumUpdatesTouchedRowsLikeDense) {
   ExpectRowsUnchanged(r.after_first, r.sparse, {0, 2, 3, 4});
 }
 
+// The update is gated on the gradient's parts, not on its dense form: a
+// traced step runs no table-sized UnsortedSegmentSum, only the sparse update.
+TEST(SparseOptimizer, ASparseStepNeverComputesTheDenseGradient) {
+  Scope root = Scope::NewRootScope();
+  Output table = ops::MakeVariable(root.WithOpName("table"), ops::Const(root, Table()));
+  Output ids = ops::Const(root, Tensor::FromVector<int32_t>({4, 1, 4}));
+  Output loss = ops::Sum(root, ops::Square(root, ops::Gather(root, table, ids)), {0, 1});
+  for (const char* kind : {"plain", "Adagrad"}) {
+    SCOPED_TRACE(kind);
+    std::unique_ptr<Optimizer> opt;
+    if (std::string(kind) == "plain") {
+      opt = std::make_unique<GradientDescentOptimizer>(0.1);
+    } else {
+      opt = std::make_unique<AdagradOptimizer>(0.1);
+    }
+    absl::StatusOr<Operation> train = opt->Minimize(root, loss);
+    ASSERT_TRUE(train.ok()) << train.status();
+    Session sess;
+    ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
+    StepStats stats;
+    RunOptions options;
+    options.trace = &stats;
+    ASSERT_TRUE(sess.Run({}, {}, {*train}, options).ok());
+    int ran = 0;
+    for (const DeviceStepStats& d : stats.devices) {
+      for (const NodeExecStats& n : d.nodes) {
+        EXPECT_NE(n.op, "UnsortedSegmentSum") << n.node << " (the dense form of the gradient) ran";
+        ++ran;
+      }
+    }
+    EXPECT_GT(ran, 0);
+  }
+}
+
+// FTRL's dense step recomputes every row from its `linear` (a row with zero
+// gradient becomes what its linear gives, 0 at first), so the sparse update
+// equals the dense one on the rows looked up in every step where they moved
+// (1 in both steps, 4 in the first), and leaves the others bit-identical, as
+// TF's sparse FTRL does.
+TEST(SparseOptimizer, FtrlOptimizerUpdatesTouchedRowsLikeDense) {
+  Result r = Train([] { return std::make_unique<FtrlOptimizer>(0.3, -0.5, 0.1, 0.01, 0.02); }, "SparseApplyFtrl");
+  ExpectRowsMatchDense(r, {1, 4});
+  ExpectRowsUnchanged(Table(), r.sparse, {0, 2, 3});
+  EXPECT_FALSE(test::TensorEqual(Row(Table(), 5), Row(r.sparse, 5)));  // touched in step 2: moved
+}
+
+// ApplyFtrl (dense) is SparseApplyFtrl applied to every row, element for
+// element; FtrlOptimizer's slots have TF's names; bad hyperparameters are
+// errors naming them.
+TEST(SparseOptimizer, DenseFtrlIsTheSparseKernelOnEveryRow) {
+  Scope root = Scope::NewRootScope();
+  const Tensor var0 = Tensor::FromVector<double>({0.5, -0.2, 0.1, 0.3, -0.4, 0.05}, TensorShape({3, 2}));
+  const Tensor lin0 = Tensor::FromVector<double>({0.0, 0.2, -0.1, 0.0, 0.3, -0.3}, TensorShape({3, 2}));
+  const Tensor acc0 = Tensor::FromVector<double>({0.1, 0.2, 0.3, 0.1, 0.2, 0.3}, TensorShape({3, 2}));
+  const Tensor g = Tensor::FromVector<double>({0.3, -0.6, 0.2, 0.1, -0.5, 0.4}, TensorShape({3, 2}));
+  std::vector<Output> vars;
+  for (const char* copy : {"d", "s"}) {
+    for (const auto& [name, value] : {std::pair{"var", var0}, std::pair{"accum", acc0}, std::pair{"linear", lin0}}) {
+      vars.push_back(ops::MakeVariable(root.WithOpName(std::string(copy) + name), ops::Const(root, value)));
+    }
+  }
+  auto scalars = [&] {
+    return std::vector<Output>{ops::Const(root, 0.2), ops::Const(root, 0.05), ops::Const(root, 0.1), ops::Const(root, -0.5)};
+  };
+  std::vector<Output> dense_in = {vars[0], vars[1], vars[2], ops::Const(root, g)};
+  for (const Output& x : scalars()) dense_in.push_back(x);
+  std::vector<Output> sparse_in = {vars[3], vars[4], vars[5], ops::Const(root, g),
+                                   ops::Const(root, Tensor::FromVector<int32_t>({0, 1, 2}))};
+  for (const Output& x : scalars()) sparse_in.push_back(x);
+  Operation dense = ops::Raw(root, "ApplyFtrl", dense_in);
+  Operation sparse = ops::Raw(root, "SparseApplyFtrl", sparse_in);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
+  for (int step = 0; step < 3; ++step) ASSERT_TRUE(sess.Run({}, {}, {dense, sparse}).ok());
+  auto out = sess.Run(vars);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (int k = 0; k < 3; ++k) EXPECT_TENSOR_EQ((*out)[static_cast<size_t>(k)], (*out)[static_cast<size_t>(k + 3)]);
+  EXPECT_FALSE(test::TensorEqual(var0, (*out)[0]));
+
+  Scope named = Scope::NewRootScope();
+  Output w = ops::MakeVariable(named.WithOpName("w"), ops::Const(named, Tensor::FromVector<float>({1, 2})));
+  FtrlOptimizer ftrl(0.1);
+  ASSERT_TRUE(ftrl.Minimize(named, ops::Sum(named, ops::Square(named, w), {0})).ok());
+  EXPECT_EQ(ftrl.GetSlot(w, "accum").op().name(), "w/Ftrl");
+  EXPECT_EQ(ftrl.GetSlot(w, "linear").op().name(), "w/Ftrl_1");
+  auto bad = FtrlOptimizer::Create(0.1, 0.5);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("learning_rate_power = 0.5 must be <= 0"), std::string::npos) << bad.status();
+  EXPECT_FALSE(FtrlOptimizer::Create(0.1, -0.5, 0.0).ok());
+  EXPECT_FALSE(FtrlOptimizer::Create(0.1, -0.5, 0.1, -1.0).ok());
+}
+
 // SparseApplyFtrl on rows {2, 0, 2} against TF's FTRL-Proximal formula
 // written out here in float64 (duplicate ids summed first); row 1 untouched.
 TEST(SparseOptimizer, FtrlKernelMatchesTheFormulaOnTouchedRows) {

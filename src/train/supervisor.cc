@@ -259,7 +259,7 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
       }
     }
     if (!restored) {
-      absl::StatusOr<std::vector<Tensor>> r = session_->Run({}, {}, {options_.init_op});
+      absl::StatusOr<std::vector<Tensor>> r = session_->Run(options_.init_feed_dict, {}, {options_.init_op});
       if (!r.ok()) return r.status();
     }
     ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());

@@ -182,6 +182,29 @@ TEST(MonitoredSession, ALogdirNeedsAGlobalStep) {
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("global_step"));
 }
 
+// TF's init_feed_dict: a variable initialised from a placeholder (a
+// pretrained table too large for a graph constant) gets the fed value; a
+// missing feed is the placeholder's error, not a crash.
+TEST(MonitoredSession, InitFeedDictFeedsTheInitOp) {
+  Scope root = Scope::NewRootScope();
+  Output init_value = ops::Placeholder(root.WithOpName("pretrained"), DT_FLOAT, PartialShape({3}));
+  Output table = ops::MakeVariable(root.WithOpName("table"), init_value);
+  SupervisorOptions o;
+  o.global_step = CreateGlobalStep(root);
+  o.init_feed_dict = {{init_value, Tensor::FromVector<float>({1.5f, -2.0f, 4.0f})}};
+  auto s = MonitoredSession::Create(root, "", o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto v = (*s)->Run({}, {table});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ((*v)[0].flat<float>()[0], 1.5f);
+  EXPECT_EQ((*v)[0].flat<float>()[2], 4.0f);
+  ASSERT_TRUE((*s)->Close().ok());
+  o.init_feed_dict.clear();
+  auto unfed = MonitoredSession::Create(root, "", o);
+  ASSERT_FALSE(unfed.ok());
+  EXPECT_THAT(std::string(unfed.status().message()), HasSubstr("pretrained"));
+}
+
 TEST(MonitoredSession, RunAfterCloseIsAnError) {
   Model m;
   SupervisorOptions o;

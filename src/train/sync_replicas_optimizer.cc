@@ -263,12 +263,23 @@ absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& sco
       ops::Raw(at_step.WithNoControlDependencies(), "SyncBarrierLocalStep", {},
                BarrierAttrs([&o](proto::NodeDef* n) { SetAttrInt(n, "replica_id", o.replica_id); })),
       0, s);
+  // A gradient that is an IndexedSlices (an embedding lookup's) goes to the
+  // accumulator as its rows (TF's SparseConditionalAccumulator): only the
+  // looked-up rows cross the network, and the chief applies a sparse update.
+  auto int64_of = [&s](const Output& x) { return x.dtype() == DT_INT64 ? x : ops::Cast(s, x, DT_INT64); };
+  std::vector<bool> sparse;
   std::vector<Operation> pushes;
   for (const auto& [grad, var] : pairs) {
-    pushes.push_back(ops::Raw(s.WithDevice(DeviceOf(var)), "AccumulatorApplyGradient", {local_step, grad},
-                              AccumulatorAttrs(var, [&o](proto::NodeDef* n) {
-                                SetAttrInt(n, "replica_id", o.replica_id);
-                              })));
+    IndexedSlices slices;
+    sparse.push_back(AsIndexedSlices(grad, &slices));
+    auto attrs = AccumulatorAttrs(var, [&o](proto::NodeDef* n) { SetAttrInt(n, "replica_id", o.replica_id); });
+    if (sparse.back()) {
+      pushes.push_back(ops::Raw(s.WithDevice(DeviceOf(var)), "SparseAccumulatorApplyGradient",
+                                {local_step, int64_of(slices.indices), slices.values, int64_of(slices.num_rows)},
+                                attrs));
+    } else {
+      pushes.push_back(ops::Raw(s.WithDevice(DeviceOf(var)), "AccumulatorApplyGradient", {local_step, grad}, attrs));
+    }
   }
   Operation train =
       ops::Raw(at_step.WithControlDependencies(pushes), "SyncBarrierWait", {local_step}, BarrierAttrs([&o](proto::NodeDef* n) {
@@ -281,18 +292,27 @@ absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& sco
   // The chief's update.
   Scope chief = s.WithNoControlDependencies();
   Optimizer::GradsAndVars averaged;
-  for (const auto& [grad, var] : pairs) {
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const Output& var = pairs[i].second;
     Scope at_var = chief.WithDevice(DeviceOf(var));
     ready_.emplace_back(ops::Raw(at_var, "AccumulatorWaitReady", {}, AccumulatorAttrs(var, [&o](proto::NodeDef* n) {
                                    SetAttrInt(n, "num_required", o.replicas_to_aggregate);
                                    SetAttrInt(n, "timeout_ms", 1000);
                                  })),
                         0, s);
-    Operation take = ops::Raw(at_var, "AccumulatorTakeGradient", {}, AccumulatorAttrs(var, [&o](proto::NodeDef* n) {
-                                SetAttrInt(n, "num_required", o.replicas_to_aggregate);
-                              }));
-    averaged.emplace_back(Output(take, 0, s), var);
-    dropped_.emplace_back(take, 1, s);
+    auto take_attrs = AccumulatorAttrs(var, [&o](proto::NodeDef* n) {
+      SetAttrInt(n, "num_required", o.replicas_to_aggregate);
+    });
+    if (sparse[i]) {
+      Operation take = ops::Raw(at_var, "SparseAccumulatorTakeGradient", {}, take_attrs);
+      averaged.emplace_back(
+          IndexedSlicesGradient(at_var, {Output(take, 1, s), Output(take, 0, s), Output(take, 2, s)}), var);
+      dropped_.emplace_back(take, 3, s);
+    } else {
+      Operation take = ops::Raw(at_var, "AccumulatorTakeGradient", {}, take_attrs);
+      averaged.emplace_back(Output(take, 0, s), var);
+      dropped_.emplace_back(take, 1, s);
+    }
   }
   Operation status = ops::Raw(chief.WithDevice(DeviceOf(*global_step)), "SyncBarrierStatus", {}, BarrierAttrs());
   barrier_step_ = Output(status, 0, s);

@@ -98,6 +98,57 @@ TEST(Accumulator, AveragesCurrentGradientsAndDropsStaleOnes) {
   EXPECT_THAT(std::string(empty.status().message()), HasSubstr("holds 0 gradients for step 6, 2 are required"));
 }
 
+// Sparse gradients (IndexedSlices) of a [5, 2] table: the take is the
+// distinct rows, in order, each the sum of its rows over the gradients
+// divided by their number -- the dense average's non-zero rows.
+TEST(SparseAccumulator, AveragesRowsAsTheDenseAverageWould) {
+  Scope root = Scope::NewRootScope();
+  Output step = ops::Placeholder(root, DT_INT64, PartialShape({}));
+  Output ids = ops::Placeholder(root, DT_INT64, PartialShape({-1}));
+  Output rows = ops::Placeholder(root, DT_FLOAT, PartialShape({-1, 2}));
+  Output num_rows = ops::Placeholder(root, DT_INT64, PartialShape({}));
+  Operation set = ops::Raw(root, "AccumulatorSetGlobalStep", {step}, Acc());
+  auto apply = [&](int replica) {
+    return ops::Raw(root, "SparseAccumulatorApplyGradient", {step, ids, rows, num_rows},
+                    Acc([replica](proto::NodeDef* n) { SetAttrInt(n, "replica_id", replica); }));
+  };
+  Operation apply0 = apply(0), apply1 = apply(1), apply2 = apply(2);
+  Operation dense = ops::Raw(root, "AccumulatorApplyGradient", {step, ops::Const(root, Tensor::FromVector<float>({1, 1}))},
+                             Acc([](proto::NodeDef* n) { SetAttrInt(n, "replica_id", 3); }));
+  Operation take = ops::Raw(root, "SparseAccumulatorTakeGradient", {},
+                            Acc([](proto::NodeDef* n) { SetAttrInt(n, "num_required", 2); }));
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  auto run = [&](const Operation& op, std::vector<int64_t> i, std::vector<float> v, int64_t n = 5) {
+    const int64_t k = static_cast<int64_t>(i.size());
+    return sess
+        .Run({{step, Tensor::Scalar<int64_t>(0)},
+              {ids, Tensor::FromVector<int64_t>(i)},
+              {rows, Tensor::FromVector<float>(v, TensorShape({k, 2}))},
+              {num_rows, Tensor::Scalar<int64_t>(n)}},
+             {}, {op})
+        .status();
+  };
+  ASSERT_TRUE(sess.Run({{step, Tensor::Scalar<int64_t>(0)}}, {}, {set}).ok());
+  ASSERT_TRUE(run(apply0, {3, 1, 3}, {1, 2, 10, 20, 3, 4}).ok());
+  ASSERT_TRUE(run(apply1, {1}, {6, 8}).ok());
+  // A bad id or another table's gradient is an error naming it; nothing is added.
+  absl::Status bad = run(apply2, {0, 5}, {1, 1, 1, 1});
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("'w/acc': indices[1] = 5 is not in [0, 5)"));
+  bad = run(apply2, {0}, {1, 1}, 7);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("holds rows of a 5-row tensor"));
+  bad = sess.Run({{step, Tensor::Scalar<int64_t>(0)}}, {}, {dense}).status();
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("got a dense gradient but holds sparse (IndexedSlices) ones"));
+
+  auto took = sess.Run({Output(take, 0, root), Output(take, 1, root), Output(take, 2, root), Output(take, 3, root)});
+  ASSERT_TRUE(took.ok()) << took.status();
+  EXPECT_TENSOR_EQ(Tensor::FromVector<int64_t>({1, 3}), (*took)[0]);
+  // Row 1: (10 + 6) / 2, (20 + 8) / 2; row 3: (1 + 3) / 2, (2 + 4) / 2.
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({8, 14, 2, 3}, TensorShape({2, 2})), (*took)[1]);
+  EXPECT_EQ((*took)[2].scalar<int64_t>(), 5);
+  EXPECT_EQ((*took)[3].scalar<int64_t>(), 0);
+}
+
 TEST(Accumulator, ShapeMismatchNamesBothShapes) {
   AccumulatorGraph g;
   ASSERT_TRUE(g.sess.Run({{g.step, Tensor::Scalar<int64_t>(0)}}, {}, {g.set}).ok());

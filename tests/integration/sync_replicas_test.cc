@@ -3,7 +3,11 @@
 // own MonitoredSession against its own worker task, as separate worker
 // processes would. The model makes every update checkable: replica r's loss
 // is c_r * sum(w), so its gradient is c_r everywhere and each applied step
-// moves w by -lr * (the average of the c_r that were aggregated).
+// moves w by -lr * (the average of the c_r that were aggregated). The sparse
+// variant looks rows of a table up instead (loss c_r * sum(table[ids_r])):
+// its gradients are IndexedSlices, aggregated by the sparse accumulator.
+#include <set>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -15,6 +19,7 @@
 #include "distflow/train/replica_device_setter.h"
 #include "distflow/train/supervisor.h"
 #include "distflow/train/sync_replicas_optimizer.h"
+#include "proto/graph.pb.h"
 
 namespace distflow {
 namespace {
@@ -62,13 +67,14 @@ class SyncReplicasTest : public ::testing::Test {
     int local_steps = 0;
     std::vector<float> w;
     int64_t steps_applied = 0, dropped = 0;
+    std::set<std::string> ops;  // the graph's op types (sparse runs)
   };
 
   // One replica's training loop until the global step reaches `last_step`
   // (or `max_local_steps` of its own). With `together`, it starts training
   // only once every replica counted on it has its session.
   Result RunReplica(int replica, SyncReplicasOptions sync, int64_t last_step, int max_local_steps = 1 << 30,
-                    StartLine* together = nullptr) {
+                    StartLine* together = nullptr, bool sparse = false) {
     Result res;
     auto fail = [&res](absl::Status st) {
       res.status = std::move(st);
@@ -76,14 +82,26 @@ class SyncReplicasTest : public ::testing::Test {
     };
     Scope root = Scope::NewRootScope();
     Scope s = root.WithDeviceFunction(ReplicaDeviceSetter(spec_, "/job:worker/task:" + std::to_string(replica)));
-    Output w = ops::MakeVariable(s.WithOpName("w"), ops::Const(s, {0.0f, 0.0f}, TensorShape({2})));
+    Output w = sparse ? ops::MakeVariable(s.WithOpName("table"),
+                                        ops::Const(s, Tensor::FromVector<float>(std::vector<float>(10, 0.5f),
+                                                                                TensorShape({5, 2}))))
+                      : ops::MakeVariable(s.WithOpName("w"), ops::Const(s, {0.0f, 0.0f}, TensorShape({2})));
     Output step = CreateGlobalStep(s);
-    Output loss = ops::Mul(s, ops::Const(s, kGrad[replica]), ops::Sum(s, w, {0}));
+    const std::vector<int32_t> ids[3] = {{1, 3, 1}, {3}, {4}};
+    Output loss = sparse ? ops::Mul(s, ops::Const(s, kGrad[replica]),
+                                    ops::Sum(s, ops::Gather(s, w, ops::Const(s, Tensor::FromVector<int32_t>(ids[replica]))),
+                                             {0, 1}))
+                         : ops::Mul(s, ops::Const(s, kGrad[replica]), ops::Sum(s, w, {0}));
     sync.replica_id = replica;
     auto opt = SyncReplicasOptimizer::Create(std::make_unique<GradientDescentOptimizer>(kLr), sync);
     if (!opt.ok()) return fail(opt.status());
     auto train = (*opt)->Minimize(s, loss, &step);
     if (!train.ok()) return fail(train.status());
+    if (sparse) {
+      proto::GraphDef def;
+      root.ToGraphDef(&def);
+      for (const auto& n : def.node()) res.ops.insert(n.op());
+    }
     SupervisorOptions o;
     o.is_chief = replica == 0;
     o.global_step = step;
@@ -139,6 +157,41 @@ TEST_F(SyncReplicasTest, EveryStepAveragesAllReplicasOnce) {
   ASSERT_EQ(res[0].w.size(), 2u);
   EXPECT_NEAR(res[0].w[0], expected, 1e-4);
   EXPECT_NEAR(res[0].w[1], expected, 1e-4);
+}
+
+// IndexedSlices gradients go through the sparse accumulator (only the
+// looked-up rows travel) and the chief applies a sparse update: each step
+// moves row k by -lr * (sum over replicas of c_r * (times k is in ids_r)) / 3,
+// as the dense average would, and the rows nobody looks up stay as they were.
+TEST_F(SyncReplicasTest, SparseGradientsAreAggregatedAsRows) {
+  SyncReplicasOptions sync;
+  sync.replicas_to_aggregate = 3;
+  sync.total_num_replicas = 3;
+  constexpr int64_t kSteps = 5;
+  Result res[3];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps, 1 << 30, nullptr, true); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(res[r].status.ok()) << "replica " << r << ": " << res[r].status;
+    EXPECT_EQ(res[r].last_step, kSteps) << "replica " << r;
+  }
+  EXPECT_TRUE(res[0].ops.count("SparseAccumulatorApplyGradient"));
+  EXPECT_TRUE(res[0].ops.count("SparseAccumulatorTakeGradient"));
+  EXPECT_FALSE(res[0].ops.count("AccumulatorApplyGradient"));
+  ASSERT_EQ(res[0].w.size(), 10u);
+  // Row 1: replica 0 twice (c = 1); row 3: replica 0 (1) and 1 (2); row 4: replica 2 (4).
+  const double per_step[5] = {0, 2.0 / 3, 0, 3.0 / 3, 4.0 / 3};
+  for (int row = 0; row < 5; ++row) {
+    for (int j = 0; j < 2; ++j) {
+      const float got = res[0].w[static_cast<size_t>(row * 2 + j)];
+      if (per_step[row] == 0) {
+        EXPECT_EQ(got, 0.5f) << "row " << row << " is never looked up";
+      } else {
+        EXPECT_NEAR(got, 0.5 - kLr * kSteps * per_step[row], 1e-5) << "row " << row;
+      }
+    }
+  }
 }
 
 TEST_F(SyncReplicasTest, BackupReplicaStopsAndTheOtherTwoCarryOn) {

@@ -110,3 +110,109 @@ def test_a_file_that_is_not_a_meta_graph_is_a_clear_error(tmp_path):
     c = tf.constant(3.0) * 2.0
     with tf.Session() as sess:
         assert sess.run(c) == 6.0
+
+
+# A GraphDef written byte by byte from the format (proto/graph.proto), so
+# the test needs no generated classes: a while loop summing start, start +
+# 1, ... below limit, in TensorFlow's own node form (Enter, Merge, Switch,
+# LoopCond, NextIteration, Exit), its Merge listed before the NextIteration
+# that feeds it back.
+def _varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number, payload):
+    if isinstance(payload, int):  # varint field
+        return _varint(number << 3) + _varint(payload)
+    payload = payload.encode() if isinstance(payload, str) else payload
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _node(name, op, inputs=(), **attrs):
+    out = _field(1, name) + _field(2, op) + b"".join(_field(3, i) for i in inputs)
+    for key, (kind, value) in sorted(attrs.items()):
+        # AttrValue: i = 1, b = 3, s = 4, type = 5 (DT_INT32 = 3), shape = 6
+        number = {"i": 1, "b": 3, "s": 4, "type": 5, "shape": 6}[kind]
+        entry = _field(1, key) + _field(2, _field(number, value))
+        out += _field(5, entry)
+    return out
+
+
+def _while_loop_graph_def():
+    i32 = ("type", 3)
+    frame = ("s", "while")
+    nodes = [
+        _node("start", "Placeholder", dtype=i32, shape=("shape", b"")),  # a scalar
+        _node("limit", "Placeholder", dtype=i32, shape=("shape", b"")),
+        _node("one", "Placeholder", dtype=i32, shape=("shape", b"")),
+        _node("while/Enter", "Enter", ["start"], T=i32, frame_name=frame, is_constant=("b", 0),
+              parallel_iterations=("i", 10)),
+        _node("while/Enter_1", "Enter", ["limit"], T=i32, frame_name=frame, is_constant=("b", 1),
+              parallel_iterations=("i", 10)),
+        _node("while/Enter_2", "Enter", ["one"], T=i32, frame_name=frame, is_constant=("b", 1),
+              parallel_iterations=("i", 10)),
+        _node("while/Enter_3", "Enter", ["start"], T=i32, frame_name=frame, is_constant=("b", 0),
+              parallel_iterations=("i", 10)),
+        _node("while/Merge", "Merge", ["while/Enter", "while/NextIteration"], T=i32, N=("i", 2)),
+        _node("while/Merge_1", "Merge", ["while/Enter_3", "while/NextIteration_1"], T=i32, N=("i", 2)),
+        _node("while/Less", "Less", ["while/Merge", "while/Enter_1"], T=i32),
+        _node("while/LoopCond", "LoopCond", ["while/Less"]),
+        _node("while/Switch", "Switch", ["while/Merge", "while/LoopCond"], T=i32),
+        _node("while/Switch_1", "Switch", ["while/Merge_1", "while/LoopCond"], T=i32),
+        _node("while/Identity", "Identity", ["while/Switch:1"], T=i32),
+        _node("while/Identity_1", "Identity", ["while/Switch_1:1"], T=i32),
+        _node("while/add", "Add", ["while/Identity", "while/Enter_2"], T=i32),
+        _node("while/sum", "Add", ["while/Identity_1", "while/add"], T=i32),
+        _node("while/NextIteration", "NextIteration", ["while/add"], T=i32),
+        _node("while/NextIteration_1", "NextIteration", ["while/sum"], T=i32),
+        _node("while/Exit", "Exit", ["while/Switch"], T=i32),
+        _node("while/Exit_1", "Exit", ["while/Switch_1"], T=i32),
+    ]
+    return b"".join(_field(1, n) for n in nodes)
+
+
+def test_a_meta_graph_with_a_while_loop_imports_runs_and_exports_again(tmp_path):
+    import base64
+    meta = {"format": "distflow.MetaGraph", "version": 1,
+            "graph_def": base64.b64encode(_while_loop_graph_def()).decode("ascii"),
+            "collections": {"outputs": [{"tensor": "while/Exit:0"}, {"tensor": "while/Exit_1:0"}]}}
+    assert tf.train.import_meta_graph(meta, import_scope="imported") is None  # no variables, as TF
+    graph = tf.get_default_graph()
+    last, total = graph.get_collection("outputs")
+    assert last.name == "imported/while/Exit:0"
+    start, limit, one = (graph.get_tensor_by_name(f"imported/{n}:0") for n in ("start", "limit", "one"))
+
+    def run(sess, a, b):
+        return sess.run([last, total], {start: a, limit: b, one: 1})
+
+    with tf.Session() as sess:
+        # i runs a, a + 1, ..., up to limit; total = a + (a + 1) + ... + limit.
+        assert run(sess, 0, 10) == [10, sum(range(0, 11))]
+        assert run(sess, 3, 3) == [3, 3]  # the body never runs
+        assert run(sess, -5, 2) == [2, sum(range(-5, 3))]
+    # The imported loop exports and imports again, into another graph.
+    path = str(tmp_path / "loop.meta")
+    tf.train.export_meta_graph(path)
+    tf.reset_default_graph()
+    tf.train.import_meta_graph(path)
+    graph = tf.get_default_graph()
+    last, total = graph.get_collection("outputs")
+    with tf.Session() as sess:
+        got = sess.run([last, total], {graph.get_tensor_by_name(f"imported/{n}:0"): v
+                                       for n, v in (("start", 1), ("limit", 4), ("one", 1))})
+    assert got == [4, 1 + 2 + 3 + 4]
+
+
+def test_a_cycle_that_is_not_a_loop_is_refused_naming_a_node():
+    import base64
+    cycle = b"".join(_field(1, n) for n in [
+        _node("p", "Identity", ["q"], T=("type", 3)), _node("q", "Identity", ["p"], T=("type", 3))])
+    meta = {"format": "distflow.MetaGraph", "version": 1, "graph_def": base64.b64encode(cycle).decode("ascii")}
+    with pytest.raises(tf.errors.InvalidArgumentError, match="cycle through '[pq]' that is not a while loop"):
+        tf.train.import_meta_graph(meta)

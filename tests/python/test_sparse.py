@@ -230,14 +230,16 @@ def test_partitioned_variable_parts_on_ps_tasks_and_div_lookup():
     np.testing.assert_array_equal(whole, full)
 
 
-@pytest.mark.parametrize("num_ps", [1, 2])
-def test_example_trains_under_distflow_launch_and_moves_rows_not_tables(num_ps):
+@pytest.mark.parametrize("num_ps,sync", [(1, False), (2, False), (2, True)])
+def test_example_trains_under_distflow_launch_and_moves_rows_not_tables(num_ps, sync):
     """examples/python/sparse_embedding.py (a CI-sized table: 20000 x 16)
     on num_ps ps tasks and 2 workers: every task finishes, the chief's mean
     loss over its last 50 steps ends below 0.45 (log 2 = 0.69 at the start),
     and the bytes its task pulls from the ps per step are the looked-up
     rows' (512 rows x 16 floats) within 10%, and those it pushes the
-    gradient rows and their ids: 30x+ less than the table either way."""
+    gradient rows and their ids: 30x+ less than the table either way. With
+    --sync_replicas the same holds: the gradient rows go to the sparse
+    accumulators on the ps, not a dense table-sized gradient."""
     import os
     import subprocess
     import sys
@@ -250,7 +252,7 @@ def test_example_trains_under_distflow_launch_and_moves_rows_not_tables(num_ps):
     out = subprocess.run([os.path.join(build, "tools", "distflow-launch"), "--ps", str(num_ps), "--workers", "2",
                           "--status_base_port", str(free_port()), "--", sys.executable,
                           os.path.join(source, "examples", "python", "sparse_embedding.py"), "--vocab=20000",
-                          "--dim=16", "--last_step=300"],
+                          "--dim=16", "--last_step=300"] + (["--sync_replicas"] if sync else []),
                          capture_output=True, text=True, timeout=240, env=env)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -216,6 +217,42 @@ class DISTFLOW_EXPORT AdamOptimizer : public Optimizer {
   double lr_, beta1_, beta2_, epsilon_;
   bool lazy_ = false;
   Output beta1_power_, beta2_power_;
+};
+
+// FTRL-Proximal (TF's FtrlOptimizer, the optimizer of wide/CTR models):
+// slots "accum" (initialised to initial_accumulator_value) and "linear"
+// (zeros), named "<var>/Ftrl" and "<var>/Ftrl_1" as in TF. Dense gradients
+// use ApplyFtrl; IndexedSlices gradients SparseApplyFtrl on the touched rows
+// only (the others would not move in a dense step either: their gradient
+// is zero, so their linear and accum stay and var stays what they give).
+// learning_rate_power must be <= 0, initial_accumulator_value > 0 and the
+// regularisation strengths >= 0 (Create checks; the constructor does not).
+class DISTFLOW_EXPORT FtrlOptimizer : public Optimizer {
+ public:
+  explicit FtrlOptimizer(double learning_rate, double learning_rate_power = -0.5,
+                         double initial_accumulator_value = 0.1, double l1_regularization_strength = 0.0,
+                         double l2_regularization_strength = 0.0, std::string name = "Ftrl")
+      : Optimizer(std::move(name)),
+        lr_(learning_rate),
+        lr_power_(learning_rate_power),
+        initial_(initial_accumulator_value),
+        l1_(l1_regularization_strength),
+        l2_(l2_regularization_strength) {}
+  // InvalidArgument naming the hyperparameter that is out of range.
+  static absl::StatusOr<std::unique_ptr<FtrlOptimizer>> Create(double learning_rate, double learning_rate_power = -0.5,
+                                                               double initial_accumulator_value = 0.1,
+                                                               double l1_regularization_strength = 0.0,
+                                                               double l2_regularization_strength = 0.0);
+  std::vector<std::string> GetSlotNames() const override { return {"accum", "linear"}; }
+
+ protected:
+  absl::Status CreateSlots(const Scope& slot_scope, const Output& var) override;
+  absl::StatusOr<Operation> ApplyDense(const Scope& scope, const Output& grad, const Output& var) override;
+  absl::StatusOr<Operation> ApplySparse(const Scope& scope, const Output& grad, const IndexedSlices& slices,
+                                        const Output& var) override;
+
+ private:
+  double lr_, lr_power_, initial_, l1_, l2_;
 };
 
 // An int64 scalar, non-trainable variable "global_step" initialised to 0

@@ -56,6 +56,10 @@ struct DISTFLOW_EXPORT SupervisorOptions {
   // Run by the chief when there is no checkpoint; default: every
   // initialiser of the graph (GlobalVariablesInitializer).
   Operation init_op;
+  // Fed to init_op when the chief runs it (TF's init_feed_dict: variables
+  // initialised from a placeholder, e.g. pretrained embeddings too large to
+  // be a constant in the graph).
+  FeedDict init_feed_dict;
   // The chief saves a checkpoint every this many seconds or global steps
   // (0 turns either off), and once at Close.
   int64_t save_checkpoint_secs = 600;

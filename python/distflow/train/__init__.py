@@ -8,7 +8,7 @@ moving averages (moving_averages.py) and the Coordinator (coordinator.py)."""
 from distflow.train.server import (ClusterSpec, Server, replica_device_setter,  # noqa: F401
                                    _servers_by_target, _servers_by_target_of_task)
 from distflow.train.optimizer import (Optimizer, GradientDescentOptimizer, MomentumOptimizer,  # noqa: F401
-                                      AdagradOptimizer, RMSPropOptimizer, AdamOptimizer)
+                                      AdagradOptimizer, RMSPropOptimizer, AdamOptimizer, FtrlOptimizer)
 from distflow.train.session_run_hook import (SessionRunArgs, SessionRunContext, SessionRunHook,  # noqa: F401
                                              SessionRunValues)
 from distflow.train.sync_replicas import SyncReplicasOptimizer, _SyncReplicasHook  # noqa: F401

@@ -92,8 +92,10 @@ class Scaffold:
             summary_op = summary_op or c.summary_op
             saver = saver or c.saver
             ready_op = ready_op or c.ready_op
-        if init_feed_dict is not None or local_init_feed_dict is not None:
-            raise NotImplementedError("Scaffold(init_feed_dict=...): distflow's chief runs init_op without feeds")
+            init_feed_dict = init_feed_dict if init_feed_dict is not None else c.init_feed_dict
+        if local_init_feed_dict is not None:
+            raise NotImplementedError("Scaffold(local_init_feed_dict=...): distflow runs local_init_op without feeds")
+        self._init_feed_dict = init_feed_dict
         self._init_op, self._init_fn, self._local_init_op = init_op, init_fn, local_init_op
         self._ready_op, self._ready_for_local_init_op = ready_op, ready_for_local_init_op
         self._summary_op, self._saver = summary_op, saver
@@ -101,7 +103,7 @@ class Scaffold:
 
     init_op = property(lambda self: self._init_op)
     init_fn = property(lambda self: self._init_fn)
-    init_feed_dict = property(lambda self: None)
+    init_feed_dict = property(lambda self: self._init_feed_dict)
     local_init_op = property(lambda self: self._local_init_op)
     ready_op = property(lambda self: self._ready_op)
     ready_for_local_init_op = property(lambda self: self._ready_for_local_init_op)
@@ -146,6 +148,7 @@ def _make_session(g, is_chief, checkpoint_dir, scaffold, hooks, save_checkpoint_
                     local_init_op=scaffold.local_init_op if scaffold.local_init_op is not None
                     else Supervisor.USE_DEFAULT,
                     init_fn=(lambda sess: scaffold.init_fn(scaffold, sess)) if scaffold.init_fn else None,
+                    init_feed_dict=scaffold.init_feed_dict,
                     saver=scaffold.saver if scaffold.saver is not None else Supervisor.USE_DEFAULT,
                     summary_op=summary[0] if summary else None,
                     summary_writer=Supervisor.USE_DEFAULT if summary else None,

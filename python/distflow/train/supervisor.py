@@ -19,6 +19,24 @@ def _merge_all_summaries():
     return summary.merge_all()
 
 
+def _feed_pairs(graph, feed_dict):
+    """init_feed_dict as (output, value) pairs, each value checked against
+    its tensor's dtype as Session.run checks a feed."""
+    pairs = []
+    for key, value in (feed_dict or {}).items():
+        t = key
+        if isinstance(key, str):
+            try:
+                t = graph.as_graph_element(key, allow_operation=False)
+            except (KeyError, ValueError, TypeError) as e:
+                raise ValueError(f"init_feed_dict: {key!r} names no tensor of the graph ({e})") from None
+        if not isinstance(t, _fw.Tensor):
+            raise TypeError(f"init_feed_dict: key {key!r} is not a Tensor of the graph (a tf.placeholder, or its "
+                            f"name such as 'x:0')")
+        pairs.append((t._out, _fw.Session._feed_value(t, value)))
+    return pairs
+
+
 class Supervisor:
     """tf.train.Supervisor over distflow's MonitoredSession: the chief
     restores the newest checkpoint of `logdir` or runs `init_op`, the other
@@ -37,8 +55,6 @@ class Supervisor:
                  summary_op=USE_DEFAULT, saver=USE_DEFAULT, global_step=USE_DEFAULT, save_summaries_secs=120,
                  save_model_secs=600, recovery_wait_secs=30, stop_grace_secs=120, checkpoint_basename="model.ckpt",
                  session_manager=None, summary_writer=USE_DEFAULT, init_fn=None, local_init_run_options=None):
-        if init_feed_dict is not None:
-            raise NotImplementedError("Supervisor(init_feed_dict=...): distflow's chief runs init_op without feeds")
         if session_manager is not None:
             raise NotImplementedError("Supervisor(session_manager=...)")
         U = Supervisor.USE_DEFAULT
@@ -73,6 +89,7 @@ class Supervisor:
                 summary_op = _merge_all_summaries()
             self._summary_op = summary_op
         self._init_fn = init_fn
+        self._init_feed_dict = init_feed_dict
         self._summary_writer_arg = summary_writer
         self._summary_writer = None
         self._save_summaries_secs = save_summaries_secs
@@ -96,7 +113,7 @@ class Supervisor:
     summary_op = property(lambda self: self._summary_op)
     saver = property(lambda self: self._saver)
     session_manager = property(lambda self: None)
-    init_feed_dict = property(lambda self: None)
+    init_feed_dict = property(lambda self: self._init_feed_dict)
     save_model_secs = property(lambda self: self._save_secs)
     save_summaries_secs = property(lambda self: self._save_summaries_secs)
     save_path = property(lambda self: os.path.join(self._logdir, self._checkpoint_basename) if self._logdir
@@ -161,7 +178,8 @@ class Supervisor:
         return self._global_step
 
     def should_stop(self):
-        return self._stopped or (self._session is not None and self._session.should_stop())
+        return (self._stopped or (self._coord is not None and self._coord.should_stop())
+                or (self._session is not None and self._session.should_stop()))
 
     def request_stop(self, ex=None):
         self._stopped = True
@@ -225,7 +243,8 @@ class Supervisor:
             None if local_init is None else _fw._as_cc_operation(local_init),
             int(getattr(self, "_save_steps", 0) or 0), 5,
             summary_op._out if isinstance(summary_op, _fw.Tensor) else None,
-            int(summary_steps or 0), int(summary_secs or 0), int(step_count_steps or 0))
+            int(summary_steps or 0), int(summary_secs or 0), int(step_count_steps or 0),
+            _feed_pairs(self._graph, self._init_feed_dict))
         self._runner = _MonitoredRunner(self._session, self._graph, self)
         if self.is_chief and self._init_fn is not None and not self._session.restored_from:
             self._init_fn(self._runner)
@@ -305,6 +324,23 @@ class Supervisor:
     def _close_writer(self, close):
         if close and self._summary_writer is not None:
             self._summary_writer.close()
+
+    def stop_on_exception(self):
+        """A context manager that requests a stop when its body raises
+        (the Coordinator's)."""
+        return self.coord.stop_on_exception()
+
+    # TF1's CamelCase aliases.
+    PrepareSession = prepare_or_wait_for_session
+    StartQueueRunners = start_queue_runners
+    StartStandardServices = start_standard_services
+    Stop = stop
+    RequestStop = request_stop
+    Loop = loop
+    ShouldStop = should_stop
+    StopOnException = stop_on_exception
+    WaitForStop = wait_for_stop
+    SummaryComputed = summary_computed
 
 
 class _MonitoredRunner(_fw.Session):

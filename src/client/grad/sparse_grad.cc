@@ -2,7 +2,8 @@
 // Gather, GatherV2 along axis 0 and SparseSegmentSum give IndexedSlices
 // gradients (only the looked-up rows, see distflow/gradients.h); GatherV2
 // along another axis, UnsortedSegmentSum, DynamicPartition, DynamicStitch and
-// SparseSegmentMean give dense ones. Unique and the Scatter* updates have
+// SparseSegmentMean give dense ones, as do GatherNd (a ScatterNd) and
+// ScatterNd (a GatherNd). Unique and the Scatter* updates have
 // none.
 #include "absl/strings/str_cat.h"
 #include "client/grad/grad_families.h"
@@ -131,6 +132,22 @@ GRAD_FN(SparseSegmentMeanGrad) {
   return s.status();
 }
 
+// The gradient of GatherNd is dense: ScatterNd of g at the index tuples
+// (duplicates add up), as TF's.
+GRAD_FN(GatherNdGrad) {
+  const Output params = Input(s, op, 0), indices = Input(s, op, 1);
+  Output shape = Out(s, ops::Raw(s, "Shape", {params}, [&indices](proto::NodeDef* n) {
+    SetAttrType(n, "out_type", indices.dtype());
+  }));
+  *out = {Out(s, ops::Raw(s, "ScatterNd", {indices, g[0], shape})), Output()};
+  return s.status();
+}
+
+GRAD_FN(ScatterNdGrad) {
+  *out = {Output(), Out(s, ops::Raw(s, "GatherNd", {g[0], Input(s, op, 0)})), Output()};
+  return s.status();
+}
+
 #undef GRAD_FN
 
 }  // namespace
@@ -143,6 +160,8 @@ void RegisterSparseGradients(GradientRegistry* r) {
   r->Register("DynamicStitch", DynamicStitchGrad);
   r->Register("SparseSegmentSum", SparseSegmentSumGrad);
   r->Register("SparseSegmentMean", SparseSegmentMeanGrad);
+  r->Register("GatherNd", GatherNdGrad);
+  r->Register("ScatterNd", ScatterNdGrad);
   for (const char* op : {"Unique", "ScatterAdd", "ScatterSub", "ScatterUpdate", "SparseSegmentMeanGrad"}) {
     r->RegisterNoGradient(op);
   }

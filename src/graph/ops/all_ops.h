@@ -23,6 +23,7 @@ void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
 void RegisterSyncOps(OpRegistry* r);         // accumulators and step barrier of synchronous training
 void RegisterSummaryOps(OpRegistry* r);      // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
 void RegisterSparseOps(OpRegistry* r);       // Gather(V2), Scatter*, Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
+void RegisterGatherNdOps(OpRegistry* r);     // GatherNd, ScatterNd
 void RegisterSparseTrainingOps(OpRegistry* r);  // SparseApplyAdagrad, SparseApplyMomentum, SparseApplyFtrl, SparseApplyAdam
 void RegisterDatasetOps(OpRegistry* r);      // tf.data: datasets and iterators
 void RegisterFunctionOps(OpRegistry* r);     // Call (graph functions)
@@ -48,6 +49,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterSyncOps(r);
   RegisterSummaryOps(r);
   RegisterSparseOps(r);
+  RegisterGatherNdOps(r);
   RegisterSparseTrainingOps(r);
   RegisterDatasetOps(r);
   RegisterFunctionOps(r);

@@ -82,6 +82,45 @@ void RegisterSyncOps(OpRegistry* r) {
                         c->set_output(1, PartialShape::Scalar());
                         return absl::OkStatus();
                       }));
+  // AccumulatorApplyGradient for a sparse gradient (TF's
+  // SparseAccumulatorApplyGradient): row values[i] belongs to row indices[i]
+  // of a num_rows-row tensor. Only these rows travel to the accumulator.
+  r->MustRegister(OpDefBuilder("SparseAccumulatorApplyGradient")
+                      .Input("local_step: int64")
+                      .Input("gradient_indices: int64")
+                      .Input("gradient_values: T")
+                      .Input("gradient_num_rows: int64")
+                      .Attr("T: {float, double}")
+                      .Attr("shared_name: string")
+                      .Attr("container: string = ''")
+                      .Attr("replica_id: int")
+                      .SetIsStateful()
+                      .SetShapeFn([](InferenceContext* c) {
+                        RETURN_IF_ERROR(ScalarInput(c, 0, "local_step"));
+                        return ScalarInput(c, 3, "gradient_num_rows");
+                      }));
+  // AccumulatorTakeGradient for sparse gradients (TF's
+  // SparseAccumulatorTakeGradient): the distinct indices in increasing
+  // order, their rows averaged over the gradients taken, the row count, and
+  // how many gradients were dropped since the last take.
+  r->MustRegister(OpDefBuilder("SparseAccumulatorTakeGradient")
+                      .Output("indices: int64")
+                      .Output("values: T")
+                      .Output("num_rows: int64")
+                      .Output("dropped: int64")
+                      .Attr("T: {float, double}")
+                      .Attr("shared_name: string")
+                      .Attr("container: string = ''")
+                      .Attr("num_required: int")
+                      .SetIsStateful()
+                      .SetShapeFn([](InferenceContext* c) {
+                        RETURN_IF_ERROR(PositiveAttr(c, "num_required"));
+                        c->set_output(0, PartialShape({PartialShape::kUnknownDim}));
+                        c->set_output(1, PartialShape::Unknown());
+                        c->set_output(2, PartialShape::Scalar());
+                        c->set_output(3, PartialShape::Scalar());
+                        return absl::OkStatus();
+                      }));
   // Initialises the accumulator at `new_step`; gradients accumulated for
   // another step are dropped.
   r->MustRegister(OpDefBuilder("AccumulatorSetGlobalStep")

@@ -1,5 +1,6 @@
 // Fused in-place optimizer updates, with TensorFlow 1.x names and semantics:
-// ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam.
+// ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam,
+// ApplyFtrl.
 // Each takes the variable (and its slots) as Ref(T) inputs, updates them in
 // place and outputs the variable reference. Hyper-parameters are scalars.
 #include <string>
@@ -88,6 +89,10 @@ void RegisterTrainingOps(OpRegistry* r) {
   RegisterApply(r, "ApplyAdam", {"var", "m", "v"},
                 {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon", "grad"},
                 {"use_nesterov: bool = false"});
+  // FTRL-Proximal (lr_power <= 0): accum_new = accum + g^2;
+  // linear += g - (accum_new^-lr_power - accum^-lr_power) / lr * var;
+  // var = |linear| > l1 ? (sign(linear) * l1 - linear) / (accum_new^-lr_power / lr + 2 l2) : 0
+  RegisterApply(r, "ApplyFtrl", {"var", "accum", "linear"}, {"grad", "lr", "l1", "l2", "lr_power"}, {});
 }
 
 }  // namespace distflow

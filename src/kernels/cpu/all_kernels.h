@@ -28,6 +28,7 @@ void RegisterSyncKernels(KernelRegistry* r);
 void RegisterSummaryKernels(KernelRegistry* r);
 void RegisterSparseKernels(KernelRegistry* r);   // Gather(V2), Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
 void RegisterScatterKernels(KernelRegistry* r);  // ScatterAdd, ScatterSub, ScatterUpdate
+void RegisterGatherNdKernels(KernelRegistry* r);  // GatherNd, ScatterNd
 void RegisterSparseTrainingKernels(KernelRegistry* r);  // SparseApply{Adagrad,Momentum,Ftrl,Adam}
 void RegisterFunctionKernels(KernelRegistry* r);  // Call
 void RegisterQueueKernels(KernelRegistry* r);    // FIFOQueue, RandomShuffleQueue, PaddingFIFOQueue and their ops
@@ -55,6 +56,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterSummaryKernels(r);
   RegisterSparseKernels(r);
   RegisterScatterKernels(r);
+  RegisterGatherNdKernels(r);
   RegisterSparseTrainingKernels(r);
   RegisterDatasetKernels(r);
   RegisterFunctionKernels(r);

@@ -148,6 +148,44 @@ class AccumulatorTakeGradientOp : public OpKernel, SyncKernelBase {
   int64_t required_ = 1;
 };
 
+class SparseAccumulatorApplyGradientOp : public OpKernel, SyncKernelBase {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"replica_id", 0, &replica_}}); }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    absl::StatusOr<int64_t> local_step = ScalarInt64(ctx, 0, "local_step");
+    if (!local_step.ok()) return local_step.status();
+    absl::StatusOr<int64_t> num_rows = ScalarInt64(ctx, 3, "gradient_num_rows");
+    if (!num_rows.ok()) return num_rows.status();
+    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
+    if (!acc.ok()) return acc.status();
+    return (*acc)->ApplySparse(*local_step, replica_, ctx->input(1), ctx->input(2), *num_rows);
+  }
+
+ private:
+  int64_t replica_ = 0;
+};
+
+class SparseAccumulatorTakeGradientOp : public OpKernel, SyncKernelBase {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"num_required", 1, &required_}}); }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
+    if (!acc.ok()) return acc.status();
+    Tensor indices, values;
+    int64_t num_rows = 0, dropped = 0;
+    if (absl::Status s = (*acc)->TakeSparse(required_, &indices, &values, &num_rows, &dropped); !s.ok()) return s;
+    if (absl::Status s = ctx->set_output(0, std::move(indices)); !s.ok()) return s;
+    if (absl::Status s = ctx->set_output(1, std::move(values)); !s.ok()) return s;
+    if (absl::Status s = ctx->set_output(2, Tensor::Scalar<int64_t>(num_rows)); !s.ok()) return s;
+    return ctx->set_output(3, Tensor::Scalar<int64_t>(dropped));
+  }
+
+ private:
+  int64_t required_ = 1;
+};
+
 class AccumulatorSetGlobalStepOp : public OpKernel, SyncKernelBase {
  public:
   using OpKernel::OpKernel;
@@ -254,6 +292,8 @@ void RegisterSyncKernels(KernelRegistry* r) {
   r->Register<AccumulatorWaitReadyOp>("AccumulatorWaitReady", kCpu, DT_INVALID);
   r->Register<AccumulatorTakeGradientOp>("AccumulatorTakeGradient", kCpu, DT_INVALID);
   r->Register<AccumulatorSetGlobalStepOp>("AccumulatorSetGlobalStep", kCpu, DT_INVALID);
+  r->Register<SparseAccumulatorApplyGradientOp>("SparseAccumulatorApplyGradient", kCpu, DT_INVALID);
+  r->Register<SparseAccumulatorTakeGradientOp>("SparseAccumulatorTakeGradient", kCpu, DT_INVALID);
   r->Register<SyncBarrierLocalStepOp>("SyncBarrierLocalStep", kCpu, DT_INVALID);
   r->Register<SyncBarrierWaitOp>("SyncBarrierWait", kCpu, DT_INVALID);
   r->Register<SyncBarrierReleaseOp>("SyncBarrierRelease", kCpu, DT_INVALID);

@@ -22,6 +22,7 @@
 #include "base/cancellation.h"
 #include "base/metrics.h"
 #include "base/timer.h"
+#include "kernels/cpu/sparse_row_sum.h"
 #include "kernels/resource_mgr.h"
 
 namespace distflow {
@@ -184,7 +185,10 @@ class WaitableResource : public Resource {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
-// Gradients of one variable for the current global step.
+// Gradients of one variable for the current global step: dense tensors
+// (ConditionalAccumulator) or, for a variable whose gradient is an
+// IndexedSlices, rows (SparseConditionalAccumulator, sparse_row_sum.h); the
+// first gradient decides which, and the other kind is then an error.
 class Accumulator : public WaitableResource {
  public:
   static constexpr char kTypeName[] = "ConditionalAccumulator";
@@ -200,17 +204,8 @@ class Accumulator : public WaitableResource {
     }
     {
       absl::MutexLock lock(&mu_);
-      if (!initialized_ || local_step < step_ || contributed_.count(replica) > 0) {
-        ++dropped_;
-        const char* why = !initialized_ ? "uninitialized" : local_step < step_ ? "stale" : "duplicate";
-        Metrics::Global()
-            ->GetCounter("distflow_sync_dropped_gradients_total",
-                         "Gradients a sync accumulator on this task dropped: computed at an older step "
-                         "(stale), a second one from a replica (duplicate), or before initialisation",
-                         {{"reason", why}})
-            ->Increment();
-        return absl::OkStatus();
-      }
+      if (Drops(local_step, replica)) return absl::OkStatus();
+      if (sparse_) return KindError("a dense", "sparse (IndexedSlices)");
       if (count_ == 0) {
         absl::StatusOr<Tensor> copy = Tensor::Allocate(dtype_, grad.shape());
         if (!copy.ok()) return copy.status();
@@ -239,6 +234,28 @@ class Accumulator : public WaitableResource {
     return absl::OkStatus();
   }
 
+  // A sparse gradient: values[i] is row indices[i] (int64) of a num_rows-row
+  // tensor; rows of one index add up.
+  absl::Status ApplySparse(int64_t local_step, int64_t replica, const Tensor& indices, const Tensor& values,
+                           int64_t num_rows) {
+    if (values.dtype() != dtype_) {
+      return absl::InvalidArgumentError(absl::StrCat("Gradient accumulator '", name_, "' holds ",
+                                                     DataTypeName(dtype_), ", got a ", DataTypeName(values.dtype()),
+                                                     " gradient"));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (Drops(local_step, replica)) return absl::OkStatus();
+      if (!sparse_ && count_ > 0) return KindError("a sparse (IndexedSlices)", "dense");
+      sparse_ = true;
+      if (absl::Status s = rows_.Add(name_, indices, values, num_rows); !s.ok()) return s;
+      ++count_;
+      contributed_.insert(replica);
+    }
+    WakeSatisfied();
+    return absl::OkStatus();
+  }
+
   // Under the lock.
   bool Ready(int64_t required) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return initialized_ && count_ >= required;
@@ -246,15 +263,8 @@ class Accumulator : public WaitableResource {
 
   absl::Status Take(int64_t required, Tensor* average, int64_t* dropped) {
     absl::MutexLock lock(&mu_);
-    if (!initialized_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "Gradient accumulator '", name_, "' has not been initialised by the chief (was its task restarted?)"));
-    }
-    if (count_ < required) {
-      return absl::FailedPreconditionError(absl::StrCat("Gradient accumulator '", name_, "' holds ", count_,
-                                                        " gradients for step ", step_, ", ", required,
-                                                        " are required (was its task restarted?)"));
-    }
+    if (absl::Status s = CheckTake(required); !s.ok()) return s;
+    if (sparse_) return KindError("a dense take of", "sparse (IndexedSlices)");
     if (dtype_ == DT_FLOAT) {
       Scale<float>(1.0 / static_cast<double>(count_));
     } else {
@@ -262,11 +272,23 @@ class Accumulator : public WaitableResource {
     }
     *average = std::move(sum_);
     sum_ = Tensor();
-    *dropped = dropped_;
-    dropped_ = 0;
-    count_ = 0;
-    contributed_.clear();
-    ++step_;
+    NextStep(dropped);
+    return absl::OkStatus();
+  }
+
+  // The average of the accumulated sparse gradients: the distinct indices
+  // (increasing), their rows' sums divided by the number of gradients (the
+  // dense average's rows; the rows no gradient touched are zero there), and
+  // the tensor's row count. Resets and advances as Take does.
+  absl::Status TakeSparse(int64_t required, Tensor* indices, Tensor* values, int64_t* num_rows, int64_t* dropped) {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = CheckTake(required); !s.ok()) return s;
+    if (!sparse_) return KindError("a sparse take of", "dense");
+    if (absl::Status s = rows_.Take(dtype_, 1.0 / static_cast<double>(count_), indices, values, num_rows); !s.ok()) {
+      return s;
+    }
+    rows_.Clear();
+    NextStep(dropped);
     return absl::OkStatus();
   }
 
@@ -282,6 +304,7 @@ class Accumulator : public WaitableResource {
         }
         count_ = 0;
         sum_ = Tensor();
+        rows_.Clear();
         contributed_.clear();
       }
       initialized_ = true;
@@ -293,6 +316,48 @@ class Accumulator : public WaitableResource {
   absl::Mutex* mu() ABSL_LOCK_RETURNED(mu_) { return &mu_; }
 
  private:
+  // True (and counted) if a gradient for `local_step` from `replica` is dropped.
+  bool Drops(int64_t local_step, int64_t replica) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (initialized_ && local_step >= step_ && contributed_.count(replica) == 0) return false;
+    ++dropped_;
+    const char* why = !initialized_ ? "uninitialized" : local_step < step_ ? "stale" : "duplicate";
+    Metrics::Global()
+        ->GetCounter("distflow_sync_dropped_gradients_total",
+                     "Gradients a sync accumulator on this task dropped: computed at an older step "
+                     "(stale), a second one from a replica (duplicate), or before initialisation",
+                     {{"reason", why}})
+        ->Increment();
+    return true;
+  }
+
+  absl::Status KindError(const char* got, const char* holds) const {
+    return absl::InvalidArgumentError(absl::StrCat("Gradient accumulator '", name_, "' got ", got,
+                                                   " gradient but holds ", holds,
+                                                   " ones: every worker must compute the variable's gradient the "
+                                                   "same way"));
+  }
+
+  absl::Status CheckTake(int64_t required) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!initialized_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Gradient accumulator '", name_, "' has not been initialised by the chief (was its task restarted?)"));
+    }
+    if (count_ < required) {
+      return absl::FailedPreconditionError(absl::StrCat("Gradient accumulator '", name_, "' holds ", count_,
+                                                        " gradients for step ", step_, ", ", required,
+                                                        " are required (was its task restarted?)"));
+    }
+    return absl::OkStatus();
+  }
+
+  void NextStep(int64_t* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    *dropped = dropped_;
+    dropped_ = 0;
+    count_ = 0;
+    contributed_.clear();
+    ++step_;
+  }
+
   template <typename T>
   void Add(const Tensor& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     absl::Span<T> s = sum_.flat<T>();
@@ -309,6 +374,8 @@ class Accumulator : public WaitableResource {
   bool initialized_ ABSL_GUARDED_BY(mu_) = false;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   Tensor sum_ ABSL_GUARDED_BY(mu_);
+  bool sparse_ ABSL_GUARDED_BY(mu_) = false;
+  SparseRowSum rows_ ABSL_GUARDED_BY(mu_);
   int64_t count_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<int64_t> contributed_ ABSL_GUARDED_BY(mu_);
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,5 +1,6 @@
 // Kernels for the fused optimizer updates (graph/ops/training_ops.cc):
-// ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam.
+// ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam,
+// ApplyFtrl.
 //
 // Each kernel locks every variable it updates (in address order, so two
 // updates sharing variables never deadlock), takes their values for in-place
@@ -260,6 +261,35 @@ class ApplyAdamOp : public ApplyOpBase<T> {
   bool nesterov_ = false;
 };
 
+// FTRL-Proximal (TF's ApplyFtrl; the sparse kernel's arithmetic, every element):
+// accum_new = accum + grad^2
+// linear += grad - (accum_new^-lr_power - accum^-lr_power) / lr * var
+// quadratic = accum_new^-lr_power / lr + 2 * l2
+// var = |linear| > l1 ? (sign(linear) * l1 - linear) / quadratic : 0
+template <typename T>
+class ApplyFtrlOp : public ApplyOpBase<T> {
+ public:
+  explicit ApplyFtrlOp(OpKernelConstruction* c)
+      : ApplyOpBase<T>(c, {"var", "accum", "linear"}, {"lr", "l1", "l2", "lr_power"}, 3, 60) {}
+
+ protected:
+  void Update(const Block<T>& b) const override {
+    const T lr = b.s(0), l1 = b.s(1), l2 = b.s(2), lr_power = b.s(3);
+    T* var = b.refs[0] + b.begin;
+    T* accum = b.refs[1] + b.begin;
+    T* linear = b.refs[2] + b.begin;
+    const T* g = b.grad + b.begin;
+    for (int64_t i = 0; i < b.n; ++i) {
+      const T new_accum = accum[i] + g[i] * g[i];
+      const T p_new = std::pow(new_accum, -lr_power), p_old = std::pow(accum[i], -lr_power);
+      linear[i] += g[i] - (p_new - p_old) / lr * var[i];
+      const T quadratic = p_new / lr + T(2) * l2;
+      var[i] = std::abs(linear[i]) > l1 ? ((linear[i] > 0 ? l1 : -l1) - linear[i]) / quadratic : T(0);
+      accum[i] = new_accum;
+    }
+  }
+};
+
 template <typename T>
 void RegisterFor(KernelRegistry* r) {
   const DataType dt = DataTypeToEnum<T>::value;
@@ -268,6 +298,7 @@ void RegisterFor(KernelRegistry* r) {
   r->Register<ApplyAdagradOp<T>>("ApplyAdagrad", kCpu, dt);
   r->Register<ApplyRMSPropOp<T>>("ApplyRMSProp", kCpu, dt);
   r->Register<ApplyAdamOp<T>>("ApplyAdam", kCpu, dt);
+  r->Register<ApplyFtrlOp<T>>("ApplyFtrl", kCpu, dt);
 }
 
 }  // namespace

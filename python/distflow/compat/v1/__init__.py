@@ -44,6 +44,7 @@ group = _fw.group
 Session = _fw.Session
 InteractiveSession = _fw.InteractiveSession
 ConfigProto = _fw.ConfigProto
+GPUOptions = _fw.GPUOptions  # accepted and ignored (no GPU devices)
 get_default_session = _fw.get_default_session
 get_variable = _fw.get_variable
 variable_scope = _fw.variable_scope
@@ -76,7 +77,8 @@ from distflow import nn  # noqa: E402,F401  (tf.nn, a module)
 # sparse models (distflow/sparse_ops.py): lookups, scatters, segments, IndexedSlices
 from distflow import sparse_ops as _sparse  # noqa: E402
 from distflow.sparse_ops import (  # noqa: E402,F401
-    IndexedSlices, dynamic_partition, dynamic_stitch, gather, scatter_add, scatter_sub, scatter_update,
+    IndexedSlices, dynamic_partition, dynamic_stitch, gather, gather_nd, scatter_add, scatter_nd, scatter_sub,
+    scatter_update,
     sparse_segment_mean, sparse_segment_sum, unique, unsorted_segment_sum)
 from distflow.partitioned_variables import (  # noqa: E402,F401
     PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner)
