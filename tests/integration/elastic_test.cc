@@ -141,7 +141,7 @@ TEST(Elastic, AJoinIsRefusedWithAReasonWhenTheAddressIsTakenOrTheFlagsDoNotFit) 
 TEST(ElasticLaunch, MinAndMaxWorkersStartJoinersAndReplaceAWorkerThatDies) {
   Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--min_workers", "2", "--max_workers", "3",
                        "--restart_on_failure=1", "--", MNIST_DISTRIBUTED_BIN,
-                       "--model=softmax", "--train_steps=3000", "--learning_rate=0.003", "--print_every=100",
+                       "--model=softmax", "--train_steps=2000", "--learning_rate=0.003", "--print_every=100",
                        "--heartbeat_timeout_secs=2", "--wait_for_workers_secs=60", "--progress=false"});
   // worker:1 (a task of the spec, not the chief) dies once it trains.
   ASSERT_TRUE(WaitForOutput(launch, "[worker:1] Worker : 1, Step:", 120)) << Output(launch);
