@@ -24,6 +24,13 @@
 // them; fewer makes the slowest workers backups). The chief then prints the test accuracy and, once every
 // worker is done (or --wait_for_workers_secs passed), shuts the cluster down.
 //
+// --join=PS0_HOST:PORT --join_as=HOST:PORT starts a worker that is not in
+// the cluster spec and joins the running (asynchronous) job: the job's
+// coordinator (ps 0) gives it a task index and the cluster, and it trains
+// until the global step reaches --train_steps, or for --local_steps of its
+// own, then leaves. Nobody is restarted; the chief waits for the workers
+// that joined before it ends the cluster.
+//
 // --start_server=false drives a worker task served by a separate
 // distflow-server process instead. --trace_step=N writes a timeline of one
 // step (every task's nodes, transfers linked) as Chrome trace-event JSON.
@@ -43,6 +50,7 @@
 #include "absl/time/clock.h"
 #include "distflow/data/mnist.h"
 #include "distflow/distflow.h"
+#include "distflow/elastic.h"
 #include "distflow/task_config.h"
 #include "distflow/train/layers.h"
 #include "distflow/train/optimizer.h"
@@ -61,6 +69,11 @@ ABSL_FLAG(std::string, cluster_spec, "", "the whole cluster, as for distflow-ser
 ABSL_FLAG(std::string, job_layout, "",
           "jobs in rank order, e.g. ps:1,worker:3: the task is the one of rank SLURM_PROCID, "
           "OMPI_COMM_WORLD_RANK or PMI_RANK (rank 0 is ps 0, ranks 1..3 workers 0..2)");
+ABSL_FLAG(std::string, join, "",
+          "host:port of the running job's coordinator (ps task 0): join that job as a new worker instead of "
+          "taking a task of the cluster spec (asynchronous training only; needs --join_as)");
+ABSL_FLAG(std::string, join_as, "", "with --join: host:port this worker serves on");
+ABSL_FLAG(int, local_steps, 0, "leave after this many steps of this worker (0: train until --train_steps)");
 ABSL_FLAG(std::string, model, "cnn", "cnn (the book's network) or softmax");
 ABSL_FLAG(int, train_steps, 5000, "stop when the global step reaches this");
 ABSL_FLAG(int, batch_size, 50, "examples per step");
@@ -176,6 +189,50 @@ absl::StatusOr<df::TaskConfig> ResolveTask() {
   return df::ResolveTaskConfig(flags, df::ProcessEnvironment(), defaults);
 }
 
+// A worker joining a running job (--join): its task and the cluster come
+// from the job's coordinator.
+absl::StatusOr<df::TaskConfig> JoinRunningJob() {
+  const std::string job = absl::GetFlag(FLAGS_job_name);
+  if (!job.empty() && job != "worker") {
+    return absl::InvalidArgumentError(absl::StrCat("--join starts a worker; drop --job_name=", job));
+  }
+  if (!absl::GetFlag(FLAGS_task_index).empty()) {
+    return absl::InvalidArgumentError("--join takes the task index from the coordinator; drop --task_index");
+  }
+  if (absl::GetFlag(FLAGS_join_as).empty()) {
+    return absl::InvalidArgumentError("--join needs --join_as=host:port, the address this worker serves on");
+  }
+  if (absl::GetFlag(FLAGS_sync_replicas)) {
+    return absl::InvalidArgumentError(
+        "--join works with asynchronous training only: synchronous replicas do not follow a changing membership yet");
+  }
+  absl::StatusOr<df::JoinedTask> me =
+      df::JoinCluster(absl::GetFlag(FLAGS_join), "worker", absl::GetFlag(FLAGS_join_as), absl::Seconds(60));
+  if (!me.ok()) return me.status();
+  df::TaskConfig config;
+  config.cluster = std::move(me->cluster);
+  config.job = "worker";
+  config.task_index = me->task_index;
+  config.placed_by = absl::StrCat("the coordinator at ", absl::GetFlag(FLAGS_join), ": joined the running job");
+  return config;
+}
+
+// The workers that joined the running job and are still in it, as the
+// coordinator says ("" entries when it cannot be asked).
+std::vector<std::string> JoinedWorkersStillIn(const std::string& coordinator, int* joined_total) {
+  std::vector<std::string> in;
+  absl::StatusOr<std::vector<df::ClusterMember>> members = df::ListClusterMembers(coordinator);
+  if (!members.ok()) return in;
+  int total = 0;
+  for (const df::ClusterMember& m : *members) {
+    if (!m.joined || !absl::StartsWith(m.task, "/job:worker/")) continue;
+    ++total;
+    if (m.state == "ALIVE") in.push_back(m.task);
+  }
+  *joined_total = std::max(*joined_total, total);
+  return in;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,8 +262,16 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_recovery_timeout_secs) <= 0) {
     return Usage(absl::StrCat("--recovery_timeout_secs must be positive, not ", absl::GetFlag(FLAGS_recovery_timeout_secs)));
   }
-  absl::StatusOr<df::TaskConfig> config = ResolveTask();
-  if (!config.ok()) return Usage(std::string(config.status().message()));
+  const bool joining = !absl::GetFlag(FLAGS_join).empty();
+  if (!joining && !absl::GetFlag(FLAGS_join_as).empty()) return Usage("--join_as needs --join");
+  if (absl::GetFlag(FLAGS_local_steps) < 0) {
+    return Usage(absl::StrCat("--local_steps must be 0 or more, not ", absl::GetFlag(FLAGS_local_steps)));
+  }
+  absl::StatusOr<df::TaskConfig> config = joining ? JoinRunningJob() : ResolveTask();
+  if (!config.ok()) {
+    if (joining && !absl::IsInvalidArgument(config.status())) return Die("joining the job", config.status());
+    return Usage(std::string(config.status().message()));
+  }
   const std::string job = config->job;
   const int task = config->task_index;
   if (job != "ps" && job != "worker") return ps_or_worker("the job", job);
@@ -334,11 +399,12 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   const int64_t every = absl::GetFlag(FLAGS_print_every);
+  const int64_t max_local_steps = absl::GetFlag(FLAGS_local_steps);
   int64_t step = sess.global_step(), local_steps = 0;
   const absl::Time train_start = absl::Now();
   const int64_t trace_step = absl::GetFlag(FLAGS_trace_step);
   bool traced = trace_step < 0;
-  while (!sess.ShouldStop()) {
+  while (!sess.ShouldStop() && (max_local_steps == 0 || local_steps < max_local_steps)) {
     auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
     df::StepStats trace;
     df::RunOptions ro;
@@ -400,6 +466,13 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   if (absl::GetFlag(FLAGS_shutdown_cluster)) {
+    // Workers that joined the running job are waited for too (the
+    // coordinator knows them); without failure detection there are none.
+    const bool elastic = absl::GetFlag(FLAGS_heartbeat_timeout_secs) > 0 && cluster->HasJob("ps");
+    const std::string coordinator = elastic ? cluster->task_address("ps", cluster->task_indices("ps").front()).value_or("")
+                                            : std::string();
+    int joined_total = 0;
+    std::vector<std::string> joined_in;
     int64_t done = 0;
     const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_wait_for_workers_secs));
     std::vector<std::string> dead;  // workers declared dead: not waited for
@@ -411,20 +484,28 @@ int main(int argc, char** argv) {
         for (const std::string& t : server->DeadTasks())
           if (absl::StartsWith(t, "/job:worker/")) dead.push_back(t);
       }
-      if (done + static_cast<int64_t>(dead.size()) >= num_workers) break;
+      joined_in = coordinator.empty() ? std::vector<std::string>{} : JoinedWorkersStillIn(coordinator, &joined_total);
+      // Every worker, joined ones too, reported done or was declared dead.
+      if (done + static_cast<int64_t>(dead.size()) >= num_workers + joined_total && joined_in.empty()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (joined_total > 0) {
+      std::printf("%d worker(s) joined the running job%s\n", joined_total,
+                  joined_in.empty() ? "; all of them have left" :
+                                      absl::StrCat("; still in it: ", absl::StrJoin(joined_in, ", ")).c_str());
     }
     if (absl::Status st = sess.Close(); !st.ok()) std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
     absl::Status s = df::ShutdownCluster(*cluster, "training is over");
-    if (done >= num_workers) {
-      std::printf("All %d workers are done; cluster shut down%s\n", num_workers, s.ok() ? "" : " (with errors)");
+    const int all_workers = num_workers + joined_total;
+    if (done >= all_workers) {
+      std::printf("All %d workers are done; cluster shut down%s\n", all_workers, s.ok() ? "" : " (with errors)");
     } else if (!dead.empty()) {
       std::printf("%lld of %d workers reported done; %s declared dead; cluster shut down%s\n",
-                  static_cast<long long>(done), num_workers, absl::StrJoin(dead, ", ").c_str(),
+                  static_cast<long long>(done), all_workers, absl::StrJoin(dead, ", ").c_str(),
                   s.ok() ? "" : " (with errors)");
     } else {
       std::printf("%lld of %d workers reported done within %d s; cluster shut down%s\n", static_cast<long long>(done),
-                  num_workers, absl::GetFlag(FLAGS_wait_for_workers_secs), s.ok() ? "" : " (with errors)");
+                  all_workers, absl::GetFlag(FLAGS_wait_for_workers_secs), s.ok() ? "" : " (with errors)");
     }
   } else if (absl::Status st = sess.Close(); !st.ok()) {
     std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());

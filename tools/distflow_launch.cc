@@ -23,6 +23,14 @@
 // with a parent-death signal, so none outlives this process, even when it
 // is killed with SIGKILL.
 //
+// Elastic: --min_workers M --max_workers N (instead of --workers) starts
+// the ps tasks and M workers as the cluster spec, and N-M more workers that
+// join the running job through its coordinator (ps 0; the program gets
+// --join=ADDRESS --join_as=HOST:PORT instead of a task of the spec: the
+// book's mnist_distributed takes them). A worker that fails, other than the
+// chief, is replaced by a new joining worker, up to --restart_on_failure
+// times in all; the job fails once fewer than M workers are left.
+//
 // --emit kubernetes|slurm starts nothing: it prints (or writes to
 // --emit_file) manifests for the same cluster shape, --ps N --workers M on
 // --base_port (default 2222) with --image and --name; see launch_emit.h.
@@ -61,6 +69,10 @@
 
 ABSL_FLAG(int, ps, 1, "ps tasks (without --cluster_spec)");
 ABSL_FLAG(int, workers, 1, "worker tasks (without --cluster_spec); worker 0 is the chief");
+ABSL_FLAG(int, min_workers, 0,
+          "elastic: the job needs at least this many workers; they are the cluster spec's (instead of --workers)");
+ABSL_FLAG(int, max_workers, 0,
+          "elastic: start this many workers in all; those beyond --min_workers join the running job");
 ABSL_FLAG(int, base_port, 0, "first port of consecutive ones for the tasks, ps first (0: free ports)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "host of every task (without --cluster_spec)");
 ABSL_FLAG(std::string, cluster_spec, "", "the cluster, as for distflow-server, instead of --ps/--workers");
@@ -192,6 +204,32 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_emit).empty()) return Emit(program);
   if (!absl::GetFlag(FLAGS_emit_file).empty()) return Usage("--emit_file needs --emit kubernetes or --emit slurm");
 
+  // Elastic membership: checked before anything starts.
+  const int min_workers = absl::GetFlag(FLAGS_min_workers), max_workers = absl::GetFlag(FLAGS_max_workers);
+  const bool elastic = min_workers != 0 || max_workers != 0;
+  if (elastic) {
+    if (min_workers < 1 || max_workers < 1) {
+      return Usage(absl::StrCat("--min_workers=", min_workers, " --max_workers=", max_workers,
+                                ": give both, each at least 1"));
+    }
+    if (min_workers > max_workers) {
+      return Usage(absl::StrCat("--min_workers=", min_workers, " is above --max_workers=", max_workers,
+                                ": the job cannot need more workers than it may have"));
+    }
+    if (absl::GetFlag(FLAGS_workers) != 1) {
+      return Usage(absl::StrCat("--workers=", absl::GetFlag(FLAGS_workers),
+                                " and --min_workers/--max_workers: pass one (the minimum is the cluster spec's workers)"));
+    }
+    if (!absl::GetFlag(FLAGS_cluster_spec).empty()) {
+      return Usage("--min_workers/--max_workers build the cluster from --ps and --host; drop --cluster_spec");
+    }
+    if (absl::GetFlag(FLAGS_ps) < 1) {
+      return Usage(absl::StrCat("--ps=", absl::GetFlag(FLAGS_ps),
+                                ": elastic membership needs a ps task (ps 0 is the coordinator workers join through)"));
+    }
+    absl::SetFlag(&FLAGS_workers, min_workers);
+  }
+
   absl::StatusOr<ClusterSpec> cluster;
   const std::string spec = absl::GetFlag(FLAGS_cluster_spec);
   if (!spec.empty()) {
@@ -271,6 +309,11 @@ int main(int argc, char** argv) {
   options.grace_secs = absl::GetFlag(FLAGS_grace_secs);
   options.ps_exit_secs = absl::GetFlag(FLAGS_ps_exit_secs);
   options.up_timeout_secs = absl::GetFlag(FLAGS_up_timeout_secs);
+  if (elastic) {
+    options.join_workers = max_workers - min_workers;
+    options.min_workers = min_workers;
+    options.join_host = absl::GetFlag(FLAGS_host);
+  }
   Say(absl::StrCat("cluster ", cluster->ToFlagString().value_or(cluster->ToJson())));
   return distflow::RunCluster(*cluster, std::move(options), g_signal_pipe[0], &g_signals);
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/ports.h"
 #include "rpc/auth.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -58,7 +60,8 @@ struct Task {
   bool finished_ok = false;
   std::string how;  // how it last ended
   std::string status_url;  // with --status_base_port
-  std::string name() const { return absl::StrCat(job, ":", index); }
+  bool joins = false;      // joins the running job (elastic): a new port and --join at every start
+  std::string name() const { return joins ? absl::StrCat(job, ":+", index) : absl::StrCat(job, ":", index); }
   bool is_ps() const { return job == "ps"; }
 };
 
@@ -97,6 +100,18 @@ class Launcher {
         tasks_.push_back(std::move(t));
       }
     }
+    if (options_.join_workers > 0 && cluster_.HasJob("ps")) {
+      coordinator_ = cluster_.task_address("ps", cluster_.task_indices("ps").front()).value_or("");
+      joined_ = options_.join_workers;
+      for (int i = 1; i <= options_.join_workers; ++i) {
+        Task t;
+        t.job = "worker";
+        t.index = i;  // the launcher's count; the coordinator gives the task index
+        t.joins = true;
+        t.argv = program;
+        tasks_.push_back(std::move(t));
+      }
+    }
   }
 
   int Run() {
@@ -107,7 +122,15 @@ class Launcher {
                      absl::StrJoin(tasks_, ", ", [](std::string* out, const Task& t) {
                        absl::StrAppend(out, t.name(), " (", t.address, ", pid ", t.pid, ")");
                      })));
-    std::thread health([this] { WaitUntilUp(); });
+    // What the health checks need, copied: the loop may replace a worker meanwhile.
+    std::vector<std::pair<std::string, std::string>> watched;
+    for (const Task& t : tasks_) watched.emplace_back(t.name(), t.address);
+    std::string first_status_url = tasks_.empty() ? "" : tasks_[0].status_url;
+    std::vector<std::string> status_urls;
+    for (const Task& t : tasks_) status_urls.push_back(absl::StrCat(t.name(), " ", t.status_url));
+    std::thread health([this, watched = std::move(watched), first_status_url, status_urls = std::move(status_urls)] {
+      WaitUntilUp(watched, first_status_url, status_urls);
+    });
     int code = Loop();
     health_stop_ = true;
     health.join();
@@ -116,6 +139,7 @@ class Launcher {
 
  private:
   bool Start(Task& t) {
+    if (t.joins && !PrepareJoin(t)) return false;
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
       Complain(absl::StrCat("pipe: ", strerror(errno)));
@@ -142,7 +166,7 @@ class Launcher {
       signal(SIGPIPE, SIG_DFL);
       dup2(out[1], STDOUT_FILENO);
       dup2(err[1], STDERR_FILENO);
-      setenv("DISTFLOW_CONFIG", config.c_str(), 1);
+      if (!t.joins) setenv("DISTFLOW_CONFIG", config.c_str(), 1);
       execvp(argv[0], argv.data());
       std::string msg = absl::StrCat("cannot run ", argv[0], ": ", strerror(errno), "\n");
       ssize_t ignored = write(STDERR_FILENO, msg.data(), msg.size());
@@ -157,6 +181,28 @@ class Launcher {
     t.err.fd = err[0];
     t.running = true;
     return true;
+  }
+
+  // A joining worker's flags for this start: a free port of its own and
+  // the coordinator to join through.
+  bool PrepareJoin(Task& t) {
+    absl::StatusOr<int> port = PickUnusedTcpPort(options_.join_host);
+    if (!port.ok()) {
+      Complain(absl::StrCat("no free port for ", t.name(), ": ", port.status().message()));
+      return false;
+    }
+    t.address = absl::StrCat(options_.join_host, ":", *port);
+    t.argv = options_.program;
+    t.argv.push_back("--join=" + coordinator_);
+    t.argv.push_back("--join_as=" + t.address);
+    return true;
+  }
+
+  // Workers running or done (elastic: the job needs min_workers of them).
+  int WorkersLeft() const {
+    int n = 0;
+    for (const Task& t : tasks_) n += !t.is_ps() && (t.running || t.finished_ok) ? 1 : 0;
+    return n;
   }
 
   // Copies whole lines of `s` with the task's prefix; at EOF, the rest too.
@@ -241,6 +287,30 @@ class Launcher {
             Say(absl::StrCat(t.name(), " finished"));
             continue;
           }
+          const bool chief = !t.is_ps() && !t.joins && t.index == 0;
+          if (!coordinator_.empty() && !t.is_ps() && !chief) {
+            // Elastic: a new worker joins in its place; nobody else restarts.
+            if (replacements_ < options_.restart_on_failure) {
+              ++replacements_;
+              Say(absl::StrCat(t.name(), " ", t.how, "; a new worker joins the job in its place (", replacements_,
+                               " of ", options_.restart_on_failure, " replacements)"));
+              t.joins = true;
+              t.index = ++joined_;
+              if (!Start(t)) return Stop(1);
+              continue;
+            }
+            t.finished_ok = false;
+            Say(absl::StrCat(t.name(), " ", t.how, "; no replacement left (--restart_on_failure=",
+                             options_.restart_on_failure, ")"));
+            if (WorkersLeft() < options_.min_workers) {
+              failed_ = absl::StrCat(t.name(), " ", t.how, ": ", WorkersLeft(), " workers are left, fewer than ",
+                                     "--min_workers=", options_.min_workers);
+              Complain(absl::StrCat(failed_, "; stopping the other tasks"));
+              return Stop(1);
+            }
+            gone_.push_back(t.name());
+            continue;
+          }
           if (t.restarts < options_.restart_on_failure) {
             ++t.restarts;
             Say(absl::StrCat(t.name(), " ", t.how, "; restarting it (", t.restarts, " of ",
@@ -276,7 +346,10 @@ class Launcher {
 
   bool AllWorkersDone() const {
     for (const Task& t : tasks_) {
-      if (!t.is_ps() && !t.finished_ok) return false;
+      if (t.is_ps() || t.finished_ok) continue;
+      // Elastic: a worker that failed and was not replaced is not waited for.
+      if (!t.running && std::find(gone_.begin(), gone_.end(), t.name()) != gone_.end()) continue;
+      return false;
     }
     return true;
   }
@@ -330,22 +403,23 @@ class Launcher {
   }
 
   // Prints "cluster up" once every task answers its health check.
-  void WaitUntilUp() {
+  void WaitUntilUp(const std::vector<std::pair<std::string, std::string>>& tasks, const std::string& first_status_url,
+                   const std::vector<std::string>& status_urls) {
     const absl::Time start = absl::Now();
     const absl::Time deadline = start + absl::Seconds(options_.up_timeout_secs);
-    std::vector<bool> up(tasks_.size(), false);
+    std::vector<bool> up(tasks.size(), false);
     std::vector<std::unique_ptr<grpc::health::v1::Health::Stub>> stubs;
     grpc::ChannelArguments args;  // a task that starts late is seen soon after
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-    for (const Task& t : tasks_) {
+    for (const auto& [name, address] : tasks) {
       stubs.push_back(grpc::health::v1::Health::NewStub(
-          grpc::CreateCustomChannel(t.address, distflow::ClientCredentials(), args)));
+          grpc::CreateCustomChannel(address, distflow::ClientCredentials(), args)));
     }
     while (!health_stop_) {
       size_t n = 0;
-      for (size_t i = 0; i < tasks_.size(); ++i) {
+      for (size_t i = 0; i < tasks.size(); ++i) {
         if (!up[i]) {
           grpc::ClientContext ctx;
           ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
@@ -357,20 +431,16 @@ class Launcher {
         }
         n += up[i] ? 1 : 0;
       }
-      if (n == tasks_.size()) {
+      if (n == tasks.size()) {
         Say(absl::StrFormat("cluster up: all %d tasks serving after %.1f s", static_cast<int>(n),
                             absl::ToDoubleSeconds(absl::Now() - start)));
-        if (!tasks_.empty() && !tasks_[0].status_url.empty()) {
-          Say(absl::StrCat("status pages: ", absl::StrJoin(tasks_, ", ", [](std::string* out, const Task& t) {
-                             absl::StrAppend(out, t.name(), " ", t.status_url);
-                           })));
-        }
+        if (!first_status_url.empty()) Say(absl::StrCat("status pages: ", absl::StrJoin(status_urls, ", ")));
         return;
       }
       if (absl::Now() > deadline) {
         std::vector<std::string> down;
-        for (size_t i = 0; i < tasks_.size(); ++i) {
-          if (!up[i]) down.push_back(absl::StrCat(tasks_[i].name(), " (", tasks_[i].address, ")"));
+        for (size_t i = 0; i < tasks.size(); ++i) {
+          if (!up[i]) down.push_back(absl::StrCat(tasks[i].first, " (", tasks[i].second, ")"));
         }
         Complain(absl::StrCat("after ", options_.up_timeout_secs,
                               " s these tasks do not answer a health check: ", absl::StrJoin(down, ", ")));
@@ -385,6 +455,10 @@ class Launcher {
   const int signal_fd_;
   const std::atomic<int>* const signals_;
   std::vector<Task> tasks_;
+  std::string coordinator_;         // elastic: ps 0's address, where workers join
+  int joined_ = 0;                  // elastic: joining workers started so far
+  int replacements_ = 0;            // elastic: failed workers replaced
+  std::vector<std::string> gone_;   // elastic: failed workers not replaced
   std::string failed_;
   std::atomic<bool> health_stop_{false};
 };

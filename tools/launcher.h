@@ -15,7 +15,16 @@
 // stopped (SIGTERM, then SIGKILL after `grace_secs`) and the result is 1,
 // naming the task and how it ended. A signal (a byte on `signal_fd`, with
 // `signals` counting them) stops every task the same way; a second kills
-// them at once. Not thread-safe: one RunCluster per process.
+// them at once.
+//
+// Elastic (`join_workers` > 0, the cluster has a ps job): besides the
+// cluster's tasks, `join_workers` more workers start with --join=<ps 0's
+// address> --join_as=<a free port on `join_host`> instead of a task of the
+// spec, and join the running job through its coordinator. A worker that
+// fails, other than the chief, is replaced by a new joining worker (up to
+// `restart_on_failure` replacements in all); the job fails (1, naming the
+// counts) once fewer than `min_workers` workers are left running or done.
+// Not thread-safe: one RunCluster per process.
 #pragma once
 
 #include <atomic>
@@ -34,6 +43,9 @@ struct LaunchOptions {
   int grace_secs = 10;
   int ps_exit_secs = 30;
   int up_timeout_secs = 120;
+  int join_workers = 0;       // elastic: workers that join the running job
+  int min_workers = 0;        // elastic: the job fails below this many workers
+  std::string join_host = "127.0.0.1";
 };
 
 // Runs `cluster` to its end; the launcher's exit status.

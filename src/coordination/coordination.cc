@@ -5,7 +5,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/logging.h"
 #include "rpc/grpc_status.h"
 #include "rpc/worker_cache.h"
@@ -44,7 +47,27 @@ std::string CoordinatorTask(const ClusterSpec& cluster) {
 CoordinationService::CoordinationService(std::vector<std::string> tasks, absl::Duration timeout, uint64_t incarnation,
                                          Env* env)
     : timeout_(timeout), incarnation_(incarnation), env_(env) {
-  for (std::string& t : tasks) tasks_[std::move(t)];
+  for (std::string& name : tasks) {
+    Task& t = tasks_[name];
+    // "/job:J/replica:0/task:T"
+    for (absl::string_view part : absl::StrSplit(name, '/')) {
+      if (absl::ConsumePrefix(&part, "job:")) t.job = std::string(part);
+      if (absl::ConsumePrefix(&part, "task:") && !absl::SimpleAtoi(part, &t.index)) t.index = -1;
+    }
+  }
+}
+
+CoordinationService::CoordinationService(const ClusterSpec& cluster, absl::Duration timeout, uint64_t incarnation,
+                                         Env* env)
+    : timeout_(timeout), incarnation_(incarnation), env_(env) {
+  for (const auto& [job, tasks] : cluster.job_map()) {
+    for (const auto& [index, address] : tasks) {
+      Task& t = tasks_[TaskName(job, index)];
+      t.job = job;
+      t.index = index;
+      t.address = address;
+    }
+  }
 }
 
 absl::Status CoordinationService::Heartbeat(const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp) {
@@ -58,8 +81,9 @@ absl::Status CoordinationService::Heartbeat(const proto::HeartbeatRequest& req, 
   }
   Task& t = it->second;
   if (req.leaving()) {
-    // A goodbye from an earlier incarnation does not end the current one.
-    if (t.state == proto::TaskHealth::UNKNOWN || t.incarnation == req.incarnation()) {
+    // A goodbye from an earlier incarnation does not end the current one
+    // (0: a task that joined and has not heartbeated yet).
+    if (t.state == proto::TaskHealth::UNKNOWN || t.incarnation == 0 || t.incarnation == req.incarnation()) {
       t.state = proto::TaskHealth::LEFT;
       t.incarnation = req.incarnation();
       t.last_us = now;
@@ -69,7 +93,7 @@ absl::Status CoordinationService::Heartbeat(const proto::HeartbeatRequest& req, 
     if (t.state == proto::TaskHealth::DEAD) {
       LOG(INFO) << req.task() << (t.incarnation == req.incarnation() ? " answers again" : " has restarted")
                 << " after being declared dead";
-    } else if (t.state == proto::TaskHealth::ALIVE && t.incarnation != req.incarnation()) {
+    } else if (t.state == proto::TaskHealth::ALIVE && t.incarnation != 0 && t.incarnation != req.incarnation()) {
       LOG(INFO) << req.task() << " has restarted (new incarnation)";
     }
     t.state = proto::TaskHealth::ALIVE;

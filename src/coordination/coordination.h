@@ -19,6 +19,13 @@
 // the steps that wait on it (grpc_server.cc). OrphanReason is the rule by
 // which a parameter server gives up on a job whose workers are gone.
 //
+// The service also keeps the job's membership (membership.cc): a worker
+// that is not in the cluster spec may Join a running job, gets the next task
+// index of its job and the cluster as it is now, and from then on is a task
+// like the others (ALIVE at once, DEAD if it stops heartbeating, LEFT when
+// it says goodbye). Members lists every task with its address, so tasks
+// that must reach a joined one (a ps pulling its gradients) can.
+//
 // Time comes from an Env (base/env.h), so tests advance a fake clock.
 // Both classes are thread-safe.
 #pragma once
@@ -36,6 +43,8 @@
 #include "absl/time/time.h"
 #include "base/env.h"
 #include "distflow/cluster_spec.h"
+#include "absl/status/statusor.h"
+#include "proto/elastic.pb.h"
 #include "proto/worker.pb.h"
 
 namespace distflow {
@@ -60,6 +69,19 @@ class CoordinationService {
   // `tasks`: every task of the cluster; `incarnation`: the coordinator's own.
   CoordinationService(std::vector<std::string> tasks, absl::Duration timeout, uint64_t incarnation,
                       Env* env = Env::Default());
+  // Every task of `cluster`, with its address (what Join hands out).
+  CoordinationService(const ClusterSpec& cluster, absl::Duration timeout, uint64_t incarnation,
+                      Env* env = Env::Default());
+
+  // A task joins `job` from `address` (host:port): its task index. The
+  // next index of the job, or the index of a task with the same address
+  // that is not alive (a replacement on the same address). `cluster` (may
+  // be null) gets every member that is not dead or gone, the joiner
+  // included. InvalidArgument for a malformed job or address;
+  // FailedPrecondition if a live task already has the address.
+  absl::StatusOr<int> Join(const std::string& job, const std::string& address, ClusterSpec* cluster);
+  // Every task the service knows, in name order.
+  std::vector<proto::Member> Members();
 
   // Records the sender's heartbeat, then answers with every task's health.
   // InvalidArgument for a task that is not in the cluster.
@@ -73,7 +95,13 @@ class CoordinationService {
     proto::TaskHealth::State state = proto::TaskHealth::UNKNOWN;
     uint64_t incarnation = 0;
     int64_t last_us = 0;
+    std::string job;
+    int index = -1;
+    std::string address;  // "" if not known (the spec was not given)
+    bool joined = false;  // joined the running job
   };
+  // The members that are not dead or gone, with an address, as a cluster.
+  absl::StatusOr<ClusterSpec> LiveClusterLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SnapshotLocked(int64_t now, proto::HeartbeatResponse* resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

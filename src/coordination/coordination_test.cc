@@ -1,11 +1,13 @@
 // Failure detection: the coordination service's states, on a fake clock, and
-// a real cluster in this process noticing a task that went silent.
+// a real cluster in this process noticing a task that went silent; the
+// membership (joins, the live cluster, refusals).
 #include "coordination/coordination.h"
 
 #include <atomic>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/fake_clock_env.h"
@@ -93,6 +95,79 @@ TEST(CoordinationService, AHeartbeatFromOutsideTheClusterIsRefusedByName) {
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "/job:worker/replica:0/task:9")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "cluster spec")) << s;
+}
+
+// The membership of a 1 ps + 2 worker spec, on a fake clock.
+struct MembershipFixture {
+  FakeClockEnv env;
+  ClusterSpec spec = *ClusterSpec::Parse("ps|10.0.0.1:2222,worker|10.0.0.2:2222;10.0.0.3:2222");
+  CoordinationService service{spec, absl::Seconds(10), 7, &env};
+  proto::TaskHealth::State State(const std::string& task) {
+    proto::HeartbeatResponse resp;
+    service.Snapshot(&resp);
+    return StateOf(resp, task);
+  }
+};
+
+TEST(CoordinationMembership, AJoinerGetsTheNextIndexAndTheLiveClusterAndIsThenATaskLikeTheOthers) {
+  MembershipFixture m;
+  ClusterSpec now;
+  absl::StatusOr<int> index = m.service.Join("worker", "10.0.0.9:2300", &now);
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(*index, 2);
+  EXPECT_EQ(now.task_address("worker", 2).value_or(""), "10.0.0.9:2300");
+  EXPECT_EQ(now.task_address("ps", 0).value_or(""), "10.0.0.1:2222");
+  EXPECT_EQ(now.num_tasks("worker"), 3);
+  const std::string joiner = "/job:worker/replica:0/task:2";
+  EXPECT_EQ(m.State(joiner), proto::TaskHealth::ALIVE) << "alive from the join, so a silent joiner dies";
+  proto::HeartbeatResponse resp;
+  EXPECT_TRUE(m.service.Heartbeat(Beat(joiner, 5), &resp).ok()) << "its heartbeats are taken";
+  // A second joiner gets the index after it.
+  EXPECT_EQ(m.service.Join("worker", "10.0.0.9:2301", nullptr).value_or(-1), 3);
+  // Silent for longer than the timeout: dead, and out of the cluster a new joiner gets.
+  m.env.Advance(absl::Seconds(11));
+  EXPECT_EQ(m.State(joiner), proto::TaskHealth::DEAD);
+  ASSERT_TRUE(m.service.Join("worker", "10.0.0.9:2302", &now).ok());
+  EXPECT_FALSE(now.HasTask("worker", 2));
+  EXPECT_EQ(now.task_address("worker", 0).value_or(""), "10.0.0.2:2222") << "the spec's tasks stay";
+  // Members says who joined, with addresses.
+  int joined = 0;
+  for (const proto::Member& member : m.service.Members()) {
+    if (member.joined()) ++joined;
+    if (member.task() == joiner) {
+      EXPECT_EQ(member.address(), "10.0.0.9:2300");
+      EXPECT_EQ(member.state(), proto::TaskHealth::DEAD);
+    }
+  }
+  EXPECT_EQ(joined, 3);
+}
+
+TEST(CoordinationMembership, AReplacementOnTheAddressOfATaskThatIsGoneTakesItsIndex) {
+  MembershipFixture m;
+  ASSERT_EQ(m.service.Join("worker", "10.0.0.9:2300", nullptr).value_or(-1), 2);
+  proto::HeartbeatResponse resp;
+  ASSERT_TRUE(m.service.Heartbeat(Beat("/job:worker/replica:0/task:2", 1, /*leaving=*/true), &resp).ok());
+  EXPECT_EQ(m.service.Join("worker", "10.0.0.9:2300", nullptr).value_or(-1), 2);
+  EXPECT_EQ(m.State("/job:worker/replica:0/task:2"), proto::TaskHealth::ALIVE);
+}
+
+TEST(CoordinationMembership, ABadJoinIsRefusedNamingTheCulprit) {
+  MembershipFixture m;
+  proto::HeartbeatResponse resp;
+  ASSERT_TRUE(m.service.Heartbeat(Beat("/job:worker/replica:0/task:1", 1), &resp).ok());
+  absl::StatusOr<int> taken = m.service.Join("worker", "10.0.0.3:2222", nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(taken.status())) << taken.status();
+  EXPECT_TRUE(absl::StrContains(taken.status().message(),
+                                "10.0.0.3:2222 is already /job:worker/replica:0/task:1, which is alive"))
+      << taken.status();
+  absl::StatusOr<int> job = m.service.Join("work er", "10.0.0.9:1", nullptr);
+  EXPECT_TRUE(absl::IsInvalidArgument(job.status())) << job.status();
+  EXPECT_TRUE(absl::StrContains(job.status().message(), "'work er' is not a job name")) << job.status();
+  for (const char* address : {"10.0.0.9", "10.0.0.9:0", "10.0.0.9:99999", ""}) {
+    absl::StatusOr<int> bad = m.service.Join("worker", address, nullptr);
+    EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << address << ": " << bad.status();
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), absl::StrCat("'", address, "'"))) << bad.status();
+  }
 }
 
 // The coordinator's own agent, driven by hand on the fake clock.

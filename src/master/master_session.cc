@@ -13,6 +13,26 @@ namespace {
 
 constexpr int64_t kDefaultWaitForTasksMs = 300000;
 
+// Calls in flight; shared with their callbacks, so a late one never touches
+// a waiter's frame.
+class Countdown {
+ public:
+  explicit Countdown(size_t n) : left_(n) {}
+  void Done() {
+    absl::MutexLock lock(&mu_);
+    --left_;
+  }
+  void Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &Countdown::Finished));
+  }
+
+ private:
+  bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return left_ == 0; }
+  absl::Mutex mu_;
+  size_t left_ ABSL_GUARDED_BY(mu_);
+};
+
 }  // namespace
 
 int64_t RandomStepId() {
@@ -101,22 +121,14 @@ void MasterSessionImpl::RunAsync(const proto::RunStepRequest* req, proto::RunSte
 }
 
 void MasterSessionImpl::Close() {
-  CancelActiveSteps();
+  CancelActiveSteps();  // and the registrations in flight
   std::map<std::string, std::shared_ptr<Plan>> plans;
   {
-    absl::MutexLock lock(&mu_);  // waits for a plan being registered
+    absl::MutexLock lock(&mu_);
     closed_ = true;
     plans.swap(plans_);
   }
-  for (auto& [key, plan] : plans) {
-    for (auto& [device, part] : plan->parts) {
-      absl::StatusOr<std::shared_ptr<WorkerInterface>> worker = workers_->GetWorker(part.task);
-      if (!worker.ok()) continue;
-      proto::DeregisterGraphRequest r;
-      r.set_graph_handle(part.handle);
-      (void)(*worker)->DeregisterGraph(r);
-    }
-  }
+  for (auto& [key, plan] : plans) DeregisterPlan(*plan);
 }
 
 absl::Status MasterSessionImpl::Discover() {
@@ -136,42 +148,136 @@ absl::Status MasterSessionImpl::Discover() {
 absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::GetPlan(
     const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches, const std::vector<std::string>& targets,
     const std::string& key) {
-  absl::MutexLock lock(&mu_);
-  if (closed_) return ClosedError();
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
-  if (graph_ == nullptr) return absl::FailedPreconditionError("Session has no graph");
-  absl::StatusOr<std::vector<const Node*>> nodes = PruneForStep(*graph_, feeds, fetches, targets);
-  if (!nodes.ok()) return nodes.status();
-  PlacementOptions po;
-  po.devices = devices_;
-  po.default_device = default_device_;
-  po.allow_soft_placement = config_.allow_soft_placement();
-  po.log_device_placement = config_.log_device_placement();
-  absl::StatusOr<std::vector<std::string>> placement = PlaceNodes(*graph_, *nodes, po);
-  if (!placement.ok()) return placement.status();
-  absl::StatusOr<std::map<std::string, Partition>> parts =
-      PartitionGraph(*graph_, *nodes, *placement, feeds, fetches, targets);
-  if (!parts.ok()) return parts.status();
+  std::map<std::string, Partition> parts;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return ClosedError();
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    if (graph_ == nullptr) return absl::FailedPreconditionError("Session has no graph");
+    absl::StatusOr<std::vector<const Node*>> nodes = PruneForStep(*graph_, feeds, fetches, targets);
+    if (!nodes.ok()) return nodes.status();
+    PlacementOptions po;
+    po.devices = devices_;
+    po.default_device = default_device_;
+    po.allow_soft_placement = config_.allow_soft_placement();
+    po.log_device_placement = config_.log_device_placement();
+    absl::StatusOr<std::vector<std::string>> placement = PlaceNodes(*graph_, *nodes, po);
+    if (!placement.ok()) return placement.status();
+    absl::StatusOr<std::map<std::string, Partition>> partitioned =
+        PartitionGraph(*graph_, *nodes, *placement, feeds, fetches, targets);
+    if (!partitioned.ok()) return partitioned.status();
+    parts = std::move(*partitioned);
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, RegisterPartitions(std::move(parts)));
+  std::shared_ptr<Plan> unused;
+  absl::Status closed;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) {
+      unused = std::move(plan);
+      closed = ClosedError();
+    } else if (auto [it, inserted] = plans_.emplace(key, plan); !inserted) {
+      unused = std::move(plan);  // a step of the same signature registered first
+      plan = it->second;
+    }
+  }
+  if (unused != nullptr) DeregisterPlan(*unused);
+  if (!closed.ok()) return closed;
+  return plan;
+}
+
+absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::RegisterPartitions(
+    std::map<std::string, Partition> parts) {
+  struct Call {
+    std::string device;
+    Partition part;
+    std::shared_ptr<WorkerInterface> worker;
+    std::shared_ptr<Registration> reg = std::make_shared<Registration>();
+    proto::RegisterGraphRequest req;
+    proto::RegisterGraphResponse resp;
+    absl::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  for (auto& [device, part] : parts) {
+    auto c = std::make_unique<Call>();
+    ASSIGN_OR_RETURN(c->worker, workers_->GetWorker(part.task));
+    c->device = device;
+    c->req.set_session_handle(handle_);
+    *c->req.mutable_graph_def() = part.graph;
+    c->part = std::move(part);
+    c->reg->task = c->part.task;
+    if (config_.operation_timeout_ms() > 0) c->reg->opts.SetTimeout(absl::Milliseconds(config_.operation_timeout_ms()));
+    calls.push_back(std::move(c));
+  }
+  {
+    absl::MutexLock lock(&active_mu_);
+    if (refuse_steps_) return ClosedError();
+    for (auto& c : calls) registering_.emplace(c->reg.get(), c->reg);
+  }
+  auto pending = std::make_shared<Countdown>(calls.size());
+  for (auto& c : calls) {
+    Call* raw = c.get();
+    raw->worker->RegisterGraphAsync(&raw->reg->opts, &raw->req, &raw->resp, [raw, pending](absl::Status s) {
+      raw->status = std::move(s);
+      pending->Done();
+    });
+  }
+  pending->Wait();  // every call is bounded by its deadline
+  {
+    absl::MutexLock lock(&active_mu_);
+    for (auto& c : calls) registering_.erase(c->reg.get());
+  }
   auto plan = std::make_shared<Plan>();
-  for (auto& [device, part] : *parts) {
-    ASSIGN_OR_RETURN(std::shared_ptr<WorkerInterface> worker, workers_->GetWorker(part.task));
-    proto::RegisterGraphRequest r;
-    r.set_session_handle(handle_);
-    *r.mutable_graph_def() = part.graph;
-    proto::RegisterGraphResponse out;
-    if (absl::Status e = worker->RegisterGraph(r, &out); !e.ok()) {
-      return absl::Status(e.code(), absl::StrCat("Registering the partition for ", part.task, ": ", e.message()));
+  absl::Status error;
+  for (auto& c : calls) {
+    absl::Status e = c->status;
+    {
+      absl::MutexLock lock(&c->reg->mu);
+      if (!e.ok() && !c->reg->aborted.ok()) e = c->reg->aborted;  // the reason, not the cancellation
+    }
+    if (absl::IsDeadlineExceeded(e)) {
+      // The task accepts calls but does not answer: as good as down, and a
+      // supervisor recovers from that.
+      e = absl::UnavailableError(absl::StrCat(c->part.task, " did not answer RegisterGraph in time: ", e.message()));
+    }
+    if (!e.ok()) {
+      if (error.ok() || (absl::IsCancelled(error) && !absl::IsCancelled(e))) {
+        error = absl::Status(e.code(), absl::StrCat("Registering the partition for ", c->part.task, ": ", e.message()));
+      }
+      continue;
     }
     PartitionPlan pp;
-    pp.task = part.task;
-    pp.handle = out.graph_handle();
-    pp.only_sends = OnlyFeedsOtherPartitions(part);
-    pp.partition = std::move(part);
-    plan->parts[device] = std::move(pp);
+    pp.task = c->part.task;
+    pp.handle = c->resp.graph_handle();
+    pp.only_sends = OnlyFeedsOtherPartitions(c->part);
+    pp.partition = std::move(c->part);
+    plan->parts[c->device] = std::move(pp);
   }
-  plans_[key] = plan;
+  if (!error.ok()) {
+    DeregisterPlan(*plan);  // the partitions that did register
+    return error;
+  }
   return plan;
+}
+
+void MasterSessionImpl::DeregisterPlan(const Plan& plan) {
+  struct Call {
+    std::shared_ptr<WorkerInterface> worker;
+    proto::DeregisterGraphRequest req;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  for (const auto& [device, part] : plan.parts) {
+    absl::StatusOr<std::shared_ptr<WorkerInterface>> worker = workers_->GetWorker(part.task);
+    if (!worker.ok()) continue;
+    auto c = std::make_unique<Call>();
+    c->worker = std::move(*worker);
+    c->req.set_graph_handle(part.handle);
+    calls.push_back(std::move(c));
+  }
+  auto pending = std::make_shared<Countdown>(calls.size());
+  for (auto& c : calls) c->worker->DeregisterGraphAsync(&c->req, [pending](const absl::Status&) { pending->Done(); });
+  pending->Wait();  // each call is bounded by the transport's deadline
 }
 
 }  // namespace distflow

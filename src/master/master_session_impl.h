@@ -72,8 +72,38 @@ class MasterSessionImpl final : public MasterSession {
   // Waits for the cluster's tasks (those that pass the device filters) and
   // learns their devices.
   absl::Status Discover();
+  // The plan of a step signature: built and registered on first use. No
+  // lock is held across the RegisterGraph calls (Close, the steps of other
+  // signatures and the stall logger never wait behind them); two steps of a
+  // new signature may both register, and the second keeps the first's plan.
   absl::StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches,
                                                 const std::vector<std::string>& targets, const std::string& key);
+  // Registers every partition with its task's worker, all at once, each call
+  // bounded (the step timeout, else the transport's default) and cancelled
+  // by Close or by its task's death (AbortStepsOnTask). On failure the
+  // partitions that did register are deregistered.
+  absl::StatusOr<std::shared_ptr<Plan>> RegisterPartitions(std::map<std::string, Partition> parts);
+  // Deregisters a plan's partitions, all at once (each call bounded).
+  void DeregisterPlan(const Plan& plan);
+
+  // A RegisterGraph call in flight: what Close and a task's death cancel and
+  // the stall logger reports.
+  struct Registration {
+    std::string task;
+    CallOptions opts;
+    absl::Time started = absl::Now();
+    absl::Mutex mu;
+    absl::Time logged ABSL_GUARDED_BY(mu) = absl::Now();
+    absl::Status aborted ABSL_GUARDED_BY(mu);  // why it was cancelled (else OK)
+    void Abort(const absl::Status& why) {
+      {
+        absl::MutexLock lock(&mu);
+        if (!aborted.ok()) return;
+        aborted = why;
+      }
+      opts.StartCancel();
+    }
+  };
 
   // One step in flight: a call per partition, and what their completions need.
   struct StepState {
@@ -130,13 +160,16 @@ class MasterSessionImpl final : public MasterSession {
   // Every partition the answer waits for has returned.
   void FinishStep(const std::shared_ptr<StepState>& st);
   void AnswerStep(const std::shared_ptr<StepState>& st);
-  // On Close (and so on server shutdown): cancels the steps still running
+  // On Close (and so on server shutdown): refuses new steps, gives the
+  // registrations in flight 2 s to end, cancels those still waiting, then
+  // cancels the steps still running
   // and waits (up to 30 s) until every partition call has reported, so no
   // completion runs after the master, its pool or the local worker are gone.
   void CancelActiveSteps();
 
   absl::Mutex active_mu_;
   absl::flat_hash_map<StepState*, std::weak_ptr<StepState>> active_ ABSL_GUARDED_BY(active_mu_);
+  absl::flat_hash_map<Registration*, std::shared_ptr<Registration>> registering_ ABSL_GUARDED_BY(active_mu_);
   // Set by Close before it cancels active_: a step that was still being
   // planned then is refused instead of starting on a closed session.
   bool refuse_steps_ ABSL_GUARDED_BY(active_mu_) = false;

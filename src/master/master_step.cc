@@ -11,6 +11,12 @@
 #include "rpc/worker_cache.h"
 
 namespace distflow {
+namespace {
+
+// How long Close lets the registrations in flight end by themselves.
+constexpr absl::Duration kRegistrationGraceOnClose = absl::Seconds(2);
+
+}  // namespace
 
 void MasterSessionImpl::RunOnceAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
                                      std::function<void(absl::Status)> done) {
@@ -234,10 +240,19 @@ void MasterSessionImpl::AnswerStep(const std::shared_ptr<StepState>& st) {
 
 void MasterSessionImpl::AbortStepsOnTask(const std::string& task, const absl::Status& why) {
   std::vector<std::shared_ptr<StepState>> steps;
+  std::vector<std::shared_ptr<Registration>> registrations;
   {
     absl::MutexLock lock(&active_mu_);
     for (auto& [raw, weak] : active_)
       if (std::shared_ptr<StepState> st = weak.lock()) steps.push_back(std::move(st));
+    for (auto& [raw, reg] : registering_)
+      if (reg->task == task) registrations.push_back(reg);
+  }
+  // A step still registering its plan on the dead task fails now, not when
+  // the RegisterGraph call's deadline passes.
+  for (const std::shared_ptr<Registration>& reg : registrations) {
+    LOG(WARNING) << "Registering a partition of session " << handle_ << " on " << task << " fails: " << why.message();
+    reg->Abort(why);
   }
   for (const std::shared_ptr<StepState>& st : steps) {
     bool involved = false;
@@ -261,12 +276,24 @@ void MasterSessionImpl::AbortStepsOnTask(const std::string& task, const absl::St
 
 void MasterSessionImpl::LogStalledSteps(absl::Duration every) {
   std::vector<std::shared_ptr<StepState>> steps;
+  std::vector<std::shared_ptr<Registration>> registrations;
   {
     absl::MutexLock lock(&active_mu_);
     for (auto& [raw, weak] : active_)
       if (std::shared_ptr<StepState> st = weak.lock()) steps.push_back(std::move(st));
+    for (auto& [raw, reg] : registering_) registrations.push_back(reg);
   }
   const absl::Time now = absl::Now();
+  for (const std::shared_ptr<Registration>& reg : registrations) {
+    {
+      absl::MutexLock lock(&reg->mu);
+      if (now - reg->started < every || now - reg->logged < every) continue;
+      reg->logged = now;
+    }
+    LOG(WARNING) << "A step of session " << handle_ << " has waited "
+                 << absl::FormatDuration(absl::Trunc(now - reg->started, absl::Milliseconds(100)))
+                 << " for " << reg->task << " to register its partition (RegisterGraph)";
+  }
   for (const std::shared_ptr<StepState>& st : steps) {
     std::vector<std::string> waiting;
     {
@@ -284,11 +311,22 @@ void MasterSessionImpl::LogStalledSteps(absl::Duration every) {
 
 void MasterSessionImpl::CancelActiveSteps() {
   std::vector<std::shared_ptr<StepState>> steps;
+  std::vector<std::shared_ptr<Registration>> registrations;
   {
     absl::MutexLock lock(&active_mu_);
     refuse_steps_ = true;
     for (auto& [raw, weak] : active_)
       if (std::shared_ptr<StepState> st = weak.lock()) steps.push_back(std::move(st));
+    // Registrations in flight get a moment to end by themselves: one that
+    // answers is deregistered by its step (which then finds the session
+    // closed), while cancelling it could leave its partition on the task.
+    auto registered = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return registering_.empty(); };
+    (void)active_mu_.AwaitWithTimeout(absl::Condition(&registered), kRegistrationGraceOnClose);
+    for (auto& [raw, reg] : registering_) registrations.push_back(reg);
+  }
+  // Those still waiting (a task that does not answer) end now.
+  for (const std::shared_ptr<Registration>& reg : registrations) {
+    reg->Abort(absl::CancelledError(absl::StrCat("Session '", handle_, "' is closing")));
   }
   // Not under active_mu_: cancelling can finish a step on this thread.
   // Every task's partition is told, not only this task's: cancelling the

@@ -5,7 +5,8 @@
 // partitions on three tasks (fetches in request order, feeds, traces), a
 // retried request id that runs once, a failure on one task aborting the step
 // on every task, deadlines, cancellation on Close and on a task's death,
-// ListDevices and Reset (every task asked, even when one is down). The workers are real servers on loopback ports in
+// ListDevices and Reset (every task asked, even when one is down), and a
+// registration that never answers (ended by Close and by the task's death). The workers are real servers on loopback ports in
 // this process; the Master under test is a separate object over its own
 // WorkerCache, with worker 0 as its in-memory local worker.
 //
@@ -614,6 +615,108 @@ TEST_F(MasterTest, AbortStepsOnTaskFailsOnlyTheStepsWithAPartitionThere) {
   ASSERT_TRUE(master_->CloseSession(*handle).ok());
   ASSERT_TRUE(Answered(*bystander));
   EXPECT_EQ(bystander->status.code(), absl::StatusCode::kCancelled) << bystander->status;
+}
+
+// A task that takes calls and never answers RegisterGraph (a hung process,
+// a connection to a host that is gone): every other call goes to `real`;
+// a registration answers only when it is cancelled, as a transport's would.
+class SilentRegistration final : public WorkerInterface {
+ public:
+  explicit SilentRegistration(std::shared_ptr<WorkerInterface> real) : real_(std::move(real)) {}
+  void GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) override {
+    real_->GetStatusAsync(resp, std::move(done));
+  }
+  void RegisterGraphAsync(CallOptions* opts, const proto::RegisterGraphRequest*, proto::RegisterGraphResponse*,
+                          StatusCallback done) override {
+    calls.fetch_add(1);
+    if (opts == nullptr) return;  // never answers
+    opts->SetCancelCallback([done = std::move(done)] { done(absl::CancelledError("the registration was cancelled")); });
+  }
+  void DeregisterGraphAsync(const proto::DeregisterGraphRequest* req, StatusCallback done) override {
+    real_->DeregisterGraphAsync(req, std::move(done));
+  }
+  void RunGraphAsync(CallOptions* opts, RunGraphCall* call, StatusCallback done) override {
+    real_->RunGraphAsync(opts, call, std::move(done));
+  }
+  void CleanupGraphAsync(const proto::CleanupGraphRequest* req, StatusCallback done) override {
+    real_->CleanupGraphAsync(req, std::move(done));
+  }
+  void RecvTensorAsync(int64_t step_id, const std::string& key, CancellationManager* cm,
+                       Rendezvous::DoneCallback done) override {
+    real_->RecvTensorAsync(step_id, key, cm, std::move(done));
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  std::shared_ptr<WorkerInterface> real_;
+};
+
+TEST_F(MasterTest, ARegistrationThatNeverAnswersEndsOnCloseOrTheTasksDeathAndIsLoggedAsStalled) {
+  // Before, the plan was registered under the session's lock with no
+  // deadline: such a task hung the step, and Close (a supervisor recreating
+  // its session) waited for it for ever.
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::FromJobs(jobs_);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  WorkerCache cache(*spec, "");
+  absl::StatusOr<std::shared_ptr<WorkerInterface>> real = workers_->GetWorker(kWorker1);
+  ASSERT_TRUE(real.ok()) << real.status();
+  auto silent = std::make_shared<SilentRegistration>(*real);
+  cache.SetLocalWorker(kWorker1, silent);
+  proto::GraphDef g;
+  On(Cpu(kWorker1), AddConst(&g, "remote", Tensor::Scalar<float>(1)));
+  On(Cpu(kWorker0), AddNode(&g, "sum", "Add", {"remote", "remote"}));
+  ThreadPool pool("planner", 2);
+  for (const bool by_death : {true, false}) {
+    SCOPED_TRACE(by_death ? "the task dies" : "the session closes");
+    const std::string handle = by_death ? "silent_task_dies" : "silent_session_closes";
+    std::shared_ptr<MasterSession> session =
+        MasterSession::Create(handle, proto::SessionConfig(), &cache, kWorker0, nullptr, /*bulk=*/nullptr);
+    ASSERT_TRUE(session->Init(g).ok());
+    const size_t registered0 = WorkerOf(kWorker0)->registered_graphs();
+    const int calls_before = silent->calls.load();
+    auto call = std::make_shared<StepCall>();
+    call->req = Request(handle, {"sum"});
+    session->RunAsync(&call->req, &call->resp, &pool, [call](absl::Status s) {
+      if (call->answers.fetch_add(1) > 0) return;
+      call->status = std::move(s);
+      call->done.Notify();
+    });
+    const absl::Time until = absl::Now() + kBound;
+    while (silent->calls.load() == calls_before && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+    ASSERT_GT(silent->calls.load(), calls_before) << "the step never registered its partition";
+
+    testing::internal::CaptureStderr();
+    session->LogStalledSteps(absl::ZeroDuration());
+    const std::string logged = testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(absl::StrContains(logged, absl::StrCat("for ", kWorker1, " to register its partition"))) << logged;
+
+    absl::Notification closed;
+    std::thread closer;
+    if (by_death) {
+      session->AbortStepsOnTask(kWorker1, absl::UnavailableError("worker 1 was declared dead by the test"));
+    } else {
+      closer = std::thread([&] {
+        session->Close();
+        closed.Notify();
+      });
+    }
+    ASSERT_TRUE(Answered(*call));
+    if (by_death) {
+      EXPECT_EQ(call->status.code(), absl::StatusCode::kUnavailable) << call->status;
+      EXPECT_TRUE(absl::StrContains(call->status.message(),
+                                    absl::StrCat("Registering the partition for ", kWorker1,
+                                                 ": worker 1 was declared dead by the test")))
+          << call->status;
+      // The partition that did register (worker 0's) was deregistered.
+      EXPECT_EQ(WorkerOf(kWorker0)->registered_graphs(), registered0);
+      session->Close();
+    } else {
+      EXPECT_EQ(call->status.code(), absl::StatusCode::kCancelled) << call->status;
+      EXPECT_TRUE(closed.WaitForNotificationWithTimeout(kBound)) << "Close waited for the registration";
+      closer.join();
+      EXPECT_EQ(WorkerOf(kWorker0)->registered_graphs(), registered0);
+    }
+  }
 }
 
 TEST_F(MasterTest, ResetClearsVariablesOnlyOnTheTasksItsFiltersPass) {

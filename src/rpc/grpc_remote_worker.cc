@@ -15,9 +15,11 @@
 namespace distflow {
 namespace {
 
-// Deadlines of the calls that have none of their own (RegisterGraph has
-// none: building a large partition may take long).
+// Deadlines of the calls that have none of their own. RegisterGraph's is
+// long (building a large partition may take long); the master gives it a
+// shorter one where it has a step timeout, and cancels it when the task dies.
 constexpr auto kGetStatusDeadline = std::chrono::seconds(1);
+constexpr auto kRegisterGraphDeadline = std::chrono::seconds(120);
 constexpr auto kCleanupDeadline = std::chrono::seconds(5);
 
 template <typename Req, typename Resp>
@@ -83,15 +85,21 @@ void GrpcRemoteWorker::GetStatusAsync(proto::GetStatusResponse* resp, StatusCall
                                  });
 }
 
-void GrpcRemoteWorker::RegisterGraphAsync(const proto::RegisterGraphRequest* req, proto::RegisterGraphResponse* resp,
-                                          StatusCallback done) {
+void GrpcRemoteWorker::RegisterGraphAsync(CallOptions* opts, const proto::RegisterGraphRequest* req,
+                                          proto::RegisterGraphResponse* resp, StatusCallback done) {
   auto ctx = std::make_shared<grpc::ClientContext>();
+  const absl::Duration timeout = opts != nullptr ? opts->timeout() : absl::ZeroDuration();
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    (timeout > absl::ZeroDuration() ? absl::ToChronoMilliseconds(timeout) : kRegisterGraphDeadline));
+  if (opts != nullptr) opts->SetCancelCallback([ctx] { ctx->TryCancel(); });
   DF_TSAN_HANDOFF(ctx.get());
-  rpc_->stub->async()->RegisterGraph(ctx.get(), req, resp, [this, ctx, resp, done = std::move(done)](grpc::Status s) {
-    DF_TSAN_RECEIVE(ctx.get());
-    if (s.ok()) accepts_bulk_.store(resp->accepts_bulk());
-    done(FromGrpcStatus(s));
-  });
+  rpc_->stub->async()->RegisterGraph(ctx.get(), req, resp,
+                                     [this, ctx, opts, resp, done = std::move(done)](grpc::Status s) {
+                                       DF_TSAN_RECEIVE(ctx.get());
+                                       if (opts != nullptr) opts->ClearCancelCallback();
+                                       if (s.ok()) accepts_bulk_.store(resp->accepts_bulk());
+                                       done(FromGrpcStatus(s));
+                                     });
 }
 
 void GrpcRemoteWorker::DeregisterGraphAsync(const proto::DeregisterGraphRequest* req, StatusCallback done) {

@@ -33,7 +33,7 @@ class GrpcRemoteWorker final : public WorkerInterface {
   ~GrpcRemoteWorker() override;
 
   void GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) override;
-  void RegisterGraphAsync(const proto::RegisterGraphRequest* req, proto::RegisterGraphResponse* resp,
+  void RegisterGraphAsync(CallOptions* opts, const proto::RegisterGraphRequest* req, proto::RegisterGraphResponse* resp,
                           StatusCallback done) override;
   void DeregisterGraphAsync(const proto::DeregisterGraphRequest* req, StatusCallback done) override;
   void RunGraphAsync(CallOptions* opts, RunGraphCall* call, StatusCallback done) override;

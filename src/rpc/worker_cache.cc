@@ -84,10 +84,26 @@ absl::StatusOr<std::string> WorkerCache::AddressOf(const std::string& task_name)
     if (absl::ConsumePrefix(&part, "task:") && !absl::SimpleAtoi(part, &task)) task = -1;
   }
   if (job.empty() || task < 0) return absl::InvalidArgumentError(absl::StrCat("Malformed task name '", task_name, "'"));
-  return cluster_.task_address(job, task);
+  absl::StatusOr<std::string> address = cluster_.task_address(job, task);
+  if (address.ok() || !resolver_) return address;
+  // Not in the spec: a task that joined the running job.
+  absl::StatusOr<std::string> found = resolver_(task_name);
+  if (!found.ok()) {
+    return absl::Status(address.status().code(),
+                        absl::StrCat(address.status().message(), "; nor did it join the running job (asking the "
+                                                                   "coordinator: ", found.status().message(), ")"));
+  }
+  absl::MutexLock lock(&mu_);
+  overrides_[task_name] = *found;
+  return found;
 }
 
 absl::StatusOr<WorkerCache::Peer*> WorkerCache::GetPeer(const std::string& task_name) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = peers_.find(task_name);
+    if (it != peers_.end()) return it->second.get();
+  }
   absl::StatusOr<std::string> addr = AddressOf(task_name);
   if (!addr.ok()) return addr.status();
   absl::MutexLock lock(&mu_);
@@ -117,6 +133,12 @@ absl::StatusOr<std::shared_ptr<WorkerInterface>> WorkerCache::GetWorker(const st
   absl::StatusOr<Peer*> p = GetPeer(task_name);
   if (!p.ok()) return p.status();
   return (*p)->remote;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> WorkerCache::Channel(const std::string& task_name) {
+  absl::StatusOr<Peer*> p = GetPeer(task_name);
+  if (!p.ok()) return p.status();
+  return (*p)->channel;
 }
 
 absl::StatusOr<proto::WorkerService::Stub*> WorkerCache::Stub(const std::string& task_name) {

@@ -5,6 +5,7 @@
 // message-size limit. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -60,6 +61,13 @@ class WorkerCache {
   absl::StatusOr<std::string> AddressOf(const std::string& task_name) const;
   // Overrides a task's address (a server bound to port 0 learns its real port).
   void SetTaskAddress(const std::string& task_name, const std::string& address);
+  // How to find the address of a task the cluster spec does not have (one
+  // that joined the running job): asked once per such task, the answer kept.
+  // Set before the cache is used from other threads.
+  using AddressResolver = std::function<absl::StatusOr<std::string>(const std::string& task_name)>;
+  void SetAddressResolver(AddressResolver resolver) { resolver_ = std::move(resolver); }
+  // The channel to `task` (for services other than the worker's).
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const std::string& task_name);
 
   absl::StatusOr<proto::WorkerService::Stub*> Stub(const std::string& task_name);
   absl::StatusOr<grpc::GenericStub*> GenericStub(const std::string& task_name);
@@ -111,8 +119,10 @@ class WorkerCache {
   BulkServer* local_bulk_ = nullptr;       // likewise
   const std::string auth_token_;
   std::unique_ptr<ThreadPool> bulk_pool_;  // runs blocking bulk reads
+  AddressResolver resolver_;  // may be empty
   mutable absl::Mutex mu_;
-  std::map<std::string, std::string> overrides_ ABSL_GUARDED_BY(mu_);
+  // Mutable: AddressOf keeps what the resolver found.
+  mutable std::map<std::string, std::string> overrides_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
   std::string local_task_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<WorkerInterface> local_ ABSL_GUARDED_BY(mu_);

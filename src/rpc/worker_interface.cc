@@ -52,7 +52,7 @@ absl::Status WorkerInterface::GetStatus(proto::GetStatusResponse* resp) {
 
 absl::Status WorkerInterface::RegisterGraph(const proto::RegisterGraphRequest& req,
                                             proto::RegisterGraphResponse* resp) {
-  return Wait([&](StatusCallback done) { RegisterGraphAsync(&req, resp, std::move(done)); });
+  return Wait([&](StatusCallback done) { RegisterGraphAsync(nullptr, &req, resp, std::move(done)); });
 }
 
 absl::Status WorkerInterface::DeregisterGraph(const proto::DeregisterGraphRequest& req) {

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "distflow/step_stats.h"
 #include "distflow/tensor.h"
 #include "kernels/rendezvous.h"
@@ -50,6 +51,11 @@ struct RunGraphCall {
 // nothing to cancel (its partition is aborted by CleanupGraph). Thread-safe.
 class CallOptions {
  public:
+  // The call's deadline, from when the transport starts it (zero: the
+  // transport's default for the call).
+  void SetTimeout(absl::Duration timeout) { timeout_ = timeout; }
+  absl::Duration timeout() const { return timeout_; }
+
   void StartCancel();
   // Installs `fn`; runs it at once if StartCancel came first.
   void SetCancelCallback(std::function<void()> fn);
@@ -57,6 +63,7 @@ class CallOptions {
   void ClearCancelCallback();
 
  private:
+  absl::Duration timeout_ = absl::ZeroDuration();  // set before the call starts
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> cancel_ ABSL_GUARDED_BY(mu_);
@@ -68,8 +75,11 @@ class WorkerInterface {
   virtual ~WorkerInterface() = default;
 
   virtual void GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) = 0;
-  virtual void RegisterGraphAsync(const proto::RegisterGraphRequest* req, proto::RegisterGraphResponse* resp,
-                                  StatusCallback done) = 0;
+  // Registers a partition. `opts` (may be null) cancels the call and bounds
+  // it (its timeout; without one the transport allows a long default, as
+  // building a large partition may take long).
+  virtual void RegisterGraphAsync(CallOptions* opts, const proto::RegisterGraphRequest* req,
+                                  proto::RegisterGraphResponse* resp, StatusCallback done) = 0;
   virtual void DeregisterGraphAsync(const proto::DeregisterGraphRequest* req, StatusCallback done) = 0;
   // Runs a registered partition. `opts` (may be null) cancels the call;
   // `call` must outlive `done`. Whether the feeds and fetches travel inside

@@ -10,6 +10,8 @@
 #include "rpc/ask_tasks.h"
 #include "rpc/auth.h"
 #include "cluster/device_name.h"
+#include "server/elastic_client.h"
+#include "server/grpc_elastic_service.h"
 #include "server/grpc_master_service.h"
 #include "rpc/grpc_status.h"
 #include "server/grpc_worker_service.h"
@@ -103,9 +105,9 @@ absl::Status GrpcServer::Start() {
   const bool detect = options_.heartbeat_timeout_ms > 0 && options_.heartbeat_interval_ms > 0;
   const std::string coordinator = CoordinatorTask(cluster_);
   if (detect && coordinator == task_name_) {
-    coordination_ = std::make_unique<CoordinationService>(workers_->TaskNames(),
-                                                          absl::Milliseconds(options_.heartbeat_timeout_ms),
+    coordination_ = std::make_unique<CoordinationService>(cluster_, absl::Milliseconds(options_.heartbeat_timeout_ms),
                                                           worker_->incarnation());
+    elastic_service_ = NewGrpcElasticService(coordination_.get(), workers_.get(), token, task_name_);
     worker_->set_heartbeat_handler(
         [this](const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp) {
           return coordination_->Heartbeat(req, resp);
@@ -114,6 +116,9 @@ absl::Status GrpcServer::Start() {
   } else {
     worker_->set_heartbeat_handler(nullptr, detect ? coordinator : "");
   }
+  // Tasks that joined the running job are not in the spec: the coordinator
+  // knows their addresses.
+  if (detect) workers_->SetAddressResolver(JoinedTaskResolver(coordination_.get(), workers_.get(), coordinator));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -132,6 +137,7 @@ absl::Status GrpcServer::Start() {
   master_service_ = NewGrpcMasterService(master_.get());
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(master_service_.get());
+  if (elastic_service_ != nullptr) builder.RegisterService(elastic_service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || bound_port_ == 0) {
     // Leave nothing behind: the bulk port stays open otherwise, and a retry

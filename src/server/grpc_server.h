@@ -93,6 +93,7 @@ class GrpcServer {
   // gRPC's face of worker_ and master_; outlive server_, not them.
   std::unique_ptr<grpc::Service> worker_service_;
   std::unique_ptr<grpc::Service> master_service_;
+  std::unique_ptr<grpc::Service> elastic_service_;  // on the coordinator task only
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<StatusServer> status_;  // stopped before the objects it shows
   std::unique_ptr<CoordinationService> coordination_;  // on the coordinator task only

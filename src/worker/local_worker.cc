@@ -9,8 +9,8 @@ void LocalWorker::GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback 
   done(absl::OkStatus());
 }
 
-void LocalWorker::RegisterGraphAsync(const proto::RegisterGraphRequest* req, proto::RegisterGraphResponse* resp,
-                                     StatusCallback done) {
+void LocalWorker::RegisterGraphAsync(CallOptions* /*opts*/, const proto::RegisterGraphRequest* req,
+                                     proto::RegisterGraphResponse* resp, StatusCallback done) {
   done(worker_->RegisterGraph(*req, resp));
 }
 

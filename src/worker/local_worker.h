@@ -19,7 +19,7 @@ class LocalWorker final : public WorkerInterface {
   explicit LocalWorker(Worker* worker) : worker_(worker) {}
 
   void GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) override;
-  void RegisterGraphAsync(const proto::RegisterGraphRequest* req, proto::RegisterGraphResponse* resp,
+  void RegisterGraphAsync(CallOptions* opts, const proto::RegisterGraphRequest* req, proto::RegisterGraphResponse* resp,
                           StatusCallback done) override;
   void DeregisterGraphAsync(const proto::DeregisterGraphRequest* req, StatusCallback done) override;
   void RunGraphAsync(CallOptions* opts, RunGraphCall* call, StatusCallback done) override;

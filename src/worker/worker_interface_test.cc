@@ -48,7 +48,7 @@ class AnsweringWorker final : public WorkerInterface {
     resp->set_task_name("answering");
     done(status_);
   }
-  void RegisterGraphAsync(const proto::RegisterGraphRequest*, proto::RegisterGraphResponse* resp,
+  void RegisterGraphAsync(CallOptions*, const proto::RegisterGraphRequest*, proto::RegisterGraphResponse* resp,
                           StatusCallback done) override {
     resp->set_graph_handle("g");
     done(status_);

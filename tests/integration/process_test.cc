@@ -329,18 +329,20 @@ int Count(const std::string& text, const std::string& what) {
 
 TEST(Recovery, APsKilledAndRestartedRepeatedlyLeavesNoWorkerBehind) {
   // 1 ps + 3 workers (the README's job, softmax). The ps is SIGKILLed and
-  // restarted on its address three times: at once, after 1 s, and after
-  // longer than the heartbeat limit (the ps is the coordinator, so every
-  // task declares it dead meanwhile). Before, a worker could wait forever
-  // in its recovery and exit 1 once the chief ended the cluster.
+  // restarted on its address four times: at once, after 1 s, after longer
+  // than the heartbeat limit (the ps is the coordinator, so every task
+  // declares it dead meanwhile), and at once again. Before, a worker could
+  // wait forever in its recovery (a RegisterGraph to the ps without a
+  // deadline, under the lock its session's Close takes) and exit 1 once the
+  // chief ended the cluster.
   BookCluster c("ps_kill_3w", 3);
   c.extra = {"--heartbeat_timeout_secs=2"};
   Proc ps = Spawn(c.Args("ps", 0, 0));
   Proc w2 = Spawn(c.Args("worker", 2, 4000));
   Proc w1 = Spawn(c.Args("worker", 1, 4000));
   Proc chief = Spawn(c.Args("worker", 0, 4000));
-  const int down_ms[] = {0, 1000, 3000};
-  for (int round = 0; round < 3; ++round) {
+  const int down_ms[] = {0, 1000, 3000, 0};
+  for (int round = 0; round < 4; ++round) {
     // A checkpoint newer than the last restore: everyone trains again.
     const int64_t after = NewestCheckpointStep(c.logdir) + 150;
     ASSERT_TRUE(WaitForCheckpoint(c.logdir, after, 120)) << "round " << round << "\n" << Output(chief);
@@ -355,7 +357,7 @@ TEST(Recovery, APsKilledAndRestartedRepeatedlyLeavesNoWorkerBehind) {
   EXPECT_EQ(Wait(ps, 60), 0) << Output(ps);
   const std::string out = Output(chief);
   // The chief restored the model on every new ps.
-  EXPECT_GE(Count(out, "Restored the model from"), 3) << out;
+  EXPECT_GE(Count(out, "Restored the model from"), 4) << out;
   EXPECT_NE(out.find("All 3 workers are done"), std::string::npos) << out;
   EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
   for (const Proc* w : {&w1, &w2}) {

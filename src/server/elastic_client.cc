@@ -1,0 +1,110 @@
+#include "server/elastic_client.h"
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "coordination/coordination.h"
+#include "distflow/auth.h"
+#include "distflow/elastic.h"
+#include "proto/elastic.grpc.pb.h"
+#include "rpc/auth.h"
+#include "rpc/grpc_status.h"
+
+namespace distflow {
+namespace {
+
+constexpr auto kCallDeadline = std::chrono::seconds(2);
+
+std::unique_ptr<proto::ElasticService::Stub> StubFor(const std::string& address) {
+  return proto::ElasticService::NewStub(
+      NewAuthenticatedChannel(address, UnlimitedChannelArguments(), ClusterToken()));
+}
+
+// The coordinator runs no ElasticService when this task is not it.
+absl::Status NotTheCoordinator(const std::string& address, const absl::Status& s) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "The task at ", address, " keeps no membership (", s.message(),
+      "): ask the job's coordinator, ps task 0 (or the chief where there is no ps job), and give every task "
+      "failure detection (--heartbeat_timeout_secs above 0)"));
+}
+
+absl::StatusOr<std::string> FindAddress(const std::vector<proto::Member>& members, const std::string& task) {
+  for (const proto::Member& m : members) {
+    if (m.task() == task && !m.address().empty()) return m.address();
+  }
+  return absl::NotFoundError(absl::StrCat(task, " has not joined the job"));
+}
+
+}  // namespace
+
+WorkerCache::AddressResolver JoinedTaskResolver(CoordinationService* local, WorkerCache* peers,
+                                                std::string coordinator) {
+  return [local, peers, coordinator = std::move(coordinator)](const std::string& task) -> absl::StatusOr<std::string> {
+    if (local != nullptr) return FindAddress(local->Members(), task);
+    if (task == coordinator) return absl::NotFoundError("the coordinator's own address is in the spec");
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = peers->Channel(coordinator);
+    if (!channel.ok()) return channel.status();
+    auto stub = proto::ElasticService::NewStub(*channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+    proto::MembersResponse resp;
+    grpc::Status s = stub->Members(&ctx, proto::MembersRequest(), &resp);
+    if (!s.ok()) return FromGrpcStatus(s);
+    return FindAddress({resp.members().begin(), resp.members().end()}, task);
+  };
+}
+
+absl::StatusOr<JoinedTask> JoinCluster(const std::string& coordinator_address, const std::string& job,
+                                       const std::string& address, absl::Duration wait) {
+  if (absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(coordinator_address); !hp.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JoinCluster: the coordinator's address '", coordinator_address, "': ", hp.status().message()));
+  }
+  auto stub = StubFor(coordinator_address);
+  const absl::Time deadline = absl::Now() + wait;
+  proto::JoinRequest req;
+  req.set_job(job);
+  req.set_address(address);
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+    proto::JoinResponse resp;
+    absl::Status s = FromGrpcStatus(stub->Join(&ctx, req, &resp));
+    if (s.ok()) {
+      absl::StatusOr<ClusterSpec> cluster = ClusterSpec::ParseJson(resp.cluster_json());
+      if (!cluster.ok()) {
+        return absl::DataLossError(absl::StrCat("The coordinator at ", coordinator_address,
+                                                " answered Join with a malformed cluster: ", cluster.status().message()));
+      }
+      return JoinedTask{resp.task_index(), std::move(*cluster)};
+    }
+    if (absl::IsUnimplemented(s)) return NotTheCoordinator(coordinator_address, s);
+    const bool retry = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+    if (!retry) return s;
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat("Could not join the job: its coordinator at ", coordinator_address,
+                                                 " did not answer within ", absl::FormatDuration(wait), " (",
+                                                 s.message(), ")"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
+absl::StatusOr<std::vector<ClusterMember>> ListClusterMembers(const std::string& coordinator_address) {
+  auto stub = StubFor(coordinator_address);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+  proto::MembersResponse resp;
+  absl::Status s = FromGrpcStatus(stub->Members(&ctx, proto::MembersRequest(), &resp));
+  if (absl::IsUnimplemented(s)) return NotTheCoordinator(coordinator_address, s);
+  if (!s.ok()) return s;
+  std::vector<ClusterMember> out;
+  for (const proto::Member& m : resp.members()) {
+    out.push_back({m.task(), m.address(), proto::TaskHealth::State_Name(m.state()), m.joined()});
+  }
+  return out;
+}
+
+}  // namespace distflow

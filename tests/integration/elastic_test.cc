@@ -1,0 +1,184 @@
+// Elastic membership with real processes on loopback: workers that are not
+// in the cluster spec join a running asynchronous job of the book's program
+// through its coordinator (ps 0) and leave it, cleanly or by dying, while
+// nobody else restarts; and distflow-launch --min_workers/--max_workers.
+#include <signal.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "subprocess.h"
+
+namespace distflow {
+namespace {
+
+using subprocess::FreePort;
+using subprocess::Output;
+using subprocess::Proc;
+using subprocess::Spawn;
+using subprocess::Wait;
+using subprocess::WaitForOutput;
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The number after `label` in `text` (the first one), or -1.
+double NumberAfter(const std::string& text, const std::string& label) {
+  size_t at = text.find(label);
+  if (at == std::string::npos) return -1;
+  at += label.size();
+  size_t end = text.find_first_not_of("0123456789.", at);
+  double v = -1;
+  return absl::SimpleAtod(text.substr(at, end - at), &v) ? v : -1;
+}
+
+// The book's program (softmax) for a 1 ps + 2 worker cluster, failure
+// detection at 2 s.
+struct Job {
+  std::string ps_address = absl::StrCat("127.0.0.1:", FreePort());
+  std::string spec = absl::StrCat("ps|", ps_address, ",worker|127.0.0.1:", FreePort(), ";127.0.0.1:", FreePort());
+  int train_steps = 3000;
+  std::vector<std::string> Common() const {
+    return {MNIST_DISTRIBUTED_BIN, "--model=softmax", "--learning_rate=0.003",
+            absl::StrCat("--train_steps=", train_steps), "--print_every=100", "--heartbeat_timeout_secs=2",
+            "--wait_for_workers_secs=60", "--progress=false"};
+  }
+  Proc Task(const std::string& job, int index) const {
+    std::vector<std::string> args = Common();
+    args.insert(args.end(), {"--cluster_spec=" + spec, "--job_name=" + job, absl::StrCat("--task_index=", index)});
+    return Spawn(args);
+  }
+  Proc Joiner(const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> args = Common();
+    args.insert(args.end(), {"--join=" + ps_address, absl::StrCat("--join_as=127.0.0.1:", FreePort())});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Spawn(args);
+  }
+};
+
+TEST(Elastic, WorkersJoinAndLeaveARunningAsyncJobWithoutRestartingAnyone) {
+  Job job;
+  Proc ps = job.Task("ps", 0);
+  Proc w1 = job.Task("worker", 1);
+  Proc chief = job.Task("worker", 0);
+  ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
+  // One joiner trains 150 steps of its own and leaves cleanly; the other is
+  // killed while it trains.
+  Proc leaver = job.Joiner({"--local_steps=150"});
+  Proc victim = job.Joiner();
+  ASSERT_TRUE(WaitForOutput(victim, "model is ready", 120)) << Output(victim);
+  ASSERT_TRUE(WaitForOutput(victim, ", Step: ", 120)) << Output(victim);
+  const std::string victim_out = Output(victim);
+  kill(victim.pid, SIGKILL);
+  EXPECT_EQ(Wait(victim, 10), 128 + SIGKILL);
+
+  EXPECT_EQ(Wait(leaver, 120), 0) << Output(leaver);
+  EXPECT_EQ(Wait(chief, 180), 0) << Output(chief);
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_EQ(Wait(ps, 60), 0) << Output(ps);
+
+  // Each joiner got a task beyond the spec's (2 and 3) from the coordinator.
+  const std::string leaver_out = Output(leaver);
+  const int leaver_task = static_cast<int>(NumberAfter(leaver_out, "This is /job:worker/task:"));
+  const int victim_task = static_cast<int>(NumberAfter(victim_out, "This is /job:worker/task:"));
+  EXPECT_EQ(std::min(leaver_task, victim_task), 2) << leaver_out << victim_out;
+  EXPECT_EQ(std::max(leaver_task, victim_task), 3) << leaver_out << victim_out;
+  for (const std::string* out : {&leaver_out, &victim_out}) {
+    EXPECT_NE(out->find("placed by the coordinator at " + job.ps_address), std::string::npos) << *out;
+  }
+  EXPECT_NE(leaver_out.find("ran 150 of the "), std::string::npos) << leaver_out;
+  const std::string ps_out = Output(ps);
+  EXPECT_EQ(Count(ps_out, "joined the job from 127.0.0.1:"), 2) << ps_out;
+  EXPECT_NE(ps_out.find(absl::StrCat("/job:worker/replica:0/task:", victim_task, " is declared dead")),
+            std::string::npos)
+      << ps_out;
+  EXPECT_NE(ps_out.find(absl::StrCat("/job:worker/replica:0/task:", leaver_task, " left the cluster")),
+            std::string::npos)
+      << ps_out;
+  // Nobody restarted: the static tasks never recovered a session.
+  const std::string out = Output(chief);
+  EXPECT_EQ(out.find("recreating the session"), std::string::npos) << out;
+  EXPECT_EQ(Output(w1).find("recreating the session"), std::string::npos) << Output(w1);
+  // The chief waited for both joiners, the job reached its last step and learned.
+  EXPECT_NE(out.find("2 worker(s) joined the running job; all of them have left"), std::string::npos) << out;
+  const size_t ran = out.find("Worker 0 ran ");
+  ASSERT_NE(ran, std::string::npos) << out;
+  // The global step counted on through the joins and leaves, to the end.
+  EXPECT_GE(NumberAfter(out.substr(ran), " of the "), job.train_steps) << out;
+  EXPECT_GE(NumberAfter(out, "Test-Accuracy: "), 0.7) << out;
+}
+
+TEST(Elastic, AJoinIsRefusedWithAReasonWhenTheAddressIsTakenOrTheFlagsDoNotFit) {
+  Job job;
+  Proc ps = job.Task("ps", 0);
+  // Joining as the address of a live task.
+  ASSERT_TRUE(WaitForOutput(ps, "serving on", 60)) << Output(ps);
+  std::vector<std::string> args = job.Common();
+  args.insert(args.end(), {"--join=" + job.ps_address, "--join_as=" + job.ps_address});
+  Proc taken = Spawn(args);
+  EXPECT_EQ(Wait(taken, 60), 1) << Output(taken);
+  EXPECT_NE(Output(taken).find(job.ps_address + " is already /job:ps/replica:0/task:0, which is alive"),
+            std::string::npos)
+      << Output(taken);
+  // Synchronous training does not follow a changing membership yet.
+  Proc sync = job.Joiner({"--sync_replicas"});
+  EXPECT_EQ(Wait(sync, 30), 2) << Output(sync);
+  EXPECT_NE(Output(sync).find("asynchronous training only"), std::string::npos) << Output(sync);
+  Proc no_address = Spawn({MNIST_DISTRIBUTED_BIN, "--join=" + job.ps_address});
+  EXPECT_EQ(Wait(no_address, 30), 2) << Output(no_address);
+  EXPECT_NE(Output(no_address).find("--join needs --join_as=host:port"), std::string::npos) << Output(no_address);
+  kill(ps.pid, SIGTERM);
+  Wait(ps, 30);
+}
+
+TEST(ElasticLaunch, MinAndMaxWorkersStartJoinersAndReplaceAWorkerThatDies) {
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--min_workers", "2", "--max_workers", "3",
+                       "--restart_on_failure=1", "--", MNIST_DISTRIBUTED_BIN,
+                       "--model=softmax", "--train_steps=2000", "--learning_rate=0.003", "--print_every=100",
+                       "--heartbeat_timeout_secs=2", "--wait_for_workers_secs=60", "--progress=false"});
+  // worker:1 (a task of the spec, not the chief) dies once it trains.
+  ASSERT_TRUE(WaitForOutput(launch, "[worker:1] Worker : 1, Step:", 120)) << Output(launch);
+  const std::string before = Output(launch);
+  const size_t at = before.find("worker:1 (127.0.0.1:");
+  ASSERT_NE(at, std::string::npos) << before;
+  const double pid = NumberAfter(before.substr(at), ", pid ");
+  ASSERT_GT(pid, 0) << before;
+  kill(static_cast<pid_t>(pid), SIGKILL);
+  EXPECT_EQ(Wait(launch, 240), 0) << Output(launch);
+  const std::string out = Output(launch);
+  EXPECT_NE(out.find("[worker:+1] This is /job:worker/task:2 (placed by the coordinator"), std::string::npos) << out;
+  EXPECT_NE(out.find("worker:1 was killed by signal 9 (Killed); a new worker joins the job in its place (1 of 1"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("[worker:+2] This is /job:worker/task:3 (placed by the coordinator"), std::string::npos) << out;
+  EXPECT_NE(out.find("2 worker(s) joined the running job; all of them have left"), std::string::npos) << out;
+  EXPECT_GE(NumberAfter(out, "[worker:0] Test-Accuracy: "), 0.7) << out;
+  EXPECT_NE(out.find("[launch] every task finished"), std::string::npos) << out;
+}
+
+TEST(ElasticLaunch, BadWorkerCountsExitTwoNamingThem) {
+  Proc above = Spawn({DISTFLOW_LAUNCH_BIN, "--min_workers", "4", "--max_workers", "2", "--", "/bin/true"});
+  EXPECT_EQ(Wait(above, 30), 2);
+  EXPECT_NE(Output(above).find("--min_workers=4 is above --max_workers=2"), std::string::npos) << Output(above);
+  Proc one = Spawn({DISTFLOW_LAUNCH_BIN, "--max_workers", "2", "--", "/bin/true"});
+  EXPECT_EQ(Wait(one, 30), 2);
+  EXPECT_NE(Output(one).find("--min_workers=0 --max_workers=2: give both"), std::string::npos) << Output(one);
+  Proc both = Spawn({DISTFLOW_LAUNCH_BIN, "--workers", "3", "--min_workers", "1", "--max_workers", "2", "--",
+                     "/bin/true"});
+  EXPECT_EQ(Wait(both, 30), 2);
+  EXPECT_NE(Output(both).find("--workers=3 and --min_workers/--max_workers: pass one"), std::string::npos)
+      << Output(both);
+  Proc no_ps = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--min_workers", "1", "--max_workers", "2", "--", "/bin/true"});
+  EXPECT_EQ(Wait(no_ps, 30), 2);
+  EXPECT_NE(Output(no_ps).find("elastic membership needs a ps task"), std::string::npos) << Output(no_ps);
+}
+
+}  // namespace
+}  // namespace distflow
