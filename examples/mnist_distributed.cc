@@ -102,7 +102,7 @@ ABSL_FLAG(std::string, auth_token_file, "",
 ABSL_FLAG(int, status_port, -1,
           "serve this task's status page (/status) and Prometheus metrics (/metrics) over HTTP on this port: "
           "0 = any free one, -1 = off; the chief's page draws loss and accuracy");
-ABSL_FLAG(int, intra_op_threads, 0, "threads of one op in this task's server (0: one per core)");
+ABSL_FLAG(int, intra_op_threads, 0, "threads of one op in this task's server (0: its share of the cores: those it may use / the tasks on its host)");
 ABSL_FLAG(int64_t, trace_step, -1,
           "trace the first step this worker runs once the global step reaches this, on every task it touches, "
           "and write it as Chrome trace-event JSON (open it in Perfetto or chrome://tracing)");

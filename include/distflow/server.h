@@ -30,7 +30,7 @@ namespace distflow {
 
 class GrpcServer;  // internal (server/grpc_server.h)
 
-// Threads that run the partitions this task is given (0: one per core).
+// Partition threads (0: intra-op = CPUs usable / the cluster's tasks on this host, >= 1; inter-op = one per core).
 struct DISTFLOW_EXPORT WorkerOptions {
   int inter_op_threads = 0;
   int intra_op_threads = 0;

@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "absl/synchronization/blocking_counter.h"
+#include "base/cpu_budget.h"
 #include "base/denormal.h"
 #include "base/logging.h"
 
@@ -84,14 +85,6 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_block,
   done.Wait();
 }
 
-int NumSchedulableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+int NumSchedulableCpus() { return AvailableCpus(); }
 
 }  // namespace distflow

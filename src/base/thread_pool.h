@@ -47,7 +47,7 @@ class ThreadPool {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// The number of cores this process may run on (sched_getaffinity), at least 1.
+// Cores this process may use (affinity, cgroup quota: base/cpu_budget.h), >= 1.
 int NumSchedulableCpus();
 
 }  // namespace distflow

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "base/bytes_copied.h"
 
 namespace distflow {
 
@@ -22,7 +23,11 @@ absl::StatusOr<Tensor*> Var::MutableValue() {
   if (!value_.IsInitialized()) return UninitializedError();
   // use_count() == 1: nobody else holds the buffer; snapshots only appear under mu_.
   // Set() never keeps borrowed memory; the check keeps it that way.
-  if (value_.buffer().use_count() > 1 || (value_.buffer() && value_.buffer()->borrowed())) value_ = value_.DeepCopy();
+  if (value_.buffer().use_count() > 1 || (value_.buffer() && value_.buffer()->borrowed())) {
+    static Counter* copied = BytesCopiedCounter("variable_copy_on_write");
+    copied->Increment(static_cast<double>(value_.TotalBytes()));
+    value_ = value_.DeepCopy();
+  }
   return &value_;
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/bytes_copied.h"
 #include "proto/worker.pb.h"
 #include "tensor/tensor_codec.h"
 
@@ -129,7 +130,11 @@ absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer
   }
   absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
   if (!t.ok()) return t.status();
-  if (expected > 0) Gather(slices, 4 + len, expected, static_cast<char*>(t->raw_data()));
+  if (expected > 0) {
+    Gather(slices, 4 + len, expected, static_cast<char*>(t->raw_data()));
+    static Counter* copied = BytesCopiedCounter("grpc_tensor_decode");
+    copied->Increment(static_cast<double>(expected));
+  }
   if (dtype == DT_BOOL) {
     const uint8_t* p = static_cast<const uint8_t*>(t->raw_data());
     for (size_t i = 0; i < expected; ++i)

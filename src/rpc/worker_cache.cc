@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/bytes_copied.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "base/tsan.h"
@@ -330,6 +331,8 @@ absl::Status WorkerCache::FetchOffer(const std::string& task, const std::string&
                                             " does not match its announced type and shape"));
   }
   std::memcpy(t->raw_data(), got->raw_data(), t->TotalBytes());
+  static Counter* copied = BytesCopiedCounter("bulk_fallback_over_grpc");
+  copied->Increment(static_cast<double>(t->TotalBytes()));
   return absl::OkStatus();
 }
 

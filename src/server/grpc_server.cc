@@ -1,10 +1,12 @@
 #include "server/grpc_server.h"
 
+#include <cstdlib>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/cpu_budget.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "rpc/ask_tasks.h"
@@ -12,6 +14,7 @@
 #include "cluster/device_name.h"
 #include "server/elastic_client.h"
 #include "server/grpc_elastic_service.h"
+#include "cluster/host_share.h"
 #include "server/grpc_master_service.h"
 #include "rpc/grpc_status.h"
 #include "server/grpc_worker_service.h"
@@ -46,6 +49,28 @@ GrpcServer::~GrpcServer() {
   if (stopper.joinable()) stopper.join();
   // In-process sessions may still be inside a call to the master.
   if (local_entry_ != nullptr) local_entry_->WaitIdle();
+}
+
+// Intra-op threads 0 means this task's share of the machine: the CPUs the
+// process may use divided by the cluster's tasks on this host, so the
+// README's 1 ps + 3 workers on two cores compute with one thread each
+// instead of two (which, with OpenMP teams spinning at their barriers,
+// oversubscribes the cores; see docs/PERFORMANCE.md).
+void GrpcServer::SizeComputeThreads() {
+  const int cpus = AvailableCpus();
+  const int tasks = TasksOnHost(cluster_, host_);
+  int& intra = options_.worker.intra_op_threads;
+  if (intra <= 0) {
+    intra = ThreadsPerTask(cpus, tasks);
+    LOG(INFO) << task_name_ << " computes with " << intra << " intra-op thread(s): " << cpus
+              << " CPU(s) available, shared by " << tasks << " task(s) of the cluster on " << host_
+              << " (set intra_op_threads to choose)";
+  }
+  if (intra > 1 && intra * tasks > cpus && std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    LOG(WARNING) << task_name_ << ": " << tasks << " tasks with " << intra << " intra-op threads each oversubscribe "
+                 << cpus << " CPU(s); OpenMP's spinning waits then burn the cores others need. Set "
+                 << "OMP_WAIT_POLICY=passive in the environment, or fewer intra_op_threads.";
+  }
 }
 
 absl::Status GrpcServer::Start() {
@@ -91,6 +116,7 @@ absl::Status GrpcServer::Start() {
       LOG(WARNING) << bulk.status().message() << "; large tensors will travel inside gRPC messages";
     }
   }
+  SizeComputeThreads();
   workers_ = std::make_unique<WorkerCache>(cluster_, token);
   if (bulk_ != nullptr) workers_->EnableBulkTransfer(bulk_.get());
   worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);

@@ -66,6 +66,8 @@ class GrpcServer {
  private:
   GrpcServer(ClusterSpec cluster, std::string job, int task, ServerOptions options);
   std::string host_port() const;  // with the bound port
+  // Resolves options_.worker.intra_op_threads == 0 to this task's share of the machine.
+  void SizeComputeThreads();
   void StartCoordination() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task died: fail what waits on it.
   void OnTaskDead(const std::string& task, const absl::Status& why);

@@ -1035,7 +1035,11 @@ TEST(Limits, ATaskRunsAtMostMaxConcurrentStepsPartitions) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(waited)) << waited;
   EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
   EXPECT_TRUE(absl::StrContains(refused.message(), "--max_concurrent_steps")) << refused;
-  // Once it ended, the ps serves again.
+  // Once it ended, the ps serves again. The ps counts the partition as ended
+  // just after it answers, so the answer can reach the client first: wait
+  // for the count, not for the answer.
+  const absl::Time ended = absl::Now() + absl::Seconds(10);
+  while (ps->running_partitions() != 0 && absl::Now() < ended) absl::SleepFor(absl::Milliseconds(5));
   EXPECT_TRUE(second.Run({other}).ok());
 }
 
