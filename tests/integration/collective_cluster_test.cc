@@ -87,6 +87,48 @@ TEST_F(CollectiveClusterTest, ThreeWorkersAllReduce) {
   }
 }
 
+// The cluster token holds for collectives as for every RecvTensor: with the
+// same token on every task the reduce works; a task whose token differs is
+// refused, and both ranks fail naming the other instead of waiting.
+TEST_F(CollectiveClusterTest, TheClusterTokenHoldsForCollectives) {
+  absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(0, 2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  for (const bool same : {true, false}) {
+    SCOPED_TRACE(same ? "same token" : "different tokens");
+    servers_.clear();
+    for (int t = 0; t < 2; ++t) {
+      ServerOptions o;
+      o.auth_token = same || t == 0 ? "token-of-the-cluster" : "another-token";
+      absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(*spec, "worker", t, o);
+      ASSERT_TRUE(server.ok()) << server.status();
+      ASSERT_TRUE((*server)->Start().ok());
+      servers_.push_back(std::move(*server));
+    }
+    std::vector<absl::StatusOr<std::vector<Tensor>>> out(2, absl::UnknownError("did not run"));
+    OnEveryWorker(2, [&](int task) {
+      Scope root = Scope::NewRootScope();
+      Scope s = root.WithDevice(absl::StrCat("/job:worker/task:", task));
+      Output sum(ops::Raw(s, "CollectiveReduce", {ops::Const(s, Tensor::FromVector<float>({1, 2}))},
+                          {{"group_size", 2}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Add"},
+                           {"final_op", "Id"}}),
+                 0, s);
+      out[static_cast<size_t>(task)] = SessionOf(task)->Run({sum});
+    });
+    for (int task = 0; task < 2; ++task) {
+      const absl::StatusOr<std::vector<Tensor>>& r = out[static_cast<size_t>(task)];
+      if (same) {
+        ASSERT_TRUE(r.ok()) << r.status();
+        EXPECT_EQ((*r)[0].flat<float>()[1], 4.0f);
+        continue;
+      }
+      ASSERT_FALSE(r.ok()) << "worker " << task << " reduced with a peer whose token differs";
+      EXPECT_TRUE(absl::StrContains(r.status().message(), absl::StrCat("rank ", 1 - task, " (/job:worker/replica:0/task:",
+                                                                       1 - task, ")")))
+          << r.status();
+    }
+  }
+}
+
 // A collective on a local session (no servers): a group of one is the
 // identity; a larger group fails naming what is missing.
 TEST(CollectiveLocalSession, GroupOfOneRunsLargerGroupsNeedAServer) {
