@@ -5,3 +5,9 @@ distflow_binary(distributed_bench
   SRCS ${CMAKE_CURRENT_SOURCE_DIR}/distributed_bench.cc ${CMAKE_CURRENT_SOURCE_DIR}/transfer_bench.cc
        ${CMAKE_CURRENT_SOURCE_DIR}/bulk_tls_bench.cc
   DEPS distflow_client distflow_distributed distflow_rpc_proto benchmark::benchmark gRPC::grpc++)
+
+# All-reduce between processes (CollectiveReduce over the transport seam);
+# bench/run_collective_bench.sh runs it beside PyTorch's gloo.
+distflow_binary(collective_bench
+  SRCS ${CMAKE_CURRENT_SOURCE_DIR}/collective_bench.cc
+  DEPS distflow absl::flags absl::flags_parse)

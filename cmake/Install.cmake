@@ -6,7 +6,7 @@ include(GNUInstallDirs)
 
 # The layers, in link order (each links only those after it).
 set(DISTFLOW_LAYERS distflow_data distflow_train distflow_client distflow_server distflow_coordination
-    distflow_master distflow_worker distflow_rpc distflow_bulk distflow_placement distflow_runtime distflow_kernels
+    distflow_master distflow_worker distflow_rpc distflow_bulk distflow_placement distflow_runtime distflow_collective distflow_kernels
     distflow_record_io distflow_graph distflow_tensor distflow_cluster distflow_base distflow_rpc_proto
     distflow_proto)
 

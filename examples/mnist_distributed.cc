@@ -31,6 +31,12 @@
 // own, then leaves. Nobody is restarted; the chief waits for the workers
 // that joined before it ends the cluster.
 //
+// --all_reduce trains without ps tasks (start only workers, e.g.
+// `distflow-launch --ps 0 --workers 3 -- mnist_distributed --all_reduce`):
+// every worker holds a replica of the variables on its own task, starts
+// from worker 0's values, and averages its gradients with the others' by
+// collective all-reduce each step (CollectiveAllReduceOptimizer).
+//
 // --start_server=false drives a worker task served by a separate
 // distflow-server process instead. --trace_step=N writes a timeline of one
 // step (every task's nodes, transfers linked) as Chrome trace-event JSON.
@@ -57,6 +63,7 @@
 #include "distflow/train/progress_hook.h"
 #include "distflow/train/replica_device_setter.h"
 #include "distflow/train/supervisor.h"
+#include "distflow/train/collective_all_reduce_optimizer.h"
 #include "distflow/train/sync_replicas_optimizer.h"
 
 ABSL_FLAG(std::string, job_name, "", "ps or worker (default: worker, unless DISTFLOW_CONFIG or --job_layout says)");
@@ -91,6 +98,9 @@ ABSL_FLAG(bool, sync_replicas, false, "synchronous training: average the workers
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "with --sync_replicas: gradients averaged per step (default: the number of workers; fewer: backup workers)");
 ABSL_FLAG(int, sync_step_timeout_secs, 120, "with --sync_replicas: how long a worker waits for its step to be applied");
+ABSL_FLAG(bool, all_reduce, false,
+          "synchronous training without ps tasks: every worker holds the variables and averages its gradients "
+          "with the others' by collective all-reduce each step (start only workers: distflow-launch --ps 0)");
 ABSL_FLAG(bool, progress, true,
           "the chief shows a progress line: redrawn in place on a terminal, every 10 s otherwise");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (chain) of this task: with --tls_key, every connection is TLS");
@@ -233,6 +243,148 @@ std::vector<std::string> JoinedWorkersStillIn(const std::string& coordinator, in
   return in;
 }
 
+// A CollectiveReduce of 1 from every worker: returns once every worker
+// has started it, so every worker has finished what came before.
+df::Output Barrier(const df::Scope& s, int num_workers, int64_t instance) {
+  return df::Output(df::ops::Raw(s, "CollectiveReduce", {df::ops::Const(s, int32_t{1})},
+                                 {{"group_size", num_workers}, {"group_key", 2}, {"instance_key", instance},
+                                  {"merge_op", "Add"}, {"final_op", "Id"}}),
+                    0, s);
+}
+
+// FNV-1a over the bytes of every trainable variable: equal on every worker
+// if the replicas are identical.
+uint64_t Checksum(const std::vector<df::Tensor>& values) {
+  uint64_t h = 1469598103934665603ull;
+  for (const df::Tensor& t : values) {
+    const auto* p = static_cast<const unsigned char*>(t.raw_data());
+    for (size_t i = 0; i < t.TotalBytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+// --all_reduce: this worker's replica of the model on its own task; each
+// step's gradients are averaged across the workers (the ring for the large
+// ones), and the variables start as worker 0's (a broadcast after each
+// worker initialised its own). Every worker runs the same steps in lockstep;
+// at the end two barriers make sure no worker's exit breaks another's last
+// collective: the chief evaluates and shuts the cluster down, the others
+// serve until it does.
+int RunAllReduce(const df::ClusterSpec& cluster, int task, df::data::DataSets& data) {
+  const bool chief = task == 0;
+  const int num_workers = cluster.num_tasks("worker");
+  const std::string worker_device = absl::StrCat("/job:worker/task:", task);
+  df::Scope root = df::Scope::NewRootScope();
+  df::Scope s = root.WithDevice(worker_device);
+  auto global_step = df::CreateGlobalStep(s);
+  auto images = df::ops::Placeholder(s.WithOpName("x-input"), df::DT_FLOAT, {-1, 784});
+  auto labels = df::ops::Placeholder(s.WithOpName("y-input"), df::DT_INT32, {-1});
+  auto logits = Network(s, images, absl::GetFlag(FLAGS_model));
+  auto xent = df::ops::Raw(s, "SparseSoftmaxCrossEntropyWithLogits", {logits, labels});
+  auto loss = df::ops::Mean(s, df::Output(xent, 0, s), {0});
+  df::CollectiveAllReduceOptions o;
+  o.num_replicas = num_workers;
+  o.rank = task;
+  auto opt = df::CollectiveAllReduceOptimizer::Create(
+      std::make_unique<df::AdamOptimizer>(absl::GetFlag(FLAGS_learning_rate)), o);
+  if (!opt.ok()) return Die("building the optimizer", opt.status());
+  auto train = (*opt)->Minimize(s, loss, &global_step);
+  if (!train.ok()) return Die("building the optimizer", train.status());
+  auto broadcast = (*opt)->BroadcastVariables(s);
+  if (!broadcast.ok()) return Die("building the broadcast", broadcast.status());
+  auto correct = df::ops::Equal(s, df::ops::ArgMax(s, logits, 1), df::ops::Cast(s, labels, df::DT_INT64));
+  auto accuracy = df::ops::Mean(s, df::ops::Cast(s, correct, df::DT_FLOAT), {0});
+  auto trained = Barrier(s, num_workers, 1), all_seen = Barrier(s, num_workers, 2);
+  const std::vector<df::Output> variables = s.TrainableVariables();
+  if (!root.ok()) return Die("building the graph", root.status());
+
+  std::unique_ptr<df::Server> server;
+  absl::StatusOr<std::string> address = cluster.task_address("worker", task);
+  std::string target = absl::StrCat("grpc://", address.value_or(""));
+  if (absl::GetFlag(FLAGS_start_server)) {
+    auto created = df::Server::Create(cluster, "worker", task, BaseServerOptions());
+    if (!created.ok()) return Die("creating this task's server", created.status());
+    if (absl::Status st = (*created)->Start(); !st.ok()) return Die("starting this task's server", st);
+    server = std::move(*created);
+    target = server->target();
+  }
+  df::SupervisorOptions sv;
+  sv.is_chief = true;  // every worker initialises its own replica
+  sv.logdir = chief ? absl::GetFlag(FLAGS_logdir) : "";
+  sv.global_step = global_step;
+  sv.save_checkpoint_steps = absl::GetFlag(FLAGS_save_checkpoint_steps);
+  sv.save_checkpoint_secs = 0;
+  sv.local_init_op = *broadcast;  // then every replica holds worker 0's values
+  sv.session_options.wait_for_cluster_ms = 120000;
+  // Wait for every worker (not just this one), so that the broadcast finds
+  // its peers up; the steps still run on this task alone.
+  sv.session_options.device_filters = {"/job:worker"};
+  sv.recovery_timeout = absl::Seconds(absl::GetFlag(FLAGS_recovery_timeout_secs));
+  const int64_t train_steps = absl::GetFlag(FLAGS_train_steps);
+  std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
+  hooks.push_back(std::make_unique<df::StopAtStepHook>(train_steps));
+  auto session = df::MonitoredSession::Create(root, target, sv, std::move(hooks));
+  if (!session.ok()) return Die("creating the session", session.status());
+  df::MonitoredSession& sess = **session;
+  std::printf("Worker %d%s: model is ready, training with all-reduce across %d workers\n", task,
+              chief ? " (chief)" : "", num_workers);
+  std::fflush(stdout);
+  const int64_t every = absl::GetFlag(FLAGS_print_every);
+  int64_t step = sess.global_step();
+  const absl::Time start = absl::Now();
+  while (!sess.ShouldStop()) {
+    auto [bx, by] = data.train.NextBatch(absl::GetFlag(FLAGS_batch_size));
+    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy}, {*train});
+    if (!out.ok()) return Die("training step", out.status());
+    const int64_t now = sess.global_step();
+    if (now / every != step / every) {
+      std::printf("Worker : %d, Step: %lld, Accuracy (batch): %.3f\n", task, static_cast<long long>(now),
+                  (*out)[0].scalar<float>());
+      std::fflush(stdout);
+    }
+    step = now;
+  }
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  df::Session* raw = sess.raw_session();
+  auto values = raw->Run(variables);
+  if (!values.ok()) return Die("reading the variables", values.status());
+  std::printf("Worker %d ran %lld steps in %.2f s; variables checksum %016llx\n", task, static_cast<long long>(step),
+              secs, static_cast<unsigned long long>(Checksum(*values)));
+  std::fflush(stdout);
+  double acc = 0;
+  if (chief) {
+    const df::Tensor& ti = data.test.images();
+    const df::Tensor& tl = data.test.labels();
+    const int64_t n = ti.dim_size(0), chunk = 1000;
+    double hits = 0;
+    for (int64_t b = 0; b < n; b += chunk) {
+      const int64_t e = std::min(n, b + chunk);
+      auto r = raw->Run({{images, ti.Slice(b, e)}, {labels, tl.Slice(b, e)}}, {accuracy});
+      if (!r.ok()) return Die("evaluating", r.status());
+      hits += (*r)[0].scalar<float>() * static_cast<double>(e - b);
+    }
+    acc = hits / static_cast<double>(n);
+    std::printf("Test-Accuracy: %.4f\n", acc);
+    std::fflush(stdout);
+  }
+  if (auto r = raw->Run({trained}); !r.ok()) return Die("waiting for the other workers", r.status());
+  if (!chief) {
+    // The chief may still read this worker's part of the last barrier; a
+    // shutdown that interrupts it is the normal end.
+    if (auto r = raw->Run({all_seen}); !r.ok()) std::printf("Worker %d: last barrier: %s\n", task, r.status().ToString().c_str());
+    (void)sess.Close();
+    if (server != nullptr) server->Join();
+    return 0;
+  }
+  if (auto r = raw->Run({all_seen}); !r.ok()) return Die("waiting for the other workers", r.status());
+  if (absl::Status st = sess.Close(); !st.ok()) std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
+  if (absl::GetFlag(FLAGS_shutdown_cluster)) {
+    absl::Status st = df::ShutdownCluster(cluster, "training is over");
+    std::printf("All %d workers are done; cluster shut down%s\n", num_workers, st.ok() ? "" : " (with errors)");
+  }
+  return acc >= absl::GetFlag(FLAGS_min_accuracy) ? 0 : 3;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -282,6 +434,9 @@ int main(int argc, char** argv) {
     std::printf("This is /job:%s/task:%d (placed by %s)\n", job.c_str(), task, config->placed_by.c_str());
   }
 
+  if (job == "ps" && absl::GetFlag(FLAGS_all_reduce)) {
+    return Usage("--all_reduce trains without ps tasks: start only workers (distflow-launch --ps 0 --workers N)");
+  }
   if (job == "ps") {
     // The book's ps: serve, and join until the chief shuts the cluster down.
     df::ServerOptions server_options = BaseServerOptions();
@@ -299,6 +454,13 @@ int main(int argc, char** argv) {
   const bool chief = task == 0;
   const int num_workers = cluster->num_tasks("worker");
   const bool sync = absl::GetFlag(FLAGS_sync_replicas);
+  if (absl::GetFlag(FLAGS_all_reduce)) {
+    if (sync) return Usage("--all_reduce and --sync_replicas are two kinds of synchronous training; pick one");
+    if (joining) return Usage("--join works with asynchronous ps training only: an all-reduce group is fixed at start");
+    auto data = df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000, 100 + static_cast<uint64_t>(task));
+    if (!data.ok()) return Die("reading data", data.status());
+    return RunAllReduce(*cluster, task, *data);
+  }
   int to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
   if (to_aggregate != 0 && !sync) return Usage("--replicas_to_aggregate needs --sync_replicas");
   if (to_aggregate == 0) to_aggregate = num_workers;

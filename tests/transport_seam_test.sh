@@ -16,7 +16,14 @@ seam_files=(
   worker/local_worker.h worker/local_worker.cc
   server/grpc_session.h server/grpc_session.cc
   client/session.cc
+  worker/worker_collective_transport.h worker/worker_collective_transport.cc
 )
+# Collectives (issue 29): every file of collective/ and the collective
+# kernels, whatever is added there later.
+for f in "$src"/collective/*.h "$src"/collective/*.cc "$src"/kernels/collective.h "$src"/kernels/collective.cc \
+         "$src"/kernels/cpu/collective_kernels.cc; do
+  seam_files+=("${f#"$src"/}")
+done
 declare -A rules=(
   [gRPC]='grpc::|grpcpp/|\.grpc\.pb\.h'
   ["bulk tickets"]='bulk_ticket|TakeOffer|TakeReceived|PutLocal|->Offer\(|FetchBulk|BulkRef|SetBulkNamedTensor|BulkTensorSpec|DropBulkFeeds'
@@ -47,6 +54,13 @@ for check in "gRPC:rpc/grpc_remote_worker.cc" "bulk tickets:rpc/grpc_remote_work
     failed=1
   fi
 done
+# gloo's split: the collective algorithms and executor see only
+# collective/transport.h, never a concrete transport or the layers above.
+if hits=$(grep -nE '#include "(rpc|worker|bulk|server|master|coordination)/' "$src"/collective/*.h "$src"/collective/*.cc); then
+  echo "FAIL: collective/ reaches a concrete transport; it speaks CollectiveTransport only:"
+  echo "$hits" | sed 's/^/  /'
+  failed=1
+fi
 # The client picks no transport: sessions come from the registry by target
 # (runtime/session_factory.h), so client/ includes nothing of the runtime
 # above it and names no transport.

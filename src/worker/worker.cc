@@ -6,7 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "collective/collective_executor_impl.h"
+#include "kernels/collective.h"
 #include "rpc/worker_cache.h"
+#include "worker/worker_collective_transport.h"
 
 namespace distflow {
 namespace {
@@ -36,9 +39,17 @@ Worker::Worker(std::string task_name, WorkerCache* peers, WorkerOptions options)
       device_(std::make_unique<Device>(task_name_ + "/device:CPU:0", "CPU", nullptr)),
       rendezvous_(task_name_,
                   [peers](const std::string& task, int64_t step, const std::string& key, CancellationManager* cm,
-                          Rendezvous::DoneCallback done) { peers->RecvTensorAsync(task, step, key, cm, std::move(done)); }) {}
+                          Rendezvous::DoneCallback done) { peers->RecvTensorAsync(task, step, key, cm, std::move(done)); }) {
+  if (peers_ != nullptr) {
+    collective_ = std::make_shared<CollectiveExecutorImpl>(std::make_unique<WorkerCollectiveTransport>(
+        task_name_, peers_->cluster(), &rendezvous_,
+        [peers](const std::string& task) { return peers->GetWorker(task); }));
+    RegisterCollectiveExecutor(device_.get(), collective_);
+  }
+}
 
 Worker::~Worker() {
+  UnregisterCollectiveExecutor(device_.get());
   compute_.reset();  // joins feed decoding still queued
   // Cancel the partitions still running and wait for them: their completions
   // use this Worker.

@@ -30,6 +30,7 @@
 namespace distflow {
 
 class BulkServer;
+class CollectiveExecutor;
 class WorkerCache;
 
 class Worker {
@@ -103,6 +104,10 @@ class Worker {
   std::unique_ptr<ThreadPool> compute_;  // decodes large RunGraph feeds off gRPC's threads
   std::unique_ptr<Device> device_;
   WorkerRendezvous rendezvous_;
+  // Runs the device's collective ops over the rendezvous and the peers'
+  // WorkerInterfaces (worker_collective_transport.h); registered for the
+  // device (kernels/collective.h) while the worker lives.
+  std::shared_ptr<CollectiveExecutor> collective_;
   BulkServer* bulk_ = nullptr;
 
   // Partitions still running; the destructor cancels them and waits. Shared

@@ -30,6 +30,7 @@ void RegisterFunctionOps(OpRegistry* r);     // Call (graph functions)
 void RegisterQueueOps(OpRegistry* r);         // queues and readers of TF1 input pipelines
 void RegisterParsingOps(OpRegistry* r);       // DecodeRaw, ParseExample
 void RegisterControlFlowOps(OpRegistry* r);  // Switch, Merge, Enter, Exit, NextIteration, LoopCond, ControlTrigger
+void RegisterCollectiveOps(OpRegistry* r);   // CollectiveReduce, CollectiveBcastSend/Recv, CollectiveGather
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -56,6 +57,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterQueueOps(r);
   RegisterParsingOps(r);
   RegisterControlFlowOps(r);
+  RegisterCollectiveOps(r);
 }
 
 }  // namespace distflow

@@ -35,6 +35,7 @@ void RegisterQueueKernels(KernelRegistry* r);    // FIFOQueue, RandomShuffleQueu
 void RegisterReaderKernels(KernelRegistry* r);   // TFRecordReader, FixedLengthRecordReader, ..., ReaderRead
 void RegisterParsingKernels(KernelRegistry* r);  // DecodeRaw, ParseExample
 void RegisterControlFlowKernels(KernelRegistry* r);  // Switch, Merge, Enter, Exit, NextIteration, LoopCond
+void RegisterCollectiveKernels(KernelRegistry* r);   // CollectiveReduce, CollectiveBcastSend/Recv, CollectiveGather
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -64,6 +65,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterReaderKernels(r);
   RegisterParsingKernels(r);
   RegisterControlFlowKernels(r);
+  RegisterCollectiveKernels(r);
 }
 
 }  // namespace distflow

@@ -1,0 +1,131 @@
+// Collective ops in TensorFlow's form (its collective_ops.cc): every rank of
+// a group of `group_size` runs the same op with the same `group_key` and
+// `instance_key`, and each gets the result. The executor behind the kernels
+// (collective/) pairs the ranks' contributions; docs/COLLECTIVES.md says how.
+//
+//   CollectiveReduce     merge_op (Add, Mul, Max, Min) over the ranks'
+//                        inputs, then final_op (Id, or Div by group_size)
+//   CollectiveBcastSend  the sending rank: its input goes to every rank
+//   CollectiveBcastRecv  every other rank: receives a tensor of `shape`
+//   CollectiveGather     the ranks' inputs concatenated along dimension 0,
+//                        in rank order (every input has the same shape)
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "graph/attr_value.h"
+#include "graph/op_def.h"
+#include "graph/shape_inference.h"
+
+namespace distflow {
+namespace {
+
+absl::Status CheckGroupSize(InferenceContext* c) {
+  absl::StatusOr<int64_t> n = GetAttrInt(c->node(), "group_size");
+  if (!n.ok()) return n.status();
+  if (*n < 1) return absl::InvalidArgumentError(absl::StrCat("group_size must be at least 1, got ", *n));
+  return absl::OkStatus();
+}
+
+// merge_op and final_op as TensorFlow spells them.
+absl::Status CheckReduceOps(InferenceContext* c) {
+  absl::StatusOr<std::string> merge = GetAttrString(c->node(), "merge_op");
+  absl::StatusOr<std::string> final_op = GetAttrString(c->node(), "final_op");
+  if (!merge.ok()) return merge.status();
+  if (!final_op.ok()) return final_op.status();
+  if (*merge != "Add" && *merge != "Mul" && *merge != "Max" && *merge != "Min") {
+    return absl::InvalidArgumentError(absl::StrCat("merge_op '", *merge, "' is not one of Add, Mul, Max, Min"));
+  }
+  if (*final_op != "Id" && *final_op != "Div") {
+    return absl::InvalidArgumentError(absl::StrCat("final_op '", *final_op, "' is not one of Id, Div"));
+  }
+  return absl::OkStatus();
+}
+
+// Output 0 has the shape attribute (which must fit input 0, if any).
+absl::Status ShapeAttrShape(InferenceContext* c) {
+  RETURN_IF_ERROR(CheckGroupSize(c));
+  absl::StatusOr<PartialShape> shape = GetAttrShape(c->node(), "shape");
+  if (!shape.ok()) return shape.status();
+  if (c->num_inputs() > 0) {
+    absl::StatusOr<PartialShape> merged = c->input(0).Merge(*shape);
+    if (!merged.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("the input's shape ", c->input(0).DebugString(),
+                                                     " does not fit the shape attribute ", shape->DebugString()));
+    }
+    c->set_output(0, *merged);
+    return absl::OkStatus();
+  }
+  c->set_output(0, *shape);
+  return absl::OkStatus();
+}
+
+// Dimension 0 is group_size times the input's; the others are the input's.
+absl::Status GatherShape(InferenceContext* c) {
+  RETURN_IF_ERROR(CheckGroupSize(c));
+  const PartialShape& in = c->input(0);
+  if (in.unknown_rank()) {
+    c->set_output(0, PartialShape::Unknown());
+    return absl::OkStatus();
+  }
+  if (in.rank() == 0) return absl::InvalidArgumentError("CollectiveGather needs an input of rank 1 or more, got a scalar");
+  const int64_t n = *GetAttrInt(c->node(), "group_size");
+  PartialShape out = PartialShape::Scalar();
+  out.AppendDim(in.dim(0) < 0 ? PartialShape::kUnknownDim : in.dim(0) * n);
+  for (int i = 1; i < in.rank(); ++i) out.AppendDim(in.dim(i));
+  c->set_output(0, out);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterCollectiveOps(OpRegistry* r) {
+  r->MustRegister(OpDefBuilder("CollectiveReduce")
+                      .Input("input: T")
+                      .Output("data: T")
+                      .Attr("T: {float, double, int32, int64}")
+                      .Attr("group_size: int >= 1")
+                      .Attr("group_key: int")
+                      .Attr("instance_key: int")
+                      .Attr("merge_op: string")
+                      .Attr("final_op: string")
+                      .Attr("subdiv_offsets: list(int) = []")
+                      .Attr("timeout_seconds: float = 0")
+                      .SetIsStateful()
+                      .SetShapeFn([](InferenceContext* c) {
+                        RETURN_IF_ERROR(CheckGroupSize(c));
+                        RETURN_IF_ERROR(CheckReduceOps(c));
+                        return UnchangedShape(c);
+                      }));
+  r->MustRegister(OpDefBuilder("CollectiveBcastSend")
+                      .Input("input: T")
+                      .Output("data: T")
+                      .Attr("T: {float, double, int32, int64}")
+                      .Attr("group_size: int >= 1")
+                      .Attr("group_key: int")
+                      .Attr("instance_key: int")
+                      .Attr("shape: shape")
+                      .Attr("timeout_seconds: float = 0")
+                      .SetIsStateful()
+                      .SetShapeFn(ShapeAttrShape));
+  r->MustRegister(OpDefBuilder("CollectiveBcastRecv")
+                      .Output("data: T")
+                      .Attr("T: {float, double, int32, int64}")
+                      .Attr("group_size: int >= 1")
+                      .Attr("group_key: int")
+                      .Attr("instance_key: int")
+                      .Attr("shape: shape")
+                      .Attr("timeout_seconds: float = 0")
+                      .SetIsStateful()
+                      .SetShapeFn(ShapeAttrShape));
+  r->MustRegister(OpDefBuilder("CollectiveGather")
+                      .Input("input: T")
+                      .Output("data: T")
+                      .Attr("T: {float, double, int32, int64}")
+                      .Attr("group_size: int >= 1")
+                      .Attr("group_key: int")
+                      .Attr("instance_key: int")
+                      .Attr("timeout_seconds: float = 0")
+                      .SetIsStateful()
+                      .SetShapeFn(GatherShape));
+}
+
+}  // namespace distflow

@@ -1,0 +1,89 @@
+#include "kernels/collective.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace distflow {
+namespace {
+
+struct Registry {
+  absl::Mutex mu;
+  std::map<const Device*, std::shared_ptr<CollectiveExecutor>> executors ABSL_GUARDED_BY(mu);
+};
+
+Registry& GlobalRegistry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+}  // namespace
+
+const char* CollectiveKindName(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kReduce:
+      return "CollectiveReduce";
+    case CollectiveKind::kBroadcastSend:
+      return "CollectiveBcastSend";
+    case CollectiveKind::kBroadcastRecv:
+      return "CollectiveBcastRecv";
+    case CollectiveKind::kGather:
+      return "CollectiveGather";
+  }
+  return "Collective";
+}
+
+std::string DescribeCollective(const CollectiveParams& p) {
+  return absl::StrCat(CollectiveKindName(p.kind), " '", p.node_name, "' (group ", p.group_key, " of ", p.group_size,
+                      ", instance ", p.instance_key, ")");
+}
+
+absl::StatusOr<MergeOp> ParseMergeOp(const std::string& s) {
+  if (s == "Add") return MergeOp::kAdd;
+  if (s == "Mul") return MergeOp::kMul;
+  if (s == "Max") return MergeOp::kMax;
+  if (s == "Min") return MergeOp::kMin;
+  return absl::InvalidArgumentError(absl::StrCat("merge_op '", s, "' is not one of Add, Mul, Max, Min"));
+}
+
+absl::StatusOr<FinalOp> ParseFinalOp(const std::string& s) {
+  if (s == "Id") return FinalOp::kId;
+  if (s == "Div") return FinalOp::kDiv;
+  return absl::InvalidArgumentError(absl::StrCat("final_op '", s, "' is not one of Id, Div"));
+}
+
+void RegisterCollectiveExecutor(const Device* device, std::shared_ptr<CollectiveExecutor> executor) {
+  Registry& r = GlobalRegistry();
+  absl::MutexLock lock(&r.mu);
+  r.executors[device] = std::move(executor);
+}
+
+void UnregisterCollectiveExecutor(const Device* device) {
+  std::shared_ptr<CollectiveExecutor> gone;  // released outside the lock
+  Registry& r = GlobalRegistry();
+  absl::MutexLock lock(&r.mu);
+  auto it = r.executors.find(device);
+  if (it == r.executors.end()) return;
+  gone = std::move(it->second);
+  r.executors.erase(it);
+}
+
+std::shared_ptr<CollectiveExecutor> CollectiveExecutorFor(const Device* device) {
+  Registry& r = GlobalRegistry();
+  absl::MutexLock lock(&r.mu);
+  auto it = r.executors.find(device);
+  return it != r.executors.end() ? it->second : nullptr;
+}
+
+absl::StatusOr<Tensor> RunGroupOfOne(const CollectiveParams& params, const Tensor& input) {
+  if (params.kind == CollectiveKind::kBroadcastRecv) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        DescribeCollective(params), ": a group of one has no other rank to receive a broadcast from; "
+        "give group_size the number of ranks, the sender included"));
+  }
+  // Merging with nothing and dividing by 1 leave the values as they are.
+  return input.DeepCopy();
+}
+
+}  // namespace distflow

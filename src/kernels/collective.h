@@ -1,0 +1,73 @@
+// CollectiveExecutor: what the collective kernels (CollectiveReduce,
+// CollectiveBcastSend/Recv, CollectiveGather; kernels/cpu/collective_kernels.cc)
+// hand their tensor to. The kernels sit below the runtime and the transport,
+// so they see only this interface; the implementation
+// (collective/collective_executor_impl.h) pairs a kernel's contribution with
+// its peers' and moves the bytes through a CollectiveTransport, which on a
+// server is the worker's transport seam (worker/worker_collective_transport.h).
+//
+// Executors are found by device: a server's Worker registers one for its
+// device while it lives (RegisterCollectiveExecutor). A device without one (a
+// plain local session) runs only groups of size 1. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "base/cancellation.h"
+#include "distflow/tensor.h"
+
+namespace distflow {
+
+class Device;
+
+enum class CollectiveKind { kReduce, kBroadcastSend, kBroadcastRecv, kGather };
+enum class MergeOp { kAdd, kMul, kMax, kMin };
+enum class FinalOp { kId, kDiv };
+
+// One collective op's attributes, as TensorFlow spells them.
+struct CollectiveParams {
+  CollectiveKind kind = CollectiveKind::kReduce;
+  std::string node_name;  // for errors
+  int group_size = 1;
+  int64_t group_key = 0;
+  int64_t instance_key = 0;
+  MergeOp merge_op = MergeOp::kAdd;
+  FinalOp final_op = FinalOp::kId;
+  DataType dtype = DT_FLOAT;
+  TensorShape shape;            // CollectiveBcastRecv: what arrives
+  double timeout_seconds = 0;   // 0: none (the step's own deadline still holds)
+};
+
+// "CollectiveReduce 'name' (group 1, instance 7)": how errors name an op.
+std::string DescribeCollective(const CollectiveParams& p);
+const char* CollectiveKindName(CollectiveKind k);
+absl::StatusOr<MergeOp> ParseMergeOp(const std::string& s);
+absl::StatusOr<FinalOp> ParseFinalOp(const std::string& s);
+
+class CollectiveExecutor {
+ public:
+  using DoneCallback = std::function<void(absl::StatusOr<Tensor>)>;
+  virtual ~CollectiveExecutor() = default;
+  // Runs one collective: `input` is this rank's contribution (empty for
+  // CollectiveBcastRecv); `done` gets the result, once, on any thread.
+  // Cancelling `cm` (may be null) fails the collective here and on its peers.
+  virtual void Run(const CollectiveParams& params, const Tensor& input, CancellationManager* cm,
+                   DoneCallback done) = 0;
+};
+
+// The executor of `device`, or null. The registry keeps no ownership: the
+// registrant unregisters before the executor goes.
+void RegisterCollectiveExecutor(const Device* device, std::shared_ptr<CollectiveExecutor> executor);
+void UnregisterCollectiveExecutor(const Device* device);
+std::shared_ptr<CollectiveExecutor> CollectiveExecutorFor(const Device* device);
+
+// The whole computation of a group of one (no peers): `input` merged with
+// nothing, then the final op (Div divides by 1). Also what ranks of larger
+// groups apply after merging.
+absl::StatusOr<Tensor> RunGroupOfOne(const CollectiveParams& params, const Tensor& input);
+
+}  // namespace distflow

@@ -1,0 +1,112 @@
+// The collective kernels: CollectiveReduce, CollectiveBcastSend,
+// CollectiveBcastRecv and CollectiveGather (graph/ops/collective_ops.cc).
+// Each hands its input to its device's CollectiveExecutor
+// (kernels/collective.h) and finishes when the group has; without an
+// executor (a plain local session) only a group of one runs.
+#include "absl/strings/str_cat.h"
+#include "graph/attr_value.h"
+#include "kernels/collective.h"
+#include "kernels/device.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/op_kernel.h"
+
+namespace distflow {
+namespace {
+
+class CollectiveOp : public AsyncOpKernel {
+ public:
+  CollectiveOp(OpKernelConstruction* c, CollectiveKind kind) : AsyncOpKernel(c) { params_.kind = kind; }
+
+  absl::Status Init(OpKernelConstruction* c) override {
+    params_.node_name = c->def().name();
+    absl::StatusOr<int64_t> size = GetAttrInt(c->def(), "group_size");
+    absl::StatusOr<int64_t> group = GetAttrInt(c->def(), "group_key");
+    absl::StatusOr<int64_t> instance = GetAttrInt(c->def(), "instance_key");
+    absl::StatusOr<DataType> dtype = GetAttrType(c->def(), "T");
+    if (!size.ok()) return size.status();
+    if (!group.ok()) return group.status();
+    if (!instance.ok()) return instance.status();
+    if (!dtype.ok()) return dtype.status();
+    params_.group_size = static_cast<int>(*size);
+    params_.group_key = *group;
+    params_.instance_key = *instance;
+    params_.dtype = *dtype;
+    if (absl::StatusOr<double> t = GetAttrFloat(c->def(), "timeout_seconds"); t.ok()) params_.timeout_seconds = *t;
+    if (params_.kind == CollectiveKind::kReduce) {
+      absl::StatusOr<std::string> merge = GetAttrString(c->def(), "merge_op");
+      absl::StatusOr<std::string> final_op = GetAttrString(c->def(), "final_op");
+      if (!merge.ok()) return merge.status();
+      if (!final_op.ok()) return final_op.status();
+      absl::StatusOr<MergeOp> m = ParseMergeOp(*merge);
+      absl::StatusOr<FinalOp> f = ParseFinalOp(*final_op);
+      if (!m.ok()) return m.status();
+      if (!f.ok()) return f.status();
+      params_.merge_op = *m;
+      params_.final_op = *f;
+    }
+    if (params_.kind == CollectiveKind::kBroadcastRecv || params_.kind == CollectiveKind::kBroadcastSend) {
+      absl::StatusOr<PartialShape> shape = GetAttrShape(c->def(), "shape");
+      if (!shape.ok()) return shape.status();
+      absl::StatusOr<TensorShape> full = shape->ToTensorShape();
+      if (!full.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params_), ": its shape attribute must be "
+                                                       "fully defined, got ", shape->DebugString()));
+      }
+      params_.shape = *full;
+    }
+    if (params_.group_size < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeCollective(params_), ": group_size must be at least 1, got ", params_.group_size));
+    }
+    return absl::OkStatus();
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    Tensor input = params_.kind == CollectiveKind::kBroadcastRecv ? Tensor() : ctx->input(0);
+    if (params_.kind == CollectiveKind::kBroadcastSend && input.shape() != params_.shape) {
+      done(absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params_), ": its input has shape ",
+                                                   input.shape().DebugString(), " but its shape attribute says ",
+                                                   params_.shape.DebugString())));
+      return;
+    }
+    std::shared_ptr<CollectiveExecutor> executor = CollectiveExecutorFor(ctx->device());
+    if (executor == nullptr) {
+      if (params_.group_size != 1) {
+        done(absl::FailedPreconditionError(absl::StrCat(
+            DescribeCollective(params_), " runs on ", ctx->device() != nullptr ? ctx->device()->name() : "no device",
+            ", which has no collective executor: collectives between tasks run on a server's session "
+            "(a grpc:// target); a local session runs only groups of size 1")));
+        return;
+      }
+      absl::StatusOr<Tensor> out = RunGroupOfOne(params_, input);
+      done(out.ok() ? ctx->set_output(0, std::move(*out)) : out.status());
+      return;
+    }
+    executor->Run(params_, input, ctx->cancellation_manager(),
+                  [ctx, done = std::move(done)](absl::StatusOr<Tensor> out) {
+                    done(out.ok() ? ctx->set_output(0, std::move(*out)) : out.status());
+                  });
+  }
+
+ private:
+  CollectiveParams params_;
+};
+
+void RegisterKind(KernelRegistry* r, const char* op, CollectiveKind kind) {
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64}) {
+    r->Register(op, kCpu, dt, [kind](OpKernelConstruction* c) -> std::unique_ptr<OpKernel> {
+      return std::make_unique<CollectiveOp>(c, kind);
+    });
+  }
+}
+
+}  // namespace
+
+void RegisterCollectiveKernels(KernelRegistry* r) {
+  RegisterKind(r, "CollectiveReduce", CollectiveKind::kReduce);
+  RegisterKind(r, "CollectiveBcastSend", CollectiveKind::kBroadcastSend);
+  RegisterKind(r, "CollectiveBcastRecv", CollectiveKind::kBroadcastRecv);
+  RegisterKind(r, "CollectiveGather", CollectiveKind::kGather);
+}
+
+}  // namespace distflow

@@ -1,0 +1,121 @@
+#include "worker/worker_collective_transport.h"
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "cluster/device_name.h"
+#include "worker/worker_rendezvous.h"
+
+namespace distflow {
+namespace {
+
+class WorkerCollectiveChannel final : public CollectiveChannel {
+ public:
+  WorkerCollectiveChannel(std::vector<std::string> tasks, int rank, int64_t step_id, std::string prefix,
+                          WorkerRendezvous* rendezvous, WorkerCollectiveTransport::GetWorkerFn get_worker)
+      : tasks_(std::move(tasks)),
+        rank_(rank),
+        step_id_(step_id),
+        prefix_(std::move(prefix)),
+        rendezvous_(rendezvous),
+        get_worker_(std::move(get_worker)) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(tasks_.size()); }
+  std::string RankName(int r) const override { return absl::StrCat("rank ", r, " (", tasks_[static_cast<size_t>(r)], ")"); }
+
+  absl::Status Send(int to, const std::string& tag, const Tensor& value) override {
+    return rendezvous_->Send(step_id_, Key(rank_, to, tag), value);
+  }
+
+  void RecvAsync(int from, const std::string& tag, RecvCallback done) override {
+    auto named = [this, from, done = std::move(done)](absl::Status s, Tensor t) {
+      if (!s.ok()) {
+        s = absl::Status(s.code(), absl::StrCat(RankName(from), " failed or cannot be reached: ", s.message()));
+      }
+      done(std::move(s), std::move(t));
+    };
+    absl::StatusOr<std::shared_ptr<WorkerInterface>> peer = get_worker_(tasks_[static_cast<size_t>(from)]);
+    if (!peer.ok()) {
+      named(peer.status(), Tensor());
+      return;
+    }
+    // The peer's interface stays alive until the call ends.
+    (*peer)->RecvTensorAsync(step_id_, Key(from, rank_, tag), &cm_,
+                             [peer = *peer, named = std::move(named)](absl::Status s, Tensor t) {
+                               (void)peer;
+                               named(std::move(s), std::move(t));
+                             });
+  }
+
+  void Abort(const absl::Status& status) override {
+    cm_.StartCancel(status);                       // our receives in flight
+    rendezvous_->AbortStep(step_id_, status);      // the peers' receives of what we sent
+  }
+
+ private:
+  std::string Key(int from, int to, const std::string& tag) const {
+    return absl::StrCat(prefix_, tag, ";", from, ">", to);
+  }
+
+  const std::vector<std::string> tasks_;
+  const int rank_;
+  const int64_t step_id_;
+  const std::string prefix_;
+  WorkerRendezvous* const rendezvous_;
+  const WorkerCollectiveTransport::GetWorkerFn get_worker_;
+  CancellationManager cm_;  // cancels this run's receives
+};
+
+}  // namespace
+
+WorkerCollectiveTransport::WorkerCollectiveTransport(std::string task, ClusterSpec cluster,
+                                                     WorkerRendezvous* rendezvous, GetWorkerFn get_worker)
+    : task_(std::move(task)), cluster_(std::move(cluster)), rendezvous_(rendezvous), get_worker_(std::move(get_worker)) {}
+
+int64_t WorkerCollectiveTransport::StepIdFor(int64_t group_key, int64_t instance_key, int64_t seq) {
+  // FNV-1a over the three numbers: stable across processes (absl::Hash is not).
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t v : {group_key, instance_key, seq}) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (static_cast<uint64_t>(v) >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return static_cast<int64_t>(h | (1ull << 62));  // apart from small step ids
+}
+
+absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::Open(const CollectiveParams& params,
+                                                                                   int64_t seq) {
+  absl::StatusOr<DeviceName> me = DeviceName::Parse(task_);
+  if (!me.ok() || !me->has_job || !me->has_task) {
+    return absl::InternalError(absl::StrCat("this task's name '", task_, "' does not say its job and index"));
+  }
+  std::vector<int> indices = cluster_.task_indices(me->job);
+  std::sort(indices.begin(), indices.end());
+  if (static_cast<int>(indices.size()) < params.group_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group_size is ", params.group_size, " but job '", me->job, "' has ", indices.size(),
+        " task(s); a group is the first group_size tasks of the job that runs the op"));
+  }
+  indices.resize(static_cast<size_t>(params.group_size));
+  std::vector<std::string> tasks;
+  int rank = -1;
+  for (size_t r = 0; r < indices.size(); ++r) {
+    if (indices[r] == me->task) rank = static_cast<int>(r);
+    tasks.push_back(TaskName(me->job, indices[r]));
+  }
+  if (rank < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(task_, " is not in the group: a group of ", params.group_size,
+                                                   " is tasks ", tasks.front(), " to ", tasks.back()));
+  }
+  return std::shared_ptr<CollectiveChannel>(std::make_shared<WorkerCollectiveChannel>(
+      std::move(tasks), rank, StepIdFor(params.group_key, params.instance_key, seq),
+      absl::StrCat("collective;", params.group_key, ";", params.instance_key, ";", seq, ";"), rendezvous_,
+      get_worker_));
+}
+
+}  // namespace distflow

@@ -1,0 +1,242 @@
+// Collectives between real servers inside the test process: each worker
+// runs its own grpc:// session (between-graph, as an all-reduce program
+// does), so every byte between ranks goes through the workers' transport
+// (RecvTensor over gRPC, large parts over the bulk port).
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "distflow/distflow.h"
+#include "gtest/gtest.h"
+
+namespace distflow {
+namespace {
+
+class CollectiveClusterTest : public ::testing::Test {
+ protected:
+  void Start(int workers) {
+    absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(0, workers);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    absl::StatusOr<std::vector<std::unique_ptr<Server>>> servers = StartLocalCluster(*spec);
+    ASSERT_TRUE(servers.ok()) << servers.status();
+    servers_ = std::move(*servers);
+  }
+  std::string Target(int task) {
+    for (auto& s : servers_)
+      if (s->task_name() == TaskName("worker", task)) return s->target();
+    return "";
+  }
+  // Worker `task`'s session: its own task only, as each replica's is.
+  std::unique_ptr<Session> SessionOf(int task) {
+    SessionOptions o;
+    o.wait_for_cluster_ms = 20000;
+    o.device_filters = {absl::StrCat("/job:worker/task:", task)};
+    return std::make_unique<Session>(Target(task), o);
+  }
+  // Runs fn(task) for every worker at once.
+  void OnEveryWorker(int n, const std::function<void(int)>& fn) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < n; ++t) threads.emplace_back(fn, t);
+    for (auto& t : threads) t.join();
+  }
+  std::vector<std::unique_ptr<Server>> servers_;
+};
+
+// Small (direct exchange) and large (ring, parts over the bulk port)
+// tensors, summed and averaged across three workers' sessions.
+TEST_F(CollectiveClusterTest, ThreeWorkersAllReduce) {
+  constexpr int kWorkers = 3;
+  Start(kWorkers);
+  for (int64_t count : {int64_t{5}, int64_t{1} << 20}) {
+    SCOPED_TRACE(absl::StrCat("count=", count));
+    std::vector<Tensor> sums(kWorkers), means(kWorkers);
+    std::vector<absl::Status> status(kWorkers);
+    OnEveryWorker(kWorkers, [&](int task) {
+      Scope root = Scope::NewRootScope();
+      Scope s = root.WithDevice(absl::StrCat("/job:worker/task:", task));
+      Tensor x(DT_FLOAT, TensorShape({count}));
+      for (int64_t i = 0; i < count; ++i) x.flat<float>()[static_cast<size_t>(i)] = static_cast<float>(i % 100 + task);
+      Output in = ops::Const(s, x);
+      auto reduce = [&](const char* final_op, int64_t instance) {
+        return Output(ops::Raw(s, "CollectiveReduce", {in},
+                               {{"group_size", kWorkers}, {"group_key", 1}, {"instance_key", instance},
+                                {"merge_op", "Add"}, {"final_op", final_op}}),
+                      0, s);
+      };
+      Output sum = reduce("Id", 1), mean = reduce("Div", 2);
+      std::unique_ptr<Session> sess = SessionOf(task);
+      absl::StatusOr<std::vector<Tensor>> out = sess->Run({sum, mean});
+      status[static_cast<size_t>(task)] = out.status();
+      if (out.ok()) {
+        sums[static_cast<size_t>(task)] = (*out)[0];
+        means[static_cast<size_t>(task)] = (*out)[1];
+      }
+    });
+    for (int task = 0; task < kWorkers; ++task) {
+      ASSERT_TRUE(status[static_cast<size_t>(task)].ok()) << "worker " << task << ": " << status[static_cast<size_t>(task)];
+      auto sum = sums[static_cast<size_t>(task)].flat<float>();
+      auto mean = means[static_cast<size_t>(task)].flat<float>();
+      ASSERT_EQ(sum.size(), static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) {
+        const float want = static_cast<float>(3 * (i % 100) + 0 + 1 + 2);
+        ASSERT_EQ(sum[static_cast<size_t>(i)], want) << "worker " << task << " [" << i << "]";
+        ASSERT_EQ(mean[static_cast<size_t>(i)], want / 3) << "worker " << task << " [" << i << "]";
+      }
+    }
+  }
+}
+
+// The cluster token holds for collectives as for every RecvTensor: with the
+// same token on every task the reduce works; a task whose token differs is
+// refused, and both ranks fail naming the other instead of waiting.
+TEST_F(CollectiveClusterTest, TheClusterTokenHoldsForCollectives) {
+  absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(0, 2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  for (const bool same : {true, false}) {
+    SCOPED_TRACE(same ? "same token" : "different tokens");
+    servers_.clear();
+    for (int t = 0; t < 2; ++t) {
+      ServerOptions o;
+      o.auth_token = same || t == 0 ? "token-of-the-cluster" : "another-token";
+      absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(*spec, "worker", t, o);
+      ASSERT_TRUE(server.ok()) << server.status();
+      ASSERT_TRUE((*server)->Start().ok());
+      servers_.push_back(std::move(*server));
+    }
+    std::vector<absl::StatusOr<std::vector<Tensor>>> out(2, absl::UnknownError("did not run"));
+    OnEveryWorker(2, [&](int task) {
+      Scope root = Scope::NewRootScope();
+      Scope s = root.WithDevice(absl::StrCat("/job:worker/task:", task));
+      Output sum(ops::Raw(s, "CollectiveReduce", {ops::Const(s, Tensor::FromVector<float>({1, 2}))},
+                          {{"group_size", 2}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Add"},
+                           {"final_op", "Id"}}),
+                 0, s);
+      out[static_cast<size_t>(task)] = SessionOf(task)->Run({sum});
+    });
+    for (int task = 0; task < 2; ++task) {
+      const absl::StatusOr<std::vector<Tensor>>& r = out[static_cast<size_t>(task)];
+      if (same) {
+        ASSERT_TRUE(r.ok()) << r.status();
+        EXPECT_EQ((*r)[0].flat<float>()[1], 4.0f);
+        continue;
+      }
+      ASSERT_FALSE(r.ok()) << "worker " << task << " reduced with a peer whose token differs";
+      EXPECT_TRUE(absl::StrContains(r.status().message(), absl::StrCat("rank ", 1 - task, " (/job:worker/replica:0/task:",
+                                                                       1 - task, ")")))
+          << r.status();
+    }
+  }
+}
+
+// A collective on a local session (no servers): a group of one is the
+// identity; a larger group fails naming what is missing.
+TEST(CollectiveLocalSession, GroupOfOneRunsLargerGroupsNeedAServer) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Const(root, Tensor::FromVector<float>({1, 2, 3}));
+  Output one(ops::Raw(root, "CollectiveReduce", {x},
+                      {{"group_size", 1}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Add"}, {"final_op", "Div"}}),
+             0, root);
+  Output two(ops::Raw(root, "CollectiveReduce", {x},
+                      {{"group_size", 2}, {"group_key", 1}, {"instance_key", 2}, {"merge_op", "Add"}, {"final_op", "Id"}}),
+             0, root);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  absl::StatusOr<std::vector<Tensor>> a = sess.Run({one});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)[0].flat<float>()[2], 3.0f);
+  absl::StatusOr<std::vector<Tensor>> b = sess.Run({two});
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "no collective executor")) << b.status();
+}
+
+TEST(CollectiveOps, RejectsBadAttributesWhenBuilt) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Const(root, Tensor::FromVector<float>({1, 2, 3}));
+  ops::Raw(root, "CollectiveReduce", {x},
+           {{"group_size", 2}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Sum"}, {"final_op", "Id"}});
+  ASSERT_FALSE(root.ok());
+  EXPECT_TRUE(absl::StrContains(root.status().message(), "merge_op 'Sum'")) << root.status();
+}
+
+TEST(CollectiveOps, InferShapes) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT, PartialShape({2, 5}));
+  Output reduced(ops::Raw(root, "CollectiveReduce", {x},
+                          {{"group_size", 3}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Max"},
+                           {"final_op", "Id"}}),
+                 0, root);
+  Output gathered(ops::Raw(root, "CollectiveGather", {x}, {{"group_size", 3}, {"group_key", 1}, {"instance_key", 2}}),
+                  0, root);
+  Output received(ops::Raw(root, "CollectiveBcastRecv", {},
+                           {{"group_size", 3}, {"group_key", 1}, {"instance_key", 3}, {"T", DT_INT64},
+                            {"shape", PartialShape({4})}}),
+                  0, root);
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(reduced.shape(), PartialShape({2, 5}));
+  EXPECT_EQ(gathered.shape(), PartialShape({6, 5}));
+  EXPECT_EQ(received.shape(), PartialShape({4}));
+  EXPECT_EQ(received.dtype(), DT_INT64);
+  ops::Raw(root, "CollectiveBcastSend", {x},
+           {{"group_size", 3}, {"group_key", 1}, {"instance_key", 4}, {"shape", PartialShape({3})}});
+  ASSERT_FALSE(root.ok());
+  EXPECT_TRUE(absl::StrContains(root.status().message(), "does not fit the shape attribute")) << root.status();
+}
+
+// Three replicas of a linear model train with CollectiveAllReduceOptimizer
+// on different data: each starts from a different random value, the
+// broadcast makes them rank 0's, and after a few steps of averaged
+// gradients all three hold the same bytes.
+TEST_F(CollectiveClusterTest, AllReduceOptimizerKeepsReplicasIdentical) {
+  constexpr int kWorkers = 3;
+  Start(kWorkers);
+  std::vector<Tensor> initial(kWorkers), final_w(kWorkers), broadcast(kWorkers);
+  std::vector<absl::Status> status(kWorkers);
+  OnEveryWorker(kWorkers, [&](int task) {
+    auto fail = [&](absl::Status s) { status[static_cast<size_t>(task)] = s; };
+    Scope root = Scope::NewRootScope();
+    Scope s = root.WithDevice(absl::StrCat("/job:worker/task:", task));
+    Output w = ops::MakeVariable(s.WithOpName("w"), ops::RandomNormal(s, {4, 1}, DT_FLOAT, 10 + task));
+    Tensor xs(DT_FLOAT, TensorShape({8, 4})), ys(DT_FLOAT, TensorShape({8, 1}));
+    for (int i = 0; i < 32; ++i) xs.flat<float>()[static_cast<size_t>(i)] = static_cast<float>((i * 3 + task) % 7) - 3;
+    for (int i = 0; i < 8; ++i) ys.flat<float>()[static_cast<size_t>(i)] = static_cast<float>(i - task);
+    Output loss = ops::Mean(s, ops::Square(s, ops::Sub(s, ops::MatMul(s, ops::Const(s, xs), w), ops::Const(s, ys))),
+                            {0, 1});
+    CollectiveAllReduceOptions o;
+    o.num_replicas = kWorkers;
+    o.rank = task;
+    auto opt = CollectiveAllReduceOptimizer::Create(std::make_unique<GradientDescentOptimizer>(0.05), o);
+    if (!opt.ok()) return fail(opt.status());
+    absl::StatusOr<Operation> train = (*opt)->Minimize(s, loss);
+    if (!train.ok()) return fail(train.status());
+    absl::StatusOr<Operation> bcast = (*opt)->BroadcastVariables(s);
+    if (!bcast.ok()) return fail(bcast.status());
+    Operation init = ops::GlobalVariablesInitializer(s);
+    std::unique_ptr<Session> sess = SessionOf(task);
+    if (auto r = sess->Run({}, {}, {init}); !r.ok()) return fail(r.status());
+    auto before = sess->Run({w});
+    if (!before.ok()) return fail(before.status());
+    initial[static_cast<size_t>(task)] = (*before)[0];
+    if (auto r = sess->Run({}, {}, {*bcast}); !r.ok()) return fail(r.status());
+    auto after = sess->Run({w});
+    if (!after.ok()) return fail(after.status());
+    broadcast[static_cast<size_t>(task)] = (*after)[0];
+    for (int step = 0; step < 5; ++step) {
+      if (auto r = sess->Run({}, {}, {*train}); !r.ok()) return fail(r.status());
+    }
+    auto end = sess->Run({w});
+    if (!end.ok()) return fail(end.status());
+    final_w[static_cast<size_t>(task)] = (*end)[0];
+  });
+  for (int t = 0; t < kWorkers; ++t) ASSERT_TRUE(status[static_cast<size_t>(t)].ok()) << "worker " << t << ": " << status[static_cast<size_t>(t)];
+  auto bytes = [](const Tensor& t) { return std::string(static_cast<const char*>(t.raw_data()), t.TotalBytes()); };
+  EXPECT_NE(bytes(initial[0]), bytes(initial[1])) << "the replicas' random initial values should differ";
+  for (int t = 0; t < kWorkers; ++t) {
+    EXPECT_EQ(bytes(broadcast[static_cast<size_t>(t)]), bytes(initial[0])) << "worker " << t << " after the broadcast";
+    EXPECT_EQ(bytes(final_w[static_cast<size_t>(t)]), bytes(final_w[0])) << "worker " << t << " after training";
+  }
+  EXPECT_NE(bytes(final_w[0]), bytes(initial[0])) << "training should have moved the weights";
+}
+
+}  // namespace
+}  // namespace distflow
