@@ -75,5 +75,15 @@ DISTFLOW_EXPORT absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& s, co
                                                               const LoopCondFn& cond, const LoopBodyFn& body,
                                                               const WhileOptions& options = {});
 
+// Inside a WhileLoop's condition or body (`s` the scope they were given):
+// `outer`, a tensor of the frame around the loop, entered into the loop as
+// one more invariant, the same every iteration. Gradients sum its gradient
+// over the iterations and pass it to `outer`, as for WhileOptions::
+// invariants; when Gradients rebuilds the body, the captured tensors come
+// after WhileOptions::invariants in its `vars`, in the order captured.
+// Capturing the same tensor twice gives the same Output. (Python's
+// tf.while_loop enters the tensors a body reads from outside this way.)
+DISTFLOW_EXPORT absl::StatusOr<Output> CaptureIntoLoop(const Scope& s, const Output& outer);
+
 }  // namespace ops
 }  // namespace distflow

@@ -34,6 +34,11 @@ class Graph:
         self._local_variable_ops = set()  # names of the LOCAL_VARIABLES' ops
         self.seed = None           # tf.set_random_seed's graph seed
         self._last_id = 0          # ops added so far: the op seed of a seedless random op
+        # tf.cond branches and tf.while_loop conditions and bodies being built,
+        # innermost last (control_flow_ops.py), and the context each tensor
+        # made inside one belongs to, by tensor name (absent: the graph's top).
+        self._cf_stack = []
+        self._tensor_ctx = {}
 
     @contextlib.contextmanager
     def as_default(self):
@@ -128,6 +133,13 @@ class Graph:
             raise RuntimeError("Graph is finalized and cannot be modified (a Supervisor or "
                                "MonitoredSession finalized it; build ops before creating one).")
         s = self._root
+        control_groups = self._control_stack
+        if self._cf_stack:
+            # Inside a branch or loop body: its C++ scope (its pivot or frame),
+            # and only the control dependencies opened inside it.
+            ctx = self._cf_stack[-1]
+            s = ctx.scope
+            control_groups = control_groups[ctx.control_mark:] if len(control_groups) > ctx.control_mark else []
         for d in self._device_stack:
             if d is None:
                 s = s.with_device("")
@@ -135,13 +147,18 @@ class Graph:
                 s = s.with_device(d)
             else:
                 s = s.with_device_function(d)
-        deps = [op for group in self._control_stack for op in group]
+        deps = [op for group in control_groups for op in group]
         if deps:
             s = s.with_control_dependencies(deps)
         prefix = "/".join(self._name_stack)
         if name is not None:
             full = f"{prefix}/{name}" if prefix else name
-            s = s.with_op_name(self._unique_name(full))
+            if self._cf_stack:
+                # Unique under the branch's or body's own name scope, which prefixes it.
+                u = s.unique_name(full)
+                s = s.with_op_name(full if u.endswith("/" + full) else u[u.rfind("/" + full + "_") + 1:])
+            else:
+                s = s.with_op_name(self._unique_name(full))
         elif prefix:
             s = s.new_sub_scope(prefix)
         return s
@@ -149,6 +166,16 @@ class Graph:
     def _unique_name(self, name):
         # TensorFlow: "x", then "x_1", "x_2", ...
         return self._root.unique_name(name)
+
+    @contextlib.contextmanager
+    def _outside_control_flow(self):
+        """Ops made here (variables and their initializers) belong to the
+        graph's top, whatever tf.cond or tf.while_loop is being built."""
+        saved, self._cf_stack = self._cf_stack, []
+        try:
+            yield
+        finally:
+            self._cf_stack = saved
 
     @property
     def graph_key(self):
@@ -497,17 +524,22 @@ def _apply(op_type, inputs, attrs=None, name=None):
     as a Tensor, a tuple for several, the Operation for none."""
     g = get_default_graph()
     cc_inputs = []
+    ctx = g._cf_stack[-1] if g._cf_stack else None
     for x in inputs:
-        if isinstance(x, (list, tuple)):
-            cc_inputs.extend(_checked(g, convert_to_tensor(e))._out for e in x)
-        else:
-            cc_inputs.append(_checked(g, convert_to_tensor(x))._out)
+        for e in (x if isinstance(x, (list, tuple)) else [x]):
+            t = _checked(g, convert_to_tensor(e))
+            if ctx is not None:
+                t = ctx.capture(t)  # a tensor from outside the branch or loop, made visible inside
+            cc_inputs.append(t._out)
     cc_op = _distflow.add_op(g._scope(name), op_type, cc_inputs, attrs or {})
     g._last_id += 1
     n = cc_op.num_outputs
     if n == 0:
         return Operation(cc_op, g)
     outs = [Tensor(_distflow.Output(cc_op, i, g._root), g) for i in range(n)]
+    if ctx is not None:
+        for t in outs:
+            g._tensor_ctx[t.name] = ctx
     return outs[0] if n == 1 else tuple(outs)
 
 
@@ -554,10 +586,11 @@ class Variable(Tensor):
         if variable_def is not None:
             raise NotImplementedError("tf.Variable(variable_def=...)")
         g = get_default_graph()
-        if callable(initial_value):
-            initial_value = initial_value()
-        init = convert_to_tensor(initial_value, dtype=dtype)
-        cc_var = _distflow.make_variable(g._scope(name or "Variable"), init._out, bool(trainable))
+        with g._outside_control_flow():  # a variable made in a loop body or branch is the graph's
+            if callable(initial_value):
+                initial_value = initial_value()
+            init = convert_to_tensor(initial_value, dtype=dtype)
+            cc_var = _distflow.make_variable(g._scope(name or "Variable"), init._out, bool(trainable))
         super().__init__(cc_var, g)
         self.initial_value = init
         self.trainable = bool(trainable)
@@ -830,11 +863,13 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
             raise ValueError(f"get_variable('{full}') with an initializer function needs a shape")
         saved, g._name_stack = g._name_stack, full.split("/") + ["Initializer"]
         try:
-            init = initializer(list(shape), dt)
+            with g._outside_control_flow():  # a variable first made in a loop body or branch
+                init = initializer(list(shape), dt)
         finally:
             g._name_stack = saved
     else:
-        init = convert_to_tensor(initializer, dtype=dt)
+        with g._outside_control_flow():
+            init = convert_to_tensor(initializer, dtype=dt)
     saved, g._name_stack = g._name_stack, []
     try:
         v = Variable(init, trainable=True if trainable is None else trainable, name=full,

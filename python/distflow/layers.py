@@ -4,8 +4,9 @@ flatten, dropout and batch_normalization, with TF1's variable names
 replica_device_setter places them on the ps and Saver names them as TF1.
 
 A `training` flag may be a Python bool or a boolean tensor; with a tensor
-both results are computed and tf.where-style selection picks one (there is
-no tf.cond yet), which gives TF1's values and gradients."""
+tf.cond picks the branch (as TF1's smart_cond): dropout runs only when
+training, and batch normalisation uses the batch's moments or the moving
+averages, and updates the averages only when training."""
 import numpy as _np
 
 from distflow import dtypes as _dtypes
@@ -52,8 +53,9 @@ def _apply_activation(y, activation):
 
 
 def _select(training, a, b):
-    """a where the scalar boolean `training` holds, else b."""
-    return _ro.Select(training, a, b)
+    """a() if the scalar boolean tensor `training` holds, else b() (tf.cond)."""
+    from distflow import control_flow_ops
+    return control_flow_ops.cond(training, a, b)
 
 
 def _training_value(training):
@@ -176,7 +178,7 @@ def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=
     with _fw.name_scope(name, default_name="dropout"):
         if tensor is None:
             return _dropout_op(x, rate, seed) if flag else _ro.Identity(x)
-        return _select(tensor, _dropout_op(x, rate, seed), x)
+        return _select(tensor, lambda: _dropout_op(x, rate, seed), lambda: _ro.Identity(x))
 
 
 def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
@@ -235,19 +237,21 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
         mean = _ro.Mean(x, axes, keep_dims=False)
         centred = _ro.Sub(x, reshape(_ro.StopGradient(mean)))
         var = _ro.Mean(_ro.Square(centred), axes, keep_dims=False)
-        batch = normalise(mean, var)
         decay = _fw.constant(1.0 - momentum, dtype=dt)
-        if tensor is not None:  # no update when not training
-            decay = _select(tensor, decay, _fw.constant(0.0, dtype=dt))
+        if tensor is not None:  # the moving averages when not training, and no update
+            used_mean = _select(tensor, lambda: _ro.Identity(mean), lambda: _ro.Identity(moving_mean))
+            used_var = _select(tensor, lambda: _ro.Identity(var), lambda: _ro.Identity(moving_var))
+            batch = normalise(used_mean, used_var)
+            decay = _select(tensor, lambda: _ro.Identity(decay), lambda: _fw.constant(0.0, dtype=dt))
+        else:
+            batch = normalise(mean, var)
         with _fw.name_scope("AssignMovingAvg"):
             upd_mean = moving_mean.assign_sub(_ro.Mul(_ro.Sub(moving_mean, mean), decay))
         with _fw.name_scope("AssignMovingAvg_1"):
             upd_var = moving_var.assign_sub(_ro.Mul(_ro.Sub(moving_var, var), decay))
         _fw.add_to_collection(GraphKeys.UPDATE_OPS, upd_mean)
         _fw.add_to_collection(GraphKeys.UPDATE_OPS, upd_var)
-        if tensor is None:
-            return batch
-        return _select(tensor, batch, normalise(moving_mean, moving_var))
+        return batch
 
 
 class Layer:

@@ -10,12 +10,13 @@ variables with get_variable on its first call (so an enclosing
 variable_scope(reuse=True) shares an earlier cell's variables) and reuses
 them on every later call.
 
-Not yet: tf.nn.dynamic_rnn has no tf.while_loop under it (the Python
-while_loop is not there yet), so it unrolls the STATIC time dimension of its
-inputs, with the same results as TF; inputs whose number of time steps is
-unknown are a named error. Outputs past a sequence's `sequence_length` are
-zero and its state is carried through, as TF (computed for every step, then
-selected). DropoutWrapper(variational_recurrent=True) is not supported."""
+tf.nn.dynamic_rnn runs a tf.while_loop over the time steps (TensorArrays of
+the inputs and outputs, as TF) when the number of time steps is unknown, or
+when USE_WHILE_LOOP is set (the environment's DISTFLOW_RNN_WHILE_LOOP=1);
+otherwise it unrolls the static time dimension of its inputs, with the same
+results. Outputs past a sequence's `sequence_length` are zero and its state
+is carried through, as TF (computed for every step, then selected).
+DropoutWrapper(variational_recurrent=True) is not supported."""
 import collections as _collections
 
 from distflow import array_ops as _array
@@ -24,7 +25,10 @@ from distflow import framework as _fw
 from distflow import math_ops as _math
 from distflow import raw_ops as _raw
 
-_NO_WHILE = "dynamic_rnn needs a static number of time steps in distflow until tf.while_loop lands in Python"
+import os as _os
+
+# dynamic_rnn with a static number of time steps: a while_loop (True) or unrolled (False).
+USE_WHILE_LOOP = _os.environ.get("DISTFLOW_RNN_WHILE_LOOP", "") == "1"
 
 
 # ---- nested structures (states are tensors, tuples of them, or nested tuples) ----
@@ -516,13 +520,64 @@ def _time_steps(x, time_major, who):
     if dims is None or len(dims) < 3:
         raise ValueError(f"{who}: inputs must be [batch, time, depth] (or [time, batch, depth] if time_major); "
                          f"got '{x.name}' of shape {x.shape}")
-    if dims[axis] is None:
-        raise NotImplementedError(f"{who} on '{x.name}' of shape {x.shape}: {_NO_WHILE}")
     return x, axis, dims[axis]
 
 
-def _dynamic(cell, inputs, sequence_length, initial_state, dtype, time_major, who):
+def _loop_over_time(cell, x, axis, sequence_length, initial_state, dtype, parallel_iterations, who):
+    """dynamic_rnn as TF builds it: a while_loop over the time steps reading
+    the inputs from a TensorArray and writing the outputs to another."""
+    from distflow import control_flow_ops
+    from distflow import tensor_array_ops
+    rank = len(x.shape._dims)
+    xt = x if axis == 0 else _array.transpose(x, [1, 0] + list(range(2, rank)))
+    dims = xt.shape._dims
+    steps = _array.shape(xt)[0]
+    batch = _array.shape(xt)[1]
+    first = xt[0]
+    state = _initial_state(cell, first, initial_state, dtype, who)
+    # The cell makes its variables here, outside the loop (distflow's loop
+    # gradient does not reach a variable first made inside the body); this
+    # step's ops go unused.
+    cell(first, state)
+    out_size = cell.output_size
+    if not isinstance(out_size, int):
+        raise NotImplementedError(f"{who} over a while_loop: cells whose output_size is {out_size!r} (not an int)")
+    out_dtype = _flatten(state)[0].dtype
+    inputs_ta = tensor_array_ops.TensorArray(xt.dtype, size=steps, element_shape=dims[1:]).unstack(xt)
+    flow = _array.fill(_array.stack([steps, batch, out_size]), _fw.constant(0, dtype=out_dtype))
+    outputs_ta = tensor_array_ops.TensorArray(out_dtype, size=steps, element_shape=[dims[1], out_size], flow=flow)
+    if sequence_length is not None:
+        sequence_length = _math.cast(_fw.convert_to_tensor(sequence_length), _dtypes.int32)
+        if sequence_length.shape.ndims not in (None, 1):
+            raise ValueError(f"sequence_length must be a vector of length batch_size, but saw shape: "
+                             f"{sequence_length.shape}")
+
+    def body(t, out_ta, st):
+        x_t = inputs_ta.read(t)
+        out, new_st = cell(x_t, st)
+        if sequence_length is not None:
+            done = _math.less_equal(sequence_length, t)
+            out = _array.where(done, _array.zeros_like(out), out)
+            new_st = _map(lambda old, new: _array.where(done, old, new), st, new_st)
+        return t + 1, out_ta.write(t, out), new_st
+
+    state_invariants = _map(lambda v: [None] * (len(v.shape._dims) - 1) + [v.shape._dims[-1]]
+                            if v.shape._dims else v.shape._dims, state)
+    _, outputs_ta, state = control_flow_ops.while_loop(
+        lambda t, *_: _math.less(t, steps), body, [_fw.constant(0, name="time"), outputs_ta, state],
+        shape_invariants=[[], None, state_invariants], parallel_iterations=parallel_iterations or 32)
+    outputs = outputs_ta.stack()
+    if dims[0] is not None:
+        outputs.set_shape([dims[0], None, out_size])
+    if axis != 0:
+        outputs = _array.transpose(outputs, [1, 0, 2])
+    return outputs, state
+
+
+def _dynamic(cell, inputs, sequence_length, initial_state, dtype, time_major, who, parallel_iterations=None):
     x, axis, steps = _time_steps(inputs, time_major, who)
+    if steps is None or USE_WHILE_LOOP:
+        return _loop_over_time(cell, x, axis, sequence_length, initial_state, dtype, parallel_iterations, who)
     xs = _array.unstack(x, num=steps, axis=axis)
     state = _initial_state(cell, xs[0], initial_state, dtype, who)
     outputs, state = _unroll(cell, xs, state, sequence_length)
@@ -532,10 +587,12 @@ def _dynamic(cell, inputs, sequence_length, initial_state, dtype, time_major, wh
 def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=None, parallel_iterations=None,
                 swap_memory=False, time_major=False, scope=None):
     """tf.nn.dynamic_rnn: inputs [batch, time, depth] ([time, batch, depth]
-    if time_major); returns (outputs of the same layout, final state).
-    Unrolled over the static number of time steps (no while_loop yet)."""
+    if time_major); returns (outputs of the same layout, final state). A
+    while_loop over the time steps when their number is unknown (or
+    USE_WHILE_LOOP), else unrolled over the static number."""
     with _fw.variable_scope(scope or "rnn"):
-        return _dynamic(cell, inputs, sequence_length, initial_state, dtype, time_major, "dynamic_rnn")
+        return _dynamic(cell, inputs, sequence_length, initial_state, dtype, time_major, "dynamic_rnn",
+                        parallel_iterations)
 
 
 def _reverse(xs, sequence_length):
@@ -582,6 +639,9 @@ def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None, in
     state_bw)); unrolled over the static time dimension as dynamic_rnn."""
     who = "bidirectional_dynamic_rnn"
     x, axis, steps = _time_steps(inputs, time_major, who)
+    if steps is None:
+        raise NotImplementedError(f"{who} on '{x.name}' of shape {x.shape}: an unknown number of time steps "
+                                  f"(only dynamic_rnn runs a while_loop in distflow yet)")
     xs = _array.unstack(x, num=steps, axis=axis)
     with _fw.variable_scope(scope or "bidirectional_rnn"):
         with _fw.variable_scope("fw"):

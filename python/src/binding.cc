@@ -17,6 +17,7 @@ namespace distflow_py {
 void BindGraph(py::module_& m);    // graph_binding.cc
 void BindSession(py::module_& m);  // session_binding.cc
 void BindTrain(py::module_& m);    // train_binding.cc
+void BindControlFlow(py::module_& m);  // control_flow_binding.cc
 }  // namespace distflow_py
 
 using namespace distflow_py;  // NOLINT: this file only assembles the module
@@ -69,6 +70,7 @@ PYBIND11_MODULE(_distflow, m) {
   BindGraph(m);
   BindSession(m);
   BindTrain(m);
+  BindControlFlow(m);
   RegisterSummaryBindings(m);
   RegisterDataBindings(m);
 }

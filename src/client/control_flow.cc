@@ -1,5 +1,6 @@
 #include "distflow/control_flow.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/graph_state.h"
 #include "distflow/gradients.h"
@@ -112,6 +113,34 @@ absl::Status CheckNextValues(const std::string& name, const std::vector<Output>&
   return absl::OkStatus();
 }
 
+// Keeps a loop on GraphState::loops_in_construction while its condition and
+// body are built, whichever way WhileLoop returns (a Python body may throw).
+class LoopConstructionGuard {
+ public:
+  LoopConstructionGuard(std::shared_ptr<GraphState> g, std::shared_ptr<GraphState::LoopInConstruction> loop)
+      : g_(std::move(g)), loop_(std::move(loop)) {
+    absl::MutexLock lock(&g_->mu);
+    g_->loops_in_construction.push_back(loop_);
+  }
+  ~LoopConstructionGuard() { Pop(); }
+  void Pop() {
+    if (loop_ == nullptr) return;
+    absl::MutexLock lock(&g_->mu);
+    auto& v = g_->loops_in_construction;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (*it == loop_) {
+        v.erase(it);
+        break;
+      }
+    }
+    loop_ = nullptr;
+  }
+
+ private:
+  std::shared_ptr<GraphState> g_;
+  std::shared_ptr<GraphState::LoopInConstruction> loop_;
+};
+
 Output Enter(const Scope& s, const Output& x, const std::string& frame, bool constant, int parallel,
              const PartialShape* invariant) {
   return Op(s, "Enter", {x}, [&](proto::NodeDef* n) {
@@ -202,6 +231,11 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
   std::vector<Output> entered;
   for (const Output& x : options.invariants) entered.push_back(Enter(s, x, frame, true, parallel, nullptr));
   if (!s.ok()) return s.status();
+  // Tensors the condition and body capture (CaptureIntoLoop) while they are built.
+  auto building = std::make_shared<GraphState::LoopInConstruction>(s);
+  building->frame = frame;
+  building->parallel_iterations = parallel;
+  LoopConstructionGuard guard(s.graph_state(), building);
 
   auto user = [&](const std::vector<Output>& all) {
     std::vector<Output> v(all.begin() + first, all.begin() + first + static_cast<long>(num_user));
@@ -261,6 +295,7 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
     }
     if (!st.ok()) return Fail(s, st);
   }
+  guard.Pop();
   std::vector<Output> result(exits.begin() + first, exits.begin() + first + static_cast<long>(num_user));
   if (record) {
     auto rec = std::make_shared<WhileLoopRecord>();
@@ -275,12 +310,44 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
       rec->histories.push_back(NodeOut{h.node(), h.index()});
     }
     for (const Output& x : options.invariants) rec->invariants.push_back(NodeOut{x.node(), x.index()});
+    for (const NodeOut& x : building->outer) rec->invariants.push_back(x);
     rec->count = NodeOut{exits.back().node(), exits.back().index()};
     GraphState& g = *s.graph_state();
     absl::MutexLock lock(&g.mu);
     for (const Node* e : rec->exits) g.while_loops[e] = rec;
   }
   return result;
+}
+
+absl::StatusOr<Output> CaptureIntoLoop(const Scope& s, const Output& outer) {
+  if (!s.ok()) return s.status();
+  if (!outer.ok()) return absl::InvalidArgumentError("CaptureIntoLoop: an invalid Output");
+  // The loop is the innermost one being built whose name scope holds `s`
+  // (its condition's and body's scopes are "<loop>/cond" and "<loop>/body").
+  const std::string where = ScopeName(s);
+  std::shared_ptr<GraphState::LoopInConstruction> loop;
+  {
+    GraphState& g = *s.graph_state();
+    absl::MutexLock lock(&g.mu);
+    for (const auto& l : g.loops_in_construction) {
+      if (where == l->frame || absl::StartsWith(where, l->frame + "/")) loop = l;
+    }
+  }
+  if (loop == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("CaptureIntoLoop('", outer.name(), "'): scope '", where,
+                                                      "' is not a WhileLoop's condition or body being built"));
+  }
+  const std::shared_ptr<GraphState>& gs = s.graph_state();
+  for (size_t i = 0; i < loop->outer.size(); ++i) {
+    if (loop->outer[i].node == outer.node() && loop->outer[i].index == outer.index()) {
+      return Output(Operation(loop->entered[i].node, gs), loop->entered[i].index, s);
+    }
+  }
+  Output e = Enter(loop->enter_scope, outer, loop->frame, true, loop->parallel_iterations, nullptr);
+  if (!loop->enter_scope.ok()) return loop->enter_scope.status();
+  loop->outer.push_back(NodeOut{outer.node(), outer.index()});
+  loop->entered.push_back(NodeOut{e.node(), e.index()});
+  return e;
 }
 
 absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& loop,

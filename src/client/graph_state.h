@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,18 @@ struct GraphState {
   // Loops made by ops::WhileLoop, by each of their Exit nodes, for
   // Gradients. (A body function that captures Outputs keeps the graph alive.)
   absl::flat_hash_map<const Node*, std::shared_ptr<const WhileLoopRecord>> while_loops ABSL_GUARDED_BY(mu);
+  // Loops whose condition or body is being built, innermost last: where
+  // ops::CaptureIntoLoop enters a tensor from outside, and what the loop's
+  // record then lists among its invariants.
+  struct LoopInConstruction {
+    explicit LoopInConstruction(Scope s) : enter_scope(std::move(s)) {}
+    std::string frame;
+    int parallel_iterations = 10;
+    Scope enter_scope;  // where the loop's own Enters were made
+    std::vector<NodeOut> outer;   // captured tensors, in the order captured
+    std::vector<NodeOut> entered;  // their Enters
+  };
+  std::vector<std::shared_ptr<LoopInConstruction>> loops_in_construction ABSL_GUARDED_BY(mu);
   int64_t graph_seed ABSL_GUARDED_BY(mu) = 0;
   int64_t next_op_seed ABSL_GUARDED_BY(mu) = 1;
 };

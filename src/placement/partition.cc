@@ -10,7 +10,9 @@
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "cluster/device_name.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
+#include "placement/loop_skeletons.h"
 
 namespace distflow {
 
@@ -31,6 +33,24 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(const Graph& gra
     }
     return p;
   };
+  auto part_of_device = [&](const std::string& d) -> Partition& {
+    Partition& p = parts[d];
+    if (p.device.empty()) {
+      p.device = d;
+      absl::StatusOr<DeviceName> dn = DeviceName::Parse(d);
+      p.task = dn.ok() ? dn->AddressSpace().ToString() : d;
+    }
+    return p;
+  };
+  // A _Recv feeding a node inside a loop runs in its frame (loop_skeletons.h).
+  LoopSkeletons loops(graph, nodes, placement, part_of_device);
+  // With control flow in the step, a _Recv may receive a dead tensor: its
+  // partition must run on the executor's control-flow path.
+  bool control_flow = false;
+  for (const Node* n : nodes) {
+    const std::string& op = n->op();
+    if (op == "Switch" || op == "Merge" || op == "Enter" || op == "Exit" || op == "NextIteration") control_flow = true;
+  }
   absl::flat_hash_set<std::pair<std::string, int>> fed;
   for (const TensorId& f : feeds) fed.insert({f.node, f.index});
   // Existing transfers, so one tensor crosses to a device once: (src, idx, dst device) -> recv name.
@@ -67,6 +87,10 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(const Graph& gra
         send->add_input(name);
         SetAttrType(send, "T", in.node->output_type(in.index));
         SetAttrString(send, "key", edge);
+        // In a loop, sends too run only in iterations that run (not for a
+        // loop invariant in the iteration that ends the loop).
+        ASSIGN_OR_RETURN(std::string send_frame, loops.RecvControl(n, src.device));
+        if (!send_frame.empty()) send->add_input(send_frame);
         src.targets.push_back(send->name());
         proto::NodeDef* recv = dst.graph.add_node();
         recv->set_name(base + "_recv");
@@ -76,6 +100,9 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(const Graph& gra
         SetAttrString(recv, "key", edge);
         SetAttrString(recv, "send_task", src.task);
         SetAttrShape(recv, "shape", in.node->output_shape(in.index));
+        if (control_flow) SetAttrBool(recv, "_control_flow", true);
+        ASSIGN_OR_RETURN(std::string in_frame, loops.RecvControl(n, dst.device));
+        if (!in_frame.empty()) recv->add_input(in_frame);
         it = recvs.emplace(key, recv->name()).first;
       }
       def.add_input(it->second + ":0");
@@ -116,6 +143,9 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(const Graph& gra
         SetAttrString(recv, "key", edge);
         SetAttrString(recv, "send_task", src.task);
         SetAttrShape(recv, "shape", PartialShape::Scalar());
+        if (control_flow) SetAttrBool(recv, "_control_flow", true);
+        ASSIGN_OR_RETURN(std::string in_frame, loops.RecvControl(n, dst.device));
+        if (!in_frame.empty()) recv->add_input(in_frame);
         it = control_recvs.emplace(key, recv->name()).first;
       }
       def.add_input("^" + it->second);

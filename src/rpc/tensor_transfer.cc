@@ -53,6 +53,12 @@ grpc::ByteBuffer EncodeBulkTensorHeader(const Tensor& tensor, uint64_t ticket, i
 
 grpc::ByteBuffer EncodeTensorToByteBuffer(const Tensor& tensor) {
   proto::RecvTensorHeader header;
+  if (!tensor.IsInitialized()) {
+    header.set_is_dead(true);  // sent by a dead _Send
+    std::string prefix = HeaderPrefix(header);
+    grpc::Slice slice(prefix.data(), prefix.size());
+    return grpc::ByteBuffer(&slice, 1);
+  }
   header.set_dtype(static_cast<proto::DataType>(tensor.dtype()));
   EncodeShape(tensor.shape(), header.mutable_shape());
   if (tensor.dtype() == DT_STRING) {
@@ -88,6 +94,10 @@ absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer
   Gather(slices, 4, len, head.data());
   proto::RecvTensorHeader header;
   if (!header.ParseFromString(head)) return absl::DataLossError("Tensor header is corrupt");
+  if (header.is_dead()) {
+    if (total - 4 - len != 0 || header.bulk_ticket() != 0) return absl::DataLossError("A dead tensor with a payload");
+    return Tensor();
+  }
   int raw_dtype = header.dtype();
   if (!IsValidDataType(raw_dtype)) return absl::DataLossError(absl::StrCat("Tensor header has unknown dtype ", raw_dtype));
   DataType dtype = static_cast<DataType>(raw_dtype);

@@ -102,6 +102,11 @@ FrameAssignment AssignFrames(const Graph& graph, std::vector<FrameInfo>* frames)
 bool NeedsControlFlow(const std::vector<NodeItem>& items) {
   for (const NodeItem& item : items) {
     if (KindOf(item.node->op()) != CfKind::kNone || item.node->op() == "LoopCond") return true;
+    // A _Recv from a step with control flow may receive a dead tensor.
+    if (item.node->op() == "_Recv") {
+      absl::StatusOr<bool> cf = GetAttrBool(item.node->def(), "_control_flow");
+      if (cf.ok() && *cf) return true;
+    }
   }
   return false;
 }
@@ -151,7 +156,8 @@ absl::Status BuildControlFlowInfo(const Graph& graph, const std::vector<const No
   }
   for (const Node* r : roots) {
     int f = OutputFrame(*r, a, *frames);
-    if (f != 0) {
+    // A partition's _Send inside a loop (the body spans tasks) runs every iteration.
+    if (f != 0 && r->op() != "_Send") {
       return NodeError(*r, absl::StrCat("cannot be fetched or run as a target: it is inside ", FrameLabel(*frames, f),
                                         "; fetch the loop's Exit outputs instead"));
     }

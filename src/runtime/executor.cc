@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <deque>
+#include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
@@ -14,6 +15,7 @@
 #include "base/timer.h"
 #include "graph/attr_value.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/rendezvous.h"
 #include "kernels/resource_mgr.h"
 #include "runtime/control_flow_info.h"
 #include "runtime/executor_frames.h"
@@ -38,6 +40,26 @@ std::string NotFoundWithSuggestions(const Graph& g, const std::string& kind, con
   return absl::StrCat(kind, " '", name, "' is not in the graph",
                       close.empty() ? "" : absl::StrCat("; did you mean ", absl::StrJoin(close, ", "), "?"));
 }
+
+// The step's rendezvous for a _Send or _Recv inside a loop: its keys name
+// the frame instance and iteration too, so each iteration's tensor meets the
+// same iteration's on the other task (TensorFlow's frame_iter in the key).
+// Lives for one kernel call (a _Recv hands its key over synchronously).
+class InFrameRendezvous : public Rendezvous {
+ public:
+  InFrameRendezvous(Rendezvous* base, std::string suffix) : base_(base), suffix_(std::move(suffix)) {}
+  absl::Status Send(int64_t step_id, const std::string& key, const Tensor& value) override {
+    return base_->Send(step_id, key + suffix_, value);
+  }
+  void RecvAsync(int64_t step_id, const std::string& key, const std::string& send_task, CancellationManager* cm,
+                 DoneCallback done) override {
+    base_->RecvAsync(step_id, key + suffix_, send_task, cm, std::move(done));
+  }
+
+ private:
+  Rendezvous* base_;
+  std::string suffix_;
+};
 
 }  // namespace
 
@@ -150,7 +172,7 @@ struct Executor::Impl {
       return;
     }
     if (control_flow) {
-      CompleteInFrame(s, t, ctx, ready);
+      CompleteInFrame(s, t, t.dead ? nullptr : ctx, ready);  // a dead transfer ran: its outputs are dead
       return;
     }
     for (int j = 0; j < item.node->num_outputs(); ++j) {
@@ -196,7 +218,8 @@ struct Executor::Impl {
       Entry out{ctx->output(j), ctx->output_ref(j)};
       const bool unset = !out.val.IsInitialized() && out.ref == nullptr;
       const bool used = !item.out_slots[static_cast<size_t>(j)].empty() || !item.out_fetches[static_cast<size_t>(j)].empty();
-      if (unset && used && item.kind != CfKind::kSwitch) {
+      // A Switch's untaken output, and a _Recv of a dead tensor, are dead.
+      if (unset && used && item.kind != CfKind::kSwitch && item.node->op() != "_Recv") {
         RecordError(s, item, absl::InternalError(absl::StrCat("the kernel produced no value for output ", j)));
         return;
       }
@@ -335,8 +358,10 @@ struct Executor::Impl {
       NodeDone(s);
       return;
     }
-    if (t.dead) {
+    if (t.dead && !item.transfer) {
       // A dead node does not run; its inputs are dropped and its outputs dead.
+      // (A dead _Send runs, sending "dead", and a dead _Recv runs to take what
+      // its _Send sent, as TensorFlow's: every send is received.)
       Entry* in = InputSlots(s, t, item);
       for (int k = 0; k < item.node->num_inputs(); ++k) in[k] = Entry{};
       std::vector<TaggedNode> ready;
@@ -351,6 +376,11 @@ struct Executor::Impl {
     p.step_id = s->step_id;
     p.cancellation = s->cm;
     p.rendezvous = s->rendezvous;
+    std::optional<InFrameRendezvous> in_frame;
+    if (!item.transfer_key.empty() && s->rendezvous != nullptr && t.frame != nullptr && t.frame->parent != nullptr) {
+      in_frame.emplace(s->rendezvous, absl::StrCat(";", t.frame->id, ":", t.iter->iter));
+      p.rendezvous = &*in_frame;
+    }
     p.default_container = options.default_container;
     p.intra_op_pool = options.intra_op_pool;
     if (options.max_step_bytes > 0) {
@@ -363,6 +393,7 @@ struct Executor::Impl {
     Entry* in = InputSlots(s, t, item);
     for (int k = 0; k < n; ++k) {
       Entry e = std::move(in[k]);
+      if (t.dead) continue;  // a dead _Send sends no tensor
       if (item.kind == CfKind::kMerge && e.ref == nullptr && !e.val.IsInitialized()) continue;  // not the live input
       if (item.node->input_is_ref(k)) {
         if (e.ref == nullptr) {
@@ -490,6 +521,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     if (n->op() == "_Send" || n->op() == "_Recv") {
       absl::StatusOr<std::string> key = GetAttrString(n->def(), "key");
       if (key.ok()) item.transfer_key = *key;
+      item.transfer = true;
     }
     item.input_start = impl->total_slots;
     impl->total_slots += n->num_inputs();

@@ -1,5 +1,7 @@
 #include "runtime/executor_frames.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace distflow {
 
 FrameStates::FrameStates(const std::vector<NodeItem>* items, const std::vector<FrameInfo>* frames)
@@ -108,6 +110,7 @@ FrameState* FrameStates::FindOrCreateChild(FrameState* parent, IterState* parent
   child->info = info;
   child->parent = parent;
   child->parent_iter = parent_iter;
+  child->id = absl::StrCat(parent->id, "/", fi.name, "@", parent_iter->iter);
   child->last_iter = 0;
   child->iterations.push_back(NewIteration(fi, 0));
   child->pending_enters = fi.num_enters;

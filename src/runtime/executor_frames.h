@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -41,6 +42,11 @@ struct IterState {
 
 struct FrameState {
   int info = 0;  // index into the static frames
+  // Names this frame instance the same way on every task that runs part of
+  // the loop: the parent's id, the frame's name and the parent iteration
+  // ("" for the root). Transfers inside a loop add it, and the iteration, to
+  // their rendezvous keys.
+  std::string id;
   FrameState* parent = nullptr;
   IterState* parent_iter = nullptr;
   int64_t first_iter = 0;  // the iteration at iterations.front()

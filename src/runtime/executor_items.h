@@ -45,6 +45,7 @@ struct NodeItem {
   bool expensive = true;
   bool async = false;
   std::string transfer_key;  // _Send/_Recv: their rendezvous key, for traces
+  bool transfer = false;     // a _Send or _Recv: runs even when dead (it sends or takes "dead")
 
   // The control-flow path only.
   CfKind kind = CfKind::kNone;

@@ -275,10 +275,34 @@ def test_dropout_wrapper_keeps_everything_at_one_and_drops_at_half():
         tf.nn.rnn_cell.DropoutWrapper(tf.nn.rnn_cell.BasicRNNCell(2), output_keep_prob=1.5)
 
 
+def test_dynamic_rnn_over_a_while_loop_equals_unrolled_with_gradients():
+    """Unknown time steps: a while_loop with TensorArrays; the same outputs,
+    final state and kernel gradient as the unrolled graph of the same cell."""
+    xv = RNG.randn(B, T, D).astype(np.float64)
+    lengths = [4, 2, 3]
+    results = []
+    for time_major, steps in ((False, T), (False, None), (True, None)):
+        tf.reset_default_graph()
+        x = tf.placeholder(tf.float64, [T, B, D] if time_major and steps else
+                           ([None, B, D] if time_major else [B, steps, D]))
+        cell = tf.nn.rnn_cell.LSTMCell(3, dtype=tf.float64, initializer=tf.constant_initializer(0.3))
+        init = cell.zero_state(B, tf.float64)
+        out, st = tf.nn.dynamic_rnn(cell, x, sequence_length=lengths, initial_state=init, time_major=time_major)
+        if time_major:
+            out = tf.transpose(out, [1, 0, 2])
+        loss = tf.reduce_sum(out * out) + tf.reduce_sum(st.h)
+        (g,) = tf.gradients(loss, [cell.variables[0]])
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            feed = xv.transpose(1, 0, 2) if time_major else xv
+            results.append(sess.run([out, st.c, g], {x: feed}))
+    for r in results[1:]:
+        for a, b in zip(results[0], r):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    assert np.all(results[1][0][1, 2:] == 0)  # past the sequence's length
+
+
 def test_bad_inputs_are_named_errors():
-    x = tf.placeholder(tf.float32, [None, None, D])
-    with pytest.raises(NotImplementedError, match="dynamic_rnn.*static number of time steps"):
-        tf.nn.dynamic_rnn(tf.nn.rnn_cell.BasicRNNCell(2), x, dtype=tf.float32)
     y = tf.placeholder(tf.float32, [None, T, D])
     with pytest.raises(ValueError, match="dtype must be specified"):
         tf.nn.dynamic_rnn(tf.nn.rnn_cell.BasicRNNCell(2), y)

@@ -94,7 +94,8 @@ class RecvOp : public AsyncOpKernel {
     }
     ctx->rendezvous()->RecvAsync(ctx->step_id(), key_, send_task_, ctx->cancellation_manager(),
                                  [ctx, done = std::move(done)](absl::Status s, Tensor t) {
-                                   if (s.ok()) s = ctx->set_output(0, std::move(t));
+                                   // A dead send arrives as no tensor: the output stays unset (dead).
+                                   if (s.ok() && t.IsInitialized()) s = ctx->set_output(0, std::move(t));
                                    done(s);
                                  });
   }

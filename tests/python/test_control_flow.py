@@ -1,0 +1,201 @@
+"""tf.cond, tf.case, tf.while_loop and tf.TensorArray (distflow/
+control_flow_ops.py, tensor_array_ops.py): values against NumPy, gradients
+against finite differences, captured tensors, nested structures and loops,
+and the errors a bad loop gets."""
+import numpy as np
+import pytest
+
+import distflow.compat.v1 as tf
+
+
+@pytest.fixture(autouse=True)
+def fresh_graph():
+    tf.reset_default_graph()
+    yield
+
+
+def finite_difference(sess, loss, x_ph, x0, eps=1e-6):
+    g = np.zeros_like(x0)
+    for idx in np.ndindex(*x0.shape):
+        hi, lo = x0.copy(), x0.copy()
+        hi[idx] += eps
+        lo[idx] -= eps
+        g[idx] = (sess.run(loss, {x_ph: hi}) - sess.run(loss, {x_ph: lo})) / (2 * eps)
+    return g
+
+
+def test_cond_runs_the_taken_branch_with_captured_tensors_and_structures():
+    p = tf.placeholder(tf.bool, [])
+    x = tf.placeholder(tf.float32, [3])
+    w = tf.constant([1.0, 2.0, 3.0])
+    out = tf.cond(p, lambda: {"a": x * w, "b": (tf.reduce_sum(x), tf.constant(1))},
+                  lambda: {"a": x - w, "b": (tf.reduce_max(x), tf.constant(2))})
+    single = tf.cond(p, lambda: x + 1.0, lambda: x)
+    xv = np.array([4.0, -1.0, 0.5], np.float32)
+    with tf.Session() as sess:
+        for pv in (True, False):
+            r, s = sess.run([out, single], {p: pv, x: xv})
+            np.testing.assert_allclose(r["a"], xv * [1, 2, 3] if pv else xv - [1, 2, 3])
+            np.testing.assert_allclose(r["b"][0], xv.sum() if pv else xv.max())
+            assert r["b"][1] == (1 if pv else 2)
+            np.testing.assert_allclose(s, xv + 1 if pv else xv)
+
+
+def test_cond_gradient_matches_finite_differences_and_case_picks_first_true():
+    p = tf.placeholder(tf.bool, [])
+    x = tf.placeholder(tf.float64, [2])
+    y = tf.cond(p, lambda: tf.reduce_sum(tf.sin(x) * x), lambda: tf.reduce_sum(x * x * x))
+    (g,) = tf.gradients(y, [x])
+    k = tf.placeholder(tf.int32, [])
+    c = tf.case([(tf.less(k, 0), lambda: tf.constant(-1)), (tf.equal(k, 0), lambda: tf.constant(0))],
+                default=lambda: tf.constant(1))
+    x0 = np.array([0.3, -1.2])
+    with tf.Session() as sess:
+        for pv in (True, False):
+            got = sess.run(g, {p: pv, x: x0})
+            want = np.sin(x0) + x0 * np.cos(x0) if pv else 3 * x0 * x0
+            np.testing.assert_allclose(got, want, rtol=1e-9)
+        assert [sess.run(c, {k: v}) for v in (-5, 0, 7)] == [-1, 0, 1]
+
+
+def test_while_loop_nested_structures_captures_and_maximum_iterations():
+    n = tf.placeholder(tf.int32, [])
+    step = tf.constant(3)
+
+    def body(i, acc):
+        return i + 1, {"sum": acc["sum"] + i * step, "prod": acc["prod"] * 2.0}
+
+    i, acc = tf.while_loop(lambda i, acc: i < n, body, [0, {"sum": tf.constant(0), "prod": tf.constant(1.0)}])
+    capped = tf.while_loop(lambda i: i < n, lambda i: i + 1, [tf.constant(0)], maximum_iterations=4)
+    with tf.Session() as sess:
+        for nv in (0, 1, 6):
+            iv, a, cv = sess.run([i, acc, capped], {n: nv})
+            assert iv == nv and a["sum"] == 3 * sum(range(nv)) and a["prod"] == 2.0 ** nv
+            assert cv == min(nv, 4)
+
+
+def test_nested_while_loops_with_a_cond_inside():
+    n = tf.placeholder(tf.int32, [])
+
+    def inner_body(j, t, even):
+        return j + 1, t + tf.cond(even, lambda: j, lambda: -j), tf.logical_not(even)
+
+    def outer(i, total):
+        inner = tf.while_loop(lambda j, t, even: j < i, inner_body, [0, total, True])
+        return i + 1, inner[1]
+
+    _, total = tf.while_loop(lambda i, t: i < n, outer, [0, 0])
+    want = sum(sum(j if j % 2 == 0 else -j for j in range(i)) for i in range(5))
+    with tf.Session() as sess:
+        assert sess.run(total, {n: 5}) == want
+
+
+def test_while_loop_gradients_reach_loop_vars_captures_and_variables():
+    x = tf.placeholder(tf.float64, [2])
+    w = tf.placeholder(tf.float64, [2])
+    # y = x * w^3 elementwise, then sin: three iterations of v <- v * w, a tanh on the way.
+    _, y = tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, tf.tanh(v) * w), [0, x])
+    loss = tf.reduce_sum(tf.sin(y))
+    gx, gw = tf.gradients(loss, [x, w])
+    x0, w0 = np.array([0.4, -0.7]), np.array([1.3, 0.6])
+    with tf.Session() as sess:
+        got_x, got_w = sess.run([gx, gw], {x: x0, w: w0})
+        for ph, v0, got, other in ((x, x0, got_x, (w, w0)), (w, w0, got_w, (x, x0))):
+            num = np.zeros_like(v0)
+            for k in range(2):
+                hi, lo = v0.copy(), v0.copy()
+                hi[k] += 1e-6
+                lo[k] -= 1e-6
+                num[k] = (sess.run(loss, {ph: hi, other[0]: other[1]}) -
+                          sess.run(loss, {ph: lo, other[0]: other[1]})) / 2e-6
+            np.testing.assert_allclose(got, num, rtol=1e-6)
+    # An optimizer through a loop: a variable read in the body learns.
+    tf.reset_default_graph()
+    v = tf.Variable(1.0)
+    _, out = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * v), [0, tf.constant(1.0)])
+    loss = tf.square(out - 8.0)
+    train = tf.train.GradientDescentOptimizer(0.003).minimize(loss)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for _ in range(200):
+            sess.run(train)
+        assert abs(sess.run(v) - 2.0) < 1e-2
+
+
+def test_tensor_array_ops_and_gradients():
+    x = tf.placeholder(tf.float64, [4, 2])
+    ta = tf.TensorArray(tf.float64, size=4).unstack(x)
+    ta2 = ta.write(1, ta.read(3) * 10.0).scatter([0, 2], tf.ones([2, 2], tf.float64))
+    grown = tf.TensorArray(tf.float32, size=0, dynamic_size=True).write(2, [1.0, 2.0]).write(0, [5.0, 6.0])
+    loss = tf.reduce_sum(ta2.stack() * ta2.stack()) + tf.reduce_sum(ta2.gather([1, 3]))
+    (g,) = tf.gradients(loss, [x])
+    x0 = np.arange(8, dtype=np.float64).reshape(4, 2) / 10
+    with tf.Session() as sess:
+        st, gathered, size, gv, gr, gsize = sess.run(
+            [ta2.stack(), ta2.gather([3, 1]), ta2.size(), g, grown.stack(), grown.size()], {x: x0})
+        want = np.array([[1, 1], x0[3] * 10, [1, 1], x0[3]])
+        np.testing.assert_allclose(st, want)
+        np.testing.assert_allclose(gathered, want[[3, 1]])
+        assert size == 4 and gsize == 3
+        np.testing.assert_allclose(gr, [[5, 6], [0, 0], [1, 2]])
+        np.testing.assert_allclose(gv, finite_difference(sess, loss, x, x0), rtol=1e-6, atol=1e-8)
+
+
+def test_tensor_array_in_a_while_loop_with_gradient():
+    x = tf.placeholder(tf.float64, [5, 3])
+    inp = tf.TensorArray(tf.float64, size=5).unstack(x)
+    out = tf.TensorArray(tf.float64, size=5, element_shape=[3])
+
+    def body(t, acc, ta):
+        acc = acc * 0.5 + inp.read(t)
+        return t + 1, acc, ta.write(t, acc * acc)
+
+    _, acc, out = tf.while_loop(lambda t, a, ta: t < 5, body, [0, tf.zeros([3], tf.float64), out])
+    stacked = out.stack()
+    loss = tf.reduce_sum(stacked) + tf.reduce_sum(acc)
+    (g,) = tf.gradients(loss, [x])
+    x0 = np.linspace(-1, 1, 15).reshape(5, 3)
+    ref, a = [], np.zeros(3)
+    for t in range(5):
+        a = a * 0.5 + x0[t]
+        ref.append(a * a)
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(stacked, {x: x0}), np.array(ref))
+        np.testing.assert_allclose(sess.run(g, {x: x0}), finite_difference(sess, loss, x, x0), rtol=1e-6)
+
+
+def test_bad_loops_are_named_errors():
+    with pytest.raises(Exception, match="shape invariant"):
+        tf.while_loop(lambda v: tf.size(v) < 10, lambda v: tf.concat([v, v], 0), [tf.constant([1])])
+    tf.reset_default_graph()
+    with pytest.raises(ValueError, match="structure different"):
+        tf.while_loop(lambda a, b: a < 3, lambda a, b: (a + 1,), [0, 1])
+    tf.reset_default_graph()
+    with pytest.raises(TypeError, match="must be callable"):
+        tf.cond(tf.constant(True), 1, lambda: 2)
+    # With an invariant, the growing loop works.
+    tf.reset_default_graph()
+    v = tf.while_loop(lambda v: tf.size(v) < 10, lambda v: tf.concat([v, v], 0), [tf.constant([1])],
+                      shape_invariants=[tf.TensorShape([None])])
+    with tf.Session() as sess:
+        assert sess.run(v).tolist() == [1] * 16
+
+
+def test_batch_normalization_with_a_tensor_training_flag():
+    x = tf.placeholder(tf.float32, [4, 2])
+    training = tf.placeholder(tf.bool, [])
+    y = tf.layers.batch_normalization(x, training=training, momentum=0.5)
+    updates = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+    mean_var = [v for v in tf.global_variables() if "moving_mean" in v.name][0]
+    xv = np.array([[1, 2], [3, 4], [5, 0], [7, 2]], np.float32)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        out, _ = sess.run([y, updates], {x: xv, training: True})
+        want = (xv - xv.mean(0)) / np.sqrt(xv.var(0) + 1e-3)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(sess.run(mean_var), 0.5 * xv.mean(0), rtol=1e-6)
+        out, _ = sess.run([y, updates], {x: xv, training: False})  # the moving averages, no update
+        mm = 0.5 * xv.mean(0)
+        mv = 0.5 + 0.5 * xv.var(0)
+        np.testing.assert_allclose(out, (xv - mm) / np.sqrt(mv + 1e-3), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(sess.run(mean_var), mm, rtol=1e-6)
