@@ -437,6 +437,10 @@ TEST(FailureDetection, AWorkerThatHangsIsDeclaredDeadAndTheChiefDoesNotWaitForIt
   c.extra = {"--heartbeat_timeout_secs=3"};
   auto [ps, w1, chief] = c.StartPsAndTwoWorkers(1500);
   ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
+  // Worker 1 trains (so the coordinator has heard from it: its heartbeats
+  // begin when its server starts) before it goes silent; the chief alone
+  // can reach step 100 before a slow worker 1 is up.
+  ASSERT_TRUE(WaitForOutput(w1, "Worker 1: model is ready", 120)) << Output(w1);
   kill(w1.pid, SIGSTOP);  // alive to the kernel, silent to the cluster
   EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
   const std::string out = Output(chief);
