@@ -142,7 +142,10 @@ TEST_F(SyncReplicasTest, EveryStepAveragesAllReplicasOnce) {
   constexpr int64_t kSteps = 12;
   Result res[3];
   std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps); });
+  // All three start together, so no replica computes a gradient for a
+  // step the others have already completed (it would be dropped as stale).
+  StartLine together(3);
+  for (int r = 0; r < 3; ++r) threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps, 1 << 30, &together); });
   for (auto& t : threads) t.join();
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(res[r].status.ok()) << "replica " << r << ": " << res[r].status;
