@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
-shift || true
+shift || true  # the build dir argument is optional: nothing to shift without it
 export CCACHE_BASEDIR="$PWD"
 cmake --build "$BUILD" --target mnist_distributed >/dev/null
 exec /usr/bin/python3 bench/profile_cluster.py --build "$BUILD" "$@"

@@ -681,8 +681,7 @@ TEST_F(MasterTest, ARegistrationThatNeverAnswersEndsOnCloseOrTheTasksDeathAndIsL
       call->status = std::move(s);
       call->done.Notify();
     });
-    const absl::Time until = absl::Now() + kBound;
-    while (silent->calls.load() == calls_before && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+    WaitUntil([&] { return silent->calls.load() != calls_before; }, kBound);
     ASSERT_GT(silent->calls.load(), calls_before) << "the step never registered its partition";
 
     testing::internal::CaptureStderr();

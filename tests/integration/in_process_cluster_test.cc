@@ -1038,8 +1038,7 @@ TEST(Limits, ATaskRunsAtMostMaxConcurrentStepsPartitions) {
   // Once it ended, the ps serves again. The ps counts the partition as ended
   // just after it answers, so the answer can reach the client first: wait
   // for the count, not for the answer.
-  const absl::Time ended = absl::Now() + absl::Seconds(10);
-  while (ps->running_partitions() != 0 && absl::Now() < ended) absl::SleepFor(absl::Milliseconds(5));
+  WaitUntil([&] { return ps->running_partitions() == 0; }, absl::Seconds(10));
   EXPECT_TRUE(second.Run({other}).ok());
 }
 
