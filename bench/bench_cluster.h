@@ -40,7 +40,7 @@ const Pem& Certificates();
 
 struct Cluster {
   std::vector<std::unique_ptr<Server>> servers;
-  std::string worker_target;  // grpc://127.0.0.1:PORT
+  std::string worker_target;   // grpc://127.0.0.1:PORT
   std::string worker_address;  // 127.0.0.1:PORT
 };
 
@@ -95,10 +95,9 @@ template <typename Fn>
 void TimeSteps(benchmark::State& state, Fn step) {
   int64_t csw0 = ContextSwitches();
   for (auto _ : state) step();
-  state.counters["csw_per_step"] =
-      benchmark::Counter(static_cast<double>(ContextSwitches() - csw0) / static_cast<double>(std::max<int64_t>(1, state.iterations())));
+  state.counters["csw_per_step"] = benchmark::Counter(static_cast<double>(ContextSwitches() - csw0) /
+                                                      static_cast<double>(std::max<int64_t>(1, state.iterations())));
 }
-
 
 // The median of `x` (0 if empty).
 inline double Median(std::vector<double> x) {

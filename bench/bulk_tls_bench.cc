@@ -87,8 +87,12 @@ void BM_BulkFetch(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n));
 }
 
-BENCHMARK(BM_BulkFetch)->ArgsProduct({{1, 16, 64}, {0, 1}})->ArgNames({"MiB", "tls"})->UseRealTime()
-    ->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_BulkFetch)
+    ->ArgsProduct({{1, 16, 64}, {0, 1}})
+    ->ArgNames({"MiB", "tls"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0);
 
 }  // namespace
 }  // namespace bench

@@ -30,10 +30,11 @@ namespace df = distflow;
 namespace {
 
 df::Output Reduce(const df::Scope& s, const df::Output& x, int n, int64_t instance) {
-  return df::Output(df::ops::Raw(s, "CollectiveReduce", {x},
-                                 {{"group_size", n}, {"group_key", 1}, {"instance_key", instance},
-                                  {"merge_op", "Add"}, {"final_op", "Id"}}),
-                    0, s);
+  return df::Output(
+      df::ops::Raw(
+          s, "CollectiveReduce", {x},
+          {{"group_size", n}, {"group_key", 1}, {"instance_key", instance}, {"merge_op", "Add"}, {"final_op", "Id"}}),
+      0, s);
 }
 
 int Die(const std::string& what, const absl::Status& s) {
@@ -91,10 +92,10 @@ int main(int argc, char** argv) {
     const double secs = absl::ToDoubleSeconds(absl::Now() - start) / iters;
     const double bytes = static_cast<double>(sizes[i]) * 1024 * 1024;
     if (task == 0) {
-      std::printf("{\"impl\": \"distflow\", \"ranks\": %d, \"mib\": %lld, \"ms\": %.2f, \"algbw_gbs\": %.3f, "
-                  "\"busbw_gbs\": %.3f}\n",
-                  n, static_cast<long long>(sizes[i]), secs * 1e3, bytes / secs / 1e9,
-                  bytes / secs / 1e9 * 2.0 * (n - 1) / n);
+      std::printf(
+          "{\"impl\": \"distflow\", \"ranks\": %d, \"mib\": %lld, \"ms\": %.2f, \"algbw_gbs\": %.3f, "
+          "\"busbw_gbs\": %.3f}\n",
+          n, static_cast<long long>(sizes[i]), secs * 1e3, bytes / secs / 1e9, bytes / secs / 1e9 * 2.0 * (n - 1) / n);
       std::fflush(stdout);
     }
   }

@@ -28,12 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_cluster.h"
 #include "benchmark/benchmark.h"
 #include "distflow/distflow.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/worker.grpc.pb.h"
-#include "bench_cluster.h"
 
 namespace distflow {
 namespace {

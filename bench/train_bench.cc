@@ -39,14 +39,14 @@
 namespace distflow {
 namespace {
 
-constexpr double kCnnFlops = 2.0 * 50 * (28 * 28 * 32 * 25 * 1)             // conv1 fwd
-                             + 2.0 * 50 * (28 * 28 * 32 * 25 * 1)           // conv1 filter grad
-                             + 3 * 2.0 * 50 * (14 * 14 * 64 * 25 * 32)      // conv2 fwd, input grad, filter grad
-                             + 3 * 2.0 * 50 * (3136 * 500)                  // fc1
-                             + 3 * 2.0 * 50 * (500 * 10);                   // fc2
-constexpr double kMlpFlops = 2.0 * 64 * (784 * 256)          // fc1 fwd
-                             + 2.0 * 64 * (784 * 256)        // fc1 weight grad
-                             + 3 * 2.0 * 64 * (256 * 10);    // fc2
+constexpr double kCnnFlops = 2.0 * 50 * (28 * 28 * 32 * 25 * 1)         // conv1 fwd
+                             + 2.0 * 50 * (28 * 28 * 32 * 25 * 1)       // conv1 filter grad
+                             + 3 * 2.0 * 50 * (14 * 14 * 64 * 25 * 32)  // conv2 fwd, input grad, filter grad
+                             + 3 * 2.0 * 50 * (3136 * 500)              // fc1
+                             + 3 * 2.0 * 50 * (500 * 10);               // fc2
+constexpr double kMlpFlops = 2.0 * 64 * (784 * 256)                     // fc1 fwd
+                             + 2.0 * 64 * (784 * 256)                   // fc1 weight grad
+                             + 3 * 2.0 * 64 * (256 * 10);               // fc2
 
 Tensor RandomImages(int64_t n, unsigned seed) {
   Tensor t(DT_FLOAT, TensorShape({n, 784}));
@@ -147,14 +147,12 @@ void RunSteps(benchmark::State& state, Model& m, double flops) {
 }
 
 void BM_CnnStep(benchmark::State& state) {
-  Model m(static_cast<int>(state.range(0)), 50, Cnn,
-          [] { return std::make_unique<AdamOptimizer>(1e-4); });
+  Model m(static_cast<int>(state.range(0)), 50, Cnn, [] { return std::make_unique<AdamOptimizer>(1e-4); });
   RunSteps(state, m, kCnnFlops);
 }
 
 void BM_MlpStep(benchmark::State& state) {
-  Model m(static_cast<int>(state.range(0)), 64, Mlp,
-          [] { return std::make_unique<GradientDescentOptimizer>(0.1); });
+  Model m(static_cast<int>(state.range(0)), 64, Mlp, [] { return std::make_unique<GradientDescentOptimizer>(0.1); });
   RunSteps(state, m, kMlpFlops);
 }
 

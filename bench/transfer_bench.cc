@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "bench_cluster.h"
 #include "benchmark/benchmark.h"
 #include "distflow/distflow.h"
 #include "grpcpp/create_channel.h"
@@ -29,7 +30,6 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "bench_cluster.h"
 
 namespace distflow {
 namespace {
@@ -404,8 +404,12 @@ void TransferSizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_TcpLoopback)->Apply(TransferSizes);
-BENCHMARK(BM_GrpcRawPull)->ArgsProduct({{1, 16, 64, 256}, {0, 1}})->ArgNames({"MiB", "tls"})->UseRealTime()
-    ->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_GrpcRawPull)
+    ->ArgsProduct({{1, 16, 64, 256}, {0, 1}})
+    ->ArgNames({"MiB", "tls"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0);
 BENCHMARK(BM_SumOnPs)->Apply(TransferSizes);
 BENCHMARK(BM_PullSum)->Apply(TransferSizes);
 BENCHMARK(BM_AllocAndCopy)->Apply(TransferSizes);

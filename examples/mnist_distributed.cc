@@ -58,17 +58,18 @@
 #include "distflow/distflow.h"
 #include "distflow/elastic.h"
 #include "distflow/task_config.h"
+#include "distflow/train/collective_all_reduce_optimizer.h"
 #include "distflow/train/layers.h"
 #include "distflow/train/optimizer.h"
 #include "distflow/train/progress_hook.h"
 #include "distflow/train/replica_device_setter.h"
 #include "distflow/train/supervisor.h"
-#include "distflow/train/collective_all_reduce_optimizer.h"
 #include "distflow/train/sync_replicas_optimizer.h"
 
 ABSL_FLAG(std::string, job_name, "", "ps or worker (default: worker, unless DISTFLOW_CONFIG or --job_layout says)");
-ABSL_FLAG(std::string, task_index, "",
-          "this task's index in its job; worker 0 is the chief (default: 0, unless DISTFLOW_CONFIG or --job_layout says)");
+ABSL_FLAG(
+    std::string, task_index, "",
+    "this task's index in its job; worker 0 is the chief (default: 0, unless DISTFLOW_CONFIG or --job_layout says)");
 ABSL_FLAG(std::string, ps_hosts, "", "comma-separated host:port of the ps tasks (default localhost:2222)");
 ABSL_FLAG(std::string, worker_hosts, "",
           "comma-separated host:port of the worker tasks (default localhost:2223,localhost:2224,localhost:2225)");
@@ -112,7 +113,9 @@ ABSL_FLAG(std::string, auth_token_file, "",
 ABSL_FLAG(int, status_port, -1,
           "serve this task's status page (/status) and Prometheus metrics (/metrics) over HTTP on this port: "
           "0 = any free one, -1 = off; the chief's page draws loss and accuracy");
-ABSL_FLAG(int, intra_op_threads, 0, "threads of one op in this task's server (0: its share of the cores: those it may use / the tasks on its host)");
+ABSL_FLAG(
+    int, intra_op_threads, 0,
+    "threads of one op in this task's server (0: its share of the cores: those it may use / the tasks on its host)");
 ABSL_FLAG(int64_t, trace_step, -1,
           "trace the first step this worker runs once the global step reaches this, on every task it touches, "
           "and write it as Chrome trace-event JSON (open it in Perfetto or chrome://tracing)");
@@ -247,8 +250,11 @@ std::vector<std::string> JoinedWorkersStillIn(const std::string& coordinator, in
 // has started it, so every worker has finished what came before.
 df::Output Barrier(const df::Scope& s, int num_workers, int64_t instance) {
   return df::Output(df::ops::Raw(s, "CollectiveReduce", {df::ops::Const(s, int32_t{1})},
-                                 {{"group_size", num_workers}, {"group_key", 2}, {"instance_key", instance},
-                                  {"merge_op", "Add"}, {"final_op", "Id"}}),
+                                 {{"group_size", num_workers},
+                                  {"group_key", 2},
+                                  {"instance_key", instance},
+                                  {"merge_op", "Add"},
+                                  {"final_op", "Id"}}),
                     0, s);
 }
 
@@ -371,13 +377,15 @@ int RunAllReduce(const df::ClusterSpec& cluster, int task, df::data::DataSets& d
   if (!chief) {
     // The chief may still read this worker's part of the last barrier; a
     // shutdown that interrupts it is the normal end.
-    if (auto r = raw->Run({all_seen}); !r.ok()) std::printf("Worker %d: last barrier: %s\n", task, r.status().ToString().c_str());
+    if (auto r = raw->Run({all_seen}); !r.ok())
+      std::printf("Worker %d: last barrier: %s\n", task, r.status().ToString().c_str());
     (void)sess.Close();
     if (server != nullptr) server->Join();
     return 0;
   }
   if (auto r = raw->Run({all_seen}); !r.ok()) return Die("waiting for the other workers", r.status());
-  if (absl::Status st = sess.Close(); !st.ok()) std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
+  if (absl::Status st = sess.Close(); !st.ok())
+    std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
   if (absl::GetFlag(FLAGS_shutdown_cluster)) {
     absl::Status st = df::ShutdownCluster(cluster, "training is over");
     std::printf("All %d workers are done; cluster shut down%s\n", num_workers, st.ok() ? "" : " (with errors)");
@@ -391,7 +399,9 @@ int main(int argc, char** argv) {
   // --help lists the flags of this file (absl matches files to the binary's
   // name, which has a dash where the file has an underscore).
   absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view file) { return absl::StrContains(file, "mnist_distributed"); };
+  usage_config.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "mnist_distributed");
+  };
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
@@ -412,7 +422,8 @@ int main(int argc, char** argv) {
     return Usage(std::string(st.message()));
   }
   if (absl::GetFlag(FLAGS_recovery_timeout_secs) <= 0) {
-    return Usage(absl::StrCat("--recovery_timeout_secs must be positive, not ", absl::GetFlag(FLAGS_recovery_timeout_secs)));
+    return Usage(
+        absl::StrCat("--recovery_timeout_secs must be positive, not ", absl::GetFlag(FLAGS_recovery_timeout_secs)));
   }
   const bool joining = !absl::GetFlag(FLAGS_join).empty();
   if (!joining && !absl::GetFlag(FLAGS_join_as).empty()) return Usage("--join_as needs --join");
@@ -477,7 +488,8 @@ int main(int argc, char** argv) {
   auto global_step = df::CreateGlobalStep(s);
   df::ops::VariableOptions counter_options;
   counter_options.trainable = false;
-  auto done_workers = df::ops::MakeVariable(s.WithOpName("done_workers"), df::ops::Const(s, int64_t{0}), counter_options);
+  auto done_workers =
+      df::ops::MakeVariable(s.WithOpName("done_workers"), df::ops::Const(s, int64_t{0}), counter_options);
   auto images = df::ops::Placeholder(s.WithOpName("x-input"), df::DT_FLOAT, {-1, 784});
   auto labels = df::ops::Placeholder(s.WithOpName("y-input"), df::DT_INT32, {-1});
   auto logits = Network(s, images, absl::GetFlag(FLAGS_model));
@@ -631,8 +643,8 @@ int main(int argc, char** argv) {
     // Workers that joined the running job are waited for too (the
     // coordinator knows them); without failure detection there are none.
     const bool elastic = absl::GetFlag(FLAGS_heartbeat_timeout_secs) > 0 && cluster->HasJob("ps");
-    const std::string coordinator = elastic ? cluster->task_address("ps", cluster->task_indices("ps").front()).value_or("")
-                                            : std::string();
+    const std::string coordinator =
+        elastic ? cluster->task_address("ps", cluster->task_indices("ps").front()).value_or("") : std::string();
     int joined_total = 0;
     std::vector<std::string> joined_in;
     int64_t done = 0;
@@ -653,10 +665,11 @@ int main(int argc, char** argv) {
     }
     if (joined_total > 0) {
       std::printf("%d worker(s) joined the running job%s\n", joined_total,
-                  joined_in.empty() ? "; all of them have left" :
-                                      absl::StrCat("; still in it: ", absl::StrJoin(joined_in, ", ")).c_str());
+                  joined_in.empty() ? "; all of them have left"
+                                    : absl::StrCat("; still in it: ", absl::StrJoin(joined_in, ", ")).c_str());
     }
-    if (absl::Status st = sess.Close(); !st.ok()) std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
+    if (absl::Status st = sess.Close(); !st.ok())
+      std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
     absl::Status s = df::ShutdownCluster(*cluster, "training is over");
     const int all_workers = num_workers + joined_total;
     if (done >= all_workers) {

@@ -40,8 +40,8 @@ struct Params {
   std::vector<df::Output> vars;  // weights and biases, layer by layer
 };
 
-df::Output Var(const df::Scope& s, const std::string& name, std::vector<int64_t> shape, int64_t fan_in,
-               int64_t fan_out, bool bias) {
+df::Output Var(const df::Scope& s, const std::string& name, std::vector<int64_t> shape, int64_t fan_in, int64_t fan_out,
+               bool bias) {
   df::layers::InitContext c{shape, df::DT_FLOAT, fan_in, fan_out};
   df::Scope init = s.NewSubScope(name + "_init");
   df::Output initial = bias ? df::layers::zeros()(init, c) : df::layers::glorot_uniform()(init, c);
@@ -75,8 +75,8 @@ df::Output Conv(const df::Scope& s, const df::Output& x, const df::Output& w, co
 }
 
 df::Output Pool(const df::Scope& s, const df::Output& x) {
-  return Out(s, df::ops::Raw(s, "MaxPool", {x},
-                             {{"ksize", {1, 2, 2, 1}}, {"strides", {1, 2, 2, 1}}, {"padding", "VALID"}}));
+  return Out(
+      s, df::ops::Raw(s, "MaxPool", {x}, {{"ksize", {1, 2, 2, 1}}, {"strides", {1, 2, 2, 1}}, {"padding", "VALID"}}));
 }
 
 // One tower: the logits of `images` with the shared parameters.
@@ -173,8 +173,8 @@ int main(int argc, char** argv) {
     df::Scope at = root.WithDevice(var.op().device()).NewSubScope("average");
     std::vector<df::Output> gs;
     for (const auto& tg : tower_grads) gs.push_back(tg[v].first);
-    averaged.emplace_back(df::ops::Mul(at, df::ops::AddN(at, gs), df::ops::Const(at, 1.0f / static_cast<float>(towers))),
-                          var);
+    averaged.emplace_back(
+        df::ops::Mul(at, df::ops::AddN(at, gs), df::ops::Const(at, 1.0f / static_cast<float>(towers))), var);
   }
   auto train = adam.ApplyGradients(root, averaged, &global_step);
   if (!train.ok()) return Die("building the update", train.status());

@@ -135,8 +135,7 @@ int main(int argc, char** argv) {
     right += (*out)[0].scalar<float>();
   }
   const double acc = n > 0 ? right / static_cast<double>(n) : 0.0;
-  std::printf("test accuracy %.4f on %lld Fashion-MNIST images after %d steps (training %.1f s, %.1f ms/step)\n",
-              acc, static_cast<long long>(n), steps, train_seconds,
-              steps > 0 ? 1e3 * train_seconds / steps : 0.0);
+  std::printf("test accuracy %.4f on %lld Fashion-MNIST images after %d steps (training %.1f s, %.1f ms/step)\n", acc,
+              static_cast<long long>(n), steps, train_seconds, steps > 0 ? 1e3 * train_seconds / steps : 0.0);
   return acc >= absl::GetFlag(FLAGS_min_accuracy) ? 0 : 3;
 }

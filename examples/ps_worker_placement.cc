@@ -49,8 +49,10 @@ Model Build(const df::Scope& root, int worker_task, bool with_training) {
   m.loss = df::ops::Mean(worker, diff * diff, {0, 1});
   df::GradientDescentOptimizer opt(0.05);
   auto train = opt.Minimize(worker, m.loss);
-  if (train.ok()) m.train = *train;
-  else root.UpdateStatus(train.status());
+  if (train.ok())
+    m.train = *train;
+  else
+    root.UpdateStatus(train.status());
   m.init = df::ops::GlobalVariablesInitializer(root);
   return m;
 }
@@ -111,7 +113,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   double change = 0;
-  for (int i = 0; i < 16; ++i) change += std::fabs((*after)[0].flat<float>()[static_cast<size_t>(i)] - (*before)[0].flat<float>()[static_cast<size_t>(i)]);
+  for (int i = 0; i < 16; ++i)
+    change += std::fabs((*after)[0].flat<float>()[static_cast<size_t>(i)] -
+                        (*before)[0].flat<float>()[static_cast<size_t>(i)]);
   std::printf("weights_2 on /job:ps/task:1 changed by %.4f (sum of |delta|), read from a second session\n", change);
   return (change > 0 && last_loss < first_loss) ? 0 : 4;
 }

@@ -22,8 +22,8 @@
 #include <memory>
 #include <string>
 
-#include "distflow/logging.h"
 #include "bulk/bulk_transfer.h"
+#include "distflow/logging.h"
 
 namespace distflow {
 namespace {

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "distflow/cluster_spec.h"
 #include "cluster/device_name.h"
+#include "distflow/cluster_spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -110,8 +110,7 @@ void RpcSeeds(const std::string& dir) {
 
   proto::RecvTensorRequest recv;
   recv.set_step_id(7);
-  recv.set_rendezvous_key(
-      "/job:ps/replica:0/task:0/device:CPU:0;1;/job:worker/replica:0/task:0/device:CPU:0;y:0;0:0");
+  recv.set_rendezvous_key("/job:ps/replica:0/task:0/device:CPU:0;1;/job:worker/replica:0/task:0/device:CPU:0;y:0;0:0");
   recv.set_accept_bulk(true);
   Seed(dir, "recv_tensor", "WorkerService/RecvTensor", recv);
   proto::RecvTensorRequest by_ticket;
@@ -134,8 +133,8 @@ void RpcSeeds(const std::string& dir) {
 
   grpc::health::v1::HealthCheckRequest health;
   health.set_service("distflow.proto.WorkerService");
-  Write(dir, "health_check", std::string(1, static_cast<char>(Index("/grpc.health.v1.Health/Check"))) +
-                                 health.SerializeAsString());
+  Write(dir, "health_check",
+        std::string(1, static_cast<char>(Index("/grpc.health.v1.Health/Check"))) + health.SerializeAsString());
 }
 
 std::string U32(uint32_t v) {

@@ -24,7 +24,8 @@ struct RpcMethod {
 
 inline const std::vector<RpcMethod>& RpcMethods() {
   static const auto* methods = new std::vector<RpcMethod>{
-      {"/distflow.proto.MasterService/CreateSession", &proto::CreateSessionRequest::default_instance(), After::kNothing},
+      {"/distflow.proto.MasterService/CreateSession", &proto::CreateSessionRequest::default_instance(),
+       After::kNothing},
       {"/distflow.proto.MasterService/ExtendSession", &proto::ExtendSessionRequest::default_instance(),
        After::kRenewSession},
       {"/distflow.proto.MasterService/RunStep", &proto::RunStepRequest::default_instance(), After::kNothing},
@@ -38,11 +39,9 @@ inline const std::vector<RpcMethod>& RpcMethods() {
       {"/distflow.proto.WorkerService/DeregisterGraph", &proto::DeregisterGraphRequest::default_instance(),
        After::kRenewSession},
       {"/distflow.proto.WorkerService/RunGraph", &proto::RunGraphRequest::default_instance(), After::kNothing},
-      {"/distflow.proto.WorkerService/CleanupGraph", &proto::CleanupGraphRequest::default_instance(),
-       After::kNothing},
+      {"/distflow.proto.WorkerService/CleanupGraph", &proto::CleanupGraphRequest::default_instance(), After::kNothing},
       {"/distflow.proto.WorkerService/RecvTensor", &proto::RecvTensorRequest::default_instance(), After::kNothing},
-      {"/distflow.proto.WorkerService/CleanupAll", &proto::CleanupAllRequest::default_instance(),
-       After::kRenewSession},
+      {"/distflow.proto.WorkerService/CleanupAll", &proto::CleanupAllRequest::default_instance(), After::kRenewSession},
       {"/distflow.proto.WorkerService/Shutdown", &proto::ShutdownRequest::default_instance(), After::kRenewCluster},
       {"/distflow.proto.WorkerService/Heartbeat", &proto::HeartbeatRequest::default_instance(), After::kNothing},
       {"/grpc.health.v1.Health/Check", &grpc::health::v1::HealthCheckRequest::default_instance(), After::kNothing},
@@ -57,8 +56,8 @@ inline proto::AttrValue TypeAttr(proto::DataType t) {
   return v;
 }
 
-inline proto::NodeDef* AddNode(proto::GraphDef* g, const std::string& name, const std::string& op, const std::string& device,
-                        std::vector<std::string> inputs) {
+inline proto::NodeDef* AddNode(proto::GraphDef* g, const std::string& name, const std::string& op,
+                               const std::string& device, std::vector<std::string> inputs) {
   proto::NodeDef* n = g->add_node();
   n->set_name(name);
   n->set_op(op);

@@ -78,8 +78,8 @@ class Harness {
     if (!msg->ParseFromString(raw)) return raw;  // the server must refuse it
     const pb::Descriptor* d = msg->GetDescriptor();
     const pb::Reflection* r = msg->GetReflection();
-    for (const auto& [field, value] : {std::make_pair("session_handle", &session_),
-                                       std::make_pair("graph_handle", &graph_)}) {
+    for (const auto& [field, value] :
+         {std::make_pair("session_handle", &session_), std::make_pair("graph_handle", &graph_)}) {
       const pb::FieldDescriptor* f = d->FindFieldByName(field);
       if (f != nullptr && !f->is_repeated() && f->type() == pb::FieldDescriptor::TYPE_STRING &&
           r->GetString(*msg, f).empty()) {

@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format  # clang-format: tests/format_test.sh
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libdnnl-dev zlib1g-dev libisal-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -37,12 +37,12 @@
 //
 //   distflow-launch --emit kubernetes --ps 1 --workers 3 --image registry/distflow:1 -- mnist_distributed
 //   distflow-launch --emit slurm --ps 1 --workers 3 -- ./mnist_distributed --train_steps=5000 > job.sbatch
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -155,11 +155,13 @@ int Usage(const std::string& what) {
 int Emit(const std::vector<std::string>& program) {
   const std::string kind = absl::GetFlag(FLAGS_emit);
   if (kind != "kubernetes" && kind != "slurm") {
-    return Usage(absl::StrCat("--emit=", kind, " is not a cluster manager distflow-launch knows; use kubernetes or slurm"));
+    return Usage(
+        absl::StrCat("--emit=", kind, " is not a cluster manager distflow-launch knows; use kubernetes or slurm"));
   }
   if (!absl::GetFlag(FLAGS_cluster_spec).empty()) {
-    return Usage("--emit builds the cluster from --ps and --workers (the addresses come from the cluster manager); "
-                 "drop --cluster_spec");
+    return Usage(
+        "--emit builds the cluster from --ps and --workers (the addresses come from the cluster manager); "
+        "drop --cluster_spec");
   }
   distflow::EmitOptions o;
   o.ps = absl::GetFlag(FLAGS_ps);
@@ -169,8 +171,7 @@ int Emit(const std::vector<std::string>& program) {
   if (!absl::GetFlag(FLAGS_ps_program).empty()) o.ps_program = absl::GetFlag(FLAGS_ps_program);
   o.image = absl::GetFlag(FLAGS_image);
   o.name = absl::GetFlag(FLAGS_name);
-  absl::StatusOr<std::string> text =
-      kind == "kubernetes" ? distflow::KubernetesManifests(o) : distflow::SlurmScript(o);
+  absl::StatusOr<std::string> text = kind == "kubernetes" ? distflow::KubernetesManifests(o) : distflow::SlurmScript(o);
   if (!text.ok()) return Usage(std::string(text.status().message()));
   const std::string path = absl::GetFlag(FLAGS_emit_file);
   if (path.empty()) {
@@ -209,16 +210,17 @@ int main(int argc, char** argv) {
   const bool elastic = min_workers != 0 || max_workers != 0;
   if (elastic) {
     if (min_workers < 1 || max_workers < 1) {
-      return Usage(absl::StrCat("--min_workers=", min_workers, " --max_workers=", max_workers,
-                                ": give both, each at least 1"));
+      return Usage(
+          absl::StrCat("--min_workers=", min_workers, " --max_workers=", max_workers, ": give both, each at least 1"));
     }
     if (min_workers > max_workers) {
       return Usage(absl::StrCat("--min_workers=", min_workers, " is above --max_workers=", max_workers,
                                 ": the job cannot need more workers than it may have"));
     }
     if (absl::GetFlag(FLAGS_workers) != 1) {
-      return Usage(absl::StrCat("--workers=", absl::GetFlag(FLAGS_workers),
-                                " and --min_workers/--max_workers: pass one (the minimum is the cluster spec's workers)"));
+      return Usage(
+          absl::StrCat("--workers=", absl::GetFlag(FLAGS_workers),
+                       " and --min_workers/--max_workers: pass one (the minimum is the cluster spec's workers)"));
     }
     if (!absl::GetFlag(FLAGS_cluster_spec).empty()) {
       return Usage("--min_workers/--max_workers build the cluster from --ps and --host; drop --cluster_spec");
@@ -240,7 +242,8 @@ int main(int argc, char** argv) {
     const int ps = absl::GetFlag(FLAGS_ps), workers = absl::GetFlag(FLAGS_workers);
     const int base = absl::GetFlag(FLAGS_base_port);
     const std::string host = absl::GetFlag(FLAGS_host);
-    if (ps < 0 || workers < 1) return Usage(absl::StrCat("--ps=", ps, " --workers=", workers, ": need ps >= 0 and workers >= 1"));
+    if (ps < 0 || workers < 1)
+      return Usage(absl::StrCat("--ps=", ps, " --workers=", workers, ": need ps >= 0 and workers >= 1"));
     if (base < 0 || base + ps + workers - 1 > 65535) {
       return Usage(absl::StrCat("--base_port=", base, " leaves no room for ", ps + workers, " ports"));
     }

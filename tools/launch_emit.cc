@@ -30,7 +30,8 @@ std::string Layout(const EmitOptions& o) {
 // One shell word: bare if it has nothing the shell would interpret.
 std::string ShellWord(absl::string_view s) {
   bool plain = !s.empty();
-  for (char c : s) plain = plain && (absl::ascii_isalnum(c) || absl::string_view("_-./:=,@%+").find(c) != absl::string_view::npos);
+  for (char c : s)
+    plain = plain && (absl::ascii_isalnum(c) || absl::string_view("_-./:=,@%+").find(c) != absl::string_view::npos);
   if (plain) return std::string(s);
   return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
 }
@@ -83,15 +84,15 @@ std::string YamlText(absl::string_view text, int indent) {
 
 std::string Service(const EmitOptions& o, const std::string& job) {
   const std::string name = absl::StrCat(o.name, "-", job);
-  const std::string labels = absl::StrCat("    app.kubernetes.io/name: \"distflow\"\n", "    app.kubernetes.io/instance: ",
-                                          YamlQuote(o.name), "\n", "    app.kubernetes.io/component: ", YamlQuote(job), "\n");
-  return absl::StrCat(
-      "apiVersion: v1\n", "kind: Service\n", "metadata:\n", "  name: ", YamlQuote(name), "\n", "  labels:\n", labels,
-      "spec:\n",
-      "  # Headless: a DNS name per pod (", name, "-0.", name, "), published before the pod is ready so\n",
-      "  # that tasks starting together can find each other.\n", "  clusterIP: \"None\"\n",
-      "  publishNotReadyAddresses: true\n", "  selector:\n", labels, "  ports:\n", "  - name: \"grpc\"\n",
-      "    port: ", o.port, "\n", "    targetPort: ", o.port, "\n");
+  const std::string labels =
+      absl::StrCat("    app.kubernetes.io/name: \"distflow\"\n", "    app.kubernetes.io/instance: ", YamlQuote(o.name),
+                   "\n", "    app.kubernetes.io/component: ", YamlQuote(job), "\n");
+  return absl::StrCat("apiVersion: v1\n", "kind: Service\n", "metadata:\n", "  name: ", YamlQuote(name), "\n",
+                      "  labels:\n", labels, "spec:\n", "  # Headless: a DNS name per pod (", name, "-0.", name,
+                      "), published before the pod is ready so\n",
+                      "  # that tasks starting together can find each other.\n", "  clusterIP: \"None\"\n",
+                      "  publishNotReadyAddresses: true\n", "  selector:\n", labels, "  ports:\n",
+                      "  - name: \"grpc\"\n", "    port: ", o.port, "\n", "    targetPort: ", o.port, "\n");
 }
 
 // The container's /bin/sh -c script: the task index is the pod's ordinal.
@@ -108,27 +109,28 @@ std::string PodScript(const EmitOptions& o, const std::string& job, const Cluste
       "\" >/dev/null 2>&1 && [ \"$n\" -lt 120 ]; do\n", "  n=`expr \"$n\" + 1`\n", "  sleep 1\n", "done\n",
       "export DISTFLOW_CONFIG=",
       ShellWord(absl::StrCat("{\"cluster\": ", cluster.ToJson(), ", \"task\": {\"type\": \"", job, "\", \"index\": ")),
-      "\"$i\"'}}'\n", "exec ", ShellJoin(argv), " --job_name=", job, " --task_index=\"$i\" --cluster_spec=",
-      ShellWord(cluster.ToFlagString().value_or("")), "\n");
+      "\"$i\"'}}'\n", "exec ", ShellJoin(argv), " --job_name=", job,
+      " --task_index=\"$i\" --cluster_spec=", ShellWord(cluster.ToFlagString().value_or("")), "\n");
 }
 
 std::string StatefulSet(const EmitOptions& o, const std::string& job, int replicas, const ClusterSpec& cluster) {
   const std::string name = absl::StrCat(o.name, "-", job);
   auto labels = [&](int indent) {
     const std::string pad(static_cast<size_t>(indent), ' ');
-    return absl::StrCat(pad, "app.kubernetes.io/name: \"distflow\"\n", pad, "app.kubernetes.io/instance: ",
-                        YamlQuote(o.name), "\n", pad, "app.kubernetes.io/component: ", YamlQuote(job), "\n");
+    return absl::StrCat(pad, "app.kubernetes.io/name: \"distflow\"\n", pad,
+                        "app.kubernetes.io/instance: ", YamlQuote(o.name), "\n", pad,
+                        "app.kubernetes.io/component: ", YamlQuote(job), "\n");
   };
   const std::string probe_port = absl::StrCat("          grpc:\n", "            port: ", o.port, "\n");
   return absl::StrCat(
       "apiVersion: apps/v1\n", "kind: StatefulSet\n", "metadata:\n", "  name: ", YamlQuote(name), "\n", "  labels:\n",
       labels(4), "spec:\n", "  serviceName: ", YamlQuote(name), "\n", "  replicas: ", replicas, "\n",
-      "  # Every task at once: the workers wait for the ps tasks themselves.\n", "  podManagementPolicy: \"Parallel\"\n",
-      "  selector:\n", "    matchLabels:\n", labels(6), "  template:\n", "    metadata:\n", "      labels:\n", labels(8),
-      "    spec:\n", "      containers:\n", "      - name: ", YamlQuote(job), "\n", "        image: ", YamlQuote(o.image),
-      "\n", "        command:\n", "        - \"/bin/sh\"\n", "        - \"-c\"\n", "        - ",
-      YamlText(PodScript(o, job, cluster), 10), "\n", "        ports:\n", "        - name: \"grpc\"\n",
-      "          containerPort: ", o.port, "\n",
+      "  # Every task at once: the workers wait for the ps tasks themselves.\n",
+      "  podManagementPolicy: \"Parallel\"\n", "  selector:\n", "    matchLabels:\n", labels(6), "  template:\n",
+      "    metadata:\n", "      labels:\n", labels(8), "    spec:\n", "      containers:\n",
+      "      - name: ", YamlQuote(job), "\n", "        image: ", YamlQuote(o.image), "\n", "        command:\n",
+      "        - \"/bin/sh\"\n", "        - \"-c\"\n", "        - ", YamlText(PodScript(o, job, cluster), 10), "\n",
+      "        ports:\n", "        - name: \"grpc\"\n", "          containerPort: ", o.port, "\n",
       "        # The task's gRPC server answers grpc.health.v1 once it serves.\n", "        readinessProbe:\n",
       probe_port, "          periodSeconds: 5\n", "        livenessProbe:\n", probe_port,
       "          initialDelaySeconds: 60\n", "          periodSeconds: 10\n", "          failureThreshold: 6\n");
@@ -159,8 +161,8 @@ absl::Status CheckEmitOptions(const EmitOptions& o) {
   }
   const std::string longest = absl::StrCat(o.name, "-worker-", o.workers - 1);
   if (longest.size() > 63) {
-    return absl::InvalidArgumentError(absl::StrCat("--name=", o.name, " is too long: pod name ", longest,
-                                                   " would exceed Kubernetes' 63 characters"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--name=", o.name, " is too long: pod name ", longest, " would exceed Kubernetes' 63 characters"));
   }
   if (o.image.empty() || o.image.find_first_of(" \t\n") != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("--image=", YamlQuote(o.image), " is not an image reference"));
@@ -172,7 +174,8 @@ absl::StatusOr<std::string> KubernetesManifests(const EmitOptions& o) {
   if (absl::Status st = CheckEmitOptions(o); !st.ok()) return st;
   ClusterSpec::JobMap jobs;
   for (const auto& [job, n] : Jobs(o)) {
-    for (int i = 0; i < n; ++i) jobs[job][i] = absl::StrCat(o.name, "-", job, "-", i, ".", o.name, "-", job, ":", o.port);
+    for (int i = 0; i < n; ++i)
+      jobs[job][i] = absl::StrCat(o.name, "-", job, "-", i, ".", o.name, "-", job, ":", o.port);
   }
   absl::StatusOr<ClusterSpec> cluster = ClusterSpec::FromJobs(std::move(jobs));
   if (!cluster.ok()) return cluster.status();
@@ -210,8 +213,8 @@ absl::StatusOr<std::string> SlurmScript(const EmitOptions& o) {
                   "echo \"distflow: cluster $DISTFLOW_CLUSTER_SPEC\"\n\n");
   const std::string ps_ranks = o.ps == 1 ? "rank 0" : absl::StrCat("ranks 0..", o.ps - 1);
   absl::StrAppend(&s, "# What every rank runs: ",
-                  o.ps > 0 ? absl::StrCat(ps_ranks, " the ps program, the others the program.") : "the program.",
-                  "\n", "distflow_task() {\n");
+                  o.ps > 0 ? absl::StrCat(ps_ranks, " the ps program, the others the program.") : "the program.", "\n",
+                  "distflow_task() {\n");
   if (o.ps > 0) {
     absl::StrAppend(&s, "  if [ \"$SLURM_PROCID\" -lt ", o.ps, " ]; then\n", "    exec ", ShellWord(o.ps_program), " ",
                     flags, "\n", "  fi\n");

@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 
@@ -19,10 +19,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/ports.h"
-#include "rpc/auth.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/health.grpc.pb.h"
+#include "rpc/auth.h"
 
 namespace distflow {
 
@@ -58,7 +58,7 @@ struct Task {
   int restarts = 0;
   bool running = false;
   bool finished_ok = false;
-  std::string how;  // how it last ended
+  std::string how;         // how it last ended
   std::string status_url;  // with --status_base_port
   bool joins = false;      // joins the running job (elastic): a new port and --join at every start
   std::string name() const { return joins ? absl::StrCat(job, ":+", index) : absl::StrCat(job, ":", index); }
@@ -118,8 +118,8 @@ class Launcher {
     for (Task& t : tasks_) {
       if (!Start(t)) return Stop(1);
     }
-    Say(absl::StrCat("started ", tasks_.size(), " tasks: ",
-                     absl::StrJoin(tasks_, ", ", [](std::string* out, const Task& t) {
+    Say(absl::StrCat("started ", tasks_.size(),
+                     " tasks: ", absl::StrJoin(tasks_, ", ", [](std::string* out, const Task& t) {
                        absl::StrAppend(out, t.name(), " (", t.address, ", pid ", t.pid, ")");
                      })));
     // What the health checks need, copied: the loop may replace a worker meanwhile.
@@ -300,8 +300,8 @@ class Launcher {
               continue;
             }
             t.finished_ok = false;
-            Say(absl::StrCat(t.name(), " ", t.how, "; no replacement left (--restart_on_failure=",
-                             options_.restart_on_failure, ")"));
+            Say(absl::StrCat(t.name(), " ", t.how,
+                             "; no replacement left (--restart_on_failure=", options_.restart_on_failure, ")"));
             if (WorkersLeft() < options_.min_workers) {
               failed_ = absl::StrCat(t.name(), " ", t.how, ": ", WorkersLeft(), " workers are left, fewer than ",
                                      "--min_workers=", options_.min_workers);
@@ -313,8 +313,8 @@ class Launcher {
           }
           if (t.restarts < options_.restart_on_failure) {
             ++t.restarts;
-            Say(absl::StrCat(t.name(), " ", t.how, "; restarting it (", t.restarts, " of ",
-                             options_.restart_on_failure, ")"));
+            Say(absl::StrCat(t.name(), " ", t.how, "; restarting it (", t.restarts, " of ", options_.restart_on_failure,
+                             ")"));
             if (!Start(t)) return Stop(1);
             continue;
           }
@@ -414,8 +414,8 @@ class Launcher {
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
     for (const auto& [name, address] : tasks) {
-      stubs.push_back(grpc::health::v1::Health::NewStub(
-          grpc::CreateCustomChannel(address, distflow::ClientCredentials(), args)));
+      stubs.push_back(
+          grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(address, distflow::ClientCredentials(), args)));
     }
     while (!health_stop_) {
       size_t n = 0;
@@ -455,10 +455,10 @@ class Launcher {
   const int signal_fd_;
   const std::atomic<int>* const signals_;
   std::vector<Task> tasks_;
-  std::string coordinator_;         // elastic: ps 0's address, where workers join
-  int joined_ = 0;                  // elastic: joining workers started so far
-  int replacements_ = 0;            // elastic: failed workers replaced
-  std::vector<std::string> gone_;   // elastic: failed workers not replaced
+  std::string coordinator_;        // elastic: ps 0's address, where workers join
+  int joined_ = 0;                 // elastic: joining workers started so far
+  int replacements_ = 0;           // elastic: failed workers replaced
+  std::vector<std::string> gone_;  // elastic: failed workers not replaced
   std::string failed_;
   std::atomic<bool> health_stop_{false};
 };

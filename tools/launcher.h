@@ -43,8 +43,8 @@ struct LaunchOptions {
   int grace_secs = 10;
   int ps_exit_secs = 30;
   int up_timeout_secs = 120;
-  int join_workers = 0;       // elastic: workers that join the running job
-  int min_workers = 0;        // elastic: the job fails below this many workers
+  int join_workers = 0;  // elastic: workers that join the running job
+  int min_workers = 0;   // elastic: the job fails below this many workers
   std::string join_host = "127.0.0.1";
 };
 

@@ -71,8 +71,7 @@ class DISTFLOW_EXPORT ClusterSpec {
   // Task indices of `job`, ascending (empty if the job is unknown).
   std::vector<int> task_indices(absl::string_view job) const;
   // InvalidArgument (as ValidateTask) if the job or task does not exist.
-  absl::StatusOr<std::string> task_address(absl::string_view job,
-                                           int task_index) const;
+  absl::StatusOr<std::string> task_address(absl::string_view job, int task_index) const;
   bool HasTask(absl::string_view job, int task_index) const;
   // Every task's TaskName(), in job-name then index order.
   std::vector<std::string> AllTaskNames() const;
@@ -83,12 +82,8 @@ class DISTFLOW_EXPORT ClusterSpec {
   // indices of that job.
   absl::Status ValidateTask(absl::string_view job_name, int task_index) const;
 
-  friend bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
-    return a.jobs_ == b.jobs_;
-  }
-  friend bool operator!=(const ClusterSpec& a, const ClusterSpec& b) {
-    return !(a == b);
-  }
+  friend bool operator==(const ClusterSpec& a, const ClusterSpec& b) { return a.jobs_ == b.jobs_; }
+  friend bool operator!=(const ClusterSpec& a, const ClusterSpec& b) { return !(a == b); }
 
  private:
   explicit ClusterSpec(JobMap jobs) : jobs_(std::move(jobs)) {}

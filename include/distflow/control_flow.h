@@ -11,7 +11,8 @@
 //
 //   // for (i = 0; i < n; ++i) acc += i
 //   auto out = ops::WhileLoop(root, {zero, zero},
-//       [](const Scope& s, const std::vector<Output>& v) -> absl::StatusOr<Output> { return ops::Less(s, v[0], n_in); },
+//       [](const Scope& s, const std::vector<Output>& v) -> absl::StatusOr<Output> { return ops::Less(s, v[0], n_in);
+//       },
 //       ...);
 //
 // Tensors a branch or a loop uses must come in through `inputs` (a Cond) or
@@ -50,8 +51,8 @@ using LoopCondFn = std::function<absl::StatusOr<Output>(const Scope&, const std:
 using LoopBodyFn = std::function<absl::StatusOr<std::vector<Output>>(const Scope&, const std::vector<Output>& vars)>;
 
 struct DISTFLOW_EXPORT WhileOptions {
-  std::string name = "while";   // the loop's name scope and frame name (made unique)
-  int parallel_iterations = 10;  // iterations that may run at once
+  std::string name = "while";       // the loop's name scope and frame name (made unique)
+  int parallel_iterations = 10;     // iterations that may run at once
   int64_t maximum_iterations = -1;  // -1: no limit; else the loop also stops after this many
   // One per loop variable, or empty: the shapes each variable may take
   // (unknown dimensions may change); without one a variable's shape must

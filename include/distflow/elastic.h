@@ -33,8 +33,8 @@ struct JoinedTask {
 // `wait`. InvalidArgument for a malformed job or address, FailedPrecondition
 // if a live task has `address` or the task at `coordinator_address` is not
 // a coordinator (then the message names the coordinator to ask).
-DISTFLOW_EXPORT absl::StatusOr<JoinedTask> JoinCluster(const std::string& coordinator_address,
-                                                       const std::string& job, const std::string& address,
+DISTFLOW_EXPORT absl::StatusOr<JoinedTask> JoinCluster(const std::string& coordinator_address, const std::string& job,
+                                                       const std::string& address,
                                                        absl::Duration wait = absl::Seconds(60));
 
 struct ClusterMember {

@@ -68,8 +68,7 @@ DISTFLOW_EXPORT bool AsIndexedSlices(const Output& grad, IndexedSlices* slices);
 // (invalid Outputs for outputs nothing depends on), appends one gradient per
 // data input to `grad_inputs` (an invalid Output for inputs with no gradient).
 using GradFunc = std::function<absl::Status(const Scope& scope, const Operation& op,
-                                            const std::vector<Output>& grad_outputs,
-                                            std::vector<Output>* grad_inputs)>;
+                                            const std::vector<Output>& grad_outputs, std::vector<Output>* grad_inputs)>;
 
 class DISTFLOW_EXPORT GradientRegistry {
  public:

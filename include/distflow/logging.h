@@ -65,31 +65,27 @@ DISTFLOW_EXPORT bool ShouldLog(LogSeverity severity);
 #define DF_LOG_SEVERITY_ERROR ::distflow::LogSeverity::kError
 #define DF_LOG_SEVERITY_FATAL ::distflow::LogSeverity::kFatal
 
-#define DF_LOG(severity)                                                      \
-  !::distflow::internal::ShouldLog(DF_LOG_SEVERITY_##severity)                \
-      ? (void)0                                                               \
-      : ::distflow::internal::LogVoidify() &                                  \
-            ::distflow::internal::LogMessage(__FILE__, __LINE__,              \
-                                             DF_LOG_SEVERITY_##severity)      \
-                .stream()
+#define DF_LOG(severity)                                       \
+  !::distflow::internal::ShouldLog(DF_LOG_SEVERITY_##severity) \
+      ? (void)0                                                \
+      : ::distflow::internal::LogVoidify() &                   \
+            ::distflow::internal::LogMessage(__FILE__, __LINE__, DF_LOG_SEVERITY_##severity).stream()
 
-#define DF_CHECK(condition)                                                   \
-  (condition) ? (void)0                                                       \
-              : ::distflow::internal::LogVoidify() &                          \
-                    ::distflow::internal::LogMessage(                         \
-                        __FILE__, __LINE__, ::distflow::LogSeverity::kFatal)  \
-                            .stream()                                         \
+#define DF_CHECK(condition)                                                                                        \
+  (condition) ? (void)0                                                                                            \
+              : ::distflow::internal::LogVoidify() &                                                               \
+                    ::distflow::internal::LogMessage(__FILE__, __LINE__, ::distflow::LogSeverity::kFatal).stream() \
                         << "Check failed: " #condition " "
 
-#define DF_CHECK_OK(expr)                                                     \
-  do {                                                                        \
-    ::absl::Status df_check_status_ = (expr);                                 \
-    DF_CHECK(df_check_status_.ok()) << df_check_status_;                      \
+#define DF_CHECK_OK(expr)                                \
+  do {                                                   \
+    ::absl::Status df_check_status_ = (expr);            \
+    DF_CHECK(df_check_status_.ok()) << df_check_status_; \
   } while (0)
 
 #ifndef NDEBUG
 #define DF_DCHECK(condition) DF_CHECK(condition)
 #else
-#define DF_DCHECK(condition)                                                  \
+#define DF_DCHECK(condition) \
   while (false) DF_CHECK(condition)
 #endif

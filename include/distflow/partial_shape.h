@@ -48,9 +48,7 @@ class DISTFLOW_EXPORT PartialShape {
 
   void AppendDim(int64_t d) { dims_.push_back(d); }
 
-  bool operator==(const PartialShape& o) const {
-    return unknown_rank_ == o.unknown_rank_ && dims_ == o.dims_;
-  }
+  bool operator==(const PartialShape& o) const { return unknown_rank_ == o.unknown_rank_ && dims_ == o.dims_; }
   // "[?,784]"; "<unknown>" for unknown rank.
   std::string DebugString() const;
 

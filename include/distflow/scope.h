@@ -70,8 +70,8 @@ class DISTFLOW_EXPORT Scope {
  public:
   static Scope NewRootScope();
 
-  Scope NewSubScope(const std::string& name) const;  // names become "name/op"
-  Scope WithOpName(const std::string& name) const;   // the next op's exact name (within the name scope)
+  Scope NewSubScope(const std::string& name) const;     // names become "name/op"
+  Scope WithOpName(const std::string& name) const;      // the next op's exact name (within the name scope)
   Scope WithFullOpName(const std::string& name) const;  // the next op's name, ignoring the name scope
   // Nested device scopes merge as TensorFlow's tf.device does: a device
   // string overrides the fields it sets and keeps the others that outer

@@ -10,11 +10,11 @@
 
 namespace distflow {
 
-struct StepStats;           // distflow/step_stats.h
+struct StepStats;  // distflow/step_stats.h
 
 struct DISTFLOW_EXPORT SessionOptions {
-  int inter_op_threads = 0;  // 0: one per schedulable core
-  int intra_op_threads = 0;  // 0: one per schedulable core (the caller's thread counts as one)
+  int inter_op_threads = 0;          // 0: one per schedulable core
+  int intra_op_threads = 0;          // 0: one per schedulable core (the caller's thread counts as one)
   int64_t operation_timeout_ms = 0;  // default per-step deadline; 0: none
   // Variables whose container attribute is empty live in a container private
   // to this session (dropped by Close) unless this is false; then they live

@@ -16,10 +16,10 @@
 #define DF_CONCAT(a, b) DF_CONCAT_IMPL(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function if not OK.
-#define DF_RETURN_IF_ERROR(expr)              \
-  do {                                        \
-    ::absl::Status df_status_ = (expr);       \
-    if (!df_status_.ok()) return df_status_;  \
+#define DF_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status df_status_ = (expr);      \
+    if (!df_status_.ok()) return df_status_; \
   } while (0)
 
 // Evaluates `rexpr` (an absl::StatusOr<T>); on error returns its status, otherwise

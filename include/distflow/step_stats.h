@@ -22,9 +22,9 @@
 namespace distflow {
 
 struct DISTFLOW_EXPORT NodeExecStats {
-  std::string node;          // node name
-  std::string op;            // op type
-  int64_t start_us = 0;      // wall clock, microseconds since the epoch
+  std::string node;      // node name
+  std::string op;        // op type
+  int64_t start_us = 0;  // wall clock, microseconds since the epoch
   int64_t end_us = 0;
   std::string transfer_key;  // _Send/_Recv only: the rendezvous key both ends share
 };

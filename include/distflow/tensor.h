@@ -113,9 +113,7 @@ class DISTFLOW_EXPORT Tensor {
   }
 
   void* raw_data() { return buffer_ ? static_cast<char*>(buffer_->data()) + offset_ : nullptr; }
-  const void* raw_data() const {
-    return buffer_ ? static_cast<const char*>(buffer_->data()) + offset_ : nullptr;
-  }
+  const void* raw_data() const { return buffer_ ? static_cast<const char*>(buffer_->data()) + offset_ : nullptr; }
 
   // Rows [begin, end) along dimension 0, sharing this tensor's buffer.
   // CHECK-fails on a scalar or out-of-range bounds.
@@ -125,9 +123,7 @@ class DISTFLOW_EXPORT Tensor {
   // A tensor with its own copy of the elements.
   Tensor DeepCopy() const;
 
-  bool SharesBufferWith(const Tensor& other) const {
-    return buffer_ != nullptr && buffer_ == other.buffer_;
-  }
+  bool SharesBufferWith(const Tensor& other) const { return buffer_ != nullptr && buffer_ == other.buffer_; }
   const std::shared_ptr<TensorBuffer>& buffer() const { return buffer_; }
 
   // numpy-like: "float32 [2,3] [[1 2 3]\n [4 5 6]]", eliding the middle of
@@ -137,8 +133,8 @@ class DISTFLOW_EXPORT Tensor {
 
  private:
   void CheckType(DataType expected) const {
-    DF_CHECK(dtype_ == expected) << "Tensor of dtype " << DataTypeName(dtype_)
-                              << " accessed as " << DataTypeName(expected);
+    DF_CHECK(dtype_ == expected) << "Tensor of dtype " << DataTypeName(dtype_) << " accessed as "
+                                 << DataTypeName(expected);
   }
 
   DataType dtype_ = DT_INVALID;

@@ -25,8 +25,7 @@ class DISTFLOW_EXPORT TensorBuffer {
   // Allocates room for `num_elements` of `dtype`. Strings are constructed
   // empty; numeric memory is left uninitialised. ResourceExhausted if the
   // allocation fails or its byte size would overflow.
-  static absl::StatusOr<std::shared_ptr<TensorBuffer>> Allocate(DataType dtype,
-                                                                int64_t num_elements);
+  static absl::StatusOr<std::shared_ptr<TensorBuffer>> Allocate(DataType dtype, int64_t num_elements);
 
   // Wraps memory owned elsewhere; `release` runs when the buffer is destroyed.
   // Not for DT_STRING.

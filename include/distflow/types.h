@@ -40,16 +40,14 @@ DISTFLOW_EXPORT size_t DataTypeSize(DataType dt);
 
 DISTFLOW_EXPORT bool DataTypeIsFloating(DataType dt);  // float32, float64
 DISTFLOW_EXPORT bool DataTypeIsInteger(DataType dt);   // int32, int64, uint8
-inline bool DataTypeIsNumeric(DataType dt) {
-  return DataTypeIsFloating(dt) || DataTypeIsInteger(dt);
-}
+inline bool DataTypeIsNumeric(DataType dt) { return DataTypeIsFloating(dt) || DataTypeIsInteger(dt); }
 
 template <typename T>
 struct DataTypeToEnum;  // undefined for unsupported types: a compile error
-#define DF_MATCH_TYPE_AND_ENUM(TYPE, ENUM)                      \
-  template <>                                                   \
-  struct DataTypeToEnum<TYPE> {                                 \
-    static constexpr DataType value = ENUM;                     \
+#define DF_MATCH_TYPE_AND_ENUM(TYPE, ENUM)  \
+  template <>                               \
+  struct DataTypeToEnum<TYPE> {             \
+    static constexpr DataType value = ENUM; \
   };
 DF_MATCH_TYPE_AND_ENUM(float, DT_FLOAT)
 DF_MATCH_TYPE_AND_ENUM(double, DT_DOUBLE)
@@ -72,14 +70,21 @@ struct TypeTag {
 template <typename Fn>
 decltype(auto) VisitDataType(DataType dt, Fn&& fn) {
   switch (dt) {
-    case DT_DOUBLE: return fn(TypeTag<double>{});
-    case DT_INT32: return fn(TypeTag<int32_t>{});
-    case DT_INT64: return fn(TypeTag<int64_t>{});
-    case DT_UINT8: return fn(TypeTag<uint8_t>{});
-    case DT_BOOL: return fn(TypeTag<bool>{});
-    case DT_STRING: return fn(TypeTag<std::string>{});
+    case DT_DOUBLE:
+      return fn(TypeTag<double>{});
+    case DT_INT32:
+      return fn(TypeTag<int32_t>{});
+    case DT_INT64:
+      return fn(TypeTag<int64_t>{});
+    case DT_UINT8:
+      return fn(TypeTag<uint8_t>{});
+    case DT_BOOL:
+      return fn(TypeTag<bool>{});
+    case DT_STRING:
+      return fn(TypeTag<std::string>{});
     case DT_FLOAT:
-    default: return fn(TypeTag<float>{});
+    default:
+      return fn(TypeTag<float>{});
   }
 }
 

@@ -14,9 +14,9 @@ void RegisterSummaryBindings(py::module_& m);  // summary_binding.cc
 void RegisterDataBindings(py::module_& m);     // data_binding.cc
 
 namespace distflow_py {
-void BindGraph(py::module_& m);    // graph_binding.cc
-void BindSession(py::module_& m);  // session_binding.cc
-void BindTrain(py::module_& m);    // train_binding.cc
+void BindGraph(py::module_& m);        // graph_binding.cc
+void BindSession(py::module_& m);      // session_binding.cc
+void BindTrain(py::module_& m);        // train_binding.cc
 void BindControlFlow(py::module_& m);  // control_flow_binding.cc
 }  // namespace distflow_py
 
@@ -29,8 +29,8 @@ PYBIND11_MODULE(_distflow, m) {
   m.def("_lent_arrays_pending", [] { return LentArrays::Get().pending(); });
 
   // Errors: one class per code, all subclasses of Error.
-  py::object base = py::reinterpret_steal<py::object>(
-      PyErr_NewException("distflow._distflow.Error", PyExc_RuntimeError, nullptr));
+  py::object base =
+      py::reinterpret_steal<py::object>(PyErr_NewException("distflow._distflow.Error", PyExc_RuntimeError, nullptr));
   m.attr("Error") = base;
   const std::vector<std::pair<absl::StatusCode, const char*>> codes = {
       {absl::StatusCode::kCancelled, "CancelledError"},

@@ -43,14 +43,15 @@ void BindControlFlow(py::module_& m) {
   m.def("cond", [](const df::Scope& s, const df::Output& pred, py::function true_fn, py::function false_fn) {
     Raised raised = std::make_shared<std::exception_ptr>();
     auto branch = [raised](std::shared_ptr<py::function> f) {
-      return [f, raised](const df::Scope& b, const std::vector<df::Output>&) -> absl::StatusOr<std::vector<df::Output>> {
-        py::gil_scoped_acquire gil;
-        try {
-          return Outputs((*f)(b));
-        } catch (...) {
-          return Caught(raised);
-        }
-      };
+      return
+          [f, raised](const df::Scope& b, const std::vector<df::Output>&) -> absl::StatusOr<std::vector<df::Output>> {
+            py::gil_scoped_acquire gil;
+            try {
+              return Outputs((*f)(b));
+            } catch (...) {
+              return Caught(raised);
+            }
+          };
     };
     return Finish(df::ops::Cond(s, pred, {}, branch(Keep(true_fn)), branch(Keep(false_fn))), raised);
   });
@@ -71,7 +72,8 @@ void BindControlFlow(py::module_& m) {
         auto c = Keep(std::move(cond));
         auto b = Keep(std::move(body));
         // The body outlives this call (Gradients rebuilds it): it keeps `raised` too.
-        auto cond_fn = [c, raised](const df::Scope& sc, const std::vector<df::Output>& v) -> absl::StatusOr<df::Output> {
+        auto cond_fn = [c, raised](const df::Scope& sc,
+                                   const std::vector<df::Output>& v) -> absl::StatusOr<df::Output> {
           py::gil_scoped_acquire gil;
           try {
             return (*c)(sc, v).cast<df::Output>();

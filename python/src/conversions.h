@@ -8,6 +8,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
 #include <array>
 #include <cstring>
 #include <map>
@@ -17,6 +18,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+
 #include "distflow/cluster_spec.h"
 #include "distflow/gradients.h"
 #include "distflow/op_registry.h"
@@ -66,13 +68,20 @@ inline T Value(absl::StatusOr<T> v) {
 
 inline py::dtype NumpyDtype(df::DataType dt) {
   switch (dt) {
-    case df::DT_FLOAT: return py::dtype::of<float>();
-    case df::DT_DOUBLE: return py::dtype::of<double>();
-    case df::DT_INT32: return py::dtype::of<int32_t>();
-    case df::DT_INT64: return py::dtype::of<int64_t>();
-    case df::DT_UINT8: return py::dtype::of<uint8_t>();
-    case df::DT_BOOL: return py::dtype::of<bool>();
-    default: return py::dtype("O");
+    case df::DT_FLOAT:
+      return py::dtype::of<float>();
+    case df::DT_DOUBLE:
+      return py::dtype::of<double>();
+    case df::DT_INT32:
+      return py::dtype::of<int32_t>();
+    case df::DT_INT64:
+      return py::dtype::of<int64_t>();
+    case df::DT_UINT8:
+      return py::dtype::of<uint8_t>();
+    case df::DT_BOOL:
+      return py::dtype::of<bool>();
+    default:
+      return py::dtype("O");
   }
 }
 

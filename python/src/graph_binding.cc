@@ -2,16 +2,14 @@
 // outputs, scopes (name, device and control-dependency stacks), the op
 // registry, add_op, variables, gradients and device functions.
 #include "conversions.h"
-#include "distflow/graph_io.h"
 #include "distflow/function.h"
+#include "distflow/graph_io.h"
 
 namespace distflow_py {
 namespace {
 
 // A key naming the graph an Output or Operation belongs to.
-std::uintptr_t GraphKey(const df::Operation& op) {
-  return reinterpret_cast<std::uintptr_t>(op.graph_state().get());
-}
+std::uintptr_t GraphKey(const df::Operation& op) { return reinterpret_cast<std::uintptr_t>(op.graph_state().get()); }
 
 df::Operation AddOp(const df::Scope& scope, const std::string& op_type, const std::vector<df::Output>& inputs,
                     const py::dict& attrs) {
@@ -26,8 +24,8 @@ df::Operation AddOp(const df::Scope& scope, const std::string& op_type, const st
     if (a == nullptr) {
       std::string known;
       for (const df::OpAttrInfo& candidate : info.attrs) known += (known.empty() ? "" : ", ") + candidate.name;
-      Throw(absl::InvalidArgumentError(op_type + " has no attribute '" + name + "' (it has: " +
-                                       (known.empty() ? "none" : known) + ")"));
+      Throw(absl::InvalidArgumentError(op_type + " has no attribute '" + name +
+                                       "' (it has: " + (known.empty() ? "none" : known) + ")"));
     }
     converted.emplace_back(name, AttrFromPython(op_type, *a, value));
   }
@@ -96,8 +94,9 @@ void BindGraph(py::module_& m) {
 
   // A device function made in C++ (replica_device_setter): callable from
   // Python too, and given to Scope.with_device_function as is.
-  py::class_<DeviceFn>(m, "DeviceFunction")
-      .def("__call__", [](const DeviceFn& f, const df::NodeInfo& n) { return f.fn(n); });
+  py::class_<DeviceFn>(m, "DeviceFunction").def("__call__", [](const DeviceFn& f, const df::NodeInfo& n) {
+    return f.fn(n);
+  });
 
   py::class_<df::Operation>(m, "Operation")
       .def_property_readonly("name", &df::Operation::name)
@@ -149,9 +148,8 @@ void BindGraph(py::module_& m) {
              if (!op.ok()) return std::nullopt;
              return op;
            })
-      .def_property_readonly("graph_key", [](const df::Scope& s) {
-        return reinterpret_cast<std::uintptr_t>(s.graph_state().get());
-      })
+      .def_property_readonly("graph_key",
+                             [](const df::Scope& s) { return reinterpret_cast<std::uintptr_t>(s.graph_state().get()); })
       .def("set_graph_seed", &df::Scope::SetGraphSeed)
       .def("initializers", &df::Scope::Initializers)
       .def("trainable_variables", &df::Scope::TrainableVariables);
@@ -196,12 +194,12 @@ void BindGraph(py::module_& m) {
     if (!df::AsIndexedSlices(g, &s)) return py::none();
     return py::make_tuple(s.values, s.indices, s.num_rows);
   });
-  m.def("indexed_slices_gradient", [](const df::Scope& s, const df::Output& values, const df::Output& indices,
-                                      const df::Output& num_rows) {
-    df::Output out = df::IndexedSlicesGradient(s, {values, indices, num_rows});
-    if (!out.ok()) Check(s.status());
-    return out;
-  });
+  m.def("indexed_slices_gradient",
+        [](const df::Scope& s, const df::Output& values, const df::Output& indices, const df::Output& num_rows) {
+          df::Output out = df::IndexedSlicesGradient(s, {values, indices, num_rows});
+          if (!out.ok()) Check(s.status());
+          return out;
+        });
   // Graph functions: the serialized FunctionDef of a body graph, as bytes.
   m.def("make_function_def", [](const df::Scope& body, const std::string& name, const std::vector<df::Output>& args,
                                 const std::vector<df::Output>& rets) {
@@ -209,10 +207,10 @@ void BindGraph(py::module_& m) {
   });
   m.def("make_gradient_function_def",
         [](const py::bytes& f) { return py::bytes(Value(df::MakeGradientFunctionDef(std::string(f)))); });
-  m.def("replica_device_setter", [](const py::dict& cluster, const std::string& worker_device,
-                                    const std::string& ps_job) {
-    return DeviceFn{df::ReplicaDeviceSetter(ClusterFromPython(cluster), worker_device, ps_job)};
-  });
+  m.def("replica_device_setter",
+        [](const py::dict& cluster, const std::string& worker_device, const std::string& ps_job) {
+          return DeviceFn{df::ReplicaDeviceSetter(ClusterFromPython(cluster), worker_device, ps_job)};
+        });
 }
 
 }  // namespace distflow_py

@@ -6,8 +6,9 @@
 namespace distflow_py {
 
 void BindSession(py::module_& m) {
-  m.def("cluster_spec", [](const py::dict& jobs) { return ClusterToPython(ClusterFromPython(jobs)); },
-        "Validates a {job: [addresses] or {index: address}} dict; returns it as {job: {index: address}}.");
+  m.def(
+      "cluster_spec", [](const py::dict& jobs) { return ClusterToPython(ClusterFromPython(jobs)); },
+      "Validates a {job: [addresses] or {index: address}} dict; returns it as {job: {index: address}}.");
 
   py::class_<PySession>(m, "Session")
       .def(py::init([](const std::string& target, const py::dict& options) {
@@ -37,8 +38,7 @@ void BindSession(py::module_& m) {
             // The step's timeline (Chrome trace-event JSON) for RunMetadata.
             return py::make_tuple(values, py::bytes(df::ChromeTraceJson(stats)));
           },
-          py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("timeout_ms") = 0,
-          py::arg("trace") = false)
+          py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("timeout_ms") = 0, py::arg("trace") = false)
       .def("close",
            [](PySession& self) {
              if (self.closed) return;
@@ -69,7 +69,6 @@ void BindSession(py::module_& m) {
   m.def("local_cluster_spec", [](int num_ps, int num_workers) {
     return ClusterToPython(Value(df::MakeLocalClusterSpec(num_ps, num_workers)));
   });
-
 
   m.def(
       "shutdown_cluster",

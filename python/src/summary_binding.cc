@@ -21,7 +21,8 @@ namespace {
   py::object cls = m.attr("UnknownError");
   for (py::handle name : py::list(m.attr("__dict__").attr("keys")())) {
     py::object candidate = m.attr(name);
-    if (py::hasattr(candidate, "error_code") && candidate.attr("error_code").cast<int>() == static_cast<int>(s.code())) {
+    if (py::hasattr(candidate, "error_code") &&
+        candidate.attr("error_code").cast<int>() == static_cast<int>(s.code())) {
       cls = candidate;
       break;
     }
@@ -38,9 +39,8 @@ void RegisterSummaryBindings(py::module_& m) {
   };
   py::class_<df::EventWriter>(m, "EventWriter")
       .def(py::init([m](const std::string& logdir, const std::string& suffix, int max_queue, double flush_secs) {
-             df::EventWriterOptions o{.filename_suffix = suffix,
-                                      .max_queue = max_queue,
-                                      .flush_every = absl::Seconds(flush_secs)};
+             df::EventWriterOptions o{
+                 .filename_suffix = suffix, .max_queue = max_queue, .flush_every = absl::Seconds(flush_secs)};
              absl::StatusOr<std::unique_ptr<df::EventWriter>> w;
              {
                py::gil_scoped_release release;
@@ -49,8 +49,7 @@ void RegisterSummaryBindings(py::module_& m) {
              if (!w.ok()) Raise(m, w.status());
              return std::move(*w);
            }),
-           py::arg("logdir"), py::arg("filename_suffix") = "", py::arg("max_queue") = 10,
-           py::arg("flush_secs") = 120.0)
+           py::arg("logdir"), py::arg("filename_suffix") = "", py::arg("max_queue") = 10, py::arg("flush_secs") = 120.0)
       .def_property_readonly("path", &df::EventWriter::path)
       .def_property_readonly("logdir", &df::EventWriter::logdir)
       .def("write_event",
@@ -82,7 +81,8 @@ void RegisterSummaryBindings(py::module_& m) {
           },
           py::arg("step"), py::arg("tag"), py::arg("value"))
       .def(
-          "write_graph", [check](df::EventWriter& w, const df::Scope& scope, int64_t step) { check(w.WriteGraph(scope, step)); },
+          "write_graph",
+          [check](df::EventWriter& w, const df::Scope& scope, int64_t step) { check(w.WriteGraph(scope, step)); },
           py::arg("scope"), py::arg("step") = 0)
       .def("write_run_metadata",
            [check](df::EventWriter& w, int64_t step, const std::string& tag, const py::bytes& run_metadata) {

@@ -64,21 +64,21 @@ void BindTrain(py::module_& m) {
   layers.def(
       "max_pool2d",
       [](const df::Scope& s, const df::Output& x, std::array<int64_t, 2> kernel, int64_t stride,
-         const std::string& padding, const std::string& name) {
-        return Built(s, df::layers::max_pool2d(s, x, kernel, stride, padding, name));
-      },
+         const std::string& padding,
+         const std::string& name) { return Built(s, df::layers::max_pool2d(s, x, kernel, stride, padding, name)); },
       py::arg("scope"), py::arg("x"), py::arg("kernel"), py::arg("stride") = 2, py::arg("padding") = "VALID",
       py::arg("name") = "");
   layers.def(
-      "flatten", [](const df::Scope& s, const df::Output& x, const std::string& name) {
+      "flatten",
+      [](const df::Scope& s, const df::Output& x, const std::string& name) {
         return Built(s, df::layers::flatten(s, x, name));
       },
       py::arg("scope"), py::arg("x"), py::arg("name") = "");
   layers.def(
       "fully_connected",
       [](const df::Scope& s, const df::Output& x, int64_t n, bool relu, const std::string& name) {
-        return Built(s, df::layers::fully_connected(s, x, n, relu ? df::layers::kRelu : df::layers::kNoActivation,
-                                                    name));
+        return Built(s,
+                     df::layers::fully_connected(s, x, n, relu ? df::layers::kRelu : df::layers::kNoActivation, name));
       },
       py::arg("scope"), py::arg("x"), py::arg("num_outputs"), py::arg("relu") = true,
       py::arg("name") = "fully_connected");
@@ -87,10 +87,10 @@ void BindTrain(py::module_& m) {
   // gradients and the update (and increments global_step, if given).
   py::class_<df::Optimizer>(m, "Optimizer")
       .def_static("create", &MakeOptimizer)
-      .def("minimize", [](df::Optimizer& opt, const df::Scope& s, const df::Output& loss,
-                          std::optional<df::Output> global_step) {
-        return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
-      })
+      .def("minimize",
+           [](df::Optimizer& opt, const df::Scope& s, const df::Output& loss, std::optional<df::Output> global_step) {
+             return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
+           })
       .def("apply_gradients",
            [](df::Optimizer& opt, const df::Scope& s, const std::vector<std::pair<df::Output, df::Output>>& gv,
               std::optional<df::Output> global_step) {
@@ -113,18 +113,18 @@ void BindTrain(py::module_& m) {
                     o.step_timeout = absl::Seconds(step_timeout_secs);
                     return Value(df::SyncReplicasOptimizer::Create(MakeOptimizer(kind, hyper), o));
                   })
-      .def("minimize", [](df::SyncReplicasOptimizer& opt, const df::Scope& s, const df::Output& loss,
-                          std::optional<df::Output> global_step) {
-        return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
-      })
+      .def("minimize",
+           [](df::SyncReplicasOptimizer& opt, const df::Scope& s, const df::Output& loss,
+              std::optional<df::Output> global_step) {
+             return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
+           })
       .def("apply_gradients",
            [](df::SyncReplicasOptimizer& opt, const df::Scope& s,
               const std::vector<std::pair<df::Output, df::Output>>& gv, std::optional<df::Output> global_step) {
              return Value(opt.ApplyGradients(s, gv, global_step ? &*global_step : nullptr));
            })
-      .def("compute_gradients", [](df::SyncReplicasOptimizer& opt, const df::Scope& s, const df::Output& loss) {
-        return Value(opt.ComputeGradients(s, loss));
-      })
+      .def("compute_gradients", [](df::SyncReplicasOptimizer& opt, const df::Scope& s,
+                                   const df::Output& loss) { return Value(opt.ComputeGradients(s, loss)); })
       .def_property_readonly("steps_applied",
                              [](const df::SyncReplicasOptimizer& o) { return o.stats().steps_applied.load(); })
       .def_property_readonly("stale_gradients_dropped", [](const df::SyncReplicasOptimizer& o) {
@@ -158,7 +158,8 @@ void BindTrain(py::module_& m) {
              o.coordination_vars = std::move(coordination_vars);
              o.session_options = SessionOptionsFromPython(options);
              std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
-             for (const auto& [sync, is_chief_hook] : sync_hooks) hooks.push_back(sync->MakeSessionRunHook(is_chief_hook));
+             for (const auto& [sync, is_chief_hook] : sync_hooks)
+               hooks.push_back(sync->MakeSessionRunHook(is_chief_hook));
              absl::StatusOr<std::unique_ptr<df::MonitoredSession>> s;
              {
                py::gil_scoped_release release;
@@ -175,24 +176,25 @@ void BindTrain(py::module_& m) {
            py::arg("log_step_count_steps") = 100,
            py::arg("init_feed_dict") = std::vector<std::pair<df::Output, py::object>>{},
            py::keep_alive<1, 11>())  // the optimizers outlive their hooks
-      .def("run",
-           [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
-              const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets,
-              bool trace) -> py::object {
-             df::FeedDict feed_dict = ToFeedDict(feeds);
-             df::RunOptions options;
-             df::StepStats stats;
-             if (trace) options.trace = &stats;
-             absl::StatusOr<std::vector<df::Tensor>> result;
-             {
-               py::gil_scoped_release release;
-               result = self.Run(feed_dict, fetches, targets, options);
-             }
-             py::object values = ToNumpyList(std::move(result));
-             if (!trace) return values;
-             return py::make_tuple(values, py::bytes(df::ChromeTraceJson(stats)));
-           },
-           py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("trace") = false)
+      .def(
+          "run",
+          [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
+             const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets,
+             bool trace) -> py::object {
+            df::FeedDict feed_dict = ToFeedDict(feeds);
+            df::RunOptions options;
+            df::StepStats stats;
+            if (trace) options.trace = &stats;
+            absl::StatusOr<std::vector<df::Tensor>> result;
+            {
+              py::gil_scoped_release release;
+              result = self.Run(feed_dict, fetches, targets, options);
+            }
+            py::object values = ToNumpyList(std::move(result));
+            if (!trace) return values;
+            return py::make_tuple(values, py::bytes(df::ChromeTraceJson(stats)));
+          },
+          py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("trace") = false)
       // A run of the current session without the hooks (no summary or step
       // counting): the Supervisor's own bookkeeping.
       .def("run_raw",
@@ -208,17 +210,17 @@ void BindTrain(py::module_& m) {
            })
       .def("should_stop", &df::MonitoredSession::ShouldStop)
       .def("request_stop", &df::MonitoredSession::RequestStop)
-      .def("close", [](df::MonitoredSession& self) {
-        absl::Status s;
-        {
-          py::gil_scoped_release release;
-          s = self.Close();
-        }
-        Check(s);
-      })
+      .def("close",
+           [](df::MonitoredSession& self) {
+             absl::Status s;
+             {
+               py::gil_scoped_release release;
+               s = self.Close();
+             }
+             Check(s);
+           })
       .def_property_readonly("global_step", &df::MonitoredSession::global_step)
       .def_property_readonly("restored_from", &df::MonitoredSession::restored_from);
-
 
   // Checkpoints: each task holding variables writes its own shard.
   py::class_<df::Saver>(m, "Saver")
@@ -245,15 +247,16 @@ void BindTrain(py::module_& m) {
              }
              return Value(std::move(prefix));
            })
-      .def("restore", [](df::Saver& self, PySession& sess, const std::string& prefix) {
-        if (sess.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
-        absl::Status s;
-        {
-          py::gil_scoped_release release;
-          s = self.Restore(sess.session.get(), prefix);
-        }
-        Check(s);
-      })
+      .def("restore",
+           [](df::Saver& self, PySession& sess, const std::string& prefix) {
+             if (sess.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));
+             absl::Status s;
+             {
+               py::gil_scoped_release release;
+               s = self.Restore(sess.session.get(), prefix);
+             }
+             Check(s);
+           })
       // The same through a monitored session (a Supervisor's saver.save(sess, ...)).
       .def("save",
            [](df::Saver& self, df::MonitoredSession& sess, const std::string& logdir, std::optional<int64_t> step) {

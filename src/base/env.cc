@@ -22,13 +22,18 @@ namespace {
 absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int err) {
   std::string msg = absl::StrCat(what, " '", path, "': ", std::strerror(err));
   switch (err) {
-    case ENOENT: return absl::NotFoundError(msg);
+    case ENOENT:
+      return absl::NotFoundError(msg);
     case EACCES:
-    case EPERM: return absl::PermissionDeniedError(msg);
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
     case ENOSPC:
-    case EDQUOT: return absl::ResourceExhaustedError(msg);
-    case EEXIST: return absl::AlreadyExistsError(msg);
-    default: return absl::InternalError(msg);
+    case EDQUOT:
+      return absl::ResourceExhaustedError(msg);
+    case EEXIST:
+      return absl::AlreadyExistsError(msg);
+    default:
+      return absl::InternalError(msg);
   }
 }
 

@@ -51,18 +51,14 @@ class EnvWrapper : public Env {
   explicit EnvWrapper(Env* target) : target_(target) {}
   int64_t NowMicros() override { return target_->NowMicros(); }
   void SleepForMicros(int64_t micros) override { target_->SleepForMicros(micros); }
-  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
-    return target_->ReadFile(path);
-  }
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override { return target_->ReadFile(path); }
   using Env::WriteFileAtomically;
   absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces) override {
     return target_->WriteFileAtomically(path, pieces);
   }
   bool FileExists(const std::string& path) override { return target_->FileExists(path); }
   absl::Status CreateDir(const std::string& path) override { return target_->CreateDir(path); }
-  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override {
-    return target_->ListDir(path);
-  }
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override { return target_->ListDir(path); }
   absl::Status DeleteFile(const std::string& path) override { return target_->DeleteFile(path); }
   absl::StatusOr<int> PickUnusedPort() override { return target_->PickUnusedPort(); }
 

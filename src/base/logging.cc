@@ -34,11 +34,16 @@ std::string* prefix ABSL_GUARDED_BY(prefix_mu) = nullptr;
 
 char SeverityChar(LogSeverity s) {
   switch (s) {
-    case LogSeverity::kDebug: return 'D';
-    case LogSeverity::kInfo: return 'I';
-    case LogSeverity::kWarning: return 'W';
-    case LogSeverity::kError: return 'E';
-    case LogSeverity::kFatal: return 'F';
+    case LogSeverity::kDebug:
+      return 'D';
+    case LogSeverity::kInfo:
+      return 'I';
+    case LogSeverity::kWarning:
+      return 'W';
+    case LogSeverity::kError:
+      return 'E';
+    case LogSeverity::kFatal:
+      return 'F';
   }
   return '?';
 }

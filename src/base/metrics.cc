@@ -214,8 +214,9 @@ std::string Metrics::PrometheusText() const {
     absl::MutexLock lock(&mu_);
     collectors = collectors_;
     for (const auto& [series, pts] : scalars_) {
-      if (!pts.empty()) collected.Gauge("distflow_scalar", "The last value of a series the program reported (loss, accuracy)",
-                                        {{"series", series}}, pts.back().value);
+      if (!pts.empty())
+        collected.Gauge("distflow_scalar", "The last value of a series the program reported (loss, accuracy)",
+                        {{"series", series}}, pts.back().value);
     }
   }
   // Collectors run without our lock: they may take their owners' locks.

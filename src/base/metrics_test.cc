@@ -55,8 +55,9 @@ TEST(Metrics, CollectorsAddValuesWhenReadAndCanBeRemoved) {
   });
   std::string text = m.PrometheusText();
   EXPECT_EQ(reads, 1);
-  EXPECT_TRUE(absl::StrContains(text, "# TYPE test_variables gauge\ntest_variables{task=\"/job:ps/task:0\"} 7\n"
-                                      "test_variables{task=\"/job:ps/task:1\"} 2\n"))
+  EXPECT_TRUE(absl::StrContains(text,
+                                "# TYPE test_variables gauge\ntest_variables{task=\"/job:ps/task:0\"} 7\n"
+                                "test_variables{task=\"/job:ps/task:1\"} 2\n"))
       << "one HELP/TYPE per family: " << text;
   m.RemoveCollector(h);
   text = m.PrometheusText();

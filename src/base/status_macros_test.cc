@@ -7,9 +7,7 @@
 namespace distflow {
 namespace {
 
-absl::Status FailIf(bool fail) {
-  return fail ? absl::InvalidArgumentError("boom") : absl::OkStatus();
-}
+absl::Status FailIf(bool fail) { return fail ? absl::InvalidArgumentError("boom") : absl::OkStatus(); }
 
 absl::Status Chain(bool fail, int* reached) {
   RETURN_IF_ERROR(FailIf(fail));

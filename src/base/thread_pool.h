@@ -29,8 +29,7 @@ class ThreadPool {
   // Runs fn(i) for i in [0, n), split into at most NumThreads()+1 contiguous
   // blocks; the calling thread runs one block itself. Returns when all are done.
   // fn(begin, end) is called once per block.
-  void ParallelFor(int64_t n, int64_t min_block,
-                   const std::function<void(int64_t, int64_t)>& fn);
+  void ParallelFor(int64_t n, int64_t min_block, const std::function<void(int64_t, int64_t)>& fn);
 
   int NumThreads() const { return static_cast<int>(threads_.size()); }
 

@@ -12,9 +12,7 @@ Timer* Timer::Global() {
 
 Timer::Timer(Env* clock) : clock_(clock), thread_([this] { Loop(); }) {}
 
-absl::Time Timer::Now() const {
-  return clock_ == nullptr ? absl::Now() : absl::FromUnixMicros(clock_->NowMicros());
-}
+absl::Time Timer::Now() const { return clock_ == nullptr ? absl::Now() : absl::FromUnixMicros(clock_->NowMicros()); }
 
 void Timer::Poke() {
   absl::MutexLock lock(&mu_);

@@ -14,17 +14,17 @@
 
 namespace distflow {
 
+using bulk_internal::GetU64;
 using bulk_internal::kHelloAccepted;
 using bulk_internal::kHelloMagic;
 using bulk_internal::kHelloRefused;
 using bulk_internal::kMagic;
 using bulk_internal::kPutMagic;
-using bulk_internal::kVersion;
 using bulk_internal::kUnknownTicket;
+using bulk_internal::kVersion;
+using bulk_internal::PeerName;
 using bulk_internal::PutU32;
 using bulk_internal::PutU64;
-using bulk_internal::GetU64;
-using bulk_internal::PeerName;
 using bulk_internal::SetIdleTimeout;
 using bulk_internal::SetNoDelay;
 
@@ -115,11 +115,12 @@ absl::StatusOr<BulkConn> BulkClient::Connect(const std::string& host, int port) 
     // Under TLS 1.3 the server judges our certificate after our side of the
     // handshake is done: its refusal arrives as an alert instead of the answer.
     if (err == EPROTO && conn.ssl != nullptr) {
-      return absl::UnauthenticatedError(absl::StrCat(
-          "the bulk port refused our certificate (", LastBulkTlsError(),
-          "): a server given --tls_ca accepts only clients whose certificate that CA signed"));
+      return absl::UnauthenticatedError(
+          absl::StrCat("the bulk port refused our certificate (", LastBulkTlsError(),
+                       "): a server given --tls_ca accepts only clients whose certificate that CA signed"));
     }
-    if (err != 0) return absl::UnavailableError(absl::StrCat("the bulk port closed during the hello: ", std::strerror(err)));
+    if (err != 0)
+      return absl::UnavailableError(absl::StrCat("the bulk port closed during the hello: ", std::strerror(err)));
     return absl::UnauthenticatedError(absl::StrCat(
         "the bulk port refused ", auth_token_.empty() ? "a connection without a cluster token" : "our cluster token",
         ": give every task and client the same DISTFLOW_AUTH_TOKEN (or --auth_token_file)"));
@@ -138,8 +139,7 @@ absl::Status BulkClient::Fetch(const std::string& host, int port, uint64_t ticke
 }
 
 absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
-                                   CancellationManager* cm, absl::Duration idle_timeout, bool pooled_ok,
-                                   bool* stale) {
+                                   CancellationManager* cm, absl::Duration idle_timeout, bool pooled_ok, bool* stale) {
   *stale = false;
   const std::string peer = PeerName(host, port);
   auto fail = [&](absl::StatusCode code, const std::string& what) {
@@ -191,18 +191,18 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
     status = fail(absl::StatusCode::kUnavailable, absl::StrCat("sending the request: ", std::strerror(w)));
   } else if (size_t got_head = BulkReadAll(conn, head, sizeof(head), &err); got_head != sizeof(head)) {
     *stale = pooled && got_head == 0 && err != EAGAIN && err != EWOULDBLOCK;
-    status = fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
-                                                      : absl::StatusCode::kUnavailable,
-                  err ? std::strerror(err) : "the peer closed the connection");
+    status =
+        fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kUnavailable,
+             err ? std::strerror(err) : "the peer closed the connection");
   } else if (uint64_t len = GetU64(head); len == kUnknownTicket) {
     status = fail(absl::StatusCode::kNotFound, "the peer no longer holds the tensor (ticket unknown or expired)");
   } else if (len != n) {
     status = fail(absl::StatusCode::kDataLoss, absl::StrCat("the peer offers ", len, " bytes"));
   } else if (size_t got = BulkReadAll(conn, static_cast<char*>(dst), n, &err); got != n) {
-    status = fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
-                                                      : absl::StatusCode::kDataLoss,
-                  absl::StrCat("the connection ended after ", got, " bytes",
-                               err ? absl::StrCat(" (", std::strerror(err), ")") : std::string()));
+    status =
+        fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kDataLoss,
+             absl::StrCat("the connection ended after ", got, " bytes",
+                          err ? absl::StrCat(" (", std::strerror(err), ")") : std::string()));
   }
   bool cancelled = false;
   if (cm != nullptr && !cm->Deregister(token)) cancelled = true;
@@ -223,8 +223,8 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
   return absl::OkStatus();
 }
 
-absl::StatusOr<BulkConn> BulkClient::Acquire(const std::string& peer, const std::string& host, int port,
-                                             bool pooled_ok, bool* pooled) {
+absl::StatusOr<BulkConn> BulkClient::Acquire(const std::string& peer, const std::string& host, int port, bool pooled_ok,
+                                             bool* pooled) {
   *pooled = false;
   if (pooled_ok) {
     absl::MutexLock lock(&mu_);
@@ -294,9 +294,9 @@ absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, cons
     // room for others) fails at once: one retry on a new one.
     if (pooled && (w != 0 || (got == 0 && err != EAGAIN && err != EWOULDBLOCK))) continue;
     if (w != 0) return fail(absl::StatusCode::kUnavailable, absl::StrCat("sending: ", std::strerror(w)));
-    return fail(err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded
-                                                    : absl::StatusCode::kUnavailable,
-                err ? std::strerror(err) : "the peer closed the connection");
+    return fail(
+        err == EAGAIN || err == EWOULDBLOCK ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kUnavailable,
+        err ? std::strerror(err) : "the peer closed the connection");
   }
   return fail(absl::StatusCode::kUnavailable, "the connection failed twice");
 }

@@ -124,11 +124,17 @@ thread_local std::string last_tls_error;
 // reason is kept for LastBulkTlsError.
 int ErrnoOf(SSL* ssl, int rc, int saved_errno) {
   switch (SSL_get_error(ssl, rc)) {
-    case SSL_ERROR_ZERO_RETURN: return 0;  // the peer's close_notify: the end
+    case SSL_ERROR_ZERO_RETURN:
+      return 0;  // the peer's close_notify: the end
     case SSL_ERROR_WANT_READ:
-    case SSL_ERROR_WANT_WRITE: return EAGAIN;  // a socket timeout
-    case SSL_ERROR_SYSCALL: ERR_clear_error(); return saved_errno != 0 ? saved_errno : ECONNRESET;
-    default: last_tls_error = SslError(); return EPROTO;
+    case SSL_ERROR_WANT_WRITE:
+      return EAGAIN;  // a socket timeout
+    case SSL_ERROR_SYSCALL:
+      ERR_clear_error();
+      return saved_errno != 0 ? saved_errno : ECONNRESET;
+    default:
+      last_tls_error = SslError();
+      return EPROTO;
   }
 }
 
@@ -191,7 +197,7 @@ size_t BulkReadAll(const BulkConn& c, char* p, size_t n, int* err) {
 }
 
 absl::StatusOr<std::shared_ptr<const BulkTls>> BulkTls::Create(const std::string& cert, const std::string& key,
-                                                             const std::string& ca) {
+                                                               const std::string& ca) {
   std::shared_ptr<BulkTls> tls(new BulkTls);
   if (!cert.empty()) {
     tls->server_ = SSL_CTX_new(TLS_server_method());

@@ -50,7 +50,7 @@ class BulkTls {
   // roots verify servers and servers do not ask for client certificates.
   // InvalidArgument naming the part that OpenSSL cannot read.
   static absl::StatusOr<std::shared_ptr<const BulkTls>> Create(const std::string& cert, const std::string& key,
-                                                             const std::string& ca);
+                                                               const std::string& ca);
   // The process's TLS setting: null when TLS is off.
   static absl::StatusOr<std::shared_ptr<const BulkTls>> ForProcess();
   ~BulkTls();

@@ -15,22 +15,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
-#include "cluster/credentials.h"
 #include "bulk/bulk_wire.h"
+#include "cluster/credentials.h"
 #include "tensor/tensor_codec.h"
 
 namespace distflow {
+using bulk_internal::GetU32;
+using bulk_internal::GetU64;
 using bulk_internal::kHelloAccepted;
 using bulk_internal::kHelloMagic;
 using bulk_internal::kHelloRefused;
 using bulk_internal::kMagic;
 using bulk_internal::kMaxTokenBytes;
 using bulk_internal::kPutMagic;
-using bulk_internal::kVersion;
 using bulk_internal::kUnknownTicket;
+using bulk_internal::kVersion;
 using bulk_internal::PutU64;
-using bulk_internal::GetU32;
-using bulk_internal::GetU64;
 using bulk_internal::SetIdleTimeout;
 using bulk_internal::SetNoDelay;
 
@@ -83,7 +83,7 @@ struct BulkServer::Offers {
   absl::Mutex mu;
   absl::flat_hash_map<uint64_t, std::pair<Tensor, Timer::Id>> map ABSL_GUARDED_BY(mu);  // to send
   absl::flat_hash_map<uint64_t, Received> received ABSL_GUARDED_BY(mu);                 // put by peers
-  uint64_t held_put_bytes ABSL_GUARDED_BY(mu) = 0;  // reserved by puts in flight and held in `received`
+  uint64_t held_put_bytes ABSL_GUARDED_BY(mu) = 0;    // reserved by puts in flight and held in `received`
   uint64_t held_offer_bytes ABSL_GUARDED_BY(mu) = 0;  // of the tensors in `map`
   std::mt19937_64 gen ABSL_GUARDED_BY(mu){std::random_device{}()};
 
@@ -252,8 +252,8 @@ absl::StatusOr<Tensor> BulkServer::TakeReceived(uint64_t ticket, DataType dtype,
   {
     absl::MutexLock lock(&offers_->mu);
     if (!offers_->EraseReceived(ticket, &r)) {
-      return absl::NotFoundError(absl::StrCat("Bulk feed ticket ", ticket,
-                                              " is unknown here (expired after the TTL, or already used)"));
+      return absl::NotFoundError(
+          absl::StrCat("Bulk feed ticket ", ticket, " is unknown here (expired after the TTL, or already used)"));
     }
   }
   offers_->timer->Cancel(r.timer);
@@ -270,17 +270,19 @@ absl::StatusOr<Tensor> BulkServer::TakeReceived(uint64_t ticket, DataType dtype,
 uint64_t BulkServer::PutLocal(const Tensor& t) {
   absl::MutexLock lock(&offers_->mu);
   uint64_t ticket = offers_->NewTicket();
-  size_t offset = static_cast<size_t>(static_cast<const char*>(t.raw_data()) -
-                                      static_cast<const char*>(t.buffer()->data()));
-  offers_->received.emplace(ticket, Offers::Received{t.buffer(), offset, t.TotalBytes(), /*local=*/true,
-                                                     Offers::Expire(offers_, ticket, std::min(ttl_, absl::Seconds(30)))});
+  size_t offset =
+      static_cast<size_t>(static_cast<const char*>(t.raw_data()) - static_cast<const char*>(t.buffer()->data()));
+  offers_->received.emplace(ticket,
+                            Offers::Received{t.buffer(), offset, t.TotalBytes(), /*local=*/true,
+                                             Offers::Expire(offers_, ticket, std::min(ttl_, absl::Seconds(30)))});
   return ticket;
 }
 
 absl::StatusOr<Tensor> BulkServer::TakeOffer(uint64_t ticket) {
   Tensor t;
   if (!offers_->Take(ticket, &t)) {
-    return absl::NotFoundError(absl::StrCat("Bulk ticket ", ticket, " is unknown here (expired after the TTL, or already taken)"));
+    return absl::NotFoundError(
+        absl::StrCat("Bulk ticket ", ticket, " is unknown here (expired after the TTL, or already taken)"));
   }
   return t;
 }
@@ -494,9 +496,9 @@ void BulkServer::Serve(int fd) {
       {
         absl::MutexLock lock(&offers_->mu);
         ticket = offers_->NewTicket();
-        offers_->received.emplace(
-            ticket, Offers::Received{std::move(*buf), 0, n, /*local=*/false,
-                                     Offers::Expire(offers_, ticket, std::min(ttl_, absl::Seconds(30)))});
+        offers_->received.emplace(ticket,
+                                  Offers::Received{std::move(*buf), 0, n, /*local=*/false,
+                                                   Offers::Expire(offers_, ticket, std::min(ttl_, absl::Seconds(30)))});
       }
       bytes_received_.fetch_add(n, std::memory_order_relaxed);
       PutU64(head, ticket);

@@ -46,10 +46,10 @@
 #include "absl/time/time.h"
 #include "base/cancellation.h"
 #include "base/timer.h"
+#include "bulk/bulk_tls.h"
+#include "distflow/tensor.h"
 #include "proto/master.pb.h"
 #include "proto/worker.pb.h"
-#include "distflow/tensor.h"
-#include "bulk/bulk_tls.h"
 
 namespace distflow {
 
@@ -97,8 +97,8 @@ class BulkServer {
   // (null: Timer::Global(); tests pass one on a fake clock), which must
   // outlive the server.
   static absl::StatusOr<std::unique_ptr<BulkServer>> Start(const std::string& host,
-                                                           absl::Duration offer_ttl = absl::Seconds(120),
-                                                           int port = 0, std::string auth_token = "",
+                                                           absl::Duration offer_ttl = absl::Seconds(120), int port = 0,
+                                                           std::string auth_token = "",
                                                            std::shared_ptr<const BulkTls> tls = nullptr,
                                                            Timer* timer = nullptr);
   ~BulkServer();  // closes the listener and every connection, joins their threads
@@ -152,8 +152,8 @@ class BulkServer {
 
  private:
   struct Offers;
-  BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token,
-             std::shared_ptr<const BulkTls> tls, Timer* timer);
+  BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token, std::shared_ptr<const BulkTls> tls,
+             Timer* timer);
   // Runs the TLS handshake (with TLS on) and reads the connection's hello;
   // false (and the connection is to close) unless both pass.
   bool Handshake(BulkConn& conn);
@@ -186,7 +186,7 @@ class BulkServer {
     bool busy = false;      // serving a request
     bool evicted = false;   // shut down to make room; its thread is ending
   };
-  absl::flat_hash_map<int, Open> open_ ABSL_GUARDED_BY(mu_);  // fd -> state
+  absl::flat_hash_map<int, Open> open_ ABSL_GUARDED_BY(mu_);             // fd -> state
   absl::flat_hash_map<std::string, int> per_peer_ ABSL_GUARDED_BY(mu_);  // not evicted, by peer
   absl::Time last_refusal_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // One per accepted connection; finished ones are joined on the next accept.

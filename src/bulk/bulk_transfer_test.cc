@@ -7,14 +7,14 @@
 
 #include <atomic>
 #include <cstring>
-#include <vector>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/fake_clock_env.h"
-#include "gtest/gtest.h"
 #include "base/wait_until.h"
+#include "gtest/gtest.h"
 
 namespace distflow {
 namespace {
@@ -279,7 +279,8 @@ TEST(BulkTransfer, ThreadsOfClosedConnectionsAreReaped) {
   char buf[16];
   for (int i = 0; i < 20; ++i) {
     BulkClient client;  // a new connection each time, closed when the client goes
-    ASSERT_TRUE(client.Fetch("127.0.0.1", (*server)->port(), (*server)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
+    ASSERT_TRUE(
+        client.Fetch("127.0.0.1", (*server)->port(), (*server)->Offer(Ramp(4)), buf, sizeof(buf), nullptr).ok());
     absl::SleepFor(absl::Milliseconds(5));
   }
   EXPECT_LE((*server)->NumConnectionThreadsForTest(), 5u) << "one thread per live connection, not per connection ever";

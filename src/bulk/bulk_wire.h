@@ -2,9 +2,9 @@
 // share (see bulk_transfer.h for the protocol). Internal to bulk/.
 #pragma once
 
-#include <sys/socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,8 +17,8 @@
 namespace distflow {
 namespace bulk_internal {
 
-constexpr uint32_t kMagic = 0x4B424644;     // "DFBK" little-endian: get
-constexpr uint32_t kPutMagic = 0x50424644;  // "DFBP": put
+constexpr uint32_t kMagic = 0x4B424644;       // "DFBK" little-endian: get
+constexpr uint32_t kPutMagic = 0x50424644;    // "DFBP": put
 constexpr uint32_t kHelloMagic = 0x48424644;  // "DFBH": first on every connection
 constexpr uint32_t kVersion = 1;
 // The hello: magic, version, token length, the token (rpc/auth.h);

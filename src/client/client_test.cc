@@ -56,10 +56,12 @@ TEST(Client, DeviceScopesAndFunctionsSetRequestedDevices) {
   EXPECT_EQ(seen[0].dtype, DT_DOUBLE);
   EXPECT_EQ(seen[0].shape.DebugString(), PartialShape({2, 3}).DebugString());
   EXPECT_EQ(seen[1].op, "Const");
-  EXPECT_EQ(seen[1].dtype, DT_FLOAT);  // a Const has a dtype attribute too
+  EXPECT_EQ(seen[1].dtype, DT_FLOAT);         // a Const has a dtype attribute too
   EXPECT_TRUE(seen[1].shape.unknown_rank());  // but no shape attribute
   // Inside a device scope, the function is shown the device chosen so far.
-  auto g = root.WithDevice("/job:ps/task:0").WithDeviceFunction([](const NodeInfo& n) { return n.device + "/device:CPU:0"; });
+  auto g = root.WithDevice("/job:ps/task:0").WithDeviceFunction([](const NodeInfo& n) {
+    return n.device + "/device:CPU:0";
+  });
   EXPECT_EQ(ops::Const(g, 2.f).node()->def().device(), "/job:ps/task:0/device:CPU:0");
 }
 
@@ -105,8 +107,9 @@ TEST(Client, BuildTimeAndRunTimeRefuseTheSameRangeAndReshape) {
   Session sess3;
   auto r3_out = sess3.Run({{shape, Tensor::FromVector<int32_t>({-1, 4})}}, {reshaped}, {});
   ASSERT_FALSE(r3_out.ok());
-  const std::string words = "Input to reshape is a tensor with 6 values, but the requested shape [-1,4] requires a "
-                            "multiple of 4";
+  const std::string words =
+      "Input to reshape is a tensor with 6 values, but the requested shape [-1,4] requires a "
+      "multiple of 4";
   EXPECT_NE(reshape_built.find(words), std::string::npos) << reshape_built;
   EXPECT_NE(r3_out.status().message().find(words), std::string::npos) << r3_out.status();
 }

@@ -160,13 +160,15 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
   Scope s = scope.NewSubScope(options.name.empty() ? "while" : options.name);
   const std::string name = ScopeName(s);
   if (!options.shape_invariants.empty() && options.shape_invariants.size() != loop_vars.size()) {
-    return Fail(s, absl::InvalidArgumentError(absl::StrCat("WhileLoop '", name, "': ", options.shape_invariants.size(),
-                                                           " shape invariants for ", loop_vars.size(),
-                                                           " loop variables")));
+    return Fail(
+        s, absl::InvalidArgumentError(absl::StrCat("WhileLoop '", name, "': ", options.shape_invariants.size(),
+                                                   " shape invariants for ", loop_vars.size(), " loop variables")));
   }
   if (options.parallel_iterations < 1) {
-    return Fail(s, absl::InvalidArgumentError(absl::StrCat("WhileLoop '", name, "': parallel_iterations must be at "
-                                                           "least 1, got ", options.parallel_iterations)));
+    return Fail(s, absl::InvalidArgumentError(absl::StrCat("WhileLoop '", name,
+                                                           "': parallel_iterations must be at "
+                                                           "least 1, got ",
+                                                           options.parallel_iterations)));
   }
   if (loop_vars.empty()) {
     return Fail(s, absl::InvalidArgumentError(absl::StrCat("WhileLoop '", name, "': no loop variables")));
@@ -415,7 +417,9 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
           const int rank = loop.var_shapes[i].rank();
           Output begin = Reshape(s, k, std::vector<int64_t>{1});
           if (rank > 0) {
-            begin = Concat(s, {begin, Const(s, Tensor::FromVector<int32_t>(std::vector<int32_t>(static_cast<size_t>(rank), 0)))}, 0);
+            begin = Concat(
+                s, {begin, Const(s, Tensor::FromVector<int32_t>(std::vector<int32_t>(static_cast<size_t>(rank), 0)))},
+                0);
           }
           std::vector<int32_t> size(static_cast<size_t>(rank) + 1, -1);
           size[0] = 1;
@@ -429,7 +433,8 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
         for (size_t j = 0; j < p; ++j) xs.push_back(v[1 + m + p + m + j]);
         absl::StatusOr<std::vector<Output>> ys = loop.body(s, xs);
         if (!ys.ok()) return ys.status();
-        if (ys->size() != m) return absl::InternalError(absl::StrCat(what, ": the body returned ", ys->size(), " values"));
+        if (ys->size() != m)
+          return absl::InternalError(absl::StrCat(what, ": the body returned ", ys->size(), " values"));
         std::vector<Output> dys, gys, dxs;
         for (size_t i = 0; i < m; ++i) {
           if (!Differentiable((*ys)[i].dtype())) continue;

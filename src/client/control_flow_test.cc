@@ -3,11 +3,12 @@
 // maximum_iterations, shape invariants, the errors for branches of different
 // structure and loop variables that change shape, and the gradients of a
 // Cond and of a WhileLoop checked numerically.
+#include "distflow/control_flow.h"
+
 #include <string>
 #include <vector>
 
 #include "client/gradient_test_util.h"
-#include "distflow/control_flow.h"
 #include "distflow/gradients.h"
 #include "distflow/ops.h"
 #include "distflow/session.h"
@@ -139,8 +140,7 @@ TEST(WhileLoop, MaximumIterationsStopsTheLoop) {
   auto out = ops::WhileLoop(
       root, {ops::Const(root, 1.0)},
       [](const Scope& s, const Outs& v) -> absl::StatusOr<Output> { return ops::Less(s, v[0], ops::Const(s, 1e9)); },
-      [](const Scope& s, const Outs& v) -> StatusOrOuts { return Outs{ops::Mul(s, v[0], ops::Const(s, 2.0))}; },
-      opts);
+      [](const Scope& s, const Outs& v) -> StatusOrOuts { return Outs{ops::Mul(s, v[0], ops::Const(s, 2.0))}; }, opts);
   ASSERT_TRUE(out.ok()) << out.status();
   Session sess;
   auto r = sess.Run({(*out)[0]});
@@ -301,8 +301,7 @@ TEST(WhileLoop, GradientThroughNestedLoops) {
               return ops::WhileLoop(
                   b, {v[0]},
                   [](const Scope& c, const Outs& w) -> absl::StatusOr<Output> { return ops::Const(c, true); },
-                  [](const Scope& d, const Outs& w) -> StatusOrOuts { return Outs{ops::Mul(d, w[0], w[0])}; },
-                  inner);
+                  [](const Scope& d, const Outs& w) -> StatusOrOuts { return Outs{ops::Mul(d, w[0], w[0])}; }, inner);
             },
             outer);
         EXPECT_TRUE(out.ok()) << out.status();

@@ -10,14 +10,15 @@
 
 namespace distflow {
 
-absl::StatusOr<std::string> MakeFunctionDef(const Scope& body, const std::string& name,
-                                            const std::vector<Output>& args, const std::vector<Output>& rets) {
+absl::StatusOr<std::string> MakeFunctionDef(const Scope& body, const std::string& name, const std::vector<Output>& args,
+                                            const std::vector<Output>& rets) {
   RETURN_IF_ERROR(body.status());
   proto::FunctionDef def;
   def.set_name(name);
   for (const Output& a : args) {
     if (!a.ok() || a.op().graph_state() != body.graph_state() || a.op().op_type() != "Placeholder") {
-      return absl::InvalidArgumentError(absl::StrCat("Function '", name, "': argument '", a.ok() ? a.name() : "<invalid>",
+      return absl::InvalidArgumentError(absl::StrCat("Function '", name, "': argument '",
+                                                     a.ok() ? a.name() : "<invalid>",
                                                      "' must be a Placeholder of the function's body"));
     }
     def.add_arg(a.op().name());

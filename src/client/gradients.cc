@@ -238,7 +238,8 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
         absl::Status st = BuildWhileLoopGradient(s, *loop, exit_grads, &var_grads, &inv_grads);
         if (!st.ok()) return st;
         auto give = [&](const NodeOut& src, const Output& g) {
-          if (g.ok() && relevant[static_cast<size_t>(src.node->id())]) pending[{src.node->id(), src.index}].push_back(g);
+          if (g.ok() && relevant[static_cast<size_t>(src.node->id())])
+            pending[{src.node->id(), src.index}].push_back(g);
         };
         for (size_t i = 0; i < var_grads.size(); ++i) give(loop->loop_vars[i], var_grads[i]);
         for (size_t i = 0; i < inv_grads.size(); ++i) give(loop->invariants[i], inv_grads[i]);
@@ -255,14 +256,13 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
     std::vector<Output> grad_inputs;
     absl::Status st = (*fn)(s, Operation(n, gs), grad_outputs, &grad_inputs);
     if (!st.ok()) {
-      return absl::Status(st.code(), absl::StrCat("Gradient of node '", n->name(), "' (op '", n->op(),
-                                                  "'): ", st.message()));
+      return absl::Status(st.code(),
+                          absl::StrCat("Gradient of node '", n->name(), "' (op '", n->op(), "'): ", st.message()));
     }
     if (!s.ok()) return s.status();
     if (static_cast<int>(grad_inputs.size()) != n->num_inputs()) {
-      return absl::InternalError(absl::StrCat("Gradient function of op '", n->op(), "' returned ",
-                                              grad_inputs.size(), " gradients for ", n->num_inputs(),
-                                              " inputs (node '", n->name(), "')"));
+      return absl::InternalError(absl::StrCat("Gradient function of op '", n->op(), "' returned ", grad_inputs.size(),
+                                              " gradients for ", n->num_inputs(), " inputs (node '", n->name(), "')"));
     }
     for (int i = 0; i < n->num_inputs(); ++i) {
       const Output& g = grad_inputs[static_cast<size_t>(i)];

@@ -48,15 +48,23 @@ TEST(GradientCheck, Unary) {
   Tensor any = Random(S({2, 3}), -2, 2, 1);
   Tensor pos = Random(S({2, 3}), 0.5, 2, 2);
   Tensor nz = RandomAwayFromZero(S({2, 3}), 0.2, 2, 3);
-  Check({any}, [](const Scope& s, const std::vector<Output>& x) { return ops::Neg(s, x[0]); }, "Neg");
-  Check({any}, [](const Scope& s, const std::vector<Output>& x) { return ops::Square(s, x[0]); }, "Square");
-  Check({pos}, [](const Scope& s, const std::vector<Output>& x) { return ops::Sqrt(s, x[0]); }, "Sqrt");
-  Check({pos}, [](const Scope& s, const std::vector<Output>& x) { return ops::Rsqrt(s, x[0]); }, "Rsqrt");
-  Check({any}, [](const Scope& s, const std::vector<Output>& x) { return ops::Exp(s, x[0]); }, "Exp");
-  Check({pos}, [](const Scope& s, const std::vector<Output>& x) { return ops::Log(s, x[0]); }, "Log");
-  Check({any}, [](const Scope& s, const std::vector<Output>& x) { return ops::Identity(s, x[0]); }, "Identity");
-  Check({nz}, [](const Scope& s, const std::vector<Output>& x) { return Output(ops::Raw(s, "Abs", {x[0]}), 0, s); },
-        "Abs");
+  Check(
+      {any}, [](const Scope& s, const std::vector<Output>& x) { return ops::Neg(s, x[0]); }, "Neg");
+  Check(
+      {any}, [](const Scope& s, const std::vector<Output>& x) { return ops::Square(s, x[0]); }, "Square");
+  Check(
+      {pos}, [](const Scope& s, const std::vector<Output>& x) { return ops::Sqrt(s, x[0]); }, "Sqrt");
+  Check(
+      {pos}, [](const Scope& s, const std::vector<Output>& x) { return ops::Rsqrt(s, x[0]); }, "Rsqrt");
+  Check(
+      {any}, [](const Scope& s, const std::vector<Output>& x) { return ops::Exp(s, x[0]); }, "Exp");
+  Check(
+      {pos}, [](const Scope& s, const std::vector<Output>& x) { return ops::Log(s, x[0]); }, "Log");
+  Check(
+      {any}, [](const Scope& s, const std::vector<Output>& x) { return ops::Identity(s, x[0]); }, "Identity");
+  Check(
+      {nz}, [](const Scope& s, const std::vector<Output>& x) { return Output(ops::Raw(s, "Abs", {x[0]}), 0, s); },
+      "Abs");
 }
 
 // ---------------------------------------------------------------------------
@@ -66,8 +74,8 @@ struct BinaryCase {
   TensorShape a, b;
 };
 const std::vector<BinaryCase> kBroadcastCases = {
-    {S({2, 3}), S({2, 3})}, {S({2, 3}), S({3})},    {S({3}), S({2, 3})},  {S({2, 1}), S({1, 3})},
-    {S({2, 3}), S({})},     {S({}), S({2, 3})},     {S({}), S({})},       {S({2, 1, 3}), S({4, 1})},
+    {S({2, 3}), S({2, 3})}, {S({2, 3}), S({3})}, {S({3}), S({2, 3})}, {S({2, 1}), S({1, 3})},
+    {S({2, 3}), S({})},     {S({}), S({2, 3})},  {S({}), S({})},      {S({2, 1, 3}), S({4, 1})},
 };
 
 void CheckBinary(const std::string& name, const std::function<Output(const Scope&, Output, Output)>& f, double a_lo,
@@ -76,34 +84,59 @@ void CheckBinary(const std::string& name, const std::function<Output(const Scope
   for (const BinaryCase& c : kBroadcastCases) {
     Tensor a = Random(c.a, a_lo, a_hi, seed++);
     Tensor b = b_away_from_zero ? RandomAwayFromZero(c.b, 0.5, 2, seed++) : Random(c.b, -2, 2, seed++);
-    Check({a, b}, [&](const Scope& s, const std::vector<Output>& x) { return f(s, x[0], x[1]); },
-          name + " " + c.a.DebugString() + " " + c.b.DebugString());
+    Check(
+        {a, b}, [&](const Scope& s, const std::vector<Output>& x) { return f(s, x[0], x[1]); },
+        name + " " + c.a.DebugString() + " " + c.b.DebugString());
   }
 }
 
-TEST(GradientCheck, Add) { CheckBinary("Add", [](const Scope& s, Output a, Output b) { return ops::Add(s, a, b); }, -2, 2, false); }
-TEST(GradientCheck, Sub) { CheckBinary("Sub", [](const Scope& s, Output a, Output b) { return ops::Sub(s, a, b); }, -2, 2, false); }
-TEST(GradientCheck, Mul) { CheckBinary("Mul", [](const Scope& s, Output a, Output b) { return ops::Mul(s, a, b); }, -2, 2, false); }
-TEST(GradientCheck, Div) { CheckBinary("Div", [](const Scope& s, Output a, Output b) { return ops::Div(s, a, b); }, -2, 2, true); }
-TEST(GradientCheck, Pow) { CheckBinary("Pow", [](const Scope& s, Output a, Output b) { return ops::Pow(s, a, b); }, 0.5, 2, false); }
+TEST(GradientCheck, Add) {
+  CheckBinary(
+      "Add", [](const Scope& s, Output a, Output b) { return ops::Add(s, a, b); }, -2, 2, false);
+}
+TEST(GradientCheck, Sub) {
+  CheckBinary(
+      "Sub", [](const Scope& s, Output a, Output b) { return ops::Sub(s, a, b); }, -2, 2, false);
+}
+TEST(GradientCheck, Mul) {
+  CheckBinary(
+      "Mul", [](const Scope& s, Output a, Output b) { return ops::Mul(s, a, b); }, -2, 2, false);
+}
+TEST(GradientCheck, Div) {
+  CheckBinary(
+      "Div", [](const Scope& s, Output a, Output b) { return ops::Div(s, a, b); }, -2, 2, true);
+}
+TEST(GradientCheck, Pow) {
+  CheckBinary(
+      "Pow", [](const Scope& s, Output a, Output b) { return ops::Pow(s, a, b); }, 0.5, 2, false);
+}
 TEST(GradientCheck, Maximum) {
-  CheckBinary("Maximum", [](const Scope& s, Output a, Output b) { return ops::Maximum(s, a, b); }, -2, 2, false);
+  CheckBinary(
+      "Maximum", [](const Scope& s, Output a, Output b) { return ops::Maximum(s, a, b); }, -2, 2, false);
 }
 TEST(GradientCheck, Minimum) {
-  CheckBinary("Minimum", [](const Scope& s, Output a, Output b) { return ops::Minimum(s, a, b); }, -2, 2, false);
+  CheckBinary(
+      "Minimum", [](const Scope& s, Output a, Output b) { return ops::Minimum(s, a, b); }, -2, 2, false);
 }
 
 TEST(GradientCheck, AddNAndSelect) {
   Tensor a = Random(S({2, 3}), -1, 1, 30), b = Random(S({2, 3}), -1, 1, 31);
-  Check({a, b}, [](const Scope& s, const std::vector<Output>& x) { return ops::AddN(s, {x[0], x[1], x[0]}); }, "AddN");
+  Check(
+      {a, b},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::AddN(s, {x[0], x[1], x[0]});
+      },
+      "AddN");
   Tensor cond = Tensor::FromVector<bool>({true, false, true, false, false, true}, S({2, 3}));
-  Check({a, b},
-        [&](const Scope& s, const std::vector<Output>& x) { return ops::Select(s, ops::Const(s, cond), x[0], x[1]); },
-        "Select");
+  Check(
+      {a, b},
+      [&](const Scope& s, const std::vector<Output>& x) { return ops::Select(s, ops::Const(s, cond), x[0], x[1]); },
+      "Select");
   Tensor vcond = Tensor::FromVector<bool>({false, true}, S({2}));
-  Check({a, b},
-        [&](const Scope& s, const std::vector<Output>& x) { return ops::Select(s, ops::Const(s, vcond), x[0], x[1]); },
-        "Select with a vector condition");
+  Check(
+      {a, b},
+      [&](const Scope& s, const std::vector<Output>& x) { return ops::Select(s, ops::Const(s, vcond), x[0], x[1]); },
+      "Select with a vector condition");
 }
 
 TEST(GradientCheck, MatMul) {
@@ -111,8 +144,9 @@ TEST(GradientCheck, MatMul) {
     for (bool tb : {false, true}) {
       Tensor a = Random(ta ? S({4, 2}) : S({2, 4}), -1, 1, 40);
       Tensor b = Random(tb ? S({3, 4}) : S({4, 3}), -1, 1, 41);
-      Check({a, b}, [&](const Scope& s, const std::vector<Output>& x) { return ops::MatMul(s, x[0], x[1], ta, tb); },
-            "MatMul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+      Check(
+          {a, b}, [&](const Scope& s, const std::vector<Output>& x) { return ops::MatMul(s, x[0], x[1], ta, tb); },
+          "MatMul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
     }
   }
 }
@@ -126,9 +160,8 @@ struct ReduceCase {
   bool keep_dims;
 };
 const std::vector<ReduceCase> kReduceCases = {
-    {S({2, 3}), {0}, false},   {S({2, 3}), {1}, true},      {S({2, 3}), {0, 1}, false},
-    {S({2, 3}), {-1}, false},  {S({2, 3, 2}), {0, 2}, true}, {S({2, 3, 2}), {1}, false},
-    {S({4}), {0}, false},      {S({2, 3}), {}, false},
+    {S({2, 3}), {0}, false},      {S({2, 3}), {1}, true},     {S({2, 3}), {0, 1}, false}, {S({2, 3}), {-1}, false},
+    {S({2, 3, 2}), {0, 2}, true}, {S({2, 3, 2}), {1}, false}, {S({4}), {0}, false},       {S({2, 3}), {}, false},
 };
 
 void CheckReduce(const std::string& name,
@@ -139,20 +172,38 @@ void CheckReduce(const std::string& name,
     Tensor x = Random(c.shape, lo, hi, seed++);
     std::string axes;
     for (int a : c.axes) axes += std::to_string(a) + ",";
-    Check({x}, [&](const Scope& s, const std::vector<Output>& in) { return f(s, in[0], c.axes, c.keep_dims); },
-          name + " " + c.shape.DebugString() + " axes " + axes + " keep_dims=" + std::to_string(c.keep_dims));
+    Check(
+        {x}, [&](const Scope& s, const std::vector<Output>& in) { return f(s, in[0], c.axes, c.keep_dims); },
+        name + " " + c.shape.DebugString() + " axes " + axes + " keep_dims=" + std::to_string(c.keep_dims));
   }
 }
 
-TEST(GradientCheck, Sum) { CheckReduce("Sum", [](const Scope& s, Output x, const std::vector<int>& a, bool k) { return ops::Sum(s, x, a, k); }, -2, 2); }
-TEST(GradientCheck, Mean) { CheckReduce("Mean", [](const Scope& s, Output x, const std::vector<int>& a, bool k) { return ops::Mean(s, x, a, k); }, -2, 2); }
-TEST(GradientCheck, Max) { CheckReduce("Max", [](const Scope& s, Output x, const std::vector<int>& a, bool k) { return ops::Max(s, x, a, k); }, -2, 2); }
-TEST(GradientCheck, Min) { CheckReduce("Min", [](const Scope& s, Output x, const std::vector<int>& a, bool k) { return ops::Min(s, x, a, k); }, -2, 2); }
-TEST(GradientCheck, Prod) { CheckReduce("Prod", [](const Scope& s, Output x, const std::vector<int>& a, bool k) { return ops::Prod(s, x, a, k); }, 0.5, 1.5); }
+TEST(GradientCheck, Sum) {
+  CheckReduce(
+      "Sum", [](const Scope& s, Output x, const std::vector<int>& a, bool k) { return ops::Sum(s, x, a, k); }, -2, 2);
+}
+TEST(GradientCheck, Mean) {
+  CheckReduce(
+      "Mean", [](const Scope& s, Output x, const std::vector<int>& a, bool k) { return ops::Mean(s, x, a, k); }, -2, 2);
+}
+TEST(GradientCheck, Max) {
+  CheckReduce(
+      "Max", [](const Scope& s, Output x, const std::vector<int>& a, bool k) { return ops::Max(s, x, a, k); }, -2, 2);
+}
+TEST(GradientCheck, Min) {
+  CheckReduce(
+      "Min", [](const Scope& s, Output x, const std::vector<int>& a, bool k) { return ops::Min(s, x, a, k); }, -2, 2);
+}
+TEST(GradientCheck, Prod) {
+  CheckReduce(
+      "Prod", [](const Scope& s, Output x, const std::vector<int>& a, bool k) { return ops::Prod(s, x, a, k); }, 0.5,
+      1.5);
+}
 
 TEST(GradientCheck, ProdWithZero) {
   Tensor x = Tensor::FromVector<double>({1.5, 0.0, 2.0, 0.5, 3.0, 1.0}, S({2, 3}));
-  Check({x}, [](const Scope& s, const std::vector<Output>& in) { return ops::Prod(s, in[0], {1}); }, "Prod zero");
+  Check(
+      {x}, [](const Scope& s, const std::vector<Output>& in) { return ops::Prod(s, in[0], {1}); }, "Prod zero");
 }
 
 TEST(GradientCheck, MaxSplitsTiesEvenly) {
@@ -176,42 +227,78 @@ TEST(GradientCheck, ArrayOps) {
   Tensor b = Random(S({2, 3}), -1, 1, 61);
   Tensor c = Random(S({2, 1}), -1, 1, 62);
   Tensor d = Random(S({2, 3}), -1, 1, 63);
-  Check({a}, [](const Scope& s, const std::vector<Output>& x) { return ops::Reshape(s, x[0], {3, -1}); }, "Reshape");
-  Check({a}, [](const Scope& s, const std::vector<Output>& x) { return ops::Transpose(s, x[0], {2, 0, 1}); },
-        "Transpose");
-  Check({b, c, d}, [](const Scope& s, const std::vector<Output>& x) { return ops::Concat(s, x, 1); }, "Concat axis 1");
-  Check({b, d}, [](const Scope& s, const std::vector<Output>& x) { return ops::Concat(s, x, 0); }, "Concat axis 0");
-  Check({b, d}, [](const Scope& s, const std::vector<Output>& x) { return ops::Concat(s, x, -1); }, "Concat axis -1");
-  Check({b}, [](const Scope& s, const std::vector<Output>& x) { return ops::Concat(s, {x[0]}, 0); }, "Concat of one");
-  Check({a}, [](const Scope& s, const std::vector<Output>& x) { return ops::Slice(s, x[0], {1, 1, 0}, {1, -1, 2}); },
-        "Slice");
-  Check({b, d}, [](const Scope& s, const std::vector<Output>& x) { return ops::Pack(s, x, 0); }, "Pack axis 0");
-  Check({b, d}, [](const Scope& s, const std::vector<Output>& x) { return ops::Pack(s, x, 2); }, "Pack axis 2");
-  Check({b},
-        [](const Scope& s, const std::vector<Output>& x) {
-          std::vector<Output> parts = ops::Unpack(s, x[0], 3, 1);
-          return ops::Mul(s, parts[0], parts[2]);  // parts[1] unused: its gradient is zeros
-        },
-        "Unpack");
-  Check({b}, [](const Scope& s, const std::vector<Output>& x) { return ops::Tile(s, x[0], {2, 3}); }, "Tile");
-  Check({c}, [](const Scope& s, const std::vector<Output>& x) { return ops::Tile(s, x[0], {1, 4}); }, "Tile 2");
+  Check(
+      {a},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Reshape(s, x[0], {3, -1});
+      },
+      "Reshape");
+  Check(
+      {a},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Transpose(s, x[0], {2, 0, 1});
+      },
+      "Transpose");
+  Check(
+      {b, c, d}, [](const Scope& s, const std::vector<Output>& x) { return ops::Concat(s, x, 1); }, "Concat axis 1");
+  Check(
+      {b, d}, [](const Scope& s, const std::vector<Output>& x) { return ops::Concat(s, x, 0); }, "Concat axis 0");
+  Check(
+      {b, d}, [](const Scope& s, const std::vector<Output>& x) { return ops::Concat(s, x, -1); }, "Concat axis -1");
+  Check(
+      {b}, [](const Scope& s, const std::vector<Output>& x) { return ops::Concat(s, {x[0]}, 0); }, "Concat of one");
+  Check(
+      {a},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Slice(s, x[0], {1, 1, 0}, {1, -1, 2});
+      },
+      "Slice");
+  Check(
+      {b, d}, [](const Scope& s, const std::vector<Output>& x) { return ops::Pack(s, x, 0); }, "Pack axis 0");
+  Check(
+      {b, d}, [](const Scope& s, const std::vector<Output>& x) { return ops::Pack(s, x, 2); }, "Pack axis 2");
+  Check(
+      {b},
+      [](const Scope& s, const std::vector<Output>& x) {
+        std::vector<Output> parts = ops::Unpack(s, x[0], 3, 1);
+        return ops::Mul(s, parts[0], parts[2]);  // parts[1] unused: its gradient is zeros
+      },
+      "Unpack");
+  Check(
+      {b},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Tile(s, x[0], {2, 3});
+      },
+      "Tile");
+  Check(
+      {c},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Tile(s, x[0], {1, 4});
+      },
+      "Tile 2");
   Tensor scalar = Tensor::Scalar<double>(0.7);
-  Check({scalar}, [](const Scope& s, const std::vector<Output>& x) { return ops::Fill(s, {2, 3}, x[0]); }, "Fill");
+  Check(
+      {scalar},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Fill(s, {2, 3}, x[0]);
+      },
+      "Fill");
 }
 
 // A composite: a softmax written with primitive ops.
 TEST(GradientCheck, CompositeSoftmaxCrossEntropy) {
   Tensor logits = Random(S({3, 4}), -2, 2, 70);
   Tensor labels = Tensor::FromVector<double>({1, 0, 0, 0, 0, 0, 1, 0, 0, 0.5, 0, 0.5}, S({3, 4}));
-  Check({logits},
-        [&](const Scope& s, const std::vector<Output>& x) {
-          Output m = ops::Max(s, x[0], {1}, true);
-          Output e = ops::Exp(s, ops::Sub(s, x[0], m));
-          Output p = ops::Div(s, e, ops::Sum(s, e, {1}, true));
-          Output ce = ops::Neg(s, ops::Sum(s, ops::Mul(s, ops::Const(s, labels), ops::Log(s, p)), {1}));
-          return ops::Mean(s, ce, {0});
-        },
-        "softmax cross entropy");
+  Check(
+      {logits},
+      [&](const Scope& s, const std::vector<Output>& x) {
+        Output m = ops::Max(s, x[0], {1}, true);
+        Output e = ops::Exp(s, ops::Sub(s, x[0], m));
+        Output p = ops::Div(s, e, ops::Sum(s, e, {1}, true));
+        Output ce = ops::Neg(s, ops::Sum(s, ops::Mul(s, ops::Const(s, labels), ops::Log(s, p)), {1}));
+        return ops::Mean(s, ce, {0});
+      },
+      "softmax cross entropy");
 }
 
 // The checker itself catches a wrong gradient (Neg's replaced by identity).
@@ -221,8 +308,7 @@ TEST(GradientCheck, CheckerDetectsAWrongGradient) {
   const GradFunc* fn = reg->Find("Neg", &no_grad);
   ASSERT_NE(fn, nullptr);
   GradFunc saved = *fn;
-  reg->Register("Neg", [](const Scope& s, const Operation& op, const std::vector<Output>& g,
-                          std::vector<Output>* out) {
+  reg->Register("Neg", [](const Scope& s, const Operation& op, const std::vector<Output>& g, std::vector<Output>* out) {
     *out = {g[0]};
     return absl::OkStatus();
   });
@@ -300,7 +386,8 @@ TEST(Gradients, StopGradientBlocks) {
 
 TEST(Gradients, MissingGradientNamesTheOp) {
   OpRegistry::Global()
-      ->Register(OpDefBuilder("GradTestNoGradOp").Input("x: T").Output("y: T").Attr("T: type").SetShapeFn(UnchangedShape))
+      ->Register(
+          OpDefBuilder("GradTestNoGradOp").Input("x: T").Output("y: T").Attr("T: type").SetShapeFn(UnchangedShape))
       .IgnoreError();
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root, DT_DOUBLE, PartialShape({2}));
@@ -453,8 +540,8 @@ TEST(Gradients, TrainsAModelByGradientDescent) {
   auto grads = Gradients(root, {loss}, {w, b});
   ASSERT_TRUE(grads.ok()) << grads.status();
   auto lr = ops::Const(root, 0.3f);
-  auto train = ops::Group(root, {ops::AssignSub(root, w, (*grads)[0] * lr).op(),
-                                 ops::AssignSub(root, b, (*grads)[1] * lr).op()});
+  auto train = ops::Group(
+      root, {ops::AssignSub(root, w, (*grads)[0] * lr).op(), ops::AssignSub(root, b, (*grads)[1] * lr).op()});
   auto init = ops::GlobalVariablesInitializer(root);
   ASSERT_TRUE(root.ok()) << root.status();
   Session sess;

@@ -60,8 +60,8 @@ absl::StatusOr<std::vector<Operation>> ImportGraph(const Scope& scope, const std
     for (const std::string& in : def.node(i).input()) {
       auto it = index.find(SourceOf(in).first);
       if (it == index.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("ImportGraph: node '", def.node(i).name(), "' reads '", in,
-                                                       "', which is not in the graph"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("ImportGraph: node '", def.node(i).name(), "' reads '", in, "', which is not in the graph"));
       }
       if (is_back_edge(i, in)) continue;
       ++pending[i];
@@ -138,7 +138,8 @@ absl::StatusOr<std::vector<Operation>> ImportGraph(const Scope& scope, const std
     node.clear_name();
     node.clear_device();
     Scope s = scope.WithFullOpName(prefix + def.node(i).name()).WithDevice(device);
-    s = control.empty() ? s.WithNoControlDependencies() : s.WithNoControlDependencies().WithControlDependencies(control);
+    s = control.empty() ? s.WithNoControlDependencies()
+                        : s.WithNoControlDependencies().WithControlDependencies(control);
     ops[i] = s.AddNode(std::move(node), inputs);
     if (!ops[i].ok()) {
       absl::Status st = scope.status();

@@ -108,8 +108,7 @@ TEST(GraphIo, DevicesAreKeptOrCleared) {
 
 TEST(GraphIo, BadGraphsAreErrorsNamingTheNodeAndAddNothing) {
   Scope root = Scope::NewRootScope();
-  EXPECT_NE(ImportGraph(root, "\xff\xff\xff not a graph").status().message().find("not a GraphDef"),
-            std::string::npos);
+  EXPECT_NE(ImportGraph(root, "\xff\xff\xff not a graph").status().message().find("not a GraphDef"), std::string::npos);
 
   proto::GraphDef missing;
   proto::NodeDef* n = missing.add_node();

@@ -12,8 +12,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "distflow/scope.h"
 #include "client/while_loop_record.h"
+#include "distflow/scope.h"
 #include "graph/graph.h"
 
 namespace distflow {
@@ -43,8 +43,8 @@ struct GraphState {
     explicit LoopInConstruction(Scope s) : enter_scope(std::move(s)) {}
     std::string frame;
     int parallel_iterations = 10;
-    Scope enter_scope;  // where the loop's own Enters were made
-    std::vector<NodeOut> outer;   // captured tensors, in the order captured
+    Scope enter_scope;             // where the loop's own Enters were made
+    std::vector<NodeOut> outer;    // captured tensors, in the order captured
     std::vector<NodeOut> entered;  // their Enters
   };
   std::vector<std::shared_ptr<LoopInConstruction>> loops_in_construction ABSL_GUARDED_BY(mu);

@@ -50,30 +50,40 @@ void Check(const std::vector<Tensor>& values, const Builder& f, const std::strin
 }
 
 TEST(NnGradientCheck, Activations) {
-  Check({RandomAvoiding(S({2, 5}), -2, 2, {0}, 0.05, 1)},
-        [](const Scope& s, const std::vector<Output>& x) { return Op(s, "Relu", {x[0]}); }, "Relu");
-  Check({RandomAvoiding(S({2, 5}), -2, 8, {0, 6}, 0.05, 2)},
-        [](const Scope& s, const std::vector<Output>& x) { return Op(s, "Relu6", {x[0]}); }, "Relu6");
-  Check({RandomAvoiding(S({2, 5}), -2, 2, {0}, 0.05, 3)},
-        [](const Scope& s, const std::vector<Output>& x) { return Op(s, "Elu", {x[0]}); }, "Elu");
+  Check(
+      {RandomAvoiding(S({2, 5}), -2, 2, {0}, 0.05, 1)},
+      [](const Scope& s, const std::vector<Output>& x) { return Op(s, "Relu", {x[0]}); }, "Relu");
+  Check(
+      {RandomAvoiding(S({2, 5}), -2, 8, {0, 6}, 0.05, 2)},
+      [](const Scope& s, const std::vector<Output>& x) { return Op(s, "Relu6", {x[0]}); }, "Relu6");
+  Check(
+      {RandomAvoiding(S({2, 5}), -2, 2, {0}, 0.05, 3)},
+      [](const Scope& s, const std::vector<Output>& x) { return Op(s, "Elu", {x[0]}); }, "Elu");
   for (const char* op : {"Sigmoid", "Tanh", "Softplus", "Softmax", "LogSoftmax"}) {
-    Check({Random(S({3, 4}), -2, 2, 4)},
-          [&](const Scope& s, const std::vector<Output>& x) { return Op(s, op, {x[0]}); }, op);
+    Check(
+        {Random(S({3, 4}), -2, 2, 4)}, [&](const Scope& s, const std::vector<Output>& x) { return Op(s, op, {x[0]}); },
+        op);
   }
   // Softmax through a weighted sum, so the Jacobian is not trivially zero.
   Tensor w = Random(S({3, 4}), -1, 1, 5);
-  Check({Random(S({3, 4}), -2, 2, 6)},
-        [&](const Scope& s, const std::vector<Output>& x) {
-          return ops::Sum(s, ops::Mul(s, Op(s, "Softmax", {x[0]}), ops::Const(s, w)), {0, 1});
-        },
-        "Softmax weighted");
+  Check(
+      {Random(S({3, 4}), -2, 2, 6)},
+      [&](const Scope& s, const std::vector<Output>& x) {
+        return ops::Sum(s, ops::Mul(s, Op(s, "Softmax", {x[0]}), ops::Const(s, w)), {0, 1});
+      },
+      "Softmax weighted");
 }
 
 TEST(NnGradientCheck, BiasAddAndL2Loss) {
-  Check({Random(S({2, 3, 4}), -1, 1, 10), Random(S({4}), -1, 1, 11)},
-        [](const Scope& s, const std::vector<Output>& x) { return Op(s, "BiasAdd", {x[0], x[1]}); }, "BiasAdd");
-  Check({Random(S({2, 3}), -1, 1, 12)},
-        [](const Scope& s, const std::vector<Output>& x) { return Op(s, "L2Loss", {x[0]}); }, "L2Loss");
+  Check(
+      {Random(S({2, 3, 4}), -1, 1, 10), Random(S({4}), -1, 1, 11)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return Op(s, "BiasAdd", {x[0], x[1]});
+      },
+      "BiasAdd");
+  Check(
+      {Random(S({2, 3}), -1, 1, 12)},
+      [](const Scope& s, const std::vector<Output>& x) { return Op(s, "L2Loss", {x[0]}); }, "L2Loss");
 }
 
 TEST(NnGradientCheck, Conv2D) {
@@ -82,46 +92,50 @@ TEST(NnGradientCheck, Conv2D) {
     const char* padding;
   };
   for (const Case& c : {Case{{1, 1, 1, 1}, "SAME"}, Case{{1, 2, 2, 1}, "VALID"}, Case{{1, 2, 2, 1}, "SAME"}}) {
-    Check({Random(S({2, 5, 5, 2}), -1, 1, 20), Random(S({3, 3, 2, 3}), -1, 1, 21)},
-          [&](const Scope& s, const std::vector<Output>& x) {
-            return Op(s, "Conv2D", {x[0], x[1]}, [&](proto::NodeDef* n) {
-              SetAttrIntList(n, "strides", c.strides);
-              SetAttrString(n, "padding", c.padding);
-            });
-          },
-          std::string("Conv2D ") + c.padding + " stride " + std::to_string(c.strides[1]));
+    Check(
+        {Random(S({2, 5, 5, 2}), -1, 1, 20), Random(S({3, 3, 2, 3}), -1, 1, 21)},
+        [&](const Scope& s, const std::vector<Output>& x) {
+          return Op(s, "Conv2D", {x[0], x[1]}, [&](proto::NodeDef* n) {
+            SetAttrIntList(n, "strides", c.strides);
+            SetAttrString(n, "padding", c.padding);
+          });
+        },
+        std::string("Conv2D ") + c.padding + " stride " + std::to_string(c.strides[1]));
   }
 }
 
 TEST(NnGradientCheck, Pooling) {
   for (const char* op : {"MaxPool", "AvgPool"}) {
     for (const char* padding : {"VALID", "SAME"}) {
-      Check({Distinct(S({1, 5, 5, 2}), 30)},
-            [&](const Scope& s, const std::vector<Output>& x) {
-              return Op(s, op, {x[0]}, [&](proto::NodeDef* n) {
-                SetAttrIntList(n, "ksize", {1, 2, 2, 1});
-                SetAttrIntList(n, "strides", {1, 2, 2, 1});
-                SetAttrString(n, "padding", padding);
-              });
-            },
-            std::string(op) + " " + padding);
+      Check(
+          {Distinct(S({1, 5, 5, 2}), 30)},
+          [&](const Scope& s, const std::vector<Output>& x) {
+            return Op(s, op, {x[0]}, [&](proto::NodeDef* n) {
+              SetAttrIntList(n, "ksize", {1, 2, 2, 1});
+              SetAttrIntList(n, "strides", {1, 2, 2, 1});
+              SetAttrString(n, "padding", padding);
+            });
+          },
+          std::string(op) + " " + padding);
     }
   }
 }
 
 TEST(NnGradientCheck, CrossEntropy) {
   Tensor labels = Tensor::FromVector<double>({1, 0, 0, 0, 0, 0.5, 0.5, 0, 0, 0, 0, 1}, S({3, 4}));
-  Check({Random(S({3, 4}), -2, 2, 40)},
-        [&](const Scope& s, const std::vector<Output>& x) {
-          return Op(s, "SoftmaxCrossEntropyWithLogits", {x[0], ops::Const(s, labels)});
-        },
-        "SoftmaxCrossEntropyWithLogits");
+  Check(
+      {Random(S({3, 4}), -2, 2, 40)},
+      [&](const Scope& s, const std::vector<Output>& x) {
+        return Op(s, "SoftmaxCrossEntropyWithLogits", {x[0], ops::Const(s, labels)});
+      },
+      "SoftmaxCrossEntropyWithLogits");
   Tensor sparse = Tensor::FromVector<int64_t>({2, 0, 3});
-  Check({Random(S({3, 4}), -2, 2, 41)},
-        [&](const Scope& s, const std::vector<Output>& x) {
-          return Op(s, "SparseSoftmaxCrossEntropyWithLogits", {x[0], ops::Const(s, sparse)});
-        },
-        "SparseSoftmaxCrossEntropyWithLogits");
+  Check(
+      {Random(S({3, 4}), -2, 2, 41)},
+      [&](const Scope& s, const std::vector<Output>& x) {
+        return Op(s, "SparseSoftmaxCrossEntropyWithLogits", {x[0], ops::Const(s, sparse)});
+      },
+      "SparseSoftmaxCrossEntropyWithLogits");
   // Dense labels get a gradient (TF1's _v2; tf1_gradients_test checks its
   // value) unless stopped, as tf.nn's v1 does; sparse labels get none.
   Scope root = Scope::NewRootScope();
@@ -160,24 +174,25 @@ TEST(NnGradientCheck, DropoutUsesTheMask) {
 TEST(NnGradientCheck, SmallNetwork) {
   // conv -> bias -> relu -> maxpool -> reshape -> matmul -> softmax xent.
   Tensor labels = Tensor::FromVector<int64_t>({1, 0});
-  Check({Distinct(S({2, 4, 4, 1}), 60), Random(S({2, 2, 1, 2}), -1, 1, 61), Random(S({2}), 0.1, 0.5, 62),
-         Random(S({8, 3}), -1, 1, 63)},
-        [&](const Scope& s, const std::vector<Output>& x) {
-          Output c = Op(s, "Conv2D", {x[0], x[1]}, [](proto::NodeDef* n) {
-            SetAttrIntList(n, "strides", {1, 1, 1, 1});
-            SetAttrString(n, "padding", "SAME");
-          });
-          Output h = Op(s, "Tanh", {Op(s, "BiasAdd", {c, x[2]})});
-          Output p = Op(s, "AvgPool", {h}, [](proto::NodeDef* n) {
-            SetAttrIntList(n, "ksize", {1, 2, 2, 1});
-            SetAttrIntList(n, "strides", {1, 2, 2, 1});
-            SetAttrString(n, "padding", "VALID");
-          });
-          Output logits = ops::MatMul(s, ops::Reshape(s, p, {2, 8}), x[3]);
-          Output xent = Op(s, "SparseSoftmaxCrossEntropyWithLogits", {logits, ops::Const(s, labels)});
-          return ops::Mean(s, xent, {0});
-        },
-        "small network");
+  Check(
+      {Distinct(S({2, 4, 4, 1}), 60), Random(S({2, 2, 1, 2}), -1, 1, 61), Random(S({2}), 0.1, 0.5, 62),
+       Random(S({8, 3}), -1, 1, 63)},
+      [&](const Scope& s, const std::vector<Output>& x) {
+        Output c = Op(s, "Conv2D", {x[0], x[1]}, [](proto::NodeDef* n) {
+          SetAttrIntList(n, "strides", {1, 1, 1, 1});
+          SetAttrString(n, "padding", "SAME");
+        });
+        Output h = Op(s, "Tanh", {Op(s, "BiasAdd", {c, x[2]})});
+        Output p = Op(s, "AvgPool", {h}, [](proto::NodeDef* n) {
+          SetAttrIntList(n, "ksize", {1, 2, 2, 1});
+          SetAttrIntList(n, "strides", {1, 2, 2, 1});
+          SetAttrString(n, "padding", "VALID");
+        });
+        Output logits = ops::MatMul(s, ops::Reshape(s, p, {2, 8}), x[3]);
+        Output xent = Op(s, "SparseSoftmaxCrossEntropyWithLogits", {logits, ops::Const(s, labels)});
+        return ops::Mean(s, xent, {0});
+      },
+      "small network");
 }
 
 }  // namespace

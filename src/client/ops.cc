@@ -67,17 +67,28 @@ Operation Raw(const Scope& s, const std::string& op, const std::vector<Output>& 
       std::visit(
           [n, &name = name](const auto& v) {
             using T = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<T, int64_t>) SetAttrInt(n, name, v);
-            else if constexpr (std::is_same_v<T, double>) SetAttrFloat(n, name, v);
-            else if constexpr (std::is_same_v<T, bool>) SetAttrBool(n, name, v);
-            else if constexpr (std::is_same_v<T, std::string>) SetAttrString(n, name, v);
-            else if constexpr (std::is_same_v<T, DataType>) SetAttrType(n, name, v);
-            else if constexpr (std::is_same_v<T, PartialShape>) SetAttrShape(n, name, v);
-            else if constexpr (std::is_same_v<T, Tensor>) SetAttrTensor(n, name, v);
-            else if constexpr (std::is_same_v<T, std::vector<int64_t>>) SetAttrIntList(n, name, v);
-            else if constexpr (std::is_same_v<T, std::vector<double>>) SetAttrFloatList(n, name, v);
-            else if constexpr (std::is_same_v<T, std::vector<DataType>>) SetAttrTypeList(n, name, v);
-            else SetAttrStringList(n, name, v);
+            if constexpr (std::is_same_v<T, int64_t>)
+              SetAttrInt(n, name, v);
+            else if constexpr (std::is_same_v<T, double>)
+              SetAttrFloat(n, name, v);
+            else if constexpr (std::is_same_v<T, bool>)
+              SetAttrBool(n, name, v);
+            else if constexpr (std::is_same_v<T, std::string>)
+              SetAttrString(n, name, v);
+            else if constexpr (std::is_same_v<T, DataType>)
+              SetAttrType(n, name, v);
+            else if constexpr (std::is_same_v<T, PartialShape>)
+              SetAttrShape(n, name, v);
+            else if constexpr (std::is_same_v<T, Tensor>)
+              SetAttrTensor(n, name, v);
+            else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+              SetAttrIntList(n, name, v);
+            else if constexpr (std::is_same_v<T, std::vector<double>>)
+              SetAttrFloatList(n, name, v);
+            else if constexpr (std::is_same_v<T, std::vector<DataType>>)
+              SetAttrTypeList(n, name, v);
+            else
+              SetAttrStringList(n, name, v);
           },
           attr.value());
     }
@@ -99,7 +110,8 @@ Output Const(const Scope& s, const std::string& v) { return Const(s, Tensor::Sca
 Output Const(const Scope& s, const char* v) { return Const(s, std::string(v)); }
 Output Const(const Scope& s, std::initializer_list<float> v, const TensorShape& shape) {
   if (static_cast<int64_t>(v.size()) != shape.num_elements()) {
-    s.UpdateStatus(absl::InvalidArgumentError(absl::StrCat("Const: ", v.size(), " values for shape ", shape.DebugString())));
+    s.UpdateStatus(
+        absl::InvalidArgumentError(absl::StrCat("Const: ", v.size(), " values for shape ", shape.DebugString())));
     return Output();
   }
   return Const(s, Tensor::FromVector<float>(std::vector<float>(v), shape));
@@ -120,9 +132,7 @@ Output PlaceholderWithDefault(const Scope& s, const Output& def, const PartialSh
 Output Identity(const Scope& s, const Output& x) { return Build(s, "Identity", {x}); }
 Output StopGradient(const Scope& s, const Output& x) { return Build(s, "StopGradient", {x}); }
 Operation NoOp(const Scope& s) { return Raw(s, "NoOp", {}); }
-Operation Group(const Scope& s, const std::vector<Operation>& deps) {
-  return NoOp(s.WithControlDependencies(deps));
-}
+Operation Group(const Scope& s, const std::vector<Operation>& deps) { return NoOp(s.WithControlDependencies(deps)); }
 
 Output Variable(const Scope& s, const PartialShape& shape, DataType dtype, const VariableOptions& options) {
   return Build(s, "Variable", {}, [&](proto::NodeDef* n) {
@@ -190,7 +200,9 @@ Output AddN(const Scope& s, const std::vector<Output>& xs) { return Build(s, "Ad
 Output Cast(const Scope& s, const Output& x, DataType dtype) {
   return Build(s, "Cast", {x}, [&](proto::NodeDef* n) { SetAttrType(n, "DstT", dtype); });
 }
-Output Select(const Scope& s, const Output& c, const Output& t, const Output& e) { return Build(s, "Select", {c, t, e}); }
+Output Select(const Scope& s, const Output& c, const Output& t, const Output& e) {
+  return Build(s, "Select", {c, t, e});
+}
 Output MatMul(const Scope& s, const Output& a, const Output& b, bool transpose_a, bool transpose_b) {
   return Build(s, "MatMul", {a, b}, [&](proto::NodeDef* n) {
     SetAttrBool(n, "transpose_a", transpose_a);
@@ -198,9 +210,9 @@ Output MatMul(const Scope& s, const Output& a, const Output& b, bool transpose_a
   });
 }
 
-#define DF_REDUCE(NAME)                                                                               \
-  Output NAME(const Scope& s, const Output& x, const std::vector<int>& axes, bool keep_dims) {        \
-    Output ax = Int32Vector(s, axes);                                                                 \
+#define DF_REDUCE(NAME)                                                                                  \
+  Output NAME(const Scope& s, const Output& x, const std::vector<int>& axes, bool keep_dims) {           \
+    Output ax = Int32Vector(s, axes);                                                                    \
     return Build(s, #NAME, {x, ax}, [&](proto::NodeDef* n) { SetAttrBool(n, "keep_dims", keep_dims); }); \
   }
 DF_REDUCE(Sum)

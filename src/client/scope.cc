@@ -57,9 +57,7 @@ Scope Scope::WithDevice(const std::string& device) const {
     s.device_.clear();
     s.device_fn_ = nullptr;
   } else if (device_fn_) {
-    s.device_fn_ = [outer = device_fn_, device](const NodeInfo& node) {
-      return MergeDevices(outer(node), device);
-    };
+    s.device_fn_ = [outer = device_fn_, device](const NodeInfo& node) { return MergeDevices(outer(node), device); };
   } else {
     s.device_ = MergeDevices(device_, device);
   }
@@ -118,12 +116,13 @@ Operation Scope::AddNode(proto::NodeDef def, const std::vector<Output>& inputs) 
   if (!ok()) return Operation();
   for (const Output& in : inputs) {
     if (!in.ok()) {
-      UpdateStatus(absl::InvalidArgumentError(absl::StrCat("Cannot add a ", def.op(), " node: one of its inputs is invalid (an earlier op failed)")));
+      UpdateStatus(absl::InvalidArgumentError(
+          absl::StrCat("Cannot add a ", def.op(), " node: one of its inputs is invalid (an earlier op failed)")));
       return Operation();
     }
     if (in.op().graph_state() != graph_) {
-      UpdateStatus(absl::InvalidArgumentError(absl::StrCat("Cannot add a ", def.op(), " node: input '", in.name(),
-                                                           "' belongs to another graph")));
+      UpdateStatus(absl::InvalidArgumentError(
+          absl::StrCat("Cannot add a ", def.op(), " node: input '", in.name(), "' belongs to another graph")));
       return Operation();
     }
     def.add_input(in.name());
@@ -215,9 +214,7 @@ Operation Scope::FindOperation(const std::string& name) const {
   return node == nullptr ? Operation() : Operation(node, graph_);
 }
 
-std::string Output::name() const {
-  return op_.ok() ? absl::StrCat(op_.name(), ":", index_) : "<invalid>";
-}
+std::string Output::name() const { return op_.ok() ? absl::StrCat(op_.name(), ":", index_) : "<invalid>"; }
 DataType Output::dtype() const { return op_.ok() ? op_.node()->output_type(index_) : DT_INVALID; }
 PartialShape Output::shape() const { return op_.ok() ? op_.node()->output_shape(index_) : PartialShape(); }
 

@@ -29,46 +29,56 @@ Output Ids(const Scope& s, std::vector<int32_t> v, TensorShape shape) {
 Output Ids(const Scope& s, std::vector<int32_t> v) { return ops::Const(s, Tensor::FromVector<int32_t>(v)); }
 
 TEST(SparseGradientCheck, GatherAlongEveryAxis) {
-  Check({Random(S({4, 3}), -1, 1, 1)},
-        [](const Scope& s, const std::vector<Output>& x) {
-          return ops::Gather(s, x[0], Ids(s, {3, 0, 3, 1}, TensorShape({2, 2})));
-        },
-        "Gather axis 0, duplicate ids");
-  Check({Random(S({2, 3, 2}), -1, 1, 2)},
-        [](const Scope& s, const std::vector<Output>& x) { return ops::Gather(s, x[0], Ids(s, {2, 0, 2}), 1); },
-        "GatherV2 axis 1");
-  Check({Random(S({2, 3, 2}), -1, 1, 3)},
-        [](const Scope& s, const std::vector<Output>& x) { return ops::Gather(s, x[0], Ids(s, {1}), 2); },
-        "GatherV2 axis 2");
+  Check(
+      {Random(S({4, 3}), -1, 1, 1)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Gather(s, x[0], Ids(s, {3, 0, 3, 1}, TensorShape({2, 2})));
+      },
+      "Gather axis 0, duplicate ids");
+  Check(
+      {Random(S({2, 3, 2}), -1, 1, 2)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Gather(s, x[0], Ids(s, {2, 0, 2}), 1);
+      },
+      "GatherV2 axis 1");
+  Check(
+      {Random(S({2, 3, 2}), -1, 1, 3)},
+      [](const Scope& s, const std::vector<Output>& x) { return ops::Gather(s, x[0], Ids(s, {1}), 2); },
+      "GatherV2 axis 2");
 }
 
 TEST(SparseGradientCheck, SegmentsPartitionAndStitch) {
-  Check({Random(S({4, 2}), -1, 1, 4)},
-        [](const Scope& s, const std::vector<Output>& x) {
-          return ops::UnsortedSegmentSum(s, x[0], Ids(s, {2, -1, 0, 2}), ops::Const(s, 3));
-        },
-        "UnsortedSegmentSum");
-  Check({Random(S({5, 2}), -1, 1, 5)},
-        [](const Scope& s, const std::vector<Output>& x) {
-          std::vector<Output> p = ops::DynamicPartition(s, x[0], Ids(s, {1, 0, 1, 1, 0}), 2);
-          return ops::Concat(s, {p[0], ops::Square(s, p[1])}, 0);
-        },
-        "DynamicPartition");
-  Check({Random(S({2, 2}), -1, 1, 6), Random(S({3, 2}), -1, 1, 7)},
-        [](const Scope& s, const std::vector<Output>& x) {
-          return ops::DynamicStitch(s, {Ids(s, {1, 4}), Ids(s, {0, 2, 3})}, {x[0], x[1]});
-        },
-        "DynamicStitch");
-  Check({Random(S({5, 2}), -1, 1, 8)},
-        [](const Scope& s, const std::vector<Output>& x) {
-          return ops::SparseSegmentSum(s, x[0], Ids(s, {4, 0, 4, 2}), Ids(s, {0, 0, 2, 2}));
-        },
-        "SparseSegmentSum");
-  Check({Random(S({5, 2}), -1, 1, 9)},
-        [](const Scope& s, const std::vector<Output>& x) {
-          return ops::SparseSegmentMean(s, x[0], Ids(s, {4, 0, 4, 2, 1}), Ids(s, {0, 0, 2, 2, 2}));
-        },
-        "SparseSegmentMean");
+  Check(
+      {Random(S({4, 2}), -1, 1, 4)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::UnsortedSegmentSum(s, x[0], Ids(s, {2, -1, 0, 2}), ops::Const(s, 3));
+      },
+      "UnsortedSegmentSum");
+  Check(
+      {Random(S({5, 2}), -1, 1, 5)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        std::vector<Output> p = ops::DynamicPartition(s, x[0], Ids(s, {1, 0, 1, 1, 0}), 2);
+        return ops::Concat(s, {p[0], ops::Square(s, p[1])}, 0);
+      },
+      "DynamicPartition");
+  Check(
+      {Random(S({2, 2}), -1, 1, 6), Random(S({3, 2}), -1, 1, 7)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::DynamicStitch(s, {Ids(s, {1, 4}), Ids(s, {0, 2, 3})}, {x[0], x[1]});
+      },
+      "DynamicStitch");
+  Check(
+      {Random(S({5, 2}), -1, 1, 8)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::SparseSegmentSum(s, x[0], Ids(s, {4, 0, 4, 2}), Ids(s, {0, 0, 2, 2}));
+      },
+      "SparseSegmentSum");
+  Check(
+      {Random(S({5, 2}), -1, 1, 9)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::SparseSegmentMean(s, x[0], Ids(s, {4, 0, 4, 2, 1}), Ids(s, {0, 0, 2, 2, 2}));
+      },
+      "SparseSegmentMean");
 }
 
 Output Raw1(const Scope& s, const std::string& op, const std::vector<Output>& in) {
@@ -77,21 +87,24 @@ Output Raw1(const Scope& s, const std::string& op, const std::vector<Output>& in
 
 TEST(SparseGradientCheck, GatherNdAndScatterNd) {
   // Tuples of full length (elements), of length 1 (rows) and repeated.
-  Check({Random(S({3, 4}), -1, 1, 20)},
-        [](const Scope& s, const std::vector<Output>& x) {
-          return Raw1(s, "GatherNd", {x[0], Ids(s, {2, 1, 0, 3, 2, 1}, TensorShape({3, 2}))});
-        },
-        "GatherNd elements");
-  Check({Random(S({3, 2, 2}), -1, 1, 21)},
-        [](const Scope& s, const std::vector<Output>& x) {
-          return Raw1(s, "GatherNd", {x[0], Ids(s, {2, 0, 2}, TensorShape({3, 1}))});
-        },
-        "GatherNd rows");
-  Check({Random(S({3, 2}), -1, 1, 22)},
-        [](const Scope& s, const std::vector<Output>& x) {
-          return Raw1(s, "ScatterNd", {Ids(s, {1, 3, 1}, TensorShape({3, 1})), x[0], Ids(s, {4, 2})});
-        },
-        "ScatterNd");
+  Check(
+      {Random(S({3, 4}), -1, 1, 20)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return Raw1(s, "GatherNd", {x[0], Ids(s, {2, 1, 0, 3, 2, 1}, TensorShape({3, 2}))});
+      },
+      "GatherNd elements");
+  Check(
+      {Random(S({3, 2, 2}), -1, 1, 21)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return Raw1(s, "GatherNd", {x[0], Ids(s, {2, 0, 2}, TensorShape({3, 1}))});
+      },
+      "GatherNd rows");
+  Check(
+      {Random(S({3, 2}), -1, 1, 22)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return Raw1(s, "ScatterNd", {Ids(s, {1, 3, 1}, TensorShape({3, 1})), x[0], Ids(s, {4, 2})});
+      },
+      "ScatterNd");
 }
 
 // Values as NumPy gives them: p[tuple(idx.T)] and np.add.at; a bad tuple is
@@ -101,9 +114,9 @@ TEST(GatherNd, MatchesNumpyAndRejectsBadTuples) {
   Output p = ops::Const(root, Tensor::FromVector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, TensorShape({3, 4})));
   Output elems = Raw1(root, "GatherNd", {p, Ids(root, {2, 1, 0, 3}, TensorShape({2, 2}))});
   Output rows = Raw1(root, "GatherNd", {p, ops::Const(root, Tensor::FromVector<int64_t>({2, 0}, TensorShape({2, 1})))});
-  Output scattered = Raw1(root, "ScatterNd", {Ids(root, {1, 3, 1}, TensorShape({3, 1})),
-                                              ops::Const(root, Tensor::FromVector<float>({1, 2, 3}, TensorShape({3}))),
-                                              Ids(root, {5})});
+  Output scattered = Raw1(root, "ScatterNd",
+                          {Ids(root, {1, 3, 1}, TensorShape({3, 1})),
+                           ops::Const(root, Tensor::FromVector<float>({1, 2, 3}, TensorShape({3}))), Ids(root, {5})});
   Output bad = Raw1(root, "GatherNd", {p, Ids(root, {0, 0, 1, 4}, TensorShape({2, 2}))});
   ASSERT_TRUE(root.ok()) << root.status();
   EXPECT_EQ(elems.shape().DebugString(), PartialShape({2}).DebugString());
@@ -173,14 +186,16 @@ TEST(IndexedSlicesGradient, MixedWithDenseIsSummedDensely) {
 TEST(ScatterOps, AddSubUpdateRowsInPlaceAndRejectBadIds) {
   Scope root = Scope::NewRootScope();
   Output v = ops::Variable(root.WithOpName("table"), PartialShape({4, 2}), DT_FLOAT);
-  Output init = ops::Assign(root, v, ops::Const(root, Tensor::FromVector<float>({0, 1, 2, 3, 4, 5, 6, 7}, TensorShape({4, 2}))));
+  Output init =
+      ops::Assign(root, v, ops::Const(root, Tensor::FromVector<float>({0, 1, 2, 3, 4, 5, 6, 7}, TensorShape({4, 2}))));
   Output ones = ops::Const(root, Tensor::FromVector<float>({1, 1, 1, 1, 1, 1}, TensorShape({3, 2})));
   Output add = ops::ScatterAdd(root, v, Ids(root, {3, 0, 3}), ones);
   Output sub = ops::ScatterSub(root, v, ops::Const(root, Tensor::FromVector<int64_t>({1})),
                                ops::Const(root, Tensor::FromVector<float>({10, 20}, TensorShape({1, 2}))));
   Output upd = ops::ScatterUpdate(root, v, Ids(root, {2, 2}),
                                   ops::Const(root, Tensor::FromVector<float>({8, 8, 9, 9}, TensorShape({2, 2}))));
-  Output bad = ops::ScatterAdd(root, v, Ids(root, {1, 4}), ops::Const(root, Tensor::FromVector<float>({1, 1, 1, 1}, TensorShape({2, 2}))));
+  Output bad = ops::ScatterAdd(root, v, Ids(root, {1, 4}),
+                               ops::Const(root, Tensor::FromVector<float>({1, 1, 1, 1}, TensorShape({2, 2}))));
   ASSERT_TRUE(root.ok()) << root.status();
   Session sess;
   ASSERT_TRUE(sess.Run({}, {init}, {}).ok());
@@ -229,15 +244,15 @@ TEST(EmbeddingLookup, PartsMatchTheWholeTableAndGradientsCheck) {
     ASSERT_TRUE(want.Reshaped(TensorShape({2, 3, 2})).ok());
     EXPECT_TENSOR_EQ(*want.Reshaped(TensorShape({2, 3, 2})), (*r)[0]);
     const std::string strat = strategy;
-    CheckGradient({rows_of(layout[0]), rows_of(layout[1]), rows_of(layout[2])},
-                  [&](const Scope& s, const std::vector<Output>& x) {
-                    return ops::Square(s, ops::EmbeddingLookup(s, x, Ids(s, {6, 0, 3, 4, 2, 6}), strat));
-                  },
-                  "EmbeddingLookup " + strat, kTol, /*require_gradient=*/true);
+    CheckGradient(
+        {rows_of(layout[0]), rows_of(layout[1]), rows_of(layout[2])},
+        [&](const Scope& s, const std::vector<Output>& x) {
+          return ops::Square(s, ops::EmbeddingLookup(s, x, Ids(s, {6, 0, 3, 4, 2, 6}), strat));
+        },
+        "EmbeddingLookup " + strat, kTol, /*require_gradient=*/true);
   }
   Scope bad = Scope::NewRootScope();
-  ops::EmbeddingLookup(bad, {ops::Const(bad, rows_of({0})), ops::Const(bad, rows_of({1}))},
-                       Ids(bad, {0}), "stripes");
+  ops::EmbeddingLookup(bad, {ops::Const(bad, rows_of({0})), ops::Const(bad, rows_of({1}))}, Ids(bad, {0}), "stripes");
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'mod' or 'div', got 'stripes'"), std::string::npos) << bad.status();
 }

@@ -1,8 +1,7 @@
 // The sparse op wrappers of distflow/ops.h: Gather, Scatter*, Unique,
 // UnsortedSegmentSum, DynamicPartition/DynamicStitch, SparseSegment*.
-#include "distflow/ops.h"
-
 #include "client/graph_state.h"
+#include "distflow/ops.h"
 #include "graph/attr_value.h"
 
 namespace distflow {
@@ -42,10 +41,10 @@ std::vector<Output> Unique(const Scope& s, const Output& x, DataType out_idx) {
 Output UnsortedSegmentSum(const Scope& s, const Output& data, const Output& segment_ids, const Output& num_segments) {
   return Build(s, "UnsortedSegmentSum", {data, segment_ids, num_segments});
 }
-std::vector<Output> DynamicPartition(const Scope& s, const Output& data, const Output& partitions,
-                                     int num_partitions) {
-  return Outputs(s, Raw(s, "DynamicPartition", {data, partitions},
-                        [&](proto::NodeDef* n) { SetAttrInt(n, "num_partitions", num_partitions); }),
+std::vector<Output> DynamicPartition(const Scope& s, const Output& data, const Output& partitions, int num_partitions) {
+  return Outputs(s,
+                 Raw(s, "DynamicPartition", {data, partitions},
+                     [&](proto::NodeDef* n) { SetAttrInt(n, "num_partitions", num_partitions); }),
                  num_partitions);
 }
 Output DynamicStitch(const Scope& s, const std::vector<Output>& indices, const std::vector<Output>& data) {
@@ -95,8 +94,8 @@ Output EmbeddingLookup(const Scope& s, const std::vector<Output>& params, const 
     const int64_t per = total / n, extras = total % n;
     Output shifted = Sub(aux, flat, c(extras));
     assign = Maximum(aux, Div(aux, flat, c(per + 1)), Div(aux, shifted, c(std::max<int64_t>(per, 1))));
-    new_ids = Select(aux, Less(aux, assign, c(extras)), mod(flat, c(per + 1)),
-                     mod(shifted, c(std::max<int64_t>(per, 1))));
+    new_ids =
+        Select(aux, Less(aux, assign, c(extras)), mod(flat, c(per + 1)), mod(shifted, c(std::max<int64_t>(per, 1))));
   }
   if (it != DT_INT32) assign = Cast(aux, assign, DT_INT32);
   std::vector<Output> gather_ids = DynamicPartition(aux, new_ids, assign, n);
@@ -104,8 +103,9 @@ Output EmbeddingLookup(const Scope& s, const std::vector<Output>& params, const 
       DynamicPartition(aux, Range(aux, Const(aux, 0), Size(aux, flat), Const(aux, 1)), assign, n);
   if (static_cast<int>(gather_ids.size()) != n || static_cast<int>(positions.size()) != n) return Output();
   std::vector<Output> rows;
-  for (int i = 0; i < n; ++i) rows.push_back(Gather(on_device_of(params[static_cast<size_t>(i)]), params[static_cast<size_t>(i)],
-                                                    gather_ids[static_cast<size_t>(i)]));
+  for (int i = 0; i < n; ++i)
+    rows.push_back(Gather(on_device_of(params[static_cast<size_t>(i)]), params[static_cast<size_t>(i)],
+                          gather_ids[static_cast<size_t>(i)]));
   Output stitched = DynamicStitch(aux, positions, rows);
   Output row_shape = Slice(aux, Shape(aux, stitched), {1}, {-1});
   return Reshape(s, stitched, Concat(aux, {Shape(aux, ids), row_shape}, 0));

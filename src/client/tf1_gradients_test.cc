@@ -75,45 +75,50 @@ TEST(Tf1GradientCheck, StridedSlice) {
 
 TEST(Tf1GradientCheck, SplitAndSplitV) {
   Tensor x = Random(S({2, 6}), -1, 1, 11);
-  Check({x},
-        [](const Scope& s, const std::vector<Output>& x) {
-          Operation split = ops::Raw(s, "Split", {ops::Const(s, 1), x[0]}, {{"num_split", 3}});
-          // Part 1 unused: its gradient is zeros.
-          return ops::Add(s, Output(split, 0, s), ops::Mul(s, Output(split, 2, s), Output(split, 2, s)));
-        },
-        "Split");
-  Check({x},
-        [&](const Scope& s, const std::vector<Output>& x) {
-          Operation split = ops::Raw(s, "SplitV", {x[0], IntVec(s, {1, -1, 2}), ops::Const(s, 1)}, {{"num_split", 3}});
-          return ops::Sum(s, ops::Mul(s, Output(split, 1, s), Output(split, 1, s)), {1});
-        },
-        "SplitV");
+  Check(
+      {x},
+      [](const Scope& s, const std::vector<Output>& x) {
+        Operation split = ops::Raw(s, "Split", {ops::Const(s, 1), x[0]}, {{"num_split", 3}});
+        // Part 1 unused: its gradient is zeros.
+        return ops::Add(s, Output(split, 0, s), ops::Mul(s, Output(split, 2, s), Output(split, 2, s)));
+      },
+      "Split");
+  Check(
+      {x},
+      [&](const Scope& s, const std::vector<Output>& x) {
+        Operation split = ops::Raw(s, "SplitV", {x[0], IntVec(s, {1, -1, 2}), ops::Const(s, 1)}, {{"num_split", 3}});
+        return ops::Sum(s, ops::Mul(s, Output(split, 1, s), Output(split, 1, s)), {1});
+      },
+      "SplitV");
 }
 
 TEST(Tf1GradientCheck, PadExpandDimsSqueeze) {
   Tensor x = Random(S({2, 3}), -1, 1, 12);
-  Check({x},
-        [](const Scope& s, const std::vector<Output>& x) {
-          Output p = ops::Const(s, Tensor::FromVector<int32_t>({1, 0, 2, 1}, TensorShape({2, 2})));
-          return ops::Square(s, Op(s, "Pad", {x[0], p}));
-        },
-        "Pad");
-  Check({x},
-        [](const Scope& s, const std::vector<Output>& x) {
-          Output e = Op(s, "ExpandDims", {ops::Square(s, x[0]), ops::Const(s, -1)});
-          return Op(s, "Squeeze", {ops::Mul(s, e, e)}, [](proto::NodeDef* n) { SetAttrIntList(n, "squeeze_dims", {2}); });
-        },
-        "ExpandDims, Squeeze");
+  Check(
+      {x},
+      [](const Scope& s, const std::vector<Output>& x) {
+        Output p = ops::Const(s, Tensor::FromVector<int32_t>({1, 0, 2, 1}, TensorShape({2, 2})));
+        return ops::Square(s, Op(s, "Pad", {x[0], p}));
+      },
+      "Pad");
+  Check(
+      {x},
+      [](const Scope& s, const std::vector<Output>& x) {
+        Output e = Op(s, "ExpandDims", {ops::Square(s, x[0]), ops::Const(s, -1)});
+        return Op(s, "Squeeze", {ops::Mul(s, e, e)}, [](proto::NodeDef* n) { SetAttrIntList(n, "squeeze_dims", {2}); });
+      },
+      "ExpandDims, Squeeze");
 }
 
 TEST(Tf1GradientCheck, SoftmaxCrossEntropyReachesLabels) {
   // Rows of labels that sum to 1, as the op's logits gradient assumes.
   Tensor labels = Tensor::FromVector<double>({0.1, 0.2, 0.3, 0.4, 0.7, 0.1, 0.1, 0.1, 0, 0, 0.5, 0.5}, S({3, 4}));
-  Check({Random(S({3, 4}), -2, 2, 13), labels},
-        [](const Scope& s, const std::vector<Output>& x) {
-          return Op(s, "SoftmaxCrossEntropyWithLogits", {x[0], x[1]});
-        },
-        "SoftmaxCrossEntropyWithLogits labels");
+  Check(
+      {Random(S({3, 4}), -2, 2, 13), labels},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return Op(s, "SoftmaxCrossEntropyWithLogits", {x[0], x[1]});
+      },
+      "SoftmaxCrossEntropyWithLogits labels");
 }
 
 TEST(Tf1GradientCheck, Conv2DTranspose) {
@@ -123,16 +128,17 @@ TEST(Tf1GradientCheck, Conv2DTranspose) {
     // out_backprop [1, 2, 2, 3] to an input of [1, 4, 4, 2] (stride 2, 3x3
     // filter: 4 -> 2 with SAME, 5 -> 2 with VALID).
     const int64_t side = same ? 4 : 5;
-    Check({Random(S({1, 2, 2, 3}), -1, 1, 16), Random(S({3, 3, 2, 3}), -1, 1, 17)},
-          [&](const Scope& s, const std::vector<Output>& x) {
-            Output sizes = ops::Const(s, Tensor::FromVector<int32_t>({1, static_cast<int32_t>(side),
-                                                                      static_cast<int32_t>(side), 2}));
-            return Op(s, "Conv2DBackpropInput", {sizes, x[1], x[0]}, [&](proto::NodeDef* n) {
-              SetAttrIntList(n, "strides", {1, 2, 2, 1});
-              SetAttrString(n, "padding", padding);
-            });
-          },
-          "Conv2DBackpropInput");
+    Check(
+        {Random(S({1, 2, 2, 3}), -1, 1, 16), Random(S({3, 3, 2, 3}), -1, 1, 17)},
+        [&](const Scope& s, const std::vector<Output>& x) {
+          Output sizes = ops::Const(
+              s, Tensor::FromVector<int32_t>({1, static_cast<int32_t>(side), static_cast<int32_t>(side), 2}));
+          return Op(s, "Conv2DBackpropInput", {sizes, x[1], x[0]}, [&](proto::NodeDef* n) {
+            SetAttrIntList(n, "strides", {1, 2, 2, 1});
+            SetAttrString(n, "padding", padding);
+          });
+        },
+        "Conv2DBackpropInput");
   }
 }
 
@@ -142,22 +148,24 @@ TEST(Tf1GradientCheck, TopKAndLrn) {
   Tensor x(DT_DOUBLE, S({2, 5}));
   const double v[] = {0.3, -1.2, 2.5, 0.9, -0.4, 1.7, 0.2, -2.2, 1.1, 0.6};
   for (int i = 0; i < 10; ++i) x.flat<double>()[i] = v[i];
-  Check({x},
-        [](const Scope& s, const std::vector<Output>& x) {
-          Output top = Op(s, "TopKV2", {x[0], ops::Const(s, 3)});
-          return ops::Square(s, top);
-        },
-        "TopKV2");
-  Check({Random(S({1, 2, 2, 5}), -1, 1, 15)},
-        [](const Scope& s, const std::vector<Output>& x) {
-          return Op(s, "LRN", {x[0]}, [](proto::NodeDef* n) {
-            SetAttrInt(n, "depth_radius", 1);
-            SetAttrFloat(n, "bias", 1.5);
-            SetAttrFloat(n, "alpha", 0.3);
-            SetAttrFloat(n, "beta", 0.75);
-          });
-        },
-        "LRN");
+  Check(
+      {x},
+      [](const Scope& s, const std::vector<Output>& x) {
+        Output top = Op(s, "TopKV2", {x[0], ops::Const(s, 3)});
+        return ops::Square(s, top);
+      },
+      "TopKV2");
+  Check(
+      {Random(S({1, 2, 2, 5}), -1, 1, 15)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return Op(s, "LRN", {x[0]}, [](proto::NodeDef* n) {
+          SetAttrInt(n, "depth_radius", 1);
+          SetAttrFloat(n, "bias", 1.5);
+          SetAttrFloat(n, "alpha", 0.3);
+          SetAttrFloat(n, "beta", 0.75);
+        });
+      },
+      "LRN");
 }
 
 }  // namespace

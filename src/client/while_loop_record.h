@@ -25,8 +25,8 @@ struct WhileLoopRecord {
   std::vector<const Node*> exits;  // one per loop variable
   std::vector<NodeOut> loop_vars;  // their initial values
   std::vector<NodeOut> invariants;
-  std::vector<NodeOut> histories;  // per loop variable: every iteration's value, stacked
-  NodeOut count;                   // the number of iterations that ran
+  std::vector<NodeOut> histories;        // per loop variable: every iteration's value, stacked
+  NodeOut count;                         // the number of iterations that ran
   std::vector<PartialShape> var_shapes;  // the variables' shapes inside the loop
   int parallel_iterations = 10;
   ops::LoopBodyFn body;

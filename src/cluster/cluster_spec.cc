@@ -24,23 +24,16 @@ std::string Quote(absl::string_view s) {
   return absl::StrCat("'", s.substr(0, kMax), "...' (", s.size(), " chars)");
 }
 
-bool AllOf(absl::string_view s, bool (*pred)(char)) {
-  return std::all_of(s.begin(), s.end(), pred);
-}
+bool AllOf(absl::string_view s, bool (*pred)(char)) { return std::all_of(s.begin(), s.end(), pred); }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsHostChar(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
-         c == '-' || c == '_';
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
 }
-bool IsV6Char(char c) {
-  return absl::ascii_isxdigit(static_cast<unsigned char>(c)) || c == ':' ||
-         c == '.';
-}
+bool IsV6Char(char c) { return absl::ascii_isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.'; }
 
 // Parses a non-negative decimal int (digits only, no sign).
 bool ParseIndex(absl::string_view s, int* out) {
-  return !s.empty() && s.size() <= 10 && AllOf(s, IsDigit) &&
-         absl::SimpleAtoi(s, out) && *out >= 0;
+  return !s.empty() && s.size() <= 10 && AllOf(s, IsDigit) && absl::SimpleAtoi(s, out) && *out >= 0;
 }
 
 // "0..3" for a dense job, else "0, 5, 9" (shortened if long).
@@ -60,31 +53,24 @@ std::string FormatIndices(const std::map<int, std::string>& tasks) {
 }
 
 bool IsDense(const std::map<int, std::string>& tasks) {
-  return tasks.empty() ||
-         tasks.rbegin()->first == static_cast<int>(tasks.size()) - 1;
+  return tasks.empty() || tasks.rbegin()->first == static_cast<int>(tasks.size()) - 1;
 }
 
-absl::Status TaskError(absl::string_view job, int index,
-                       const absl::Status& status) {
-  return absl::InvalidArgumentError(absl::StrCat("cluster spec: job '", job,
-                                            "' task ", index, ": ",
-                                            status.message()));
+absl::Status TaskError(absl::string_view job, int index, const absl::Status& status) {
+  return absl::InvalidArgumentError(absl::StrCat("cluster spec: job '", job, "' task ", index, ": ", status.message()));
 }
 
 absl::Status CheckJobName(absl::string_view name) {
   if (IsValidJobName(name)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "cluster spec: bad job name ", Quote(name),
-      " (must match [A-Za-z][A-Za-z0-9_]*)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("cluster spec: bad job name ", Quote(name), " (must match [A-Za-z][A-Za-z0-9_]*)"));
 }
 
 }  // namespace
 
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
-    absl::string_view address) {
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(absl::string_view address) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid address ", Quote(address), ": ", why));
+    return absl::InvalidArgumentError(absl::StrCat("invalid address ", Quote(address), ": ", why));
   };
   if (address.empty()) return bad("empty address (expected HOST:PORT)");
   for (char c : address) {
@@ -124,10 +110,8 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
     return bad("unexpected path after the port");
   }
   int port_number = 0;
-  if (port.size() > 5 || !AllOf(port, IsDigit) ||
-      !absl::SimpleAtoi(port, &port_number) || port_number > 65535) {
-    return bad(absl::StrCat("port ", Quote(port),
-                            " is not a number in [0, 65535]"));
+  if (port.size() > 5 || !AllOf(port, IsDigit) || !absl::SimpleAtoi(port, &port_number) || port_number > 65535) {
+    return bad(absl::StrCat("port ", Quote(port), " is not a number in [0, 65535]"));
   }
   return std::make_pair(std::string(host), port_number);
 }
@@ -140,8 +124,8 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromJobs(JobMap jobs) {
     RETURN_IF_ERROR(CheckJobName(name));
     for (const auto& [index, address] : tasks) {
       if (index < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "cluster spec: job '", name, "' has negative task index ", index));
+        return absl::InvalidArgumentError(
+            absl::StrCat("cluster spec: job '", name, "' has negative task index ", index));
       }
       absl::Status s = SplitHostPort(address).status();
       if (!s.ok()) return TaskError(name, index, s);
@@ -164,26 +148,22 @@ absl::StatusOr<ClusterSpec> ClusterSpec::ParseFlagForm(absl::string_view text) {
   JobMap jobs;
   for (absl::string_view entry : absl::StrSplit(text, ',')) {
     entry = absl::StripAsciiWhitespace(entry);
-    if (entry.size() >= 2 && (entry[0] == '\'' || entry[0] == '"') &&
-        entry.back() == entry[0]) {
+    if (entry.size() >= 2 && (entry[0] == '\'' || entry[0] == '"') && entry.back() == entry[0]) {
       entry = entry.substr(1, entry.size() - 2);
     }
     if (entry.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cluster spec ", Quote(text), ": empty job entry (stray ',')"));
+      return absl::InvalidArgumentError(absl::StrCat("cluster spec ", Quote(text), ": empty job entry (stray ',')"));
     }
     const size_t bar = entry.find('|');
     if (bar == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cluster spec: job entry ", Quote(entry),
-          " has no '|' (expected NAME|HOST:PORT;HOST:PORT...)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cluster spec: job entry ", Quote(entry), " has no '|' (expected NAME|HOST:PORT;HOST:PORT...)"));
     }
     const absl::string_view name = entry.substr(0, bar);
     RETURN_IF_ERROR(CheckJobName(name));
     auto [it, inserted] = jobs.try_emplace(std::string(name));
     if (!inserted) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cluster spec: duplicate job '", name, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("cluster spec: duplicate job '", name, "'"));
     }
     const absl::string_view tasks = entry.substr(bar + 1);
     if (tasks.empty()) continue;  // "ps|": a job with no tasks
@@ -199,19 +179,17 @@ absl::StatusOr<ClusterSpec> ClusterSpec::ParseFlagForm(absl::string_view text) {
 
 absl::StatusOr<ClusterSpec> ClusterSpec::ParseJson(absl::string_view text) {
   google::protobuf::Value root;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(text.data(), text.size()), &root);
+  const auto parsed =
+      google::protobuf::util::JsonStringToMessage(google::protobuf::StringPiece(text.data(), text.size()), &root);
   if (!parsed.ok()) {
     const auto raw = parsed.message();
     std::string message(raw.data(), std::min<size_t>(raw.size(), 300));
     const bool duplicate = absl::StrContains(message, "Repeated map key");
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cluster spec: invalid JSON", duplicate ? " (duplicate job or task)" : "",
-        ": ", message));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster spec: invalid JSON", duplicate ? " (duplicate job or task)" : "", ": ", message));
   }
   if (root.kind_case() != google::protobuf::Value::kStructValue) {
-    return absl::InvalidArgumentError(
-        "cluster spec: JSON must be an object mapping job names to tasks");
+    return absl::InvalidArgumentError("cluster spec: JSON must be an object mapping job names to tasks");
   }
   const auto& fields = root.struct_value().fields();
   if (fields.empty()) {
@@ -227,8 +205,7 @@ absl::StatusOr<ClusterSpec> ClusterSpec::ParseJson(absl::string_view text) {
     const google::protobuf::Value& job = fields.at(name);
     std::map<int, std::string>& tasks = jobs[name];
     auto bad_job = [&](absl::string_view why) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cluster spec: job '", name, "': ", why));
+      return absl::InvalidArgumentError(absl::StrCat("cluster spec: job '", name, "': ", why));
     };
     if (job.kind_case() == google::protobuf::Value::kListValue) {
       const auto& values = job.list_value().values();
@@ -242,23 +219,20 @@ absl::StatusOr<ClusterSpec> ClusterSpec::ParseJson(absl::string_view text) {
       for (const auto& [key, value] : job.struct_value().fields()) {
         int index = 0;
         if (!ParseIndex(key, &index)) {
-          return bad_job(absl::StrCat("task key ", Quote(key),
-                                      " is not a non-negative integer"));
+          return bad_job(absl::StrCat("task key ", Quote(key), " is not a non-negative integer"));
         }
         if (value.kind_case() != google::protobuf::Value::kStringValue) {
-          return bad_job(absl::StrCat("task ", Quote(key),
-                                      " is not a string address"));
+          return bad_job(absl::StrCat("task ", Quote(key), " is not a string address"));
         }
         if (!tasks.emplace(index, value.string_value()).second) {
-          return bad_job(
-              absl::StrCat("two addresses for task ", index, " ('",
-                           tasks[index], "' and '", value.string_value(),
-                           "')"));
+          return bad_job(absl::StrCat("two addresses for task ", index, " ('", tasks[index], "' and '",
+                                      value.string_value(), "')"));
         }
       }
     } else {
-      return bad_job("must be a list of addresses or an object mapping "
-                     "task indices to addresses");
+      return bad_job(
+          "must be a list of addresses or an object mapping "
+          "task indices to addresses");
     }
   }
   return FromJobs(std::move(jobs));
@@ -268,10 +242,10 @@ absl::StatusOr<std::string> ClusterSpec::ToFlagString() const {
   std::vector<std::string> entries;
   for (const auto& [name, tasks] : jobs_) {
     if (!IsDense(tasks)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cluster spec: job '", name, "' is sparse (tasks ",
-          FormatIndices(tasks), ") and cannot be written in flag form; "
-          "use ToJson()"));
+      return absl::InvalidArgumentError(absl::StrCat("cluster spec: job '", name, "' is sparse (tasks ",
+                                                     FormatIndices(tasks),
+                                                     ") and cannot be written in flag form; "
+                                                     "use ToJson()"));
     }
     std::vector<absl::string_view> addresses;
     for (const auto& [index, address] : tasks) addresses.push_back(address);
@@ -288,12 +262,9 @@ std::string ClusterSpec::ToJson() const {
     std::vector<std::string> items;
     const bool dense = IsDense(tasks);
     for (const auto& [index, address] : tasks) {
-      items.push_back(dense ? absl::StrCat("\"", address, "\"")
-                            : absl::StrCat("\"", index, "\":\"", address, "\""));
+      items.push_back(dense ? absl::StrCat("\"", address, "\"") : absl::StrCat("\"", index, "\":\"", address, "\""));
     }
-    entries.push_back(absl::StrCat("\"", name, "\":", dense ? "[" : "{",
-                                   absl::StrJoin(items, ","),
-                                   dense ? "]" : "}"));
+    entries.push_back(absl::StrCat("\"", name, "\":", dense ? "[" : "{", absl::StrJoin(items, ","), dense ? "]" : "}"));
   }
   return absl::StrCat("{", absl::StrJoin(entries, ","), "}");
 }
@@ -304,9 +275,7 @@ std::vector<std::string> ClusterSpec::jobs() const {
   return names;
 }
 
-bool ClusterSpec::HasJob(absl::string_view job) const {
-  return jobs_.find(std::string(job)) != jobs_.end();
-}
+bool ClusterSpec::HasJob(absl::string_view job) const { return jobs_.find(std::string(job)) != jobs_.end(); }
 
 int ClusterSpec::num_tasks(absl::string_view job) const {
   auto it = jobs_.find(std::string(job));
@@ -321,8 +290,7 @@ std::vector<int> ClusterSpec::task_indices(absl::string_view job) const {
   return indices;
 }
 
-absl::StatusOr<std::string> ClusterSpec::task_address(absl::string_view job,
-                                                      int task_index) const {
+absl::StatusOr<std::string> ClusterSpec::task_address(absl::string_view job, int task_index) const {
   RETURN_IF_ERROR(ValidateTask(job, task_index));
   return jobs_.find(std::string(job))->second.at(task_index);
 }
@@ -346,18 +314,15 @@ std::vector<std::string> ClusterSpec::AllTaskNames() const {
   return names;
 }
 
-absl::Status ClusterSpec::ValidateTask(absl::string_view job_name,
-                                       int task_index) const {
+absl::Status ClusterSpec::ValidateTask(absl::string_view job_name, int task_index) const {
   auto it = jobs_.find(std::string(job_name));
   if (it == jobs_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job_name ", Quote(job_name), " is not in the cluster; jobs are: ",
-        jobs_.empty() ? "none" : absl::StrJoin(jobs(), ", ")));
+    return absl::InvalidArgumentError(absl::StrCat("job_name ", Quote(job_name), " is not in the cluster; jobs are: ",
+                                                   jobs_.empty() ? "none" : absl::StrJoin(jobs(), ", ")));
   }
   if (it->second.count(task_index) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "task_index ", task_index, " is not a task of job '", job_name,
-        "'; valid indices: ", FormatIndices(it->second)));
+    return absl::InvalidArgumentError(absl::StrCat("task_index ", task_index, " is not a task of job '", job_name,
+                                                   "'; valid indices: ", FormatIndices(it->second)));
   }
   return absl::OkStatus();
 }

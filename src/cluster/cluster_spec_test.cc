@@ -25,15 +25,14 @@ TEST(ClusterSpec, ParsesFlagForm) {
   EXPECT_FALSE(spec->HasTask("worker", 1));
   EXPECT_FALSE(spec->HasTask("chief", 0));
   EXPECT_THAT(spec->AllTaskNames(),
-              ElementsAre("/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1",
-                          "/job:worker/replica:0/task:0"));
+              ElementsAre("/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1", "/job:worker/replica:0/task:0"));
 }
 
 TEST(ClusterSpec, FlagFormVariants) {
   auto plain = ClusterSpec::Parse("ps|a:1;b:2,wk|c:3");
   ASSERT_TRUE(plain.ok()) << plain.status();
-  for (const char* text : {"'ps|a:1;b:2','wk|c:3'", "\"ps|a:1;b:2\",\"wk|c:3\"",
-                           "  ps|a:1;b:2 , wk|c:3\n", "wk|c:3,ps|a:1;b:2"}) {
+  for (const char* text :
+       {"'ps|a:1;b:2','wk|c:3'", "\"ps|a:1;b:2\",\"wk|c:3\"", "  ps|a:1;b:2 , wk|c:3\n", "wk|c:3,ps|a:1;b:2"}) {
     auto spec = ClusterSpec::Parse(text);
     ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
     EXPECT_EQ(*spec, *plain) << text;
@@ -55,21 +54,18 @@ TEST(ClusterSpec, ParsesJson) {
   EXPECT_EQ(spec->num_tasks("empty2"), 0);
   EXPECT_EQ(*spec->task_address("worker", 3), "b:2");
   EXPECT_THAT(spec->AllTaskNames(),
-              ElementsAre("/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0",
-                          "/job:worker/replica:0/task:3"));
-  EXPECT_EQ(spec->ToJson(),
-            R"({"empty":[],"empty2":[],"ps":["h0:2222"],)"
-            R"("worker":{"0":"a:1","3":"b:2"}})");
+              ElementsAre("/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0", "/job:worker/replica:0/task:3"));
+  EXPECT_EQ(spec->ToJson(), R"({"empty":[],"empty2":[],"ps":["h0:2222"],)"
+                            R"("worker":{"0":"a:1","3":"b:2"}})");
   auto flag = spec->ToFlagString();
   EXPECT_FALSE(flag.ok());
   EXPECT_THAT(flag.status().message(), HasSubstr("'worker' is sparse"));
 }
 
 TEST(ClusterSpec, RoundTrips) {
-  for (const char* text :
-       {"ps|h0:2222;h1:2222,worker|h2:2222", "a|[::1]:0", "x|", "ps|localhost:0",
-        R"({"w": {"2": "a:1", "5": "b:2"}, "ps": ["c:3", "d:4"]})",
-        R"({"chief": ["example.com:2222"], "w": {"1": "127.0.0.1:1"}})"}) {
+  for (const char* text : {"ps|h0:2222;h1:2222,worker|h2:2222", "a|[::1]:0", "x|", "ps|localhost:0",
+                           R"({"w": {"2": "a:1", "5": "b:2"}, "ps": ["c:3", "d:4"]})",
+                           R"({"chief": ["example.com:2222"], "w": {"1": "127.0.0.1:1"}})"}) {
     auto spec = ClusterSpec::Parse(text);
     ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
     auto from_json = ClusterSpec::ParseJson(spec->ToJson());
@@ -147,10 +143,8 @@ TEST(ClusterSpec, RejectsMalformedSpecs) {
   for (const BadCase& c : cases) {
     auto spec = ClusterSpec::Parse(c.text);
     ASSERT_FALSE(spec.ok()) << "accepted: " << c.text;
-    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument)
-        << c.text;
-    EXPECT_THAT(spec.status().message(), HasSubstr(c.expected_substring))
-        << c.text;
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(spec.status().message(), HasSubstr(c.expected_substring)) << c.text;
   }
   // A JSON document that is not an object goes to the flag parser via Parse,
   // and is rejected by ParseJson directly.

@@ -43,8 +43,8 @@ absl::Status ReadPem(const std::string& path, const std::string& source, const c
   if (path.empty()) return absl::OkStatus();
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::InvalidArgumentError(absl::StrCat(source, "=", path, ": cannot read the ", what, " file (",
-                                                   std::strerror(errno), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, "=", path, ": cannot read the ", what, " file (", std::strerror(errno), ")"));
   }
   std::stringstream ss;
   ss << in.rdbuf();
@@ -83,10 +83,9 @@ absl::Status LoadTls(const TlsFiles& flags, TlsState* s) {
   }
   if (s->cert.empty() != s->key.empty()) {
     return absl::InvalidArgumentError(
-        s->cert.empty() ? absl::StrCat(key_source, " is given without a certificate: set --tls_cert (or ", kTlsCertEnv,
-                                       ") too")
-                        : absl::StrCat(cert_source, " is given without its private key: set --tls_key (or ",
-                                       kTlsKeyEnv, ") too"));
+        s->cert.empty()
+            ? absl::StrCat(key_source, " is given without a certificate: set --tls_cert (or ", kTlsCertEnv, ") too")
+            : absl::StrCat(cert_source, " is given without its private key: set --tls_key (or ", kTlsKeyEnv, ") too"));
   }
   s->on = any;
   return absl::OkStatus();
@@ -164,7 +163,8 @@ absl::Status LoadClusterTokenFile(const std::string& path) {
   ss << in.rdbuf();
   std::string token(absl::StripAsciiWhitespace(ss.str()));
   if (token.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("the token file '", path, "' is empty; put the cluster's secret in it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the token file '", path, "' is empty; put the cluster's secret in it"));
   }
   if (absl::Status s = ValidateToken(token, absl::StrCat("the token in '", path, "'")); !s.ok()) return s;
   SetClusterToken(std::move(token));
@@ -178,8 +178,9 @@ absl::Status ValidateToken(const std::string& token, const std::string& source) 
   for (char c : token) {
     if (c < 0x20 || c > 0x7e) {
       return absl::InvalidArgumentError(
-          absl::StrCat(source, " holds a byte that is not printable ASCII; use letters, digits and punctuation "
-                               "(e.g. the output of: openssl rand -hex 32)"));
+          absl::StrCat(source,
+                       " holds a byte that is not printable ASCII; use letters, digits and punctuation "
+                       "(e.g. the output of: openssl rand -hex 32)"));
     }
   }
   return absl::OkStatus();

@@ -5,9 +5,7 @@
 namespace distflow {
 namespace {
 
-TEST(DeviceFilters, NoFiltersPassEverything) {
-  EXPECT_TRUE(PassesFilters("/job:ps/replica:0/task:0", {}));
-}
+TEST(DeviceFilters, NoFiltersPassEverything) { EXPECT_TRUE(PassesFilters("/job:ps/replica:0/task:0", {})); }
 
 TEST(DeviceFilters, AFilterMatchesTheTasksItNames) {
   const std::vector<std::string> filters = {"/job:ps", "/job:worker/task:3"};

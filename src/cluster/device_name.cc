@@ -45,30 +45,24 @@ struct Seen {
   std::string canon;
 };
 
-absl::Status Record(Seen* seen, absl::string_view what, std::string canon,
-                    absl::string_view full) {
+absl::Status Record(Seen* seen, absl::string_view what, std::string canon, absl::string_view full) {
   if (seen->seen && seen->canon != canon) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device name ", Quote(full), ": conflicting ", what, " components '",
-        seen->canon, "' and '", canon, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("device name ", Quote(full), ": conflicting ", what, " components '",
+                                                   seen->canon, "' and '", canon, "'"));
   }
   seen->seen = true;
   seen->canon = std::move(canon);
   return absl::OkStatus();
 }
 
-std::string IndexString(bool has, int v) {
-  return has ? absl::StrCat(v) : std::string("*");
-}
+std::string IndexString(bool has, int v) { return has ? absl::StrCat(v) : std::string("*"); }
 
 }  // namespace
 
 bool IsValidJobName(absl::string_view name) {
-  if (name.empty() || !absl::ascii_isalpha(static_cast<unsigned char>(name[0])))
-    return false;
+  if (name.empty() || !absl::ascii_isalpha(static_cast<unsigned char>(name[0]))) return false;
   for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_')
-      return false;
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
   }
   return true;
 }
@@ -77,17 +71,14 @@ absl::StatusOr<DeviceName> DeviceName::Parse(absl::string_view name) {
   DeviceName d;
   if (name.empty() || name == "/") return d;
   if (name[0] != '/') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device name ", Quote(name), " must start with '/'"));
+    return absl::InvalidArgumentError(absl::StrCat("device name ", Quote(name), " must start with '/'"));
   }
   Seen job, replica, task, device;
-  const std::vector<absl::string_view> parts =
-      absl::StrSplit(name.substr(1), '/');
+  const std::vector<absl::string_view> parts = absl::StrSplit(name.substr(1), '/');
   for (absl::string_view part : parts) {
     auto bad = [&](absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "device name ", Quote(name), ": bad component ", Quote(part), ": ",
-          why));
+      return absl::InvalidArgumentError(
+          absl::StrCat("device name ", Quote(name), ": bad component ", Quote(part), ": ", why));
     };
     if (part.empty()) return bad("empty component");
     const size_t colon = part.find(':');
@@ -113,10 +104,8 @@ absl::StatusOr<DeviceName> DeviceName::Parse(absl::string_view name) {
       if (!ParseIndex(value, has, v)) {
         return bad("expected a non-negative integer or '*'");
       }
-      RETURN_IF_ERROR(Record(is_task ? &task : &replica, key,
-                             IndexString(*has, *v), name));
-    } else if (key == "device" || key == "cpu" || key == "CPU" ||
-               key == "gpu" || key == "GPU") {
+      RETURN_IF_ERROR(Record(is_task ? &task : &replica, key, IndexString(*has, *v), name));
+    } else if (key == "device" || key == "cpu" || key == "CPU" || key == "gpu" || key == "GPU") {
       absl::string_view type, id;
       bool has_id_part = true;
       if (key == "device") {
@@ -146,10 +135,8 @@ absl::StatusOr<DeviceName> DeviceName::Parse(absl::string_view name) {
       } else if (!ParseIndex(id, &d.has_id, &d.id)) {
         return bad("device id must be a non-negative integer or '*'");
       }
-      RETURN_IF_ERROR(Record(&device, "device",
-                             absl::StrCat(d.has_type ? d.type : "*", ":",
-                                          IndexString(d.has_id, d.id)),
-                             name));
+      RETURN_IF_ERROR(
+          Record(&device, "device", absl::StrCat(d.has_type ? d.type : "*", ":", IndexString(d.has_id, d.id)), name));
     } else {
       return bad("unknown key (expected job, replica, task, device, cpu or gpu)");
     }
@@ -163,22 +150,18 @@ std::string DeviceName::ToString() const {
   if (has_replica) absl::StrAppend(&out, "/replica:", replica);
   if (has_task) absl::StrAppend(&out, "/task:", task);
   if (has_type || has_id) {
-    absl::StrAppend(&out, "/device:", has_type ? type : "*", ":",
-                    IndexString(has_id, id));
+    absl::StrAppend(&out, "/device:", has_type ? type : "*", ":", IndexString(has_id, id));
   }
   return out;
 }
 
-absl::Status DeviceName::MergeFrom(const DeviceName& other,
-                                   bool allow_soft_placement) {
+absl::Status DeviceName::MergeFrom(const DeviceName& other, bool allow_soft_placement) {
   auto conflict = [&](absl::string_view field) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot merge device names '", ToString(), "' and '", other.ToString(),
-        "': conflicting ", field));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot merge device names '", ToString(), "' and '", other.ToString(), "': conflicting ", field));
   };
   if (has_job && other.has_job && job != other.job) return conflict("job");
-  if (has_replica && other.has_replica && replica != other.replica)
-    return conflict("replica");
+  if (has_replica && other.has_replica && replica != other.replica) return conflict("replica");
   if (has_task && other.has_task && task != other.task) return conflict("task");
   const bool type_conflict = has_type && other.has_type && type != other.type;
   const bool id_conflict = has_id && other.has_id && id != other.id;
@@ -186,19 +169,28 @@ absl::Status DeviceName::MergeFrom(const DeviceName& other,
     if (type_conflict) return conflict("device type");
     if (id_conflict) return conflict("device id");
   }
-  if (!has_job && other.has_job) { has_job = true; job = other.job; }
+  if (!has_job && other.has_job) {
+    has_job = true;
+    job = other.job;
+  }
   if (!has_replica && other.has_replica) {
     has_replica = true;
     replica = other.replica;
   }
-  if (!has_task && other.has_task) { has_task = true; task = other.task; }
+  if (!has_task && other.has_task) {
+    has_task = true;
+    task = other.task;
+  }
   if (type_conflict) {  // soft placement: leave the device to the placer
     has_type = has_id = false;
     type.clear();
     id = 0;
     return absl::OkStatus();
   }
-  if (!has_type && other.has_type) { has_type = true; type = other.type; }
+  if (!has_type && other.has_type) {
+    has_type = true;
+    type = other.type;
+  }
   if (id_conflict) {
     has_id = false;
     id = 0;
@@ -210,9 +202,18 @@ absl::Status DeviceName::MergeFrom(const DeviceName& other,
 }
 
 void DeviceName::SoftMergeFrom(const DeviceName& inner) {
-  if (inner.has_job) { has_job = true; job = inner.job; }
-  if (inner.has_replica) { has_replica = true; replica = inner.replica; }
-  if (inner.has_task) { has_task = true; task = inner.task; }
+  if (inner.has_job) {
+    has_job = true;
+    job = inner.job;
+  }
+  if (inner.has_replica) {
+    has_replica = true;
+    replica = inner.replica;
+  }
+  if (inner.has_task) {
+    has_task = true;
+    task = inner.task;
+  }
   if (inner.has_type) {
     if (has_type && type != inner.type && !inner.has_id) {
       has_id = false;
@@ -221,11 +222,13 @@ void DeviceName::SoftMergeFrom(const DeviceName& inner) {
     has_type = true;
     type = inner.type;
   }
-  if (inner.has_id) { has_id = true; id = inner.id; }
+  if (inner.has_id) {
+    has_id = true;
+    id = inner.id;
+  }
 }
 
-DeviceName DeviceName::MergeInner(const DeviceName& outer,
-                                  const DeviceName& inner) {
+DeviceName DeviceName::MergeInner(const DeviceName& outer, const DeviceName& inner) {
   DeviceName d = outer;
   d.SoftMergeFrom(inner);
   return d;
@@ -249,9 +252,7 @@ bool DeviceName::IsCompatibleWith(const DeviceName& other) const {
   return true;
 }
 
-bool DeviceName::IsFullySpecified() const {
-  return has_job && has_replica && has_task && has_type && has_id;
-}
+bool DeviceName::IsFullySpecified() const { return has_job && has_replica && has_task && has_type && has_id; }
 
 DeviceName DeviceName::AddressSpace() const {
   DeviceName d = *this;
@@ -261,8 +262,6 @@ DeviceName DeviceName::AddressSpace() const {
   return d;
 }
 
-bool operator==(const DeviceName& a, const DeviceName& b) {
-  return a.IsSpecificationOf(b) && b.IsSpecificationOf(a);
-}
+bool operator==(const DeviceName& a, const DeviceName& b) { return a.IsSpecificationOf(b) && b.IsSpecificationOf(a); }
 
 }  // namespace distflow

@@ -63,8 +63,7 @@ struct DeviceName {
   // the device type clears both type and id here, a conflict in the id only
   // clears the id (leaving the placer free to choose); job/replica/task
   // conflicts are still errors.
-  absl::Status MergeFrom(const DeviceName& other,
-                         bool allow_soft_placement = false);
+  absl::Status MergeFrom(const DeviceName& other, bool allow_soft_placement = false);
 
   // Device-scope merge (`with device(outer): with device(inner):`): every
   // field set in `inner` overrides the one here; fields unset in `inner` keep
@@ -73,8 +72,7 @@ struct DeviceName {
   // type). Never fails.
   void SoftMergeFrom(const DeviceName& inner);
   // Returns `outer` with SoftMergeFrom(inner) applied.
-  static DeviceName MergeInner(const DeviceName& outer,
-                               const DeviceName& inner);
+  static DeviceName MergeInner(const DeviceName& outer, const DeviceName& inner);
 
   // True if every field set here is also set in `full` with the same value
   // (unset fields, i.e. wildcards, match anything). "" matches every device.
@@ -92,9 +90,7 @@ struct DeviceName {
   DeviceName AddressSpace() const;
 
   friend bool operator==(const DeviceName& a, const DeviceName& b);
-  friend bool operator!=(const DeviceName& a, const DeviceName& b) {
-    return !(a == b);
-  }
+  friend bool operator!=(const DeviceName& a, const DeviceName& b) { return !(a == b); }
 };
 
 }  // namespace distflow

@@ -42,10 +42,8 @@ TEST(DeviceName, ParseAndPrintTable) {
   const std::vector<Case> cases = {
       {"", ""},
       {"/", ""},
-      {"/job:ps/replica:0/task:1/device:CPU:0",
-       "/job:ps/replica:0/task:1/device:CPU:0"},
-      {"/device:CPU:0/task:1/job:ps/replica:0",
-       "/job:ps/replica:0/task:1/device:CPU:0"},
+      {"/job:ps/replica:0/task:1/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"},
+      {"/device:CPU:0/task:1/job:ps/replica:0", "/job:ps/replica:0/task:1/device:CPU:0"},
       {"/cpu:0", "/device:CPU:0"},
       {"/CPU:0", "/device:CPU:0"},
       {"/gpu:1", "/device:GPU:1"},
@@ -112,11 +110,9 @@ TEST(DeviceName, RejectsInvalidTable) {
     auto d = DeviceName::Parse(c.input);
     ASSERT_FALSE(d.ok()) << "accepted: " << c.input;
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(d.status().message(), HasSubstr(c.expected_substring))
-        << c.input;
+    EXPECT_THAT(d.status().message(), HasSubstr(c.expected_substring)) << c.input;
     if (c.input[0] == '/') {
-      EXPECT_THAT(d.status().message(),
-                  HasSubstr(std::string("'") + c.input + "'"));
+      EXPECT_THAT(d.status().message(), HasSubstr(std::string("'") + c.input + "'"));
     }
   }
   const std::string huge = "/job:" + std::string(1 << 20, '!');
@@ -171,19 +167,13 @@ TEST(DeviceName, InnerScopeMergeTable) {
     const char* result;
   };
   const std::vector<Case> cases = {
-      {"/job:ps", "/task:1", "/job:ps/task:1"},
-      {"/job:ps/task:0", "/task:1", "/job:ps/task:1"},
-      {"/gpu:0", "/cpu:0", "/device:CPU:0"},
-      {"/gpu:1", "/device:CPU", "/device:CPU:*"},
-      {"/gpu:1", "/device:GPU", "/device:GPU:1"},
-      {"/gpu:1", "/device:*:3", "/device:GPU:3"},
-      {"/job:ps/cpu:0", "", "/job:ps/device:CPU:0"},
-      {"", "/job:w/replica:1", "/job:w/replica:1"},
+      {"/job:ps", "/task:1", "/job:ps/task:1"},      {"/job:ps/task:0", "/task:1", "/job:ps/task:1"},
+      {"/gpu:0", "/cpu:0", "/device:CPU:0"},         {"/gpu:1", "/device:CPU", "/device:CPU:*"},
+      {"/gpu:1", "/device:GPU", "/device:GPU:1"},    {"/gpu:1", "/device:*:3", "/device:GPU:3"},
+      {"/job:ps/cpu:0", "", "/job:ps/device:CPU:0"}, {"", "/job:w/replica:1", "/job:w/replica:1"},
   };
   for (const Case& c : cases) {
-    EXPECT_EQ(DeviceName::MergeInner(P(c.outer), P(c.inner)).ToString(),
-              c.result)
-        << c.outer << " <- " << c.inner;
+    EXPECT_EQ(DeviceName::MergeInner(P(c.outer), P(c.inner)).ToString(), c.result) << c.outer << " <- " << c.inner;
   }
 }
 
@@ -209,8 +199,7 @@ TEST(DeviceName, MatchingTable) {
       {"/cpu:0", "/gpu:0", false, false},
   };
   for (const Case& c : cases) {
-    EXPECT_EQ(P(c.spec).IsSpecificationOf(P(c.device)), c.matches)
-        << c.spec << " vs " << c.device;
+    EXPECT_EQ(P(c.spec).IsSpecificationOf(P(c.device)), c.matches) << c.spec << " vs " << c.device;
     EXPECT_EQ(P(c.spec).Matches(P(c.device)), c.matches);
     EXPECT_EQ(P(c.spec).IsCompatibleWith(P(c.device)), c.compatible);
     EXPECT_EQ(P(c.device).IsCompatibleWith(P(c.spec)), c.compatible);

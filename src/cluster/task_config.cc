@@ -55,7 +55,8 @@ absl::StatusOr<Source> ParseConfig(const std::string& name, const std::string& t
   std::string cluster_json;
   (void)google::protobuf::util::MessageToJsonString(c->second.struct_value(), &cluster_json);
   absl::StatusOr<ClusterSpec> cluster = ClusterSpec::Parse(cluster_json);
-  if (!cluster.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": bad cluster: ", cluster.status().message()));
+  if (!cluster.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": bad cluster: ", cluster.status().message()));
   const auto& task = t->second.struct_value().fields();
   auto type = task.find("type");
   auto idx = task.find("index");
@@ -81,7 +82,8 @@ absl::StatusOr<Source> FlagSource(const TaskConfigFlags& flags) {
   Source s;
   if (!flags.cluster_spec.empty()) {
     absl::StatusOr<ClusterSpec> c = ClusterSpec::Parse(flags.cluster_spec);
-    if (!c.ok()) return absl::InvalidArgumentError(absl::StrCat("bad ", flags.cluster_spec_flag, ": ", c.status().message()));
+    if (!c.ok())
+      return absl::InvalidArgumentError(absl::StrCat("bad ", flags.cluster_spec_flag, ": ", c.status().message()));
     s.cluster = *c;
   }
   s.cluster_from = flags.cluster_spec_flag;
@@ -177,8 +179,9 @@ absl::StatusOr<Source> LayoutSource(const std::string& flag_text, const JobLayou
     in_layout.insert(job);
     ranks += count;
     if (!cluster.HasJob(job)) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, " names job '", job, "', which ", cluster_from,
-                                                     " does not have; its jobs are: ", absl::StrJoin(cluster.jobs(), ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " names job '", job, "', which ", cluster_from,
+                       " does not have; its jobs are: ", absl::StrJoin(cluster.jobs(), ", ")));
     }
     if (cluster.num_tasks(job) != count) {
       return absl::InvalidArgumentError(absl::StrCat(flag, " has ", count, " ", job, " tasks but ", cluster_from,
@@ -194,9 +197,9 @@ absl::StatusOr<Source> LayoutSource(const std::string& flag_text, const JobLayou
   }
   ASSIGN_OR_RETURN(auto rank, RankFromEnvironment(getenv));
   if (!rank.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " places tasks by rank, but none of ", absl::StrJoin(kRankVariables, ", "),
-        " is set; start the program under srun or mpirun, or pass --job_name and --task_index instead"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " places tasks by rank, but none of ", absl::StrJoin(kRankVariables, ", "),
+                     " is set; start the program under srun or mpirun, or pass --job_name and --task_index instead"));
   }
   const auto& [var, r] = *rank;
   if (r >= ranks) {
@@ -285,19 +288,20 @@ absl::StatusOr<TaskConfig> ResolveTaskConfig(const TaskConfigFlags& flags, const
     ASSIGN_OR_RETURN(Source s, LayoutSource(flags.job_layout, *layout, *cluster.value, cluster.from, getenv));
     sources.push_back(std::move(s));
   }
-  ASSIGN_OR_RETURN(Agreed<std::string> job,
-                   Agree<std::string>(
-                       sources, "job",
-                       [](const Source& s) {
-                         return std::make_pair(s.job.empty() ? std::optional<std::string>() : s.job, s.job_from);
-                       },
-                       [](const std::string& j) { return j; }));
+  ASSIGN_OR_RETURN(Agreed<std::string> job, Agree<std::string>(
+                                                sources, "job",
+                                                [](const Source& s) {
+                                                  return std::make_pair(
+                                                      s.job.empty() ? std::optional<std::string>() : s.job, s.job_from);
+                                                },
+                                                [](const std::string& j) { return j; }));
   ASSIGN_OR_RETURN(Agreed<int> index,
                    Agree<int>(
                        sources, "task index", [](const Source& s) { return std::make_pair(s.index, s.index_from); },
                        [](int i) { return absl::StrCat(i); }));
   if (!job.value.has_value() && !defaults.job.empty()) job = {defaults.job, "--job_name (default)"};
-  if (!index.value.has_value() && defaults.task_index.has_value()) index = {defaults.task_index, "--task_index (default)"};
+  if (!index.value.has_value() && defaults.task_index.has_value())
+    index = {defaults.task_index, "--task_index (default)"};
   const char* const kHow = "; or set DISTFLOW_CONFIG, or pass --job_layout under srun or mpirun";
   if (!job.value.has_value()) return absl::InvalidArgumentError(absl::StrCat("missing --job_name", kHow));
   if (!index.value.has_value()) return absl::InvalidArgumentError(absl::StrCat("missing --task_index", kHow));

@@ -125,7 +125,8 @@ TEST(TaskConfig, ClusterConfigFileIsASourceLikeTheOthers) {
   EXPECT_EQ(t->job, "worker");
   f.job_name = "ps";
   t = ResolveTaskConfig(f, FakeEnv({}), {}, &files);
-  EXPECT_EQ(t.status().message(), "--job_name and --cluster_config disagree on the job (ps vs worker); pass one of them");
+  EXPECT_EQ(t.status().message(),
+            "--job_name and --cluster_config disagree on the job (ps vs worker); pass one of them");
   f.cluster_config = "/missing.json";
   t = ResolveTaskConfig(f, FakeEnv({}), {}, &files);
   EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
@@ -140,8 +141,9 @@ TEST(TaskConfig, MalformedConfigDocumentsAreNamed) {
               HasSubstr("DISTFLOW_CONFIG's task needs a string \"type\" and a number \"index\""));
   EXPECT_EQ(ErrorOf({}, {{"DISTFLOW_CONFIG", R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": 0.7}})"}}),
             "DISTFLOW_CONFIG's task index 0.7 is not a whole number");
-  EXPECT_EQ(ErrorOf({}, {{"DISTFLOW_CONFIG", R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": 1e20}})"}}),
-            "DISTFLOW_CONFIG's task index 1e+20 is out of range");
+  EXPECT_EQ(
+      ErrorOf({}, {{"DISTFLOW_CONFIG", R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": 1e20}})"}}),
+      "DISTFLOW_CONFIG's task index 1e+20 is out of range");
   EXPECT_THAT(ErrorOf({}, {{"DISTFLOW_CONFIG", R"({"cluster": {"ps": ["a"]}, "task": {"type": "ps", "index": 0}})"}}),
               HasSubstr("DISTFLOW_CONFIG: bad cluster:"));
 }

@@ -134,7 +134,11 @@ class Direct : public std::enable_shared_from_this<Direct> {
  public:
   Direct(std::shared_ptr<CollectiveChannel> ch, Tensor buf, MergeOp merge, FinalOp final_op,
          CollectiveStatusCallback done)
-      : ch_(ch), buf_(std::move(buf)), merge_(merge), final_(final_op), parts_(static_cast<size_t>(ch->size())),
+      : ch_(ch),
+        buf_(std::move(buf)),
+        merge_(merge),
+        final_(final_op),
+        parts_(static_cast<size_t>(ch->size())),
         tracker_(ch, ch->size() - 1, std::move(done)) {}
 
   void Start() {
@@ -213,8 +217,8 @@ void DirectAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, MergeOp 
 void AllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, MergeOp merge, FinalOp final_op,
                CollectiveStatusCallback done) {
   if (!IsCollectiveDtype(buf.dtype())) {
-    done(absl::InvalidArgumentError(absl::StrCat("collectives reduce float32, float64, int32 and int64, not ",
-                                                 DataTypeName(buf.dtype()))));
+    done(absl::InvalidArgumentError(
+        absl::StrCat("collectives reduce float32, float64, int32 and int64, not ", DataTypeName(buf.dtype()))));
     return;
   }
   if (static_cast<int64_t>(buf.TotalBytes()) >= kRingMinBytes && buf.NumElements() >= ch->size()) {

@@ -106,8 +106,8 @@ void Broadcast(std::shared_ptr<CollectiveChannel> ch, bool is_sender, const Tens
         std::vector<int> senders;
         for (size_t r = 0; r < parts.size(); ++r) {
           if (parts[r].dtype() != DT_INT32 || parts[r].NumElements() != 1) {
-            return done(Fail(ch.get(), absl::InvalidArgumentError(absl::StrCat(
-                                           ch->RankName(static_cast<int>(r)), " sent a malformed broadcast role"))));
+            return done(Fail(ch.get(), absl::InvalidArgumentError(absl::StrCat(ch->RankName(static_cast<int>(r)),
+                                                                               " sent a malformed broadcast role"))));
           }
           if (parts[r].scalar<int32_t>() != 0) senders.push_back(static_cast<int>(r));
         }
@@ -117,17 +117,17 @@ void Broadcast(std::shared_ptr<CollectiveChannel> ch, bool is_sender, const Tens
           return done(Fail(ch.get(), absl::InvalidArgumentError(absl::StrCat(
                                          "a broadcast needs exactly one rank running CollectiveBcastSend and the "
                                          "others CollectiveBcastRecv; ",
-                                         senders.empty() ? "none sends" : absl::StrCat(absl::StrJoin(names, " and "),
-                                                                                       " all send")))));
+                                         senders.empty() ? "none sends"
+                                                         : absl::StrCat(absl::StrJoin(names, " and "), " all send")))));
         }
         if (is_sender) return done(value);
         const int root = senders[0];
         ch->RecvAsync(root, "data", [ch, root, dtype, shape, done](absl::Status s, Tensor t) {
           if (s.ok() && (t.dtype() != dtype || t.shape() != shape)) {
-            s = Fail(ch.get(), absl::InvalidArgumentError(absl::StrCat(
-                                   ch->RankName(root), " broadcast ", DataTypeName(t.dtype()), " ",
-                                   t.shape().DebugString(), " but ", ch->RankName(ch->rank()), " expects ",
-                                   DataTypeName(dtype), " ", shape.DebugString())));
+            s = Fail(ch.get(), absl::InvalidArgumentError(
+                                   absl::StrCat(ch->RankName(root), " broadcast ", DataTypeName(t.dtype()), " ",
+                                                t.shape().DebugString(), " but ", ch->RankName(ch->rank()), " expects ",
+                                                DataTypeName(dtype), " ", shape.DebugString())));
           }
           if (!s.ok()) return done(s);
           done(std::move(t));
@@ -146,12 +146,12 @@ void AllGather(std::shared_ptr<CollectiveChannel> ch, const Tensor& value, Colle
         if (!s.ok()) return done(s);
         for (size_t r = 0; r < parts.size(); ++r) {
           if (parts[r].dtype() != value.dtype() || parts[r].shape() != value.shape()) {
-            return done(Fail(ch.get(), absl::InvalidArgumentError(absl::StrCat(
-                                           ch->RankName(static_cast<int>(r)), " gathers ",
-                                           DataTypeName(parts[r].dtype()), " ", parts[r].shape().DebugString(),
-                                           " but ", ch->RankName(ch->rank()), " gathers ",
-                                           DataTypeName(value.dtype()), " ", value.shape().DebugString(),
-                                           ": every rank must gather the same dtype and shape"))));
+            return done(
+                Fail(ch.get(), absl::InvalidArgumentError(absl::StrCat(
+                                   ch->RankName(static_cast<int>(r)), " gathers ", DataTypeName(parts[r].dtype()), " ",
+                                   parts[r].shape().DebugString(), " but ", ch->RankName(ch->rank()), " gathers ",
+                                   DataTypeName(value.dtype()), " ", value.shape().DebugString(),
+                                   ": every rank must gather the same dtype and shape"))));
           }
         }
         TensorShape out_shape = value.shape();

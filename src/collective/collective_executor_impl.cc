@@ -42,8 +42,10 @@ int64_t CollectiveExecutorImpl::NextSeq(int64_t group_key, int64_t instance_key)
 void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& input, CancellationManager* cm,
                                  DoneCallback done) {
   if (params.kind != CollectiveKind::kBroadcastRecv && !IsCollectiveDtype(input.dtype())) {
-    done(absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params), ": collectives take float32, float64, "
-                                                 "int32 and int64, not ", DataTypeName(input.dtype()))));
+    done(absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params),
+                                                 ": collectives take float32, float64, "
+                                                 "int32 and int64, not ",
+                                                 DataTypeName(input.dtype()))));
     return;
   }
   const int64_t seq = NextSeq(params.group_key, params.instance_key);
@@ -59,9 +61,8 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
   end->done = std::move(done);
   if (cm != nullptr) {
     end->cm = cm;
-    end->token = cm->Register([ch, end] {
-      ch->Abort(absl::CancelledError(absl::StrCat(end->what, ": the step was cancelled")));
-    });
+    end->token = cm->Register(
+        [ch, end] { ch->Abort(absl::CancelledError(absl::StrCat(end->what, ": the step was cancelled"))); });
     if (end->token == CancellationManager::kInvalidToken) {
       end->Finish(absl::CancelledError("the step was cancelled before the collective started"));
       return;
@@ -70,8 +71,8 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
   if (params.timeout_seconds > 0) {
     end->timer = Timer::Global()->After(absl::Seconds(params.timeout_seconds), [ch, end, t = params.timeout_seconds] {
       end->timer_fired = true;
-      ch->Abort(absl::DeadlineExceededError(absl::StrCat(
-          end->what, ": not finished after timeout_seconds=", t, "; a rank of the group did not join or stopped")));
+      ch->Abort(absl::DeadlineExceededError(absl::StrCat(end->what, ": not finished after timeout_seconds=", t,
+                                                         "; a rank of the group did not join or stopped")));
     });
   }
   auto tensor_done = [end](absl::StatusOr<Tensor> r) { end->Finish(std::move(r)); };

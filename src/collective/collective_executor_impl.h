@@ -22,8 +22,7 @@ namespace distflow {
 
 class CollectiveExecutorImpl final : public CollectiveExecutor {
  public:
-  explicit CollectiveExecutorImpl(std::unique_ptr<CollectiveTransport> transport)
-      : transport_(std::move(transport)) {}
+  explicit CollectiveExecutorImpl(std::unique_ptr<CollectiveTransport> transport) : transport_(std::move(transport)) {}
 
   void Run(const CollectiveParams& params, const Tensor& input, CancellationManager* cm, DoneCallback done) override;
 

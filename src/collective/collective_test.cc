@@ -110,7 +110,8 @@ void CheckAllReduce(int n, int64_t count) {
       ASSERT_EQ(got.shape(), inputs[0].shape());
       auto f = got.flat<T>();
       for (int64_t i = 0; i < count; ++i) {
-        ASSERT_EQ(f[static_cast<size_t>(i)], Expected<T>(i, n, op.merge, op.final_op)) << "rank " << r << " [" << i << "]";
+        ASSERT_EQ(f[static_cast<size_t>(i)], Expected<T>(i, n, op.merge, op.final_op))
+            << "rank " << r << " [" << i << "]";
       }
     }
     // Inputs untouched, and nothing sent was left behind.
@@ -238,7 +239,8 @@ TEST(Broadcast, OneSenderReachesEveryRank) {
       ASSERT_TRUE(done[static_cast<size_t>(r)]->WaitForNotificationWithTimeout(kHang));
       ASSERT_TRUE(out[static_cast<size_t>(r)].ok()) << out[static_cast<size_t>(r)].status();
       ASSERT_EQ(out[static_cast<size_t>(r)]->shape(), TensorShape({2, 3}));
-      for (int i = 0; i < 6; ++i) EXPECT_EQ(out[static_cast<size_t>(r)]->flat<double>()[static_cast<size_t>(i)], 0.5 * i - 1);
+      for (int i = 0; i < 6; ++i)
+        EXPECT_EQ(out[static_cast<size_t>(r)]->flat<double>()[static_cast<size_t>(i)], 0.5 * i - 1);
     }
     EXPECT_EQ(ranks.hub.NumPending(), 0u);
   }

@@ -38,8 +38,8 @@ bool IsCollectiveDtype(DataType dt) { return dt == DT_FLOAT || dt == DT_DOUBLE |
 absl::Status MergeInto(MergeOp op, const Tensor& src, Tensor* dst) {
   if (src.dtype() != dst->dtype() || src.NumElements() != dst->NumElements()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot merge ", DataTypeName(src.dtype()), " ",
-                                                   src.shape().DebugString(), " into ", DataTypeName(dst->dtype()),
-                                                   " ", dst->shape().DebugString()));
+                                                   src.shape().DebugString(), " into ", DataTypeName(dst->dtype()), " ",
+                                                   dst->shape().DebugString()));
   }
   const int64_t n = dst->NumElements();
   if (n == 0) return absl::OkStatus();
@@ -57,8 +57,8 @@ absl::Status MergeInto(MergeOp op, const Tensor& src, Tensor* dst) {
       Merge(op, src.flat<int64_t>().data(), dst->flat<int64_t>().data(), n);
       return absl::OkStatus();
     default:
-      return absl::InvalidArgumentError(absl::StrCat("collectives reduce float32, float64, int32 and int64, not ",
-                                                     DataTypeName(dst->dtype())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("collectives reduce float32, float64, int32 and int64, not ", DataTypeName(dst->dtype())));
   }
 }
 
@@ -80,8 +80,8 @@ absl::Status ApplyFinal(FinalOp op, int group_size, Tensor* dst) {
       Divide(group_size, dst->flat<int64_t>().data(), n);
       return absl::OkStatus();
     default:
-      return absl::InvalidArgumentError(absl::StrCat("collectives reduce float32, float64, int32 and int64, not ",
-                                                     DataTypeName(dst->dtype())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("collectives reduce float32, float64, int32 and int64, not ", DataTypeName(dst->dtype())));
   }
 }
 

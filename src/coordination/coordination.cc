@@ -4,15 +4,15 @@
 #include <chrono>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/logging.h"
+#include "grpcpp/client_context.h"
 #include "rpc/grpc_status.h"
 #include "rpc/worker_cache.h"
-#include "grpcpp/client_context.h"
 
 namespace distflow {
 namespace {

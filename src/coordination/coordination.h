@@ -38,12 +38,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/env.h"
 #include "distflow/cluster_spec.h"
-#include "absl/status/statusor.h"
 #include "proto/elastic.pb.h"
 #include "proto/worker.pb.h"
 

@@ -11,11 +11,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/fake_clock_env.h"
-#include "distflow/server.h"
-#include "server/grpc_server.h"
-#include "rpc/worker_cache.h"
-#include "gtest/gtest.h"
 #include "base/wait_until.h"
+#include "distflow/server.h"
+#include "gtest/gtest.h"
+#include "rpc/worker_cache.h"
+#include "server/grpc_server.h"
 
 namespace distflow {
 namespace {
@@ -174,14 +174,16 @@ TEST(CoordinationMembership, ABadJoinIsRefusedNamingTheCulprit) {
 struct AgentFixture {
   FakeClockEnv env;
   CoordinationService service{{kPs, kChief, kWorker1}, absl::Seconds(10), 7, &env};
-  CoordinationAgent agent{kPs, 7, kPs, CoordinationOptions{absl::Seconds(1), absl::Seconds(10)}, nullptr, &service,
-                          &env};
+  CoordinationAgent agent{kPs,     7,        kPs, CoordinationOptions{absl::Seconds(1), absl::Seconds(10)},
+                          nullptr, &service, &env};
   std::vector<std::pair<std::string, std::string>> deaths;  // task, message
   AgentFixture() {
-    agent.SetCallbacks([this](const std::string& task, const absl::Status& why) {
-      EXPECT_TRUE(absl::IsUnavailable(why)) << why;
-      deaths.emplace_back(task, std::string(why.message()));
-    }, nullptr);
+    agent.SetCallbacks(
+        [this](const std::string& task, const absl::Status& why) {
+          EXPECT_TRUE(absl::IsUnavailable(why)) << why;
+          deaths.emplace_back(task, std::string(why.message()));
+        },
+        nullptr);
   }
   void Beat(const std::string& task, uint64_t inc = 1, bool leaving = false) {
     proto::HeartbeatResponse resp;

@@ -41,8 +41,8 @@ absl::StatusOr<int> CoordinationService::Join(const std::string& job, const std:
                                                         ", which is alive; give the joining task another port"));
     }
     if (t.job != job) {
-      return absl::FailedPreconditionError(absl::StrCat("Join: ", address, " is the address of ", name,
-                                                        "; a task of job '", job, "' cannot take it"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("Join: ", address, " is the address of ", name, "; a task of job '", job, "' cannot take it"));
     }
     index = t.index;  // a replacement on the address of a task that is gone
   }

@@ -20,7 +20,8 @@ constexpr int64_t kMaxExamples = 10'000'000;
 uint32_t BigEndian32(const std::string& b, size_t at) {
   return (static_cast<uint32_t>(static_cast<uint8_t>(b[at])) << 24) |
          (static_cast<uint32_t>(static_cast<uint8_t>(b[at + 1])) << 16) |
-         (static_cast<uint32_t>(static_cast<uint8_t>(b[at + 2])) << 8) | static_cast<uint32_t>(static_cast<uint8_t>(b[at + 3]));
+         (static_cast<uint32_t>(static_cast<uint8_t>(b[at + 2])) << 8) |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 3]));
 }
 
 absl::StatusOr<std::string> ReadMaybeGzipped(const std::string& path) {
@@ -59,7 +60,8 @@ std::string Resolve(const std::string& dir, const std::string& stem) {
 absl::StatusOr<Tensor> ParseIdxImages(const std::string& b, const std::string& name) {
   if (b.size() < 16) return absl::DataLossError(absl::StrCat("'", name, "' is too short for an IDX image header"));
   if (BigEndian32(b, 0) != kImagesMagic) {
-    return absl::DataLossError(absl::StrCat("'", name, "' is not an IDX image file (magic ", BigEndian32(b, 0), ", expected 2051)"));
+    return absl::DataLossError(
+        absl::StrCat("'", name, "' is not an IDX image file (magic ", BigEndian32(b, 0), ", expected 2051)"));
   }
   int64_t n = BigEndian32(b, 4), rows = BigEndian32(b, 8), cols = BigEndian32(b, 12);
   if (n > kMaxExamples || rows == 0 || cols == 0 || rows > 1024 || cols > 1024) {
@@ -79,11 +81,13 @@ absl::StatusOr<Tensor> ParseIdxImages(const std::string& b, const std::string& n
 absl::StatusOr<Tensor> ParseIdxLabels(const std::string& b, const std::string& name) {
   if (b.size() < 8) return absl::DataLossError(absl::StrCat("'", name, "' is too short for an IDX label header"));
   if (BigEndian32(b, 0) != kLabelsMagic) {
-    return absl::DataLossError(absl::StrCat("'", name, "' is not an IDX label file (magic ", BigEndian32(b, 0), ", expected 2049)"));
+    return absl::DataLossError(
+        absl::StrCat("'", name, "' is not an IDX label file (magic ", BigEndian32(b, 0), ", expected 2049)"));
   }
   int64_t n = BigEndian32(b, 4);
   if (n > kMaxExamples || static_cast<int64_t>(b.size()) != 8 + n) {
-    return absl::DataLossError(absl::StrCat("'", name, "' should hold ", n, " labels (", 8 + n, " bytes) but has ", b.size(), " bytes"));
+    return absl::DataLossError(
+        absl::StrCat("'", name, "' should hold ", n, " labels (", 8 + n, " bytes) but has ", b.size(), " bytes"));
   }
   Tensor t(DT_INT32, TensorShape({n}));
   auto f = t.flat<int32_t>();
@@ -158,8 +162,8 @@ absl::StatusOr<DataSets> ReadDataSets(const std::string& dir, int64_t validation
     return absl::DataLossError(absl::StrCat("Image and label counts differ in '", dir, "'"));
   }
   if (validation_size < 0 || validation_size >= tx->dim_size(0)) {
-    return absl::InvalidArgumentError(absl::StrCat("validation_size ", validation_size, " must be in [0, ",
-                                                   tx->dim_size(0), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("validation_size ", validation_size, " must be in [0, ", tx->dim_size(0), ")"));
   }
   int64_t n = tx->dim_size(0) - validation_size;
   DataSets out;

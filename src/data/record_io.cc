@@ -71,8 +71,9 @@ class InflateSource : public ByteSource {
         ASSIGN_OR_RETURN(size_t got, file_->Read(in_.data(), in_.size()));
         if (got == 0) {
           if (started_) {
-            return absl::DataLossError(absl::StrCat("Compressed file '", path(), "' ends in the middle of its stream (at ",
-                                                    offset_ + done, " uncompressed bytes)"));
+            return absl::DataLossError(absl::StrCat("Compressed file '", path(),
+                                                    "' ends in the middle of its stream (at ", offset_ + done,
+                                                    " uncompressed bytes)"));
           }
           break;  // an empty file holds no records
         }
@@ -169,7 +170,8 @@ absl::Status RecordReader::ReadRecord(std::string* record) {
                                             " bytes, the file has ", got));
   }
   if (MaskedCrc32c(absl::string_view(header, 8)) != GetLittleEndian(header + 8, 4)) {
-    return absl::DataLossError(absl::StrCat("Corrupted record in ", where(), ": the crc32c of its length does not match"));
+    return absl::DataLossError(
+        absl::StrCat("Corrupted record in ", where(), ": the crc32c of its length does not match"));
   }
   const uint64_t length = GetLittleEndian(header, 8);
   if (length > kMaxRecordBytes) {
@@ -184,8 +186,8 @@ absl::Status RecordReader::ReadRecord(std::string* record) {
   const uint32_t crc = static_cast<uint32_t>(GetLittleEndian(record->data() + length, 4));
   record->resize(length);
   if (MaskedCrc32c(*record) != crc) {
-    return absl::DataLossError(absl::StrCat("Corrupted record in ", where(), ": the crc32c of its ", length,
-                                            " data bytes does not match"));
+    return absl::DataLossError(
+        absl::StrCat("Corrupted record in ", where(), ": the crc32c of its ", length, " data bytes does not match"));
   }
   return absl::OkStatus();
 }
@@ -256,7 +258,8 @@ absl::Status RecordWriter::Write(absl::string_view record) {
 }
 
 absl::Status RecordWriter::Flush() {
-  if (rep_->file == nullptr) return absl::FailedPreconditionError(absl::StrCat("TFRecord file '", rep_->path, "' is closed"));
+  if (rep_->file == nullptr)
+    return absl::FailedPreconditionError(absl::StrCat("TFRecord file '", rep_->path, "' is closed"));
   if (rep_->compression != Compression::kNone) RETURN_IF_ERROR(rep_->Deflate({}, Z_SYNC_FLUSH));
   if (std::fflush(rep_->file) != 0) return absl::InternalError(OsError("Cannot write", rep_->path));
   return absl::OkStatus();

@@ -27,9 +27,7 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-void Spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void Spit(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 std::vector<std::string> Records() {
   return {"", "a", std::string(1000, 'x'), std::string("\0\1\2\xff", 4), std::string(300000, 'q')};
@@ -75,7 +73,7 @@ TEST(RecordIo, RoundTripsEveryCompression) {
       for (const auto& r : Records()) expected += EncodeRecord(r);
       EXPECT_EQ(Slurp(path), expected);
     } else {
-      EXPECT_LT(Slurp(path).size(), 300000u);  // compressed
+      EXPECT_LT(Slurp(path).size(), 300000u);                        // compressed
       EXPECT_EQ(Slurp(path)[0] == '\x1f', c == Compression::kGzip);  // gzip's magic
     }
     std::remove(path.c_str());

@@ -19,9 +19,8 @@ absl::StatusOr<const proto::AttrValue*> Find(const proto::NodeDef& node, absl::s
         absl::StrCat("Node '", node.name(), "' (", node.op(), ") has no attribute '", name, "'"));
   }
   if (it->second.value_case() != want) {
-    return absl::InvalidArgumentError(absl::StrCat("Attribute '", name, "' of node '", node.name(), "' (",
-                                                   node.op(), ") should be ", kind, " but is ",
-                                                   AttrKind(it->second)));
+    return absl::InvalidArgumentError(absl::StrCat("Attribute '", name, "' of node '", node.name(), "' (", node.op(),
+                                                   ") should be ", kind, " but is ", AttrKind(it->second)));
   }
   return &it->second;
 }
@@ -35,9 +34,7 @@ absl::StatusOr<const proto::AttrValue::ListValue*> FindList(const proto::NodeDef
 
 }  // namespace
 
-bool HasAttr(const proto::NodeDef& node, absl::string_view name) {
-  return node.attr().count(std::string(name)) > 0;
-}
+bool HasAttr(const proto::NodeDef& node, absl::string_view name) { return node.attr().count(std::string(name)) > 0; }
 
 void SetAttrInt(proto::NodeDef* n, absl::string_view name, int64_t v) { Mutable(n, name).set_i(v); }
 void SetAttrFloat(proto::NodeDef* n, absl::string_view name, double v) { Mutable(n, name).set_f(v); }
@@ -101,8 +98,8 @@ absl::StatusOr<DataType> GetAttrType(const proto::NodeDef& n, absl::string_view 
   if (!v.ok()) return v.status();
   int t = (*v)->type();
   if (!IsValidDataType(t)) {
-    return absl::InvalidArgumentError(absl::StrCat("Attribute '", name, "' of node '", n.name(),
-                                                   "' names unknown dtype ", t));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Attribute '", name, "' of node '", n.name(), "' names unknown dtype ", t));
   }
   return static_cast<DataType>(t);
 }
@@ -142,8 +139,8 @@ absl::StatusOr<std::vector<DataType>> GetAttrTypeList(const proto::NodeDef& n, a
   std::vector<DataType> out;
   for (int t : (*l)->type()) {
     if (!IsValidDataType(t)) {
-      return absl::InvalidArgumentError(absl::StrCat("Attribute '", name, "' of node '", n.name(),
-                                                     "' names unknown dtype ", t));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Attribute '", name, "' of node '", n.name(), "' names unknown dtype ", t));
     }
     out.push_back(static_cast<DataType>(t));
   }
@@ -158,13 +155,20 @@ absl::StatusOr<std::vector<std::string>> GetAttrStringList(const proto::NodeDef&
 
 std::string AttrKind(const proto::AttrValue& v) {
   switch (v.value_case()) {
-    case proto::AttrValue::kI: return "int";
-    case proto::AttrValue::kF: return "float";
-    case proto::AttrValue::kB: return "bool";
-    case proto::AttrValue::kS: return "string";
-    case proto::AttrValue::kType: return "type";
-    case proto::AttrValue::kShape: return "shape";
-    case proto::AttrValue::kTensor: return "tensor";
+    case proto::AttrValue::kI:
+      return "int";
+    case proto::AttrValue::kF:
+      return "float";
+    case proto::AttrValue::kB:
+      return "bool";
+    case proto::AttrValue::kS:
+      return "string";
+    case proto::AttrValue::kType:
+      return "type";
+    case proto::AttrValue::kShape:
+      return "shape";
+    case proto::AttrValue::kTensor:
+      return "tensor";
     case proto::AttrValue::kList: {
       const auto& l = v.list();
       if (l.i_size()) return "list(int)";
@@ -176,30 +180,38 @@ std::string AttrKind(const proto::AttrValue& v) {
       if (l.tensor_size()) return "list(tensor)";
       return "list()";
     }
-    case proto::AttrValue::VALUE_NOT_SET: break;
+    case proto::AttrValue::VALUE_NOT_SET:
+      break;
   }
   return "<unset>";
 }
 
 std::string AttrDebugString(const proto::AttrValue& v) {
   switch (v.value_case()) {
-    case proto::AttrValue::kI: return absl::StrCat(v.i());
-    case proto::AttrValue::kF: return absl::StrCat(v.f());
-    case proto::AttrValue::kB: return v.b() ? "true" : "false";
-    case proto::AttrValue::kS: return absl::StrCat("'", v.s(), "'");
-    case proto::AttrValue::kType: return DataTypeName(static_cast<DataType>(v.type()));
+    case proto::AttrValue::kI:
+      return absl::StrCat(v.i());
+    case proto::AttrValue::kF:
+      return absl::StrCat(v.f());
+    case proto::AttrValue::kB:
+      return v.b() ? "true" : "false";
+    case proto::AttrValue::kS:
+      return absl::StrCat("'", v.s(), "'");
+    case proto::AttrValue::kType:
+      return DataTypeName(static_cast<DataType>(v.type()));
     case proto::AttrValue::kShape: {
       auto s = PartialShape::FromProto(v.shape());
       return s.ok() ? s->DebugString() : "<bad shape>";
     }
-    case proto::AttrValue::kTensor: return "<tensor>";
+    case proto::AttrValue::kTensor:
+      return "<tensor>";
     case proto::AttrValue::kList: {
       const auto& l = v.list();
       if (l.i_size()) return absl::StrCat("[", absl::StrJoin(l.i(), ","), "]");
       if (l.f_size()) return absl::StrCat("[", absl::StrJoin(l.f(), ","), "]");
       return absl::StrCat("<", AttrKind(v), ">");
     }
-    case proto::AttrValue::VALUE_NOT_SET: break;
+    case proto::AttrValue::VALUE_NOT_SET:
+      break;
   }
   return "<unset>";
 }

@@ -10,8 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "distflow/partial_shape.h"
-#include "proto/graph.pb.h"
 #include "distflow/tensor.h"
+#include "proto/graph.pb.h"
 
 namespace distflow {
 

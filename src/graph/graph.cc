@@ -8,9 +8,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/shape_inference.h"
 
@@ -61,8 +61,8 @@ absl::Status ParseTensorName(const std::string& input, std::string* node, int* i
 
 absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
   if (!ValidNodeName(def.name())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Invalid node name '", def.name(), "' (op ", def.op(), "): use letters, digits, '_', '.', '-', '/'"));
+    return absl::InvalidArgumentError(absl::StrCat("Invalid node name '", def.name(), "' (op ", def.op(),
+                                                   "): use letters, digits, '_', '.', '-', '/'"));
   }
   if (by_name_.contains(def.name())) {
     return NodeError(def, "a node with this name already exists in the graph");
@@ -163,9 +163,9 @@ absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
         want = *t;
       }
       if (got != want) {
-        return NodeError(def, absl::StrCat("input ", next, " ('", arg.name, "' from '", in.node->name(), ":",
-                                           in.index, "') has dtype ", DataTypeName(got), " but ",
-                                           DataTypeName(want), " is expected"));
+        return NodeError(def,
+                         absl::StrCat("input ", next, " ('", arg.name, "' from '", in.node->name(), ":", in.index,
+                                      "') has dtype ", DataTypeName(got), " but ", DataTypeName(want), " is expected"));
       }
       bool src_ref = in.node->output_is_ref(in.index);
       if (arg.is_ref && !src_ref) {
@@ -184,7 +184,8 @@ absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
   // Defaults, required attributes, allowed types, minimums.
   for (const AttrDef& a : op.attrs) {
     if (!HasAttr(def, a.name)) {
-      if (!a.has_default) return NodeError(def, absl::StrCat("missing required attribute '", a.name, "' (", a.kind, ")"));
+      if (!a.has_default)
+        return NodeError(def, absl::StrCat("missing required attribute '", a.name, "' (", a.kind, ")"));
       (*def.mutable_attr())[a.name] = a.default_value;
     }
     if (a.kind == "type") {
@@ -194,8 +195,9 @@ absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
           std::find(a.allowed_types.begin(), a.allowed_types.end(), *t) == a.allowed_types.end()) {
         std::vector<std::string> names;
         for (DataType d : a.allowed_types) names.push_back(DataTypeName(d));
-        return NodeError(def, absl::StrCat("attribute '", a.name, "' is ", DataTypeName(*t),
-                                           ", which is not one of the allowed types {", absl::StrJoin(names, ", "), "}"));
+        return NodeError(def,
+                         absl::StrCat("attribute '", a.name, "' is ", DataTypeName(*t),
+                                      ", which is not one of the allowed types {", absl::StrJoin(names, ", "), "}"));
       }
     }
     if (a.has_minimum) {
@@ -273,8 +275,7 @@ absl::StatusOr<const Node*> Graph::AddNode(proto::NodeDef def) {
   return raw;
 }
 
-absl::StatusOr<std::unique_ptr<Graph>> Graph::FromGraphDef(const proto::GraphDef& def,
-                                                          const OpRegistry* registry) {
+absl::StatusOr<std::unique_ptr<Graph>> Graph::FromGraphDef(const proto::GraphDef& def, const OpRegistry* registry) {
   auto g = std::make_unique<Graph>(registry);
   absl::Status s = g->ExtendInPlace(def);  // a failed graph is dropped whole
   if (!s.ok()) return s;
@@ -410,8 +411,7 @@ absl::Status Graph::ExtendInPlace(const proto::GraphDef& def) {
     std::vector<std::string> cycle;
     for (int i : pending)
       if (missing[i] > 0) cycle.push_back(def.node(i).name());
-    return absl::InvalidArgumentError(
-        absl::StrCat("The graph has a cycle among nodes: ", absl::StrJoin(cycle, ", ")));
+    return absl::InvalidArgumentError(absl::StrCat("The graph has a cycle among nodes: ", absl::StrJoin(cycle, ", ")));
   }
   for (const BackEdge& e : back_edges) {
     const proto::NodeDef& n = def.node(e.node);
@@ -469,7 +469,8 @@ absl::StatusOr<TensorId> ParseTensorId(const std::string& name) {
   int index = 0;
   absl::Status s = ParseTensorName(name, &node, &index);
   if (!s.ok() || index < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Malformed tensor name '", name, "'; expected 'node' or 'node:index'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Malformed tensor name '", name, "'; expected 'node' or 'node:index'"));
   }
   return TensorId{node, index};
 }

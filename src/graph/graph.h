@@ -18,10 +18,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "graph/op_def.h"
 #include "distflow/partial_shape.h"
-#include "proto/graph.pb.h"
 #include "distflow/tensor.h"
+#include "graph/op_def.h"
+#include "proto/graph.pb.h"
 
 namespace distflow {
 

@@ -101,7 +101,13 @@ TEST(Graph, RejectsBadAttrs) {
   proto::GraphDef g;
   proto::NodeDef p = Node("p", "Placeholder", {});
   SetAttrType(&p, "dtype", DT_FLOAT);
-  ExpectInvalid([&] { proto::GraphDef x; *x.add_node() = p; return x; }(), "missing required attribute 'shape'");
+  ExpectInvalid(
+      [&] {
+        proto::GraphDef x;
+        *x.add_node() = p;
+        return x;
+      }(),
+      "missing required attribute 'shape'");
   SetAttrShape(&p, "shape", PartialShape({-1, 3}));
   SetAttrInt(&p, "bogus", 1);
   *g.add_node() = p;

@@ -105,8 +105,8 @@ absl::Status ParseAttr(const std::string& op, const std::string& spec, AttrDef* 
       return SpecError(op, spec, "bad minimum");
     }
   } else {
-    static const char* kKinds[] = {"int", "float", "bool", "string", "type", "shape", "tensor",
-                                   "list(int)", "list(float)", "list(type)", "list(shape)", "list(string)"};
+    static const char* kKinds[] = {"int",    "float",     "bool",        "string",     "type",        "shape",
+                                   "tensor", "list(int)", "list(float)", "list(type)", "list(shape)", "list(string)"};
     if (std::find(std::begin(kKinds), std::end(kKinds), rest) == std::end(kKinds)) {
       return SpecError(op, spec, absl::StrCat("unknown attribute kind '", rest, "'"));
     }
@@ -231,9 +231,9 @@ absl::StatusOr<const OpDef*> OpRegistry::LookUpOrError(const std::string& op) co
   const OpDef* def = LookUp(op);
   if (def != nullptr) return def;
   std::vector<std::string> close = ClosestNames(op, ListOps());
-  return absl::NotFoundError(absl::StrCat("Op '", op, "' is not registered",
-                                          close.empty() ? "" : absl::StrCat("; did you mean ",
-                                                                            absl::StrJoin(close, ", "), "?")));
+  return absl::NotFoundError(
+      absl::StrCat("Op '", op, "' is not registered",
+                   close.empty() ? "" : absl::StrCat("; did you mean ", absl::StrJoin(close, ", "), "?")));
 }
 
 std::vector<std::string> OpRegistry::ListOps() const {
@@ -243,8 +243,7 @@ std::vector<std::string> OpRegistry::ListOps() const {
   return out;
 }
 
-std::vector<std::string> ClosestNames(const std::string& name, const std::vector<std::string>& candidates,
-                                      size_t max) {
+std::vector<std::string> ClosestNames(const std::string& name, const std::vector<std::string>& candidates, size_t max) {
   std::vector<std::pair<size_t, std::string>> scored;
   for (const std::string& c : candidates) scored.emplace_back(EditDistance(name, c), c);
   std::sort(scored.begin(), scored.end());

@@ -28,8 +28,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "proto/graph.pb.h"
 #include "distflow/types.h"
+#include "proto/graph.pb.h"
 
 namespace distflow {
 

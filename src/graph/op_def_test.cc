@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "distflow/op_registry.h"
-
 #include "gtest/gtest.h"
 
 namespace distflow {

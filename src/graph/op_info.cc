@@ -1,8 +1,7 @@
 // The public view of the op registry (distflow/op_registry.h).
-#include "distflow/op_registry.h"
-
 #include <set>
 
+#include "distflow/op_registry.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 

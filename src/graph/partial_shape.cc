@@ -27,9 +27,7 @@ int64_t PartialShape::num_elements() const {
   return n;
 }
 
-bool PartialShape::IsCompatibleWith(const TensorShape& s) const {
-  return IsCompatibleWith(PartialShape(s));
-}
+bool PartialShape::IsCompatibleWith(const TensorShape& s) const { return IsCompatibleWith(PartialShape(s)); }
 
 bool PartialShape::IsCompatibleWith(const PartialShape& s) const {
   if (unknown_rank_ || s.unknown_rank_) return true;
@@ -83,8 +81,8 @@ void PartialShape::ToProto(proto::TensorShapeProto* out) const {
 absl::StatusOr<PartialShape> PartialShape::FromProto(const proto::TensorShapeProto& p) {
   if (p.unknown_rank()) return PartialShape::Unknown();
   if (p.dim_size() > TensorShape::kMaxRank) {
-    return absl::InvalidArgumentError(absl::StrCat("Shape of rank ", p.dim_size(), " exceeds the maximum rank ",
-                                                   TensorShape::kMaxRank));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Shape of rank ", p.dim_size(), " exceeds the maximum rank ", TensorShape::kMaxRank));
   }
   PartialShape s = Scalar();
   for (int64_t d : p.dim()) {

@@ -15,12 +15,10 @@ InferenceContext::InferenceContext(const proto::NodeDef& node, std::vector<Parti
       input_tensors_(std::move(input_tensors)),
       outputs_(static_cast<size_t>(num_outputs)) {}
 
-absl::StatusOr<PartialShape> InferenceContext::WithRank(const PartialShape& s, int rank,
-                                                        absl::string_view what) const {
+absl::StatusOr<PartialShape> InferenceContext::WithRank(const PartialShape& s, int rank, absl::string_view what) const {
   if (s.unknown_rank()) return PartialShape::UnknownOfRank(rank);
   if (s.rank() != rank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " must have rank ", rank, " but has shape ", s.DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat(what, " must have rank ", rank, " but has shape ", s.DebugString()));
   }
   return s;
 }
@@ -87,8 +85,8 @@ absl::StatusOr<PartialShape> BroadcastShapes(const PartialShape& a, const Partia
     } else if (da == db) {
       d = da;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("Incompatible shapes for broadcasting: ", a.DebugString(),
-                                                     " and ", b.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Incompatible shapes for broadcasting: ", a.DebugString(), " and ", b.DebugString()));
     }
     out[static_cast<size_t>(i)] = d;
   }
@@ -107,8 +105,8 @@ absl::Status MergeAllInputsShape(InferenceContext* c) {
   for (int i = 0; i < c->num_inputs(); ++i) {
     absl::StatusOr<PartialShape> m = s.Merge(c->input(i));
     if (!m.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("Input ", i, " has shape ", c->input(i).DebugString(),
-                                                     ", incompatible with ", s.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Input ", i, " has shape ", c->input(i).DebugString(), ", incompatible with ", s.DebugString()));
     }
     s = *m;
   }

@@ -11,16 +11,15 @@
 
 #include "absl/status/statusor.h"
 #include "distflow/partial_shape.h"
-#include "proto/graph.pb.h"
 #include "distflow/tensor.h"
+#include "proto/graph.pb.h"
 
 namespace distflow {
 
 class InferenceContext {
  public:
   InferenceContext(const proto::NodeDef& node, std::vector<PartialShape> input_shapes,
-                   std::vector<DataType> input_types, std::vector<const Tensor*> input_tensors,
-                   int num_outputs);
+                   std::vector<DataType> input_types, std::vector<const Tensor*> input_tensors, int num_outputs);
 
   const proto::NodeDef& node() const { return node_; }
   int num_inputs() const { return static_cast<int>(inputs_.size()); }

@@ -83,8 +83,7 @@ absl::StatusOr<std::vector<int64_t>> ResolveReshape(std::vector<int64_t> dims, i
     dims[static_cast<size_t>(unknown_index)] = n / known;
   } else if (known != n) {
     return absl::InvalidArgumentError(absl::StrCat("Cannot reshape a tensor of shape ", input_shape, " with ", n,
-                                                   " elements to shape ", Dims(dims), " with ", known,
-                                                   " elements"));
+                                                   " elements to shape ", Dims(dims), " with ", known, " elements"));
   }
   return dims;
 }
@@ -96,9 +95,7 @@ absl::StatusOr<int64_t> RangeSize(int64_t start, int64_t limit, int64_t delta) {
   return RangeSizeOf(start, limit, delta);
 }
 absl::StatusOr<int64_t> RangeSize(float start, float limit, float delta) { return RangeSizeOf(start, limit, delta); }
-absl::StatusOr<int64_t> RangeSize(double start, double limit, double delta) {
-  return RangeSizeOf(start, limit, delta);
-}
+absl::StatusOr<int64_t> RangeSize(double start, double limit, double delta) { return RangeSizeOf(start, limit, delta); }
 
 absl::StatusOr<std::vector<bool>> ReductionMask(absl::Span<const int64_t> axes, int rank) {
   std::vector<bool> mask(static_cast<size_t>(rank), false);
@@ -121,8 +118,8 @@ absl::StatusOr<std::vector<PartialShape>> DecodeShapeList(absl::Span<const int64
       continue;
     }
     if (rank < -1 || rank > 64 || i + static_cast<size_t>(rank) > flat.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": malformed shape list ", Dims(flat),
-                                                     " (each shape is its rank, then its dimensions)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": malformed shape list ", Dims(flat), " (each shape is its rank, then its dimensions)"));
     }
     PartialShape s = PartialShape::Scalar();
     for (int64_t k = 0; k < rank; ++k) {

@@ -4,8 +4,6 @@
 // graph/window.h does for convolution and pooling. Stateless; thread-safe.
 #pragma once
 
-#include "distflow/partial_shape.h"
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "distflow/partial_shape.h"
 
 namespace distflow {
 

@@ -20,8 +20,8 @@ absl::Status CheckNhwcList(const std::vector<int64_t>& v, const char* name, cons
     return absl::InvalidArgumentError(absl::StrCat(name, " must have 4 elements (NHWC), got ", IntsStr(v)));
   }
   if (v[0] != 1 || v[3] != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(batch_depth_rule, " (", name, "[0] = ", name, "[3] = 1), got ",
-                                                   IntsStr(v)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(batch_depth_rule, " (", name, "[0] = ", name, "[3] = 1), got ", IntsStr(v)));
   }
   if (v[1] < 1 || v[2] < 1) {
     return absl::InvalidArgumentError(absl::StrCat(name, " must be positive, got ", IntsStr(v)));

@@ -39,8 +39,7 @@ TEST(Window, ValidDropsThePartialWindowAndRejectsAWindowLargerThanTheInput) {
   EXPECT_EQ(d->out, 3);
   d = ComputeWindow(2, 3, 1, false, "pooling");
   ASSERT_FALSE(d.ok());
-  EXPECT_TRUE(absl::StrContains(d.status().message(), "pooling window (3) is larger than the input (2)"))
-      << d.status();
+  EXPECT_TRUE(absl::StrContains(d.status().message(), "pooling window (3) is larger than the input (2)")) << d.status();
 }
 
 TEST(Window, ReadsValidAttrs) {

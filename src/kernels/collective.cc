@@ -78,9 +78,9 @@ std::shared_ptr<CollectiveExecutor> CollectiveExecutorFor(const Device* device) 
 
 absl::StatusOr<Tensor> RunGroupOfOne(const CollectiveParams& params, const Tensor& input) {
   if (params.kind == CollectiveKind::kBroadcastRecv) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        DescribeCollective(params), ": a group of one has no other rank to receive a broadcast from; "
-        "give group_size the number of ranks, the sender included"));
+    return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params),
+                                                   ": a group of one has no other rank to receive a broadcast from; "
+                                                   "give group_size the number of ranks, the sender included"));
   }
   // Merging with nothing and dividing by 1 leave the values as they are.
   return input.DeepCopy();

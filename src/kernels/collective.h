@@ -38,8 +38,8 @@ struct CollectiveParams {
   MergeOp merge_op = MergeOp::kAdd;
   FinalOp final_op = FinalOp::kId;
   DataType dtype = DT_FLOAT;
-  TensorShape shape;            // CollectiveBcastRecv: what arrives
-  double timeout_seconds = 0;   // 0: none (the step's own deadline still holds)
+  TensorShape shape;           // CollectiveBcastRecv: what arrives
+  double timeout_seconds = 0;  // 0: none (the step's own deadline still holds)
 };
 
 // "CollectiveReduce 'name' (group 1, instance 7)": how errors name an op.
@@ -55,8 +55,7 @@ class CollectiveExecutor {
   // Runs one collective: `input` is this rank's contribution (empty for
   // CollectiveBcastRecv); `done` gets the result, once, on any thread.
   // Cancelling `cm` (may be null) fails the collective here and on its peers.
-  virtual void Run(const CollectiveParams& params, const Tensor& input, CancellationManager* cm,
-                   DoneCallback done) = 0;
+  virtual void Run(const CollectiveParams& params, const Tensor& input, CancellationManager* cm, DoneCallback done) = 0;
 };
 
 // The executor of `device`, or null. The registry keeps no ownership: the

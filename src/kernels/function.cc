@@ -46,8 +46,8 @@ absl::StatusOr<proto::FunctionDef> ParseFunctionDef(const std::string& serialize
 }
 
 absl::StatusOr<std::shared_ptr<const FunctionInstance>> InstantiateFunction(const std::string& serialized,
-                                                                           Device* device,
-                                                                           const std::string& container) {
+                                                                            Device* device,
+                                                                            const std::string& container) {
   Registry& r = GetRegistry();
   const auto key = std::make_tuple(serialized, device, container);
   FunctionInstantiator instantiator;

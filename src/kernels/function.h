@@ -19,8 +19,8 @@
 
 #include "absl/status/statusor.h"
 #include "base/cancellation.h"
-#include "proto/function.pb.h"
 #include "distflow/tensor.h"
+#include "proto/function.pb.h"
 
 namespace distflow {
 
@@ -46,8 +46,8 @@ void SetFunctionInstantiator(FunctionInstantiator instantiator);
 // and container, made on first use. InvalidArgument if `serialized` is not
 // a FunctionDef; FailedPrecondition if no runtime installed an instantiator.
 absl::StatusOr<std::shared_ptr<const FunctionInstance>> InstantiateFunction(const std::string& serialized,
-                                                                           Device* device,
-                                                                           const std::string& container);
+                                                                            Device* device,
+                                                                            const std::string& container);
 
 // Parses a serialized FunctionDef and checks it is well formed (as many
 // types as args and rets); InvalidArgument naming what is wrong.

@@ -39,8 +39,8 @@ class KernelRegistry {
   void Register(const std::string& op, const std::string& device_type, DataType type,
                 const std::string& type_attr = "T") {
     Register(
-        op, device_type, type, [](OpKernelConstruction* c) -> std::unique_ptr<OpKernel> { return std::make_unique<K>(c); },
-        type_attr);
+        op, device_type, type,
+        [](OpKernelConstruction* c) -> std::unique_ptr<OpKernel> { return std::make_unique<K>(c); }, type_attr);
   }
 
   // Builds and initialises the kernel for `node` on `device`. NotFound naming

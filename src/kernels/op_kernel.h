@@ -22,8 +22,8 @@
 #include "absl/status/statusor.h"
 #include "base/cancellation.h"
 #include "base/thread_pool.h"
-#include "proto/graph.pb.h"
 #include "distflow/tensor.h"
+#include "proto/graph.pb.h"
 
 namespace distflow {
 
@@ -34,8 +34,8 @@ class Rendezvous;
 
 class OpKernelConstruction {
  public:
-  OpKernelConstruction(const proto::NodeDef& def, std::vector<DataType> input_types,
-                       std::vector<DataType> output_types, Device* device)
+  OpKernelConstruction(const proto::NodeDef& def, std::vector<DataType> input_types, std::vector<DataType> output_types,
+                       Device* device)
       : def_(def), input_types_(std::move(input_types)), output_types_(std::move(output_types)), device_(device) {}
 
   const proto::NodeDef& def() const { return def_; }
@@ -104,7 +104,7 @@ class OpKernelContext {
     Device* device = nullptr;
     const OpKernel* kernel = nullptr;
     int64_t step_id = 0;
-    std::vector<Tensor> inputs;                  // values (for ref inputs: a snapshot, may be empty)
+    std::vector<Tensor> inputs;                    // values (for ref inputs: a snapshot, may be empty)
     std::vector<std::shared_ptr<Var>> input_refs;  // non-null for ref inputs
     CancellationManager* cancellation = nullptr;
     Rendezvous* rendezvous = nullptr;

@@ -20,8 +20,8 @@
 #include "absl/status/statusor.h"
 #include "base/status_macros.h"
 #include "base/thread_pool.h"
-#include "proto/graph.pb.h"
 #include "distflow/tensor.h"
+#include "proto/graph.pb.h"
 
 namespace distflow {
 
@@ -59,18 +59,17 @@ class OpTest {
 }  // namespace test
 }  // namespace distflow
 
-#define DF_ASSERT_OK(expr)                                \
-  do {                                                    \
-    ::absl::Status df_s_ = (expr);                        \
-    ASSERT_TRUE(df_s_.ok()) << df_s_;                     \
+#define DF_ASSERT_OK(expr)            \
+  do {                                \
+    ::absl::Status df_s_ = (expr);    \
+    ASSERT_TRUE(df_s_.ok()) << df_s_; \
   } while (0)
-#define DF_EXPECT_OK(expr)                                \
-  do {                                                    \
-    ::absl::Status df_s_ = (expr);                        \
-    EXPECT_TRUE(df_s_.ok()) << df_s_;                     \
+#define DF_EXPECT_OK(expr)            \
+  do {                                \
+    ::absl::Status df_s_ = (expr);    \
+    EXPECT_TRUE(df_s_.ok()) << df_s_; \
   } while (0)
-#define DF_ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
-  DF_ASSERT_OK_AND_ASSIGN_IMPL(DF_CONCAT(df_sor_, __LINE__), lhs, rexpr)
+#define DF_ASSERT_OK_AND_ASSIGN(lhs, rexpr) DF_ASSERT_OK_AND_ASSIGN_IMPL(DF_CONCAT(df_sor_, __LINE__), lhs, rexpr)
 #define DF_ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, rexpr) \
   auto tmp = (rexpr);                                 \
   ASSERT_TRUE(tmp.ok()) << tmp.status();              \

@@ -23,8 +23,8 @@ class Rendezvous {
   // Calls `done` once, on any thread, with the tensor or an error. `send_task`
   // names the producing task ("/job:ps/replica:0/task:0"). Cancellation of
   // `cm` ends the wait with Cancelled.
-  virtual void RecvAsync(int64_t step_id, const std::string& key, const std::string& send_task,
-                         CancellationManager* cm, DoneCallback done) = 0;
+  virtual void RecvAsync(int64_t step_id, const std::string& key, const std::string& send_task, CancellationManager* cm,
+                         DoneCallback done) = 0;
 };
 
 }  // namespace distflow

@@ -40,10 +40,10 @@ absl::StatusOr<std::shared_ptr<Var>> ResourceMgr::LookupOrCreateVar(const std::s
   if (it != vars.end()) {
     const Var& v = *it->second;
     if (v.dtype() != dtype || !v.declared_shape().IsCompatibleWith(shape)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Variable '", name, "' in container '", container, "' already exists as ", DataTypeName(v.dtype()), " ",
-          v.declared_shape().DebugString(), "; it cannot be used as ", DataTypeName(dtype), " ",
-          shape.DebugString(), ". Use another name, or Reset the container."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Variable '", name, "' in container '", container, "' already exists as ",
+                       DataTypeName(v.dtype()), " ", v.declared_shape().DebugString(), "; it cannot be used as ",
+                       DataTypeName(dtype), " ", shape.DebugString(), ". Use another name, or Reset the container."));
     }
     return it->second;
   }
@@ -71,8 +71,8 @@ absl::StatusOr<std::shared_ptr<Resource>> ResourceMgr::LookupOrCreateResource(
   auto it = resources.find(name);
   if (it != resources.end()) {
     if (std::string(it->second->type_name()) != type_name) {
-      return absl::InvalidArgumentError(absl::StrCat("Resource '", name, "' in container '", container,
-                                                     "' is a ", it->second->type_name(), ", not a ", type_name,
+      return absl::InvalidArgumentError(absl::StrCat("Resource '", name, "' in container '", container, "' is a ",
+                                                     it->second->type_name(), ", not a ", type_name,
                                                      ". Use another name, or Reset the container."));
     }
     return it->second;

@@ -76,8 +76,8 @@ class ResourceMgr {
   template <typename T>
   absl::StatusOr<std::shared_ptr<T>> LookupOrCreate(const std::string& container, const std::string& name,
                                                     const std::function<std::shared_ptr<T>()>& create) {
-    absl::StatusOr<std::shared_ptr<Resource>> r =
-        LookupOrCreateResource(container, name, T::kTypeName, [&create] { return std::shared_ptr<Resource>(create()); });
+    absl::StatusOr<std::shared_ptr<Resource>> r = LookupOrCreateResource(
+        container, name, T::kTypeName, [&create] { return std::shared_ptr<Resource>(create()); });
     if (!r.ok()) return r.status();
     return std::static_pointer_cast<T>(*r);
   }

@@ -3,9 +3,9 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
 #include "master/master.h"
 #include "rpc/worker_cache.h"
-#include "gtest/gtest.h"
 
 namespace distflow {
 namespace {

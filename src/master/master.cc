@@ -3,9 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/metrics.h"
-#include "rpc/ask_tasks.h"
 #include "cluster/device_filters.h"
 #include "master/master_session.h"
+#include "rpc/ask_tasks.h"
 #include "rpc/step_tensor_codec.h"
 #include "rpc/worker_cache.h"
 #include "worker/local_worker.h"
@@ -13,9 +13,7 @@
 namespace distflow {
 
 Master::Master(std::string local_task, WorkerCache* workers, Worker* local_worker)
-    : local_task_(std::move(local_task)),
-      workers_(workers),
-      pool_(std::make_unique<ThreadPool>("df_master", 8)) {
+    : local_task_(std::move(local_task)), workers_(workers), pool_(std::make_unique<ThreadPool>("df_master", 8)) {
   if (local_worker != nullptr) workers_->SetLocalWorker(local_task_, NewLocalWorker(local_worker));
 }
 
@@ -28,8 +26,8 @@ absl::StatusOr<std::shared_ptr<MasterSession>> Master::Find(const std::string& h
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(handle);
   if (it == sessions_.end()) {
-    return absl::NotFoundError(absl::StrCat("Session '", handle, "' does not exist on ", local_task_,
-                                            " (closed, or the server restarted)"));
+    return absl::NotFoundError(
+        absl::StrCat("Session '", handle, "' does not exist on ", local_task_, " (closed, or the server restarted)"));
   }
   return it->second;
 }
@@ -48,8 +46,8 @@ absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto
     handle = absl::StrCat("session_", next_session_++, "_", RandomStepId());
     ++creating_;  // the slot is taken while Init waits for the cluster
   }
-  auto session = MasterSession::Create(handle, req.config(), workers_, local_task_, /*local_worker=*/nullptr, bulk_,
-                                       &closing_);
+  auto session =
+      MasterSession::Create(handle, req.config(), workers_, local_task_, /*local_worker=*/nullptr, bulk_, &closing_);
   absl::Status s = session->Init(req.graph_def());
   absl::MutexLock lock(&mu_);
   --creating_;

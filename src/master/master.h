@@ -93,7 +93,7 @@ class Master {
   BulkServer* bulk_ = nullptr;
   int max_sessions_ = 0;
   std::string auth_token_;
-  absl::Notification closing_;  // CloseAll: sessions still waiting for the cluster give up
+  absl::Notification closing_;        // CloseAll: sessions still waiting for the cluster give up
   std::unique_ptr<ThreadPool> pool_;  // runs blocking calls off gRPC's threads
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<MasterSession>> sessions_ ABSL_GUARDED_BY(mu_);

@@ -46,8 +46,8 @@ std::shared_ptr<MasterSession> MasterSession::Create(std::string handle, proto::
                                                      WorkerCache* workers, std::string local_task, Worker* local_worker,
                                                      BulkServer* bulk, const absl::Notification* closing) {
   if (local_worker != nullptr) workers->SetLocalWorker(local_task, NewLocalWorker(local_worker));
-  return std::make_shared<MasterSessionImpl>(std::move(handle), std::move(config), workers, std::move(local_task),
-                                             bulk, closing);
+  return std::make_shared<MasterSessionImpl>(std::move(handle), std::move(config), workers, std::move(local_task), bulk,
+                                             closing);
 }
 
 absl::Status MasterSessionImpl::ClosedError() const {

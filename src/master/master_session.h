@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/time/time.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "base/thread_pool.h"
 #include "proto/master.pb.h"
 
@@ -27,8 +27,8 @@ class WorkerCache;
 class MasterSession {
  public:
   // `local_worker` (may be null) is registered with `workers` as
-  // `local_task`'s in-process worker (WorkerCache::SetLocalWorker); `bulk` (may be null) takes large feeds and serves large fetches;
-  // `closing` (may be null), once notified, ends Init's wait for the cluster.
+  // `local_task`'s in-process worker (WorkerCache::SetLocalWorker); `bulk` (may be null) takes large feeds and serves
+  // large fetches; `closing` (may be null), once notified, ends Init's wait for the cluster.
   static std::shared_ptr<MasterSession> Create(std::string handle, proto::SessionConfig config, WorkerCache* workers,
                                                std::string local_task, Worker* local_worker, BulkServer* bulk,
                                                const absl::Notification* closing = nullptr);

@@ -13,11 +13,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "graph/graph.h"
 #include "master/master_session.h"
 #include "placement/partition.h"
 #include "placement/placement.h"
 #include "rpc/worker_interface.h"
-#include "graph/graph.h"
 #include "tensor/tensor_codec.h"
 
 namespace distflow {
@@ -76,7 +76,8 @@ class MasterSessionImpl final : public MasterSession {
   // lock is held across the RegisterGraph calls (Close, the steps of other
   // signatures and the stall logger never wait behind them); two steps of a
   // new signature may both register, and the second keeps the first's plan.
-  absl::StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches,
+  absl::StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<TensorId>& feeds,
+                                                const std::vector<TensorId>& fetches,
                                                 const std::vector<std::string>& targets, const std::string& key);
   // Registers every partition with its task's worker, all at once, each call
   // bounded (the step timeout, else the transport's default) and cancelled
@@ -122,9 +123,9 @@ class MasterSessionImpl final : public MasterSession {
     std::vector<std::unique_ptr<Call>> calls;
     const proto::RunStepRequest* req = nullptr;
     proto::RunStepResponse* resp = nullptr;
-    std::vector<std::string> fetch_keys;                         // canonical, in request order
+    std::vector<std::string> fetch_keys;                           // canonical, in request order
     std::map<std::string, const proto::TensorProto*> feed_values;  // canonical name -> in `req`
-    std::map<std::string, Tensor> bulk_feeds;  // feeds whose bytes the client put on our bulk port
+    std::map<std::string, Tensor> bulk_feeds;                      // feeds whose bytes the client put on our bulk port
 
     // A feed as a tensor (a copy out of the request, or the bulk bytes).
     absl::StatusOr<Tensor> FeedTensor(const std::string& name) const {
@@ -178,7 +179,7 @@ class MasterSessionImpl final : public MasterSession {
   const proto::SessionConfig config_;
   WorkerCache* const workers_;
   const std::string local_task_;
-  BulkServer* const bulk_;  // may be null
+  BulkServer* const bulk_;                   // may be null
   const absl::Notification* const closing_;  // the master is closing (may be null)
   std::vector<std::string> devices_;
   std::string default_device_;

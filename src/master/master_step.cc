@@ -291,8 +291,8 @@ void MasterSessionImpl::LogStalledSteps(absl::Duration every) {
       reg->logged = now;
     }
     LOG(WARNING) << "A step of session " << handle_ << " has waited "
-                 << absl::FormatDuration(absl::Trunc(now - reg->started, absl::Milliseconds(100)))
-                 << " for " << reg->task << " to register its partition (RegisterGraph)";
+                 << absl::FormatDuration(absl::Trunc(now - reg->started, absl::Milliseconds(100))) << " for "
+                 << reg->task << " to register its partition (RegisterGraph)";
   }
   for (const std::shared_ptr<StepState>& st : steps) {
     std::vector<std::string> waiting;

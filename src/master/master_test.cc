@@ -6,13 +6,15 @@
 // retried request id that runs once, a failure on one task aborting the step
 // on every task, deadlines, cancellation on Close and on a task's death,
 // ListDevices and Reset (every task asked, even when one is down), and a
-// registration that never answers (ended by Close and by the task's death). The workers are real servers on loopback ports in
-// this process; the Master under test is a separate object over its own
-// WorkerCache, with worker 0 as its in-memory local worker.
+// registration that never answers (ended by Close and by the task's death). The workers are real servers on loopback
+// ports in this process; the Master under test is a separate object over its own WorkerCache, with worker 0 as its
+// in-memory local worker.
 //
 // Steps that must stay running wait in a SyncBarrierWait op whose own timeout
 // (kHoldMs) is far beyond the bound the test waits for an answer (kBound): an
 // answer within the bound means the step was cancelled, not that it ran out.
+#include "master/master.h"
+
 #include <atomic>
 #include <memory>
 #include <set>
@@ -29,18 +31,17 @@
 #include "absl/time/time.h"
 #include "base/ports.h"
 #include "base/thread_pool.h"
+#include "base/wait_until.h"
 #include "distflow/server.h"
-#include "server/grpc_server.h"
-#include "master/master.h"
-#include "master/master_session.h"
-#include "rpc/worker_cache.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
+#include "master/master_session.h"
 #include "proto/master.pb.h"
+#include "rpc/worker_cache.h"
 #include "runtime/graph_def_builder_for_test.h"
+#include "server/grpc_server.h"
 #include "tensor/tensor_codec.h"
 #include "tensor/tensor_testutil.h"
-#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -420,9 +421,8 @@ TEST_F(MasterTest, AStepStillBeingPlannedWhenItsSessionClosesIsCancelledAndRegis
   proto::GraphDef g;
   On(Cpu(kWorker1), AddConst(&g, "remote", Tensor::Scalar<float>(1)));
   On(Cpu(kWorker0), AddNode(&g, "sum", "Add", {"remote", "remote"}));
-  std::shared_ptr<MasterSession> session =
-      MasterSession::Create("planned_after_close", proto::SessionConfig(), workers_.get(), kWorker0,
-                            WorkerOf(kWorker0), /*bulk=*/nullptr);
+  std::shared_ptr<MasterSession> session = MasterSession::Create(
+      "planned_after_close", proto::SessionConfig(), workers_.get(), kWorker0, WorkerOf(kWorker0), /*bulk=*/nullptr);
   ASSERT_TRUE(session->Init(g).ok());
   const size_t registered0 = WorkerOf(kWorker0)->registered_graphs();
   const size_t registered1 = WorkerOf(kWorker1)->registered_graphs();
@@ -460,8 +460,8 @@ TEST_F(MasterTest, AClosedSessionIsRefusedNamingItsHandle) {
   absl::StatusOr<proto::RunStepResponse> resp = Run(Request(*handle, {"a"}));
   ASSERT_FALSE(resp.ok());
   EXPECT_EQ(resp.status().code(), absl::StatusCode::kNotFound) << resp.status();
-  EXPECT_TRUE(absl::StrContains(resp.status().message(), absl::StrCat("Session '", *handle, "' does not exist on ",
-                                                                      kWorker0, " (closed")))
+  EXPECT_TRUE(absl::StrContains(resp.status().message(),
+                                absl::StrCat("Session '", *handle, "' does not exist on ", kWorker0, " (closed")))
       << resp.status();
   proto::ExtendSessionRequest extend;
   extend.set_session_handle(*handle);
@@ -702,9 +702,8 @@ TEST_F(MasterTest, ARegistrationThatNeverAnswersEndsOnCloseOrTheTasksDeathAndIsL
     ASSERT_TRUE(Answered(*call));
     if (by_death) {
       EXPECT_EQ(call->status.code(), absl::StatusCode::kUnavailable) << call->status;
-      EXPECT_TRUE(absl::StrContains(call->status.message(),
-                                    absl::StrCat("Registering the partition for ", kWorker1,
-                                                 ": worker 1 was declared dead by the test")))
+      EXPECT_TRUE(absl::StrContains(call->status.message(), absl::StrCat("Registering the partition for ", kWorker1,
+                                                                         ": worker 1 was declared dead by the test")))
           << call->status;
       // The partition that did register (worker 0's) was deregistered.
       EXPECT_EQ(WorkerOf(kWorker0)->registered_graphs(), registered0);

@@ -20,8 +20,8 @@ LoopSkeletons::LoopSkeletons(const Graph& graph, const std::vector<const Node*>&
   // back edge is its second input), so one pass in id order sees it first.
   std::sort(sorted.begin(), sorted.end(), [](const Node* a, const Node* b) { return a->id() < b->id(); });
   for (const Node* n : sorted) {
-    const Node* first = n->num_inputs() > 0 ? n->input(0).node
-                                            : (n->control_inputs().empty() ? nullptr : n->control_inputs()[0]);
+    const Node* first =
+        n->num_inputs() > 0 ? n->input(0).node : (n->control_inputs().empty() ? nullptr : n->control_inputs()[0]);
     const int rf = first == nullptr ? 0 : out_frame[static_cast<size_t>(first->id())];
     run_frame_[static_cast<size_t>(n->id())] = rf;
     int of = rf;
@@ -81,8 +81,8 @@ absl::StatusOr<std::string> LoopSkeletons::Pivot(int f, const std::string& devic
   if (found != pivots_.end()) return found->second;
   const Frame& frame = frames_[static_cast<size_t>(f)];
   if (frame.loop_cond == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("Loop frame '", frame.name, "' has nodes on ", device,
-                                                   " but no LoopCond in this step's graph"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Loop frame '", frame.name, "' has nodes on ", device, " but no LoopCond in this step's graph"));
   }
   std::string src;
   Partition& p = part_of_(device);

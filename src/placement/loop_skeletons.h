@@ -49,8 +49,8 @@ class LoopSkeletons {
 
   const std::vector<std::string>& placement_;
   PartitionOf part_of_;
-  std::vector<Frame> frames_;    // 0: the root
-  std::vector<int> run_frame_;   // by node id
+  std::vector<Frame> frames_;   // 0: the root
+  std::vector<int> run_frame_;  // by node id
   std::map<std::pair<int, std::string>, std::string> pivots_;
   int counter_ = 0;
 };

@@ -9,19 +9,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
-#include "cluster/device_name.h"
 #include "base/status_macros.h"
+#include "cluster/device_name.h"
 #include "graph/attr_value.h"
 #include "placement/loop_skeletons.h"
 
 namespace distflow {
 
-absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(const Graph& graph,
-                                                                const std::vector<const Node*>& nodes,
-                                                                const std::vector<std::string>& placement,
-                                                                const std::vector<TensorId>& feeds,
-                                                                const std::vector<TensorId>& fetches,
-                                                                const std::vector<std::string>& targets) {
+absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
+    const Graph& graph, const std::vector<const Node*>& nodes, const std::vector<std::string>& placement,
+    const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches, const std::vector<std::string>& targets) {
   std::map<std::string, Partition> parts;
   auto part_of = [&](const Node* n) -> Partition& {
     const std::string& d = placement[static_cast<size_t>(n->id())];

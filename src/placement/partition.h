@@ -31,11 +31,8 @@ struct Partition {
 bool OnlyFeedsOtherPartitions(const Partition& p);
 
 // Splits the placed nodes into per-device partitions.
-absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(const Graph& graph,
-                                                                const std::vector<const Node*>& nodes,
-                                                                const std::vector<std::string>& placement,
-                                                                const std::vector<TensorId>& feeds,
-                                                                const std::vector<TensorId>& fetches,
-                                                                const std::vector<std::string>& targets);
+absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
+    const Graph& graph, const std::vector<const Node*>& nodes, const std::vector<std::string>& placement,
+    const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches, const std::vector<std::string>& targets);
 
 }  // namespace distflow

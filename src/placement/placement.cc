@@ -36,8 +36,9 @@ absl::StatusOr<std::vector<const Node*>> PruneForStep(const Graph& graph, const 
                                                       const std::vector<std::string>& targets) {
   auto missing = [&](const std::string& kind, const std::string& name) {
     std::vector<std::string> close = ClosestNames(name, graph.NodeNames());
-    return absl::NotFoundError(absl::StrCat(kind, " '", name, "' is not in the graph",
-                                            close.empty() ? "" : absl::StrCat("; did you mean ", absl::StrJoin(close, ", "), "?")));
+    return absl::NotFoundError(
+        absl::StrCat(kind, " '", name, "' is not in the graph",
+                     close.empty() ? "" : absl::StrCat("; did you mean ", absl::StrJoin(close, ", "), "?")));
   };
   absl::flat_hash_set<std::pair<std::string, int>> fed;
   std::vector<const Node*> stack;
@@ -51,7 +52,8 @@ absl::StatusOr<std::vector<const Node*>> PruneForStep(const Graph& graph, const 
     const Node* n = graph.FindNode(f.node);
     if (n == nullptr) return missing("Fetch", f.node);
     if (f.index >= n->num_outputs()) {
-      return absl::NotFoundError(absl::StrCat("Fetch '", f.node, ":", f.index, "': node has ", n->num_outputs(), " outputs"));
+      return absl::NotFoundError(
+          absl::StrCat("Fetch '", f.node, ":", f.index, "': node has ", n->num_outputs(), " outputs"));
     }
     stack.push_back(n);
   }
@@ -106,8 +108,7 @@ absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const st
       int g = Find(parent, n->id());
       // The owner of a group: a variable, or an op with no inputs that
       // outputs a reference (a queue's or reader's handle).
-      bool is_var = n->op() == "Variable" ||
-                    (n->num_inputs() == 0 && n->num_outputs() > 0 && n->output_is_ref(0));
+      bool is_var = n->op() == "Variable" || (n->num_inputs() == 0 && n->num_outputs() > 0 && n->output_is_ref(0));
       if (pass == 0 && !is_var) continue;
       if (pass == 1 && (is_var || has_variable[g])) {
         if (!first_node.contains(g)) first_node[g] = n;
@@ -124,10 +125,11 @@ absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const st
       absl::Status merged = r.MergeFrom(*dn, options.allow_soft_placement);
       if (!merged.ok()) {
         if (!options.allow_soft_placement) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "Node '", n->name(), "' (", n->op(), ") must be colocated with the nodes sharing its variable, but "
-              "they request different devices: ", merged.message(),
-              ". Request the same device for both, or set allow_soft_placement."));
+          return absl::InvalidArgumentError(
+              absl::StrCat("Node '", n->name(), "' (", n->op(),
+                           ") must be colocated with the nodes sharing its variable, but "
+                           "they request different devices: ",
+                           merged.message(), ". Request the same device for both, or set allow_soft_placement."));
         }
       }
     }
@@ -141,7 +143,8 @@ absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const st
       const DeviceName& r = request[g];
       std::string device;
       for (size_t k = 0; k < devices.size() && device.empty(); ++k) {
-        if (options.devices[k] == options.default_device && r.IsSpecificationOf(devices[k])) device = options.devices[k];
+        if (options.devices[k] == options.default_device && r.IsSpecificationOf(devices[k]))
+          device = options.devices[k];
       }
       for (size_t k = 0; k < devices.size() && device.empty(); ++k) {
         if (r.IsSpecificationOf(devices[k])) device = options.devices[k];

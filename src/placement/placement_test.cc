@@ -1,14 +1,14 @@
 #include "placement/placement.h"
 
-#include "placement/partition.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
+#include "placement/partition.h"
 
 namespace distflow {
 namespace {
 
-proto::NodeDef* Add(proto::GraphDef* g, const std::string& name, const std::string& op,
-                    std::vector<std::string> inputs, const std::string& device = "") {
+proto::NodeDef* Add(proto::GraphDef* g, const std::string& name, const std::string& op, std::vector<std::string> inputs,
+                    const std::string& device = "") {
   proto::NodeDef* n = g->add_node();
   n->set_name(name);
   n->set_op(op);

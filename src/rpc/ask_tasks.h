@@ -18,9 +18,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_status.h"
 #include "rpc/worker_cache.h"
-#include "proto/worker.grpc.pb.h"
 
 namespace distflow {
 

@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/ports.h"
-#include "server/session_test_util.h"
 #include "gtest/gtest.h"
+#include "server/session_test_util.h"
 
 namespace distflow {
 namespace {
@@ -23,8 +23,8 @@ TEST(AskTasks, EveryTaskIsAskedAndATaskThatIsDownFailsAlone) {
   ASSERT_NE(worker, nullptr);
   absl::StatusOr<int> down_port = PickUnusedTcpPort();  // nothing listens there
   ASSERT_TRUE(down_port.ok()) << down_port.status();
-  absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse(absl::StrCat(
-      "down|127.0.0.1:", *down_port, ",ps|127.0.0.1:", ps->port(), ",worker|127.0.0.1:", worker->port()));
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse(
+      absl::StrCat("down|127.0.0.1:", *down_port, ",ps|127.0.0.1:", ps->port(), ",worker|127.0.0.1:", worker->port()));
   ASSERT_TRUE(spec.ok()) << spec.status();
   WorkerCache workers(*spec, "");
   const std::vector<std::string> tasks = {"/job:worker/replica:0/task:0", "/job:down/replica:0/task:0",

@@ -55,12 +55,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() {
   std::string cert, key, ca;
   if (!ProcessTlsPem(&cert, &key, &ca)) return grpc::InsecureServerCredentials();
   if (cert.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("TLS is on but this task has no certificate to serve with: set "
-                                                   "--tls_cert and --tls_key (or ",
-                                                   kTlsCertEnv, " and ", kTlsKeyEnv, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS is on but this task has no certificate to serve with: set "
+                     "--tls_cert and --tls_key (or ",
+                     kTlsCertEnv, " and ", kTlsKeyEnv, ")"));
   }
   grpc::SslServerCredentialsOptions o(ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+                                                 : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   o.pem_root_certs = ca;
   o.pem_key_cert_pairs.push_back({key, cert});
   return grpc::SslServerCredentials(o);

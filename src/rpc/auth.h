@@ -46,8 +46,7 @@ std::shared_ptr<grpc::Channel> NewAuthenticatedChannel(const std::string& addres
 
 // OK if `expected` is empty or the call carries it; UNAUTHENTICATED saying
 // what is missing otherwise. `server` names the task in the message.
-grpc::Status CheckCallToken(const grpc::ServerContextBase& ctx, const std::string& expected,
-                            const std::string& server);
+grpc::Status CheckCallToken(const grpc::ServerContextBase& ctx, const std::string& expected, const std::string& server);
 
 // For a unary handler: null if the call may proceed, else the call's
 // reactor, already finished with CheckCallToken's refusal.

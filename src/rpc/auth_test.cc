@@ -31,7 +31,8 @@ TEST(Auth, TokenFilesAndTokensAreChecked) {
   const std::string good = dir + "/token", empty = dir + "/empty", binary = dir + "/binary";
   std::ofstream(good) << "  abc-123\n";
   std::ofstream(empty) << "\n";
-  std::ofstream(binary) << "ab\x01" "c";
+  std::ofstream(binary) << "ab\x01"
+                           "c";
   ASSERT_TRUE(LoadClusterTokenFile(good).ok());
   EXPECT_EQ(ClusterToken(), "abc-123") << "surrounding whitespace is dropped";
   absl::Status s = LoadClusterTokenFile(dir + "/missing");

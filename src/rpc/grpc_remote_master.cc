@@ -36,7 +36,8 @@ absl::Status GrpcRemoteMaster::WaitForMaster(CallOptions* opts, std::chrono::sys
   bool said = false;
   std::string last;
   int closed_in_a_row = 0;
-  for (auto backoff = std::chrono::milliseconds(100);; backoff = std::min(backoff * 2, std::chrono::milliseconds(2000))) {
+  for (auto backoff = std::chrono::milliseconds(100);;
+       backoff = std::min(backoff * 2, std::chrono::milliseconds(2000))) {
     // A health check that fails at once (no wait for the channel), so a
     // refused connection is known in a moment rather than at the deadline.
     grpc::ClientContext ctx;
@@ -51,8 +52,8 @@ absl::Status GrpcRemoteMaster::WaitForMaster(CallOptions* opts, std::chrono::sys
           address_, " is a gRPC server but not a distflow server (it has no health service): check the target"));
     }
     if (absl::StrContains(msg, "http1") || absl::StrContains(msg, "HTTP/1")) {
-      return absl::FailedPreconditionError(absl::StrCat(address_, " answered, but not as a distflow server (",
-                                                        msg, "): check the target's port"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(address_, " answered, but not as a distflow server (", msg, "): check the target's port"));
     }
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       return absl::OkStatus();  // it answered: CreateSession says the rest
@@ -118,9 +119,8 @@ absl::Status GrpcRemoteMaster::CreateSession(CallOptions* opts, int64_t wait_ms,
   // The master has `wait_ms` to come up, and the call 10 s more.
   const auto start = std::chrono::system_clock::now();
   if (absl::Status up = WaitForMaster(opts, start + std::chrono::milliseconds(wait_ms)); !up.ok()) return up;
-  absl::Status s = CallCancellable(opts, start + std::chrono::milliseconds(wait_ms + 10000), [&](grpc::ClientContext* ctx) {
-    return stub_->CreateSession(ctx, req, resp);
-  });
+  absl::Status s = CallCancellable(opts, start + std::chrono::milliseconds(wait_ms + 10000),
+                                   [&](grpc::ClientContext* ctx) { return stub_->CreateSession(ctx, req, resp); });
   if (!s.ok()) return s;
   // Large feeds and fetches go over the master's bulk port, if it has one.
   if (resp->bulk_port() > 0 && BulkTransferEnabledByEnv()) {
@@ -179,7 +179,8 @@ absl::Status GrpcRemoteMaster::RunOverGrpc(const proto::RunStepRequest& req, pro
     channel_->WaitForConnected(std::min(give_up, std::chrono::system_clock::now() + std::chrono::seconds(3)));
   }
   return absl::UnavailableError(absl::StrCat("The master at ", address_, " is unreachable after ", attempts,
-                                             " attempts over ", std::chrono::duration_cast<std::chrono::seconds>(kReconnectBudget).count(),
+                                             " attempts over ",
+                                             std::chrono::duration_cast<std::chrono::seconds>(kReconnectBudget).count(),
                                              " s (", s.error_message(), "); is its server still running?"));
 }
 

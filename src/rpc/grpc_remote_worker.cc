@@ -5,11 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/tsan.h"
 #include "bulk/bulk_transfer.h"
+#include "grpcpp/channel.h"
+#include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_status.h"
 #include "rpc/step_stats_proto.h"
 #include "rpc/worker_cache.h"
-#include "grpcpp/channel.h"
-#include "proto/worker.grpc.pb.h"
 #include "tensor/tensor_codec.h"
 
 namespace distflow {
@@ -163,9 +163,8 @@ void GrpcRemoteWorker::RunGraphAsync(CallOptions* opts, RunGraphCall* call, Stat
         for (const proto::NamedTensor& nt : rpc->resp.recv()) bulk_fetches |= nt.bulk_ticket() != 0;
         if (!bulk_fetches) return done(ReadFetches(cache, task, rpc->resp, call));
         // Not on gRPC's thread: the bulk reads block.
-        cache->RunOnBulkPool([rpc, call, cache, task, done = std::move(done)] {
-          done(ReadFetches(cache, task, rpc->resp, call));
-        });
+        cache->RunOnBulkPool(
+            [rpc, call, cache, task, done = std::move(done)] { done(ReadFetches(cache, task, rpc->resp, call)); });
       });
 }
 

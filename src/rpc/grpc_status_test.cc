@@ -18,8 +18,8 @@ TEST(GrpcStatus, CodeAndMessageSurviveBothWays) {
 }
 
 TEST(GrpcStatus, AnOversizedMessageSaysTheLimitAndTheWayAround) {
-  absl::Status s = FromGrpcStatus(
-      grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "Received message larger than max (3000000000 vs. 2147483647)"));
+  absl::Status s = FromGrpcStatus(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                               "Received message larger than max (3000000000 vs. 2147483647)"));
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(s.message().find("Received message larger than max"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("at most 2 GiB"), absl::string_view::npos) << s;

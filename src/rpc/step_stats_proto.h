@@ -2,8 +2,8 @@
 // for the traces that RunGraph and RunStep answers carry. Stateless.
 #pragma once
 
-#include "proto/worker.pb.h"
 #include "distflow/step_stats.h"
+#include "proto/worker.pb.h"
 
 namespace distflow {
 

@@ -99,13 +99,15 @@ absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer
     return Tensor();
   }
   int raw_dtype = header.dtype();
-  if (!IsValidDataType(raw_dtype)) return absl::DataLossError(absl::StrCat("Tensor header has unknown dtype ", raw_dtype));
+  if (!IsValidDataType(raw_dtype))
+    return absl::DataLossError(absl::StrCat("Tensor header has unknown dtype ", raw_dtype));
   DataType dtype = static_cast<DataType>(raw_dtype);
   absl::StatusOr<TensorShape> shape = DecodeShape(header.shape());
   if (!shape.ok()) return absl::DataLossError(shape.status().message());
   size_t body = total - 4 - len;
   if (header.bulk_ticket() != 0) {
-    if (bulk == nullptr) return absl::DataLossError("Got a bulk-transfer header where the tensor's bytes were expected");
+    if (bulk == nullptr)
+      return absl::DataLossError("Got a bulk-transfer header where the tensor's bytes were expected");
     if (dtype == DT_STRING || dtype == DT_BOOL || body != 0 || header.bulk_port() <= 0 || header.bulk_port() > 65535) {
       return absl::DataLossError(absl::StrCat("Malformed bulk-transfer header (dtype ", DataTypeName(dtype), ", port ",
                                               header.bulk_port(), ", ", body, " extra bytes)"));

@@ -11,8 +11,8 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "grpcpp/support/byte_buffer.h"
 #include "distflow/tensor.h"
+#include "grpcpp/support/byte_buffer.h"
 
 namespace distflow {
 

@@ -14,11 +14,15 @@ Tensor RoundTrip(const Tensor& t) {
 }
 
 TEST(TensorTransfer, RoundTripsEveryDtype) {
-  std::vector<Tensor> cases = {
-      Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape({2, 2})), Tensor::FromVector<double>({1e-300}),
-      Tensor::FromVector<int32_t>({-5}), Tensor::FromVector<int64_t>({1, 2, 3}), Tensor::FromVector<uint8_t>({255}),
-      Tensor::FromVector<bool>({true, false}), Tensor::FromVector<std::string>({"a", std::string("\0b", 2)}),
-      Tensor(DT_FLOAT, TensorShape({0, 3})), Tensor::Scalar<float>(2.5f)};
+  std::vector<Tensor> cases = {Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape({2, 2})),
+                               Tensor::FromVector<double>({1e-300}),
+                               Tensor::FromVector<int32_t>({-5}),
+                               Tensor::FromVector<int64_t>({1, 2, 3}),
+                               Tensor::FromVector<uint8_t>({255}),
+                               Tensor::FromVector<bool>({true, false}),
+                               Tensor::FromVector<std::string>({"a", std::string("\0b", 2)}),
+                               Tensor(DT_FLOAT, TensorShape({0, 3})),
+                               Tensor::Scalar<float>(2.5f)};
   for (const Tensor& t : cases) EXPECT_TENSOR_EQ(t, RoundTrip(t));
 }
 

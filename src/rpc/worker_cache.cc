@@ -12,13 +12,13 @@
 #include "base/env.h"
 #include "base/logging.h"
 #include "base/tsan.h"
-#include "rpc/auth.h"
 #include "cluster/device_filters.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "rpc/auth.h"
 #include "rpc/grpc_remote_worker.h"
 #include "rpc/rpc_metrics.h"
 #include "rpc/tensor_transfer.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 
 namespace distflow {
 
@@ -90,9 +90,10 @@ absl::StatusOr<std::string> WorkerCache::AddressOf(const std::string& task_name)
   // Not in the spec: a task that joined the running job.
   absl::StatusOr<std::string> found = resolver_(task_name);
   if (!found.ok()) {
-    return absl::Status(address.status().code(),
-                        absl::StrCat(address.status().message(), "; nor did it join the running job (asking the "
-                                                                   "coordinator: ", found.status().message(), ")"));
+    return absl::Status(address.status().code(), absl::StrCat(address.status().message(),
+                                                              "; nor did it join the running job (asking the "
+                                                              "coordinator: ",
+                                                              found.status().message(), ")"));
   }
   absl::MutexLock lock(&mu_);
   overrides_[task_name] = *found;
@@ -155,8 +156,8 @@ absl::StatusOr<grpc::GenericStub*> WorkerCache::GenericStub(const std::string& t
 }
 
 absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::vector<std::string>& filters,
-                                                                      absl::Duration wait,
-                                                                      const absl::Notification* stop) {
+                                                                     absl::Duration wait,
+                                                                     const absl::Notification* stop) {
   std::vector<std::string> waiting;
   for (const std::string& t : TaskNames())
     if (PassesFilters(t, filters)) waiting.push_back(t);
@@ -190,10 +191,11 @@ absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::
     if (waiting.empty()) break;
     const absl::Time t = now();
     if (t >= deadline) {
-      return absl::UnavailableError(absl::StrCat(
-          "Gave up after ", absl::ToDoubleSeconds(wait), " s waiting for ", waiting.size(), " task(s) of the cluster: ",
-          describe(waiting), ". Start them, check their addresses in the cluster spec, or limit the "
-          "session to some tasks with device filters."));
+      return absl::UnavailableError(
+          absl::StrCat("Gave up after ", absl::ToDoubleSeconds(wait), " s waiting for ", waiting.size(),
+                       " task(s) of the cluster: ", describe(waiting),
+                       ". Start them, check their addresses in the cluster spec, or limit the "
+                       "session to some tasks with device filters."));
     }
     if (t >= next_log) {
       LOG(INFO) << "Waiting for " << describe(waiting) << " to come up";
@@ -203,8 +205,8 @@ absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::
     if (stop == nullptr) {
       clock_->SleepForMicros(absl::ToInt64Microseconds(pause));
     } else if (stop->WaitForNotificationWithTimeout(pause)) {
-      return absl::CancelledError(absl::StrCat("Stopped waiting for ", describe(waiting),
-                                               ": this server is shutting down"));
+      return absl::CancelledError(
+          absl::StrCat("Stopped waiting for ", describe(waiting), ": this server is shutting down"));
     }
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
@@ -234,7 +236,8 @@ void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, cons
   req.set_rendezvous_key(key);
   req.set_accept_bulk(bulk_ != nullptr);
   bool own = false;
-  grpc::Status ser = grpc::GenericSerialize<grpc::ProtoBufferWriter, proto::RecvTensorRequest>(req, &call->request, &own);
+  grpc::Status ser =
+      grpc::GenericSerialize<grpc::ProtoBufferWriter, proto::RecvTensorRequest>(req, &call->request, &own);
   if (!ser.ok()) {
     done(FromGrpcStatus(ser), Tensor());
     return;
@@ -247,38 +250,38 @@ void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, cons
     }
   }
   DF_TSAN_HANDOFF(call.get());
-  (*stub)->UnaryCall(&call->ctx, "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &call->request,
-                     &call->response, [this, call, cm, task, key, done = std::move(done)](grpc::Status s) {
-                       DF_TSAN_RECEIVE(call.get());
-                       if (cm != nullptr) cm->Deregister(call->token);
-                       if (!s.ok()) {
-                         absl::Status err = FromGrpcStatus(s);
-                         done(absl::Status(err.code(), absl::StrCat("RecvTensor '", key, "' from ", task, ": ",
-                                                                    err.message())),
-                              Tensor());
-                         return;
-                       }
-                       BulkRef ref;
-                       absl::StatusOr<Tensor> t =
-                           DecodeTensorFromByteBuffer(call->response, bulk_ != nullptr ? &ref : nullptr);
-                       if (t.ok() && ref.ticket != 0) {
-                         FetchBulk(task, key, std::move(*t), ref, cm, std::move(done));
-                         return;
-                       }
-                       if (!t.ok()) {
-                         done(absl::Status(t.status().code(), absl::StrCat("RecvTensor '", key, "' from ", task,
-                                                                           ": ", t.status().message())),
-                              Tensor());
-                         return;
-                       }
-                       done(absl::OkStatus(), std::move(*t));
-                     });
+  (*stub)->UnaryCall(
+      &call->ctx, "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &call->request, &call->response,
+      [this, call, cm, task, key, done = std::move(done)](grpc::Status s) {
+        DF_TSAN_RECEIVE(call.get());
+        if (cm != nullptr) cm->Deregister(call->token);
+        if (!s.ok()) {
+          absl::Status err = FromGrpcStatus(s);
+          done(absl::Status(err.code(), absl::StrCat("RecvTensor '", key, "' from ", task, ": ", err.message())),
+               Tensor());
+          return;
+        }
+        BulkRef ref;
+        absl::StatusOr<Tensor> t = DecodeTensorFromByteBuffer(call->response, bulk_ != nullptr ? &ref : nullptr);
+        if (t.ok() && ref.ticket != 0) {
+          FetchBulk(task, key, std::move(*t), ref, cm, std::move(done));
+          return;
+        }
+        if (!t.ok()) {
+          done(absl::Status(t.status().code(),
+                            absl::StrCat("RecvTensor '", key, "' from ", task, ": ", t.status().message())),
+               Tensor());
+          return;
+        }
+        done(absl::OkStatus(), std::move(*t));
+      });
 }
 
 absl::Status WorkerCache::FetchBulkInto(const std::string& task, uint64_t ticket, int port, Tensor* t,
                                         CancellationManager* cm) {
   if (bulk_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("A bulk ticket from ", task, " arrived, but bulk transfer is off here"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("A bulk ticket from ", task, " arrived, but bulk transfer is off here"));
   }
   absl::StatusOr<std::string> addr = AddressOf(task);
   if (!addr.ok()) return addr.status();
@@ -345,14 +348,15 @@ void WorkerCache::FetchBulk(const std::string& task, const std::string& key, Ten
     done(hp.status(), Tensor());
     return;
   }
-  bulk_pool_->Schedule([this, task, key, host = hp->first, t = std::move(t), ref, cm, done = std::move(done)]() mutable {
-    absl::Status s = FetchOffer(task, host, ref.port, ref.ticket, &t, cm);
-    if (!s.ok()) {
-      done(absl::Status(s.code(), absl::StrCat("RecvTensor '", key, "' from ", task, ": ", s.message())), Tensor());
-      return;
-    }
-    done(absl::OkStatus(), std::move(t));
-  });
+  bulk_pool_->Schedule(
+      [this, task, key, host = hp->first, t = std::move(t), ref, cm, done = std::move(done)]() mutable {
+        absl::Status s = FetchOffer(task, host, ref.port, ref.ticket, &t, cm);
+        if (!s.ok()) {
+          done(absl::Status(s.code(), absl::StrCat("RecvTensor '", key, "' from ", task, ": ", s.message())), Tensor());
+          return;
+        }
+        done(absl::OkStatus(), std::move(t));
+      });
 }
 
 }  // namespace distflow

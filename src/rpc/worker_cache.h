@@ -16,13 +16,13 @@
 #include "base/thread_pool.h"
 #include "bulk/bulk_transfer.h"
 #include "distflow/cluster_spec.h"
-#include "rpc/grpc_status.h"
-#include "rpc/tensor_transfer.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "kernels/rendezvous.h"
-#include "rpc/worker_interface.h"
 #include "proto/worker.grpc.pb.h"
+#include "rpc/grpc_status.h"
+#include "rpc/tensor_transfer.h"
+#include "rpc/worker_interface.h"
 
 namespace distflow {
 
@@ -79,8 +79,7 @@ class WorkerCache {
   // ends the wait early with Cancelled, e.g. when the server shuts down.
   // The deadline is on the cache's clock; the pauses between rounds (50 ms,
   // doubling to 1 s) are the clock's sleeps, or waits on `stop` if given.
-  absl::StatusOr<std::vector<std::string>> WaitForDevices(const std::vector<std::string>& filters,
-                                                          absl::Duration wait,
+  absl::StatusOr<std::vector<std::string>> WaitForDevices(const std::vector<std::string>& filters, absl::Duration wait,
                                                           const absl::Notification* stop = nullptr);
 
   // Reads the bytes of a tensor that `task` offered on its bulk port into
@@ -115,11 +114,11 @@ class WorkerCache {
 
   const ClusterSpec cluster_;
   Env* const clock_;
-  std::unique_ptr<BulkClient> bulk_;       // set by EnableBulkTransfer, before any transfer
-  BulkServer* local_bulk_ = nullptr;       // likewise
+  std::unique_ptr<BulkClient> bulk_;  // set by EnableBulkTransfer, before any transfer
+  BulkServer* local_bulk_ = nullptr;  // likewise
   const std::string auth_token_;
   std::unique_ptr<ThreadPool> bulk_pool_;  // runs blocking bulk reads
-  AddressResolver resolver_;  // may be empty
+  AddressResolver resolver_;               // may be empty
   mutable absl::Mutex mu_;
   // Mutable: AddressOf keeps what the resolver found.
   mutable std::map<std::string, std::string> overrides_ ABSL_GUARDED_BY(mu_);

@@ -58,7 +58,7 @@ TEST(WorkerCache, WaitingForATaskWhereNothingListensNamesItAndItsAddress) {
   // the five minutes were used up, and not a moment past them.
   const std::vector<absl::Duration> sleeps = clock.Sleeps();
   ASSERT_GE(sleeps.size(), 6u);
-  const std::vector<absl::Duration> first = {absl::Milliseconds(50), absl::Milliseconds(100), absl::Milliseconds(200),
+  const std::vector<absl::Duration> first = {absl::Milliseconds(50),  absl::Milliseconds(100), absl::Milliseconds(200),
                                              absl::Milliseconds(400), absl::Milliseconds(800), absl::Seconds(1)};
   EXPECT_EQ(std::vector<absl::Duration>(sleeps.begin(), sleeps.begin() + 6), first);
   absl::Duration total;

@@ -36,9 +36,9 @@ struct RunGraphCall {
   std::string graph_handle;
   int64_t step_id = 0;
   int64_t timeout_ms = 0;
-  std::string master_task;  // whose step this is ("" or the worker's own task: a local master)
+  std::string master_task;                           // whose step this is ("" or the worker's own task: a local master)
   std::vector<std::pair<std::string, Tensor>> send;  // fed tensors
-  std::vector<std::string> recv_keys;                 // fetched tensors
+  std::vector<std::string> recv_keys;                // fetched tensors
   std::vector<std::string> targets;
   std::vector<Tensor> recv;  // on success, parallel to recv_keys
   bool trace = false;        // record when each node ran, into `stats`

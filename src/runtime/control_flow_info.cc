@@ -20,7 +20,8 @@ CfKind KindOf(const std::string& op) {
 bool IsBackEdge(const Node& dst, const Node& src) { return dst.op() == "Merge" && src.op() == "NextIteration"; }
 
 std::string FrameLabel(const std::vector<FrameInfo>& frames, int f) {
-  return f == 0 ? std::string("the root frame") : absl::StrCat("loop frame '", frames[static_cast<size_t>(f)].name, "'");
+  return f == 0 ? std::string("the root frame")
+                : absl::StrCat("loop frame '", frames[static_cast<size_t>(f)].name, "'");
 }
 
 absl::Status NodeError(const Node& n, const std::string& msg) {
@@ -62,10 +63,10 @@ FrameAssignment AssignFrames(const Graph& graph, std::vector<FrameInfo>* frames)
         frame = f;
         first_src = src.name();
       } else if (f != frame && a.error_of[static_cast<size_t>(n.id())].empty()) {
-        a.error_of[static_cast<size_t>(n.id())] = absl::StrCat(
-            "its inputs come from different frames: '", first_src, "' from ", FrameLabel(*frames, frame), ", '",
-            src.name(), "' from ", FrameLabel(*frames, f),
-            " (a value used inside a loop must enter it through an Enter node)");
+        a.error_of[static_cast<size_t>(n.id())] =
+            absl::StrCat("its inputs come from different frames: '", first_src, "' from ", FrameLabel(*frames, frame),
+                         ", '", src.name(), "' from ", FrameLabel(*frames, f),
+                         " (a value used inside a loop must enter it through an Enter node)");
       }
     };
     for (const NodeOut& in : n.inputs()) consider(*in.node);
@@ -86,12 +87,15 @@ FrameAssignment AssignFrames(const Graph& graph, std::vector<FrameInfo>* frames)
         frames->push_back(std::move(info));
       } else if ((*frames)[static_cast<size_t>(it->second)].parent != frame) {
         a.error_of[static_cast<size_t>(n.id())] =
-            absl::StrCat("it enters loop frame '", fname, "' from ", FrameLabel(*frames, frame), ", but other Enter nodes enter it from ",
+            absl::StrCat("it enters loop frame '", fname, "' from ", FrameLabel(*frames, frame),
+                         ", but other Enter nodes enter it from ",
                          FrameLabel(*frames, (*frames)[static_cast<size_t>(it->second)].parent));
       }
     }
-    if ((n.op() == "Exit" || n.op() == "NextIteration") && frame == 0 && a.error_of[static_cast<size_t>(n.id())].empty()) {
-      a.error_of[static_cast<size_t>(n.id())] = "it is not inside a while loop (its input does not come through an Enter node)";
+    if ((n.op() == "Exit" || n.op() == "NextIteration") && frame == 0 &&
+        a.error_of[static_cast<size_t>(n.id())].empty()) {
+      a.error_of[static_cast<size_t>(n.id())] =
+          "it is not inside a while loop (its input does not come through an Enter node)";
     }
   }
   return a;

@@ -149,7 +149,8 @@ struct Executor::Impl {
   void RecordError(Step* s, const NodeItem& item, const absl::Status& st) const {
     absl::Status full = st;
     if (st.code() != absl::StatusCode::kCancelled || !s->cm->IsCancelled()) {
-      full = absl::Status(st.code(), absl::StrCat("Node '", item.node->name(), "' (", item.node->op(), "): ", st.message()));
+      full = absl::Status(st.code(),
+                          absl::StrCat("Node '", item.node->name(), "' (", item.node->op(), "): ", st.message()));
     }
     bool first = false;
     {
@@ -217,7 +218,8 @@ struct Executor::Impl {
     for (int j = 0; ctx != nullptr && j < n; ++j) {
       Entry out{ctx->output(j), ctx->output_ref(j)};
       const bool unset = !out.val.IsInitialized() && out.ref == nullptr;
-      const bool used = !item.out_slots[static_cast<size_t>(j)].empty() || !item.out_fetches[static_cast<size_t>(j)].empty();
+      const bool used =
+          !item.out_slots[static_cast<size_t>(j)].empty() || !item.out_fetches[static_cast<size_t>(j)].empty();
       // A Switch's untaken output, and a _Recv of a dead tensor, are dead.
       if (unset && used && item.kind != CfKind::kSwitch && item.node->op() != "_Recv") {
         RecordError(s, item, absl::InternalError(absl::StrCat("the kernel produced no value for output ", j)));
@@ -559,7 +561,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
   if (impl->control_flow) {
     for (size_t i = 0; i < impl->items.size(); ++i) {
       NodeItem& item = impl->items[i];
-      if (item.kind == CfKind::kMerge) item.initial_pending = (static_cast<int>(item.node->control_inputs().size()) << 1) | 1;
+      if (item.kind == CfKind::kMerge)
+        item.initial_pending = (static_cast<int>(item.node->control_inputs().size()) << 1) | 1;
       if (item.frame == 0 && item.initial_pending == 0) impl->root_ready.push_back(static_cast<int>(i));
     }
   }
@@ -571,7 +574,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     } else {
       src.item = item_of[static_cast<size_t>(graph.FindNode(fetches[f].node)->id())];
       src.output = fetches[f].index;
-      impl->items[static_cast<size_t>(src.item)].out_fetches[static_cast<size_t>(src.output)].push_back(static_cast<int>(f));
+      impl->items[static_cast<size_t>(src.item)].out_fetches[static_cast<size_t>(src.output)].push_back(
+          static_cast<int>(f));
     }
     impl->fetches.push_back(src);
   }
@@ -594,8 +598,7 @@ void Executor::RunAsync(const StepOptions& options, std::vector<Tensor> feed_val
   Start(options, std::move(feed_values), /*owned=*/false, std::move(done));
 }
 
-void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values, bool owned,
-                     DoneCallback done) const {
+void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values, bool owned, DoneCallback done) const {
   const Impl& impl = *impl_;
   if (feed_values.size() != impl.feeds.size()) {
     done(absl::InvalidArgumentError(
@@ -659,9 +662,8 @@ void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values
   if (options.timeout_ms > 0) {
     std::shared_ptr<Impl::Step> for_timer = step;
     int64_t timeout_ms = options.timeout_ms;
-    s->timer = impl.DeadlineTimer()->After(absl::Milliseconds(timeout_ms), [&impl, for_timer, timeout_ms] {
-      impl.Deadline(for_timer, timeout_ms);
-    });
+    s->timer = impl.DeadlineTimer()->After(absl::Milliseconds(timeout_ms),
+                                           [&impl, for_timer, timeout_ms] { impl.Deadline(for_timer, timeout_ms); });
   }
   step.reset();  // from here the step owns itself; `s` stays valid until its last node is done
   // This loop holds one extra count so the step cannot finish while it is

@@ -24,10 +24,10 @@
 #include "absl/status/statusor.h"
 #include "base/cancellation.h"
 #include "base/thread_pool.h"
+#include "distflow/step_stats.h"
 #include "graph/graph.h"
 #include "kernels/device.h"
 #include "kernels/op_kernel.h"
-#include "distflow/step_stats.h"
 
 namespace distflow {
 
@@ -56,7 +56,7 @@ struct ExecutorOptions {
 
 struct StepOptions {
   int64_t step_id = 0;
-  int64_t timeout_ms = 0;  // 0: no deadline
+  int64_t timeout_ms = 0;                       // 0: no deadline
   CancellationManager* cancellation = nullptr;  // optional; one is made per step otherwise
   Rendezvous* rendezvous = nullptr;             // overrides ExecutorOptions::rendezvous
   StepStatsCollector* stats = nullptr;          // non-null: record each node's start and end here

@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "distflow/step_stats.h"
 #include "gtest/gtest.h"
 #include "kernels/op_test_util.h"
 #include "runtime/executor.h"
 #include "runtime/graph_def_builder_for_test.h"
 #include "runtime/local_session.h"
-#include "distflow/step_stats.h"
 #include "tensor/tensor_testutil.h"
 
 namespace distflow {
@@ -63,8 +63,8 @@ struct Built {
   std::unique_ptr<Executor> executor;
 };
 
-absl::Status Build(const proto::GraphDef& def, const std::vector<TensorId>& feeds,
-                   const std::vector<TensorId>& fetches, ThreadPool* pool, Built* b) {
+absl::Status Build(const proto::GraphDef& def, const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches,
+                   ThreadPool* pool, Built* b) {
   absl::StatusOr<std::unique_ptr<Graph>> g = Graph::FromGraphDef(def);
   if (!g.ok()) return g.status();
   b->graph = std::move(*g);

@@ -94,7 +94,8 @@ class FrameStates {
 
   std::unique_ptr<IterState> NewIteration(const FrameInfo& f, int64_t iter) const;
   IterState* Iteration(FrameState* f, int64_t iter) const;
-  FrameState* FindOrCreateChild(FrameState* parent, IterState* parent_iter, int info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  FrameState* FindOrCreateChild(FrameState* parent, IterState* parent_iter, int info)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Delivers one output of `item` (all of it, to every consumer) into (f, it).
   void Activate(FrameState* f, IterState* it, int item, std::vector<Entry>* outputs, const std::vector<bool>& dead,
                 bool node_dead, std::vector<TaggedNode>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -36,9 +36,9 @@ enum class CfKind : uint8_t {
 struct NodeItem {
   const Node* node = nullptr;
   std::shared_ptr<OpKernel> kernel;
-  int input_start = 0;  // the first input slot (within its frame's slots on the control-flow path)
-  std::vector<std::vector<int>> out_slots;    // per output: input slots of consumers
-  std::vector<std::vector<int>> out_items;    // per output: the consumer items (parallel to out_slots)
+  int input_start = 0;                      // the first input slot (within its frame's slots on the control-flow path)
+  std::vector<std::vector<int>> out_slots;  // per output: input slots of consumers
+  std::vector<std::vector<int>> out_items;  // per output: the consumer items (parallel to out_slots)
   std::vector<std::vector<int>> out_fetches;  // per output: fetch indices
   std::vector<int> control_out;
   int initial_pending = 0;  // a Merge's: (control inputs << 1) | 1
@@ -49,8 +49,8 @@ struct NodeItem {
 
   // The control-flow path only.
   CfKind kind = CfKind::kNone;
-  int frame = 0;        // the static frame the node runs in (0: the root)
-  int local_id = 0;     // index among its frame's nodes
+  int frame = 0;         // the static frame the node runs in (0: the root)
+  int local_id = 0;      // index among its frame's nodes
   int child_frame = -1;  // Enter: the frame it enters
   bool constant_enter = false;
   int merge_forward_inputs = 0;  // Merge: data inputs that are not back edges (all dead: dead)

@@ -14,7 +14,7 @@ namespace {
 class ExecutorFunction : public FunctionInstance {
  public:
   static absl::StatusOr<std::shared_ptr<const FunctionInstance>> Make(const proto::FunctionDef& def, Device* device,
-                                                                     const std::string& container) {
+                                                                      const std::string& container) {
     auto f = std::shared_ptr<ExecutorFunction>(new ExecutorFunction(def));
     absl::StatusOr<std::unique_ptr<Graph>> graph = Graph::FromGraphDef(def.body());
     if (!graph.ok()) return f->Named(graph.status());
@@ -23,8 +23,8 @@ class ExecutorFunction : public FunctionInstance {
     for (int i = 0; i < def.arg_size(); ++i) {
       const Node* n = f->graph_->FindNode(def.arg(i));
       if (n == nullptr || n->num_outputs() != 1 || n->output_type(0) != static_cast<DataType>(def.arg_type(i))) {
-        return f->Named(absl::InvalidArgumentError(absl::StrCat("argument ", i, " '", def.arg(i),
-                                                                "' is not a node with one output of the declared type")));
+        return f->Named(absl::InvalidArgumentError(
+            absl::StrCat("argument ", i, " '", def.arg(i), "' is not a node with one output of the declared type")));
       }
       feeds.push_back({def.arg(i), 0});
     }
@@ -47,13 +47,14 @@ class ExecutorFunction : public FunctionInstance {
   absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& args,
                                           CancellationManager* cancellation) const override {
     if (static_cast<int>(args.size()) != def_.arg_size()) {
-      return Named(absl::InvalidArgumentError(absl::StrCat("takes ", def_.arg_size(), " arguments, got ", args.size())));
+      return Named(
+          absl::InvalidArgumentError(absl::StrCat("takes ", def_.arg_size(), " arguments, got ", args.size())));
     }
     for (size_t i = 0; i < args.size(); ++i) {
       if (args[i].dtype() != static_cast<DataType>(def_.arg_type(static_cast<int>(i)))) {
-        return Named(absl::InvalidArgumentError(
-            absl::StrCat("argument ", i, " must be ", DataTypeName(static_cast<DataType>(def_.arg_type(static_cast<int>(i)))),
-                         ", got ", DataTypeName(args[i].dtype()))));
+        return Named(absl::InvalidArgumentError(absl::StrCat(
+            "argument ", i, " must be ", DataTypeName(static_cast<DataType>(def_.arg_type(static_cast<int>(i)))),
+            ", got ", DataTypeName(args[i].dtype()))));
       }
     }
     StepOptions step;

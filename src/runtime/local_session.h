@@ -47,7 +47,7 @@ class SessionInterface {
 // What the distributed runtime gives a run that is one partition of a
 // cluster step (Worker::RunGraphAsync); a program's own runs leave it empty.
 struct PartitionStep {
-  int64_t step_id = 0;  // 0: the session numbers its own steps
+  int64_t step_id = 0;                          // 0: the session numbers its own steps
   Rendezvous* rendezvous = nullptr;             // null: the executor's own
   CancellationManager* cancellation = nullptr;  // null: one of the step's own
 };
@@ -100,7 +100,8 @@ class LocalSession : public SessionInterface {
   };
   absl::StatusOr<PreparedStep> Prepare(const RunOptions& options, const PartitionStep& partition,
                                        const std::vector<std::pair<std::string, Tensor>>& feeds,
-                                       const std::vector<std::string>& fetches, const std::vector<std::string>& targets);
+                                       const std::vector<std::string>& fetches,
+                                       const std::vector<std::string>& targets);
   absl::StatusOr<std::shared_ptr<Executor>> GetExecutor(const std::vector<TensorId>& feeds,
                                                         const std::vector<TensorId>& fetches,
                                                         const std::vector<std::string>& targets);

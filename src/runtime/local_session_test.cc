@@ -8,12 +8,12 @@
 #include "absl/time/clock.h"
 #include "base/fake_clock_env.h"
 #include "base/timer.h"
+#include "base/wait_until.h"
 #include "gtest/gtest.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_test_util.h"
 #include "runtime/graph_def_builder_for_test.h"
 #include "tensor/tensor_testutil.h"
-#include "base/wait_until.h"
 
 namespace distflow {
 namespace {

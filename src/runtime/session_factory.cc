@@ -46,10 +46,10 @@ absl::StatusOr<std::unique_ptr<SessionInterface>> NewSession(const std::string& 
   }
   if (factory) return factory(target, std::move(options));
   if (absl::StartsWith(target, "grpc://")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Session target '", target,
-        "' needs the distributed runtime, which this program does not register (link distflow_server and "
-        "create a Server or call RegisterGrpcSessionFactory)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Session target '", target,
+                     "' needs the distributed runtime, which this program does not register (link distflow_server and "
+                     "create a Server or call RegisterGrpcSessionFactory)"));
   }
   return absl::InvalidArgumentError(absl::StrCat("Unknown session target '", target, "'; expected ", expected));
 }

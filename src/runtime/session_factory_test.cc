@@ -24,8 +24,7 @@ TEST(SessionFactory, EmptyAndLocalTargetsAreInProcessOthersGoToTheLongestRegiste
   ASSERT_TRUE(s.ok()) << s.status();
 
   auto make = [](const std::string& tag) {
-    return [tag](const std::string& target,
-                 SessionOptions o) -> absl::StatusOr<std::unique_ptr<SessionInterface>> {
+    return [tag](const std::string& target, SessionOptions o) -> absl::StatusOr<std::unique_ptr<SessionInterface>> {
       return std::unique_ptr<SessionInterface>(new TargetSession(tag + target, std::move(o)));
     };
   };

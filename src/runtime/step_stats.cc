@@ -34,11 +34,21 @@ std::string Quote(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += absl::StrFormat("\\u%04x", c);
@@ -74,10 +84,10 @@ std::string ChromeTraceJson(const StepStats& stats) {
   int pid = 0;
   for (const DeviceStepStats* d : devices) {
     ++pid;
-    events.push_back(absl::StrCat(R"({"name":"process_name","ph":"M","pid":)", pid, R"(,"args":{"name":)",
-                                  Quote(d->device), "}}"));
-    events.push_back(absl::StrCat(R"({"name":"process_sort_index","ph":"M","pid":)", pid,
-                                  R"(,"args":{"sort_index":)", pid, "}}"));
+    events.push_back(
+        absl::StrCat(R"({"name":"process_name","ph":"M","pid":)", pid, R"(,"args":{"name":)", Quote(d->device), "}}"));
+    events.push_back(
+        absl::StrCat(R"({"name":"process_sort_index","ph":"M","pid":)", pid, R"(,"args":{"sort_index":)", pid, "}}"));
     std::vector<const NodeExecStats*> nodes;
     for (const NodeExecStats& n : d->nodes) nodes.push_back(&n);
     std::stable_sort(nodes.begin(), nodes.end(), [](const NodeExecStats* a, const NodeExecStats* b) {
@@ -98,10 +108,9 @@ std::string ChromeTraceJson(const StepStats& stats) {
         lane_end[lane] = end;
       }
       placed.push_back({n, pid, static_cast<int>(lane)});
-      events.push_back(absl::StrCat(R"({"name":)", Quote(n->op), R"(,"cat":"Op","ph":"X","pid":)", pid,
-                                    R"(,"tid":)", lane, R"(,"ts":)", n->start_us - origin, R"(,"dur":)",
-                                    end - n->start_us, R"(,"args":{"name":)", Quote(n->node), R"(,"op":)",
-                                    Quote(n->op), "}}"));
+      events.push_back(absl::StrCat(R"({"name":)", Quote(n->op), R"(,"cat":"Op","ph":"X","pid":)", pid, R"(,"tid":)",
+                                    lane, R"(,"ts":)", n->start_us - origin, R"(,"dur":)", end - n->start_us,
+                                    R"(,"args":{"name":)", Quote(n->node), R"(,"op":)", Quote(n->op), "}}"));
     }
   }
   // Flows: each transfer key's send to its receive(s). A flow starts where
@@ -117,11 +126,11 @@ std::string ChromeTraceJson(const StepStats& stats) {
     if (s == sends.end()) continue;
     ++flow;
     const Placed& from = *s->second;
-    events.push_back(absl::StrCat(R"({"name":"transfer","cat":"DataFlow","ph":"s","id":)", flow, R"(,"pid":)",
-                                  from.pid, R"(,"tid":)", from.lane, R"(,"ts":)", from.node->start_us - origin,
+    events.push_back(absl::StrCat(R"({"name":"transfer","cat":"DataFlow","ph":"s","id":)", flow, R"(,"pid":)", from.pid,
+                                  R"(,"tid":)", from.lane, R"(,"ts":)", from.node->start_us - origin,
                                   R"(,"args":{"key":)", Quote(p.node->transfer_key), "}}"));
-    events.push_back(absl::StrCat(R"({"name":"transfer","cat":"DataFlow","ph":"f","bp":"e","id":)", flow,
-                                  R"(,"pid":)", p.pid, R"(,"tid":)", p.lane, R"(,"ts":)",
+    events.push_back(absl::StrCat(R"({"name":"transfer","cat":"DataFlow","ph":"f","bp":"e","id":)", flow, R"(,"pid":)",
+                                  p.pid, R"(,"tid":)", p.lane, R"(,"ts":)",
                                   std::max(p.node->end_us - 1, p.node->start_us) - origin, "}"));
   }
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";

@@ -122,9 +122,7 @@ TEST(StepStats, ChromeTraceHasATrackPerDeviceLanesThatNeverOverlapAndLinkedTrans
   EXPECT_EQ(flow_end.begin()->second.first, 2) << "and ends on the worker";
 }
 
-TEST(StepStats, AnEmptyTraceIsStillAValidDocument) {
-  EXPECT_TRUE(ParseEvents(ChromeTraceJson(StepStats{})).empty());
-}
+TEST(StepStats, AnEmptyTraceIsStillAValidDocument) { EXPECT_TRUE(ParseEvents(ChromeTraceJson(StepStats{})).empty()); }
 
 }  // namespace
 }  // namespace distflow

@@ -18,8 +18,7 @@ namespace {
 constexpr auto kCallDeadline = std::chrono::seconds(2);
 
 std::unique_ptr<proto::ElasticService::Stub> StubFor(const std::string& address) {
-  return proto::ElasticService::NewStub(
-      NewAuthenticatedChannel(address, UnlimitedChannelArguments(), ClusterToken()));
+  return proto::ElasticService::NewStub(NewAuthenticatedChannel(address, UnlimitedChannelArguments(), ClusterToken()));
 }
 
 // The coordinator runs no ElasticService when this task is not it.
@@ -75,8 +74,9 @@ absl::StatusOr<JoinedTask> JoinCluster(const std::string& coordinator_address, c
     if (s.ok()) {
       absl::StatusOr<ClusterSpec> cluster = ClusterSpec::ParseJson(resp.cluster_json());
       if (!cluster.ok()) {
-        return absl::DataLossError(absl::StrCat("The coordinator at ", coordinator_address,
-                                                " answered Join with a malformed cluster: ", cluster.status().message()));
+        return absl::DataLossError(
+            absl::StrCat("The coordinator at ", coordinator_address,
+                         " answered Join with a malformed cluster: ", cluster.status().message()));
       }
       return JoinedTask{resp.task_index(), std::move(*cluster)};
     }

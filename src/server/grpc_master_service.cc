@@ -2,10 +2,10 @@
 
 #include "absl/status/status.h"
 #include "base/metrics.h"
-#include "rpc/auth.h"
-#include "rpc/grpc_status.h"
 #include "master/master.h"
 #include "proto/master.grpc.pb.h"
+#include "rpc/auth.h"
+#include "rpc/grpc_status.h"
 
 namespace distflow {
 namespace {

@@ -17,7 +17,6 @@ namespace distflow {
 
 class Master;
 
-
 std::unique_ptr<grpc::Service> NewGrpcMasterService(Master* master);
 
 }  // namespace distflow

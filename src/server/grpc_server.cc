@@ -9,18 +9,18 @@
 #include "base/cpu_budget.h"
 #include "base/env.h"
 #include "base/logging.h"
-#include "rpc/ask_tasks.h"
-#include "rpc/auth.h"
 #include "cluster/device_name.h"
-#include "server/elastic_client.h"
-#include "server/grpc_elastic_service.h"
 #include "cluster/host_share.h"
-#include "server/grpc_master_service.h"
-#include "rpc/grpc_status.h"
-#include "server/grpc_worker_service.h"
-#include "rpc/rpc_metrics.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "rpc/ask_tasks.h"
+#include "rpc/auth.h"
+#include "rpc/grpc_status.h"
+#include "rpc/rpc_metrics.h"
+#include "server/elastic_client.h"
+#include "server/grpc_elastic_service.h"
+#include "server/grpc_master_service.h"
+#include "server/grpc_worker_service.h"
 
 namespace distflow {
 
@@ -32,7 +32,7 @@ GrpcServer::GrpcServer(ClusterSpec cluster, std::string job, int task, ServerOpt
       options_(options) {}
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const ClusterSpec& cluster, const std::string& job,
-                                                       int task_index, ServerOptions options) {
+                                                               int task_index, ServerOptions options) {
   absl::Status valid = cluster.ValidateTask(job, task_index);
   if (!valid.ok()) return valid;
   std::unique_ptr<GrpcServer> s(new GrpcServer(cluster, job, task_index, options));
@@ -76,8 +76,8 @@ void GrpcServer::SizeComputeThreads() {
 absl::Status GrpcServer::Start() {
   absl::MutexLock lock(&mu_);
   if (started_ && stopped_) {
-    return absl::FailedPreconditionError(absl::StrCat("The server for ", task_name_,
-                                                      " was stopped and cannot start again: create a new Server"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("The server for ", task_name_, " was stopped and cannot start again: create a new Server"));
   }
   if (started_) return absl::OkStatus();
   absl::StatusOr<std::string> address = cluster_.task_address(job_, task_);
@@ -109,8 +109,8 @@ absl::Status GrpcServer::Start() {
     if (bulk.ok()) {
       bulk_ = std::move(*bulk);
     } else if (options_.bulk_port != 0) {
-      return absl::UnavailableError(absl::StrCat("Task ", task_name_, " cannot listen for bulk transfer on ", host_, ":",
-                                                 options_.bulk_port, ": ", bulk.status().message(),
+      return absl::UnavailableError(absl::StrCat("Task ", task_name_, " cannot listen for bulk transfer on ", host_,
+                                                 ":", options_.bulk_port, ": ", bulk.status().message(),
                                                  ". Pick a free --bulk_port, 0 for any, or -1 for none."));
     } else {
       LOG(WARNING) << bulk.status().message() << "; large tensors will travel inside gRPC messages";
@@ -149,8 +149,8 @@ absl::Status GrpcServer::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   // Bind the host the spec names (bracketed IPv6 stays bracketed).
-  std::string bind = absl::StrCat(host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_, ":",
-                                  hp->second);
+  std::string bind =
+      absl::StrCat(host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_, ":", hp->second);
   builder.AddListeningPort(bind, *credentials, &bound_port_);
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
@@ -182,8 +182,8 @@ absl::Status GrpcServer::Start() {
   if (hp->second == 0) SetAddressLocked(job_, task_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
   started_ = true;
   if (options_.status_port >= 0) {
-    StatusView view{task_name_, host_port(), cluster_, absl::Now(), master_.get(), worker_.get(), workers_.get(),
-                    bulk_.get()};
+    StatusView view{task_name_,    host_port(),   cluster_,       absl::Now(),
+                    master_.get(), worker_.get(), workers_.get(), bulk_.get()};
     absl::StatusOr<std::unique_ptr<StatusServer>> status = StatusServer::Start(view, host_, options_.status_port);
     if (status.ok()) {
       status_ = std::move(*status);
@@ -197,7 +197,8 @@ absl::Status GrpcServer::Start() {
   if (detect) StartCoordination();
   LOG(INFO) << "Started server for " << task_name_ << " on " << host_ << ":" << bound_port_ << " with device "
             << worker_->device_name()
-            << (bulk_ ? absl::StrCat("; bulk tensor transfer on port ", bulk_->port()) : std::string("; bulk transfer off"))
+            << (bulk_ ? absl::StrCat("; bulk tensor transfer on port ", bulk_->port())
+                      : std::string("; bulk transfer off"))
             << (tls ? "; TLS" : "");
   return absl::OkStatus();
 }
@@ -227,18 +228,19 @@ void GrpcServer::Stop() {
   // Sessions of this process that name this server fail at once from now on,
   // instead of waiting for a server that will not come back.
   if (why.ok()) {
-    MarkLocalMasterEnded(host_port(), absl::UnavailableError(absl::StrCat(
-                                          task_name_, "'s cluster was shut down, or Stop() was called; start a new "
-                                                      "Server, or use another task's target")));
+    MarkLocalMasterEnded(
+        host_port(), absl::UnavailableError(absl::StrCat(task_name_,
+                                                         "'s cluster was shut down, or Stop() was called; start a new "
+                                                         "Server, or use another task's target")));
   }
   UnregisterLocalMaster(host_port(), local_entry_.get());
   local_entry_->Close();
   master_->CloseAll();
   // Handlers waiting on this task (a RecvTensor for a step whose client
   // died) must end before gRPC's shutdown can finish.
-  worker_->AbortAll(why.ok() ? absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down"))
-                             : absl::Status(why.code(), absl::StrCat("Task ", task_name_,
-                                                                     " is shutting down: ", why.message())));
+  worker_->AbortAll(
+      why.ok() ? absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down"))
+               : absl::Status(why.code(), absl::StrCat("Task ", task_name_, " is shutting down: ", why.message())));
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server_->Wait();
   stopped_note_.Notify();
@@ -267,10 +269,10 @@ void GrpcServer::CheckOrphaned() {
   if (job_ != "ps" || options_.orphan_grace_ms < 0 || agent_ == nullptr) return;
   std::string reason = OrphanReason(*agent_, ChiefTask(cluster()), absl::Milliseconds(options_.orphan_grace_ms));
   if (reason.empty()) return;
-  StopInBackground(absl::UnavailableError(absl::StrCat(task_name_, " gives up on its job: ", reason, " (waited ",
-                                                       options_.orphan_grace_ms / 1000,
-                                                       " s more; see --orphan_grace_secs)")),
-                   /*end_cluster=*/coordination_ != nullptr);
+  StopInBackground(
+      absl::UnavailableError(absl::StrCat(task_name_, " gives up on its job: ", reason, " (waited ",
+                                          options_.orphan_grace_ms / 1000, " s more; see --orphan_grace_secs)")),
+      /*end_cluster=*/coordination_ != nullptr);
 }
 
 void GrpcServer::StopInBackground(const absl::Status& why, bool end_cluster) {
@@ -354,7 +356,8 @@ absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reas
   for (const std::string& e : except) {
     absl::StatusOr<DeviceName> d = DeviceName::Parse(e);
     if (!d.ok() || !d->has_job || !d->has_task) {
-      return absl::InvalidArgumentError(absl::StrCat("ShutdownCluster: '", e, "' in the tasks to spare is not a task "
+      return absl::InvalidArgumentError(absl::StrCat("ShutdownCluster: '", e,
+                                                     "' in the tasks to spare is not a task "
                                                      "name; write /job:NAME/task:N. No task was asked to stop."));
     }
     skip.insert(TaskName(d->job, d->task));
@@ -373,7 +376,8 @@ absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reas
       [](auto* a, auto* ctx, auto* r, auto* out, auto done) { a->Shutdown(ctx, r, out, std::move(done)); });
   std::vector<std::pair<std::string, absl::Status>> failed;
   for (const TaskAnswer<proto::ShutdownResponse>& answer : answers) {
-    if (!answer.status.ok() && !absl::IsUnavailable(answer.status)) failed.emplace_back(answer.task, answer.status);  // gone is fine
+    if (!answer.status.ok() && !absl::IsUnavailable(answer.status))
+      failed.emplace_back(answer.task, answer.status);  // gone is fine
   }
   return FailedOnTasks("Shutdown", failed, tasks.size(), "every other task was asked to stop");
 }

@@ -17,23 +17,23 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "distflow/cluster_spec.h"
-#include "distflow/server.h"
 #include "bulk/bulk_transfer.h"
 #include "coordination/coordination.h"
+#include "distflow/cluster_spec.h"
+#include "distflow/server.h"
+#include "grpcpp/server.h"
 #include "master/local_master.h"
 #include "master/master.h"
+#include "rpc/worker_cache.h"
 #include "server/status_server.h"
 #include "worker/worker.h"
-#include "rpc/worker_cache.h"
-#include "grpcpp/server.h"
 
 namespace distflow {
 
 class GrpcServer {
  public:
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Create(const ClusterSpec& cluster, const std::string& job,
-                                                        int task_index, ServerOptions options = {});
+                                                            int task_index, ServerOptions options = {});
   ~GrpcServer();
 
   absl::Status Start();
@@ -97,9 +97,9 @@ class GrpcServer {
   std::unique_ptr<grpc::Service> master_service_;
   std::unique_ptr<grpc::Service> elastic_service_;  // on the coordinator task only
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<StatusServer> status_;  // stopped before the objects it shows
+  std::unique_ptr<StatusServer> status_;               // stopped before the objects it shows
   std::unique_ptr<CoordinationService> coordination_;  // on the coordinator task only
-  std::unique_ptr<CoordinationAgent> agent_;            // stopped first on Stop
+  std::unique_ptr<CoordinationAgent> agent_;           // stopped first on Stop
   // Sessions in this process reach master_ through this (local_master.h).
   std::shared_ptr<LocalMasterEntry> local_entry_;
   mutable absl::Mutex mu_;

@@ -2,13 +2,13 @@
 
 #include <random>
 
+#include "absl/base/call_once.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "absl/base/call_once.h"
-#include "runtime/session_factory.h"
 #include "master/local_master.h"
 #include "rpc/grpc_remote_master.h"
+#include "runtime/session_factory.h"
 
 namespace distflow {
 namespace {
@@ -89,7 +89,9 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
   if (!e.ok()) {
     if (absl::IsCancelled(e) || absl::IsFailedPrecondition(e)) {
       absl::MutexLock lock(&mu_);
-      if (closed_) return absl::FailedPreconditionError(absl::StrCat("Session was closed while it was being created on ", address_));
+      if (closed_)
+        return absl::FailedPreconditionError(
+            absl::StrCat("Session was closed while it was being created on ", address_));
     }
     if (absl::IsDeadlineExceeded(e) || absl::IsUnavailable(e)) {
       return absl::UnavailableError(absl::StrCat("Cannot create a session on ", address_, ": ", e.message()));
@@ -157,12 +159,13 @@ absl::Status GrpcSession::Reset(const std::vector<std::string>& containers) {
 void RegisterGrpcSessionFactory() {
   static absl::once_flag once;
   absl::call_once(once, [] {
-    RegisterSessionFactory("grpc://", [](const std::string& target, SessionOptions options)
-                                          -> absl::StatusOr<std::unique_ptr<SessionInterface>> {
-      absl::StatusOr<std::unique_ptr<GrpcSession>> s = GrpcSession::Create(target, std::move(options));
-      if (!s.ok()) return s.status();
-      return std::unique_ptr<SessionInterface>(std::move(*s));
-    });
+    RegisterSessionFactory(
+        "grpc://",
+        [](const std::string& target, SessionOptions options) -> absl::StatusOr<std::unique_ptr<SessionInterface>> {
+          absl::StatusOr<std::unique_ptr<GrpcSession>> s = GrpcSession::Create(target, std::move(options));
+          if (!s.ok()) return s.status();
+          return std::unique_ptr<SessionInterface>(std::move(*s));
+        });
   });
 }
 

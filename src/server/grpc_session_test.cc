@@ -22,13 +22,13 @@
 #include "absl/time/time.h"
 #include "base/metrics.h"
 #include "base/ports.h"
-#include "server/session_test_util.h"
-#include "gtest/gtest.h"
-#include "runtime/graph_def_builder_for_test.h"
-#include "tensor/tensor_testutil.h"
 #include "base/wait_until.h"
+#include "gtest/gtest.h"
 #include "master/master.h"
+#include "runtime/graph_def_builder_for_test.h"
 #include "server/grpc_server.h"
+#include "server/session_test_util.h"
+#include "tensor/tensor_testutil.h"
 
 namespace distflow {
 namespace {

@@ -2,17 +2,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
-#include "rpc/auth.h"
 #include "bulk/bulk_transfer.h"
 #include "cluster/device_name.h"
+#include "proto/worker.grpc.pb.h"
+#include "rpc/auth.h"
 #include "rpc/grpc_status.h"
 #include "rpc/rpc_metrics.h"
 #include "rpc/step_stats_proto.h"
 #include "rpc/tensor_transfer.h"
-#include "worker/worker.h"
 #include "rpc/worker_cache.h"
-#include "proto/worker.grpc.pb.h"
 #include "tensor/tensor_codec.h"
+#include "worker/worker.h"
 
 namespace distflow {
 namespace {
@@ -177,21 +177,21 @@ class GrpcWorkerService final
     // The key ends with the receiving device: the peer this tensor goes to.
     const std::string& key = req.rendezvous_key();
     std::string peer = TaskOfDevice(key.substr(key.rfind(';') == std::string::npos ? 0 : key.rfind(';') + 1));
-    w_->rendezvous()->RecvLocalAsync(req.step_id(), req.rendezvous_key(), &r->cancel->cm,
-                                     [r, cancel = r->cancel, response, bulk, peer = std::move(peer)](absl::Status s,
-                                                                                                     Tensor t) {
-                                       if (s.ok()) {
-                                         CountTensorBytesSent(peer, t.TotalBytes());
-                                         // Large numeric tensors go over the bulk port; the answer names it.
-                                         uint64_t ticket = bulk != nullptr && IsBulkCandidate(t) ? bulk->Offer(t) : 0;
-                                         if (ticket != 0) {
-                                           *response = EncodeBulkTensorHeader(t, ticket, bulk->port());
-                                         } else {
-                                           *response = EncodeTensorToByteBuffer(t);
-                                         }
-                                       }
-                                       r->Finish(ToGrpcStatus(s));
-                                     });
+    w_->rendezvous()->RecvLocalAsync(
+        req.step_id(), req.rendezvous_key(), &r->cancel->cm,
+        [r, cancel = r->cancel, response, bulk, peer = std::move(peer)](absl::Status s, Tensor t) {
+          if (s.ok()) {
+            CountTensorBytesSent(peer, t.TotalBytes());
+            // Large numeric tensors go over the bulk port; the answer names it.
+            uint64_t ticket = bulk != nullptr && IsBulkCandidate(t) ? bulk->Offer(t) : 0;
+            if (ticket != 0) {
+              *response = EncodeBulkTensorHeader(t, ticket, bulk->port());
+            } else {
+              *response = EncodeTensorToByteBuffer(t);
+            }
+          }
+          r->Finish(ToGrpcStatus(s));
+        });
     return r;
   }
   grpc::ServerUnaryReactor* CleanupAll(grpc::CallbackServerContext* ctx, const proto::CleanupAllRequest* req,

@@ -22,9 +22,7 @@ using test::AddConst;
 using test::AddNode;
 using test::AddPlaceholder;
 
-std::string AddressOf(const Server& server) {
-  return std::string(absl::StripPrefix(server.target(), "grpc://"));
-}
+std::string AddressOf(const Server& server) { return std::string(absl::StripPrefix(server.target(), "grpc://")); }
 
 TEST(LocalMaster, LookupFindsOnlyAServerOfThisProcessAndFailsAtOnceAfterItStops) {
   std::unique_ptr<Server> server = test::StartOneTask(test::LeanOptions());

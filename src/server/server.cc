@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
+#include "rpc/worker_cache.h"
 #include "server/grpc_server.h"
 #include "server/grpc_session.h"
-#include "rpc/worker_cache.h"
 
 namespace distflow {
 
@@ -35,7 +35,7 @@ std::vector<std::string> Server::DeadTasks() const { return impl_->DeadTasks(); 
 absl::Status Server::exit_status() const { return impl_->exit_status(); }
 
 absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const ClusterSpec& cluster,
-                                                                  ServerOptions options) {
+                                                                       ServerOptions options) {
   // A task bound to port 0 would learn its port alone, and the others could
   // not reach it: pick the ports here, before any task starts, so that every
   // task is given them.
@@ -68,8 +68,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const Clu
         // its server binds it, e.g. by another server's bulk port: pick
         // another and tell the servers already running.
         absl::StatusOr<std::string> old = spec.task_address(job, t);
-        absl::StatusOr<std::pair<std::string, int>> hp = old.ok() ? SplitHostPort(*old)
-                                                                  : absl::StatusOr<std::pair<std::string, int>>(old.status());
+        absl::StatusOr<std::pair<std::string, int>> hp =
+            old.ok() ? SplitHostPort(*old) : absl::StatusOr<std::pair<std::string, int>>(old.status());
         absl::StatusOr<int> port = Env::Default()->PickUnusedPort();
         if (!absl::IsUnavailable(started) || attempt >= 4 || !hp.ok() || !port.ok()) return started;
         std::string address = absl::StrCat(hp->first, ":", *port);

@@ -5,6 +5,8 @@
 // gives up on its job, ShutdownCluster, and StartLocalCluster (port 0, a
 // task whose port is taken). Every server is real, in this process, on
 // 127.0.0.1. The client side of grpc:// sessions is grpc_session_test.cc.
+#include "distflow/server.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -25,17 +27,16 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/ports.h"
-#include "distflow/server.h"
+#include "base/wait_until.h"
 #include "bulk/bulk_transfer.h"
 #include "coordination/coordination.h"
-#include "server/grpc_server.h"
-#include "server/grpc_session.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
-#include "server/session_test_util.h"
 #include "runtime/graph_def_builder_for_test.h"
+#include "server/grpc_server.h"
+#include "server/grpc_session.h"
+#include "server/session_test_util.h"
 #include "tensor/tensor_testutil.h"
-#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -296,7 +297,7 @@ TEST(Server, DeadTasksNamesATaskThatWentSilentButNotOneThatStoppedCleanly) {
   ASSERT_TRUE(Eventually([&] { return alive(kWorker0) && alive(kWorker1); })) << "the ps never heard from both workers";
   EXPECT_TRUE(ps.DeadTasks().empty());
 
-  leaving.Stop();  // says goodbye
+  leaving.Stop();                                          // says goodbye
   silent.impl()->coordination()->Stop(/*leaving=*/false);  // its server still runs; its heartbeats stop
   ASSERT_TRUE(Eventually([&] { return !ps.DeadTasks().empty(); })) << "the silent worker was never declared dead";
   EXPECT_EQ(ps.DeadTasks(), std::vector<std::string>{kWorker0});

@@ -8,11 +8,11 @@
 
 #include "absl/status/statusor.h"
 #include "distflow/server.h"
-#include "server/grpc_session.h"
+#include "distflow/tensor.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "runtime/graph_def_builder_for_test.h"
-#include "distflow/tensor.h"
+#include "server/grpc_session.h"
 
 namespace distflow {
 namespace test {

@@ -10,10 +10,10 @@
 #include "absl/time/clock.h"
 #include "base/logging.h"
 #include "bulk/bulk_transfer.h"
-#include "master/master.h"
-#include "worker/worker.h"
-#include "rpc/worker_cache.h"
 #include "httplib.h"
+#include "master/master.h"
+#include "rpc/worker_cache.h"
+#include "worker/worker.h"
 
 namespace distflow {
 namespace {
@@ -22,12 +22,23 @@ std::string Html(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -136,8 +147,7 @@ std::string SvgChart(const std::string& series, const std::vector<ScalarPoint>& 
 
 StatusServer::StatusServer(StatusView view) : view_(std::move(view)) {}
 
-absl::StatusOr<std::unique_ptr<StatusServer>> StatusServer::Start(StatusView view, const std::string& host,
-                                                                  int port) {
+absl::StatusOr<std::unique_ptr<StatusServer>> StatusServer::Start(StatusView view, const std::string& host, int port) {
   std::unique_ptr<StatusServer> s(new StatusServer(std::move(view)));
   s->http_ = std::make_unique<httplib::Server>();
   StatusServer* self = s.get();
@@ -250,9 +260,8 @@ std::string StatusServer::StatusHtml() const {
   } else {
     out += "<table><tr><th>ended</th><th>seconds</th><th>status</th></tr>";
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-      absl::StrAppend(&out, "<tr><td>", Duration(now - it->end), " ago</td><td>",
-                      absl::StrFormat("%.4f", it->seconds), "</td><td", it->status == "OK" ? "" : " class=\"err\"",
-                      ">", Html(it->status), "</td></tr>");
+      absl::StrAppend(&out, "<tr><td>", Duration(now - it->end), " ago</td><td>", absl::StrFormat("%.4f", it->seconds),
+                      "</td><td", it->status == "OK" ? "" : " class=\"err\"", ">", Html(it->status), "</td></tr>");
     }
     out += "</table>";
   }

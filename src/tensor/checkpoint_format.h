@@ -20,8 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "proto/checkpoint.pb.h"
 #include "distflow/tensor.h"
+#include "proto/checkpoint.pb.h"
 
 namespace distflow::checkpoint {
 

@@ -28,15 +28,14 @@ absl::StatusOr<Tensor> Tensor::Allocate(DataType dtype, const TensorShape& shape
 absl::StatusOr<Tensor> Tensor::FromBuffer(DataType dtype, const TensorShape& shape,
                                           std::shared_ptr<TensorBuffer> buffer, size_t offset) {
   if (dtype == DT_STRING || !IsValidDataType(dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("FromBuffer needs a fixed-size dtype, got ", DataTypeName(dtype)));
+    return absl::InvalidArgumentError(absl::StrCat("FromBuffer needs a fixed-size dtype, got ", DataTypeName(dtype)));
   }
   size_t need = 0;
   if (__builtin_mul_overflow(static_cast<size_t>(shape.num_elements()), DataTypeSize(dtype), &need) ||
       buffer == nullptr || offset > buffer->size() || buffer->size() - offset < need) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Buffer of ", buffer ? buffer->size() : 0, " bytes at offset ", offset, " is too small for a ",
-        DataTypeName(dtype), " tensor of shape ", shape.DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat("Buffer of ", buffer ? buffer->size() : 0, " bytes at offset ",
+                                                   offset, " is too small for a ", DataTypeName(dtype),
+                                                   " tensor of shape ", shape.DebugString()));
   }
   Tensor t;
   t.dtype_ = dtype;
@@ -67,9 +66,9 @@ Tensor Tensor::Slice(int64_t begin, int64_t end) const {
 
 absl::StatusOr<Tensor> Tensor::Reshaped(const TensorShape& shape) const {
   if (shape.num_elements() != NumElements()) {
-    return absl::InvalidArgumentError(absl::StrCat("Cannot reshape a tensor of shape ", shape_.DebugString(),
-                                                   " (", NumElements(), " elements) to ", shape.DebugString(),
-                                                   " (", shape.num_elements(), " elements)"));
+    return absl::InvalidArgumentError(absl::StrCat("Cannot reshape a tensor of shape ", shape_.DebugString(), " (",
+                                                   NumElements(), " elements) to ", shape.DebugString(), " (",
+                                                   shape.num_elements(), " elements)"));
   }
   Tensor t = *this;
   t.shape_ = shape;
@@ -105,8 +104,8 @@ void AppendElement(const T& v, std::string* out) {
 }
 
 template <typename T>
-void AppendDim(absl::Span<const T> data, absl::Span<const int64_t> dims, int d, int64_t base,
-               bool summarize, int edge, std::string* out) {
+void AppendDim(absl::Span<const T> data, absl::Span<const int64_t> dims, int d, int64_t base, bool summarize, int edge,
+               std::string* out) {
   int64_t n = dims[static_cast<size_t>(d)];
   int64_t stride = 1;
   for (size_t k = static_cast<size_t>(d) + 1; k < dims.size(); ++k) stride *= dims[k];

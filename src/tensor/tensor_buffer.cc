@@ -3,10 +3,9 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <map>
 #include <new>
 #include <string>
-
-#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -58,8 +57,7 @@ size_t Capacity(size_t bytes) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(DataType dtype,
-                                                                      int64_t num_elements) {
+absl::StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(DataType dtype, int64_t num_elements) {
   if (num_elements < 0) {
     return absl::InvalidArgumentError(absl::StrCat("Negative element count ", num_elements));
   }
@@ -68,8 +66,7 @@ absl::StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(DataType dt
     return absl::InvalidArgumentError(absl::StrCat("Cannot allocate a tensor of dtype ", DataTypeName(dtype)));
   }
   size_t bytes = 0;
-  if (__builtin_mul_overflow(static_cast<size_t>(num_elements), elem, &bytes) ||
-      bytes > (SIZE_MAX - kAlignment)) {
+  if (__builtin_mul_overflow(static_cast<size_t>(num_elements), elem, &bytes) || bytes > (SIZE_MAX - kAlignment)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("A tensor of ", num_elements, " ", DataTypeName(dtype), " elements is too large"));
   }

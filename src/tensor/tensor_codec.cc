@@ -52,9 +52,8 @@ absl::StatusOr<Tensor> DecodeTensor(const proto::TensorProto& in) {
       return absl::InvalidArgumentError("A string TensorProto must carry string_val, not tensor_content");
     }
     if (in.string_val_size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("String TensorProto of shape ", shape->DebugString(),
-                                                     " needs ", n, " string_val entries, found ",
-                                                     in.string_val_size()));
+      return absl::InvalidArgumentError(absl::StrCat("String TensorProto of shape ", shape->DebugString(), " needs ", n,
+                                                     " string_val entries, found ", in.string_val_size()));
     }
     absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
     if (!t.ok()) return t.status();
@@ -72,9 +71,9 @@ absl::StatusOr<Tensor> DecodeTensor(const proto::TensorProto& in) {
   size_t expected = 0;
   if (__builtin_mul_overflow(static_cast<size_t>(n), DataTypeSize(dtype), &expected) ||
       expected != in.tensor_content().size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TensorProto of dtype ", DataTypeName(dtype), " and shape ", shape->DebugString(), " needs ",
-        n, " x ", DataTypeSize(dtype), " bytes of content, found ", in.tensor_content().size()));
+    return absl::InvalidArgumentError(absl::StrCat("TensorProto of dtype ", DataTypeName(dtype), " and shape ",
+                                                   shape->DebugString(), " needs ", n, " x ", DataTypeSize(dtype),
+                                                   " bytes of content, found ", in.tensor_content().size()));
   }
   absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
   if (!t.ok()) return t.status();
@@ -104,7 +103,8 @@ absl::StatusOr<Tensor> ParseTensor(const void* data, size_t size) {
   }
   proto::TensorProto p;
   if (!p.ParseFromArray(data, static_cast<int>(size))) {
-    return absl::InvalidArgumentError(absl::StrCat("Cannot parse ", size, " bytes as a TensorProto (truncated or corrupt)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Cannot parse ", size, " bytes as a TensorProto (truncated or corrupt)"));
   }
   return DecodeTensor(p);
 }

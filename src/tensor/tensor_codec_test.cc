@@ -52,8 +52,7 @@ TEST(TensorCodec, RejectsMalformedInputWithAClearMessage) {
       {"invalid dtype", [](proto::TensorProto* p) { p->set_dtype(proto::DT_INVALID); }, "unknown dtype 0"},
       {"negative dim", [](proto::TensorProto* p) { p->mutable_shape()->set_dim(0, -2); }, "negative"},
       {"truncated content",
-       [](proto::TensorProto* p) { p->mutable_tensor_content()->resize(p->tensor_content().size() - 1); },
-       "found 23"},
+       [](proto::TensorProto* p) { p->mutable_tensor_content()->resize(p->tensor_content().size() - 1); }, "found 23"},
       {"too much content", [](proto::TensorProto* p) { p->mutable_tensor_content()->append("x"); }, "found 25"},
       {"absurd dims, tiny payload",
        [](proto::TensorProto* p) {

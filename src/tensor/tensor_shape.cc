@@ -35,8 +35,8 @@ absl::Status TensorShape::Recompute() {
   bool has_zero = false;
   for (size_t i = 0; i < dims_.size(); ++i) {
     if (dims_[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Dimension ", i, " of shape [",
-                                                     absl::StrJoin(dims_, ","), "] is negative"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Dimension ", i, " of shape [", absl::StrJoin(dims_, ","), "] is negative"));
     }
     has_zero |= dims_[i] == 0;
   }
@@ -47,8 +47,8 @@ absl::Status TensorShape::Recompute() {
   int64_t n = 1;
   for (size_t i = 0; i < dims_.size(); ++i) {
     if (!MultiplyWithoutOverflow(n, dims_[i], &n)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Shape [", absl::StrJoin(dims_, ","), "] has more elements than fit in int64"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Shape [", absl::StrJoin(dims_, ","), "] has more elements than fit in int64"));
     }
   }
   num_elements_ = n;

@@ -10,13 +10,13 @@ namespace {
 
 ::testing::AssertionResult Compare(const Tensor& e, const Tensor& a, bool near, double atol, double rtol) {
   if (e.dtype() != a.dtype()) {
-    return ::testing::AssertionFailure() << "dtype differs: expected " << DataTypeName(e.dtype())
-                                         << ", got " << DataTypeName(a.dtype());
+    return ::testing::AssertionFailure() << "dtype differs: expected " << DataTypeName(e.dtype()) << ", got "
+                                         << DataTypeName(a.dtype());
   }
   if (e.shape() != a.shape()) {
-    return ::testing::AssertionFailure() << "shape differs: expected " << e.shape().DebugString()
-                                         << ", got " << a.shape().DebugString() << "\nexpected: "
-                                         << e.DebugString() << "\nactual:   " << a.DebugString();
+    return ::testing::AssertionFailure() << "shape differs: expected " << e.shape().DebugString() << ", got "
+                                         << a.shape().DebugString() << "\nexpected: " << e.DebugString()
+                                         << "\nactual:   " << a.DebugString();
   }
   int64_t bad = -1;
   std::string detail;
@@ -29,8 +29,7 @@ namespace {
       if constexpr (std::is_floating_point_v<T>) {
         double x = ef[i], y = af[i];
         if (near) {
-          ok = (std::isnan(x) && std::isnan(y)) || (x == y) ||
-               std::fabs(x - y) <= atol + rtol * std::fabs(x);
+          ok = (std::isnan(x) && std::isnan(y)) || (x == y) || std::fabs(x - y) <= atol + rtol * std::fabs(x);
         } else {
           ok = x == y;
         }
@@ -47,8 +46,7 @@ namespace {
   });
   if (bad < 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "element " << bad << " differs (" << detail
-                                       << ")\nexpected: " << e.DebugString()
-                                       << "\nactual:   " << a.DebugString();
+                                       << ")\nexpected: " << e.DebugString() << "\nactual:   " << a.DebugString();
 }
 
 }  // namespace
@@ -57,8 +55,7 @@ namespace {
   return Compare(expected, actual, false, 0, 0);
 }
 
-::testing::AssertionResult TensorNear(const Tensor& expected, const Tensor& actual, double atol,
-                                      double rtol) {
+::testing::AssertionResult TensorNear(const Tensor& expected, const Tensor& actual, double atol, double rtol) {
   return Compare(expected, actual, true, atol, rtol);
 }
 

@@ -3,8 +3,8 @@
 // the first differing element and prints both tensors.
 #pragma once
 
-#include "gtest/gtest.h"
 #include "distflow/tensor.h"
+#include "gtest/gtest.h"
 
 namespace distflow {
 namespace test {
@@ -14,8 +14,8 @@ namespace test {
 
 // Same dtype and shape; for floating types |a - e| <= atol + rtol * |e| for
 // every element, NaN matching NaN; other types must be equal.
-::testing::AssertionResult TensorNear(const Tensor& expected, const Tensor& actual,
-                                      double atol = 1e-5, double rtol = 1e-5);
+::testing::AssertionResult TensorNear(const Tensor& expected, const Tensor& actual, double atol = 1e-5,
+                                      double rtol = 1e-5);
 
 }  // namespace test
 }  // namespace distflow

@@ -6,7 +6,8 @@ namespace distflow {
 
 absl::StatusOr<std::unique_ptr<CollectiveAllReduceOptimizer>> CollectiveAllReduceOptimizer::Create(
     std::unique_ptr<Optimizer> optimizer, CollectiveAllReduceOptions options) {
-  if (optimizer == nullptr) return absl::InvalidArgumentError("CollectiveAllReduceOptimizer needs an optimizer to wrap");
+  if (optimizer == nullptr)
+    return absl::InvalidArgumentError("CollectiveAllReduceOptimizer needs an optimizer to wrap");
   if (options.num_replicas < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("CollectiveAllReduceOptions::num_replicas must be at least 1, got ", options.num_replicas));
@@ -15,8 +16,7 @@ absl::StatusOr<std::unique_ptr<CollectiveAllReduceOptimizer>> CollectiveAllReduc
     return absl::InvalidArgumentError(absl::StrCat("CollectiveAllReduceOptions::rank is ", options.rank,
                                                    " but the group has ranks 0..", options.num_replicas - 1));
   }
-  return std::unique_ptr<CollectiveAllReduceOptimizer>(
-      new CollectiveAllReduceOptimizer(std::move(optimizer), options));
+  return std::unique_ptr<CollectiveAllReduceOptimizer>(new CollectiveAllReduceOptimizer(std::move(optimizer), options));
 }
 
 absl::StatusOr<Operation> CollectiveAllReduceOptimizer::ApplyGradients(const Scope& scope,
@@ -64,13 +64,16 @@ absl::StatusOr<Operation> CollectiveAllReduceOptimizer::BroadcastVariables(const
     const int64_t instance = options_.first_instance_key + kBroadcastOffset + index++;
     const PartialShape shape = var.shape();
     if (!shape.IsFullyDefined()) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot broadcast ", var.name(), ": its shape ",
-                                                     shape.DebugString(), " is not fully defined"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot broadcast ", var.name(), ": its shape ", shape.DebugString(), " is not fully defined"));
     }
     const Scope s = scope.WithOpName(absl::StrCat("broadcast_", index - 1));
-    const ops::Attrs attrs = {{"group_size", options_.num_replicas}, {"group_key", options_.group_key},
-                              {"instance_key", instance},          {"shape", shape},
-                              {"T", var.dtype()},                  {"timeout_seconds", options_.timeout_seconds}};
+    const ops::Attrs attrs = {{"group_size", options_.num_replicas},
+                              {"group_key", options_.group_key},
+                              {"instance_key", instance},
+                              {"shape", shape},
+                              {"T", var.dtype()},
+                              {"timeout_seconds", options_.timeout_seconds}};
     if (options_.num_replicas == 1) break;  // nothing to send to
     if (options_.rank == 0) {
       assigns.push_back(ops::Raw(s, "CollectiveBcastSend", {var}, attrs));

@@ -85,8 +85,7 @@ EventWriter::EventWriter(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
 
 EventWriter::~EventWriter() { Close().IgnoreError(); }
 
-absl::StatusOr<std::unique_ptr<EventWriter>> EventWriter::Open(const std::string& logdir,
-                                                              EventWriterOptions options) {
+absl::StatusOr<std::unique_ptr<EventWriter>> EventWriter::Open(const std::string& logdir, EventWriterOptions options) {
   if (logdir.empty()) return absl::InvalidArgumentError("An event file needs a log directory; got ''");
   struct stat st;
   if (::stat(logdir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {

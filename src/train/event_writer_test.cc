@@ -13,8 +13,8 @@
 #include "gtest/gtest.h"
 #include "proto/event.pb.h"
 #include "proto/graph.pb.h"
-#include "train/event_file_testutil.h"
 #include "tensor/checkpoint_format.h"
+#include "train/event_file_testutil.h"
 
 namespace distflow {
 namespace {

@@ -38,9 +38,9 @@ Output Activate(const Scope& s, const Output& x, const Activation& activation) {
 int64_t KnownLastDim(const Scope& s, const Output& x, int rank, const char* layer) {
   const PartialShape shape = x.shape();
   if (shape.unknown_rank() || shape.rank() != rank || shape.dim(rank - 1) < 0) {
-    s.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(layer, ": input '", x.name(), "' must have rank ", rank,
-                                                           " and a known last dimension, got shape ",
-                                                           shape.DebugString())));
+    s.UpdateStatus(
+        absl::InvalidArgumentError(absl::StrCat(layer, ": input '", x.name(), "' must have rank ", rank,
+                                                " and a known last dimension, got shape ", shape.DebugString())));
     return -1;
   }
   return shape.dim(rank - 1);
@@ -101,9 +101,7 @@ Initializer truncated_normal(double stddev, double mean, int64_t seed) {
 Initializer zeros() { return constant(0.0); }
 
 Initializer constant(double value) {
-  return [value](const Scope& s, const InitContext& c) {
-    return ops::Fill(s, c.shape, ScalarOf(s, value, c.dtype));
-  };
+  return [value](const Scope& s, const InitContext& c) { return ops::Fill(s, c.shape, ScalarOf(s, value, c.dtype)); };
 }
 
 Output conv2d(const Scope& scope, const Output& x, int64_t num_outputs, std::array<int64_t, 2> kernel, int64_t stride,
@@ -120,8 +118,8 @@ Output conv2d(const Scope& scope, const Output& x, int64_t num_outputs, std::arr
   if (in < 0) return Output();
   Scope sub = scope.NewSubScope(name);
   const int64_t field = kernel[0] * kernel[1];
-  auto [w, b] = WeightsAndBiases(sub, {kernel[0], kernel[1], in, num_outputs}, field * in, field * num_outputs,
-                                 x.dtype(), init);
+  auto [w, b] =
+      WeightsAndBiases(sub, {kernel[0], kernel[1], in, num_outputs}, field * in, field * num_outputs, x.dtype(), init);
   if (!w.ok() || !b.ok()) return Output();
   Operation conv = ops::Raw(sub.WithOpName("Conv2D"), "Conv2D", {x, w}, [&](proto::NodeDef* n) {
     SetAttrIntList(n, "strides", {1, stride, stride, 1});

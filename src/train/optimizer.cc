@@ -47,13 +47,13 @@ Scope Colocated(const Scope& scope, const Output& var) { return scope.WithDevice
 absl::Status CheckVariable(const Output& var) {
   if (!var.ok()) return absl::InvalidArgumentError("an invalid variable was passed to the optimizer");
   if (!var.node()->output_is_ref(var.index())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", var.name(), "' (", var.node()->op(), ") is not a variable reference; optimizers update "
-                     "variables made by ops::Variable or MakeVariable"));
+    return absl::InvalidArgumentError(absl::StrCat("'", var.name(), "' (", var.node()->op(),
+                                                   ") is not a variable reference; optimizers update "
+                                                   "variables made by ops::Variable or MakeVariable"));
   }
   if (!IsFloating(var.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat("variable '", var.name(), "' has dtype ",
-                                                   DataTypeName(var.dtype()), "; optimizers train float or double"));
+    return absl::InvalidArgumentError(absl::StrCat("variable '", var.name(), "' has dtype ", DataTypeName(var.dtype()),
+                                                   "; optimizers train float or double"));
   }
   return absl::OkStatus();
 }
@@ -122,8 +122,8 @@ absl::StatusOr<Optimizer::GradsAndVars> Optimizer::ComputeGradients(const Scope&
   absl::StatusOr<std::vector<Output>> grads = Gradients(scope, {loss}, vars);
   if (!grads.ok()) return grads.status();
   if (grads->size() != vars.size()) {
-    return absl::InternalError(absl::StrCat("Gradients returned ", grads->size(), " gradients for ", vars.size(),
-                                            " variables"));
+    return absl::InternalError(
+        absl::StrCat("Gradients returned ", grads->size(), " gradients for ", vars.size(), " variables"));
   }
   GradsAndVars out;
   for (size_t i = 0; i < vars.size(); ++i) out.emplace_back((*grads)[i], vars[i]);
@@ -155,8 +155,8 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
     pairs.emplace_back(g, v);
   }
   if (pairs.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("No gradients provided for any variable: ",
-                                                   absl::StrJoin(no_grad, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("No gradients provided for any variable: ", absl::StrJoin(no_grad, ", ")));
   }
   // Slots, once per variable, on the variable's device and outside any
   // control context (so GlobalVariablesInitializer can run them alone).
@@ -247,12 +247,12 @@ absl::StatusOr<Operation> Optimizer::Minimize(const Scope& scope, const Output& 
 // ---------------------------------------------------------------------------
 
 absl::StatusOr<Operation> GradientDescentOptimizer::ApplyDense(const Scope& scope, const Output& grad,
-                                                              const Output& var) {
+                                                               const Output& var) {
   return ops::Raw(scope, "ApplyGradientDescent", {var, LearningRate(scope, lr_, var.dtype()), grad});
 }
 
 absl::StatusOr<Operation> GradientDescentOptimizer::ApplySparse(const Scope& scope, const Output& grad,
-                                                               const IndexedSlices& slices, const Output& var) {
+                                                                const IndexedSlices& slices, const Output& var) {
   Output delta = ops::Mul(scope, slices.values, LearningRate(scope, lr_, var.dtype()));
   Output sub = ops::ScatterSub(scope, var, slices.indices, delta);
   if (!sub.ok()) return scope.status();
@@ -271,7 +271,7 @@ absl::StatusOr<Operation> MomentumOptimizer::ApplyDense(const Scope& scope, cons
 }
 
 absl::StatusOr<Operation> MomentumOptimizer::ApplySparse(const Scope& scope, const Output& grad,
-                                                        const IndexedSlices& slices, const Output& var) {
+                                                         const IndexedSlices& slices, const Output& var) {
   const DataType dt = var.dtype();
   return ops::Raw(scope, "SparseApplyMomentum",
                   {var, GetSlot(var, "momentum"), LearningRate(scope, lr_, dt), slices.values, slices.indices,
@@ -284,13 +284,15 @@ absl::Status AdagradOptimizer::CreateSlots(const Scope& slot_scope, const Output
 }
 
 absl::StatusOr<Operation> AdagradOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
-  return ops::Raw(scope, "ApplyAdagrad", {var, GetSlot(var, "accumulator"), LearningRate(scope, lr_, var.dtype()), grad});
+  return ops::Raw(scope, "ApplyAdagrad",
+                  {var, GetSlot(var, "accumulator"), LearningRate(scope, lr_, var.dtype()), grad});
 }
 
 absl::StatusOr<Operation> AdagradOptimizer::ApplySparse(const Scope& scope, const Output& grad,
-                                                       const IndexedSlices& slices, const Output& var) {
-  return ops::Raw(scope, "SparseApplyAdagrad", {var, GetSlot(var, "accumulator"), LearningRate(scope, lr_, var.dtype()),
-                                                slices.values, slices.indices});
+                                                        const IndexedSlices& slices, const Output& var) {
+  return ops::Raw(
+      scope, "SparseApplyAdagrad",
+      {var, GetSlot(var, "accumulator"), LearningRate(scope, lr_, var.dtype()), slices.values, slices.indices});
 }
 
 absl::Status RMSPropOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
@@ -302,8 +304,8 @@ absl::Status RMSPropOptimizer::CreateSlots(const Scope& slot_scope, const Output
 absl::StatusOr<Operation> RMSPropOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
   const DataType dt = var.dtype();
   return ops::Raw(scope, "ApplyRMSProp",
-                  {var, GetSlot(var, "rms"), GetSlot(var, "momentum"), LearningRate(scope, lr_, dt), Scalar(scope, decay_, dt),
-                   Scalar(scope, momentum_, dt), Scalar(scope, epsilon_, dt), grad});
+                  {var, GetSlot(var, "rms"), GetSlot(var, "momentum"), LearningRate(scope, lr_, dt),
+                   Scalar(scope, decay_, dt), Scalar(scope, momentum_, dt), Scalar(scope, epsilon_, dt), grad});
 }
 
 absl::Status AdamOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
@@ -348,18 +350,18 @@ absl::StatusOr<Operation> AdamOptimizer::ApplyDense(const Scope& scope, const Ou
 }
 
 absl::StatusOr<Operation> AdamOptimizer::ApplySparse(const Scope& scope, const Output& grad,
-                                                    const IndexedSlices& slices, const Output& var) {
+                                                     const IndexedSlices& slices, const Output& var) {
   const DataType dt = var.dtype();
   Output b1p = beta1_power_, b2p = beta2_power_;
   if (b1p.dtype() != dt) {
     b1p = ops::Cast(scope, b1p, dt);
     b2p = ops::Cast(scope, b2p, dt);
   }
-  return ops::Raw(scope, "SparseApplyAdam",
-                  {var, GetSlot(var, "m"), GetSlot(var, "v"), b1p, b2p, LearningRate(scope, lr_, dt),
-                   Scalar(scope, beta1_, dt), Scalar(scope, beta2_, dt), Scalar(scope, epsilon_, dt), slices.values,
-                   slices.indices},
-                  [this](proto::NodeDef* n) { SetAttrBool(n, "lazy", lazy_); });
+  return ops::Raw(
+      scope, "SparseApplyAdam",
+      {var, GetSlot(var, "m"), GetSlot(var, "v"), b1p, b2p, LearningRate(scope, lr_, dt), Scalar(scope, beta1_, dt),
+       Scalar(scope, beta2_, dt), Scalar(scope, epsilon_, dt), slices.values, slices.indices},
+      [this](proto::NodeDef* n) { SetAttrBool(n, "lazy", lazy_); });
 }
 
 absl::StatusOr<std::vector<Operation>> AdamOptimizer::Finish(const Scope& scope) {
@@ -406,12 +408,12 @@ absl::StatusOr<Operation> FtrlOptimizer::ApplyDense(const Scope& scope, const Ou
 }
 
 absl::StatusOr<Operation> FtrlOptimizer::ApplySparse(const Scope& scope, const Output& grad,
-                                                    const IndexedSlices& slices, const Output& var) {
+                                                     const IndexedSlices& slices, const Output& var) {
   const DataType dt = var.dtype();
-  return ops::Raw(scope, "SparseApplyFtrl",
-                  {var, GetSlot(var, "accum"), GetSlot(var, "linear"), slices.values, slices.indices,
-                   LearningRate(scope, lr_, dt), Scalar(scope, l1_, dt), Scalar(scope, l2_, dt),
-                   Scalar(scope, lr_power_, dt)});
+  return ops::Raw(
+      scope, "SparseApplyFtrl",
+      {var, GetSlot(var, "accum"), GetSlot(var, "linear"), slices.values, slices.indices, LearningRate(scope, lr_, dt),
+       Scalar(scope, l1_, dt), Scalar(scope, l2_, dt), Scalar(scope, lr_power_, dt)});
 }
 
 // ---------------------------------------------------------------------------

@@ -39,9 +39,9 @@ TEST(ApplyOpsInGraph, ApplyAdamDoubleTwoSteps) {
   auto w = ops::Variable(root.WithOpName("w"), {2}, DT_DOUBLE);
   auto m = ops::Variable(root.WithOpName("m"), {2}, DT_DOUBLE);
   auto v = ops::Variable(root.WithOpName("v"), {2}, DT_DOUBLE);
-  auto init = ops::Group(root, {ops::Assign(root, w, DVec(root, {1, -2})).op(),
-                                ops::Assign(root, m, DVec(root, {0, 0})).op(),
-                                ops::Assign(root, v, DVec(root, {0, 0})).op()});
+  auto init =
+      ops::Group(root, {ops::Assign(root, w, DVec(root, {1, -2})).op(), ops::Assign(root, m, DVec(root, {0, 0})).op(),
+                        ops::Assign(root, v, DVec(root, {0, 0})).op()});
   auto b1p = ops::Placeholder(root, DT_DOUBLE, PartialShape::Scalar());
   auto b2p = ops::Placeholder(root, DT_DOUBLE, PartialShape::Scalar());
   auto g = DVec(root, {0.3, -0.7});
@@ -406,11 +406,23 @@ TEST(Minimize, QuadraticConverges) {
     std::unique_ptr<Optimizer> opt;
     int steps = 200;
     switch (which) {
-      case 0: opt = std::make_unique<GradientDescentOptimizer>(0.1); break;
-      case 1: opt = std::make_unique<MomentumOptimizer>(0.05, 0.9); break;
-      case 2: opt = std::make_unique<AdagradOptimizer>(1.0); break;
-      case 3: opt = std::make_unique<RMSPropOptimizer>(0.05); steps = 400; break;
-      default: opt = std::make_unique<AdamOptimizer>(0.1); steps = 400; break;
+      case 0:
+        opt = std::make_unique<GradientDescentOptimizer>(0.1);
+        break;
+      case 1:
+        opt = std::make_unique<MomentumOptimizer>(0.05, 0.9);
+        break;
+      case 2:
+        opt = std::make_unique<AdagradOptimizer>(1.0);
+        break;
+      case 3:
+        opt = std::make_unique<RMSPropOptimizer>(0.05);
+        steps = 400;
+        break;
+      default:
+        opt = std::make_unique<AdamOptimizer>(0.1);
+        steps = 400;
+        break;
     }
     Output step = CreateGlobalStep(root);
     auto train = opt->Minimize(root, loss, &step);

@@ -47,9 +47,9 @@ std::string ProgressHook::FormatLine(int64_t step, int64_t last_step, double ste
 }
 
 void ProgressHook::Print(int64_t step, const double* loss, bool final_line) {
-  std::string line = FormatLine(step, options_.last_step, rate_,
-                                rate_ * static_cast<double>(options_.examples_per_step), loss,
-                                options_.examples_per_step > 0);
+  std::string line =
+      FormatLine(step, options_.last_step, rate_, rate_ * static_cast<double>(options_.examples_per_step), loss,
+                 options_.examples_per_step > 0);
   if (terminal_) {
     // Redraw: back to the line's start, and blank what a longer line left.
     const size_t width = line.size();
@@ -66,8 +66,8 @@ absl::Status ProgressHook::AfterRun(MonitoredSession*, int64_t global_step, cons
   const absl::Time now = absl::Now();
   if (!values.empty() && values[0].NumElements() == 1) {
     have_loss_ = true;
-    loss_ = values[0].dtype() == DT_DOUBLE ? values[0].scalar<double>()
-                                           : static_cast<double>(values[0].scalar<float>());
+    loss_ =
+        values[0].dtype() == DT_DOUBLE ? values[0].scalar<double>() : static_cast<double>(values[0].scalar<float>());
   }
   step_ = global_step;
   if (last_step_ < 0) {  // the first step starts the clock
@@ -125,11 +125,20 @@ absl::Status ScalarSummaryHook::AfterRun(MonitoredSession*, int64_t global_step,
     if (v.NumElements() != 1) continue;
     double x = 0;
     switch (v.dtype()) {
-      case DT_FLOAT: x = v.flat<float>()[0]; break;
-      case DT_DOUBLE: x = v.flat<double>()[0]; break;
-      case DT_INT32: x = v.flat<int32_t>()[0]; break;
-      case DT_INT64: x = static_cast<double>(v.flat<int64_t>()[0]); break;
-      default: continue;
+      case DT_FLOAT:
+        x = v.flat<float>()[0];
+        break;
+      case DT_DOUBLE:
+        x = v.flat<double>()[0];
+        break;
+      case DT_INT32:
+        x = v.flat<int32_t>()[0];
+        break;
+      case DT_INT64:
+        x = static_cast<double>(v.flat<int64_t>()[0]);
+        break;
+      default:
+        continue;
     }
     Metrics::Global()->RecordScalar(scalars_[i].first, global_step, x);
   }

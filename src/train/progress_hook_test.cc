@@ -4,8 +4,8 @@
 #include <string>
 
 #include "distflow/ops.h"
-#include "gtest/gtest.h"
 #include "distflow/train/optimizer.h"
+#include "gtest/gtest.h"
 
 namespace distflow {
 namespace {

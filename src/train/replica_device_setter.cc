@@ -30,8 +30,7 @@ DeviceFunction ReplicaDeviceSetter(const ClusterSpec& cluster, ReplicaDeviceSett
   return [state, options, worker](const NodeInfo& node) -> std::string {
     absl::StatusOr<DeviceName> current = DeviceName::Parse(node.device);
     if (!current.ok()) return node.device;
-    const bool ps_op =
-        std::find(options.ps_ops.begin(), options.ps_ops.end(), node.op) != options.ps_ops.end();
+    const bool ps_op = std::find(options.ps_ops.begin(), options.ps_ops.end(), node.op) != options.ps_ops.end();
     if (ps_op && !state->ps_tasks.empty()) {
       DeviceName ps;
       ps.has_job = true;

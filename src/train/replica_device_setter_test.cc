@@ -102,8 +102,8 @@ TEST(ReplicaDeviceSetter, GreedyBalancesPsTasksByBytes) {
     devices.push_back(v.node()->def().device());
     load[devices.back() == "/job:ps/task:1"] += 4 * n;
   }
-  EXPECT_EQ(devices, (std::vector<std::string>{"/job:ps/task:0", "/job:ps/task:1", "/job:ps/task:1",
-                                               "/job:ps/task:1", "/job:ps/task:1"}));
+  EXPECT_EQ(devices, (std::vector<std::string>{"/job:ps/task:0", "/job:ps/task:1", "/job:ps/task:1", "/job:ps/task:1",
+                                               "/job:ps/task:1"}));
   EXPECT_EQ(load[0], 4000);
   EXPECT_EQ(load[1], 4480);
   // Doubles count twice as much as floats.

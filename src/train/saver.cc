@@ -111,7 +111,8 @@ absl::StatusOr<std::unique_ptr<Saver>> Saver::Create(const Scope& scope, SaverOp
     v.dtype = n->output_type(0);
     v.shape = n->output_shape(0);
     for (const VarInfo& seen : saver->vars_) {
-      if (seen.name == v.name) return absl::InvalidArgumentError(absl::StrCat("Saver: variable '", v.name, "' given twice"));
+      if (seen.name == v.name)
+        return absl::InvalidArgumentError(absl::StrCat("Saver: variable '", v.name, "' given twice"));
     }
     auto [it, fresh] = shard_of_device.try_emplace(n->def().device(), static_cast<int>(saver->shards_.size()));
     if (fresh) saver->shards_.emplace_back();
@@ -139,8 +140,8 @@ absl::StatusOr<std::unique_ptr<Saver>> Saver::Create(const Scope& scope, SaverOp
                                            PartialShape({static_cast<int64_t>(names.size())}));
     std::vector<Output> restore_inputs = {shard.restore_files};
     restore_inputs.insert(restore_inputs.end(), refs.begin(), refs.end());
-    shard.restore = ops::Raw(s.WithOpName(absl::StrCat("RestoreShard_", index)), "RestoreShard", restore_inputs,
-                             set_names);
+    shard.restore =
+        ops::Raw(s.WithOpName(absl::StrCat("RestoreShard_", index)), "RestoreShard", restore_inputs, set_names);
   }
   RETURN_IF_ERROR(scope.status());
   return saver;
@@ -159,8 +160,8 @@ absl::StatusOr<std::string> Saver::SaveAs(Session* session, const std::string& l
   const std::string logdir = Absolute(logdir_in);
   Env* env = Env::Default();
   if (absl::Status s = env->CreateDir(logdir); !s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("Cannot save a checkpoint in log directory '", logdir_in,
-                                                      "': ", s.message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Cannot save a checkpoint in log directory '", logdir_in, "': ", s.message()));
   }
   const std::string prefix = Join(logdir, name);
   const int num_shards = static_cast<int>(shards_.size());
@@ -174,8 +175,10 @@ absl::StatusOr<std::string> Saver::SaveAs(Session* session, const std::string& l
   absl::StatusOr<std::vector<Tensor>> footers = session->Run(feeds, fetches);
   auto fail = [&](const absl::Status& s) {
     for (int i = 0; i < num_shards; ++i) (void)env->DeleteFile(checkpoint::DataFileName(prefix, i, num_shards));
-    return absl::Status(s.code(), absl::StrCat("Saving checkpoint '", prefix, "' failed (the previous checkpoint is "
-                                               "still valid): ", s.message()));
+    return absl::Status(s.code(), absl::StrCat("Saving checkpoint '", prefix,
+                                               "' failed (the previous checkpoint is "
+                                               "still valid): ",
+                                               s.message()));
   };
   if (!footers.ok()) return fail(footers.status());
   proto::CheckpointIndex index;
@@ -272,7 +275,8 @@ absl::StatusOr<proto::CheckpointIndex> Saver::ReadCompatibleIndex(const std::str
   auto list = [](const std::vector<std::string>& v) {
     constexpr size_t kShown = 10;
     std::vector<std::string> shown(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(v.size(), kShown)));
-    return absl::StrCat(absl::StrJoin(shown, ", "), v.size() > kShown ? absl::StrCat(" and ", v.size() - kShown, " more") : "");
+    return absl::StrCat(absl::StrJoin(shown, ", "),
+                        v.size() > kShown ? absl::StrCat(" and ", v.size() - kShown, " more") : "");
   };
   std::string msg = absl::StrCat("Checkpoint '", prefix, "' does not match this model:");
   if (!missing.empty()) absl::StrAppend(&msg, " missing from the checkpoint: ", list(missing), ";");

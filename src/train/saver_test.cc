@@ -11,10 +11,10 @@
 
 #include "base/env.h"
 #include "distflow/distflow.h"
+#include "distflow/train/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensor/checkpoint_format.h"
-#include "distflow/train/optimizer.h"
 
 namespace distflow {
 namespace {
@@ -33,10 +33,12 @@ struct Model {
   Scope root = Scope::NewRootScope();
   Output w, b, step;
   explicit Model(int64_t wcols = 2, bool with_bias = true) {
-    w = ops::MakeVariable(root.WithOpName("w"), ops::Const(root, Tensor::FromVector<float>(
-                                                                    std::vector<float>(static_cast<size_t>(3 * wcols), 1.5f),
-                                                                    TensorShape({3, wcols}))));
-    if (with_bias) b = ops::MakeVariable(root.WithOpName("b"), ops::Const(root, Tensor::FromVector<double>({0.25, -2})));
+    w = ops::MakeVariable(
+        root.WithOpName("w"),
+        ops::Const(root, Tensor::FromVector<float>(std::vector<float>(static_cast<size_t>(3 * wcols), 1.5f),
+                                                   TensorShape({3, wcols}))));
+    if (with_bias)
+      b = ops::MakeVariable(root.WithOpName("b"), ops::Const(root, Tensor::FromVector<double>({0.25, -2})));
     step = CreateGlobalStep(root);
   }
 };
@@ -52,8 +54,9 @@ std::vector<float> Floats(Session* s, const Output& o) {
 void Overwrite(Session* s, const Model& m) {
   std::vector<int64_t> dims;
   for (int i = 0; i < m.w.shape().rank(); ++i) dims.push_back(m.w.shape().dim(i));
-  auto r = s->Run({}, {}, {ops::Assign(m.root, m.w, ops::Fill(m.root, dims, ops::Const(m.root, 9.0f))).op(),
-                           ops::Assign(m.root, m.step, ops::Const(m.root, int64_t{77})).op()});
+  auto r = s->Run({}, {},
+                  {ops::Assign(m.root, m.w, ops::Fill(m.root, dims, ops::Const(m.root, 9.0f))).op(),
+                   ops::Assign(m.root, m.step, ops::Const(m.root, int64_t{77})).op()});
   ASSERT_TRUE(r.ok()) << r.status();
 }
 

@@ -196,7 +196,8 @@ TEST(SparseOptimizer, DenseFtrlIsTheSparseKernelOnEveryRow) {
     }
   }
   auto scalars = [&] {
-    return std::vector<Output>{ops::Const(root, 0.2), ops::Const(root, 0.05), ops::Const(root, 0.1), ops::Const(root, -0.5)};
+    return std::vector<Output>{ops::Const(root, 0.2), ops::Const(root, 0.05), ops::Const(root, 0.1),
+                               ops::Const(root, -0.5)};
   };
   std::vector<Output> dense_in = {vars[0], vars[1], vars[2], ops::Const(root, g)};
   for (const Output& x : scalars()) dense_in.push_back(x);
@@ -233,8 +234,12 @@ TEST(SparseOptimizer, FtrlKernelMatchesTheFormulaOnTouchedRows) {
   Scope root = Scope::NewRootScope();
   const Tensor var0 = Tensor::FromVector<double>({0.5, -0.2, 0.1, 0.3, -0.4, 0.05}, TensorShape({3, 2}));
   Output var = ops::MakeVariable(root.WithOpName("var"), ops::Const(root, var0));
-  Output accum = ops::MakeVariable(root.WithOpName("accum"), ops::Const(root, Tensor::FromVector<double>({0.1, 0.1, 0.1, 0.1, 0.1, 0.1}, TensorShape({3, 2}))));
-  Output linear = ops::MakeVariable(root.WithOpName("linear"), ops::Const(root, Tensor::FromVector<double>({0.0, 0.2, -0.1, 0.0, 0.3, -0.3}, TensorShape({3, 2}))));
+  Output accum = ops::MakeVariable(
+      root.WithOpName("accum"),
+      ops::Const(root, Tensor::FromVector<double>({0.1, 0.1, 0.1, 0.1, 0.1, 0.1}, TensorShape({3, 2}))));
+  Output linear = ops::MakeVariable(
+      root.WithOpName("linear"),
+      ops::Const(root, Tensor::FromVector<double>({0.0, 0.2, -0.1, 0.0, 0.3, -0.3}, TensorShape({3, 2}))));
   const std::vector<double> g = {0.3, -0.6, 0.2, 0.1, -0.5, 0.4};
   const double lr = 0.2, l1 = 0.05, l2 = 0.1, lr_power = -0.5;
   Operation ftrl = ops::Raw(root, "SparseApplyFtrl",
@@ -265,10 +270,11 @@ TEST(SparseOptimizer, FtrlKernelMatchesTheFormulaOnTouchedRows) {
   EXPECT_TENSOR_NEAR(Tensor::FromVector<double>(lin, TensorShape({3, 2})), (*out)[2], 1e-12);
   EXPECT_TENSOR_EQ(Row(var0, 1), Row((*out)[0], 1));  // untouched, bit-identical
   // A bad id fails naming the op and the id, and changes nothing.
-  Operation bad = ops::Raw(root, "SparseApplyFtrl",
-                           {var, accum, linear, ops::Const(root, Tensor::FromVector<double>({1, 1}, TensorShape({1, 2}))),
-                            ops::Const(root, Tensor::FromVector<int64_t>({3})), ops::Const(root, lr), ops::Const(root, l1),
-                            ops::Const(root, l2), ops::Const(root, lr_power)});
+  Operation bad =
+      ops::Raw(root, "SparseApplyFtrl",
+               {var, accum, linear, ops::Const(root, Tensor::FromVector<double>({1, 1}, TensorShape({1, 2}))),
+                ops::Const(root, Tensor::FromVector<int64_t>({3})), ops::Const(root, lr), ops::Const(root, l1),
+                ops::Const(root, l2), ops::Const(root, lr_power)});
   auto failed = sess.Run({}, {}, {bad});
   ASSERT_FALSE(failed.ok());
   EXPECT_NE(failed.status().message().find("SparseApplyFtrl"), std::string::npos) << failed.status();

@@ -122,7 +122,11 @@ TEST(SummaryHooks, BadLogdirIsAnErrorNamingIt) {
   const std::string dir = TempDir("bad");
   fs::create_directories(dir);
   const std::string file = dir + "/file";
-  { FILE* f = fopen(file.c_str(), "w"); fputs("x", f); fclose(f); }
+  {
+    FILE* f = fopen(file.c_str(), "w");
+    fputs("x", f);
+    fclose(f);
+  }
   Model m;
   SupervisorOptions o;
   o.global_step = m.step;

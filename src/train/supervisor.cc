@@ -11,8 +11,8 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "client/graph_state.h"
-#include "distflow/train/summary_hooks.h"
 #include "distflow/ops.h"
+#include "distflow/train/summary_hooks.h"
 
 namespace distflow {
 namespace {
@@ -21,14 +21,18 @@ namespace {
 // book's get_variable with constant_initializer(0)) float32.
 absl::StatusOr<int64_t> StepValue(const Tensor& t) {
   if (t.NumElements() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("the global step has shape ", t.shape().DebugString(),
-                                                   "; it must be a scalar"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the global step has shape ", t.shape().DebugString(), "; it must be a scalar"));
   }
   switch (t.dtype()) {
-    case DT_INT64: return t.scalar<int64_t>();
-    case DT_INT32: return int64_t{t.scalar<int32_t>()};
-    case DT_FLOAT: return static_cast<int64_t>(t.scalar<float>());
-    case DT_DOUBLE: return static_cast<int64_t>(t.scalar<double>());
+    case DT_INT64:
+      return t.scalar<int64_t>();
+    case DT_INT32:
+      return int64_t{t.scalar<int32_t>()};
+    case DT_FLOAT:
+      return static_cast<int64_t>(t.scalar<float>());
+    case DT_DOUBLE:
+      return static_cast<int64_t>(t.scalar<double>());
     default:
       return absl::InvalidArgumentError(absl::StrCat("the global step has dtype ", DataTypeName(t.dtype()),
                                                      "; it must be int64, int32, float32 or float64"));
@@ -43,7 +47,8 @@ bool Recoverable(const absl::Status& s) { return absl::IsUnavailable(s) || absl:
 
 std::string FirstNames(const std::vector<std::string>& names, size_t n) {
   std::vector<std::string> shown(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(std::min(n, names.size())));
-  return absl::StrCat(absl::StrJoin(shown, ", "), names.size() > n ? absl::StrCat(", and ", names.size() - n, " more") : "");
+  return absl::StrCat(absl::StrJoin(shown, ", "),
+                      names.size() > n ? absl::StrCat(", and ", names.size() - n, " more") : "");
 }
 
 }  // namespace
@@ -64,11 +69,12 @@ absl::Status LoggingHook::AfterRun(MonitoredSession*, int64_t global_step, const
   absl::Time now = NowOf(Env::Default());
   std::string rate;
   if (last_step_ >= 0 && now > last_time_) {
-    rate = absl::StrFormat(", %.1f global steps/s", static_cast<double>(global_step - last_step_) /
-                                                        absl::ToDoubleSeconds(now - last_time_));
+    rate = absl::StrFormat(", %.1f global steps/s",
+                           static_cast<double>(global_step - last_step_) / absl::ToDoubleSeconds(now - last_time_));
   }
-  double loss = values.empty() ? 0 : (values[0].dtype() == DT_DOUBLE ? values[0].scalar<double>()
-                                                                      : static_cast<double>(values[0].scalar<float>()));
+  double loss = values.empty() ? 0
+                               : (values[0].dtype() == DT_DOUBLE ? values[0].scalar<double>()
+                                                                 : static_cast<double>(values[0].scalar<float>()));
   LOG(INFO) << "global step " << global_step << ", loss " << loss << rate;
   last_step_ = global_step;
   last_time_ = now;
@@ -216,7 +222,8 @@ absl::Status MonitoredSession::WaitUntilReady(absl::Time recovery_deadline) {
           "The model was not initialised within ",
           absl::FormatDuration(deadline == recovery_deadline ? options_.recovery_timeout : options_.ready_timeout),
           ": the chief (worker task 0) should initialise or restore it. ",
-          answered ? absl::StrCat("Variables not ready: ", FirstNames(not_ready, 8)) : "The readiness check never answered",
+          answered ? absl::StrCat("Variables not ready: ", FirstNames(not_ready, 8))
+                   : "The readiness check never answered",
           last_error.ok() ? "" : absl::StrCat(". Last error: ", last_error.message())));
     }
     if (now >= next_log) {
@@ -277,8 +284,7 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
   if (options_.local_init_op.ok()) {
     absl::StatusOr<std::vector<Tensor>> r = session_->Run({}, {}, {options_.local_init_op});
     if (!r.ok()) {
-      return absl::Status(r.status().code(),
-                          absl::StrCat("Running the local_init_op failed: ", r.status().message()));
+      return absl::Status(r.status().code(), absl::StrCat("Running the local_init_op failed: ", r.status().message()));
     }
   }
   for (auto& h : hooks_) RETURN_IF_ERROR(h->AfterCreateSession(this));
@@ -312,8 +318,8 @@ absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds,
     absl::StatusOr<std::vector<Tensor>> r = session_->Run(feeds, all, targets, run_options);
     if (!r.ok()) {
       if (!Recoverable(r.status()) || attempt >= options_.max_recoveries) return r.status();
-      LOG(WARNING) << "Step failed (" << r.status().message() << "); recreating the session ("
-                   << attempt + 1 << " of at most " << options_.max_recoveries << ")";
+      LOG(WARNING) << "Step failed (" << r.status().message() << "); recreating the session (" << attempt + 1
+                   << " of at most " << options_.max_recoveries << ")";
       const absl::Time give_up = NowOf(options_.env) + options_.recovery_timeout;
       absl::Status created;
       do {
@@ -342,7 +348,8 @@ absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds,
       RETURN_IF_ERROR(hooks_[i]->AfterRun(this, global_step_, values));
     }
     if (saver_ != nullptr && options_.is_chief) {
-      bool by_steps = options_.save_checkpoint_steps > 0 && global_step_ - last_save_step_ >= options_.save_checkpoint_steps;
+      bool by_steps =
+          options_.save_checkpoint_steps > 0 && global_step_ - last_save_step_ >= options_.save_checkpoint_steps;
       bool by_time = options_.save_checkpoint_secs > 0 &&
                      NowOf(options_.env) - last_save_time_ >= absl::Seconds(options_.save_checkpoint_secs);
       if (by_steps || by_time) {

@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "base/fake_clock_env.h"
 #include "distflow/distflow.h"
+#include "distflow/train/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "distflow/train/optimizer.h"
-#include "base/fake_clock_env.h"
 
 namespace distflow {
 namespace {

@@ -141,8 +141,7 @@ class SyncReplicasChiefHook : public SessionRunHook {
     run_options.timeout_ms = 60'000;
 
     std::unique_ptr<Session> session;
-    absl::Time last_progress = absl::Now(), last_wait_log = absl::InfinitePast(),
-               last_drop_log = absl::InfinitePast();
+    absl::Time last_progress = absl::Now(), last_wait_log = absl::InfinitePast(), last_drop_log = absl::InfinitePast();
     int64_t dropped_total = 0, dropped_logged = 0;
     while (!Stopping()) {
       if (session == nullptr) session = std::make_unique<Session>(target_, session_options_);
@@ -203,10 +202,10 @@ absl::StatusOr<std::unique_ptr<SyncReplicasOptimizer>> SyncReplicasOptimizer::Cr
   }
   if (options.total_num_replicas == 0) options.total_num_replicas = options.replicas_to_aggregate;
   if (options.total_num_replicas < options.replicas_to_aggregate) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replicas_to_aggregate (", options.replicas_to_aggregate, ") is larger than total_num_replicas (",
-        options.total_num_replicas,
-        "): no step could ever collect enough gradients. Use at most as many as there are workers."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicas_to_aggregate (", options.replicas_to_aggregate, ") is larger than total_num_replicas (",
+                     options.total_num_replicas,
+                     "): no step could ever collect enough gradients. Use at most as many as there are workers."));
   }
   if (options.replica_id < 0 || options.replica_id >= options.total_num_replicas) {
     return absl::InvalidArgumentError(absl::StrCat("replica_id ", options.replica_id, " is not in [0, ",
@@ -249,9 +248,9 @@ absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& sco
       return absl::InvalidArgumentError(absl::StrCat("'", var.name(), "' is not a variable reference"));
     }
     if (var.dtype() != DT_FLOAT && var.dtype() != DT_DOUBLE) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("variable '", var.name(), "' has dtype ", DataTypeName(var.dtype()),
-                       "; synchronous training averages float or double gradients"));
+      return absl::InvalidArgumentError(absl::StrCat("variable '", var.name(), "' has dtype ",
+                                                     DataTypeName(var.dtype()),
+                                                     "; synchronous training averages float or double gradients"));
     }
   }
   const SyncReplicasOptions& o = options_;
@@ -259,10 +258,10 @@ absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& sco
   Scope at_step = s.WithDevice(DeviceOf(*global_step));
 
   // The worker's step.
-  Output local_step = Output(
-      ops::Raw(at_step.WithNoControlDependencies(), "SyncBarrierLocalStep", {},
-               BarrierAttrs([&o](proto::NodeDef* n) { SetAttrInt(n, "replica_id", o.replica_id); })),
-      0, s);
+  Output local_step =
+      Output(ops::Raw(at_step.WithNoControlDependencies(), "SyncBarrierLocalStep", {},
+                      BarrierAttrs([&o](proto::NodeDef* n) { SetAttrInt(n, "replica_id", o.replica_id); })),
+             0, s);
   // A gradient that is an IndexedSlices (an embedding lookup's) goes to the
   // accumulator as its rows (TF's SparseConditionalAccumulator): only the
   // looked-up rows cross the network, and the chief applies a sparse update.
@@ -281,13 +280,13 @@ absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& sco
       pushes.push_back(ops::Raw(s.WithDevice(DeviceOf(var)), "AccumulatorApplyGradient", {local_step, grad}, attrs));
     }
   }
-  Operation train =
-      ops::Raw(at_step.WithControlDependencies(pushes), "SyncBarrierWait", {local_step}, BarrierAttrs([&o](proto::NodeDef* n) {
-                 SetAttrInt(n, "replica_id", o.replica_id);
-                 SetAttrInt(n, "replicas_to_aggregate", o.replicas_to_aggregate);
-                 SetAttrInt(n, "total_num_replicas", o.total_num_replicas);
-                 SetAttrInt(n, "timeout_ms", absl::ToInt64Milliseconds(o.step_timeout));
-               }));
+  Operation train = ops::Raw(at_step.WithControlDependencies(pushes), "SyncBarrierWait", {local_step},
+                             BarrierAttrs([&o](proto::NodeDef* n) {
+                               SetAttrInt(n, "replica_id", o.replica_id);
+                               SetAttrInt(n, "replicas_to_aggregate", o.replicas_to_aggregate);
+                               SetAttrInt(n, "total_num_replicas", o.total_num_replicas);
+                               SetAttrInt(n, "timeout_ms", absl::ToInt64Milliseconds(o.step_timeout));
+                             }));
 
   // The chief's update.
   Scope chief = s.WithNoControlDependencies();
@@ -295,18 +294,19 @@ absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& sco
   for (size_t i = 0; i < pairs.size(); ++i) {
     const Output& var = pairs[i].second;
     Scope at_var = chief.WithDevice(DeviceOf(var));
-    ready_.emplace_back(ops::Raw(at_var, "AccumulatorWaitReady", {}, AccumulatorAttrs(var, [&o](proto::NodeDef* n) {
-                                   SetAttrInt(n, "num_required", o.replicas_to_aggregate);
-                                   SetAttrInt(n, "timeout_ms", 1000);
-                                 })),
+    ready_.emplace_back(ops::Raw(at_var, "AccumulatorWaitReady", {},
+                                 AccumulatorAttrs(var,
+                                                  [&o](proto::NodeDef* n) {
+                                                    SetAttrInt(n, "num_required", o.replicas_to_aggregate);
+                                                    SetAttrInt(n, "timeout_ms", 1000);
+                                                  })),
                         0, s);
-    auto take_attrs = AccumulatorAttrs(var, [&o](proto::NodeDef* n) {
-      SetAttrInt(n, "num_required", o.replicas_to_aggregate);
-    });
+    auto take_attrs =
+        AccumulatorAttrs(var, [&o](proto::NodeDef* n) { SetAttrInt(n, "num_required", o.replicas_to_aggregate); });
     if (sparse[i]) {
       Operation take = ops::Raw(at_var, "SparseAccumulatorTakeGradient", {}, take_attrs);
-      averaged.emplace_back(
-          IndexedSlicesGradient(at_var, {Output(take, 1, s), Output(take, 0, s), Output(take, 2, s)}), var);
+      averaged.emplace_back(IndexedSlicesGradient(at_var, {Output(take, 1, s), Output(take, 0, s), Output(take, 2, s)}),
+                            var);
       dropped_.emplace_back(take, 3, s);
     } else {
       Operation take = ops::Raw(at_var, "AccumulatorTakeGradient", {}, take_attrs);
@@ -332,8 +332,7 @@ absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& sco
   std::vector<Operation> sets;
   for (const auto& [grad, var] : pairs) {
     Scope at_var = chief.WithDevice(DeviceOf(var));
-    sets.push_back(ops::Raw(at_var, "AccumulatorSetGlobalStep", {step64(at_var)},
-                            AccumulatorAttrs(var)));
+    sets.push_back(ops::Raw(at_var, "AccumulatorSetGlobalStep", {step64(at_var)}, AccumulatorAttrs(var)));
   }
   Scope init_scope = chief.WithDevice(DeviceOf(*global_step)).WithControlDependencies(sets);
   init_ = ops::Raw(init_scope, "SyncBarrierRelease", {step64(init_scope)}, BarrierAttrs());

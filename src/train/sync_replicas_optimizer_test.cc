@@ -49,8 +49,8 @@ struct AccumulatorGraph {
                                    SetAttrInt(n, "timeout_ms", 100);
                                  })),
                         0, root);
-  Operation take = ops::Raw(root, "AccumulatorTakeGradient", {},
-                            Acc([](proto::NodeDef* n) { SetAttrInt(n, "num_required", 2); }));
+  Operation take =
+      ops::Raw(root, "AccumulatorTakeGradient", {}, Acc([](proto::NodeDef* n) { SetAttrInt(n, "num_required", 2); }));
   Session sess;
 
   absl::Status Apply(const Operation& op, int64_t s, std::vector<float> g) {
@@ -59,9 +59,7 @@ struct AccumulatorGraph {
 };
 
 double Dropped(const std::string& reason) {
-  return Metrics::Global()
-      ->GetCounter("distflow_sync_dropped_gradients_total", "", {{"reason", reason}})
-      ->value();
+  return Metrics::Global()->GetCounter("distflow_sync_dropped_gradients_total", "", {{"reason", reason}})->value();
 }
 
 TEST(Accumulator, AveragesCurrentGradientsAndDropsStaleOnes) {
@@ -76,7 +74,7 @@ TEST(Accumulator, AveragesCurrentGradientsAndDropsStaleOnes) {
   ASSERT_TRUE(g.Apply(g.apply0, 5, {70, 70}).ok());  // replica 0 again for this step: dropped
   auto not_yet = g.sess.Run({g.ready});
   ASSERT_TRUE(not_yet.ok()) << not_yet.status();
-  EXPECT_FALSE((*not_yet)[0].scalar<bool>());  // one of two: times out, false
+  EXPECT_FALSE((*not_yet)[0].scalar<bool>());      // one of two: times out, false
   ASSERT_TRUE(g.Apply(g.apply1, 6, {3, 6}).ok());  // a newer step counts
   auto ready = g.sess.Run({g.ready});
   ASSERT_TRUE(ready.ok()) << ready.status();
@@ -113,8 +111,9 @@ TEST(SparseAccumulator, AveragesRowsAsTheDenseAverageWould) {
                     Acc([replica](proto::NodeDef* n) { SetAttrInt(n, "replica_id", replica); }));
   };
   Operation apply0 = apply(0), apply1 = apply(1), apply2 = apply(2);
-  Operation dense = ops::Raw(root, "AccumulatorApplyGradient", {step, ops::Const(root, Tensor::FromVector<float>({1, 1}))},
-                             Acc([](proto::NodeDef* n) { SetAttrInt(n, "replica_id", 3); }));
+  Operation dense =
+      ops::Raw(root, "AccumulatorApplyGradient", {step, ops::Const(root, Tensor::FromVector<float>({1, 1}))},
+               Acc([](proto::NodeDef* n) { SetAttrInt(n, "replica_id", 3); }));
   Operation take = ops::Raw(root, "SparseAccumulatorTakeGradient", {},
                             Acc([](proto::NodeDef* n) { SetAttrInt(n, "num_required", 2); }));
   ASSERT_TRUE(root.ok()) << root.status();
@@ -193,9 +192,7 @@ struct BarrierGraph {
   absl::StatusOr<std::vector<Tensor>> Run(const Output& o, int64_t s) {
     return sess.Run({{step, Tensor::Scalar<int64_t>(s)}}, {o});
   }
-  absl::Status Release(int64_t s) {
-    return sess.Run({{step, Tensor::Scalar<int64_t>(s)}}, {}, {release}).status();
-  }
+  absl::Status Release(int64_t s) { return sess.Run({{step, Tensor::Scalar<int64_t>(s)}}, {}, {release}).status(); }
   // Waits (polling SyncBarrierStatus) until `replica` has reported for the
   // barrier's current step, i.e. its wait is parked; false after 30 s.
   bool WaitUntilReported(int64_t replica) {
@@ -331,7 +328,8 @@ TEST(SyncReplicasOptimizer, RejectsImpossibleReplicaCounts) {
   };
   absl::Status more = make(4, 3, 0);
   EXPECT_EQ(more.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(more.message()), HasSubstr("replicas_to_aggregate (4) is larger than total_num_replicas (3)"));
+  EXPECT_THAT(std::string(more.message()),
+              HasSubstr("replicas_to_aggregate (4) is larger than total_num_replicas (3)"));
   EXPECT_THAT(std::string(make(0, 3, 0).message()), HasSubstr("at least 1"));
   EXPECT_THAT(std::string(make(2, 3, 3).message()), HasSubstr("replica_id 3 is not in [0, 3)"));
   EXPECT_TRUE(make(2, 0, 1).ok());  // total defaults to replicas_to_aggregate

@@ -37,9 +37,10 @@ Worker::Worker(std::string task_name, WorkerCache* peers, WorkerOptions options)
       peers_(peers),
       compute_(std::make_unique<ThreadPool>("df_worker", 8)),
       device_(std::make_unique<Device>(task_name_ + "/device:CPU:0", "CPU", nullptr)),
-      rendezvous_(task_name_,
-                  [peers](const std::string& task, int64_t step, const std::string& key, CancellationManager* cm,
-                          Rendezvous::DoneCallback done) { peers->RecvTensorAsync(task, step, key, cm, std::move(done)); }) {
+      rendezvous_(task_name_, [peers](const std::string& task, int64_t step, const std::string& key,
+                                      CancellationManager* cm, Rendezvous::DoneCallback done) {
+        peers->RecvTensorAsync(task, step, key, cm, std::move(done));
+      }) {
   if (peers_ != nullptr) {
     collective_ = std::make_shared<CollectiveExecutorImpl>(std::make_unique<WorkerCollectiveTransport>(
         task_name_, peers_->cluster(), &rendezvous_,
@@ -144,31 +145,31 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
   partition.rendezvous = &rendezvous_;
   partition.cancellation = cm.get();
   if (call->trace) ro.trace = &call->stats;
-  session->RunAsync(ro, call->send, call->recv_keys, call->targets,
-                    [this, call, session, cm, inflight = inflight_,
-                     done = std::move(done)](absl::StatusOr<std::vector<Tensor>> out) {
-                      {
-                        absl::MutexLock lock(&mu_);
-                        auto it = steps_.find(call->step_id);
-                        if (it != steps_.end() && it->second.cm == cm) steps_.erase(it);
-                      }
-                      if (!out.ok()) {
-                        done(absl::Status(out.status().code(),
-                                          absl::StrCat("[", task_name_, "] ", out.status().message())));
-                      } else {
-                        call->recv = std::move(*out);
-                        done(absl::OkStatus());
-                      }
-                      // The last touch: the shared count, not the Worker.
-                      absl::MutexLock lock(&inflight->mu);
-                      --inflight->count;
-                    },
-                    partition);
+  session->RunAsync(
+      ro, call->send, call->recv_keys, call->targets,
+      [this, call, session, cm, inflight = inflight_, done = std::move(done)](absl::StatusOr<std::vector<Tensor>> out) {
+        {
+          absl::MutexLock lock(&mu_);
+          auto it = steps_.find(call->step_id);
+          if (it != steps_.end() && it->second.cm == cm) steps_.erase(it);
+        }
+        if (!out.ok()) {
+          done(absl::Status(out.status().code(), absl::StrCat("[", task_name_, "] ", out.status().message())));
+        } else {
+          call->recv = std::move(*out);
+          done(absl::OkStatus());
+        }
+        // The last touch: the shared count, not the Worker.
+        absl::MutexLock lock(&inflight->mu);
+        --inflight->count;
+      },
+      partition);
 }
 
 void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {
   if (req.abort_message().empty()) return;
-  absl::Status reason(static_cast<absl::StatusCode>(req.abort_code() == 0 ? 10 : req.abort_code()), req.abort_message());
+  absl::Status reason(static_cast<absl::StatusCode>(req.abort_code() == 0 ? 10 : req.abort_code()),
+                      req.abort_message());
   std::shared_ptr<CancellationManager> cm;
   {
     absl::MutexLock lock(&mu_);
@@ -226,7 +227,8 @@ void Worker::LogStalledSteps(absl::Duration every) {
     for (size_t i = 0; i < waiting.size() && i < kShown; ++i) absl::StrAppend(&shown, i ? "; " : "", waiting[i]);
     if (waiting.size() > kShown) absl::StrAppend(&shown, "; and ", waiting.size() - kShown, " more");
     LOG(WARNING) << "Step " << step << " (run for " << (run.master_task.empty() ? task_name_ : run.master_task)
-                 << ") has been running here for " << absl::FormatDuration(absl::Trunc(now - run.started, absl::Milliseconds(100)))
+                 << ") has been running here for "
+                 << absl::FormatDuration(absl::Trunc(now - run.started, absl::Milliseconds(100)))
                  << (waiting.empty() ? std::string("; no receive is waiting (a kernel is running or waiting)")
                                      : absl::StrCat("; waiting for ", shown));
   }

@@ -21,11 +21,11 @@
 #include "absl/time/time.h"
 #include "base/thread_pool.h"
 #include "distflow/server.h"
-#include "rpc/worker_interface.h"
-#include "worker/worker_rendezvous.h"
 #include "kernels/device.h"
 #include "proto/worker.pb.h"
+#include "rpc/worker_interface.h"
 #include "runtime/local_session.h"
+#include "worker/worker_rendezvous.h"
 
 namespace distflow {
 

@@ -25,7 +25,9 @@ class WorkerCollectiveChannel final : public CollectiveChannel {
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(tasks_.size()); }
-  std::string RankName(int r) const override { return absl::StrCat("rank ", r, " (", tasks_[static_cast<size_t>(r)], ")"); }
+  std::string RankName(int r) const override {
+    return absl::StrCat("rank ", r, " (", tasks_[static_cast<size_t>(r)], ")");
+  }
 
   absl::Status Send(int to, const std::string& tag, const Tensor& value) override {
     return rendezvous_->Send(step_id_, Key(rank_, to, tag), value);
@@ -52,8 +54,8 @@ class WorkerCollectiveChannel final : public CollectiveChannel {
   }
 
   void Abort(const absl::Status& status) override {
-    cm_.StartCancel(status);                       // our receives in flight
-    rendezvous_->AbortStep(step_id_, status);      // the peers' receives of what we sent
+    cm_.StartCancel(status);                   // our receives in flight
+    rendezvous_->AbortStep(step_id_, status);  // the peers' receives of what we sent
   }
 
  private:
@@ -74,7 +76,10 @@ class WorkerCollectiveChannel final : public CollectiveChannel {
 
 WorkerCollectiveTransport::WorkerCollectiveTransport(std::string task, ClusterSpec cluster,
                                                      WorkerRendezvous* rendezvous, GetWorkerFn get_worker)
-    : task_(std::move(task)), cluster_(std::move(cluster)), rendezvous_(rendezvous), get_worker_(std::move(get_worker)) {}
+    : task_(std::move(task)),
+      cluster_(std::move(cluster)),
+      rendezvous_(rendezvous),
+      get_worker_(std::move(get_worker)) {}
 
 int64_t WorkerCollectiveTransport::StepIdFor(int64_t group_key, int64_t instance_key, int64_t seq) {
   // FNV-1a over the three numbers: stable across processes (absl::Hash is not).
@@ -97,9 +102,9 @@ absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::Op
   std::vector<int> indices = cluster_.task_indices(me->job);
   std::sort(indices.begin(), indices.end());
   if (static_cast<int>(indices.size()) < params.group_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "group_size is ", params.group_size, " but job '", me->job, "' has ", indices.size(),
-        " task(s); a group is the first group_size tasks of the job that runs the op"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("group_size is ", params.group_size, " but job '", me->job, "' has ", indices.size(),
+                     " task(s); a group is the first group_size tasks of the job that runs the op"));
   }
   indices.resize(static_cast<size_t>(params.group_size));
   std::vector<std::string> tasks;

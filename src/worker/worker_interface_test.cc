@@ -5,11 +5,11 @@
 
 #include <string>
 
+#include "gtest/gtest.h"
 #include "rpc/grpc_remote_worker.h"
+#include "rpc/worker_cache.h"
 #include "worker/local_worker.h"
 #include "worker/worker.h"
-#include "rpc/worker_cache.h"
-#include "gtest/gtest.h"
 
 namespace distflow {
 namespace {

@@ -25,7 +25,8 @@ class WorkerRendezvous : public Rendezvous {
   using RemoteRecvFn = std::function<void(const std::string& task, int64_t step_id, const std::string& key,
                                           CancellationManager* cm, DoneCallback done)>;
 
-  WorkerRendezvous(std::string local_task, RemoteRecvFn remote) : local_task_(std::move(local_task)), remote_(std::move(remote)) {}
+  WorkerRendezvous(std::string local_task, RemoteRecvFn remote)
+      : local_task_(std::move(local_task)), remote_(std::move(remote)) {}
 
   absl::Status Send(int64_t step_id, const std::string& key, const Tensor& value) override;
   void RecvAsync(int64_t step_id, const std::string& key, const std::string& send_task, CancellationManager* cm,
@@ -40,8 +41,8 @@ class WorkerRendezvous : public Rendezvous {
   void AbortAll(const absl::Status& status);
   size_t NumPendingForTest() const;
   // What receives of `step_id` wait for here: "key (not sent yet)" for a
-  // send of this task not made yet (a local partition or a peer waits), "key from /job:.../task:N" for a remote one still in flight
-  // (for the stalled-step log).
+  // send of this task not made yet (a local partition or a peer waits), "key from /job:.../task:N" for a remote one
+  // still in flight (for the stalled-step log).
   std::vector<std::string> Waiting(int64_t step_id) const;
 
  private:

@@ -36,8 +36,7 @@ TEST(WorkerRendezvous, AbortAllFailsEveryWaiterNowAndLater) {
   WorkerRendezvous r = Local();
   std::vector<absl::Status> results;
   for (int step = 1; step <= 3; ++step) {
-    r.RecvLocalAsync(step, "never_sent", nullptr,
-                     [&](const absl::Status& s, const Tensor&) { results.push_back(s); });
+    r.RecvLocalAsync(step, "never_sent", nullptr, [&](const absl::Status& s, const Tensor&) { results.push_back(s); });
   }
   EXPECT_TRUE(results.empty());
   EXPECT_EQ(r.NumPendingForTest(), 3u);

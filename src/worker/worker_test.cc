@@ -3,15 +3,15 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/wait_until.h"
 #include "distflow/server.h"
-#include "server/grpc_server.h"
-#include "rpc/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
-#include "base/wait_until.h"
+#include "rpc/grpc_status.h"
+#include "server/grpc_server.h"
 
 namespace distflow {
 namespace {
@@ -78,8 +78,8 @@ namespace {
 // A message over gRPC's limit is refused by the transport with gRPC's terse
 // words; the status says what the limit is and how large tensors get across.
 TEST(GrpcStatus, AMessageOverTheLimitIsNamedWithTheWayAround) {
-  absl::Status s = FromGrpcStatus(
-      grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "Received message larger than max (3000000000 vs. 2147483647)"));
+  absl::Status s = FromGrpcStatus(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                               "Received message larger than max (3000000000 vs. 2147483647)"));
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   EXPECT_NE(s.message().find("3000000000 vs. 2147483647"), std::string::npos) << s;
   EXPECT_NE(s.message().find("bulk port"), std::string::npos) << s;

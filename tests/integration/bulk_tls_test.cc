@@ -3,18 +3,19 @@
 //
 // Certificates come from the openssl tool (subprocess.h). The cluster test
 // turns TLS on for this whole process and off again at its end.
+#include "bulk/bulk_tls.h"
+
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "bulk/bulk_transfer.h"
 #include "distflow/auth.h"
 #include "distflow/distflow.h"
-#include "bulk/bulk_tls.h"
-#include "bulk/bulk_transfer.h"
-#include "server/grpc_server.h"
 #include "gtest/gtest.h"
+#include "server/grpc_server.h"
 #include "subprocess.h"
 
 namespace distflow {
@@ -100,8 +101,8 @@ TEST_F(BulkTlsTest, APlainClientGetsNothingFromATlsPort) {
   Tensor t = Pattern(1 << 18);
   const uint64_t ticket = (*server)->Offer(t);
   std::vector<char> got(t.TotalBytes());
-  absl::Status s = plain.Fetch("127.0.0.1", (*server)->port(), ticket, got.data(), got.size(), nullptr,
-                               absl::Seconds(10));
+  absl::Status s =
+      plain.Fetch("127.0.0.1", (*server)->port(), ticket, got.data(), got.size(), nullptr, absl::Seconds(10));
   EXPECT_FALSE(s.ok());
   EXPECT_EQ((*server)->bytes_served(), 0u);
   EXPECT_EQ((*server)->NumOffersForTest(), 1u) << "the offer waits for a peer TLS admits";
@@ -148,8 +149,7 @@ TEST_F(BulkTlsTest, WithACaTheServerAdmitsOnlyClientsItSigned) {
   EXPECT_TRUE(absl::StrContains(refused.message(), "refused our certificate")) << refused;
   // Trusts the server, has no certificate at all.
   BulkClient anonymous(BulkClient::kClientIdleTimeout, "", *BulkTls::Create("", "", File("ca.pem")));
-  refused = anonymous.Fetch("127.0.0.1", (*server)->port(), ticket, got.data(), got.size(), nullptr,
-                            absl::Seconds(10));
+  refused = anonymous.Fetch("127.0.0.1", (*server)->port(), ticket, got.data(), got.size(), nullptr, absl::Seconds(10));
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated) << refused;
   EXPECT_EQ((*server)->bytes_served(), 0u);
   // A member gets it.

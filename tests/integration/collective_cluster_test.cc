@@ -60,8 +60,11 @@ TEST_F(CollectiveClusterTest, ThreeWorkersAllReduce) {
       Output in = ops::Const(s, x);
       auto reduce = [&](const char* final_op, int64_t instance) {
         return Output(ops::Raw(s, "CollectiveReduce", {in},
-                               {{"group_size", kWorkers}, {"group_key", 1}, {"instance_key", instance},
-                                {"merge_op", "Add"}, {"final_op", final_op}}),
+                               {{"group_size", kWorkers},
+                                {"group_key", 1},
+                                {"instance_key", instance},
+                                {"merge_op", "Add"},
+                                {"final_op", final_op}}),
                       0, s);
       };
       Output sum = reduce("Id", 1), mean = reduce("Div", 2);
@@ -74,7 +77,8 @@ TEST_F(CollectiveClusterTest, ThreeWorkersAllReduce) {
       }
     });
     for (int task = 0; task < kWorkers; ++task) {
-      ASSERT_TRUE(status[static_cast<size_t>(task)].ok()) << "worker " << task << ": " << status[static_cast<size_t>(task)];
+      ASSERT_TRUE(status[static_cast<size_t>(task)].ok())
+          << "worker " << task << ": " << status[static_cast<size_t>(task)];
       auto sum = sums[static_cast<size_t>(task)].flat<float>();
       auto mean = means[static_cast<size_t>(task)].flat<float>();
       ASSERT_EQ(sum.size(), static_cast<size_t>(count));
@@ -108,10 +112,10 @@ TEST_F(CollectiveClusterTest, TheClusterTokenHoldsForCollectives) {
     OnEveryWorker(2, [&](int task) {
       Scope root = Scope::NewRootScope();
       Scope s = root.WithDevice(absl::StrCat("/job:worker/task:", task));
-      Output sum(ops::Raw(s, "CollectiveReduce", {ops::Const(s, Tensor::FromVector<float>({1, 2}))},
-                          {{"group_size", 2}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Add"},
-                           {"final_op", "Id"}}),
-                 0, s);
+      Output sum(
+          ops::Raw(s, "CollectiveReduce", {ops::Const(s, Tensor::FromVector<float>({1, 2}))},
+                   {{"group_size", 2}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Add"}, {"final_op", "Id"}}),
+          0, s);
       out[static_cast<size_t>(task)] = SessionOf(task)->Run({sum});
     });
     for (int task = 0; task < 2; ++task) {
@@ -122,8 +126,8 @@ TEST_F(CollectiveClusterTest, TheClusterTokenHoldsForCollectives) {
         continue;
       }
       ASSERT_FALSE(r.ok()) << "worker " << task << " reduced with a peer whose token differs";
-      EXPECT_TRUE(absl::StrContains(r.status().message(), absl::StrCat("rank ", 1 - task, " (/job:worker/replica:0/task:",
-                                                                       1 - task, ")")))
+      EXPECT_TRUE(absl::StrContains(r.status().message(),
+                                    absl::StrCat("rank ", 1 - task, " (/job:worker/replica:0/task:", 1 - task, ")")))
           << r.status();
     }
   }
@@ -134,12 +138,14 @@ TEST_F(CollectiveClusterTest, TheClusterTokenHoldsForCollectives) {
 TEST(CollectiveLocalSession, GroupOfOneRunsLargerGroupsNeedAServer) {
   Scope root = Scope::NewRootScope();
   Output x = ops::Const(root, Tensor::FromVector<float>({1, 2, 3}));
-  Output one(ops::Raw(root, "CollectiveReduce", {x},
-                      {{"group_size", 1}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Add"}, {"final_op", "Div"}}),
-             0, root);
-  Output two(ops::Raw(root, "CollectiveReduce", {x},
-                      {{"group_size", 2}, {"group_key", 1}, {"instance_key", 2}, {"merge_op", "Add"}, {"final_op", "Id"}}),
-             0, root);
+  Output one(
+      ops::Raw(root, "CollectiveReduce", {x},
+               {{"group_size", 1}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Add"}, {"final_op", "Div"}}),
+      0, root);
+  Output two(
+      ops::Raw(root, "CollectiveReduce", {x},
+               {{"group_size", 2}, {"group_key", 1}, {"instance_key", 2}, {"merge_op", "Add"}, {"final_op", "Id"}}),
+      0, root);
   ASSERT_TRUE(root.ok()) << root.status();
   Session sess;
   absl::StatusOr<std::vector<Tensor>> a = sess.Run({one});
@@ -162,16 +168,17 @@ TEST(CollectiveOps, RejectsBadAttributesWhenBuilt) {
 TEST(CollectiveOps, InferShapes) {
   Scope root = Scope::NewRootScope();
   Output x = ops::Placeholder(root, DT_FLOAT, PartialShape({2, 5}));
-  Output reduced(ops::Raw(root, "CollectiveReduce", {x},
-                          {{"group_size", 3}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Max"},
-                           {"final_op", "Id"}}),
-                 0, root);
+  Output reduced(
+      ops::Raw(root, "CollectiveReduce", {x},
+               {{"group_size", 3}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Max"}, {"final_op", "Id"}}),
+      0, root);
   Output gathered(ops::Raw(root, "CollectiveGather", {x}, {{"group_size", 3}, {"group_key", 1}, {"instance_key", 2}}),
                   0, root);
-  Output received(ops::Raw(root, "CollectiveBcastRecv", {},
-                           {{"group_size", 3}, {"group_key", 1}, {"instance_key", 3}, {"T", DT_INT64},
-                            {"shape", PartialShape({4})}}),
-                  0, root);
+  Output received(
+      ops::Raw(
+          root, "CollectiveBcastRecv", {},
+          {{"group_size", 3}, {"group_key", 1}, {"instance_key", 3}, {"T", DT_INT64}, {"shape", PartialShape({4})}}),
+      0, root);
   ASSERT_TRUE(root.ok()) << root.status();
   EXPECT_EQ(reduced.shape(), PartialShape({2, 5}));
   EXPECT_EQ(gathered.shape(), PartialShape({6, 5}));
@@ -200,8 +207,8 @@ TEST_F(CollectiveClusterTest, AllReduceOptimizerKeepsReplicasIdentical) {
     Tensor xs(DT_FLOAT, TensorShape({8, 4})), ys(DT_FLOAT, TensorShape({8, 1}));
     for (int i = 0; i < 32; ++i) xs.flat<float>()[static_cast<size_t>(i)] = static_cast<float>((i * 3 + task) % 7) - 3;
     for (int i = 0; i < 8; ++i) ys.flat<float>()[static_cast<size_t>(i)] = static_cast<float>(i - task);
-    Output loss = ops::Mean(s, ops::Square(s, ops::Sub(s, ops::MatMul(s, ops::Const(s, xs), w), ops::Const(s, ys))),
-                            {0, 1});
+    Output loss =
+        ops::Mean(s, ops::Square(s, ops::Sub(s, ops::MatMul(s, ops::Const(s, xs), w), ops::Const(s, ys))), {0, 1});
     CollectiveAllReduceOptions o;
     o.num_replicas = kWorkers;
     o.rank = task;
@@ -228,7 +235,8 @@ TEST_F(CollectiveClusterTest, AllReduceOptimizerKeepsReplicasIdentical) {
     if (!end.ok()) return fail(end.status());
     final_w[static_cast<size_t>(task)] = (*end)[0];
   });
-  for (int t = 0; t < kWorkers; ++t) ASSERT_TRUE(status[static_cast<size_t>(t)].ok()) << "worker " << t << ": " << status[static_cast<size_t>(t)];
+  for (int t = 0; t < kWorkers; ++t)
+    ASSERT_TRUE(status[static_cast<size_t>(t)].ok()) << "worker " << t << ": " << status[static_cast<size_t>(t)];
   auto bytes = [](const Tensor& t) { return std::string(static_cast<const char*>(t.raw_data()), t.TotalBytes()); };
   EXPECT_NE(bytes(initial[0]), bytes(initial[1])) << "the replicas' random initial values should differ";
   for (int t = 0; t < kWorkers; ++t) {

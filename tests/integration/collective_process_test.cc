@@ -24,14 +24,14 @@ using subprocess::WaitForOutput;
 // The checksum each worker prints of its variables at the end.
 std::string ChecksumOf(const std::string& out, int worker) {
   std::smatch m;
-  const std::regex re(absl::StrCat("Worker ", worker, " ran [0-9]+ steps in [0-9.]+ s; variables checksum ([0-9a-f]+)"));
+  const std::regex re(
+      absl::StrCat("Worker ", worker, " ran [0-9]+ steps in [0-9.]+ s; variables checksum ([0-9a-f]+)"));
   return std::regex_search(out, m, re) ? m[1].str() : "";
 }
 
 TEST(AllReduceTraining, TwoWorkersUnderTheLauncherEndWithIdenticalVariables) {
-  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "2", "--", MNIST_DISTRIBUTED_BIN,
-                       "--all_reduce", "--model=softmax", "--train_steps=40", "--print_every=20",
-                       "--learning_rate=0.003"});
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "2", "--", MNIST_DISTRIBUTED_BIN, "--all_reduce",
+                       "--model=softmax", "--train_steps=40", "--print_every=20", "--learning_rate=0.003"});
   EXPECT_EQ(Wait(launch, 180), 0) << Output(launch);
   const std::string out = Output(launch);
   EXPECT_NE(out.find("training with all-reduce across 2 workers"), std::string::npos) << out;
@@ -46,8 +46,8 @@ TEST(AllReduceTraining, TwoWorkersUnderTheLauncherEndWithIdenticalVariables) {
 // A worker SIGKILLed while the three train: the other two fail (instead of
 // waiting forever in a collective) with an error naming the dead task.
 TEST(AllReduceTraining, ASigkilledWorkerFailsTheOthersNamingIt) {
-  const std::string spec = absl::StrCat("worker|127.0.0.1:", FreePort(), ";127.0.0.1:", FreePort(), ";127.0.0.1:",
-                                        FreePort());
+  const std::string spec =
+      absl::StrCat("worker|127.0.0.1:", FreePort(), ";127.0.0.1:", FreePort(), ";127.0.0.1:", FreePort());
   std::vector<Proc> workers;
   for (int t = 0; t < 3; ++t) {
     workers.push_back(Spawn({MNIST_DISTRIBUTED_BIN, "--cluster_spec=" + spec, "--job_name=worker",
@@ -64,7 +64,8 @@ TEST(AllReduceTraining, ASigkilledWorkerFailsTheOthersNamingIt) {
     EXPECT_NE(code, 0) << out;
     // The collective's own error, naming the dead rank and its task.
     EXPECT_NE(out.find("rank 2 (/job:worker/replica:0/task:2) failed or cannot be reached"), std::string::npos)
-        << "worker " << t << ":\n" << out;
+        << "worker " << t << ":\n"
+        << out;
   }
 }
 

@@ -15,12 +15,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "distflow/distflow.h"
-#include "server/grpc_server.h"
-#include "worker/worker.h"
-#include "gtest/gtest.h"
-#include "tcp_proxy.h"
 #include "base/wait_until.h"
+#include "distflow/distflow.h"
+#include "gtest/gtest.h"
+#include "server/grpc_server.h"
+#include "tcp_proxy.h"
+#include "worker/worker.h"
 
 namespace distflow {
 namespace {

@@ -46,8 +46,9 @@ struct Job {
   std::string spec = absl::StrCat("ps|", ps_address, ",worker|127.0.0.1:", FreePort(), ";127.0.0.1:", FreePort());
   int train_steps = 3000;
   std::vector<std::string> Common() const {
-    return {MNIST_DISTRIBUTED_BIN, "--model=softmax", "--learning_rate=0.003",
-            absl::StrCat("--train_steps=", train_steps), "--print_every=100", "--heartbeat_timeout_secs=2",
+    return {MNIST_DISTRIBUTED_BIN,        "--model=softmax",
+            "--learning_rate=0.003",      absl::StrCat("--train_steps=", train_steps),
+            "--print_every=100",          "--heartbeat_timeout_secs=2",
             "--wait_for_workers_secs=60", "--progress=false"};
   }
   Proc Task(const std::string& job, int index) const {
@@ -139,10 +140,10 @@ TEST(Elastic, AJoinIsRefusedWithAReasonWhenTheAddressIsTakenOrTheFlagsDoNotFit) 
 }
 
 TEST(ElasticLaunch, MinAndMaxWorkersStartJoinersAndReplaceAWorkerThatDies) {
-  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--min_workers", "2", "--max_workers", "3",
-                       "--restart_on_failure=1", "--", MNIST_DISTRIBUTED_BIN,
-                       "--model=softmax", "--train_steps=2000", "--learning_rate=0.003", "--print_every=100",
-                       "--heartbeat_timeout_secs=2", "--wait_for_workers_secs=60", "--progress=false"});
+  Proc launch =
+      Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--min_workers", "2", "--max_workers", "3", "--restart_on_failure=1",
+             "--", MNIST_DISTRIBUTED_BIN, "--model=softmax", "--train_steps=2000", "--learning_rate=0.003",
+             "--print_every=100", "--heartbeat_timeout_secs=2", "--wait_for_workers_secs=60", "--progress=false"});
   // worker:1 (a task of the spec, not the chief) dies once it trains.
   ASSERT_TRUE(WaitForOutput(launch, "[worker:1] Worker : 1, Step:", 120)) << Output(launch);
   const std::string before = Output(launch);
@@ -174,8 +175,8 @@ TEST(ElasticLaunch, BadWorkerCountsExitTwoNamingThem) {
   Proc one = Spawn({DISTFLOW_LAUNCH_BIN, "--max_workers", "2", "--", "/bin/true"});
   EXPECT_EQ(Wait(one, 30), 2);
   EXPECT_NE(Output(one).find("--min_workers=0 --max_workers=2: give both"), std::string::npos) << Output(one);
-  Proc both = Spawn({DISTFLOW_LAUNCH_BIN, "--workers", "3", "--min_workers", "1", "--max_workers", "2", "--",
-                     "/bin/true"});
+  Proc both =
+      Spawn({DISTFLOW_LAUNCH_BIN, "--workers", "3", "--min_workers", "1", "--max_workers", "2", "--", "/bin/true"});
   EXPECT_EQ(Wait(both, 30), 2);
   EXPECT_NE(Output(both).find("--workers=3 and --min_workers/--max_workers: pass one"), std::string::npos)
       << Output(both);

@@ -16,16 +16,16 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/wait_until.h"
+#include "bulk/bulk_transfer.h"
 #include "client/graph_state.h"
 #include "distflow/distflow.h"
-#include "bulk/bulk_transfer.h"
-#include "server/grpc_server.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "proto/master.grpc.pb.h"
+#include "server/grpc_server.h"
 #include "tensor/tensor_testutil.h"
-#include "base/wait_until.h"
 
 namespace distflow {
 namespace {
@@ -69,8 +69,9 @@ class ClusterTest : public ::testing::TestWithParam<bool> {
   std::vector<std::unique_ptr<Server>> servers_;
 };
 
-INSTANTIATE_TEST_SUITE_P(ClientPath, ClusterTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "InProcessMaster" : "OverGrpc"; });
+INSTANTIATE_TEST_SUITE_P(ClientPath, ClusterTest, ::testing::Bool(), [](const ::testing::TestParamInfo<bool>& i) {
+  return i.param ? "InProcessMaster" : "OverGrpc";
+});
 
 // y = x * weights_1 * weights_2: the weights on ps 0 and ps 1, the
 // products ("layer1", "layer2") on worker 1.
@@ -93,7 +94,10 @@ TEST_P(ClusterTest, CrossTaskEdgesComputeOnWorkerWithVariablesOnPs) {
   Scope root = Scope::NewRootScope();
   TwoLayers m(root);
   Session sess(Target("worker", 0), Options());
-  { auto r_ = sess.Run({}, {}, {m.init}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  {
+    auto r_ = sess.Run({}, {}, {m.init});
+    ASSERT_TRUE(r_.ok()) << r_.status();
+  }
   auto out = sess.Run({{m.x, Tensor::FromVector<float>({1, 1}, TensorShape({1, 2}))}}, {m.y});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TENSOR_EQ(Tensor::FromVector<float>({4, 6}, TensorShape({1, 2})), (*out)[0]);
@@ -103,7 +107,10 @@ TEST_P(ClusterTest, ATracedStepReportsEveryTasksNodesWithMatchingTransfers) {
   Scope root = Scope::NewRootScope();
   TwoLayers m(root);
   Session sess(Target("worker", 0), Options());
-  { auto r_ = sess.Run({}, {}, {m.init}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  {
+    auto r_ = sess.Run({}, {}, {m.init});
+    ASSERT_TRUE(r_.ok()) << r_.status();
+  }
   StepStats trace;
   RunOptions ro;
   ro.trace = &trace;
@@ -152,8 +159,14 @@ TEST_P(ClusterTest, VariablesPersistAcrossStepsAndSessions) {
     Operation init;
     build(root, &counter, &incr, &init);
     Session s1(Target("worker", 0), Options());
-    { auto r_ = s1.Run({}, {}, {init}); ASSERT_TRUE(r_.ok()) << r_.status(); }
-    for (int i = 0; i < 3; ++i) { auto r_ = s1.Run({incr}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+    {
+      auto r_ = s1.Run({}, {}, {init});
+      ASSERT_TRUE(r_.ok()) << r_.status();
+    }
+    for (int i = 0; i < 3; ++i) {
+      auto r_ = s1.Run({incr});
+      ASSERT_TRUE(r_.ok()) << r_.status();
+    }
   }
   Scope root = Scope::NewRootScope();
   Output counter, incr;
@@ -171,7 +184,10 @@ TEST_P(ClusterTest, TwoClientsShareVariables) {
     auto ps = root.WithDevice("/job:ps/task:0");
     auto v = ops::MakeVariable(ps.WithOpName("shared_total"), ops::Const(ps, 0.f));
     Session s(Target("worker", 0), Options());
-    { auto r_ = s.Run({}, {}, {ops::GlobalVariablesInitializer(root)}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+    {
+      auto r_ = s.Run({}, {}, {ops::GlobalVariablesInitializer(root)});
+      ASSERT_TRUE(r_.ok()) << r_.status();
+    }
   }
   auto client = [&](int task) {
     Scope root = Scope::NewRootScope();
@@ -179,7 +195,10 @@ TEST_P(ClusterTest, TwoClientsShareVariables) {
     auto v = ops::Variable(ps.WithOpName("shared_total"), PartialShape({}), DT_FLOAT);
     auto add = ops::AssignAdd(root.WithDevice("/job:worker/task:" + std::to_string(task)), v, ops::Const(root, 1.f));
     Session s(Target("worker", task), Options());
-    for (int i = 0; i < 20; ++i) { auto r_ = s.Run({add}); EXPECT_TRUE(r_.ok()) << r_.status(); }
+    for (int i = 0; i < 20; ++i) {
+      auto r_ = s.Run({add});
+      EXPECT_TRUE(r_.ok()) << r_.status();
+    }
   };
   std::thread a(client, 0), b(client, 1);
   a.join();
@@ -303,7 +322,8 @@ TEST_P(ClusterTest, LargeFeedsAndFetchesOfAnotherTaskTravelOverBulkPorts) {
   for (auto& srv : servers_) {
     if (srv->task_name() == "/job:worker/replica:0/task:0") {
       EXPECT_EQ(srv->impl()->bulk_bytes_received(), client_bytes) << "the client's feed";
-      EXPECT_EQ(srv->impl()->bulk_bytes_served(), bytes + client_bytes) << "the feed to worker 1 and the fetch to the client";
+      EXPECT_EQ(srv->impl()->bulk_bytes_served(), bytes + client_bytes)
+          << "the feed to worker 1 and the fetch to the client";
     }
     if (srv->task_name() == "/job:worker/replica:0/task:1") {
       EXPECT_EQ(srv->impl()->bulk_bytes_served(), bytes) << "the fetch, read by the master";
@@ -423,8 +443,14 @@ TEST_P(ClusterTest, RetriedRunStepIsNotExecutedTwice) {
   auto c = ops::MakeVariable(ps.WithOpName("dedupe_counter"), ops::Const(ps, int64_t{0}));
   auto incr = ops::AssignAdd(ps, c, ops::Const(ps, int64_t{1}));
   Session sess(Target("worker", 0), Options());
-  { auto r_ = sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}); ASSERT_TRUE(r_.ok()) << r_.status(); }
-  { auto r_ = sess.Run({incr}); ASSERT_TRUE(r_.ok()) << r_.status(); }  // creates the master session's plan
+  {
+    auto r_ = sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)});
+    ASSERT_TRUE(r_.ok()) << r_.status();
+  }
+  {
+    auto r_ = sess.Run({incr});
+    ASSERT_TRUE(r_.ok()) << r_.status();
+  }  // creates the master session's plan
   // Send the same RunStep twice with one request id, as a client retry would.
   std::unique_ptr<proto::MasterService::Stub> stub;
   proto::RunStepRequest req;
@@ -475,7 +501,10 @@ TEST_P(ClusterTest, RestartedTaskIsDetected) {
   auto v = ops::Const(ps.WithOpName("on_ps"), 2.f);
   auto y = ops::Square(root.WithDevice("/job:worker/task:0"), v);
   Session sess(Target("worker", 0), Options());
-  { auto r_ = sess.Run({y}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  {
+    auto r_ = sess.Run({y});
+    ASSERT_TRUE(r_.ok()) << r_.status();
+  }
   // Restart ps 0 on the same address.
   for (auto& s : servers_) {
     if (s->task_name() == "/job:ps/replica:0/task:0") {
@@ -500,7 +529,10 @@ TEST_P(ClusterTest, StepOnATaskThatWentDownNamesTheTask) {
   auto v = ops::Const(ps.WithOpName("on_ps1"), 3.f);
   auto y = ops::Square(root.WithDevice("/job:worker/task:0"), v);
   Session sess(Target("worker", 0), Options());
-  { auto r_ = sess.Run({y}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  {
+    auto r_ = sess.Run({y});
+    ASSERT_TRUE(r_.ok()) << r_.status();
+  }
   for (auto& s : servers_)
     if (s->task_name() == "/job:ps/replica:0/task:1") s->Stop();
   absl::Time start = absl::Now();
@@ -516,7 +548,10 @@ TEST_P(ClusterTest, ResetClearsContainersOnEveryTask) {
   auto ps = root.WithDevice("/job:ps/task:1");
   auto v = ops::MakeVariable(ps.WithOpName("to_reset"), ops::Const(ps, 7.f));
   Session sess(Target("worker", 0), Options());
-  { auto r_ = sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}); ASSERT_TRUE(r_.ok()) << r_.status(); }
+  {
+    auto r_ = sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)});
+    ASSERT_TRUE(r_.ok()) << r_.status();
+  }
   ASSERT_TRUE(sess.Run({v}).ok());
   ASSERT_TRUE(sess.Reset().ok());
   auto after = sess.Run({v});
@@ -534,9 +569,9 @@ TEST_P(ClusterTest, ListDevicesReportsEveryTask) {
   std::vector<std::string> names;
   for (const auto& d : resp.devices()) names.push_back(d.name());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0",
-                                             "/job:worker/replica:0/task:0/device:CPU:0",
-                                             "/job:worker/replica:0/task:1/device:CPU:0"}));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0",
+                       "/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0"}));
 }
 
 TEST_P(ClusterTest, LogDevicePlacementPrintsEveryNode) {

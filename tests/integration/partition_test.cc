@@ -109,11 +109,17 @@ class PartitionedBook {
   std::vector<std::string> Args(int task, int steps, const std::vector<std::string>& flags) const {
     auto addr = [&](int t) { return absl::StrCat("127.0.0.1:", t == task ? ports_[t] : proxies_[t]->port()); };
     const std::string spec = absl::StrCat("ps|", addr(0), ",worker|", addr(1), ";", addr(2));
-    std::vector<std::string> args = {
-        MNIST_DISTRIBUTED_BIN, "--cluster_spec=" + spec, task == 0 ? "--job_name=ps" : "--job_name=worker",
-        absl::StrCat("--task_index=", task == 0 ? 0 : task - 1), "--model=softmax", "--learning_rate=0.003",
-        absl::StrCat("--train_steps=", steps), "--logdir=" + logdir_, "--save_checkpoint_steps=200",
-        "--print_every=100", "--wait_for_workers_secs=20"};
+    std::vector<std::string> args = {MNIST_DISTRIBUTED_BIN,
+                                     "--cluster_spec=" + spec,
+                                     task == 0 ? "--job_name=ps" : "--job_name=worker",
+                                     absl::StrCat("--task_index=", task == 0 ? 0 : task - 1),
+                                     "--model=softmax",
+                                     "--learning_rate=0.003",
+                                     absl::StrCat("--train_steps=", steps),
+                                     "--logdir=" + logdir_,
+                                     "--save_checkpoint_steps=200",
+                                     "--print_every=100",
+                                     "--wait_for_workers_secs=20"};
     args.insert(args.end(), flags.begin(), flags.end());
     return args;
   }
@@ -131,7 +137,7 @@ TEST(Partition, ACutShorterThanTheDetectionTimeHealsWithoutLosingTheJob) {
   ASSERT_TRUE(c.WaitForTraining(120)) << Output(c.chief);
   c.Cut();
   const absl::Time cut = absl::Now();
-  const uint64_t during = c.WaitForQuiet();  // what was in flight has landed
+  const uint64_t during = c.WaitForQuiet();              // what was in flight has landed
   absl::SleepFor(cut + absl::Seconds(3) - absl::Now());  // the cut lasts 3 s
   EXPECT_EQ(c.Traffic(), during) << "nothing crosses a cut";
   c.Heal();

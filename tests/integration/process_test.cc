@@ -24,8 +24,8 @@
 namespace distflow {
 namespace {
 
-using subprocess::MakeCertificates;
 using subprocess::FreePort;
+using subprocess::MakeCertificates;
 using subprocess::Output;
 using subprocess::Proc;
 using subprocess::Spawn;
@@ -80,8 +80,8 @@ TEST(Processes, BulkPortFlagPinsOrDisablesTheBulkPort) {
   EXPECT_NE(Output(pinned).find(absl::StrCat("bulk tensor transfer on port ", bulk)), std::string::npos)
       << Output(pinned);
   int port2 = FreePort();
-  Proc& off = c.Start({absl::StrCat("--cluster_spec=local|127.0.0.1:", port2), "--job_name=local", "--task_index=0",
-                       "--bulk_port=-1"});
+  Proc& off = c.Start(
+      {absl::StrCat("--cluster_spec=local|127.0.0.1:", port2), "--job_name=local", "--task_index=0", "--bulk_port=-1"});
   Proc client2 = Spawn({HELLO_BIN, absl::StrCat("grpc://127.0.0.1:", port2)});
   EXPECT_EQ(Wait(client2, 60), 0) << Output(client2);
   kill(off.pid, SIGTERM);
@@ -102,12 +102,17 @@ TEST(Processes, BadCommandLinesExitTwoNamingTheProblem) {
        "--task_index=0 and --task_id=1 disagree"},
       {{"--cluster_spec=ps|localhost:2222", "--job_name=ps", "--task_index=x"}, "--task_index=x is not a whole number"},
       {{"--cluster_spec=ps|localhost:2222", "--job_name=ps", "--task_index=-1"}, "negative"},
-      {{"--job_name=worker"}, "--job_name and DISTFLOW_CONFIG disagree on the job (worker vs ps)", {"DISTFLOW_CONFIG=" + config}},
-      {{"--cluster_spec=ps|localhost:2223"}, "--cluster_spec and DISTFLOW_CONFIG disagree on the cluster",
+      {{"--job_name=worker"},
+       "--job_name and DISTFLOW_CONFIG disagree on the job (worker vs ps)",
        {"DISTFLOW_CONFIG=" + config}},
-      {{}, "task index 0.7 is not a whole number",
+      {{"--cluster_spec=ps|localhost:2223"},
+       "--cluster_spec and DISTFLOW_CONFIG disagree on the cluster",
+       {"DISTFLOW_CONFIG=" + config}},
+      {{},
+       "task index 0.7 is not a whole number",
        {R"(DISTFLOW_CONFIG={"cluster": {"ps": ["localhost:2222"]}, "task": {"type": "ps", "index": 0.7}})"}},
-      {{}, "task index 1e+20 is out of range",
+      {{},
+       "task index 1e+20 is out of range",
        {R"(DISTFLOW_CONFIG={"cluster": {"ps": ["localhost:2222"]}, "task": {"type": "ps", "index": 1e20}})"}},
       {{"--cluster_spec=ps|localhost:2222;localhost:2222", "--job_name=ps", "--task_index=0"},
        "have the same address localhost:2222"},
@@ -118,7 +123,8 @@ TEST(Processes, BadCommandLinesExitTwoNamingTheProblem) {
       {{"--cluster_spec=ps|localhost:2222", "--job_name=ps", "--task_index=3"}, "3"},
       {{"--cluster_spec=", "--job_name=ps", "--task_index=0"}, "cluster"},
       {{"--cluster_spec=ps|a:1,ps|b:2", "--job_name=ps", "--task_index=0"}, "ps"},
-      {{"--cluster_spec=ps|localhost:2222", "--job_name=ps", "--task_index=0", "--bulk_port=70000"}, "--bulk_port=70000"},
+      {{"--cluster_spec=ps|localhost:2222", "--job_name=ps", "--task_index=0", "--bulk_port=70000"},
+       "--bulk_port=70000"},
   };
   for (const Case& k : cases) {
     Cluster c;
@@ -262,11 +268,17 @@ struct BookCluster {
   int wait_for_workers_secs = 20;
   std::vector<std::string> extra;  // appended to every task's flags
   std::vector<std::string> Args(const std::string& job, int task, int steps) const {
-    std::vector<std::string> args = {
-        MNIST_DISTRIBUTED_BIN, "--cluster_spec=" + spec, "--job_name=" + job, absl::StrCat("--task_index=", task),
-        "--model=softmax", "--learning_rate=0.003", absl::StrCat("--train_steps=", steps), "--logdir=" + logdir,
-        "--save_checkpoint_steps=50", "--print_every=500",
-        absl::StrCat("--wait_for_workers_secs=", wait_for_workers_secs)};
+    std::vector<std::string> args = {MNIST_DISTRIBUTED_BIN,
+                                     "--cluster_spec=" + spec,
+                                     "--job_name=" + job,
+                                     absl::StrCat("--task_index=", task),
+                                     "--model=softmax",
+                                     "--learning_rate=0.003",
+                                     absl::StrCat("--train_steps=", steps),
+                                     "--logdir=" + logdir,
+                                     "--save_checkpoint_steps=50",
+                                     "--print_every=500",
+                                     absl::StrCat("--wait_for_workers_secs=", wait_for_workers_secs)};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -580,10 +592,10 @@ bool AllGone(const std::vector<pid_t>& pids, int seconds) {
 TEST(Launch, OneCommandRunsTheBooksProgramOnOnePsAndThreeWorkers) {
   const std::string logdir = NewLogdir("launch");
   const int status_base = FreePort();
-  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--workers", "3", "--status_base_port",
-                       std::to_string(status_base), "--", MNIST_DISTRIBUTED_BIN, "--model=softmax",
-                       "--train_steps=500", "--learning_rate=0.003", "--print_every=100", "--logdir=" + logdir,
-                       "--wait_for_workers_secs=30"});
+  Proc launch =
+      Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--workers", "3", "--status_base_port", std::to_string(status_base),
+             "--", MNIST_DISTRIBUTED_BIN, "--model=softmax", "--train_steps=500", "--learning_rate=0.003",
+             "--print_every=100", "--logdir=" + logdir, "--wait_for_workers_secs=30"});
   EXPECT_EQ(Wait(launch, 240), 0) << Output(launch);
   const std::string out = Output(launch);
   EXPECT_NE(out.find("cluster up: all 4 tasks serving"), std::string::npos) << out;
@@ -592,8 +604,8 @@ TEST(Launch, OneCommandRunsTheBooksProgramOnOnePsAndThreeWorkers) {
                                   "/status, worker:0 http://127.0.0.1:", status_base + 1, "/status")),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find(absl::StrCat("Status page of /job:worker/replica:0/task:2 on http://127.0.0.1:",
-                                  status_base + 3, "/status")),
+  EXPECT_NE(out.find(absl::StrCat("Status page of /job:worker/replica:0/task:2 on http://127.0.0.1:", status_base + 3,
+                                  "/status")),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("[worker:0] Test-Accuracy"), std::string::npos) << out;
@@ -622,8 +634,8 @@ TEST(Launch, TasksGetTheirFlagsAndDistflowConfig) {
 }
 
 TEST(Launch, AFailingTaskStopsTheOthersAndIsNamed) {
-  const std::string script = WriteScript(
-      "fail", "echo \"pid=$$\"\ncase \"$*\" in *task_index=1*) sleep 0.5; exit 3;; esac\nexec sleep 60\n");
+  const std::string script =
+      WriteScript("fail", "echo \"pid=$$\"\ncase \"$*\" in *task_index=1*) sleep 0.5; exit 3;; esac\nexec sleep 60\n");
   Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "3", "--grace_secs=5", "--", script});
   std::vector<pid_t> pids = WaitForPids(launch, 3, 30);
   EXPECT_EQ(Wait(launch, 60), 1) << Output(launch);
@@ -670,8 +682,8 @@ TEST(Launch, NoTaskOutlivesALauncherKilledWithSigkill) {
 TEST(Launch, RestartOnFailureRestartsAFailedTask) {
   const std::string marker = absl::StrCat("/tmp/distflow_proc_", getpid(), "_restart_marker");
   std::remove(marker.c_str());
-  const std::string script = WriteScript(
-      "restart", absl::StrCat("if [ ! -e ", marker, " ]; then touch ", marker, "; echo first; exit 4; fi\necho second\n"));
+  const std::string script = WriteScript("restart", absl::StrCat("if [ ! -e ", marker, " ]; then touch ", marker,
+                                                                 "; echo first; exit 4; fi\necho second\n"));
   Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "1", "--restart_on_failure=1", "--", script});
   EXPECT_EQ(Wait(launch, 60), 0) << Output(launch);
   const std::string out = Output(launch);
@@ -683,8 +695,7 @@ TEST(Launch, RestartOnFailureRestartsAFailedTask) {
 TEST(Launch, ATaskThatExitsAtOnceIsNamed) {
   Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "0", "--workers", "2", "--", "/bin/false"});
   EXPECT_EQ(Wait(launch, 60), 1) << Output(launch);
-  EXPECT_NE(Output(launch).find("exited with status 1; stopping the other tasks"), std::string::npos)
-      << Output(launch);
+  EXPECT_NE(Output(launch).find("exited with status 1; stopping the other tasks"), std::string::npos) << Output(launch);
 }
 
 TEST(Launch, BadCommandLinesExitTwo) {
@@ -713,8 +724,7 @@ TEST(Launch, BadCommandLinesExitTwo) {
     if (Wait(taken, 30) == 2) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_NE(Output(taken).find(absl::StrCat("task worker:0: port ", port, " on 127.0.0.1 is taken")),
-            std::string::npos)
+  EXPECT_NE(Output(taken).find(absl::StrCat("task worker:0: port ", port, " on 127.0.0.1 is taken")), std::string::npos)
       << Output(taken);
 }
 
@@ -734,9 +744,9 @@ TEST(Terminal, TheProgressLineIsRedrawnInPlaceUnderTmux) {
   const std::string done = absl::StrCat("/tmp/distflow_proc_", getpid(), "_tmux_done");
   std::remove(done.c_str());
   // The chief in the pane; its exit status goes to a file when it ends.
-  const std::string cmd = absl::StrCat(MNIST_DISTRIBUTED_BIN, " --cluster_spec='", spec,
-                                       "' --model=softmax --train_steps=400 --print_every=100000 2>/dev/null; echo $? > ",
-                                       done, "; sleep 600");
+  const std::string cmd = absl::StrCat(
+      MNIST_DISTRIBUTED_BIN, " --cluster_spec='", spec,
+      "' --model=softmax --train_steps=400 --print_every=100000 2>/dev/null; echo $? > ", done, "; sleep 600");
   const std::string start = absl::StrCat("tmux -L ", socket, " new-session -d -s t -x 150 -y 40 \"", cmd, "\"");
   ASSERT_EQ(std::system(start.c_str()), 0) << start;
   auto pane = [&] {
@@ -790,9 +800,9 @@ class RankDerivation : public ::testing::Test {
   void TrainPlacedBy(const std::string& rank_var) {
     const std::string spec = absl::StrCat("ps|127.0.0.1:", FreePort(), ",worker|127.0.0.1:", FreePort());
     auto args = [&] {
-      return std::vector<std::string>{MNIST_DISTRIBUTED_BIN, "--cluster_spec=" + spec, "--job_layout=ps:1,worker:1",
-                                      "--model=softmax", "--train_steps=30", "--learning_rate=0.003",
-                                      "--print_every=1000", "--wait_for_workers_secs=20", "--progress=false"};
+      return std::vector<std::string>{MNIST_DISTRIBUTED_BIN, "--cluster_spec=" + spec,     "--job_layout=ps:1,worker:1",
+                                      "--model=softmax",     "--train_steps=30",           "--learning_rate=0.003",
+                                      "--print_every=1000",  "--wait_for_workers_secs=20", "--progress=false"};
     };
     Proc ps = Spawn(args(), {rank_var + "=0"});
     Proc chief = Spawn(args(), {rank_var + "=1"});
@@ -822,13 +832,16 @@ TEST_F(RankDerivation, BadLayoutsExitTwoNamingTheProblem) {
     std::string expect;
   };
   const std::vector<Case> cases = {
-      {{spec, "--job_layout=ps:1,worker:2"}, {"SLURM_PROCID=0"},
+      {{spec, "--job_layout=ps:1,worker:2"},
+       {"SLURM_PROCID=0"},
        "--job_layout=ps:1,worker:2 has 2 worker tasks but --cluster_spec has 1; make them agree"},
-      {{spec, "--job_layout=ps:1,worker:1"}, {"SLURM_PROCID=2"},
+      {{spec, "--job_layout=ps:1,worker:1"},
+       {"SLURM_PROCID=2"},
        "SLURM_PROCID=2 is beyond --job_layout=ps:1,worker:1, which places ranks 0..1"},
       {{spec, "--job_layout=ps:1,worker"}, {"SLURM_PROCID=0"}, "entry 'worker' is not JOB:COUNT"},
       {{spec, "--job_layout=ps:1,worker:1"}, {}, "none of SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK is set"},
-      {{spec, "--job_layout=ps:1,worker:1", "--job_name=ps"}, {"PMI_RANK=1"},
+      {{spec, "--job_layout=ps:1,worker:1", "--job_name=ps"},
+       {"PMI_RANK=1"},
        "--job_name and --job_layout=ps:1,worker:1 with PMI_RANK=1 disagree on the job (ps vs worker)"},
   };
   for (const Case& k : cases) {
@@ -844,7 +857,6 @@ TEST_F(RankDerivation, BadLayoutsExitTwoNamingTheProblem) {
     EXPECT_NE(Output(server).find(k.expect), std::string::npos) << k.expect << "\n" << Output(server);
   }
 }
-
 
 // ---- A cluster token keeps outsiders off a task's ports (rpc/auth.h).
 
@@ -877,10 +889,10 @@ TEST(Security, ALaunchedClusterTrainsWithATokenFile) {
   // The ps (distflow-server) gets the token from the environment, the
   // workers from the file: the same secret, two ways. The CNN's weights
   // cross over the bulk ports, which check it too.
-  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--workers", "1", "--", MNIST_DISTRIBUTED_BIN,
-                       "--train_steps=30", "--progress=false", "--auth_token_file=" + token_file,
-                       "--wait_for_workers_secs=30"},
-                      {"DISTFLOW_AUTH_TOKEN=s3cret-from-a-file"});
+  Proc launch =
+      Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--workers", "1", "--", MNIST_DISTRIBUTED_BIN, "--train_steps=30",
+             "--progress=false", "--auth_token_file=" + token_file, "--wait_for_workers_secs=30"},
+            {"DISTFLOW_AUTH_TOKEN=s3cret-from-a-file"});
   EXPECT_EQ(Wait(launch, 240), 0) << Output(launch);
   EXPECT_NE(Output(launch).find("Test-Accuracy"), std::string::npos) << Output(launch);
 }
@@ -891,9 +903,9 @@ TEST(Security, BadTokensExitTwoAndAnOpenServerWarns) {
   EXPECT_EQ(Wait(missing, 30), 2) << Output(missing);
   EXPECT_NE(Output(missing).find("cannot read the token file '/nonexistent/token'"), std::string::npos)
       << Output(missing);
-  Proc binary = Spawn({DISTFLOW_SERVER_BIN, "--cluster_spec=local|localhost:2222", "--job_name=local",
-                       "--task_index=0"},
-                      {"DISTFLOW_AUTH_TOKEN=tab\there"});
+  Proc binary =
+      Spawn({DISTFLOW_SERVER_BIN, "--cluster_spec=local|localhost:2222", "--job_name=local", "--task_index=0"},
+            {"DISTFLOW_AUTH_TOKEN=tab\there"});
   EXPECT_EQ(Wait(binary, 30), 2) << Output(binary);
   EXPECT_NE(Output(binary).find("DISTFLOW_AUTH_TOKEN holds a byte that is not printable"), std::string::npos)
       << Output(binary);
@@ -922,9 +934,9 @@ TEST(Security, MutualTlsAdmitsOnlyClientsWithACertificateFromTheCa) {
   const int port = FreePort();
   Cluster c;
   c.procs_.reserve(2);
-  Proc& server = c.Start({absl::StrCat("--cluster_spec=local|localhost:", port), "--job_name=local", "--task_index=0",
-                          "--tls_cert=" + dir + "/node.pem", "--tls_key=" + dir + "/node.key",
-                          "--tls_ca=" + dir + "/ca.pem"});
+  Proc& server =
+      c.Start({absl::StrCat("--cluster_spec=local|localhost:", port), "--job_name=local", "--task_index=0",
+               "--tls_cert=" + dir + "/node.pem", "--tls_key=" + dir + "/node.key", "--tls_ca=" + dir + "/ca.pem"});
   ASSERT_TRUE(WaitForOutput(server, "Started server", 30)) << Output(server);
   EXPECT_NE(Output(server).find("; bulk tensor transfer on port "), std::string::npos) << Output(server);
   const std::string target = absl::StrCat("grpc://localhost:", port);
@@ -949,8 +961,8 @@ TEST(Security, MutualTlsAdmitsOnlyClientsWithACertificateFromTheCa) {
 
   // A TLS client of a plain server is told the handshake failed.
   const int plain_port = FreePort();
-  Proc& open = c.Start(
-      {absl::StrCat("--cluster_spec=local|localhost:", plain_port), "--job_name=local", "--task_index=0"});
+  Proc& open =
+      c.Start({absl::StrCat("--cluster_spec=local|localhost:", plain_port), "--job_name=local", "--task_index=0"});
   ASSERT_TRUE(WaitForOutput(open, "Started server", 30)) << Output(open);
   Proc tls_client = Spawn({HELLO_BIN, absl::StrCat("grpc://localhost:", plain_port)}, TlsEnv(dir, ""));
   EXPECT_NE(Wait(tls_client, 20), 0) << Output(tls_client);
@@ -975,8 +987,8 @@ TEST(Security, TheBooksProgramTrainsOverTls) {
 TEST(Security, BadTlsFilesExitTwoNamingThem) {
   const std::string dir = NewLogdir("tls_bad");
   ASSERT_TRUE(MakeCertificates(dir, "")) << "openssl failed";
-  const std::vector<std::string> base = {DISTFLOW_SERVER_BIN, "--cluster_spec=local|localhost:2222",
-                                         "--job_name=local", "--task_index=0"};
+  const std::vector<std::string> base = {DISTFLOW_SERVER_BIN, "--cluster_spec=local|localhost:2222", "--job_name=local",
+                                         "--task_index=0"};
   struct Case {
     std::vector<std::string> flags;
     std::vector<std::string> env;
@@ -1046,8 +1058,7 @@ TEST(Stopping, ASecondSignalExitsAtOnceWhileTheFirstStopWaits) {
   kill(worker.pid, SIGTERM);
   EXPECT_EQ(Wait(worker, 5), 128 + SIGTERM) << Output(worker);
   EXPECT_LT(absl::Now() - second, absl::Seconds(4));
-  EXPECT_NE(Output(worker).find("second signal (15) while stopping: exiting now"), std::string::npos)
-      << Output(worker);
+  EXPECT_NE(Output(worker).find("second signal (15) while stopping: exiting now"), std::string::npos) << Output(worker);
   kill(ps.pid, SIGCONT);
   kill(ps.pid, SIGTERM);
   EXPECT_EQ(Wait(ps, 20), 0) << Output(ps);
@@ -1055,9 +1066,9 @@ TEST(Stopping, ASecondSignalExitsAtOnceWhileTheFirstStopWaits) {
 
 TEST(Stopping, BadFailureDetectionAndLimitFlagsExitTwo) {
   const std::string spec = absl::StrCat("ps|127.0.0.1:", FreePort());
-  for (const std::string bad : {"--heartbeat_timeout_secs=-1", "--heartbeat_interval_secs=0",
-                                 "--heartbeat_interval_secs=20", "--orphan_grace_secs=-5", "--max_step_bytes=-2",
-                                 "--max_sessions=0", "--max_concurrent_steps=-1"}) {
+  for (const std::string bad :
+       {"--heartbeat_timeout_secs=-1", "--heartbeat_interval_secs=0", "--heartbeat_interval_secs=20",
+        "--orphan_grace_secs=-5", "--max_step_bytes=-2", "--max_sessions=0", "--max_concurrent_steps=-1"}) {
     Proc p = Spawn({DISTFLOW_SERVER_BIN, "--cluster_spec=" + spec, "--job_name=ps", "--task_index=0", bad});
     EXPECT_EQ(Wait(p, 20), 2) << bad << ": " << Output(p);
     const std::string flag = bad.substr(2, bad.find('=') - 2);

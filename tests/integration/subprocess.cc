@@ -81,18 +81,15 @@ bool WaitForOutput(const Proc& p, const std::string& text, int seconds) {
 
 bool MakeCertificates(const std::string& dir, const std::string& prefix) {
   const std::string cmd = absl::StrCat(
-      "set -e; mkdir -p '", dir, "'; cd '", dir, "';",
-      "openssl req -x509 -newkey rsa:2048 -nodes -keyout ", prefix, "ca.key -out ", prefix,
-      "ca.pem -days 2 -subj /CN=distflow-test-ca 2>/dev/null;",
+      "set -e; mkdir -p '", dir, "'; cd '", dir, "';", "openssl req -x509 -newkey rsa:2048 -nodes -keyout ", prefix,
+      "ca.key -out ", prefix, "ca.pem -days 2 -subj /CN=distflow-test-ca 2>/dev/null;",
       "openssl req -newkey rsa:2048 -nodes -keyout ", prefix, "node.key -out ", prefix,
       "node.csr -subj /CN=localhost 2>/dev/null;",
       "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ", prefix,
-      "ext.cnf;",
-      "openssl x509 -req -in ", prefix, "node.csr -CA ", prefix, "ca.pem -CAkey ", prefix, "ca.key -CAcreateserial -out ",
-      prefix, "node.pem -days 2 -extfile ", prefix, "ext.cnf 2>/dev/null");
+      "ext.cnf;", "openssl x509 -req -in ", prefix, "node.csr -CA ", prefix, "ca.pem -CAkey ", prefix,
+      "ca.key -CAcreateserial -out ", prefix, "node.pem -days 2 -extfile ", prefix, "ext.cnf 2>/dev/null");
   return std::system(cmd.c_str()) == 0;
 }
-
 
 int FreePort() { return Env::Default()->PickUnusedPort().value_or(0); }
 

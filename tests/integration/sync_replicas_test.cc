@@ -13,12 +13,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "distflow/distflow.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "distflow/train/optimizer.h"
 #include "distflow/train/replica_device_setter.h"
 #include "distflow/train/supervisor.h"
 #include "distflow/train/sync_replicas_optimizer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "proto/graph.pb.h"
 
 namespace distflow {
@@ -82,16 +82,17 @@ class SyncReplicasTest : public ::testing::Test {
     };
     Scope root = Scope::NewRootScope();
     Scope s = root.WithDeviceFunction(ReplicaDeviceSetter(spec_, "/job:worker/task:" + std::to_string(replica)));
-    Output w = sparse ? ops::MakeVariable(s.WithOpName("table"),
-                                        ops::Const(s, Tensor::FromVector<float>(std::vector<float>(10, 0.5f),
-                                                                                TensorShape({5, 2}))))
+    Output w = sparse ? ops::MakeVariable(
+                            s.WithOpName("table"),
+                            ops::Const(s, Tensor::FromVector<float>(std::vector<float>(10, 0.5f), TensorShape({5, 2}))))
                       : ops::MakeVariable(s.WithOpName("w"), ops::Const(s, {0.0f, 0.0f}, TensorShape({2})));
     Output step = CreateGlobalStep(s);
     const std::vector<int32_t> ids[3] = {{1, 3, 1}, {3}, {4}};
-    Output loss = sparse ? ops::Mul(s, ops::Const(s, kGrad[replica]),
-                                    ops::Sum(s, ops::Gather(s, w, ops::Const(s, Tensor::FromVector<int32_t>(ids[replica]))),
-                                             {0, 1}))
-                         : ops::Mul(s, ops::Const(s, kGrad[replica]), ops::Sum(s, w, {0}));
+    Output loss =
+        sparse
+            ? ops::Mul(s, ops::Const(s, kGrad[replica]),
+                       ops::Sum(s, ops::Gather(s, w, ops::Const(s, Tensor::FromVector<int32_t>(ids[replica]))), {0, 1}))
+            : ops::Mul(s, ops::Const(s, kGrad[replica]), ops::Sum(s, w, {0}));
     sync.replica_id = replica;
     auto opt = SyncReplicasOptimizer::Create(std::make_unique<GradientDescentOptimizer>(kLr), sync);
     if (!opt.ok()) return fail(opt.status());
@@ -145,7 +146,8 @@ TEST_F(SyncReplicasTest, EveryStepAveragesAllReplicasOnce) {
   // All three start together, so no replica computes a gradient for a
   // step the others have already completed (it would be dropped as stale).
   StartLine together(3);
-  for (int r = 0; r < 3; ++r) threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps, 1 << 30, &together); });
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps, 1 << 30, &together); });
   for (auto& t : threads) t.join();
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(res[r].status.ok()) << "replica " << r << ": " << res[r].status;
@@ -173,7 +175,8 @@ TEST_F(SyncReplicasTest, SparseGradientsAreAggregatedAsRows) {
   constexpr int64_t kSteps = 5;
   Result res[3];
   std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps, 1 << 30, nullptr, true); });
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] { res[r] = RunReplica(r, sync, kSteps, 1 << 30, nullptr, true); });
   for (auto& t : threads) t.join();
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(res[r].status.ok()) << "replica " << r << ": " << res[r].status;

@@ -29,7 +29,7 @@ class TcpProxy {
   TcpProxy& operator=(const TcpProxy&) = delete;
 
   int port() const { return port_; }
-  int connections();  // accepted so far
+  int connections();                                          // accepted so far
   uint64_t bytes_forwarded() const { return bytes_.load(); }  // both ways, so far
   void DropAll();
   void Pause();

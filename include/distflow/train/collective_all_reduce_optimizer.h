@@ -51,7 +51,7 @@ class DISTFLOW_EXPORT CollectiveAllReduceOptimizer {
 
   // InvalidArgument if num_replicas < 1 or rank is out of range.
   static absl::StatusOr<std::unique_ptr<CollectiveAllReduceOptimizer>> Create(std::unique_ptr<Optimizer> optimizer,
-                                                                                CollectiveAllReduceOptions options);
+                                                                              CollectiveAllReduceOptions options);
 
   absl::StatusOr<Optimizer::GradsAndVars> ComputeGradients(const Scope& scope, const Output& loss,
                                                            const std::vector<Output>& var_list = {}) {

@@ -50,8 +50,7 @@ class DISTFLOW_EXPORT EventWriter {
   // Creates `logdir` if needed and a new event file in it, with its
   // file_version record. InvalidArgument or the OS's error naming the
   // directory if it cannot be (e.g. it is a file).
-  static absl::StatusOr<std::unique_ptr<EventWriter>> Open(const std::string& logdir,
-                                                          EventWriterOptions options = {});
+  static absl::StatusOr<std::unique_ptr<EventWriter>> Open(const std::string& logdir, EventWriterOptions options = {});
   ~EventWriter();  // closes, ignoring errors (call Close to see them)
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;

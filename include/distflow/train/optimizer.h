@@ -94,9 +94,7 @@ class DISTFLOW_EXPORT Optimizer {
   }
   // Ops that run after every update (`scope` has control deps on them all);
   // their Operations are added to the final group.
-  virtual absl::StatusOr<std::vector<Operation>> Finish(const Scope& scope) {
-    return std::vector<Operation>{};
-  }
+  virtual absl::StatusOr<std::vector<Operation>> Finish(const Scope& scope) { return std::vector<Operation>{}; }
 
   // A non-trainable variable "<var>/<name>" (or `full_name` when var is
   // invalid) initialised to `value` everywhere, registered as a slot `slot`.
@@ -152,8 +150,7 @@ class DISTFLOW_EXPORT MomentumOptimizer : public Optimizer {
 
 class DISTFLOW_EXPORT AdagradOptimizer : public Optimizer {
  public:
-  explicit AdagradOptimizer(double learning_rate, double initial_accumulator_value = 0.1,
-                            std::string name = "Adagrad")
+  explicit AdagradOptimizer(double learning_rate, double initial_accumulator_value = 0.1, std::string name = "Adagrad")
       : Optimizer(std::move(name)), lr_(learning_rate), initial_(initial_accumulator_value) {}
   std::vector<std::string> GetSlotNames() const override { return {"accumulator"}; }
 
@@ -190,8 +187,8 @@ class DISTFLOW_EXPORT RMSPropOptimizer : public Optimizer {
 // updates of each step.
 class DISTFLOW_EXPORT AdamOptimizer : public Optimizer {
  public:
-  explicit AdamOptimizer(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
-                         double epsilon = 1e-8, std::string name = "Adam")
+  explicit AdamOptimizer(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999, double epsilon = 1e-8,
+                         std::string name = "Adam")
       : Optimizer(std::move(name)), lr_(learning_rate), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
   std::vector<std::string> GetSlotNames() const override { return {"m", "v"}; }
 

@@ -205,7 +205,7 @@ class DISTFLOW_EXPORT MonitoredSession {
   std::vector<std::unique_ptr<SessionRunHook>> hooks_;
   std::unique_ptr<Saver> saver_;
   std::shared_ptr<EventWriter> summary_writer_;  // shared with the summary hooks
-  std::vector<Output> ready_checks_;  // IsVariableInitialized per variable
+  std::vector<Output> ready_checks_;             // IsVariableInitialized per variable
   std::vector<std::string> var_names_;
   std::vector<Operation> unsaved_inits_;  // initialisers of variables checkpoints do not hold
   std::vector<Output> unsaved_ready_;     // and their readiness checks

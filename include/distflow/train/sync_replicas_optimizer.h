@@ -75,7 +75,7 @@ class DISTFLOW_EXPORT SyncReplicasOptimizer {
   // InvalidArgument if replicas_to_aggregate < 1, total_num_replicas <
   // replicas_to_aggregate, or replica_id is out of range.
   static absl::StatusOr<std::unique_ptr<SyncReplicasOptimizer>> Create(std::unique_ptr<Optimizer> optimizer,
-                                                                         SyncReplicasOptions options);
+                                                                       SyncReplicasOptions options);
   ~SyncReplicasOptimizer();
 
   absl::StatusOr<Optimizer::GradsAndVars> ComputeGradients(const Scope& scope, const Output& loss,

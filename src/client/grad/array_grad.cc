@@ -16,8 +16,7 @@ using Grads = std::vector<Output>;
 
 absl::Status Done(const Scope& s) { return s.status(); }
 
-#define GRAD_FN(NAME) \
-  absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
+#define GRAD_FN(NAME) absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
 
 // Shape(x) with out_type `dt` (int32 or int64).
 Output ShapeOf(const Scope& s, const Output& x, DataType dt) {
@@ -113,10 +112,30 @@ void RegisterArrayGradients(GradientRegistry* r) {
   r->Register("Unpack", UnpackGrad);
   r->Register("Tile", TileGrad);
   r->Register("Fill", FillGrad);
-  for (const char* op : {"Shape", "Size", "Rank", "Range", "OneHot", "ZerosLike", "OnesLike", "Const", "Placeholder",
-                         "Variable", "Assign", "AssignAdd", "AssignSub", "IsVariableInitialized", "RandomUniform",
-                         "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt", "Multinomial",
-                         "BroadcastGradientArgs", "ReducedShape", "InvertPermutation", "ConcatOffset", "NoOp"}) {
+  for (const char* op : {"Shape",
+                         "Size",
+                         "Rank",
+                         "Range",
+                         "OneHot",
+                         "ZerosLike",
+                         "OnesLike",
+                         "Const",
+                         "Placeholder",
+                         "Variable",
+                         "Assign",
+                         "AssignAdd",
+                         "AssignSub",
+                         "IsVariableInitialized",
+                         "RandomUniform",
+                         "RandomStandardNormal",
+                         "TruncatedNormal",
+                         "RandomUniformInt",
+                         "Multinomial",
+                         "BroadcastGradientArgs",
+                         "ReducedShape",
+                         "InvertPermutation",
+                         "ConcatOffset",
+                         "NoOp"}) {
     r->RegisterNoGradient(op);
   }
 }

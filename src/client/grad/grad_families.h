@@ -16,8 +16,8 @@ void RegisterMathUnaryGradients(GradientRegistry* r);  // math_unary_grad.cc
 void RegisterArrayGradients(GradientRegistry* r);
 void RegisterSliceGradients(GradientRegistry* r);  // slice_grad.cc
 void RegisterNnGradients(GradientRegistry* r);
-void RegisterSparseGradients(GradientRegistry* r);  // sparse_grad.cc
-void RegisterFunctionGradients(GradientRegistry* r);  // function_grad.cc: Call
+void RegisterSparseGradients(GradientRegistry* r);       // sparse_grad.cc
+void RegisterFunctionGradients(GradientRegistry* r);     // function_grad.cc: Call
 void RegisterControlFlowGradients(GradientRegistry* r);  // control_flow_grad.cc: Switch, Merge
 
 namespace grad {
@@ -34,8 +34,8 @@ Output ScalarConst(const Scope& s, double v, DataType dt);
 // Builds `op_name` with `inputs`, copying every attribute of `from` that the
 // new op defines (except type attributes, which are inferred), then calling
 // `extra` if given.
-Output BuildLike(const Scope& s, const std::string& op_name, const std::vector<Output>& inputs,
-                 const Node* from, const std::function<void(proto::NodeDef*)>& extra = nullptr, int index = 0);
+Output BuildLike(const Scope& s, const std::string& op_name, const std::vector<Output>& inputs, const Node* from,
+                 const std::function<void(proto::NodeDef*)>& extra = nullptr, int index = 0);
 // Sum over `axes` (an int32/int64 vector Output), no keep_dims.
 Output SumAxes(const Scope& s, const Output& x, const Output& axes, bool keep_dims = false);
 // Reduces `g` (of the broadcast output's shape) to the shape of `x`: the

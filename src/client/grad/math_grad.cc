@@ -17,8 +17,7 @@ using Grads = std::vector<Output>;
 
 absl::Status Done(const Scope& s) { return s.status(); }
 
-#define GRAD_FN(NAME) \
-  absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
+#define GRAD_FN(NAME) absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
 
 GRAD_FN(IdentityGrad) {
   out->push_back(g[0]);
@@ -240,8 +239,8 @@ void RegisterMathGradients(GradientRegistry* r) {
   r->Register("Max", MaxMinReduceGrad);
   r->Register("Min", MaxMinReduceGrad);
   r->Register("Prod", ProdGrad);
-  for (const char* op : {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd",
-                         "LogicalOr", "LogicalNot", "ArgMax", "ArgMin"}) {
+  for (const char* op : {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
+                         "LogicalNot", "ArgMax", "ArgMin"}) {
     r->RegisterNoGradient(op);
   }
 }

@@ -12,8 +12,7 @@ using grad::ScalarConst;
 
 using Grads = std::vector<Output>;
 
-#define GRAD_FN(NAME) \
-  absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
+#define GRAD_FN(NAME) absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
 
 GRAD_FN(Log1pGrad) {
   // d log(1 + x) = 1 / (1 + x)

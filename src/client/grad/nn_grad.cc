@@ -16,8 +16,7 @@ using Grads = std::vector<Output>;
 
 absl::Status Done(const Scope& s) { return s.status(); }
 
-#define GRAD_FN(NAME) \
-  absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
+#define GRAD_FN(NAME) absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
 
 // Gradients with no entry for the inputs after the first.
 void PadNone(const Operation& op, Grads* out) {
@@ -138,9 +137,9 @@ GRAD_FN(TopKGrad) {
     *out = {ops::ZerosLike(s, x), Output()};
     return Done(s);
   }
-  Output depth = Out(s, ops::Raw(s, "StridedSlice",
-                                 {ops::Shape(s, x), ops::Const(s, {-1}), ops::Const(s, {0}), ops::Const(s, {1})},
-                                 [](proto::NodeDef* n) { SetAttrInt(n, "shrink_axis_mask", 1); }));
+  Output depth = Out(
+      s, ops::Raw(s, "StridedSlice", {ops::Shape(s, x), ops::Const(s, {-1}), ops::Const(s, {0}), ops::Const(s, {1})},
+                  [](proto::NodeDef* n) { SetAttrInt(n, "shrink_axis_mask", 1); }));
   Output dt1 = grad::ScalarConst(s, 1, x.dtype()), dt0 = grad::ScalarConst(s, 0, x.dtype());
   Output hot = Out(s, ops::Raw(s, "OneHot", {Out(s, op, 1), depth, dt1, dt0}));
   Output weighted = ops::Mul(s, hot, Out(s, ops::Raw(s, "ExpandDims", {g[0], ops::Const(s, -1)})));

@@ -15,8 +15,7 @@ using grad::Out;
 
 using Grads = std::vector<Output>;
 
-#define GRAD_FN(NAME) \
-  absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
+#define GRAD_FN(NAME) absl::Status NAME(const Scope& s, const Operation& op, const Grads& g, Grads* out)
 
 // Shape(x) with out_type `dt` (int32 or int64).
 Output ShapeOf(const Scope& s, const Output& x, DataType dt) {

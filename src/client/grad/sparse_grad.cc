@@ -53,10 +53,10 @@ GRAD_FN(GatherGrad) {
 GRAD_FN(GatherV2Grad) {
   const Output params = Input(s, op, 0), indices = Input(s, op, 1), axis_in = Input(s, op, 2);
   Tensor axis_t;
-  absl::StatusOr<Tensor> axis_value = axis_in.node()->op() == "Const"
-                                          ? GetAttrTensor(axis_in.node()->def(), "value")
-                                          : absl::StatusOr<Tensor>(absl::InvalidArgumentError(
-                                                "the gradient of GatherV2 needs a constant axis"));
+  absl::StatusOr<Tensor> axis_value =
+      axis_in.node()->op() == "Const"
+          ? GetAttrTensor(axis_in.node()->def(), "value")
+          : absl::StatusOr<Tensor>(absl::InvalidArgumentError("the gradient of GatherV2 needs a constant axis"));
   if (!axis_value.ok()) return axis_value.status();
   int64_t axis = axis_value->dtype() == DT_INT64 ? axis_value->flat<int64_t>()[0] : axis_value->flat<int32_t>()[0];
   const int rank = params.shape().rank();
@@ -100,8 +100,8 @@ GRAD_FN(UnsortedSegmentSumGrad) {
 GRAD_FN(DynamicPartitionGrad) {
   const Output data = Input(s, op, 0), parts = Input(s, op, 1);
   const int num = op.node()->num_outputs();
-  Output positions = ops::Reshape(s, ops::Range(s, ops::Const(s, 0), ops::Size(s, parts), ops::Const(s, 1)),
-                                  ops::Shape(s, parts));
+  Output positions =
+      ops::Reshape(s, ops::Range(s, ops::Const(s, 0), ops::Size(s, parts), ops::Const(s, 1)), ops::Shape(s, parts));
   std::vector<Output> where = ops::DynamicPartition(s, positions, parts, num);
   std::vector<Output> grads;
   for (int i = 0; i < num; ++i) {
@@ -136,9 +136,8 @@ GRAD_FN(SparseSegmentMeanGrad) {
 // (duplicates add up), as TF's.
 GRAD_FN(GatherNdGrad) {
   const Output params = Input(s, op, 0), indices = Input(s, op, 1);
-  Output shape = Out(s, ops::Raw(s, "Shape", {params}, [&indices](proto::NodeDef* n) {
-    SetAttrType(n, "out_type", indices.dtype());
-  }));
+  Output shape = Out(s, ops::Raw(s, "Shape", {params},
+                                 [&indices](proto::NodeDef* n) { SetAttrType(n, "out_type", indices.dtype()); }));
   *out = {Out(s, ops::Raw(s, "ScatterNd", {indices, g[0], shape})), Output()};
   return s.status();
 }

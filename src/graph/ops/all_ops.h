@@ -21,14 +21,16 @@ void RegisterTrainingOps(OpRegistry* r);   // ApplyGradientDescent, ApplyMomentu
 void RegisterGradSupportOps(OpRegistry* r);  // BroadcastGradientArgs and other helpers of symbolic gradients
 void RegisterCheckpointOps(OpRegistry* r);   // SaveShard, RestoreShard
 void RegisterSyncOps(OpRegistry* r);         // accumulators and step barrier of synchronous training
-void RegisterSummaryOps(OpRegistry* r);      // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
-void RegisterSparseOps(OpRegistry* r);       // Gather(V2), Scatter*, Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
-void RegisterGatherNdOps(OpRegistry* r);     // GatherNd, ScatterNd
-void RegisterSparseTrainingOps(OpRegistry* r);  // SparseApplyAdagrad, SparseApplyMomentum, SparseApplyFtrl, SparseApplyAdam
-void RegisterDatasetOps(OpRegistry* r);      // tf.data: datasets and iterators
-void RegisterFunctionOps(OpRegistry* r);     // Call (graph functions)
-void RegisterQueueOps(OpRegistry* r);         // queues and readers of TF1 input pipelines
-void RegisterParsingOps(OpRegistry* r);       // DecodeRaw, ParseExample
+void RegisterSummaryOps(OpRegistry* r);  // ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary
+void RegisterSparseOps(
+    OpRegistry* r);  // Gather(V2), Scatter*, Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
+void RegisterGatherNdOps(OpRegistry* r);  // GatherNd, ScatterNd
+void RegisterSparseTrainingOps(
+    OpRegistry* r);                       // SparseApplyAdagrad, SparseApplyMomentum, SparseApplyFtrl, SparseApplyAdam
+void RegisterDatasetOps(OpRegistry* r);   // tf.data: datasets and iterators
+void RegisterFunctionOps(OpRegistry* r);  // Call (graph functions)
+void RegisterQueueOps(OpRegistry* r);     // queues and readers of TF1 input pipelines
+void RegisterParsingOps(OpRegistry* r);   // DecodeRaw, ParseExample
 void RegisterControlFlowOps(OpRegistry* r);  // Switch, Merge, Enter, Exit, NextIteration, LoopCond, ControlTrigger
 void RegisterCollectiveOps(OpRegistry* r);   // CollectiveReduce, CollectiveBcastSend/Recv, CollectiveGather
 

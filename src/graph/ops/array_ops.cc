@@ -76,9 +76,9 @@ absl::Status ConcatShape(InferenceContext* c) {
   for (int i = 0; i < n; ++i) {
     if (c->input(i).unknown_rank()) continue;
     if (rank >= 0 && c->input(i).rank() != rank) {
-      return absl::InvalidArgumentError(absl::StrCat("ConcatOp: Ranks of all input tensors should match: shape[0] = ",
-                                                     c->input(0).DebugString(), " vs. shape[", i,
-                                                     "] = ", c->input(i).DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ConcatOp: Ranks of all input tensors should match: shape[0] = ", c->input(0).DebugString(),
+                       " vs. shape[", i, "] = ", c->input(i).DebugString()));
     }
     rank = c->input(i).rank();
   }
@@ -91,9 +91,8 @@ absl::Status ConcatShape(InferenceContext* c) {
   if (rank == 0) return absl::InvalidArgumentError("Can't concatenate scalars (use tf.stack instead)");
   int64_t axis = axis_v[0];
   if (axis < -rank || axis >= rank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ConcatOp : Expected concatenating dimensions in the range [", -rank, ", ", rank, "), but got ",
-                     axis));
+    return absl::InvalidArgumentError(absl::StrCat("ConcatOp : Expected concatenating dimensions in the range [", -rank,
+                                                   ", ", rank, "), but got ", axis));
   }
   if (axis < 0) axis += rank;
   std::vector<int64_t> out(static_cast<size_t>(rank), kUnknown);
@@ -177,9 +176,9 @@ absl::Status PackShape(InferenceContext* c) {
   for (int i = 0; i < c->num_inputs(); ++i) {
     absl::StatusOr<PartialShape> m = s.Merge(c->input(i));
     if (!m.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("Shapes of all inputs must match: values[0].shape = ",
-                                                     c->input(0).DebugString(), " != values[", i,
-                                                     "].shape = ", c->input(i).DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Shapes of all inputs must match: values[0].shape = ", c->input(0).DebugString(), " != values[",
+                       i, "].shape = ", c->input(i).DebugString()));
     }
     s = *m;
   }
@@ -215,8 +214,8 @@ absl::Status UnpackShape(InferenceContext* c) {
     if (a < 0) a += r;
     int64_t d = in.dim(static_cast<int>(a));
     if (d >= 0 && d != c->num_outputs()) {
-      return absl::InvalidArgumentError(absl::StrCat("Dimension ", a, " of input shape ", in.DebugString(),
-                                                     " must equal num = ", c->num_outputs()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Dimension ", a, " of input shape ", in.DebugString(), " must equal num = ", c->num_outputs()));
     }
     std::vector<int64_t> dims(in.dims().begin(), in.dims().end());
     dims.erase(dims.begin() + a);
@@ -264,8 +263,8 @@ absl::Status TileShape(InferenceContext* c) {
   }
   if (c->input(1).rank() != 1) return absl::InvalidArgumentError("Expected multiples argument to be a vector");
   if (!in.unknown_rank() && static_cast<int64_t>(m.size()) != in.rank()) {
-    return absl::InvalidArgumentError(absl::StrCat("Expected multiples argument to be a vector of length ", in.rank(),
-                                                   " but got length ", m.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Expected multiples argument to be a vector of length ", in.rank(), " but got length ", m.size()));
   }
   std::vector<int64_t> out(m.size(), kUnknown);
   for (size_t i = 0; i < m.size(); ++i) {
@@ -294,11 +293,20 @@ absl::Status RangeShape(InferenceContext* c) {
   }
   absl::StatusOr<int64_t> n = absl::InvalidArgumentError("Range: unsupported type");
   switch (ts[0]->dtype()) {
-    case DT_INT32: n = RangeSize(ts[0]->scalar<int32_t>(), ts[1]->scalar<int32_t>(), ts[2]->scalar<int32_t>()); break;
-    case DT_INT64: n = RangeSize(ts[0]->scalar<int64_t>(), ts[1]->scalar<int64_t>(), ts[2]->scalar<int64_t>()); break;
-    case DT_FLOAT: n = RangeSize(ts[0]->scalar<float>(), ts[1]->scalar<float>(), ts[2]->scalar<float>()); break;
-    case DT_DOUBLE: n = RangeSize(ts[0]->scalar<double>(), ts[1]->scalar<double>(), ts[2]->scalar<double>()); break;
-    default: break;
+    case DT_INT32:
+      n = RangeSize(ts[0]->scalar<int32_t>(), ts[1]->scalar<int32_t>(), ts[2]->scalar<int32_t>());
+      break;
+    case DT_INT64:
+      n = RangeSize(ts[0]->scalar<int64_t>(), ts[1]->scalar<int64_t>(), ts[2]->scalar<int64_t>());
+      break;
+    case DT_FLOAT:
+      n = RangeSize(ts[0]->scalar<float>(), ts[1]->scalar<float>(), ts[2]->scalar<float>());
+      break;
+    case DT_DOUBLE:
+      n = RangeSize(ts[0]->scalar<double>(), ts[1]->scalar<double>(), ts[2]->scalar<double>());
+      break;
+    default:
+      break;
   }
   if (!n.ok()) return n.status();
   c->set_output(0, PartialShape({*n}));
@@ -307,13 +315,13 @@ absl::Status RangeShape(InferenceContext* c) {
 
 absl::Status OneHotShape(InferenceContext* c) {
   for (int i = 1; i < 4; ++i) {
-    absl::StatusOr<PartialShape> s =
-        c->WithRank(c->input(i), 0, i == 1 ? "depth" : i == 2 ? "on_value" : "off_value");
+    absl::StatusOr<PartialShape> s = c->WithRank(c->input(i), 0, i == 1 ? "depth" : i == 2 ? "on_value" : "off_value");
     if (!s.ok()) return s.status();
   }
   absl::StatusOr<int64_t> axis = GetAttrInt(c->node(), "axis");
   if (!axis.ok()) return axis.status();
-  if (*axis < -1) return absl::InvalidArgumentError(absl::StrCat("Expected axis to be -1 or between [0, rank], got ", *axis));
+  if (*axis < -1)
+    return absl::InvalidArgumentError(absl::StrCat("Expected axis to be -1 or between [0, rank], got ", *axis));
   int64_t depth = kUnknown;
   std::vector<int64_t> d;
   if (c->ConstantInputAsInts(1, &d) && d.size() == 1) {

@@ -66,7 +66,8 @@ absl::Status GatherShape(InferenceContext* c) {
     c->set_output(0, PartialShape::Unknown());
     return absl::OkStatus();
   }
-  if (in.rank() == 0) return absl::InvalidArgumentError("CollectiveGather needs an input of rank 1 or more, got a scalar");
+  if (in.rank() == 0)
+    return absl::InvalidArgumentError("CollectiveGather needs an input of rank 1 or more, got a scalar");
   const int64_t n = *GetAttrInt(c->node(), "group_size");
   PartialShape out = PartialShape::Scalar();
   out.AppendDim(in.dim(0) < 0 ? PartialShape::kUnknownDim : in.dim(0) * n);

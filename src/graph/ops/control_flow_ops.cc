@@ -84,19 +84,16 @@ void RegisterControlFlowOps(OpRegistry* r) {
                       .Attr("is_constant: bool = false")
                       .Attr("parallel_iterations: int = 10")
                       .SetShapeFn(EnterShape));
-  r->MustRegister(
-      OpDefBuilder("Exit").Input("data: T").Output("output: T").Attr("T: type").SetShapeFn(UnchangedShape));
+  r->MustRegister(OpDefBuilder("Exit").Input("data: T").Output("output: T").Attr("T: type").SetShapeFn(UnchangedShape));
   r->MustRegister(
       OpDefBuilder("NextIteration").Input("data: T").Output("output: T").Attr("T: type").SetShapeFn(UnchangedShape));
-  r->MustRegister(OpDefBuilder("LoopCond")
-                      .Input("input: bool")
-                      .Output("output: bool")
-                      .SetShapeFn([](InferenceContext* c) {
-                        absl::StatusOr<PartialShape> s = c->WithRank(c->input(0), 0, "input");
-                        if (!s.ok()) return s.status();
-                        c->set_output(0, *s);
-                        return absl::OkStatus();
-                      }));
+  r->MustRegister(
+      OpDefBuilder("LoopCond").Input("input: bool").Output("output: bool").SetShapeFn([](InferenceContext* c) {
+        absl::StatusOr<PartialShape> s = c->WithRank(c->input(0), 0, "input");
+        if (!s.ok()) return s.status();
+        c->set_output(0, *s);
+        return absl::OkStatus();
+      }));
   // Waits for its control inputs, live or dead, and is always live (the
   // gradient of a while loop joins its branches with it).
   r->MustRegister(OpDefBuilder("ControlTrigger").SetShapeFn(UnknownShape));

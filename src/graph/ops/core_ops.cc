@@ -42,7 +42,8 @@ void RegisterCoreOps(OpRegistry* r) {
                         c->set_output(0, *s);
                         return absl::OkStatus();
                       }));
-  r->MustRegister(OpDefBuilder("Identity").Input("input: T").Output("output: T").Attr("T: type").SetShapeFn(UnchangedShape));
+  r->MustRegister(
+      OpDefBuilder("Identity").Input("input: T").Output("output: T").Attr("T: type").SetShapeFn(UnchangedShape));
   r->MustRegister(
       OpDefBuilder("StopGradient").Input("input: T").Output("output: T").Attr("T: type").SetShapeFn(UnchangedShape));
   r->MustRegister(OpDefBuilder("NoOp").SetShapeFn(UnknownShape));

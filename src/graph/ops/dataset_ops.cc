@@ -26,7 +26,8 @@ absl::Status HandleShape(InferenceContext* c) {
 absl::Status ScalarInputsHandle(InferenceContext* c) {
   for (int i = 0; i < c->num_inputs(); ++i) {
     if (c->input(i).rank() > 0) {
-      return absl::InvalidArgumentError(absl::StrCat("input ", i, " must be a scalar, got ", c->input(i).DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input ", i, " must be a scalar, got ", c->input(i).DebugString()));
     }
   }
   return HandleShape(c);
@@ -61,9 +62,9 @@ absl::Status SlicesShape(InferenceContext* c) {
     }
     if (s.rank() < 0 || s.dim(0) < 0) continue;
     if (rows >= 0 && s.dim(0) != rows) {
-      return absl::InvalidArgumentError(absl::StrCat("components have different numbers of rows: component 0..",
-                                                     i - 1, " have ", rows, ", component ", i, " has ", s.dim(0),
-                                                     " (shape ", s.DebugString(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("components have different numbers of rows: component 0..", i - 1,
+                                                     " have ", rows, ", component ", i, " has ", s.dim(0), " (shape ",
+                                                     s.DebugString(), ")"));
     }
     rows = s.dim(0);
   }
@@ -238,15 +239,14 @@ void RegisterDatasetOps(OpRegistry* r) {
                       .Attr("shared_name: string = ''")
                       .SetIsStateful()
                       .SetShapeFn(HandleShape));
-  r->MustRegister(OpDefBuilder("IteratorGetNext")
-                      .Input("iterator: string")
-                      .Output("components: output_types")
-                      .Attr("output_types: list(type)")
-                      .Attr("output_shapes: list(int) = []")
-                      .SetIsStateful()
-                      .SetShapeFn([](InferenceContext* c) {
-                        return DecodeShapes(c, static_cast<size_t>(c->num_outputs()));
-                      }));
+  r->MustRegister(
+      OpDefBuilder("IteratorGetNext")
+          .Input("iterator: string")
+          .Output("components: output_types")
+          .Attr("output_types: list(type)")
+          .Attr("output_shapes: list(int) = []")
+          .SetIsStateful()
+          .SetShapeFn([](InferenceContext* c) { return DecodeShapes(c, static_cast<size_t>(c->num_outputs())); }));
 }
 
 }  // namespace distflow

@@ -32,8 +32,8 @@ absl::Status ExpandDimsShape(InferenceContext* c) {
   }
   int64_t a = axis[0];
   if (a < -rank - 1 || a > rank) {
-    return absl::InvalidArgumentError(absl::StrCat("ExpandDims: dim ", a, " is out of range [", -rank - 1, ", ",
-                                                   rank, "] for shape ", in.DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat("ExpandDims: dim ", a, " is out of range [", -rank - 1, ", ", rank,
+                                                   "] for shape ", in.DebugString()));
   }
   if (a < 0) a += rank + 1;
   std::vector<int64_t> out(in.dims().begin(), in.dims().end());
@@ -54,8 +54,8 @@ absl::Status SqueezeShape(InferenceContext* c) {
   std::vector<bool> drop(static_cast<size_t>(rank), false);
   for (int64_t a : *axes) {
     if (a < -rank || a >= rank) {
-      return absl::InvalidArgumentError(absl::StrCat("Squeeze: axis ", a, " is out of range [", -rank, ", ", rank,
-                                                     ") for shape ", in.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Squeeze: axis ", a, " is out of range [", -rank, ", ", rank, ") for shape ", in.DebugString()));
     }
     if (a < 0) a += rank;
     const int64_t d = in.dim(static_cast<int>(a));
@@ -114,8 +114,8 @@ absl::Status PadShape(InferenceContext* c) {
     if (!known) continue;
     const int64_t lo = pads[static_cast<size_t>(2 * i)], hi = pads[static_cast<size_t>(2 * i + 1)];
     if (lo < 0 || hi < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Pad: paddings must be non-negative, got [", lo, ", ", hi,
-                                                     "] for dimension ", i));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Pad: paddings must be non-negative, got [", lo, ", ", hi, "] for dimension ", i));
     }
     if (d >= 0) out[static_cast<size_t>(i)] = d + lo + hi;
   }

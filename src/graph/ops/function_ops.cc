@@ -19,9 +19,9 @@ absl::Status CallShape(InferenceContext* c) {
   proto::FunctionDef def;
   if (!def.ParseFromString(*f)) return absl::InvalidArgumentError("attribute 'f' is not a serialized FunctionDef");
   if (def.arg_size() != c->num_inputs() || def.ret_size() != c->num_outputs()) {
-    return absl::InvalidArgumentError(absl::StrCat("function '", def.name(), "' takes ", def.arg_size(),
-                                                   " arguments and gives ", def.ret_size(), " results, but the call has ",
-                                                   c->num_inputs(), " inputs and ", c->num_outputs(), " outputs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("function '", def.name(), "' takes ", def.arg_size(), " arguments and gives ", def.ret_size(),
+                     " results, but the call has ", c->num_inputs(), " inputs and ", c->num_outputs(), " outputs"));
   }
   for (int i = 0; i < c->num_inputs(); ++i) {
     if (c->input_type(i) != static_cast<DataType>(def.arg_type(i))) {

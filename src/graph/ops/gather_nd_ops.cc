@@ -22,8 +22,8 @@ absl::Status GatherNdShape(InferenceContext* c) {
   const PartialShape& params = c->input(0);
   const PartialShape& indices = c->input(1);
   if (!indices.unknown_rank() && indices.rank() < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("GatherNd: indices must be at least a vector, got shape ",
-                                                   indices.DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GatherNd: indices must be at least a vector, got shape ", indices.DebugString()));
   }
   if (params.unknown_rank() || indices.unknown_rank() || indices.dim(indices.rank() - 1) == kUnknown) {
     c->set_output(0, PartialShape::Unknown());
@@ -48,8 +48,8 @@ absl::Status ScatterNdShape(InferenceContext* c) {
   const PartialShape& indices = c->input(0);
   const PartialShape& updates = c->input(1);
   if (!indices.unknown_rank() && indices.rank() < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("ScatterNd: indices must be at least a vector, got shape ",
-                                                   indices.DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ScatterNd: indices must be at least a vector, got shape ", indices.DebugString()));
   }
   std::vector<int64_t> shape;
   if (!c->ConstantInputAsInts(2, &shape)) {
@@ -69,9 +69,9 @@ absl::Status ScatterNdShape(InferenceContext* c) {
     want.insert(want.end(), shape.begin() + k, shape.end());
     if (!updates.IsCompatibleWith(PartialShape(absl::MakeConstSpan(want)))) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "ScatterNd: updates of shape ", updates.DebugString(), " do not match indices.shape[:-1] + shape[k:] = ",
-          PartialShape(absl::MakeConstSpan(want)).DebugString(), " (indices ", indices.DebugString(), ", shape ",
-          out.DebugString(), ")"));
+          "ScatterNd: updates of shape ", updates.DebugString(),
+          " do not match indices.shape[:-1] + shape[k:] = ", PartialShape(absl::MakeConstSpan(want)).DebugString(),
+          " (indices ", indices.DebugString(), ", shape ", out.DebugString(), ")"));
     }
   }
   c->set_output(0, out);

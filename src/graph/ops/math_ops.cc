@@ -104,8 +104,8 @@ void RegisterMathOps(OpRegistry* r) {
   }
   // Float-only unary functions; Floor, Ceil and Round (half to even) too, as
   // TF1's integer forms are identities nobody calls.
-  for (const char* op : {"Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Expm1", "Reciprocal", "Sin", "Cos", "Floor",
-                         "Ceil", "Round"}) {
+  for (const char* op :
+       {"Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Expm1", "Reciprocal", "Sin", "Cos", "Floor", "Ceil", "Round"}) {
     r->MustRegister(
         OpDefBuilder(op).Input("x: T").Output("y: T").Attr("T: {float, double}").SetShapeFn(UnchangedShape));
   }

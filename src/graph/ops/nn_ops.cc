@@ -106,8 +106,8 @@ absl::Status MaxPoolGradShape(InferenceContext* c) {
   absl::StatusOr<PartialShape> g = c->WithRank(c->input(2), 4, "grad");
   if (!g.ok()) return g.status();
   if (!o->Merge(*g).ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("orig_output ", o->DebugString(), " and grad ", g->DebugString(),
-                                                   " must have the same shape"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("orig_output ", o->DebugString(), " and grad ", g->DebugString(), " must have the same shape"));
   }
   c->set_output(0, *in);
   return absl::OkStatus();
@@ -171,8 +171,8 @@ absl::Status XentShape(InferenceContext* c) {
   if (!l.ok()) return l.status();
   absl::StatusOr<PartialShape> m = f->Merge(*l);
   if (!m.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("logits and labels must be the same size: logits ",
-                                                   f->DebugString(), ", labels ", l->DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat("logits and labels must be the same size: logits ", f->DebugString(),
+                                                   ", labels ", l->DebugString()));
   }
   c->set_output(0, PartialShape({m->dim(0)}));
   c->set_output(1, *m);
@@ -296,9 +296,10 @@ void RegisterNnOps(OpRegistry* r) {
     const char* a;
     const char* b;
   };
-  for (const GradSpec& g : {GradSpec{"ReluGrad", "gradients", "features"}, GradSpec{"Relu6Grad", "gradients", "features"},
-                            GradSpec{"EluGrad", "gradients", "outputs"}, GradSpec{"SigmoidGrad", "y", "dy"},
-                            GradSpec{"TanhGrad", "y", "dy"}, GradSpec{"SoftplusGrad", "gradients", "features"}}) {
+  for (const GradSpec& g :
+       {GradSpec{"ReluGrad", "gradients", "features"}, GradSpec{"Relu6Grad", "gradients", "features"},
+        GradSpec{"EluGrad", "gradients", "outputs"}, GradSpec{"SigmoidGrad", "y", "dy"},
+        GradSpec{"TanhGrad", "y", "dy"}, GradSpec{"SoftplusGrad", "gradients", "features"}}) {
     const bool yz = std::string(g.op) == "SigmoidGrad" || std::string(g.op) == "TanhGrad";
     r->MustRegister(OpDefBuilder(g.op)
                         .Input(absl::StrCat(g.a, ": T"))

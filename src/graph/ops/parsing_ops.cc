@@ -18,8 +18,8 @@ absl::Status ParseExampleShape(InferenceContext* c) {
   ASSIGN_OR_RETURN(std::vector<int64_t> flat, GetAttrIntList(c->node(), "dense_shapes"));
   ASSIGN_OR_RETURN(std::vector<PartialShape> shapes, DecodeShapeList(flat, "attribute 'dense_shapes'"));
   if (shapes.size() != dense_keys.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("dense_shapes holds ", shapes.size(), " shapes for ",
-                                                   dense_keys.size(), " dense keys"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dense_shapes holds ", shapes.size(), " shapes for ", dense_keys.size(), " dense keys"));
   }
   const int ns = static_cast<int>(sparse_keys.size());
   for (int i = 0; i < ns; ++i) {
@@ -29,8 +29,8 @@ absl::Status ParseExampleShape(InferenceContext* c) {
   }
   for (size_t i = 0; i < shapes.size(); ++i) {
     if (!shapes[i].IsFullyDefined()) {
-      return absl::InvalidArgumentError(absl::StrCat("dense key '", dense_keys[i], "' needs a fully defined shape, got ",
-                                                     shapes[i].DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("dense key '", dense_keys[i], "' needs a fully defined shape, got ", shapes[i].DebugString()));
     }
     PartialShape out({batch.dim(0)});
     for (int64_t d : shapes[i].dims()) out.AppendDim(d);

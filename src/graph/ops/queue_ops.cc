@@ -30,8 +30,8 @@ absl::StatusOr<std::vector<PartialShape>> ComponentShapes(InferenceContext* c) {
   }
   ASSIGN_OR_RETURN(std::vector<PartialShape> shapes, DecodeShapeList(flat, "attribute 'shapes'"));
   if (!shapes.empty() && shapes.size() != types.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("'shapes' holds ", shapes.size(), " shapes for ", types.size(),
-                                                   " component types"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'shapes' holds ", shapes.size(), " shapes for ", types.size(), " component types"));
   }
   shapes.resize(types.size(), PartialShape::Unknown());
   return shapes;
@@ -93,10 +93,8 @@ void RegisterQueueOps(OpRegistry* r) {
   r->MustRegister(QueueOp("PaddingFIFOQueue"));
   // Dequeues take uniformly random elements, keeping `min_after_dequeue`
   // back until the queue is closed.
-  r->MustRegister(std::move(QueueOp("RandomShuffleQueue")
-                                .Attr("min_after_dequeue: int = 0")
-                                .Attr("seed: int = 0")
-                                .Attr("seed2: int = 0")));
+  r->MustRegister(std::move(
+      QueueOp("RandomShuffleQueue").Attr("min_after_dequeue: int = 0").Attr("seed: int = 0").Attr("seed2: int = 0")));
   for (const char* op : {"QueueEnqueue", "QueueEnqueueMany"}) {
     r->MustRegister(OpDefBuilder(op)
                         .Input("handle: Ref(string)")

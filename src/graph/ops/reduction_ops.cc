@@ -69,8 +69,7 @@ absl::Status ArgReductionShape(InferenceContext* c) {
   }
   if (a < 0) a += rank;
   if (in.dim(static_cast<int>(a)) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Reduction axis ", a, " is empty in shape ", in.DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat("Reduction axis ", a, " is empty in shape ", in.DebugString()));
   }
   std::vector<int64_t> out;
   for (int i = 0; i < rank; ++i) {

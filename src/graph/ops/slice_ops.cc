@@ -85,16 +85,16 @@ absl::Status SplitShape(InferenceContext* c, int value_index, int axis_index, bo
         if (given[static_cast<size_t>(i)] == -1 && unknown_at < 0) {
           unknown_at = i;
         } else if (given[static_cast<size_t>(i)] < 0) {
-          return absl::InvalidArgumentError(absl::StrCat("SplitV: size_splits[", i, "] = ",
-                                                         given[static_cast<size_t>(i)],
+          return absl::InvalidArgumentError(absl::StrCat("SplitV: size_splits[", i,
+                                                         "] = ", given[static_cast<size_t>(i)],
                                                          " (only one -1 is allowed, other sizes must be >= 0)"));
         } else {
           known += given[static_cast<size_t>(i)];
         }
       }
       if (dim >= 0 && (known > dim || (unknown_at < 0 && known != dim))) {
-        return absl::InvalidArgumentError(absl::StrCat("SplitV: size_splits sum to ", known, " but dimension ",
-                                                       axis, " of shape ", in.DebugString(), " has size ", dim));
+        return absl::InvalidArgumentError(absl::StrCat("SplitV: size_splits sum to ", known, " but dimension ", axis,
+                                                       " of shape ", in.DebugString(), " has size ", dim));
       }
       sizes = given;
       if (unknown_at >= 0) sizes[static_cast<size_t>(unknown_at)] = dim >= 0 ? dim - known : kUnknown;

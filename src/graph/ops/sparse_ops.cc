@@ -29,8 +29,8 @@ absl::Status GatherShapeAt(InferenceContext* c, int64_t axis) {
   }
   const int64_t rank = params.rank();
   if (rank < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("Gather: params must be at least a vector, got shape ",
-                                                   params.DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gather: params must be at least a vector, got shape ", params.DebugString()));
   }
   if (axis < -rank || axis >= rank) {
     return absl::InvalidArgumentError(absl::StrCat("GatherV2: axis ", axis, " is out of range [", -rank, ", ", rank,
@@ -65,9 +65,9 @@ absl::Status ScatterShape(InferenceContext* c) {
     want.insert(want.end(), v.begin() + 1, v.end());
     if (!updates.IsCompatibleWith(PartialShape(absl::MakeConstSpan(want)))) {
       return absl::InvalidArgumentError(absl::StrCat(
-          c->node().op(), ": updates of shape ", updates.DebugString(), " do not match indices.shape + var.shape[1:] = ",
-          PartialShape(absl::MakeConstSpan(want)).DebugString(), " (var ", var.DebugString(), ", indices ",
-          indices.DebugString(), ")"));
+          c->node().op(), ": updates of shape ", updates.DebugString(),
+          " do not match indices.shape + var.shape[1:] = ", PartialShape(absl::MakeConstSpan(want)).DebugString(),
+          " (var ", var.DebugString(), ", indices ", indices.DebugString(), ")"));
     }
   }
   c->set_output(0, var);
@@ -165,8 +165,8 @@ absl::Status SparseSegmentShape(InferenceContext* c) {
     return absl::OkStatus();
   }
   if (data.rank() < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(c->node().op(), ": data must be at least a vector, got shape ",
-                                                   data.DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(c->node().op(), ": data must be at least a vector, got shape ", data.DebugString()));
   }
   std::vector<int64_t> out = DimsOf(data);
   out[0] = kUnknown;
@@ -213,16 +213,16 @@ void RegisterSparseOps(OpRegistry* r) {
                       .Attr("Taxis: {int32, int64}")
                       .SetShapeFn(GatherV2Shape));
   for (const char* op : {"ScatterAdd", "ScatterSub", "ScatterUpdate"}) {
-    r->MustRegister(OpDefBuilder(op)
-                        .Input("ref: Ref(T)")
-                        .Input("indices: Tindices")
-                        .Input("updates: T")
-                        .Output("output_ref: Ref(T)")
-                        .Attr(std::string(op) == "ScatterUpdate" ? "T: type" : "T: {float, double, int32, int64}")
-                        .Attr("Tindices: {int32, int64}")
-                        .Attr(std::string(op) == "ScatterUpdate" ? "use_locking: bool = true"
-                                                                 : "use_locking: bool = false")
-                        .SetShapeFn(ScatterShape));
+    r->MustRegister(
+        OpDefBuilder(op)
+            .Input("ref: Ref(T)")
+            .Input("indices: Tindices")
+            .Input("updates: T")
+            .Output("output_ref: Ref(T)")
+            .Attr(std::string(op) == "ScatterUpdate" ? "T: type" : "T: {float, double, int32, int64}")
+            .Attr("Tindices: {int32, int64}")
+            .Attr(std::string(op) == "ScatterUpdate" ? "use_locking: bool = true" : "use_locking: bool = false")
+            .SetShapeFn(ScatterShape));
   }
   r->MustRegister(OpDefBuilder("Unique")
                       .Input("x: T")

@@ -26,15 +26,16 @@ ShapeFn SparseApplyShape(int num_refs, int grad_index, int indices_index) {
       absl::StatusOr<PartialShape> m = var.Merge(c->input(i));
       if (!m.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(c->node().op(), ": var and slot ", i, " do not have the same ",
-                                                       "shape: ", var.DebugString(), " vs ", c->input(i).DebugString()));
+                                                       "shape: ", var.DebugString(), " vs ",
+                                                       c->input(i).DebugString()));
       }
       var = *m;
     }
     const PartialShape& grad = c->input(grad_index);
     const PartialShape& indices = c->input(indices_index);
     if (!indices.unknown_rank() && indices.rank() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(c->node().op(), ": indices must be a vector, got shape ",
-                                                     indices.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(c->node().op(), ": indices must be a vector, got shape ", indices.DebugString()));
     }
     if (!var.unknown_rank() && !grad.unknown_rank()) {
       std::vector<int64_t> want(var.dims().begin(), var.dims().end());

@@ -14,7 +14,8 @@ namespace {
 absl::Status ScalarTag(InferenceContext* c, int i, absl::string_view what) {
   const PartialShape& s = c->input(i);
   if (!s.unknown_rank() && s.rank() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("'", what, "' must be a scalar string, got shape ", s.DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", what, "' must be a scalar string, got shape ", s.DebugString()));
   }
   return absl::OkStatus();
 }
@@ -35,8 +36,8 @@ absl::Status ImageSummaryShape(InferenceContext* c) {
   const PartialShape& t = c->input(1);
   if (!t.unknown_rank()) {
     if (t.rank() != 4) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "images must be 4-D [batch_size, height, width, channels], got shape ", t.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("images must be 4-D [batch_size, height, width, channels], got shape ", t.DebugString()));
     }
     int64_t channels = t.dim(3);
     if (channels != -1 && channels != 1 && channels != 3 && channels != 4) {

@@ -29,8 +29,8 @@ absl::Status TopKShape(InferenceContext* c) {
   if (c->ConstantInputAsInts(1, &k)) {
     if (k[0] < 0) return absl::InvalidArgumentError(absl::StrCat("TopKV2: k must be non-negative, got ", k[0]));
     if (last >= 0 && k[0] > last) {
-      return absl::InvalidArgumentError(absl::StrCat("TopKV2: input ", in->DebugString(),
-                                                     " must have last dimension >= k = ", k[0]));
+      return absl::InvalidArgumentError(
+          absl::StrCat("TopKV2: input ", in->DebugString(), " must have last dimension >= k = ", k[0]));
     }
     last = k[0];
   } else {

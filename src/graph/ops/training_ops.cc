@@ -36,8 +36,8 @@ ShapeFn ApplyShape(ApplySpec spec) {
     for (int i : spec.scalars) {
       absl::StatusOr<PartialShape> r = c->WithRank(c->input(i), 0, spec.names[static_cast<size_t>(i)]);
       if (!r.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(spec.names[static_cast<size_t>(i)],
-                                                       " is not a scalar: ", c->input(i).DebugString()));
+        return absl::InvalidArgumentError(
+            absl::StrCat(spec.names[static_cast<size_t>(i)], " is not a scalar: ", c->input(i).DebugString()));
       }
     }
     c->set_output(0, s);

@@ -26,16 +26,17 @@ void RegisterGradSupportKernels(KernelRegistry* r);
 void RegisterCheckpointKernels(KernelRegistry* r);
 void RegisterSyncKernels(KernelRegistry* r);
 void RegisterSummaryKernels(KernelRegistry* r);
-void RegisterSparseKernels(KernelRegistry* r);   // Gather(V2), Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
-void RegisterScatterKernels(KernelRegistry* r);  // ScatterAdd, ScatterSub, ScatterUpdate
-void RegisterGatherNdKernels(KernelRegistry* r);  // GatherNd, ScatterNd
+void RegisterSparseKernels(
+    KernelRegistry* r);  // Gather(V2), Unique, UnsortedSegmentSum, DynamicPartition/Stitch, SparseSegment*
+void RegisterScatterKernels(KernelRegistry* r);         // ScatterAdd, ScatterSub, ScatterUpdate
+void RegisterGatherNdKernels(KernelRegistry* r);        // GatherNd, ScatterNd
 void RegisterSparseTrainingKernels(KernelRegistry* r);  // SparseApply{Adagrad,Momentum,Ftrl,Adam}
-void RegisterFunctionKernels(KernelRegistry* r);  // Call
-void RegisterQueueKernels(KernelRegistry* r);    // FIFOQueue, RandomShuffleQueue, PaddingFIFOQueue and their ops
-void RegisterReaderKernels(KernelRegistry* r);   // TFRecordReader, FixedLengthRecordReader, ..., ReaderRead
-void RegisterParsingKernels(KernelRegistry* r);  // DecodeRaw, ParseExample
-void RegisterControlFlowKernels(KernelRegistry* r);  // Switch, Merge, Enter, Exit, NextIteration, LoopCond
-void RegisterCollectiveKernels(KernelRegistry* r);   // CollectiveReduce, CollectiveBcastSend/Recv, CollectiveGather
+void RegisterFunctionKernels(KernelRegistry* r);        // Call
+void RegisterQueueKernels(KernelRegistry* r);           // FIFOQueue, RandomShuffleQueue, PaddingFIFOQueue and their ops
+void RegisterReaderKernels(KernelRegistry* r);          // TFRecordReader, FixedLengthRecordReader, ..., ReaderRead
+void RegisterParsingKernels(KernelRegistry* r);         // DecodeRaw, ParseExample
+void RegisterControlFlowKernels(KernelRegistry* r);     // Switch, Merge, Enter, Exit, NextIteration, LoopCond
+void RegisterCollectiveKernels(KernelRegistry* r);      // CollectiveReduce, CollectiveBcastSend/Recv, CollectiveGather
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);

@@ -106,16 +106,16 @@ class FillOp : public OpKernel {
     }
     absl::StatusOr<TensorShape> shape = TensorShape::FromDims(dims);
     if (!shape.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("invalid dims ", DimsString(dims), ": ", shape.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid dims ", DimsString(dims), ": ", shape.status().message()));
     }
     ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, *shape));
     VisitDataType(value.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       auto f = out->flat<T>();
       const T& v = value.scalar<T>();
-      ctx->ParallelFor(static_cast<int64_t>(f.size()), CopyCost(value.dtype()), [&](int64_t b, int64_t e) {
-        std::fill(f.begin() + b, f.begin() + e, v);
-      });
+      ctx->ParallelFor(static_cast<int64_t>(f.size()), CopyCost(value.dtype()),
+                       [&](int64_t b, int64_t e) { std::fill(f.begin() + b, f.begin() + e, v); });
     });
     return absl::OkStatus();
   }
@@ -193,9 +193,9 @@ class ConcatOp : public OpKernel {
     for (int i = 0; i < n; ++i) {
       const Tensor& t = ctx->input(i);
       if (t.dims() != rank) {
-        return absl::InvalidArgumentError(absl::StrCat("ConcatOp : Ranks of all input tensors should match: shape[0] = ",
-                                                       first.shape().DebugString(), " vs. shape[", i,
-                                                       "] = ", t.shape().DebugString()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("ConcatOp : Ranks of all input tensors should match: shape[0] = ", first.shape().DebugString(),
+                         " vs. shape[", i, "] = ", t.shape().DebugString()));
       }
       for (int d = 0; d < rank; ++d) {
         if (d != a && t.dim_size(d) != first.dim_size(d)) {
@@ -234,9 +234,9 @@ class PackOp : public OpKernel {
     for (int i = 0; i < n; ++i) {
       const Tensor& t = ctx->input(i);
       if (t.shape() != first.shape()) {
-        return absl::InvalidArgumentError(absl::StrCat("Shapes of all inputs must match: values[0].shape = ",
-                                                       first.shape().DebugString(), " != values[", i,
-                                                       "].shape = ", t.shape().DebugString()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Shapes of all inputs must match: values[0].shape = ", first.shape().DebugString(),
+                         " != values[", i, "].shape = ", t.shape().DebugString()));
       }
       ins.push_back(&t);
     }
@@ -269,8 +269,8 @@ class UnpackOp : public OpKernel {
     int a = static_cast<int>(axis_ < 0 ? axis_ + r : axis_);
     int num = num_outputs();
     if (in.dim_size(a) != num) {
-      return absl::InvalidArgumentError(absl::StrCat("Input shape axis ", a, " must equal ", num, ", got shape ",
-                                                     in.shape().DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Input shape axis ", a, " must equal ", num, ", got shape ", in.shape().DebugString()));
     }
     TensorShape out_shape = in.shape();
     out_shape.RemoveDim(a);
@@ -348,22 +348,21 @@ class SliceOp : public OpKernel {
     ASSIGN_OR_RETURN(std::vector<int64_t> size, ReadInts(ctx->input(2), "size"));
     int rank = in.dims();
     if (static_cast<int>(begin.size()) != rank || static_cast<int>(size.size()) != rank) {
-      return absl::InvalidArgumentError(absl::StrCat("Expected begin and size arguments to be vectors of length ",
-                                                     rank, " for input of shape ", in.shape().DebugString(),
-                                                     ", but got begin ", DimsString(begin), " and size ",
-                                                     DimsString(size)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Expected begin and size arguments to be vectors of length ", rank, " for input of shape ",
+          in.shape().DebugString(), ", but got begin ", DimsString(begin), " and size ", DimsString(size)));
     }
     for (int d = 0; d < rank; ++d) {
       int64_t dim = in.dim_size(d);
       if (begin[d] < 0 || begin[d] > dim) {
-        return absl::InvalidArgumentError(absl::StrCat("Expected begin[", d, "] in [0, ", dim, "], but got ",
-                                                       begin[d], " (input shape ", in.shape().DebugString(), ")"));
+        return absl::InvalidArgumentError(absl::StrCat("Expected begin[", d, "] in [0, ", dim, "], but got ", begin[d],
+                                                       " (input shape ", in.shape().DebugString(), ")"));
       }
       if (size[d] == -1) size[d] = dim - begin[d];
       if (size[d] < 0 || size[d] > dim - begin[d]) {
-        return absl::InvalidArgumentError(absl::StrCat("Expected size[", d, "] in [0, ", dim - begin[d],
-                                                       "], but got ", size[d], " (input shape ",
-                                                       in.shape().DebugString(), ", begin ", DimsString(begin), ")"));
+        return absl::InvalidArgumentError(absl::StrCat("Expected size[", d, "] in [0, ", dim - begin[d], "], but got ",
+                                                       size[d], " (input shape ", in.shape().DebugString(), ", begin ",
+                                                       DimsString(begin), ")"));
       }
     }
     ASSIGN_OR_RETURN(TensorShape out_shape, TensorShape::FromDims(size));

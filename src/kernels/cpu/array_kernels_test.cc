@@ -186,9 +186,7 @@ TEST(ArrayKernels, ConcatNegativeAxisInt64AndStrings) {
 
 TEST(ArrayKernels, ConcatShapeMismatchNamesShapesAndIndex) {
   OpTest t("Concat");
-  t.Input(V<int32_t>({1, 2, 3, 4}, {2, 2}))
-      .Input(V<int32_t>({1, 2, 3}, {1, 3}))
-      .Input(Tensor::Scalar<int32_t>(0));
+  t.Input(V<int32_t>({1, 2, 3, 4}, {2, 2})).Input(V<int32_t>({1, 2, 3}, {1, 3})).Input(Tensor::Scalar<int32_t>(0));
   ExpectError(t.Run(), "Dimension 1 in both shapes must be equal: shape[0] = [2,2] vs. shape[1] = [1,3]");
   OpTest a("Concat");
   a.Input(V<int32_t>({1, 2})).Input(V<int32_t>({3})).Input(Tensor::Scalar<int32_t>(1));
@@ -313,8 +311,8 @@ TEST(ArrayKernels, TransposeRank3MatchesReference) {
   std::vector<int32_t> v(24);
   for (int i = 0; i < 24; ++i) v[i] = i;
   Tensor in = Tensor::FromVector<int32_t>(v, TensorShape({2, 3, 4}));
-  for (std::vector<int64_t> perm : std::vector<std::vector<int64_t>>{
-           {0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}) {
+  for (std::vector<int64_t> perm :
+       std::vector<std::vector<int64_t>>{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}) {
     int64_t d[3] = {2, 3, 4};
     std::vector<int32_t> expected;
     int64_t od[3] = {d[perm[0]], d[perm[1]], d[perm[2]]};
@@ -470,7 +468,6 @@ TEST(ArrayKernels, OneHotRejectsNegativeDepthAndBadAxis) {
   SetAttrInt(a.def(), "axis", 2);
   ExpectError(a.Run(), "Expected axis to be -1 or between [0, 1], got 2");
 }
-
 
 // ------------------------------------------- build-time shape inference
 

@@ -27,8 +27,8 @@ using kernel_util::ReadScalarInt;
 // Transpose
 
 template <typename T>
-void TransposeImpl(OpKernelContext* ctx, const T* in, const std::vector<int64_t>& in_dims,
-                   const std::vector<int>& perm, T* out, int64_t cost) {
+void TransposeImpl(OpKernelContext* ctx, const T* in, const std::vector<int64_t>& in_dims, const std::vector<int>& perm,
+                   T* out, int64_t cost) {
   int rank = static_cast<int>(in_dims.size());
   std::vector<int64_t> in_stride(in_dims.size(), 1);
   for (int d = rank - 2; d >= 0; --d) in_stride[d] = in_stride[d + 1] * in_dims[d + 1];
@@ -220,7 +220,9 @@ class RangeOp : public OpKernel {
   absl::Status Compute(OpKernelContext* ctx) override {
     for (int i = 0; i < 3; ++i) {
       if (ctx->input(i).dims() != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(i == 0 ? "start" : i == 1 ? "limit" : "delta",
+        return absl::InvalidArgumentError(absl::StrCat(i == 0   ? "start"
+                                                       : i == 1 ? "limit"
+                                                                : "delta",
                                                        " must be a scalar, not shape ",
                                                        ctx->input(i).shape().DebugString()));
       }
@@ -264,8 +266,7 @@ class OneHotOp : public OpKernel {
     if (depth < 0) return absl::InvalidArgumentError(absl::StrCat("depth must be non-negative, got: ", depth));
     int rank = indices.dims();
     if (axis_ < -1 || axis_ > rank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Expected axis to be -1 or between [0, ", rank, "], got ", axis_));
+      return absl::InvalidArgumentError(absl::StrCat("Expected axis to be -1 or between [0, ", rank, "], got ", axis_));
     }
     int a = axis_ == -1 ? rank : static_cast<int>(axis_);
     std::vector<int64_t> dims(indices.shape().dim_sizes().begin(), indices.shape().dim_sizes().end());

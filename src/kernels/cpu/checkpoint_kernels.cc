@@ -79,8 +79,8 @@ class RestoreShardOp : public CheckpointKernel {
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& files = ctx->input(0);
     if (files.dtype() != DT_STRING || files.NumElements() != static_cast<int64_t>(names_.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("RestoreShard: 'files' must hold ", names_.size(),
-                                                     " file names, one per variable"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("RestoreShard: 'files' must hold ", names_.size(), " file names, one per variable"));
     }
     // Read and check every file first; set variables only once all is well.
     struct File {
@@ -111,10 +111,10 @@ class RestoreShardOp : public CheckpointKernel {
       absl::StatusOr<Tensor> value = checkpoint::ReadTensor(f.shard, *e->second);
       if (!value.ok()) return value.status();
       if (value->dtype() != var->dtype() || !var->declared_shape().IsCompatibleWith(value->shape())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Cannot restore variable '", names_[i], "' (", DataTypeName(var->dtype()),
-            var->declared_shape().DebugString(), ") from '", path, "', which holds ",
-            checkpoint::EntryTypeString(*e->second)));
+        return absl::InvalidArgumentError(absl::StrCat("Cannot restore variable '", names_[i], "' (",
+                                                       DataTypeName(var->dtype()), var->declared_shape().DebugString(),
+                                                       ") from '", path, "', which holds ",
+                                                       checkpoint::EntryTypeString(*e->second)));
       }
       values.push_back(std::move(*value));
     }

@@ -49,8 +49,10 @@ class CollectiveOp : public AsyncOpKernel {
       if (!shape.ok()) return shape.status();
       absl::StatusOr<TensorShape> full = shape->ToTensorShape();
       if (!full.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params_), ": its shape attribute must be "
-                                                       "fully defined, got ", shape->DebugString()));
+        return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params_),
+                                                       ": its shape attribute must be "
+                                                       "fully defined, got ",
+                                                       shape->DebugString()));
       }
       params_.shape = *full;
     }

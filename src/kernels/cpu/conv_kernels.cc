@@ -144,10 +144,10 @@ using Md = dnnl::memory::desc;
 // A primitive ready to run on plain user tensors.
 struct DnnlPlan {
   struct Arg {
-    int id;             // DNNL_ARG_*
+    int id;  // DNNL_ARG_*
     bool is_output;
-    Md user;            // plain NHWC / HWIO
-    Md internal;        // what the primitive wants
+    Md user;      // plain NHWC / HWIO
+    Md internal;  // what the primitive wants
     bool reorder = false;
     dnnl::primitive convert;  // user -> internal for inputs, internal -> user for outputs
   };
@@ -160,8 +160,9 @@ void AddArg(DnnlPlan* p, int id, bool is_output, const Md& user, const Md& inter
   DnnlPlan::Arg a{id, is_output, user, internal, false, dnnl::primitive()};
   if (user != internal) {
     a.reorder = true;
-    a.convert = is_output ? dnnl::primitive(dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), internal, Engine(), user)))
-                          : dnnl::primitive(dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), user, Engine(), internal)));
+    a.convert = is_output
+                    ? dnnl::primitive(dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), internal, Engine(), user)))
+                    : dnnl::primitive(dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), user, Engine(), internal)));
   }
   p->args.push_back(std::move(a));
 }
@@ -301,10 +302,9 @@ class ConvOp : public OpKernel {
     const Geom& g = *gs;
     const TensorShape y_shape({g.n, g.oh, g.ow, g.o});
     if (dy != nullptr && dy->shape() != y_shape) {
-      return absl::InvalidArgumentError(absl::StrCat("out_backprop has shape ", dy->shape().DebugString(),
-                                                     " but the convolution of input ", in_shape.DebugString(),
-                                                     " with filter ", filter_shape.DebugString(), " gives ",
-                                                     y_shape.DebugString()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "out_backprop has shape ", dy->shape().DebugString(), " but the convolution of input ",
+          in_shape.DebugString(), " with filter ", filter_shape.DebugString(), " gives ", y_shape.DebugString()));
     }
     out_shape = K == ConvKind::kForward ? y_shape : K == ConvKind::kBackpropInput ? in_shape : filter_shape;
     absl::StatusOr<Tensor*> out = ctx->allocate_output(0, out_shape);

@@ -18,10 +18,10 @@ namespace {
 
 using ::distflow::test::OpTest;
 
-#define EXPECT_ERROR_CONTAINS(status_or, text)                                                         \
-  do {                                                                                                 \
-    auto df_r_ = (status_or);                                                                          \
-    ASSERT_FALSE(df_r_.ok());                                                                          \
+#define EXPECT_ERROR_CONTAINS(status_or, text)                                                        \
+  do {                                                                                                \
+    auto df_r_ = (status_or);                                                                         \
+    ASSERT_FALSE(df_r_.ok());                                                                         \
     EXPECT_NE(std::string(df_r_.status().message()).find(text), std::string::npos) << df_r_.status(); \
   } while (0)
 
@@ -169,16 +169,15 @@ TEST_P(ConvTest, ForwardAndBackpropsMatchNaiveReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, ConvTest,
-    ::testing::Combine(::testing::Values(ConvCase{1, 5, 5, 1, 3, 3, 1, 1, 1, true},
-                                         ConvCase{2, 7, 6, 3, 3, 2, 4, 1, 1, false},
-                                         ConvCase{2, 7, 9, 3, 3, 3, 5, 2, 2, true},
-                                         ConvCase{3, 8, 7, 2, 2, 3, 3, 2, 1, false},
-                                         ConvCase{2, 9, 9, 4, 5, 5, 8, 2, 2, true},
-                                         ConvCase{2, 6, 6, 1, 1, 1, 2, 3, 3, true},
-                                         ConvCase{4, 12, 12, 16, 5, 5, 32, 1, 1, true}),
-                       ::testing::Values(DT_FLOAT, DT_DOUBLE)));
+INSTANTIATE_TEST_SUITE_P(Shapes, ConvTest,
+                         ::testing::Combine(::testing::Values(ConvCase{1, 5, 5, 1, 3, 3, 1, 1, 1, true},
+                                                              ConvCase{2, 7, 6, 3, 3, 2, 4, 1, 1, false},
+                                                              ConvCase{2, 7, 9, 3, 3, 3, 5, 2, 2, true},
+                                                              ConvCase{3, 8, 7, 2, 2, 3, 3, 2, 1, false},
+                                                              ConvCase{2, 9, 9, 4, 5, 5, 8, 2, 2, true},
+                                                              ConvCase{2, 6, 6, 1, 1, 1, 2, 3, 3, true},
+                                                              ConvCase{4, 12, 12, 16, 5, 5, 32, 1, 1, true}),
+                                            ::testing::Values(DT_FLOAT, DT_DOUBLE)));
 
 TEST(Conv2D, KnownSmallValues) {
   // 1x3x3x1 input 1..9, 2x2 filter of ones, VALID: window sums.
@@ -351,7 +350,6 @@ TEST(MaxPool, BadKsizeIsRejected) {
   SetAttrString(t.def(), "padding", "VALID");
   EXPECT_ERROR_CONTAINS(t.Run(), "ksize");
 }
-
 
 }  // namespace
 }  // namespace distflow

@@ -20,8 +20,9 @@ TEST(CoreKernels, UnfedPlaceholderSaysWhatToFeed) {
   SetAttrShape(t.def(), "shape", PartialShape({-1, 784}));
   auto out = t.Run();
   ASSERT_FALSE(out.ok());
-  EXPECT_NE(out.status().message().find("You must feed a value for placeholder 'op' with dtype float32 and shape [?,784]"),
-            std::string::npos)
+  EXPECT_NE(
+      out.status().message().find("You must feed a value for placeholder 'op' with dtype float32 and shape [?,784]"),
+      std::string::npos)
       << out.status();
 }
 

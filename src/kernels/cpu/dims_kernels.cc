@@ -28,8 +28,8 @@ class ExpandDimsOp : public OpKernel {
     ASSIGN_OR_RETURN(int64_t a, ReadScalarInt(ctx->input(1), "ExpandDims dim"));
     const int64_t rank = in.dims();
     if (a < -rank - 1 || a > rank) {
-      return absl::InvalidArgumentError(absl::StrCat("ExpandDims: dim ", a, " is out of range [", -rank - 1, ", ",
-                                                     rank, "] for shape ", in.shape().DebugString()));
+      return absl::InvalidArgumentError(absl::StrCat("ExpandDims: dim ", a, " is out of range [", -rank - 1, ", ", rank,
+                                                     "] for shape ", in.shape().DebugString()));
     }
     if (a < 0) a += rank + 1;
     std::vector<int64_t> dims(in.shape().dim_sizes().begin(), in.shape().dim_sizes().end());
@@ -103,8 +103,8 @@ class PadOp : public OpKernel {
       dims[static_cast<size_t>(k)] = in.dim_size(static_cast<int>(k)) + lo + hi;
     }
     if (ctx->num_inputs() == 3 && ctx->input(2).NumElements() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("PadV2: constant_values must be a scalar, got shape ",
-                                                     ctx->input(2).shape().DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("PadV2: constant_values must be a scalar, got shape ", ctx->input(2).shape().DebugString()));
     }
     ASSIGN_OR_RETURN(TensorShape shape, TensorShape::FromDims(dims));
     ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, shape));
@@ -152,8 +152,7 @@ class WhereOp : public OpKernel {
         }
       }
     });
-    ASSIGN_OR_RETURN(Tensor * out,
-                     ctx->allocate_output(0, TensorShape({static_cast<int64_t>(hits.size()), rank})));
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, TensorShape({static_cast<int64_t>(hits.size()), rank})));
     int64_t* o = out->flat<int64_t>().data();
     for (int64_t h : hits) {
       for (int64_t k = rank - 1; k >= 0; --k) {

@@ -23,9 +23,10 @@ std::string Message(const absl::StatusOr<std::vector<Tensor>>& r) {
 
 TEST(DimsKernels, ExpandDimsInsertsAnAxis) {
   const Tensor x = I32({1, 2, 3, 4, 5, 6}, TensorShape({2, 3}));
-  for (auto [axis, shape] : std::vector<std::pair<int32_t, TensorShape>>{
-           {0, TensorShape({1, 2, 3})}, {2, TensorShape({2, 3, 1})}, {-1, TensorShape({2, 3, 1})},
-           {-3, TensorShape({1, 2, 3})}}) {
+  for (auto [axis, shape] : std::vector<std::pair<int32_t, TensorShape>>{{0, TensorShape({1, 2, 3})},
+                                                                         {2, TensorShape({2, 3, 1})},
+                                                                         {-1, TensorShape({2, 3, 1})},
+                                                                         {-3, TensorShape({1, 2, 3})}}) {
     OpTest t("ExpandDims");
     t.Input(x).Input(Scalar(axis));
     DF_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, t.Run());
@@ -60,8 +61,9 @@ TEST(DimsKernels, PadMatchesNumpy) {
   EXPECT_TENSOR_EQ(I32({0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 3, 4, 5, 0}, TensorShape({3, 6})), out[0]);
 
   OpTest v2("PadV2");
-  v2.Input(Tensor::FromVector<float>({1, 2})).Input(I32({1, 2}, TensorShape({1, 2}))).Input(
-      Tensor::FromVector<float>({-1}, TensorShape({})));
+  v2.Input(Tensor::FromVector<float>({1, 2}))
+      .Input(I32({1, 2}, TensorShape({1, 2})))
+      .Input(Tensor::FromVector<float>({-1}, TensorShape({})));
   DF_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> o2, v2.Run());
   EXPECT_TENSOR_EQ(Tensor::FromVector<float>({-1, 1, 2, -1, -1}), o2[0]);
 }

@@ -26,8 +26,8 @@ class CallOp : public OpKernel {
     for (int i = 0; i < ctx->num_inputs(); ++i) args.push_back(ctx->input(i));
     DF_ASSIGN_OR_RETURN(std::vector<Tensor> out, fn->Run(args, ctx->cancellation_manager()));
     if (static_cast<int>(out.size()) != num_outputs()) {
-      return absl::InternalError(absl::StrCat("function '", fn->def().name(), "' gave ", out.size(), " results, not ",
-                                              num_outputs()));
+      return absl::InternalError(
+          absl::StrCat("function '", fn->def().name(), "' gave ", out.size(), " results, not ", num_outputs()));
     }
     for (int i = 0; i < num_outputs(); ++i) RETURN_IF_ERROR(ctx->set_output(i, std::move(out[static_cast<size_t>(i)])));
     return absl::OkStatus();

@@ -49,9 +49,10 @@ absl::StatusOr<std::vector<int64_t>> FlatSlices(const Tensor& indices, const std
       const int64_t bound = dims[static_cast<size_t>(j)];
       if (v < 0 || v >= bound) {
         std::vector<int64_t> tuple(raw.begin() + i * k, raw.begin() + (i + 1) * k);
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, " (node '", node, "'): index tuple ", i, " = [", absl::StrJoin(tuple, ", "), "] is out of bounds: ",
-            "entry ", j, " is not in [0, ", bound, ") for shape [", absl::StrJoin(dims, ", "), "]"));
+        return absl::InvalidArgumentError(absl::StrCat(op, " (node '", node, "'): index tuple ", i, " = [",
+                                                       absl::StrJoin(tuple, ", "), "] is out of bounds: ", "entry ", j,
+                                                       " is not in [0, ", bound, ") for shape [",
+                                                       absl::StrJoin(dims, ", "), "]"));
       }
       f = f * bound + v;
     }
@@ -121,10 +122,9 @@ class ScatterNdOp : public OpKernel {
     std::vector<int64_t> want(indices.shape().dim_sizes().begin(), indices.shape().dim_sizes().end() - 1);
     want.insert(want.end(), dims.begin() + k, dims.end());
     if (DimsOf(updates.shape()) != want) {
-      return absl::InvalidArgumentError(absl::StrCat("ScatterNd (node '", name(), "'): updates of shape ",
-                                                     updates.shape().DebugString(),
-                                                     " do not match indices.shape[:-1] + shape[k:] = [",
-                                                     absl::StrJoin(want, ", "), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ScatterNd (node '", name(), "'): updates of shape ", updates.shape().DebugString(),
+                       " do not match indices.shape[:-1] + shape[k:] = [", absl::StrJoin(want, ", "), "]"));
     }
     ASSIGN_OR_RETURN(TensorShape shape, TensorShape::FromDims(dims));
     ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, shape));

@@ -117,8 +117,8 @@ class BroadcastToOp : public OpKernel {
     for (int i = 0; i < rank; ++i) {
       const size_t k = static_cast<size_t>(i);
       if (in_dims[k] != dims[k] && in_dims[k] != 1) {
-        return absl::InvalidArgumentError(absl::StrCat("Cannot broadcast a tensor of shape ",
-                                                       in.shape().DebugString(), " to shape ", DimsString(dims)));
+        return absl::InvalidArgumentError(absl::StrCat("Cannot broadcast a tensor of shape ", in.shape().DebugString(),
+                                                       " to shape ", DimsString(dims)));
       }
     }
     std::vector<int64_t> in_strides = Strides(in_dims);
@@ -176,7 +176,8 @@ class ConcatOffsetOp : public OpKernel {
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& cd = ctx->input(0);
     if (cd.dims() != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("concat_dim must be a scalar, got shape ", cd.shape().DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("concat_dim must be a scalar, got shape ", cd.shape().DebugString()));
     }
     const int n = ctx->num_inputs() - 1;
     ASSIGN_OR_RETURN(std::vector<int64_t> first, ReadInts(ctx->input(1), "shape"));
@@ -191,13 +192,13 @@ class ConcatOffsetOp : public OpKernel {
     for (int i = 0; i < n; ++i) {
       ASSIGN_OR_RETURN(std::vector<int64_t> s, ReadInts(ctx->input(i + 1), "shape"));
       if (static_cast<int64_t>(s.size()) != rank) {
-        return absl::InvalidArgumentError(absl::StrCat("input ", i, " has shape ", DimsString(s),
-                                                       " of a different rank than ", DimsString(first)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("input ", i, " has shape ", DimsString(s), " of a different rank than ", DimsString(first)));
       }
       for (int64_t d = 0; d < rank; ++d) {
         if (d != axis && s[static_cast<size_t>(d)] != first[static_cast<size_t>(d)]) {
-          return absl::InvalidArgumentError(absl::StrCat("input ", i, " has shape ", DimsString(s),
-                                                         " incompatible with ", DimsString(first)));
+          return absl::InvalidArgumentError(
+              absl::StrCat("input ", i, " has shape ", DimsString(s), " incompatible with ", DimsString(first)));
         }
       }
       std::vector<int64_t> off(static_cast<size_t>(rank), 0);
@@ -221,15 +222,14 @@ class SliceGradOp : public OpKernel {
     const int rank = static_cast<int>(dims.size());
     if (static_cast<int>(begin.size()) != rank || g.dims() != rank) {
       return absl::InvalidArgumentError(absl::StrCat("SliceGrad: input_shape ", DimsString(dims), ", begin ",
-                                                     DimsString(begin), " and grad of shape ",
-                                                     g.shape().DebugString(), " must have the same rank"));
+                                                     DimsString(begin), " and grad of shape ", g.shape().DebugString(),
+                                                     " must have the same rank"));
     }
     for (int i = 0; i < rank; ++i) {
       const size_t k = static_cast<size_t>(i);
       if (begin[k] < 0 || begin[k] + g.dim_size(i) > dims[k]) {
-        return absl::InvalidArgumentError(absl::StrCat("SliceGrad: a grad of shape ", g.shape().DebugString(),
-                                                       " at ", DimsString(begin), " does not fit in ",
-                                                       DimsString(dims)));
+        return absl::InvalidArgumentError(absl::StrCat("SliceGrad: a grad of shape ", g.shape().DebugString(), " at ",
+                                                       DimsString(begin), " does not fit in ", DimsString(dims)));
       }
     }
     ASSIGN_OR_RETURN(TensorShape out_shape, TensorShape::FromDims(dims));

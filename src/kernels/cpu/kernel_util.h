@@ -19,9 +19,7 @@
 namespace distflow {
 namespace kernel_util {
 
-inline std::string DimsString(absl::Span<const int64_t> d) {
-  return absl::StrCat("[", absl::StrJoin(d, ","), "]");
-}
+inline std::string DimsString(absl::Span<const int64_t> d) { return absl::StrCat("[", absl::StrJoin(d, ","), "]"); }
 
 // The values of an int32/int64 tensor that must be a vector (or, if
 // allow_scalar, a scalar).

@@ -92,15 +92,21 @@ struct NoValidate {
 
 struct AddF : NoValidate {
   template <typename T>
-  T operator()(T a, T b) const { return WrapAdd(a, b); }
+  T operator()(T a, T b) const {
+    return WrapAdd(a, b);
+  }
 };
 struct SubF : NoValidate {
   template <typename T>
-  T operator()(T a, T b) const { return WrapSub(a, b); }
+  T operator()(T a, T b) const {
+    return WrapSub(a, b);
+  }
 };
 struct MulF : NoValidate {
   template <typename T>
-  T operator()(T a, T b) const { return WrapMul(a, b); }
+  T operator()(T a, T b) const {
+    return WrapMul(a, b);
+  }
 };
 struct DivF {
   template <typename T>
@@ -169,35 +175,51 @@ struct MinimumF : NoValidate {
 
 struct EqualF : NoValidate {
   template <typename T>
-  bool operator()(T a, T b) const { return a == b; }
+  bool operator()(T a, T b) const {
+    return a == b;
+  }
 };
 struct NotEqualF : NoValidate {
   template <typename T>
-  bool operator()(T a, T b) const { return a != b; }
+  bool operator()(T a, T b) const {
+    return a != b;
+  }
 };
 struct LessF : NoValidate {
   template <typename T>
-  bool operator()(T a, T b) const { return a < b; }
+  bool operator()(T a, T b) const {
+    return a < b;
+  }
 };
 struct LessEqualF : NoValidate {
   template <typename T>
-  bool operator()(T a, T b) const { return a <= b; }
+  bool operator()(T a, T b) const {
+    return a <= b;
+  }
 };
 struct GreaterF : NoValidate {
   template <typename T>
-  bool operator()(T a, T b) const { return a > b; }
+  bool operator()(T a, T b) const {
+    return a > b;
+  }
 };
 struct GreaterEqualF : NoValidate {
   template <typename T>
-  bool operator()(T a, T b) const { return a >= b; }
+  bool operator()(T a, T b) const {
+    return a >= b;
+  }
 };
 struct LogicalAndF : NoValidate {
   template <typename T>
-  bool operator()(T a, T b) const { return a && b; }
+  bool operator()(T a, T b) const {
+    return a && b;
+  }
 };
 struct LogicalOrF : NoValidate {
   template <typename T>
-  bool operator()(T a, T b) const { return a || b; }
+  bool operator()(T a, T b) const {
+    return a || b;
+  }
 };
 
 // One contiguous run: o[i] = f(a[sa ? i : 0], b[sb ? i : 0]). The four cases
@@ -248,10 +270,9 @@ class BinaryOp : public OpKernel {
         ApplyRun<T, Out, F>(o + begin, a + begin, b + begin, end - begin, true, true);
         return;
       }
-      ForEachBroadcastRun(plan, begin, end,
-                          [&](int64_t oo, int64_t ia, int64_t ib, int64_t len, bool sa, bool sb) {
-                            ApplyRun<T, Out, F>(o + oo, a + ia, b + ib, len, sa, sb);
-                          });
+      ForEachBroadcastRun(plan, begin, end, [&](int64_t oo, int64_t ia, int64_t ib, int64_t len, bool sa, bool sb) {
+        ApplyRun<T, Out, F>(o + oo, a + ia, b + ib, len, sa, sb);
+      });
     });
     return absl::OkStatus();
   }
@@ -301,12 +322,12 @@ struct LogicalNotF {
   }
 };
 
-#define DF_EIGEN_UNARY(NAME, EXPR)                                                   \
-  struct NAME {                                                                      \
-    template <typename T>                                                            \
-    static void Run(const T* in, T* out, int64_t n) {                                \
-      EigenTensorMap<T, 1>(out, n) = EigenTensorMap<const T, 1>(in, n).EXPR();       \
-    }                                                                                \
+#define DF_EIGEN_UNARY(NAME, EXPR)                                             \
+  struct NAME {                                                                \
+    template <typename T>                                                      \
+    static void Run(const T* in, T* out, int64_t n) {                          \
+      EigenTensorMap<T, 1>(out, n) = EigenTensorMap<const T, 1>(in, n).EXPR(); \
+    }                                                                          \
   };
 DF_EIGEN_UNARY(SqrtF, sqrt)
 DF_EIGEN_UNARY(RsqrtF, rsqrt)
@@ -410,8 +431,8 @@ class CastOp : public OpKernel {
     ASSIGN_OR_RETURN(src_, GetAttrType(c->def(), "SrcT"));
     ASSIGN_OR_RETURN(dst_, GetAttrType(c->def(), "DstT"));
     if (!IsCastableType(src_) || !IsCastableType(dst_)) {
-      return absl::UnimplementedError(absl::StrCat("Cast from ", DataTypeName(src_), " to ", DataTypeName(dst_),
-                                                   " is not supported"));
+      return absl::UnimplementedError(
+          absl::StrCat("Cast from ", DataTypeName(src_), " to ", DataTypeName(dst_), " is not supported"));
     }
     return absl::OkStatus();
   }
@@ -419,8 +440,8 @@ class CastOp : public OpKernel {
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
     if (x.dtype() != src_) {
-      return absl::InvalidArgumentError(absl::StrCat("Cast expects an input of dtype ", DataTypeName(src_),
-                                                     " but got ", DataTypeName(x.dtype())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Cast expects an input of dtype ", DataTypeName(src_), " but got ", DataTypeName(x.dtype())));
     }
     if (src_ == dst_) return ctx->set_output(0, x);
     ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, x.shape()));
@@ -459,8 +480,8 @@ class SelectOp : public OpKernel {
     const Tensor& t = ctx->input(1);
     const Tensor& e = ctx->input(2);
     if (t.shape() != e.shape()) {
-      return absl::InvalidArgumentError(absl::StrCat("'t' and 'e' must have the same shape: ",
-                                                     t.shape().DebugString(), " vs ", e.shape().DebugString()));
+      return absl::InvalidArgumentError(absl::StrCat("'t' and 'e' must have the same shape: ", t.shape().DebugString(),
+                                                     " vs ", e.shape().DebugString()));
     }
     if (t.dtype() != e.dtype()) {
       return absl::InvalidArgumentError(absl::StrCat("'t' and 'e' must have the same dtype: ", DataTypeName(t.dtype()),
@@ -509,8 +530,8 @@ void RegisterFor(KernelRegistry* r, const char* op) {
   (r->Register<K<Ts>>(op, kCpu, DataTypeToEnum<Ts>::value), ...);
 }
 
-#define DF_BINARY(NAME, F, COST)  \
-  template <typename T>           \
+#define DF_BINARY(NAME, F, COST) \
+  template <typename T>          \
   using NAME = BinaryOp<T, F, COST>;
 DF_BINARY(AddOp, AddF, 1)
 DF_BINARY(SubOp, SubF, 1)

@@ -10,8 +10,8 @@
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/broadcast.h"
-#include "kernels/op_test_util.h"
 #include "kernels/cpu/math_test_util.h"
+#include "kernels/op_test_util.h"
 #include "tensor/tensor_testutil.h"
 
 namespace distflow {
@@ -36,7 +36,9 @@ TEST(MathKernels, AddNWithOneInputForwardsIt) {
 
 TEST(MathKernels, AddNSumsThreeInputs) {
   OpTest t("AddN");
-  t.Input(V<int64_t>({1, 2, 3, 4}, {2, 2})).Input(V<int64_t>({10, 20, 30, 40}, {2, 2})).Input(V<int64_t>({100, 200, 300, 400}, {2, 2}));
+  t.Input(V<int64_t>({1, 2, 3, 4}, {2, 2}))
+      .Input(V<int64_t>({10, 20, 30, 40}, {2, 2}))
+      .Input(V<int64_t>({100, 200, 300, 400}, {2, 2}));
   DF_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, t.Run());
   EXPECT_TENSOR_EQ(V<int64_t>({111, 222, 333, 444}, {2, 2}), out[0]);
 }
@@ -177,8 +179,8 @@ TEST(MathKernels, SelectRowsWithVectorCondition) {
 }
 
 TEST(MathKernels, SelectRowsOfRank3) {
-  DF_ASSERT_OK_AND_ASSIGN(Tensor out, RunSelect(B({true, false}), V<double>({1, 2, 3, 4}, {2, 1, 2}),
-                                                V<double>({5, 6, 7, 8}, {2, 1, 2})));
+  DF_ASSERT_OK_AND_ASSIGN(
+      Tensor out, RunSelect(B({true, false}), V<double>({1, 2, 3, 4}, {2, 1, 2}), V<double>({5, 6, 7, 8}, {2, 1, 2})));
   EXPECT_TENSOR_EQ(V<double>({1, 2, 7, 8}, {2, 1, 2}), out);
 }
 

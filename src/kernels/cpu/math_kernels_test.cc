@@ -8,8 +8,8 @@
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/broadcast.h"
-#include "kernels/op_test_util.h"
 #include "kernels/cpu/math_test_util.h"
+#include "kernels/op_test_util.h"
 #include "tensor/tensor_testutil.h"
 
 namespace distflow {
@@ -82,7 +82,8 @@ TEST(BroadcastPlan, RunsCoverAnArbitraryRangeInOrder) {
 // Binary arithmetic
 
 TEST(MathKernels, AddSameShapeFloat) {
-  DF_ASSERT_OK_AND_ASSIGN(Tensor out, RunBinary("Add", V<float>({1, 2, 3, 4}, {2, 2}), V<float>({10, 20, 30, 40}, {2, 2})));
+  DF_ASSERT_OK_AND_ASSIGN(Tensor out,
+                          RunBinary("Add", V<float>({1, 2, 3, 4}, {2, 2}), V<float>({10, 20, 30, 40}, {2, 2})));
   EXPECT_TENSOR_EQ(V<float>({11, 22, 33, 44}, {2, 2}), out);
 }
 
@@ -99,12 +100,14 @@ TEST(MathKernels, AddScalarToScalar) {
 }
 
 TEST(MathKernels, AddBroadcastsColumnAgainstRow) {
-  DF_ASSERT_OK_AND_ASSIGN(Tensor out, RunBinary("Add", V<float>({1, 2, 3}, {3, 1}), V<float>({10, 20, 30, 40}, {1, 4})));
+  DF_ASSERT_OK_AND_ASSIGN(Tensor out,
+                          RunBinary("Add", V<float>({1, 2, 3}, {3, 1}), V<float>({10, 20, 30, 40}, {1, 4})));
   EXPECT_TENSOR_EQ(V<float>({11, 21, 31, 41, 12, 22, 32, 42, 13, 23, 33, 43}, {3, 4}), out);
 }
 
 TEST(MathKernels, MulBroadcastsVectorAcrossRows) {
-  DF_ASSERT_OK_AND_ASSIGN(Tensor out, RunBinary("Mul", V<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3}), V<int64_t>({1, 10, 100})));
+  DF_ASSERT_OK_AND_ASSIGN(Tensor out,
+                          RunBinary("Mul", V<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3}), V<int64_t>({1, 10, 100})));
   EXPECT_TENSOR_EQ(V<int64_t>({1, 20, 300, 4, 50, 600}, {2, 3}), out);
 }
 
@@ -124,7 +127,8 @@ TEST(MathKernels, BroadcastMiddleDimension) {
   // [2,3,2] + [2,1,2]: b broadcast along the middle dimension only.
   std::vector<int32_t> a(12);
   for (int i = 0; i < 12; ++i) a[static_cast<size_t>(i)] = i;
-  DF_ASSERT_OK_AND_ASSIGN(Tensor out, RunBinary("Add", V<int32_t>(a, {2, 3, 2}), V<int32_t>({100, 200, 300, 400}, {2, 1, 2})));
+  DF_ASSERT_OK_AND_ASSIGN(Tensor out,
+                          RunBinary("Add", V<int32_t>(a, {2, 3, 2}), V<int32_t>({100, 200, 300, 400}, {2, 1, 2})));
   EXPECT_TENSOR_EQ(V<int32_t>({100, 201, 102, 203, 104, 205, 306, 407, 308, 409, 310, 411}, {2, 3, 2}), out);
 }
 
@@ -162,11 +166,8 @@ void CheckArithmeticForType() {
     std::vector<T> expect;
   };
   std::vector<Case> cases = {
-      {"Add", {9, 11, 15, 5}},
-      {"Sub", {3, 7, 9, 1}},
-      {"Mul", {18, 18, 36, 6}},
-      {"Maximum", {6, 9, 12, 3}},
-      {"Minimum", {3, 2, 3, 2}},
+      {"Add", {9, 11, 15, 5}},    {"Sub", {3, 7, 9, 1}},     {"Mul", {18, 18, 36, 6}},
+      {"Maximum", {6, 9, 12, 3}}, {"Minimum", {3, 2, 3, 2}},
   };
   if constexpr (!std::is_same_v<T, uint8_t>) {
     cases.push_back({"Div", {2, std::is_integral_v<T> ? T(4) : T(4.5), 4, std::is_integral_v<T> ? T(1) : T(1.5)}});
@@ -193,7 +194,8 @@ TEST(MathKernels, IntegerDivTruncatesTowardZero) {
 }
 
 TEST(MathKernels, IntegerDivByZeroIsInvalidArgument) {
-  for (auto [a, b] : {std::pair{V<int32_t>({1, 2}), V<int32_t>({1, 0})}, std::pair{V<int64_t>({1, 2}), V<int64_t>({0, 1})}}) {
+  for (auto [a, b] :
+       {std::pair{V<int32_t>({1, 2}), V<int32_t>({1, 0})}, std::pair{V<int64_t>({1, 2}), V<int64_t>({0, 1})}}) {
     auto out = RunBinary("Div", a, b);
     ASSERT_FALSE(out.ok());
     EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
@@ -273,12 +275,9 @@ void CheckComparisonsForType() {
     std::vector<bool> expect;
   };
   std::vector<Case> cases = {
-      {"Equal", {false, true, false, false, false, false}},
-      {"NotEqual", {true, false, true, true, true, true}},
-      {"Less", {true, false, false, false, false, false}},
-      {"LessEqual", {true, true, false, false, false, false}},
-      {"Greater", {false, false, true, true, true, true}},
-      {"GreaterEqual", {false, true, true, true, true, true}},
+      {"Equal", {false, true, false, false, false, false}}, {"NotEqual", {true, false, true, true, true, true}},
+      {"Less", {true, false, false, false, false, false}},  {"LessEqual", {true, true, false, false, false, false}},
+      {"Greater", {false, false, true, true, true, true}},  {"GreaterEqual", {false, true, true, true, true, true}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op);
@@ -308,12 +307,11 @@ TEST(MathKernels, EqualTreatsNaNAsUnequal) {
   EXPECT_TENSOR_EQ(B({false, true}), eq);
 }
 
-TEST(MathKernels, LessRejectsBool) {
-  EXPECT_FALSE(RunBinary("Less", B({true}), B({false})).ok());
-}
+TEST(MathKernels, LessRejectsBool) { EXPECT_FALSE(RunBinary("Less", B({true}), B({false})).ok()); }
 
 TEST(MathKernels, LogicalAndBroadcasts) {
-  DF_ASSERT_OK_AND_ASSIGN(Tensor out, RunBinary("LogicalAnd", B({true, false}, {2, 1}), B({true, false, true}, {1, 3})));
+  DF_ASSERT_OK_AND_ASSIGN(Tensor out,
+                          RunBinary("LogicalAnd", B({true, false}, {2, 1}), B({true, false, true}, {1, 3})));
   EXPECT_TENSOR_EQ(B({true, false, true, false, false, false}, {2, 3}), out);
   DF_ASSERT_OK_AND_ASSIGN(Tensor orr, RunBinary("LogicalOr", B({true, false}), B({false}, TensorShape({}))));
   EXPECT_TENSOR_EQ(B({true, false}), orr);

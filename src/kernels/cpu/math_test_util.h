@@ -48,10 +48,10 @@ inline Tensor B(std::vector<bool> v, TensorShape s) {
 }
 inline Tensor B(std::vector<bool> v) { return B(v, TensorShape({static_cast<int64_t>(v.size())})); }
 
-#define EXPECT_ERROR_CONTAINS(status_or, text)                                                  \
-  do {                                                                                          \
-    auto df_r_ = (status_or);                                                                   \
-    ASSERT_FALSE(df_r_.ok());                                                                   \
+#define EXPECT_ERROR_CONTAINS(status_or, text)                                                        \
+  do {                                                                                                \
+    auto df_r_ = (status_or);                                                                         \
+    ASSERT_FALSE(df_r_.ok());                                                                         \
     EXPECT_NE(std::string(df_r_.status().message()).find(text), std::string::npos) << df_r_.status(); \
   } while (0)
 

@@ -14,50 +14,72 @@ namespace {
 
 struct Log1pF {
   template <typename T>
-  T operator()(T x) const { return std::log1p(x); }
+  T operator()(T x) const {
+    return std::log1p(x);
+  }
 };
 struct Expm1F {
   template <typename T>
-  T operator()(T x) const { return std::expm1(x); }
+  T operator()(T x) const {
+    return std::expm1(x);
+  }
 };
 struct ReciprocalF {
   template <typename T>
-  T operator()(T x) const { return T{1} / x; }
+  T operator()(T x) const {
+    return T{1} / x;
+  }
 };
 struct SinF {
   template <typename T>
-  T operator()(T x) const { return std::sin(x); }
+  T operator()(T x) const {
+    return std::sin(x);
+  }
 };
 struct CosF {
   template <typename T>
-  T operator()(T x) const { return std::cos(x); }
+  T operator()(T x) const {
+    return std::cos(x);
+  }
 };
 struct FloorF {
   template <typename T>
-  T operator()(T x) const { return std::floor(x); }
+  T operator()(T x) const {
+    return std::floor(x);
+  }
 };
 struct CeilF {
   template <typename T>
-  T operator()(T x) const { return std::ceil(x); }
+  T operator()(T x) const {
+    return std::ceil(x);
+  }
 };
 // std::nearbyint rounds to even under the default rounding mode (2.5 -> 2,
 // -0.5 -> -0), as TensorFlow's Round does; std::round would round half away.
 struct RoundF {
   template <typename T>
-  T operator()(T x) const { return std::nearbyint(x); }
+  T operator()(T x) const {
+    return std::nearbyint(x);
+  }
 };
 
 struct IsNanF {
   template <typename T>
-  bool operator()(T x) const { return std::isnan(x); }
+  bool operator()(T x) const {
+    return std::isnan(x);
+  }
 };
 struct IsInfF {
   template <typename T>
-  bool operator()(T x) const { return std::isinf(x); }
+  bool operator()(T x) const {
+    return std::isinf(x);
+  }
 };
 struct IsFiniteF {
   template <typename T>
-  bool operator()(T x) const { return std::isfinite(x); }
+  bool operator()(T x) const {
+    return std::isfinite(x);
+  }
 };
 
 // y = f(x) elementwise; Out is T, or bool for the Is* predicates.

@@ -27,16 +27,18 @@ TEST(MathUnaryKernels, MatchNumpyValuesInDouble) {
       {"Floor", {-2, -1, 0, 0, 1, 2, 0}},
       {"Ceil", {-1, -0.0, 0, 1, 2, 3, 1}},
       {"Round", {-2, -0.0, 0, 0, 2, 2, 0}},
-      {"Log1p", {std::nan(""), -0.6931471805599453, 0, 0.4054651081081644, 0.9162907318741551, 1.252762968495368,
-                 9.9999999995e-11}},
-      {"Expm1", {-0.7768698398515702, -0.3934693402873666, 0, 0.6487212707001282, 3.4816890703380645,
-                 11.182493960703473, 1.00000000005e-10}},
-      {"Reciprocal", {-0.6666666666666666, -2, std::numeric_limits<double>::infinity(), 2, 0.6666666666666666, 0.4,
-                      1e10}},
-      {"Sin", {-0.9974949866040544, -0.479425538604203, 0, 0.479425538604203, 0.9974949866040544,
-               0.5984721441039565, 1e-10}},
-      {"Cos", {0.0707372016677029, 0.8775825618903728, 1, 0.8775825618903728, 0.0707372016677029,
-               -0.8011436155469337, 1}},
+      {"Log1p",
+       {std::nan(""), -0.6931471805599453, 0, 0.4054651081081644, 0.9162907318741551, 1.252762968495368,
+        9.9999999995e-11}},
+      {"Expm1",
+       {-0.7768698398515702, -0.3934693402873666, 0, 0.6487212707001282, 3.4816890703380645, 11.182493960703473,
+        1.00000000005e-10}},
+      {"Reciprocal",
+       {-0.6666666666666666, -2, std::numeric_limits<double>::infinity(), 2, 0.6666666666666666, 0.4, 1e10}},
+      {"Sin",
+       {-0.9974949866040544, -0.479425538604203, 0, 0.479425538604203, 0.9974949866040544, 0.5984721441039565, 1e-10}},
+      {"Cos",
+       {0.0707372016677029, 0.8775825618903728, 1, 0.8775825618903728, 0.0707372016677029, -0.8011436155469337, 1}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op);
@@ -77,9 +79,9 @@ TEST(MathUnaryKernels, IsNanIsInfIsFinite) {
     const char* op;
     std::vector<bool> want;
   };
-  for (const Case& c : {Case{"IsNan", {false, true, false, false, false}},
-                        Case{"IsInf", {false, false, true, true, false}},
-                        Case{"IsFinite", {true, false, false, false, true}}}) {
+  for (const Case& c :
+       {Case{"IsNan", {false, true, false, false, false}}, Case{"IsInf", {false, false, true, true, false}},
+        Case{"IsFinite", {true, false, false, false, true}}}) {
     SCOPED_TRACE(c.op);
     DF_ASSERT_OK_AND_ASSIGN(Tensor out, RunUnary(c.op, x));
     ASSERT_EQ(out.dtype(), DT_BOOL);

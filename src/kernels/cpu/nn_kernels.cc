@@ -123,7 +123,8 @@ absl::Status CheckNhwc(const proto::NodeDef& def) {
   absl::StatusOr<std::string> fmt = GetAttrString(def, "data_format");
   if (!fmt.ok()) return fmt.status();
   if (*fmt != "NHWC") {
-    return absl::InvalidArgumentError(absl::StrCat("data_format '", *fmt, "' is not supported: only NHWC is implemented"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data_format '", *fmt, "' is not supported: only NHWC is implemented"));
   }
   return absl::OkStatus();
 }
@@ -137,9 +138,10 @@ class BiasAddOp : public OpKernel {
     const Tensor& v = ctx->input(0);
     const Tensor& bias = ctx->input(1);
     if (v.dims() < 2 || bias.dims() != 1 || v.dim_size(v.dims() - 1) != bias.dim_size(0)) {
-      return absl::InvalidArgumentError(absl::StrCat("BiasAdd needs value of rank >= 2 whose last dimension equals the "
-                                                     "bias length: value ",
-                                                     v.shape().DebugString(), ", bias ", bias.shape().DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("BiasAdd needs value of rank >= 2 whose last dimension equals the "
+                       "bias length: value ",
+                       v.shape().DebugString(), ", bias ", bias.shape().DebugString()));
     }
     absl::StatusOr<Tensor*> out = ctx->allocate_output(0, v.shape());
     if (!out.ok()) return out.status();
@@ -287,9 +289,8 @@ class SparseXentOp : public OpKernel {
     const Tensor& f = ctx->input(0);
     const Tensor& l = ctx->input(1);
     if (f.dims() != 2 || l.dims() != 1 || l.dim_size(0) != f.dim_size(0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("logits must be [batch, classes] and labels [batch]: logits ", f.shape().DebugString(),
-                       ", labels ", l.shape().DebugString()));
+      return absl::InvalidArgumentError(absl::StrCat("logits must be [batch, classes] and labels [batch]: logits ",
+                                                     f.shape().DebugString(), ", labels ", l.shape().DebugString()));
     }
     const int64_t b = f.dim_size(0), c = f.dim_size(1);
     std::vector<int64_t> lab(static_cast<size_t>(b));
@@ -302,8 +303,9 @@ class SparseXentOp : public OpKernel {
     }
     for (int64_t r = 0; r < b; ++r) {
       if (lab[static_cast<size_t>(r)] < 0 || lab[static_cast<size_t>(r)] >= c) {
-        return absl::InvalidArgumentError(absl::StrCat("Received a label value of ", lab[static_cast<size_t>(r)], " (at index ", r,
-                                                       ") which is outside the valid range of [0, ", c, ")"));
+        return absl::InvalidArgumentError(absl::StrCat("Received a label value of ", lab[static_cast<size_t>(r)],
+                                                       " (at index ", r, ") which is outside the valid range of [0, ",
+                                                       c, ")"));
       }
     }
     absl::StatusOr<Tensor*> loss = ctx->allocate_output(0, TensorShape({b}));
@@ -345,8 +347,7 @@ class L2LossOp : public OpKernel {
     ctx->ParallelFor(blocks, n / blocks * 2 + 1, [&](int64_t b0, int64_t b1) {
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t s = n * blk / blocks, e = n * (blk + 1) / blocks;
-        partial[static_cast<size_t>(blk)] =
-            static_cast<double>(ConstArrMap<T>(x + s, e - s).square().sum());
+        partial[static_cast<size_t>(blk)] = static_cast<double>(ConstArrMap<T>(x + s, e - s).square().sum());
       }
     });
     double total = 0;
@@ -358,7 +359,6 @@ class L2LossOp : public OpKernel {
 
 // ---------------------------------------------------------------------------
 // Dropout(x, keep_prob) -> (x * mask, mask), mask = (u < keep_prob) / keep_prob.
-
 
 template <typename T>
 class DropoutOp : public OpKernel {

@@ -15,10 +15,10 @@ namespace {
 
 using ::distflow::test::OpTest;
 
-#define EXPECT_ERROR_CONTAINS(status_or, text)                                                         \
-  do {                                                                                                 \
-    auto df_r_ = (status_or);                                                                          \
-    ASSERT_FALSE(df_r_.ok());                                                                          \
+#define EXPECT_ERROR_CONTAINS(status_or, text)                                                        \
+  do {                                                                                                \
+    auto df_r_ = (status_or);                                                                         \
+    ASSERT_FALSE(df_r_.ok());                                                                         \
     EXPECT_NE(std::string(df_r_.status().message()).find(text), std::string::npos) << df_r_.status(); \
   } while (0)
 
@@ -96,8 +96,8 @@ TEST_P(ActTest, ActivationsAndGradsMatchReference) {
     DF_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, RunOp(c.op, {Make(dt, x, s)}));
     EXPECT_TENSOR_NEAR(Make(dt, y, s), out[0], tol);
     const Tensor second = c.grad_takes_output ? Make(dt, y, s) : Make(dt, x, s);
-    std::vector<Tensor> grad_in = c.output_first ? std::vector<Tensor>{second, Make(dt, g, s)}
-                                                 : std::vector<Tensor>{Make(dt, g, s), second};
+    std::vector<Tensor> grad_in =
+        c.output_first ? std::vector<Tensor>{second, Make(dt, g, s)} : std::vector<Tensor>{Make(dt, g, s), second};
     DF_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> gout, RunOp(c.grad, grad_in));
     EXPECT_TENSOR_NEAR(Make(dt, dx, s), gout[0], tol);
   }
@@ -151,7 +151,7 @@ TEST(BiasAdd, GradOverManyRows) {
 
 TEST(BiasAdd, BiasSizeMismatchFails) {
   auto r = RunOp("BiasAdd", {Make(DT_FLOAT, RandomValues(6, 1), TensorShape({2, 3})),
-                           Make(DT_FLOAT, RandomValues(2, 1), TensorShape({2}))});
+                             Make(DT_FLOAT, RandomValues(2, 1), TensorShape({2}))});
   EXPECT_ERROR_CONTAINS(r, "[2,3]");
 }
 
@@ -217,7 +217,7 @@ TEST(SoftmaxCrossEntropyWithLogits, MatchesReference) {
     EXPECT_TENSOR_NEAR(Make(dt, back, s), out[1], 1e-5);
   }
   EXPECT_FALSE(RunOp("SoftmaxCrossEntropyWithLogits",
-                   {Make(DT_FLOAT, x, s), Make(DT_FLOAT, RandomValues(8, 1), TensorShape({2, 4}))})
+                     {Make(DT_FLOAT, x, s), Make(DT_FLOAT, RandomValues(8, 1), TensorShape({2, 4}))})
                    .ok());
 }
 

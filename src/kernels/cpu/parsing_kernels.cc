@@ -34,8 +34,9 @@ class DecodeRawOp : public OpKernel {
       }
     }
     if (width % static_cast<int64_t>(size) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("DecodeRaw: a string of ", width, " bytes is not a whole number of ",
-                                                     DataTypeName(type_), " values (", size, " bytes each)"));
+      return absl::InvalidArgumentError(absl::StrCat("DecodeRaw: a string of ", width,
+                                                     " bytes is not a whole number of ", DataTypeName(type_),
+                                                     " values (", size, " bytes each)"));
     }
     std::vector<int64_t> dims(in.shape().dim_sizes().begin(), in.shape().dim_sizes().end());
     dims.push_back(width / static_cast<int64_t>(size));
@@ -77,10 +78,14 @@ absl::Status AppendValues(const tfexample::Feature& f, std::vector<T>* out) {
 
 bool IsEmptyFeature(const tfexample::Feature& f) {
   switch (f.kind_case()) {
-    case tfexample::Feature::kBytesList: return f.bytes_list().value_size() == 0;
-    case tfexample::Feature::kFloatList: return f.float_list().value_size() == 0;
-    case tfexample::Feature::kInt64List: return f.int64_list().value_size() == 0;
-    default: return true;
+    case tfexample::Feature::kBytesList:
+      return f.bytes_list().value_size() == 0;
+    case tfexample::Feature::kFloatList:
+      return f.float_list().value_size() == 0;
+    case tfexample::Feature::kInt64List:
+      return f.int64_list().value_size() == 0;
+    default:
+      return true;
   }
 }
 
@@ -126,7 +131,8 @@ class ParseExampleOp : public OpKernel {
     }
     const int ns = static_cast<int>(sparse_keys_.size());
     for (int i = 0; i < ns; ++i) RETURN_IF_ERROR(Sparse(ctx, examples, i));
-    for (size_t i = 0; i < dense_keys_.size(); ++i) RETURN_IF_ERROR(Dense(ctx, examples, i, 3 * ns + static_cast<int>(i)));
+    for (size_t i = 0; i < dense_keys_.size(); ++i)
+      RETURN_IF_ERROR(Dense(ctx, examples, i, 3 * ns + static_cast<int>(i)));
     return absl::OkStatus();
   }
 
@@ -146,7 +152,8 @@ class ParseExampleOp : public OpKernel {
         const size_t before = values.size();
         if (absl::Status s = AppendValues<T>(it->second, &values); !s.ok()) {
           return absl::InvalidArgumentError(absl::StrCat("Feature '", key, "' of example ", b, " ", s.message(),
-                                                         " (VarLenFeature of ", DataTypeName(sparse_types_[static_cast<size_t>(i)]), ")"));
+                                                         " (VarLenFeature of ",
+                                                         DataTypeName(sparse_types_[static_cast<size_t>(i)]), ")"));
         }
         const int64_t n = static_cast<int64_t>(values.size() - before);
         longest = std::max(longest, n);
@@ -160,8 +167,8 @@ class ParseExampleOp : public OpKernel {
       std::copy(indices.begin(), indices.end(), ind->flat<int64_t>().begin());
       ASSIGN_OR_RETURN(Tensor * val, ctx->allocate_output(ns + i, TensorShape({total})));
       std::copy(values.begin(), values.end(), val->flat<T>().begin());
-      return ctx->set_output(2 * ns + i, Tensor::FromVector(std::vector<int64_t>{
-                                             static_cast<int64_t>(examples.size()), longest}));
+      return ctx->set_output(2 * ns + i,
+                             Tensor::FromVector(std::vector<int64_t>{static_cast<int64_t>(examples.size()), longest}));
     });
   }
 

@@ -65,11 +65,11 @@ Queue::Queue(Options options) : options_(std::move(options)) {
 absl::Status Queue::MatchesOptions(const Options& o) const {
   if (o.kind != options_.kind || o.dtypes != options_.dtypes || o.capacity != options_.capacity ||
       !(o.shapes == options_.shapes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Queue '", options_.name, "' exists with component types ", TypesString(options_.dtypes), ", shapes ",
-        ShapesString(options_.shapes), " and capacity ", options_.capacity, "; an op declares it with ",
-        TypesString(o.dtypes), ", ", ShapesString(o.shapes), " and ", o.capacity,
-        ". Give the second queue another shared_name."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Queue '", options_.name, "' exists with component types ", TypesString(options_.dtypes),
+                     ", shapes ", ShapesString(options_.shapes), " and capacity ", options_.capacity,
+                     "; an op declares it with ", TypesString(o.dtypes), ", ", ShapesString(o.shapes), " and ",
+                     o.capacity, ". Give the second queue another shared_name."));
   }
   return absl::OkStatus();
 }
@@ -287,9 +287,10 @@ bool Queue::TryDequeueLocked(Attempt* a) {
     if (!(a->up_to && got > 0)) {
       for (auto e = a->elements.rbegin(); e != a->elements.rend(); ++e) elements_.push_front(std::move(*e));
       a->elements.clear();
-      a->status = absl::OutOfRangeError(absl::StrCat("Queue '", options_.name, "' is closed and has insufficient "
-                                                     "elements (requested ", want, ", current size ",
-                                                     elements_.size(), ")"));
+      a->status = absl::OutOfRangeError(absl::StrCat("Queue '", options_.name,
+                                                     "' is closed and has insufficient "
+                                                     "elements (requested ",
+                                                     want, ", current size ", elements_.size(), ")"));
       return true;
     }
   }
@@ -315,10 +316,10 @@ absl::Status Queue::Batch(const std::vector<Tuple>& elements, std::vector<Tensor
       const bool same = t.shape().dim_sizes() == absl::Span<const int64_t>(dims);
       if (same) continue;
       if (options_.kind != Kind::kPadding || static_cast<size_t>(t.dims()) != dims.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Queue '", options_.name, "': cannot batch component ", c, ": its elements have shapes ",
-            TensorShape(dims).DebugString(), " and ", t.shape().DebugString(),
-            ". Give the queue fully defined shapes, or use a PaddingFIFOQueue"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Queue '", options_.name, "': cannot batch component ", c, ": its elements have shapes ",
+                         TensorShape(dims).DebugString(), " and ", t.shape().DebugString(),
+                         ". Give the queue fully defined shapes, or use a PaddingFIFOQueue"));
       }
       for (size_t k = 0; k < dims.size(); ++k) dims[k] = std::max(dims[k], t.dim_size(static_cast<int>(k)));
     }

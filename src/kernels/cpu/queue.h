@@ -65,8 +65,7 @@ class Queue : public Resource {
                EnqueueDone done);
   // n == -1: one element, components unbatched. Otherwise n elements,
   // batched; `up_to`: fewer once the queue is closed (at least one).
-  void Dequeue(const std::shared_ptr<Queue>& self, int64_t n, bool up_to, CancellationManager* cm,
-               DequeueDone done);
+  void Dequeue(const std::shared_ptr<Queue>& self, int64_t n, bool up_to, CancellationManager* cm, DequeueDone done);
   // Later enqueues fail; parked dequeues that cannot be met fail with
   // OutOfRange; with cancel_pending_enqueues, parked enqueues fail too.
   void Close(bool cancel_pending_enqueues);

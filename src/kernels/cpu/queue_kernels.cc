@@ -31,7 +31,8 @@ class QueueOp : public OpKernel {
       ASSIGN_OR_RETURN(options_.min_after_dequeue, GetAttrInt(c->def(), "min_after_dequeue"));
       ASSIGN_OR_RETURN(int64_t seed, GetAttrInt(c->def(), "seed"));
       ASSIGN_OR_RETURN(int64_t seed2, GetAttrInt(c->def(), "seed2"));
-      if (seed != 0 || seed2 != 0) options_.seed = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(seed2);
+      if (seed != 0 || seed2 != 0)
+        options_.seed = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(seed2);
       if (options_.capacity >= 0 && options_.min_after_dequeue >= options_.capacity) {
         return absl::InvalidArgumentError(absl::StrCat("min_after_dequeue (", options_.min_after_dequeue,
                                                        ") must be below capacity (", options_.capacity, ")"));
@@ -114,16 +115,16 @@ class DequeueOp : public AsyncOpKernel {
     if (many_) {
       const Tensor& t = ctx->input(1);
       if (t.dtype() != DT_INT32 || t.NumElements() != 1 || t.flat<int32_t>()[0] < 0) {
-        return done(absl::InvalidArgumentError(absl::StrCat("Dequeuing from queue '", (*q)->options().name,
-                                                            "': n must be one non-negative int32, got ",
-                                                            t.DebugString())));
+        return done(
+            absl::InvalidArgumentError(absl::StrCat("Dequeuing from queue '", (*q)->options().name,
+                                                    "': n must be one non-negative int32, got ", t.DebugString())));
       }
       n = t.flat<int32_t>()[0];
     }
     if (ctx->num_outputs() != static_cast<int>((*q)->options().dtypes.size())) {
       return done(absl::InvalidArgumentError(absl::StrCat("Queue '", (*q)->options().name, "' holds ",
-                                                          (*q)->options().dtypes.size(), " components; the op dequeues ",
-                                                          ctx->num_outputs())));
+                                                          (*q)->options().dtypes.size(),
+                                                          " components; the op dequeues ", ctx->num_outputs())));
     }
     (*q)->Dequeue(*q, n, up_to_, ctx->cancellation_manager(),
                   [ctx, done = std::move(done)](absl::Status s, std::vector<Tensor> components) {

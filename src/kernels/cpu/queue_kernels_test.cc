@@ -1,11 +1,10 @@
 // The Queue resource (queue.h): order, blocking without threads, close,
 // cancellation, capacity, shuffling, padding and the errors of bad tuples.
-#include "kernels/cpu/queue.h"
-
 #include <optional>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/queue.h"
 
 namespace distflow {
 namespace {
@@ -83,7 +82,7 @@ TEST(Queue, CloseEndsWaitingDequeuesWithOutOfRangeNamingTheQueue) {
   ASSERT_TRUE(r.status.has_value());
   EXPECT_TRUE(absl::IsOutOfRange(*r.status)) << *r.status;
   EXPECT_THAT(std::string(r.status->message()), HasSubstr("Queue 'q' is closed"));
-  EXPECT_EQ(q->Size(), 1);  // what the failed dequeue took went back
+  EXPECT_EQ(q->Size(), 1);                        // what the failed dequeue took went back
   q->Dequeue(q, 3, true, nullptr, Into(&up_to));  // up_to takes the rest
   ASSERT_TRUE(up_to.status->ok()) << *up_to.status;
   EXPECT_EQ(up_to.components[0].dim_size(0), 1);
@@ -193,7 +192,8 @@ TEST(Queue, RejectsTuplesOfTheWrongTypeOrShape) {
   EXPECT_THAT(std::string(shape.message()), HasSubstr("component 0 has shape [3]"));
   absl::Status count = q.ValidateTuple({Tensor::Scalar(1)}, false);
   EXPECT_THAT(std::string(count.message()), HasSubstr("tuples of 2 components"));
-  absl::Status many = q.ValidateTuple({Tensor(DT_FLOAT, TensorShape({3, 2})), Tensor(DT_INT32, TensorShape({2}))}, true);
+  absl::Status many =
+      q.ValidateTuple({Tensor(DT_FLOAT, TensorShape({3, 2})), Tensor(DT_INT32, TensorShape({2}))}, true);
   EXPECT_THAT(std::string(many.message()), HasSubstr("different numbers of elements"));
   EXPECT_TRUE(q.ValidateTuple({Tensor(DT_FLOAT, TensorShape({3, 2})), Tensor(DT_INT32, TensorShape({3}))}, true).ok());
   EXPECT_TRUE(q.MatchesOptions(Fifo()).ok());

@@ -103,8 +103,10 @@ Tensor ReferenceReduce(const std::string& op, const Tensor& x, const std::vector
   std::vector<int64_t> d(x.shape().dim_sizes().begin(), x.shape().dim_sizes().end());
   std::vector<int64_t> out_dims;
   for (size_t i = 0; i < d.size(); ++i) {
-    if (!mask[i]) out_dims.push_back(d[i]);
-    else if (keep) out_dims.push_back(1);
+    if (!mask[i])
+      out_dims.push_back(d[i]);
+    else if (keep)
+      out_dims.push_back(1);
   }
   int64_t n_out = 1, count = 1;
   for (size_t i = 0; i < d.size(); ++i) (mask[i] ? count : n_out) *= d[i];
@@ -255,7 +257,6 @@ TEST(ReductionKernels, ArgMaxRejectsBadDimensionAndEmptyAxis) {
   b.Input(V<float>({}, {2, 0})).Input(Tensor::Scalar<int32_t>(1));
   ExpectError(b.Run(), "Reduction axis 1 is empty in shape [2,0]");
 }
-
 
 // ------------------------------------------- build-time shape inference
 

@@ -52,8 +52,8 @@ absl::StatusOr<std::shared_ptr<T>> LookupByHandle(OpKernelContext* ctx, int i) {
   absl::StatusOr<Tensor> v = handle->Read();
   if (!v.ok()) return v.status();
   if (v->dtype() != DT_STRING || v->NumElements() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat("input ", i, " should be a ", T::kTypeName,
-                                                   " handle (2 strings), got ", v->DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input ", i, " should be a ", T::kTypeName, " handle (2 strings), got ", v->DebugString()));
   }
   auto f = v->flat<std::string>();
   return ctx->resource_manager()->Lookup<T>(f[0], f[1]);

@@ -25,10 +25,12 @@ class ScatterOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
-    const char* op = kKind == ScatterKind::kAdd ? "ScatterAdd" : kKind == ScatterKind::kSub ? "ScatterSub"
-                                                                                             : "ScatterUpdate";
+    const char* op = kKind == ScatterKind::kAdd   ? "ScatterAdd"
+                     : kKind == ScatterKind::kSub ? "ScatterSub"
+                                                  : "ScatterUpdate";
     const std::shared_ptr<Var>& var = ctx->input_ref_ptr(0);
-    if (var == nullptr) return absl::InternalError(absl::StrCat(op, " (node '", name(), "'): input 0 is not a variable"));
+    if (var == nullptr)
+      return absl::InternalError(absl::StrCat(op, " (node '", name(), "'): input 0 is not a variable"));
     const Tensor& indices = ctx->input(1);
     const Tensor& updates = ctx->input(2);
     ASSIGN_OR_RETURN(std::vector<int64_t> ids, sparse_index::Read(indices, op, name(), "indices"));
@@ -36,16 +38,16 @@ class ScatterOp : public OpKernel {
       absl::MutexLock lock(var->mu());
       ASSIGN_OR_RETURN(Tensor * value, var->MutableValue());
       if (value->dims() < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(op, " (node '", name(), "'): variable '", var->name(),
-                                                       "' is a scalar; scatter updates rows"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(op, " (node '", name(), "'): variable '", var->name(), "' is a scalar; scatter updates rows"));
       }
       std::vector<int64_t> want(indices.shape().dim_sizes().begin(), indices.shape().dim_sizes().end());
       for (int k = 1; k < value->dims(); ++k) want.push_back(value->dim_size(k));
       if (std::vector<int64_t>(updates.shape().dim_sizes().begin(), updates.shape().dim_sizes().end()) != want) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, " (node '", name(), "'): updates of shape ", updates.shape().DebugString(),
-            " do not match indices.shape + var.shape[1:] = ", kernel_util::DimsString(want), " (variable '",
-            var->name(), "' of shape ", value->shape().DebugString(), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(op, " (node '", name(), "'): updates of shape ", updates.shape().DebugString(),
+                         " do not match indices.shape + var.shape[1:] = ", kernel_util::DimsString(want),
+                         " (variable '", var->name(), "' of shape ", value->shape().DebugString(), ")"));
       }
       if (updates.dtype() != value->dtype()) {
         return absl::InvalidArgumentError(absl::StrCat(op, " (node '", name(), "'): updates are ",

@@ -170,9 +170,8 @@ class SplitOp : public OpKernel {
     ASSIGN_OR_RETURN(int64_t axis, SplitAxis(ctx->input(0), in, "Split"));
     const int64_t n = ctx->num_outputs(), dim = in.dim_size(static_cast<int>(axis));
     if (dim % n != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Split: dimension ", axis, " of shape ",
-                                                     in.shape().DebugString(), " (size ", dim,
-                                                     ") is not divisible by num_split = ", n));
+      return absl::InvalidArgumentError(absl::StrCat("Split: dimension ", axis, " of shape ", in.shape().DebugString(),
+                                                     " (size ", dim, ") is not divisible by num_split = ", n));
     }
     return SplitInto(ctx, in, axis, std::vector<int64_t>(static_cast<size_t>(n), dim / n));
   }
@@ -196,8 +195,8 @@ class SplitVOp : public OpKernel {
       if (sizes[i] == -1 && unknown_at < 0) {
         unknown_at = static_cast<int>(i);
       } else if (sizes[i] < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("SplitV: size_splits ", DimsString(sizes),
-                                                       " may hold one -1; other sizes must be >= 0"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("SplitV: size_splits ", DimsString(sizes), " may hold one -1; other sizes must be >= 0"));
       } else {
         known += sizes[i];
       }

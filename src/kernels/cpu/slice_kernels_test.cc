@@ -51,11 +51,36 @@ TEST(StridedSliceKernel, MatchesNumpyBasicIndexing) {
     Tensor want;
   };
   const std::vector<Case> cases = {
-      {"x[:, 1:3]", {0, 1}, {0, 3}, {1, 1}, {1, 1}, I32({4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23}, TensorShape({2, 2, 4}))},
-      {"x[1]", {1}, {2}, {1}, {0, 0, 0, 0, 1}, I32({12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23}, TensorShape({3, 4}))},
-      {"x[..., ::-2]", {0, 0}, {0, 0}, {1, -2}, {2, 2, 1}, I32({3, 1, 7, 5, 11, 9, 15, 13, 19, 17, 23, 21}, TensorShape({2, 3, 2}))},
-      {"x[:, None, 2]", {0, 0, 2}, {0, 0, 3}, {1, 1, 1}, {1, 1, 0, 2, 4}, I32({8, 9, 10, 11, 20, 21, 22, 23}, TensorShape({2, 1, 4}))},
-      {"x[-1:-3:-1, ::2, 1]", {-1, 0, 1}, {-3, 0, 2}, {-1, 2, 1}, {2, 2, 0, 0, 4}, I32({13, 21, 1, 9}, TensorShape({2, 2}))},
+      {"x[:, 1:3]",
+       {0, 1},
+       {0, 3},
+       {1, 1},
+       {1, 1},
+       I32({4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23}, TensorShape({2, 2, 4}))},
+      {"x[1]",
+       {1},
+       {2},
+       {1},
+       {0, 0, 0, 0, 1},
+       I32({12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23}, TensorShape({3, 4}))},
+      {"x[..., ::-2]",
+       {0, 0},
+       {0, 0},
+       {1, -2},
+       {2, 2, 1},
+       I32({3, 1, 7, 5, 11, 9, 15, 13, 19, 17, 23, 21}, TensorShape({2, 3, 2}))},
+      {"x[:, None, 2]",
+       {0, 0, 2},
+       {0, 0, 3},
+       {1, 1, 1},
+       {1, 1, 0, 2, 4},
+       I32({8, 9, 10, 11, 20, 21, 22, 23}, TensorShape({2, 1, 4}))},
+      {"x[-1:-3:-1, ::2, 1]",
+       {-1, 0, 1},
+       {-3, 0, 2},
+       {-1, 2, 1},
+       {2, 2, 0, 0, 4},
+       I32({13, 21, 1, 9}, TensorShape({2, 2}))},
       {"x[5:, 1]", {5, 1}, {0, 2}, {1, 1}, {0, 1, 0, 0, 2}, Tensor(DT_INT32, TensorShape({0, 4}))},
       {"x[..., None]", {0, 0}, {0, 0}, {1, 1}, {0, 0, 1, 2}, Iota(TensorShape({2, 3, 4, 1}))},
   };
@@ -80,7 +105,11 @@ TEST(StridedSliceKernel, BadSpecsFailNamingTheValue) {
 
 TEST(StridedSliceKernel, GradScattersIntoZeros) {
   OpTest t("StridedSliceGrad");
-  t.Input(I32({2, 3})).Input(I32({0, -1})).Input(I32({0, 0})).Input(I32({1, -2})).Input(I32({1, 2, 3, 4}, TensorShape({2, 2})));
+  t.Input(I32({2, 3}))
+      .Input(I32({0, -1}))
+      .Input(I32({0, 0}))
+      .Input(I32({1, -2}))
+      .Input(I32({1, 2, 3, 4}, TensorShape({2, 2})));
   SetAttrInt(t.def(), "begin_mask", 1);
   SetAttrInt(t.def(), "end_mask", 3);
   DF_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, t.Run());

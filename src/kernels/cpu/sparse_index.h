@@ -25,8 +25,8 @@ inline absl::StatusOr<std::vector<int64_t>> Read(const Tensor& t, absl::string_v
   } else if (t.dtype() == DT_INT64) {
     for (int64_t v : t.flat<int64_t>()) out.push_back(v);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(op, " (node '", node, "'): ", what, " must be int32 or int64, got ",
-                                                   DataTypeName(t.dtype())));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, " (node '", node, "'): ", what, " must be int32 or int64, got ", DataTypeName(t.dtype())));
   }
   return out;
 }
@@ -36,8 +36,8 @@ inline absl::Status CheckRange(const std::vector<int64_t>& ids, int64_t bound, a
                                absl::string_view node, absl::string_view what) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= bound) {
-      return absl::InvalidArgumentError(absl::StrCat(op, " (node '", node, "'): ", what, "[", i, "] = ", ids[i],
-                                                     " is not in [0, ", bound, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, " (node '", node, "'): ", what, "[", i, "] = ", ids[i], " is not in [0, ", bound, ")"));
     }
   }
   return absl::OkStatus();

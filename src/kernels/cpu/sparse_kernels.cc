@@ -41,13 +41,14 @@ absl::Status GatherAt(OpKernelContext* ctx, const std::string& op, const std::st
   const Tensor& indices = ctx->input(1);
   const int64_t rank = params.dims();
   if (rank < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(op, " (node '", node, "'): params must be at least a vector, got "
-                                                   "shape ", params.shape().DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat(op, " (node '", node,
+                                                   "'): params must be at least a vector, got "
+                                                   "shape ",
+                                                   params.shape().DebugString()));
   }
   if (axis < -rank || axis >= rank) {
-    return absl::InvalidArgumentError(absl::StrCat(op, " (node '", node, "'): axis ", axis, " is out of range [",
-                                                   -rank, ", ", rank, ") for params of shape ",
-                                                   params.shape().DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat(op, " (node '", node, "'): axis ", axis, " is out of range [", -rank,
+                                                   ", ", rank, ") for params of shape ", params.shape().DebugString()));
   }
   if (axis < 0) axis += rank;
   const int a = static_cast<int>(axis);
@@ -98,8 +99,8 @@ class UniqueOp : public OpKernel {
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
     if (x.dims() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("Unique (node '", name(), "'): x must be a vector, got shape ",
-                                                     x.shape().DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Unique (node '", name(), "'): x must be a vector, got shape ", x.shape().DebugString()));
     }
     const int64_t n = x.NumElements();
     std::vector<int64_t> idx(static_cast<size_t>(n));
@@ -142,8 +143,8 @@ class UnsortedSegmentSumOp : public OpKernel {
     const Tensor& seg = ctx->input(1);
     ASSIGN_OR_RETURN(int64_t num, kernel_util::ReadScalarInt(ctx->input(2), "UnsortedSegmentSum num_segments"));
     if (num < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("UnsortedSegmentSum (node '", name(), "'): num_segments = ", num,
-                                                     " is negative"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("UnsortedSegmentSum (node '", name(), "'): num_segments = ", num, " is negative"));
     }
     const int r = seg.dims();
     bool prefix = r <= data.dims();
@@ -247,18 +248,18 @@ class DynamicStitchOp : public OpKernel {
       std::vector<int64_t> want(ind.shape().dim_sizes().begin(), ind.shape().dim_sizes().end());
       want.insert(want.end(), tail.begin(), tail.end());
       if (std::vector<int64_t>(data.shape().dim_sizes().begin(), data.shape().dim_sizes().end()) != want) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "DynamicStitch (node '", name(), "'): data[", m, "] has shape ", data.shape().DebugString(),
-            " but indices[", m, "] has shape ", ind.shape().DebugString(), " and rows have shape ",
-            kernel_util::DimsString(tail), " (from data[0])"));
+        return absl::InvalidArgumentError(absl::StrCat("DynamicStitch (node '", name(), "'): data[", m, "] has shape ",
+                                                       data.shape().DebugString(), " but indices[", m, "] has shape ",
+                                                       ind.shape().DebugString(), " and rows have shape ",
+                                                       kernel_util::DimsString(tail), " (from data[0])"));
       }
       ASSIGN_OR_RETURN(idx[static_cast<size_t>(m)],
                        sparse_index::Read(ind, "DynamicStitch", name(), absl::StrCat("indices[", m, "]")));
       for (size_t i = 0; i < idx[static_cast<size_t>(m)].size(); ++i) {
         const int64_t v = idx[static_cast<size_t>(m)][i];
         if (v < 0) {
-          return absl::InvalidArgumentError(absl::StrCat("DynamicStitch (node '", name(), "'): indices[", m, "][", i,
-                                                         "] = ", v, " is negative"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("DynamicStitch (node '", name(), "'): indices[", m, "][", i, "] = ", v, " is negative"));
         }
         first = std::max(first, v + 1);
       }
@@ -276,7 +277,8 @@ class DynamicStitchOp : public OpKernel {
       for (int m = 0; m < n; ++m) {
         const T* src = ctx->input(n + m).template flat<T>().data();
         const std::vector<int64_t>& ids = idx[static_cast<size_t>(m)];
-        for (size_t i = 0; i < ids.size(); ++i) CopyRun(src + static_cast<int64_t>(i) * inner, inner, dst + ids[i] * inner);
+        for (size_t i = 0; i < ids.size(); ++i)
+          CopyRun(src + static_cast<int64_t>(i) * inner, inner, dst + ids[i] * inner);
       }
     });
     return absl::OkStatus();
@@ -308,13 +310,15 @@ class SparseSegmentReduceOp : public OpKernel {
     const char* op = kMean ? "SparseSegmentMean" : "SparseSegmentSum";
     const Tensor& data = ctx->input(0);
     if (data.dims() < 1 || ctx->input(1).dims() != 1 || ctx->input(2).dims() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(op, " (node '", name(), "'): data must be at least a vector and "
-                                                     "indices and segment_ids vectors; got ", data.shape().DebugString(),
-                                                     ", ", ctx->input(1).shape().DebugString(), ", ",
+      return absl::InvalidArgumentError(absl::StrCat(op, " (node '", name(),
+                                                     "'): data must be at least a vector and "
+                                                     "indices and segment_ids vectors; got ",
+                                                     data.shape().DebugString(), ", ",
+                                                     ctx->input(1).shape().DebugString(), ", ",
                                                      ctx->input(2).shape().DebugString()));
     }
-    ASSIGN_OR_RETURN(std::vector<int64_t> idx, sparse_index::ReadInRange(ctx->input(1), data.dim_size(0), op, name(),
-                                                                         "indices"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> idx,
+                     sparse_index::ReadInRange(ctx->input(1), data.dim_size(0), op, name(), "indices"));
     ASSIGN_OR_RETURN(std::vector<int64_t> seg, sparse_index::Read(ctx->input(2), op, name(), "segment_ids"));
     ASSIGN_OR_RETURN(int64_t num, CheckSegments(op, name(), idx, seg));
     std::vector<int64_t> dims(data.shape().dim_sizes().begin(), data.shape().dim_sizes().end());

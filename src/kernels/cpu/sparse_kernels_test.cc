@@ -30,7 +30,7 @@ Tensor I64(std::vector<int64_t> v) { return Tensor::FromVector<int64_t>(v); }
 Tensor F64(std::vector<double> v, TensorShape s) { return Tensor::FromVector<double>(v, s); }
 
 absl::StatusOr<std::vector<Tensor>> RunOp(const std::string& op, const std::vector<Tensor>& in,
-                                        const std::function<void(proto::NodeDef*)>& attrs = nullptr) {
+                                          const std::function<void(proto::NodeDef*)>& attrs = nullptr) {
   OpTest t(op);
   for (const Tensor& x : in) t.Input(x);
   if (attrs) attrs(t.def());
@@ -58,7 +58,7 @@ TEST(GatherKernel, V2MatchesNumpyTakeAlongInnerAxes) {
   EXPECT_TENSOR_EQ(I32({4, 5, 0, 1, 10, 11, 6, 7}, TensorShape({2, 2, 2})), (*a)[0]);
   // np.take(..., [[1], [0]], axis=2) (axis given as -1)
   auto b = RunOp("GatherV2", {Iota<int32_t>(TensorShape({2, 3, 2})), I32({1, 0}, TensorShape({2, 1})),
-                            Tensor::Scalar<int64_t>(-1)});
+                              Tensor::Scalar<int64_t>(-1)});
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_TENSOR_EQ(I32({1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10}, TensorShape({2, 3, 2, 1})), (*b)[0]);
 }
@@ -84,7 +84,8 @@ TEST(UniqueKernel, KeepsFirstAppearanceOrder) {
 }
 
 TEST(UnsortedSegmentSumKernel, MatchesNumpyAddAtAndDropsNegativeIds) {
-  auto a = RunOp("UnsortedSegmentSum", {Iota<double>(TensorShape({4, 2})), I32({1, -1, 1, 0}), Tensor::Scalar<int32_t>(3)});
+  auto a =
+      RunOp("UnsortedSegmentSum", {Iota<double>(TensorShape({4, 2})), I32({1, -1, 1, 0}), Tensor::Scalar<int32_t>(3)});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_TENSOR_EQ(F64({6, 7, 4, 6, 0, 0}, TensorShape({3, 2})), (*a)[0]);
   auto b = RunOp("UnsortedSegmentSum", {Iota<double>(TensorShape({2, 2})), I32({0, 3}), Tensor::Scalar<int32_t>(3)});
@@ -104,7 +105,7 @@ TEST(DynamicPartitionKernel, StitchInvertsPartition) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_TENSOR_EQ(data, (*s)[0]);
   auto bad = RunOp("DynamicPartition", {data, I32({0, 0, 2, 0, 0})},
-                 [](proto::NodeDef* n) { SetAttrInt(n, "num_partitions", 2); });
+                   [](proto::NodeDef* n) { SetAttrInt(n, "num_partitions", 2); });
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("partitions[2] = 2 is not in [0, 2)"), std::string::npos) << bad.status();
 }

@@ -36,9 +36,9 @@ class SparseRowSum {
   // against num_rows and the rows added before, before anything is added.
   absl::Status Add(const std::string& name, const Tensor& indices, const Tensor& values, int64_t num_rows) {
     if (indices.dtype() != DT_INT64 || indices.dims() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("Sparse gradient accumulator '", name,
-                                                     "': indices must be an int64 vector, got ",
-                                                     DataTypeName(indices.dtype()), " ", indices.shape().DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Sparse gradient accumulator '", name, "': indices must be an int64 vector, got ",
+                       DataTypeName(indices.dtype()), " ", indices.shape().DebugString()));
     }
     if (values.dims() < 1 || values.dim_size(0) != indices.dim_size(0)) {
       return absl::InvalidArgumentError(absl::StrCat("Sparse gradient accumulator '", name, "': values of shape ",
@@ -46,15 +46,15 @@ class SparseRowSum {
                                                      indices.dim_size(0), " indices)"));
     }
     if (num_rows < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Sparse gradient accumulator '", name, "': num_rows = ", num_rows,
-                                                     " is negative"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Sparse gradient accumulator '", name, "': num_rows = ", num_rows, " is negative"));
     }
     std::vector<int64_t> row_shape(values.shape().dim_sizes().begin() + 1, values.shape().dim_sizes().end());
     if (num_rows_ >= 0 && (num_rows != num_rows_ || row_shape != row_shape_)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Sparse gradient accumulator '", name, "' holds rows of a ", num_rows_, "-row tensor of row shape [",
-          absl::StrJoin(row_shape_, ", "), "], got a gradient of a ", num_rows, "-row tensor with values of shape ",
-          values.shape().DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Sparse gradient accumulator '", name, "' holds rows of a ", num_rows_,
+                       "-row tensor of row shape [", absl::StrJoin(row_shape_, ", "), "], got a gradient of a ",
+                       num_rows, "-row tensor with values of shape ", values.shape().DebugString()));
     }
     auto ids = indices.flat<int64_t>();
     for (size_t i = 0; i < ids.size(); ++i) {

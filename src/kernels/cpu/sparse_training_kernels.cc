@@ -31,9 +31,9 @@ namespace {
 // their summed gradient rows, the row length and the scalar inputs.
 template <typename T>
 struct Rows {
-  std::vector<T*> refs;        // var, then slots: [num_rows, inner] each
-  std::vector<int64_t> ids;    // distinct, first-appearance order
-  std::vector<T> grads;        // [ids.size(), inner]
+  std::vector<T*> refs;      // var, then slots: [num_rows, inner] each
+  std::vector<int64_t> ids;  // distinct, first-appearance order
+  std::vector<T> grads;      // [ids.size(), inner]
   int64_t inner = 0, num_rows = 0;
   std::vector<T> scalars;
   T* row(int ref, int64_t id) const { return refs[static_cast<size_t>(ref)] + id * inner; }
@@ -51,7 +51,8 @@ class SparseApplyBase : public OpKernel {
     std::vector<Var*> vars;
     for (int i = 0; i < num_refs_; ++i) {
       Var* v = ctx->input_ref(i);
-      if (v == nullptr) return absl::InternalError(absl::StrCat(op_, " (node '", name(), "'): input ", i, " is not a variable"));
+      if (v == nullptr)
+        return absl::InternalError(absl::StrCat(op_, " (node '", name(), "'): input ", i, " is not a variable"));
       vars.push_back(v);
     }
     Rows<T> r;
@@ -67,8 +68,8 @@ class SparseApplyBase : public OpKernel {
     const Tensor& grad = ctx->input(grad_index_);
     const Tensor& indices = ctx->input(indices_index_);
     if (indices.dims() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(op_, " (node '", name(), "'): indices must be a vector, got shape ",
-                                                     indices.shape().DebugString()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          op_, " (node '", name(), "'): indices must be a vector, got shape ", indices.shape().DebugString()));
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> ids, sparse_index::Read(indices, op_, name(), "indices"));
     {
@@ -85,19 +86,18 @@ class SparseApplyBase : public OpKernel {
       }
       for (int i = 1; i < num_refs_; ++i) {
         if (values[static_cast<size_t>(i)]->shape() != var.shape()) {
-          return absl::InvalidArgumentError(absl::StrCat(op_, " (node '", name(), "'): slot '", vars[static_cast<size_t>(i)]->name(),
-                                                         "' has shape ", values[static_cast<size_t>(i)]->shape().DebugString(),
-                                                         " but variable '", vars[0]->name(), "' has shape ",
-                                                         var.shape().DebugString()));
+          return absl::InvalidArgumentError(
+              absl::StrCat(op_, " (node '", name(), "'): slot '", vars[static_cast<size_t>(i)]->name(), "' has shape ",
+                           values[static_cast<size_t>(i)]->shape().DebugString(), " but variable '", vars[0]->name(),
+                           "' has shape ", var.shape().DebugString()));
         }
       }
       bool grad_ok = grad.dims() == var.dims() && grad.dim_size(0) == static_cast<int64_t>(ids.size());
       for (int k = 1; grad_ok && k < var.dims(); ++k) grad_ok = grad.dim_size(k) == var.dim_size(k);
       if (!grad_ok) {
-        return absl::InvalidArgumentError(absl::StrCat(op_, " (node '", name(), "'): grad of shape ",
-                                                       grad.shape().DebugString(), " is not [", ids.size(),
-                                                       "] + the row shape of variable '", vars[0]->name(), "' ",
-                                                       var.shape().DebugString()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            op_, " (node '", name(), "'): grad of shape ", grad.shape().DebugString(), " is not [", ids.size(),
+            "] + the row shape of variable '", vars[0]->name(), "' ", var.shape().DebugString()));
       }
       r.num_rows = var.dim_size(0);
       RETURN_IF_ERROR(sparse_index::CheckRange(ids, r.num_rows, op_, name(), "indices"));
@@ -244,8 +244,7 @@ class SparseApplyAdamOp : public SparseApplyBase<T> {
   }
 
   void Update(OpKernelContext* ctx, const Rows<T>& r) const override {
-    const T beta1_power = r.s(0), beta2_power = r.s(1), lr = r.s(2), beta1 = r.s(3), beta2 = r.s(4),
-            epsilon = r.s(5);
+    const T beta1_power = r.s(0), beta2_power = r.s(1), lr = r.s(2), beta1 = r.s(3), beta2 = r.s(4), epsilon = r.s(5);
     const T alpha = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
     const T omb1 = T(1) - beta1, omb2 = T(1) - beta2;
     if (lazy_) {

@@ -57,14 +57,14 @@ class AssignOp : public OpKernel {
       absl::MutexLock lock(var->mu());
       if (validate_shape_) {
         if (!var->declared_shape().IsCompatibleWith(value.shape())) {
-          return absl::InvalidArgumentError(absl::StrCat("Cannot assign a tensor of shape ", value.shape().DebugString(),
-                                                         " to variable '", var->name(), "' of shape ",
-                                                         var->declared_shape().DebugString()));
+          return absl::InvalidArgumentError(absl::StrCat("Cannot assign a tensor of shape ",
+                                                         value.shape().DebugString(), " to variable '", var->name(),
+                                                         "' of shape ", var->declared_shape().DebugString()));
         }
         if (var->is_initialized() && var->value().shape() != value.shape()) {
-          return absl::InvalidArgumentError(absl::StrCat("Cannot assign a tensor of shape ", value.shape().DebugString(),
-                                                         " to variable '", var->name(), "' holding shape ",
-                                                         var->value().shape().DebugString()));
+          return absl::InvalidArgumentError(absl::StrCat("Cannot assign a tensor of shape ",
+                                                         value.shape().DebugString(), " to variable '", var->name(),
+                                                         "' holding shape ", var->value().shape().DebugString()));
         }
       }
       var->Set(value);  // shares the buffer; a later in-place update copies first

@@ -41,11 +41,21 @@ absl::StatusOr<std::vector<double>> AsDoubles(const Tensor& t) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(values[i]);
   };
   switch (t.dtype()) {
-    case DT_FLOAT: copy(t.flat<float>()); break;
-    case DT_DOUBLE: copy(t.flat<double>()); break;
-    case DT_INT32: copy(t.flat<int32_t>()); break;
-    case DT_INT64: copy(t.flat<int64_t>()); break;
-    case DT_UINT8: copy(t.flat<uint8_t>()); break;
+    case DT_FLOAT:
+      copy(t.flat<float>());
+      break;
+    case DT_DOUBLE:
+      copy(t.flat<double>());
+      break;
+    case DT_INT32:
+      copy(t.flat<int32_t>());
+      break;
+    case DT_INT64:
+      copy(t.flat<int64_t>());
+      break;
+    case DT_UINT8:
+      copy(t.flat<uint8_t>());
+      break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("summaries of ", DataTypeName(t.dtype()), " are not supported"));
   }
@@ -60,10 +70,9 @@ class ScalarSummaryOp : public OpKernel {
     const Tensor& tags = ctx->input(0);
     const Tensor& values = ctx->input(1);
     if (tags.shape() != values.shape()) {
-      return absl::InvalidArgumentError(absl::StrCat("tags and values must have the same shape, got tags ",
-                                                     tags.shape().DebugString(), " and values ",
-                                                     values.shape().DebugString(),
-                                                     " (tf.summary.scalar takes one scalar value)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tags and values must have the same shape, got tags ", tags.shape().DebugString(),
+                       " and values ", values.shape().DebugString(), " (tf.summary.scalar takes one scalar value)"));
     }
     absl::StatusOr<std::vector<double>> v = AsDoubles(values);
     if (!v.ok()) return v.status();
@@ -123,16 +132,16 @@ class ImageSummaryOp : public OpKernel {
     if (!tag.ok()) return tag.status();
     const Tensor& t = ctx->input(1);
     if (t.dims() != 4 || (t.dim_size(3) != 1 && t.dim_size(3) != 3 && t.dim_size(3) != 4)) {
-      return absl::InvalidArgumentError(absl::StrCat("Image summary '", *tag,
-                                                     "': images must be [batch, height, width, 1, 3 or 4 channels], got ",
-                                                     t.shape().DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Image summary '", *tag, "': images must be [batch, height, width, 1, 3 or 4 channels], got ",
+                       t.shape().DebugString()));
     }
     const int64_t batch = t.dim_size(0), height = t.dim_size(1), width = t.dim_size(2);
     const int channels = static_cast<int>(t.dim_size(3));
     const int64_t pixels = height * width;
     if (pixels == 0 || height >= (int64_t{1} << 27) || width >= (int64_t{1} << 27)) {
-      return absl::InvalidArgumentError(absl::StrCat("Image summary '", *tag, "': cannot write ", height, "x", width,
-                                                     " images"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Image summary '", *tag, "': cannot write ", height, "x", width, " images"));
     }
     Summary s;
     std::vector<uint8_t> image(static_cast<size_t>(pixels * channels));
@@ -145,8 +154,8 @@ class ImageSummaryOp : public OpKernel {
       } else if (t.dtype() == DT_DOUBLE) {
         ToUint8(t.flat<double>().data() + offset, pixels, channels, image.data());
       } else {
-        return absl::InvalidArgumentError(absl::StrCat("Image summary '", *tag, "': images of ",
-                                                       DataTypeName(t.dtype()), " are not supported"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Image summary '", *tag, "': images of ", DataTypeName(t.dtype()), " are not supported"));
       }
       absl::StatusOr<std::string> png = EncodePng(image.data(), width, height, channels);
       if (!png.ok()) return png.status();
@@ -216,7 +225,8 @@ class TensorSummaryV2Op : public OpKernel {
     Summary::Value* value = s.add_value();
     value->set_tag(*tag);
     if (!value->mutable_metadata()->ParseFromString(*meta)) {
-      return absl::InvalidArgumentError(absl::StrCat("Summary '", *tag, "': serialized_summary_metadata is not a SummaryMetadata"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Summary '", *tag, "': serialized_summary_metadata is not a SummaryMetadata"));
     }
     RETURN_IF_ERROR(ToTensorProto(ctx->input(1), value->mutable_tensor()));
     return OutputSummary(ctx, s);
@@ -227,21 +237,35 @@ class TensorSummaryV2Op : public OpKernel {
     for (int64_t d : t.shape().dim_sizes()) out->mutable_tensor_shape()->add_dim()->set_size(d);
     auto bytes = [&](auto values, tensorboard::DataType dt) {
       out->set_dtype(dt);
-      out->set_tensor_content(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(values[0])));
+      out->set_tensor_content(
+          std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(values[0])));
     };
     switch (t.dtype()) {
       case DT_STRING:
         out->set_dtype(tensorboard::DT_STRING);
         for (const std::string& s : t.flat<std::string>()) out->add_string_val(s);
         break;
-      case DT_FLOAT: bytes(t.flat<float>(), tensorboard::DT_FLOAT); break;
-      case DT_DOUBLE: bytes(t.flat<double>(), tensorboard::DT_DOUBLE); break;
-      case DT_INT32: bytes(t.flat<int32_t>(), tensorboard::DT_INT32); break;
-      case DT_INT64: bytes(t.flat<int64_t>(), tensorboard::DT_INT64); break;
-      case DT_UINT8: bytes(t.flat<uint8_t>(), tensorboard::DT_UINT8); break;
-      case DT_BOOL: bytes(t.flat<bool>(), tensorboard::DT_BOOL); break;
+      case DT_FLOAT:
+        bytes(t.flat<float>(), tensorboard::DT_FLOAT);
+        break;
+      case DT_DOUBLE:
+        bytes(t.flat<double>(), tensorboard::DT_DOUBLE);
+        break;
+      case DT_INT32:
+        bytes(t.flat<int32_t>(), tensorboard::DT_INT32);
+        break;
+      case DT_INT64:
+        bytes(t.flat<int64_t>(), tensorboard::DT_INT64);
+        break;
+      case DT_UINT8:
+        bytes(t.flat<uint8_t>(), tensorboard::DT_UINT8);
+        break;
+      case DT_BOOL:
+        bytes(t.flat<bool>(), tensorboard::DT_BOOL);
+        break;
       default:
-        return absl::InvalidArgumentError(absl::StrCat("tensor summaries of ", DataTypeName(t.dtype()), " are not supported"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor summaries of ", DataTypeName(t.dtype()), " are not supported"));
     }
     return absl::OkStatus();
   }

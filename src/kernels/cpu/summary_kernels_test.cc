@@ -72,8 +72,8 @@ std::string DecodePng(const std::string& png, int* width, int* height, int* colo
   }
   std::string raw(1 << 20, '\0');
   uLongf raw_size = raw.size();
-  EXPECT_EQ(uncompress(reinterpret_cast<Bytef*>(raw.data()), &raw_size,
-                       reinterpret_cast<const Bytef*>(idat.data()), idat.size()),
+  EXPECT_EQ(uncompress(reinterpret_cast<Bytef*>(raw.data()), &raw_size, reinterpret_cast<const Bytef*>(idat.data()),
+                       idat.size()),
             Z_OK);
   raw.resize(raw_size);
   std::string pixels;

@@ -24,8 +24,8 @@ using sync_training::StepBarrier;
 absl::StatusOr<int64_t> ScalarInt64(const OpKernelContext* ctx, int i, const char* what) {
   const Tensor& t = ctx->input(i);
   if (t.dtype() != DT_INT64 || t.NumElements() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("'", what, "' must be one int64, got ",
-                                                   DataTypeName(t.dtype()), " ", t.shape().DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", what, "' must be one int64, got ", DataTypeName(t.dtype()), " ", t.shape().DebugString()));
   }
   return t.flat<int64_t>()[0];
 }
@@ -67,8 +67,8 @@ class SyncKernelBase {
   }
   absl::StatusOr<std::shared_ptr<Accumulator>> GetAccumulator(const OpKernelContext* ctx) const {
     if (dtype_ != DT_FLOAT && dtype_ != DT_DOUBLE) {
-      return absl::InvalidArgumentError(absl::StrCat("Gradient accumulators hold float32 or float64, not ",
-                                                     DataTypeName(dtype_)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Gradient accumulators hold float32 or float64, not ", DataTypeName(dtype_)));
     }
     return ctx->resource_manager()->LookupOrCreate<Accumulator>(
         Container(ctx), shared_name_, [this] { return std::make_shared<Accumulator>(shared_name_, dtype_); });
@@ -226,8 +226,8 @@ class SyncBarrierWaitOp : public AsyncOpKernel, SyncKernelBase {
                                   {"timeout_ms", 1, &timeout_ms}});
     if (!s.ok()) return s;
     if (to_aggregate_ > total_) {
-      return absl::InvalidArgumentError(absl::StrCat("replicas_to_aggregate (", to_aggregate_,
-                                                     ") is larger than total_num_replicas (", total_, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("replicas_to_aggregate (", to_aggregate_, ") is larger than total_num_replicas (", total_, ")"));
     }
     if (replica_ >= total_) {
       return absl::InvalidArgumentError(

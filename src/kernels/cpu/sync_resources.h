@@ -159,8 +159,7 @@ class WaitableResource : public Resource {
       if (it->second.pending) {  // Park finishes it once registered
         if (!it->second.expired) {
           it->second.expired = true;
-          it->second.expired_status =
-              source == Source::kTimer ? it->second.on_timeout() : cancelled;
+          it->second.expired_status = source == Source::kTimer ? it->second.on_timeout() : cancelled;
           it->second.expired_source = source;
         }
         return;
@@ -198,9 +197,8 @@ class Accumulator : public WaitableResource {
 
   absl::Status Apply(int64_t local_step, int64_t replica, const Tensor& grad) {
     if (grad.dtype() != dtype_) {
-      return absl::InvalidArgumentError(absl::StrCat("Gradient accumulator '", name_, "' holds ",
-                                                     DataTypeName(dtype_), ", got a ", DataTypeName(grad.dtype()),
-                                                     " gradient"));
+      return absl::InvalidArgumentError(absl::StrCat("Gradient accumulator '", name_, "' holds ", DataTypeName(dtype_),
+                                                     ", got a ", DataTypeName(grad.dtype()), " gradient"));
     }
     {
       absl::MutexLock lock(&mu_);
@@ -239,9 +237,8 @@ class Accumulator : public WaitableResource {
   absl::Status ApplySparse(int64_t local_step, int64_t replica, const Tensor& indices, const Tensor& values,
                            int64_t num_rows) {
     if (values.dtype() != dtype_) {
-      return absl::InvalidArgumentError(absl::StrCat("Gradient accumulator '", name_, "' holds ",
-                                                     DataTypeName(dtype_), ", got a ", DataTypeName(values.dtype()),
-                                                     " gradient"));
+      return absl::InvalidArgumentError(absl::StrCat("Gradient accumulator '", name_, "' holds ", DataTypeName(dtype_),
+                                                     ", got a ", DataTypeName(values.dtype()), " gradient"));
     }
     {
       absl::MutexLock lock(&mu_);
@@ -257,9 +254,7 @@ class Accumulator : public WaitableResource {
   }
 
   // Under the lock.
-  bool Ready(int64_t required) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return initialized_ && count_ >= required;
-  }
+  bool Ready(int64_t required) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return initialized_ && count_ >= required; }
 
   absl::Status Take(int64_t required, Tensor* average, int64_t* dropped) {
     absl::MutexLock lock(&mu_);
@@ -458,7 +453,7 @@ class StepBarrier : public WaitableResource {
   const std::string name_;
   bool initialized_ ABSL_GUARDED_BY(mu_) = false;
   int64_t step_ ABSL_GUARDED_BY(mu_) = -1;
-  std::map<int64_t, int64_t> local_ ABSL_GUARDED_BY(mu_);              // replica -> step it works at
+  std::map<int64_t, int64_t> local_ ABSL_GUARDED_BY(mu_);               // replica -> step it works at
   std::map<int64_t, std::set<int64_t>> reported_ ABSL_GUARDED_BY(mu_);  // step -> replicas done with it
 };
 

@@ -24,13 +24,13 @@ class TopKOp : public OpKernel {
     const Tensor& in = ctx->input(0);
     ASSIGN_OR_RETURN(int64_t k, kernel_util::ReadScalarInt(ctx->input(1), "TopKV2 k"));
     if (in.dims() < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("TopKV2: input must have rank >= 1, got shape ",
-                                                     in.shape().DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("TopKV2: input must have rank >= 1, got shape ", in.shape().DebugString()));
     }
     const int64_t n = in.dim_size(in.dims() - 1);
     if (k < 0 || k > n) {
-      return absl::InvalidArgumentError(absl::StrCat("TopKV2: k = ", k, " must be in [0, ", n,
-                                                     "] for input of shape ", in.shape().DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("TopKV2: k = ", k, " must be in [0, ", n, "] for input of shape ", in.shape().DebugString()));
     }
     std::vector<int64_t> dims(in.shape().dim_sizes().begin(), in.shape().dim_sizes().end());
     dims.back() = k;
@@ -164,8 +164,8 @@ class LrnOp : public OpKernel {
             for (int64_t i = std::max<int64_t>(0, j - p_.radius); i <= std::min(depth - 1, j + p_.radius); ++i) {
               s += gxn[i];
             }
-            o[r * depth + j] = static_cast<T>(gs[r * depth + j] * std::pow(norm[j], -p_.beta) -
-                                              2 * p_.alpha * p_.beta * xr[j] * s);
+            o[r * depth + j] =
+                static_cast<T>(gs[r * depth + j] * std::pow(norm[j], -p_.beta) - 2 * p_.alpha * p_.beta * xr[j] * s);
           }
         }
       }

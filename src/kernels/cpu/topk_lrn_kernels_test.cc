@@ -57,8 +57,8 @@ TEST(LrnKernel, MatchesTheFormula) {
   SetAttrFloat(t.def(), "alpha", 0.5);
   SetAttrFloat(t.def(), "beta", 0.75);
   DF_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, t.Run());
-  const std::vector<double> want = {0.21022410381342865, -0.4155874923550992, 0.3728176479597719,
-                                    0.062136274659961986, 0.5489953284790225, -0.18299930753120058};
+  const std::vector<double> want = {0.21022410381342865,  -0.4155874923550992, 0.3728176479597719,
+                                    0.062136274659961986, 0.5489953284790225,  -0.18299930753120058};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out[0].flat<double>()[i], want[i], 1e-14);
 }
 

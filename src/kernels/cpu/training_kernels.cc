@@ -46,8 +46,8 @@ struct Block {
 template <typename T>
 class ApplyOpBase : public OpKernel {
  public:
-  ApplyOpBase(OpKernelConstruction* c, std::vector<std::string> refs, std::vector<std::string> scalars,
-              int grad_index, int64_t cost_per_element)
+  ApplyOpBase(OpKernelConstruction* c, std::vector<std::string> refs, std::vector<std::string> scalars, int grad_index,
+              int64_t cost_per_element)
       : OpKernel(c),
         ref_names_(std::move(refs)),
         scalar_names_(std::move(scalars)),
@@ -59,7 +59,8 @@ class ApplyOpBase : public OpKernel {
     std::vector<Var*> vars;
     for (int i = 0; i < num_refs; ++i) {
       Var* v = ctx->input_ref(i);
-      if (v == nullptr) return absl::InternalError(absl::StrCat("input ", i, " (", ref_names_[i], ") is not a variable"));
+      if (v == nullptr)
+        return absl::InternalError(absl::StrCat("input ", i, " (", ref_names_[i], ") is not a variable"));
       vars.push_back(v);
     }
     // Scalars and the gradient first (no locks needed).
@@ -90,16 +91,17 @@ class ApplyOpBase : public OpKernel {
       const Tensor& var = *values[0];
       for (int i = 1; i < num_refs; ++i) {
         if (values[static_cast<size_t>(i)]->shape() != var.shape()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "var and ", ref_names_[static_cast<size_t>(i)], " do not have the same shape: var '", vars[0]->name(),
-              "' has shape ", var.shape().DebugString(), ", ", ref_names_[static_cast<size_t>(i)], " '",
-              vars[static_cast<size_t>(i)]->name(), "' has shape ", values[static_cast<size_t>(i)]->shape().DebugString()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("var and ", ref_names_[static_cast<size_t>(i)], " do not have the same shape: var '",
+                           vars[0]->name(), "' has shape ", var.shape().DebugString(), ", ",
+                           ref_names_[static_cast<size_t>(i)], " '", vars[static_cast<size_t>(i)]->name(),
+                           "' has shape ", values[static_cast<size_t>(i)]->shape().DebugString()));
         }
       }
       if (grad.shape() != var.shape()) {
-        return absl::InvalidArgumentError(absl::StrCat("var and grad do not have the same shape: var '", vars[0]->name(),
-                                                       "' has shape ", var.shape().DebugString(), ", grad has shape ",
-                                                       grad.shape().DebugString()));
+        return absl::InvalidArgumentError(absl::StrCat("var and grad do not have the same shape: var '",
+                                                       vars[0]->name(), "' has shape ", var.shape().DebugString(),
+                                                       ", grad has shape ", grad.shape().DebugString()));
       }
       for (Tensor* t : values) ptrs.push_back(t->flat<T>().data());
       n = var.NumElements();
@@ -139,8 +141,7 @@ class ApplyGradientDescentOp : public ApplyOpBase<T> {
 template <typename T>
 class ApplyMomentumOp : public ApplyOpBase<T> {
  public:
-  explicit ApplyMomentumOp(OpKernelConstruction* c)
-      : ApplyOpBase<T>(c, {"var", "accum"}, {"lr", "momentum"}, 3, 5) {}
+  explicit ApplyMomentumOp(OpKernelConstruction* c) : ApplyOpBase<T>(c, {"var", "accum"}, {"lr", "momentum"}, 3, 5) {}
   absl::Status Init(OpKernelConstruction* c) override {
     absl::StatusOr<bool> n = GetAttrBool(c->def(), "use_nesterov");
     nesterov_ = n.ok() && *n;
@@ -216,8 +217,8 @@ template <typename T>
 class ApplyAdamOp : public ApplyOpBase<T> {
  public:
   explicit ApplyAdamOp(OpKernelConstruction* c)
-      : ApplyOpBase<T>(c, {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, 9,
-                       30) {}
+      : ApplyOpBase<T>(c, {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, 9, 30) {
+  }
   absl::Status Init(OpKernelConstruction* c) override {
     absl::StatusOr<bool> n = GetAttrBool(c->def(), "use_nesterov");
     nesterov_ = n.ok() && *n;
@@ -226,8 +227,7 @@ class ApplyAdamOp : public ApplyOpBase<T> {
 
  protected:
   void Update(const Block<T>& b) const override {
-    const T beta1_power = b.s(0), beta2_power = b.s(1), lr = b.s(2), beta1 = b.s(3), beta2 = b.s(4),
-            epsilon = b.s(5);
+    const T beta1_power = b.s(0), beta2_power = b.s(1), lr = b.s(2), beta1 = b.s(3), beta2 = b.s(4), epsilon = b.s(5);
     const T alpha = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
     // One pass over the four arrays (three Eigen expressions would read them
     // three times); the loop vectorises at -O3.

@@ -24,8 +24,7 @@ using ::testing::HasSubstr;
 
 template <typename T>
 std::shared_ptr<Var> MakeVar(const std::string& name, const std::vector<T>& v) {
-  auto var = std::make_shared<Var>(name, DataTypeToEnum<T>::value,
-                                   PartialShape({static_cast<int64_t>(v.size())}));
+  auto var = std::make_shared<Var>(name, DataTypeToEnum<T>::value, PartialShape({static_cast<int64_t>(v.size())}));
   absl::MutexLock lock(var->mu());
   var->Set(Tensor::FromVector<T>(v));
   return var;
@@ -267,8 +266,8 @@ TEST(ApplyParallel, LargeAdamMatchesSerialOnPool) {
     ApplyRunner r("ApplyAdam", DT_FLOAT, 10, p);
     Tensor gt = Tensor::FromVector<float>(g);
     for (int step = 0; step < 2; ++step) {
-      ASSERT_TRUE(r.Run({var, m, v}, {S<float>(0.9), S<float>(0.999), S<float>(0.01), S<float>(0.9),
-                                       S<float>(0.999), S<float>(1e-8), gt})
+      ASSERT_TRUE(r.Run({var, m, v}, {S<float>(0.9), S<float>(0.999), S<float>(0.01), S<float>(0.9), S<float>(0.999),
+                                      S<float>(1e-8), gt})
                       .ok());
     }
     results.push_back(Value<float>(var));

@@ -9,24 +9,24 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "graph/window.h"
 #include "distflow/tensor.h"
+#include "graph/window.h"
 
 namespace distflow {
 namespace window_geometry {
 
 // Geometry of a convolution or pooling.
 struct Geom {
-  int64_t n, h, w, c;   // input
-  int64_t kh, kw, o;    // window (o: output channels; = c for pools)
-  int64_t oh, ow;       // output
+  int64_t n, h, w, c;  // input
+  int64_t kh, kw, o;   // window (o: output channels; = c for pools)
+  int64_t oh, ow;      // output
   int64_t sh, sw;
   int64_t pt, pb, pl, pr;
 };
 
 // `what` names the window in errors: "filter" or "pooling".
 inline absl::StatusOr<Geom> MakeGeom(const TensorShape& in, int64_t kh, int64_t kw, int64_t o, const WindowAttrs& a,
-                              const char* what) {
+                                     const char* what) {
   Geom g;
   g.n = in.dim_size(0);
   g.h = in.dim_size(1);
@@ -53,8 +53,8 @@ inline absl::StatusOr<Geom> MakeGeom(const TensorShape& in, int64_t kh, int64_t 
 // A shape given as a 4-element int32/int64 vector input (e.g. input_sizes).
 inline absl::StatusOr<TensorShape> SizesInput(const Tensor& t, const char* what) {
   if (t.dims() != 1 || t.NumElements() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " must be a vector of 4 elements, got a tensor of shape ",
-                                                   t.shape().DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be a vector of 4 elements, got a tensor of shape ", t.shape().DebugString()));
   }
   std::vector<int64_t> dims;
   if (t.dtype() == DT_INT32) {

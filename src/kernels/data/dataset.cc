@@ -25,9 +25,7 @@ absl::StatusOr<DatasetPtr> DatasetStore::Get(const std::string& key) const {
   return it->second;
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<std::shared_ptr<DatasetStore>> DatasetStoreOf(OpKernelContext* ctx) {
   return ctx->resource_manager()->LookupOrCreate<DatasetStore>(ctx->default_container(), "_datasets",
@@ -54,7 +52,8 @@ absl::StatusOr<DatasetPtr> InputDataset(OpKernelContext* ctx, int i) {
 absl::StatusOr<int64_t> ScalarInputInt(OpKernelContext* ctx, int i, const char* what) {
   const Tensor& t = ctx->input(i);
   if (t.NumElements() != 1 || t.shape().dims() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("'", what, "' must be a scalar, got shape ", t.shape().DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", what, "' must be a scalar, got shape ", t.shape().DebugString()));
   }
   if (t.dtype() == DT_INT64) return t.flat<int64_t>()[0];
   if (t.dtype() == DT_INT32) return int64_t{t.flat<int32_t>()[0]};
@@ -102,8 +101,8 @@ absl::Status CopyIntoRow(const Tensor& element, int64_t row, Tensor* batch) {
   int64_t row_size = 1;
   for (int k = es.dims() - 1; k >= 0; --k) {
     if (es.dim_size(k) > bs.dim_size(k + 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("An element of shape ", es.DebugString(),
-                                                     " does not fit a batch of shape ", bs.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("An element of shape ", es.DebugString(), " does not fit a batch of shape ", bs.DebugString()));
     }
     strides[static_cast<size_t>(k)] = row_size;
     row_size *= bs.dim_size(k + 1);

@@ -34,8 +34,8 @@ absl::Status CheckArgs(const proto::FunctionDef& def, const std::vector<DataType
     std::string a, e;
     for (DataType t : args) absl::StrAppend(&a, a.empty() ? "" : ", ", DataTypeName(t));
     for (DataType t : element) absl::StrAppend(&e, e.empty() ? "" : ", ", DataTypeName(t));
-    return absl::InvalidArgumentError(absl::StrCat(what, " function '", def.name(), "' takes (", a,
-                                                   ") but the dataset's elements are (", e, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " function '", def.name(), "' takes (", a, ") but the dataset's elements are (", e, ")"));
   }
   return absl::OkStatus();
 }
@@ -55,7 +55,8 @@ class MapDataset : public Dataset {
   // Not thread-safe (one consumer); the pool only runs the function.
   class Iter : public DatasetIterator {
    public:
-    Iter(std::shared_ptr<const MapDataset> d, std::unique_ptr<DatasetIterator> in) : d_(std::move(d)), in_(std::move(in)) {
+    Iter(std::shared_ptr<const MapDataset> d, std::unique_ptr<DatasetIterator> in)
+        : d_(std::move(d)), in_(std::move(in)) {
       if (d_->parallel_ > 1) pool_ = std::make_unique<ThreadPool>("df_map", d_->parallel_);
     }
     ~Iter() override {
@@ -114,15 +115,16 @@ class FilterDataset : public Dataset {
  private:
   class Iter : public DatasetIterator {
    public:
-    Iter(std::shared_ptr<const FilterDataset> d, std::unique_ptr<DatasetIterator> in) : d_(std::move(d)), in_(std::move(in)) {}
+    Iter(std::shared_ptr<const FilterDataset> d, std::unique_ptr<DatasetIterator> in)
+        : d_(std::move(d)), in_(std::move(in)) {}
     absl::Status GetNext(Element* out, bool* end) override {
       while (true) {
         RETURN_IF_ERROR(in_->GetNext(out, end));
         if (*end) return absl::OkStatus();
         DF_ASSIGN_OR_RETURN(std::vector<Tensor> keep, d_->fn_->Run(*out, nullptr));
         if (keep.size() != 1 || keep[0].dtype() != DT_BOOL || keep[0].NumElements() != 1) {
-          return absl::InvalidArgumentError(absl::StrCat("The filter predicate '", d_->fn_->def().name(),
-                                                         "' must give one bool scalar"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("The filter predicate '", d_->fn_->def().name(), "' must give one bool scalar"));
         }
         if (keep[0].flat<bool>()[0]) return absl::OkStatus();
       }
@@ -155,7 +157,8 @@ class FlatMapDataset : public Dataset {
  private:
   class Iter : public DatasetIterator {
    public:
-    Iter(std::shared_ptr<const FlatMapDataset> d, std::unique_ptr<DatasetIterator> in) : d_(std::move(d)), in_(std::move(in)) {}
+    Iter(std::shared_ptr<const FlatMapDataset> d, std::unique_ptr<DatasetIterator> in)
+        : d_(std::move(d)), in_(std::move(in)) {}
     absl::Status GetNext(Element* out, bool* end) override {
       while (true) {
         if (inner_ != nullptr) {
@@ -168,13 +171,14 @@ class FlatMapDataset : public Dataset {
         if (*end) return absl::OkStatus();
         DF_ASSIGN_OR_RETURN(std::vector<Tensor> key, d_->fn_->Run(e, nullptr));
         if (key.size() != 1 || key[0].dtype() != DT_STRING || key[0].NumElements() != 1) {
-          return absl::InvalidArgumentError(absl::StrCat("The flat_map function '", d_->fn_->def().name(),
-                                                         "' must give one dataset"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("The flat_map function '", d_->fn_->def().name(), "' must give one dataset"));
         }
         DF_ASSIGN_OR_RETURN(DatasetPtr inner, d_->store_->Get(key[0].flat<std::string>()[0]));
         if (inner->dtypes() != d_->dtypes()) {
           return absl::InvalidArgumentError(absl::StrCat("The flat_map function '", d_->fn_->def().name(), "' gave ",
-                                                         inner->DebugName(), " whose components differ from the declared ones"));
+                                                         inner->DebugName(),
+                                                         " whose components differ from the declared ones"));
         }
         DF_ASSIGN_OR_RETURN(inner_, inner->MakeIterator());
       }
@@ -208,8 +212,7 @@ class FunctionDatasetOp : public DatasetOpKernel {
     if (type_string() == "FlatMapDataset") {
       RETURN_IF_ERROR(CheckArgs(fn->def(), input->dtypes(), "The flat_map"));
       DF_ASSIGN_OR_RETURN(std::shared_ptr<DatasetStore> store, DatasetStoreOf(ctx));
-      return DatasetPtr(std::make_shared<FlatMapDataset>(std::move(input), std::move(fn), std::move(store),
-                                                         types_));
+      return DatasetPtr(std::make_shared<FlatMapDataset>(std::move(input), std::move(fn), std::move(store), types_));
     }
     const bool map = type_string() == "MapDataset";
     RETURN_IF_ERROR(CheckArgs(fn->def(), input->dtypes(), map ? "The map" : "The filter"));

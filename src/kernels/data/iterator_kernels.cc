@@ -34,8 +34,8 @@ class IteratorResource : public Resource {
   absl::Status GetNext(const std::string& name, Element* out, bool* end, DatasetPtr* dataset) {
     absl::MutexLock lock(&mu_);
     if (!started_) {
-      return absl::FailedPreconditionError(absl::StrCat("Iterator '", name,
-                                                        "' is not initialized: run its initializer first"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("Iterator '", name, "' is not initialized: run its initializer first"));
     }
     *dataset = dataset_;
     return it_->GetNext(out, end);
@@ -49,8 +49,8 @@ class IteratorResource : public Resource {
 };
 
 absl::StatusOr<std::shared_ptr<IteratorResource>> LookupIterator(OpKernelContext* ctx, const std::string& name) {
-  return ctx->resource_manager()->LookupOrCreate<IteratorResource>(
-      ctx->default_container(), name, [] { return std::make_shared<IteratorResource>(); });
+  return ctx->resource_manager()->LookupOrCreate<IteratorResource>(ctx->default_container(), name,
+                                                                   [] { return std::make_shared<IteratorResource>(); });
 }
 
 absl::StatusOr<std::string> IteratorName(OpKernelContext* ctx, int i) {
@@ -131,10 +131,9 @@ class IteratorGetNextOp : public OpKernel {
                                                        " but this op expects ", DataTypeName(output_type(i))));
       }
       if (static_cast<size_t>(i) < shapes_.size() && !shapes_[static_cast<size_t>(i)].IsCompatibleWith(t.shape())) {
-        return absl::InvalidArgumentError(absl::StrCat("Iterator '", name, "' over ", dataset->DebugName(),
-                                                       ": component ", i, " has shape ", t.shape().DebugString(),
-                                                       " but this op expects ",
-                                                       shapes_[static_cast<size_t>(i)].DebugString()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Iterator '", name, "' over ", dataset->DebugName(), ": component ", i, " has shape ",
+            t.shape().DebugString(), " but this op expects ", shapes_[static_cast<size_t>(i)].DebugString()));
       }
       RETURN_IF_ERROR(ctx->set_output(i, t));
     }

@@ -53,9 +53,8 @@ class PrefetchIterator : public DatasetIterator {
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
-            +[](PrefetchIterator* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-              return p->stop_ || p->buffer_.size() < p->capacity_;
-            },
+            +[](PrefetchIterator* p)
+                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stop_ || p->buffer_.size() < p->capacity_; },
             this));
         if (stop_) return;
       }

@@ -45,20 +45,21 @@ class TensorsDataset : public Dataset {
 
   absl::StatusOr<std::unique_ptr<DatasetIterator>> MakeIterator() const override {
     const int64_t n = slices_ ? (components_.empty() ? 0 : components_[0].dim_size(0)) : 1;
-    return std::unique_ptr<DatasetIterator>(new IndexedIterator(n, [self = Self<TensorsDataset>()](int64_t i, Element* out) {
-      out->clear();
-      for (const Tensor& c : self->components_) {
-        if (!self->slices_) {
-          out->push_back(c);
-          continue;
-        }
-        TensorShape row_shape = c.shape();
-        row_shape.RemoveDim(0);
-        DF_ASSIGN_OR_RETURN(Tensor row, c.Slice(i, i + 1).Reshaped(row_shape));
-        out->push_back(std::move(row));
-      }
-      return absl::OkStatus();
-    }));
+    return std::unique_ptr<DatasetIterator>(
+        new IndexedIterator(n, [self = Self<TensorsDataset>()](int64_t i, Element* out) {
+          out->clear();
+          for (const Tensor& c : self->components_) {
+            if (!self->slices_) {
+              out->push_back(c);
+              continue;
+            }
+            TensorShape row_shape = c.shape();
+            row_shape.RemoveDim(0);
+            DF_ASSIGN_OR_RETURN(Tensor row, c.Slice(i, i + 1).Reshaped(row_shape));
+            out->push_back(std::move(row));
+          }
+          return absl::OkStatus();
+        }));
   }
   std::string DebugName() const override { return slices_ ? "TensorSliceDataset" : "TensorDataset"; }
 
@@ -81,10 +82,10 @@ class TensorsOp : public DatasetOpKernel {
           return absl::InvalidArgumentError(absl::StrCat("Component ", i, " is a scalar: it has no rows to slice"));
         }
         if (i > 0 && t.dim_size(0) != components[0].dim_size(0)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "Components have different numbers of rows: component 0 has ", components[0].dim_size(0),
-              " (shape ", components[0].shape().DebugString(), "), component ", i, " has ", t.dim_size(0),
-              " (shape ", t.shape().DebugString(), ")"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("Components have different numbers of rows: component 0 has ", components[0].dim_size(0),
+                           " (shape ", components[0].shape().DebugString(), "), component ", i, " has ", t.dim_size(0),
+                           " (shape ", t.shape().DebugString(), ")"));
         }
       }
       components.push_back(Keep(t));
@@ -104,10 +105,11 @@ class RangeDataset : public Dataset {
     int64_t n = 0;
     if (step_ > 0 && stop_ > start_) n = (stop_ - start_ + step_ - 1) / step_;
     if (step_ < 0 && stop_ < start_) n = (start_ - stop_ - step_ - 1) / -step_;
-    return std::unique_ptr<DatasetIterator>(new IndexedIterator(n, [start = start_, step = step_](int64_t i, Element* out) {
-      *out = {Tensor::Scalar<int64_t>(start + i * step)};
-      return absl::OkStatus();
-    }));
+    return std::unique_ptr<DatasetIterator>(
+        new IndexedIterator(n, [start = start_, step = step_](int64_t i, Element* out) {
+          *out = {Tensor::Scalar<int64_t>(start + i * step)};
+          return absl::OkStatus();
+        }));
   }
   std::string DebugName() const override { return "RangeDataset"; }
 
@@ -133,8 +135,8 @@ class RangeOp : public DatasetOpKernel {
 // pass reaches them).
 class FileRecordsDataset : public Dataset {
  public:
-  using Splitter = std::function<absl::Status(const std::string& file, const std::string& data,
-                                              std::vector<std::string>* records)>;
+  using Splitter =
+      std::function<absl::Status(const std::string& file, const std::string& data, std::vector<std::string>* records)>;
   FileRecordsDataset(std::string name, std::vector<std::string> files, Splitter split)
       : Dataset({DT_STRING}), name_(std::move(name)), files_(std::move(files)), split_(std::move(split)) {}
 
@@ -155,7 +157,9 @@ class FileRecordsDataset : public Dataset {
         }
         const std::string& file = d_->files_[next_file_++];
         absl::StatusOr<std::string> data = Env::Default()->ReadFile(file);
-        if (!data.ok()) return absl::Status(data.status().code(), absl::StrCat(d_->name_, " cannot read '", file, "': ", data.status().message()));
+        if (!data.ok())
+          return absl::Status(data.status().code(),
+                              absl::StrCat(d_->name_, " cannot read '", file, "': ", data.status().message()));
         records_.clear();
         next_record_ = 0;
         RETURN_IF_ERROR(d_->split_(file, *data, &records_));
@@ -180,7 +184,8 @@ class FileRecordsDataset : public Dataset {
 absl::StatusOr<std::vector<std::string>> FileNames(OpKernelContext* ctx) {
   const Tensor& t = ctx->input(0);
   if (t.shape().dims() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("'filenames' must be a scalar or a vector, got shape ", t.shape().DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'filenames' must be a scalar or a vector, got shape ", t.shape().DebugString()));
   }
   auto f = t.flat<std::string>();
   return std::vector<std::string>(f.begin(), f.end());
@@ -194,7 +199,8 @@ class TextLineOp : public DatasetOpKernel {
   absl::StatusOr<DatasetPtr> MakeDataset(OpKernelContext* ctx) override {
     DF_ASSIGN_OR_RETURN(std::vector<std::string> files, FileNames(ctx));
     return DatasetPtr(std::make_shared<FileRecordsDataset>(
-        "TextLineDataset", std::move(files), [](const std::string&, const std::string& data, std::vector<std::string>* out) {
+        "TextLineDataset", std::move(files),
+        [](const std::string&, const std::string& data, std::vector<std::string>* out) {
           size_t pos = 0;
           while (pos < data.size()) {
             size_t nl = data.find('\n', pos);
@@ -220,8 +226,9 @@ class FixedLengthOp : public DatasetOpKernel {
     DF_ASSIGN_OR_RETURN(int64_t record, ScalarInputInt(ctx, 2, "record_bytes"));
     DF_ASSIGN_OR_RETURN(int64_t footer, ScalarInputInt(ctx, 3, "footer_bytes"));
     if (header < 0 || footer < 0 || record <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Need header_bytes >= 0, footer_bytes >= 0 and record_bytes > 0, got ",
-                                                     header, ", ", footer, " and ", record));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Need header_bytes >= 0, footer_bytes >= 0 and record_bytes > 0, got ", header, ", ", footer,
+                       " and ", record));
     }
     const size_t h = static_cast<size_t>(header), r = static_cast<size_t>(record), f = static_cast<size_t>(footer);
     return DatasetPtr(std::make_shared<FileRecordsDataset>(
@@ -310,10 +317,12 @@ class TFRecordOp : public DatasetOpKernel {
 }  // namespace
 
 void RegisterSourceDatasetKernels(KernelRegistry* r) {
-  r->Register("TensorDataset", kCpu, DT_INVALID,
-              [](OpKernelConstruction* c) -> std::unique_ptr<OpKernel> { return std::make_unique<TensorsOp>(c, false); });
-  r->Register("TensorSliceDataset", kCpu, DT_INVALID,
-              [](OpKernelConstruction* c) -> std::unique_ptr<OpKernel> { return std::make_unique<TensorsOp>(c, true); });
+  r->Register("TensorDataset", kCpu, DT_INVALID, [](OpKernelConstruction* c) -> std::unique_ptr<OpKernel> {
+    return std::make_unique<TensorsOp>(c, false);
+  });
+  r->Register("TensorSliceDataset", kCpu, DT_INVALID, [](OpKernelConstruction* c) -> std::unique_ptr<OpKernel> {
+    return std::make_unique<TensorsOp>(c, true);
+  });
   r->Register<RangeOp>("RangeDataset", kCpu, DT_INVALID);
   r->Register<TextLineOp>("TextLineDataset", kCpu, DT_INVALID);
   r->Register<FixedLengthOp>("FixedLengthRecordDataset", kCpu, DT_INVALID);

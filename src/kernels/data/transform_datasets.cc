@@ -41,8 +41,12 @@ class BatchDataset : public Dataset {
   // have the same shape); else one shape per component, -1 for "the largest".
   BatchDataset(DatasetPtr input, int64_t size, bool drop, std::vector<std::vector<int64_t>> padded_shapes,
                std::vector<Tensor> padding_values)
-      : Dataset(input->dtypes()), input_(std::move(input)), size_(size), drop_(drop),
-        padded_shapes_(std::move(padded_shapes)), padding_values_(std::move(padding_values)) {}
+      : Dataset(input->dtypes()),
+        input_(std::move(input)),
+        size_(size),
+        drop_(drop),
+        padded_shapes_(std::move(padded_shapes)),
+        padding_values_(std::move(padding_values)) {}
 
   absl::StatusOr<std::unique_ptr<DatasetIterator>> MakeIterator() const override {
     DF_ASSIGN_OR_RETURN(std::shared_ptr<DatasetIterator> in, input_->MakeIterator());
@@ -96,9 +100,10 @@ class BatchDataset : public Dataset {
       for (int64_t i = 0; i < n; ++i) {
         const Tensor& e = rows[static_cast<size_t>(i)][c];
         if (padded_shapes_.empty() && e.shape() != first.shape()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "Cannot batch component ", c, ": element 0 of the batch has shape ", first.shape().DebugString(),
-              " but element ", i, " has ", e.shape().DebugString(), " (padded_batch pads elements of different shapes)"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("Cannot batch component ", c, ": element 0 of the batch has shape ",
+                           first.shape().DebugString(), " but element ", i, " has ", e.shape().DebugString(),
+                           " (padded_batch pads elements of different shapes)"));
         }
         RETURN_IF_ERROR(CopyIntoRow(e, i, &batch));
       }
@@ -109,9 +114,8 @@ class BatchDataset : public Dataset {
 
   static absl::Status Fill(const Tensor& value, Tensor* t) {
     if (value.NumElements() != 1 || value.dtype() != t->dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat("A padding value must be one ", DataTypeName(t->dtype()),
-                                                     ", got ", DataTypeName(value.dtype()), " ",
-                                                     value.shape().DebugString()));
+      return absl::InvalidArgumentError(absl::StrCat("A padding value must be one ", DataTypeName(t->dtype()), ", got ",
+                                                     DataTypeName(value.dtype()), " ", value.shape().DebugString()));
     }
     return VisitDataType(t->dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -151,8 +155,8 @@ class BatchOp : public DatasetOpKernel {
     if (ctx->num_inputs() > 3) {  // PaddedBatchDataset: shapes, values
       const int n = (ctx->num_inputs() - 3) / 2;
       if (n != static_cast<int>(input->dtypes().size())) {
-        return absl::InvalidArgumentError(absl::StrCat("Got ", n, " padded shapes for a dataset of ",
-                                                       input->dtypes().size(), " components"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Got ", n, " padded shapes for a dataset of ", input->dtypes().size(), " components"));
       }
       for (int c = 0; c < n; ++c) {
         const Tensor& s = ctx->input(2 + c);
@@ -161,13 +165,14 @@ class BatchOp : public DatasetOpKernel {
         shapes.emplace_back(f.begin(), f.end());
         values.push_back(Keep(ctx->input(2 + n + c)));
         if (values.back().dtype() != input->dtypes()[static_cast<size_t>(c)]) {
-          return absl::InvalidArgumentError(absl::StrCat("padding_values[", c, "] is ", DataTypeName(values.back().dtype()),
-                                                         " but component ", c, " is ",
-                                                         DataTypeName(input->dtypes()[static_cast<size_t>(c)])));
+          return absl::InvalidArgumentError(
+              absl::StrCat("padding_values[", c, "] is ", DataTypeName(values.back().dtype()), " but component ", c,
+                           " is ", DataTypeName(input->dtypes()[static_cast<size_t>(c)])));
         }
       }
     }
-    return DatasetPtr(std::make_shared<BatchDataset>(std::move(input), size, drop, std::move(shapes), std::move(values)));
+    return DatasetPtr(
+        std::make_shared<BatchDataset>(std::move(input), size, drop, std::move(shapes), std::move(values)));
   }
 };
 
@@ -229,7 +234,9 @@ class CountDataset : public Dataset {
     });
   }
   std::string DebugName() const override {
-    const char* k = kind_ == CountKind::kRepeat ? "RepeatDataset(" : kind_ == CountKind::kTake ? "TakeDataset(" : "SkipDataset(";
+    const char* k = kind_ == CountKind::kRepeat ? "RepeatDataset("
+                    : kind_ == CountKind::kTake ? "TakeDataset("
+                                                : "SkipDataset(";
     return absl::StrCat(k, input_->DebugName(), ")");
   }
 
@@ -284,7 +291,8 @@ class ShardOp : public DatasetOpKernel {
     DF_ASSIGN_OR_RETURN(int64_t n, ScalarInputInt(ctx, 1, "num_shards"));
     DF_ASSIGN_OR_RETURN(int64_t index, ScalarInputInt(ctx, 2, "index"));
     if (n < 1 || index < 0 || index >= n) {
-      return absl::InvalidArgumentError(absl::StrCat("Need 0 <= index < num_shards, got index ", index, " of ", n, " shards"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Need 0 <= index < num_shards, got index ", index, " of ", n, " shards"));
     }
     return DatasetPtr(std::make_shared<ShardDataset>(std::move(input), n, index));
   }
@@ -302,8 +310,8 @@ class ShuffleDataset : public Dataset {
     const uint64_t pass = reshuffle_ ? passes_.fetch_add(1) : 0;
     auto rng = std::make_shared<std::mt19937_64>(seed_ + pass * 0x9E3779B97F4A7C15ULL);
     auto buf = std::make_shared<std::vector<Element>>();
-    return MakeFn([self = Self<ShuffleDataset>(), in, rng, buf, input_end = false](Element* out, bool* end) mutable
-                  -> absl::Status {
+    return MakeFn([self = Self<ShuffleDataset>(), in, rng, buf, input_end = false](Element* out,
+                                                                                   bool* end) mutable -> absl::Status {
       while (!input_end && static_cast<int64_t>(buf->size()) < self->buffer_) {
         Element e;
         RETURN_IF_ERROR(in->GetNext(&e, &input_end));
@@ -453,15 +461,15 @@ class ConcatenateDataset : public Dataset {
   ConcatenateDataset(DatasetPtr a, DatasetPtr b) : Dataset(a->dtypes()), a_(std::move(a)), b_(std::move(b)) {}
   absl::StatusOr<std::unique_ptr<DatasetIterator>> MakeIterator() const override {
     DF_ASSIGN_OR_RETURN(std::shared_ptr<DatasetIterator> in, a_->MakeIterator());
-    return MakeFn([self = Self<ConcatenateDataset>(), in, second = false](Element* out, bool* end) mutable
-                  -> absl::Status {
-      RETURN_IF_ERROR(in->GetNext(out, end));
-      if (!*end || second) return absl::OkStatus();
-      second = true;
-      DF_ASSIGN_OR_RETURN(std::unique_ptr<DatasetIterator> next, self->b_->MakeIterator());
-      in = std::move(next);
-      return in->GetNext(out, end);
-    });
+    return MakeFn(
+        [self = Self<ConcatenateDataset>(), in, second = false](Element* out, bool* end) mutable -> absl::Status {
+          RETURN_IF_ERROR(in->GetNext(out, end));
+          if (!*end || second) return absl::OkStatus();
+          second = true;
+          DF_ASSIGN_OR_RETURN(std::unique_ptr<DatasetIterator> next, self->b_->MakeIterator());
+          in = std::move(next);
+          return in->GetNext(out, end);
+        });
   }
   std::string DebugName() const override { return "ConcatenateDataset"; }
 
