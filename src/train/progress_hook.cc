@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
+#include "base/env.h"
 #include "base/metrics.h"
 
 namespace distflow {
@@ -62,8 +62,9 @@ void ProgressHook::Print(int64_t step, const double* loss, bool final_line) {
   std::fflush(options_.out);
 }
 
-absl::Status ProgressHook::AfterRun(MonitoredSession*, int64_t global_step, const std::vector<Tensor>& values) {
-  const absl::Time now = absl::Now();
+absl::Status ProgressHook::AfterRun(MonitoredSession* session, int64_t global_step, const std::vector<Tensor>& values) {
+  if (session != nullptr) env_ = session->env();
+  const absl::Time now = Now();
   if (!values.empty() && values[0].NumElements() == 1) {
     have_loss_ = true;
     loss_ =
@@ -92,11 +93,15 @@ void ProgressHook::ClearLine() {
   drawn_width_ = 0;
 }
 
+absl::Time ProgressHook::Now() const {
+  return absl::FromUnixMicros((env_ != nullptr ? env_ : Env::Default())->NowMicros());
+}
+
 void ProgressHook::Finish() {
   if (finished_) return;
   finished_ = true;
   // The final line: the whole run's rate.
-  const double secs = absl::ToDoubleSeconds(absl::Now() - first_time_);
+  const double secs = absl::ToDoubleSeconds(Now() - first_time_);
   if (first_step_ >= 0 && step_ > first_step_ && secs > 0) {
     rate_ = static_cast<double>(step_ - first_step_) / secs;
   }

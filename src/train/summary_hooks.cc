@@ -2,9 +2,14 @@
 
 #include <utility>
 
-#include "absl/time/clock.h"
+#include "base/env.h"
 
 namespace distflow {
+namespace {
+
+absl::Time NowOf(Env* env) { return absl::FromUnixMicros((env != nullptr ? env : Env::Default())->NowMicros()); }
+
+}  // namespace
 
 SummarySaverHook::SummarySaverHook(std::shared_ptr<EventWriter> writer, Output summary_op, int64_t every_steps,
                                    absl::Duration every)
@@ -12,6 +17,7 @@ SummarySaverHook::SummarySaverHook(std::shared_ptr<EventWriter> writer, Output s
 
 absl::Status SummarySaverHook::AfterCreateSession(MonitoredSession* session) {
   global_step_ = session->global_step();
+  env_ = session->env();
   return absl::OkStatus();
 }
 
@@ -19,7 +25,7 @@ std::vector<Output> SummarySaverHook::BeforeRun() {
   // The step about to run ends at global_step_ + 1 (one increment per step).
   const bool first = last_saved_step_ < 0;
   const bool by_steps = every_steps_ > 0 && global_step_ + 1 >= last_saved_step_ + every_steps_;
-  const bool by_time = every_ > absl::ZeroDuration() && absl::Now() - last_saved_time_ >= every_;
+  const bool by_time = every_ > absl::ZeroDuration() && NowOf(env_) - last_saved_time_ >= every_;
   requested_ = first || by_steps || by_time;
   if (!requested_) return {};
   return {summary_op_};
@@ -29,7 +35,7 @@ absl::Status SummarySaverHook::AfterRun(MonitoredSession*, int64_t global_step, 
   global_step_ = global_step;
   if (!requested_ || values.empty()) return absl::OkStatus();
   last_saved_step_ = global_step;
-  last_saved_time_ = absl::Now();
+  last_saved_time_ = NowOf(env_);
   return writer_->WriteSummary(global_step, values[0].flat<std::string>()[0]);
 }
 
@@ -41,18 +47,18 @@ StepCounterHook::StepCounterHook(std::shared_ptr<EventWriter> writer, int64_t ev
 absl::Status StepCounterHook::AfterCreateSession(MonitoredSession* session) {
   // After a recovery the count starts again: the time spent recovering is not training.
   last_step_ = session->global_step();
-  last_time_ = absl::Now();
+  last_time_ = NowOf(session->env());
   return absl::OkStatus();
 }
 
-absl::Status StepCounterHook::AfterRun(MonitoredSession*, int64_t global_step, const std::vector<Tensor>&) {
+absl::Status StepCounterHook::AfterRun(MonitoredSession* session, int64_t global_step, const std::vector<Tensor>&) {
   if (last_step_ < 0) {
     last_step_ = global_step;
-    last_time_ = absl::Now();
+    last_time_ = NowOf(session->env());
     return absl::OkStatus();
   }
   if (every_steps_ <= 0 || global_step - last_step_ < every_steps_) return absl::OkStatus();
-  const absl::Time now = absl::Now();
+  const absl::Time now = NowOf(session->env());
   const double secs = absl::ToDoubleSeconds(now - last_time_);
   const double rate = secs > 0 ? static_cast<double>(global_step - last_step_) / secs : 0.0;
   last_step_ = global_step;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/fake_clock_env.h"
 #include "distflow/distflow.h"
 #include "gtest/gtest.h"
 #include "proto/event.pb.h"
@@ -105,6 +106,54 @@ TEST(SummaryHooks, ChiefWritesGraphSummariesAndStepsPerSecond) {
   EXPECT_EQ(rates[0].first, 3);
   EXPECT_EQ(rates[1].first, 6);
   EXPECT_GT(rates[0].second, 0.0f);
+}
+
+// save_summaries_secs and "global_step/sec" run on the session's clock: a
+// fake one decides when a summary is due and what rate is written.
+TEST(SummaryHooks, SummariesBySecondsAndTheStepRateFollowTheSessionsClock) {
+  const std::string dir = TempDir("clock");
+  Model m;
+  FakeClockEnv clock;
+  SupervisorOptions o;
+  o.env = &clock;
+  o.logdir = dir;
+  o.global_step = m.step;
+  o.save_checkpoint_secs = 0;
+  o.summary_op = m.summary;
+  o.save_summaries_steps = 0;
+  o.save_summaries_secs = 60;
+  o.log_step_count_steps = 4;
+  auto s = MonitoredSession::Create(m.root, "", o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  // Each step advances the clock by 0.5 s after it ran, some also before.
+  // Step 1 always writes; steps 2 and 3 start 58.5 and 59 s after it (no
+  // summary), step 4 61.5 s after it (a summary).
+  const std::vector<absl::Duration> before = {absl::ZeroDuration(), absl::Seconds(58),    absl::ZeroDuration(),
+                                              absl::Seconds(2),     absl::ZeroDuration(), absl::ZeroDuration(),
+                                              absl::ZeroDuration(), absl::ZeroDuration()};
+  for (absl::Duration d : before) {
+    clock.Advance(d);
+    ASSERT_TRUE((*s)->Run({{m.x, Tensor::Scalar<float>(1.0f)}}, {}, {m.train}).ok());
+    clock.Advance(absl::Milliseconds(500));
+  }
+  ASSERT_TRUE((*s)->Close().ok());
+
+  std::vector<int64_t> summary_steps;
+  std::vector<std::pair<int64_t, float>> rates;
+  for (const tensorboard::Event& e : test::ReadEvents(OnlyEventFile(dir))) {
+    if (!e.has_summary()) continue;
+    const auto& v = e.summary().value(0);
+    if (v.tag() == "loss") summary_steps.push_back(e.step());
+    if (v.tag() == "global_step/sec") rates.emplace_back(e.step(), v.simple_value());
+  }
+  EXPECT_EQ(summary_steps, (std::vector<int64_t>{1, 4})) << "the first step, then the first step 60 s later";
+  // From creation (step 0) to step 4: 4 steps in 58 + 2 + 3 * 0.5 = 61.5 s;
+  // from step 4 to 8: 4 steps in 4 * 0.5 = 2 s.
+  ASSERT_EQ(rates.size(), 2u);
+  EXPECT_EQ(rates[0].first, 4);
+  EXPECT_FLOAT_EQ(rates[0].second, 4.0f / 61.5f);
+  EXPECT_EQ(rates[1].first, 8);
+  EXPECT_FLOAT_EQ(rates[1].second, 2.0f);
 }
 
 TEST(SummaryHooks, NoLogdirWritesNothing) {

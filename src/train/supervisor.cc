@@ -63,10 +63,10 @@ absl::Status StopAtStepHook::AfterRun(MonitoredSession* session, int64_t global_
   return absl::OkStatus();
 }
 
-absl::Status LoggingHook::AfterRun(MonitoredSession*, int64_t global_step, const std::vector<Tensor>& values) {
+absl::Status LoggingHook::AfterRun(MonitoredSession* session, int64_t global_step, const std::vector<Tensor>& values) {
   ++local_steps_;
   if (every_ <= 0 || local_steps_ % every_ != 0) return absl::OkStatus();
-  absl::Time now = NowOf(Env::Default());
+  absl::Time now = NowOf(session->env());
   std::string rate;
   if (last_step_ >= 0 && now > last_time_) {
     rate = absl::StrFormat(", %.1f global steps/s",

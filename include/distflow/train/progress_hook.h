@@ -60,6 +60,7 @@ class DISTFLOW_EXPORT ProgressHook : public SessionRunHook {
 
  private:
   void Print(int64_t step, const double* loss, bool final_line);
+  absl::Time Now() const;
 
   ProgressOptions options_;
   bool terminal_;
@@ -73,6 +74,7 @@ class DISTFLOW_EXPORT ProgressHook : public SessionRunHook {
   bool have_loss_ = false;
   size_t drawn_width_ = 0;
   bool finished_ = false;
+  Env* env_ = nullptr;  // the session's clock (MonitoredSession::env()), from the first AfterRun
 };
 
 // ScalarSummaryHook: fetches scalars with each step and reports them, by

@@ -20,6 +20,8 @@
 
 namespace distflow {
 
+// Both read time through the session's clock (MonitoredSession::env()).
+
 // Fetches `summary_op` (a serialized Summary, e.g. MergeSummary's output)
 // with a step every `every_steps` global steps or every `every` (either may
 // be 0: off), the first step always, and writes it at the global step after
@@ -42,6 +44,7 @@ class DISTFLOW_EXPORT SummarySaverHook : public SessionRunHook {
   int64_t last_saved_step_ = -1;
   absl::Time last_saved_time_ = absl::InfinitePast();
   bool requested_ = false;
+  Env* env_ = nullptr;  // the session's clock, from AfterCreateSession
 };
 
 // Writes "global_step/sec", the global steps per second since the last

@@ -174,6 +174,9 @@ class DISTFLOW_EXPORT MonitoredSession {
   // The global step as of the last step or session creation (-1 if unknown).
   int64_t global_step() const { return global_step_; }
   bool is_chief() const { return options_.is_chief; }
+  // The session's clock (SupervisorOptions::env, else the process's): hooks
+  // read time through it, so a test's fake clock drives them too.
+  Env* env() const { return options_.env; }
   // How many times the session was recreated after a failure.
   int recoveries() const { return total_recoveries_; }
   // The checkpoint the chief restored when the session was last created, or "".
