@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "client/graph_state.h"
 #include "distflow/gradients.h"
 #include "distflow/ops.h"
@@ -431,14 +432,13 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
           xs.push_back(x);
         }
         for (size_t j = 0; j < p; ++j) xs.push_back(v[1 + m + p + m + j]);
-        absl::StatusOr<std::vector<Output>> ys = loop.body(s, xs);
-        if (!ys.ok()) return ys.status();
-        if (ys->size() != m)
-          return absl::InternalError(absl::StrCat(what, ": the body returned ", ys->size(), " values"));
+        ASSIGN_OR_RETURN(std::vector<Output> ys, loop.body(s, xs));
+        if (ys.size() != m)
+          return absl::InternalError(absl::StrCat(what, ": the body returned ", ys.size(), " values"));
         std::vector<Output> dys, gys, dxs;
         for (size_t i = 0; i < m; ++i) {
-          if (!Differentiable((*ys)[i].dtype())) continue;
-          dys.push_back((*ys)[i]);
+          if (!Differentiable(ys[i].dtype())) continue;
+          dys.push_back(ys[i]);
           gys.push_back(v[1 + i]);
         }
         for (const Output& x : xs) {
@@ -448,9 +448,8 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
         if (!dys.empty() && !dxs.empty()) {
           GradientOptions go;
           go.keep_control_dependencies = true;
-          absl::StatusOr<std::vector<Output>> g = Gradients(s, dys, dxs, gys, go);
-          if (!g.ok()) return g.status();
-          grads = std::move(*g);
+          ASSIGN_OR_RETURN(std::vector<Output> g, Gradients(s, dys, dxs, gys, go));
+          grads = std::move(g);
         }
         std::vector<Output> next{Op(s, "Sub", {k, Const(s, 1)})};
         size_t gi = 0;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "client/grad/grad_families.h"
 #include "client/graph_state.h"
 #include "graph/attr_value.h"
@@ -73,16 +74,13 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
     return absl::OkStatus();
   };
   for (size_t i = 0; i < ys.size(); ++i) {
-    absl::Status s = check(ys[i], "ys", i);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(check(ys[i], "ys", i));
   }
   for (size_t i = 0; i < xs.size(); ++i) {
-    absl::Status s = check(xs[i], "xs", i);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(check(xs[i], "xs", i));
   }
   for (size_t i = 0; i < grad_ys.size(); ++i) {
-    absl::Status s = check(grad_ys[i], "grad_ys", i);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(check(grad_ys[i], "grad_ys", i));
   }
 
   // Snapshot the graph: nodes by id and their data consumers.
@@ -235,8 +233,7 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
           exit_grads.push_back(g);
         }
         std::vector<Output> var_grads, inv_grads;
-        absl::Status st = BuildWhileLoopGradient(s, *loop, exit_grads, &var_grads, &inv_grads);
-        if (!st.ok()) return st;
+        RETURN_IF_ERROR(BuildWhileLoopGradient(s, *loop, exit_grads, &var_grads, &inv_grads));
         auto give = [&](const NodeOut& src, const Output& g) {
           if (g.ok() && relevant[static_cast<size_t>(src.node->id())])
             pending[{src.node->id(), src.index}].push_back(g);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "client/gradient_checker.h"
 #include "client/gradient_test_util.h"
 #include "client/graph_state.h"
@@ -328,8 +329,7 @@ absl::StatusOr<std::vector<Tensor>> RunGrads(const std::vector<Output>& fetch, c
                                              const std::vector<Operation>& init = {}) {
   Session sess;
   if (!init.empty()) {
-    absl::StatusOr<std::vector<Tensor>> r = sess.Run({}, {}, init);
-    if (!r.ok()) return r.status();
+    RETURN_IF_ERROR(sess.Run({}, {}, init).status());
   }
   return sess.Run(feeds, fetch);
 }

@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "client/graph_state.h"
 #include "runtime/local_session.h"
 #include "runtime/session_factory.h"
@@ -53,8 +54,7 @@ absl::Status Session::Impl::Sync(const std::shared_ptr<GraphState>& graph) {
     for (int i = sent_nodes_; i < n; ++i) *delta.add_node() = graph->graph.node(i)->def();
   }
   if (delta.node_size() == 0) return absl::OkStatus();
-  absl::Status s = session->Extend(delta);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(session->Extend(delta));
   sent_nodes_ = n;
   return absl::OkStatus();
 }
@@ -81,8 +81,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const FeedDict& feeds, const st
     }
     return absl::InvalidArgumentError("Run was given only invalid outputs (an earlier op failed to build)");
   }
-  absl::Status synced = impl_->Sync(graph);
-  if (!synced.ok()) return synced;
+  RETURN_IF_ERROR(impl_->Sync(graph));
   std::vector<std::pair<std::string, Tensor>> f;
   std::vector<std::string> o, t;
   for (const auto& [out, value] : feeds) {

@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "coordination/coordination.h"
 
 namespace distflow {
@@ -61,9 +62,8 @@ absl::StatusOr<int> CoordinationService::Join(const std::string& job, const std:
   t.last_us = now;
   LOG(INFO) << name << " joined the job from " << address << (replaces ? " (in the place of a task that is gone)" : "");
   if (cluster != nullptr) {
-    absl::StatusOr<ClusterSpec> live = LiveClusterLocked();
-    if (!live.ok()) return live.status();
-    *cluster = std::move(*live);
+    ASSIGN_OR_RETURN(ClusterSpec live, LiveClusterLocked());
+    *cluster = std::move(live);
   }
   return index;
 }

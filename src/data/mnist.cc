@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
+#include "base/status_macros.h"
 
 namespace distflow {
 namespace data {
@@ -100,15 +101,13 @@ absl::StatusOr<Tensor> ParseIdxLabels(const std::string& b, const std::string& n
 }
 
 absl::StatusOr<Tensor> ReadIdxImages(const std::string& path) {
-  absl::StatusOr<std::string> b = ReadMaybeGzipped(path);
-  if (!b.ok()) return b.status();
-  return ParseIdxImages(*b, path);
+  ASSIGN_OR_RETURN(std::string b, ReadMaybeGzipped(path));
+  return ParseIdxImages(b, path);
 }
 
 absl::StatusOr<Tensor> ReadIdxLabels(const std::string& path) {
-  absl::StatusOr<std::string> b = ReadMaybeGzipped(path);
-  if (!b.ok()) return b.status();
-  return ParseIdxLabels(*b, path);
+  ASSIGN_OR_RETURN(std::string b, ReadMaybeGzipped(path));
+  return ParseIdxLabels(b, path);
 }
 
 DataSet::DataSet(Tensor images, Tensor labels, uint64_t seed)
@@ -150,26 +149,22 @@ absl::StatusOr<DataSets> ReadDataSets(const std::string& dir, int64_t validation
     if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(t.status().message(), hint));
     return t;
   };
-  absl::StatusOr<Tensor> tx = load("train-images-idx3-ubyte", true);
-  if (!tx.ok()) return tx.status();
-  absl::StatusOr<Tensor> ty = load("train-labels-idx1-ubyte", false);
-  if (!ty.ok()) return ty.status();
-  absl::StatusOr<Tensor> sx = load("t10k-images-idx3-ubyte", true);
-  if (!sx.ok()) return sx.status();
-  absl::StatusOr<Tensor> sy = load("t10k-labels-idx1-ubyte", false);
-  if (!sy.ok()) return sy.status();
-  if (tx->dim_size(0) != ty->dim_size(0) || sx->dim_size(0) != sy->dim_size(0)) {
+  ASSIGN_OR_RETURN(Tensor tx, load("train-images-idx3-ubyte", true));
+  ASSIGN_OR_RETURN(Tensor ty, load("train-labels-idx1-ubyte", false));
+  ASSIGN_OR_RETURN(Tensor sx, load("t10k-images-idx3-ubyte", true));
+  ASSIGN_OR_RETURN(Tensor sy, load("t10k-labels-idx1-ubyte", false));
+  if (tx.dim_size(0) != ty.dim_size(0) || sx.dim_size(0) != sy.dim_size(0)) {
     return absl::DataLossError(absl::StrCat("Image and label counts differ in '", dir, "'"));
   }
-  if (validation_size < 0 || validation_size >= tx->dim_size(0)) {
+  if (validation_size < 0 || validation_size >= tx.dim_size(0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("validation_size ", validation_size, " must be in [0, ", tx->dim_size(0), ")"));
+        absl::StrCat("validation_size ", validation_size, " must be in [0, ", tx.dim_size(0), ")"));
   }
-  int64_t n = tx->dim_size(0) - validation_size;
+  int64_t n = tx.dim_size(0) - validation_size;
   DataSets out;
-  out.train = DataSet(tx->Slice(0, n), ty->Slice(0, n), seed);
-  out.validation = DataSet(tx->Slice(n, tx->dim_size(0)), ty->Slice(n, ty->dim_size(0)), seed + 1);
-  out.test = DataSet(*sx, *sy, seed + 2);
+  out.train = DataSet(tx.Slice(0, n), ty.Slice(0, n), seed);
+  out.validation = DataSet(tx.Slice(n, tx.dim_size(0)), ty.Slice(n, ty.dim_size(0)), seed + 1);
+  out.test = DataSet(sx, sy, seed + 2);
   return out;
 }
 

@@ -311,10 +311,8 @@ absl::Status Graph::Extend(const proto::GraphDef& def) {
   // node failing halfway must not leave the nodes added before it.
   proto::GraphDef current;
   ToGraphDef(&current);
-  absl::StatusOr<std::unique_ptr<Graph>> probe = FromGraphDef(current, registry_);
-  if (!probe.ok()) return probe.status();
-  absl::Status s = (*probe)->ExtendInPlace(def);
-  if (!s.ok()) return s;
+  ASSIGN_OR_RETURN(std::unique_ptr<Graph> probe, FromGraphDef(current, registry_));
+  RETURN_IF_ERROR(probe->ExtendInPlace(def));
   return ExtendInPlace(def);
 }
 

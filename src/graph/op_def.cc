@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "graph/ops/all_ops.h"
 
 namespace distflow {
@@ -165,15 +166,13 @@ absl::StatusOr<OpDef> OpDefBuilder::Build() const {
   const std::string& name = op.name;
   for (const std::string& s : attrs_) {
     AttrDef a;
-    absl::Status st = ParseAttr(name, s, &a);
-    if (!st.ok()) return st;
+    RETURN_IF_ERROR(ParseAttr(name, s, &a));
     op.attrs.push_back(std::move(a));
   }
   auto parse_args = [&](const std::vector<std::string>& specs, std::vector<ArgDef>* out) -> absl::Status {
     for (const std::string& s : specs) {
       ArgDef arg;
-      absl::Status st = ParseArg(name, s, &arg);
-      if (!st.ok()) return st;
+      RETURN_IF_ERROR(ParseArg(name, s, &arg));
       if (!arg.type_attr.empty() && arg.number_attr.empty()) {
         // "name: Tlist" where Tlist is list(type): one tensor per listed dtype.
         const AttrDef* a = op.FindAttr(arg.type_attr);
@@ -210,12 +209,11 @@ OpRegistry* OpRegistry::Global() {
 }
 
 absl::Status OpRegistry::Register(const OpDefBuilder& builder) {
-  absl::StatusOr<OpDef> op = builder.Build();
-  if (!op.ok()) return op.status();
+  ASSIGN_OR_RETURN(OpDef op, builder.Build());
   absl::MutexLock lock(&mu_);
-  if (ops_.count(op->name)) return absl::AlreadyExistsError(absl::StrCat("Op '", op->name, "' is already registered"));
-  std::string key = op->name;
-  ops_[key] = std::make_unique<OpDef>(std::move(*op));
+  if (ops_.count(op.name)) return absl::AlreadyExistsError(absl::StrCat("Op '", op.name, "' is already registered"));
+  std::string key = op.name;
+  ops_[key] = std::make_unique<OpDef>(std::move(op));
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 // The public view of the op registry (distflow/op_registry.h).
 #include <set>
 
+#include "base/status_macros.h"
 #include "distflow/op_registry.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
@@ -57,9 +58,8 @@ std::vector<OpInfo> RegisteredOps() {
 }
 
 absl::StatusOr<OpInfo> LookUpOp(const std::string& name) {
-  absl::StatusOr<const OpDef*> def = OpRegistry::Global()->LookUpOrError(name);
-  if (!def.ok()) return def.status();
-  return Info(**def);
+  ASSIGN_OR_RETURN(const OpDef* def, OpRegistry::Global()->LookUpOrError(name));
+  return Info(*def);
 }
 
 }  // namespace distflow

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace distflow {
 
@@ -94,9 +95,8 @@ absl::StatusOr<PartialShape> BroadcastShapes(const PartialShape& a, const Partia
 }
 
 absl::Status BroadcastBinaryShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> s = BroadcastShapes(c->input(0), c->input(1));
-  if (!s.ok()) return s.status();
-  c->set_output(0, *s);
+  ASSIGN_OR_RETURN(PartialShape s, BroadcastShapes(c->input(0), c->input(1)));
+  c->set_output(0, s);
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 
 namespace distflow {
@@ -40,9 +41,8 @@ absl::StatusOr<StridedSliceMasks> ReadStridedSliceMasks(const proto::NodeDef& no
                                                {"new_axis_mask", &m.new_axis},
                                                {"shrink_axis_mask", &m.shrink_axis}};
   for (auto& [name, field] : fields) {
-    absl::StatusOr<int64_t> v = GetAttrInt(node, name);
-    if (!v.ok()) return v.status();
-    *field = *v;
+    ASSIGN_OR_RETURN(int64_t v, GetAttrInt(node, name));
+    *field = v;
   }
   return m;
 }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 
 namespace distflow {
@@ -33,32 +34,28 @@ absl::Status CheckNhwcList(const std::vector<int64_t>& v, const char* name, cons
 
 absl::StatusOr<WindowAttrs> ReadWindowAttrs(const proto::NodeDef& node, bool pool) {
   WindowAttrs a;
-  absl::StatusOr<std::vector<int64_t>> strides = GetAttrIntList(node, "strides");
-  if (!strides.ok()) return strides.status();
-  absl::Status s = CheckNhwcList(*strides, "strides", "strides in the batch and depth dimensions must be 1");
+  ASSIGN_OR_RETURN(std::vector<int64_t> strides, GetAttrIntList(node, "strides"));
+  absl::Status s = CheckNhwcList(strides, "strides", "strides in the batch and depth dimensions must be 1");
   if (!s.ok()) return s;
-  a.sh = (*strides)[1];
-  a.sw = (*strides)[2];
+  a.sh = strides[1];
+  a.sw = strides[2];
   if (pool) {
-    absl::StatusOr<std::vector<int64_t>> ksize = GetAttrIntList(node, "ksize");
-    if (!ksize.ok()) return ksize.status();
-    s = CheckNhwcList(*ksize, "ksize", "pooling is not supported across the batch or depth dimensions");
+    ASSIGN_OR_RETURN(std::vector<int64_t> ksize, GetAttrIntList(node, "ksize"));
+    s = CheckNhwcList(ksize, "ksize", "pooling is not supported across the batch or depth dimensions");
     if (!s.ok()) return s;
-    a.kh = (*ksize)[1];
-    a.kw = (*ksize)[2];
+    a.kh = ksize[1];
+    a.kw = ksize[2];
   }
-  absl::StatusOr<std::string> padding = GetAttrString(node, "padding");
-  if (!padding.ok()) return padding.status();
-  if (*padding != "SAME" && *padding != "VALID") {
-    return absl::InvalidArgumentError(absl::StrCat("padding must be 'SAME' or 'VALID', got '", *padding, "'"));
+  ASSIGN_OR_RETURN(std::string padding, GetAttrString(node, "padding"));
+  if (padding != "SAME" && padding != "VALID") {
+    return absl::InvalidArgumentError(absl::StrCat("padding must be 'SAME' or 'VALID', got '", padding, "'"));
   }
-  a.same = *padding == "SAME";
+  a.same = padding == "SAME";
   if (HasAttr(node, "data_format")) {
-    absl::StatusOr<std::string> fmt = GetAttrString(node, "data_format");
-    if (!fmt.ok()) return fmt.status();
-    if (*fmt != "NHWC") {
+    ASSIGN_OR_RETURN(std::string fmt, GetAttrString(node, "data_format"));
+    if (fmt != "NHWC") {
       return absl::InvalidArgumentError(
-          absl::StrCat("data_format '", *fmt, "' is not supported: only NHWC is implemented"));
+          absl::StrCat("data_format '", fmt, "' is not supported: only NHWC is implemented"));
     }
   }
   return a;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 
 namespace distflow {
 namespace {
@@ -60,12 +61,10 @@ absl::StatusOr<std::shared_ptr<const FunctionInstance>> InstantiateFunction(cons
   if (!instantiator) {
     return absl::FailedPreconditionError("No function runtime: graph functions run only inside a session");
   }
-  absl::StatusOr<proto::FunctionDef> def = ParseFunctionDef(serialized);
-  if (!def.ok()) return def.status();
-  absl::StatusOr<std::shared_ptr<const FunctionInstance>> made = instantiator(*def, device, container);
-  if (!made.ok()) return made.status();
+  ASSIGN_OR_RETURN(proto::FunctionDef def, ParseFunctionDef(serialized));
+  ASSIGN_OR_RETURN(std::shared_ptr<const FunctionInstance> made, instantiator(def, device, container));
   absl::MutexLock lock(&r.mu);
-  auto [it, inserted] = r.instances.emplace(key, *made);  // a racing instantiation may have won
+  auto [it, inserted] = r.instances.emplace(key, made);  // a racing instantiation may have won
   return it->second;
 }
 

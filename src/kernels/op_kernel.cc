@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "kernels/device.h"
 
 namespace distflow {
@@ -61,14 +62,12 @@ absl::StatusOr<Tensor*> OpKernelContext::allocate_output(int i, const TensorShap
           inner.reset();
           counter->fetch_sub(bytes);
         });
-    absl::StatusOr<Tensor> out = Tensor::FromBuffer(dtype, shape, std::move(counted), 0);
-    if (!out.ok()) return out.status();
-    outputs_[static_cast<size_t>(i)] = std::move(*out);
+    ASSIGN_OR_RETURN(Tensor out, Tensor::FromBuffer(dtype, shape, std::move(counted), 0));
+    outputs_[static_cast<size_t>(i)] = std::move(out);
     return &outputs_[static_cast<size_t>(i)];
   }
-  absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, shape);
-  if (!t.ok()) return t.status();
-  outputs_[static_cast<size_t>(i)] = std::move(*t);
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape));
+  outputs_[static_cast<size_t>(i)] = std::move(t);
   return &outputs_[static_cast<size_t>(i)];
 }
 

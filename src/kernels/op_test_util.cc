@@ -1,6 +1,7 @@
 #include "kernels/op_test_util.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/graph.h"
 #include "kernels/device.h"
@@ -35,43 +36,38 @@ absl::StatusOr<std::unique_ptr<OpKernel>> OpTest::MakeKernel(Graph* g, Device* d
     c.set_op("Const");
     SetAttrTensor(&c, "value", inputs_[i]);
     SetAttrType(&c, "dtype", inputs_[i].dtype());
-    absl::StatusOr<const Node*> added = g->AddNode(std::move(c));
-    if (!added.ok()) return added.status();
+    RETURN_IF_ERROR(g->AddNode(std::move(c)).status());
     node.add_input(absl::StrCat("input_", i));
   }
-  absl::StatusOr<const Node*> n = g->AddNode(node);
-  if (!n.ok()) return n.status();
-  *node_out = *n;
-  return KernelRegistry::Global()->CreateKernel(**n, device);
+  ASSIGN_OR_RETURN(const Node* n, g->AddNode(node));
+  *node_out = n;
+  return KernelRegistry::Global()->CreateKernel(*n, device);
 }
 
 absl::StatusOr<int64_t> OpTest::EstimatedWork() {
   Graph g;
   Device device("/job:localhost/replica:0/task:0/device:CPU:0", kCpu, pool_.get());
   const Node* node = nullptr;
-  absl::StatusOr<std::unique_ptr<OpKernel>> kernel = MakeKernel(&g, &device, &node);
-  if (!kernel.ok()) return kernel.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, MakeKernel(&g, &device, &node));
   std::vector<TensorShape> shapes;
   for (const Tensor& t : inputs_) shapes.push_back(t.shape());
-  return (*kernel)->EstimatedWork(shapes);
+  return kernel->EstimatedWork(shapes);
 }
 
 absl::StatusOr<std::vector<Tensor>> OpTest::Run() {
   Graph g;
   Device device("/job:localhost/replica:0/task:0/device:CPU:0", kCpu, pool_.get());
   const Node* node = nullptr;
-  absl::StatusOr<std::unique_ptr<OpKernel>> kernel = MakeKernel(&g, &device, &node);
-  if (!kernel.ok()) return kernel.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, MakeKernel(&g, &device, &node));
   OpKernelContext::Params p;
   p.device = &device;
-  p.kernel = kernel->get();
+  p.kernel = kernel.get();
   p.inputs = inputs_;
   p.intra_op_pool = pool_.get();
   CancellationManager cm;
   p.cancellation = &cm;
   OpKernelContext ctx(std::move(p));
-  absl::Status s = (*kernel)->Compute(&ctx);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(kernel->Compute(&ctx));
   std::vector<Tensor> out = *ctx.mutable_outputs();
   for (size_t i = 0; i < out.size(); ++i) {
     if (!out[i].IsInitialized()) {

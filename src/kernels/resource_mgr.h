@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "distflow/partial_shape.h"
 #include "distflow/tensor.h"
 
@@ -76,19 +77,18 @@ class ResourceMgr {
   template <typename T>
   absl::StatusOr<std::shared_ptr<T>> LookupOrCreate(const std::string& container, const std::string& name,
                                                     const std::function<std::shared_ptr<T>()>& create) {
-    absl::StatusOr<std::shared_ptr<Resource>> r = LookupOrCreateResource(
-        container, name, T::kTypeName, [&create] { return std::shared_ptr<Resource>(create()); });
-    if (!r.ok()) return r.status();
-    return std::static_pointer_cast<T>(*r);
+    ASSIGN_OR_RETURN(std::shared_ptr<Resource> r, LookupOrCreateResource(container, name, T::kTypeName, [&create] {
+                       return std::shared_ptr<Resource>(create());
+                     }));
+    return std::static_pointer_cast<T>(r);
   }
 
   // The resource of type T at (container, name): NotFound if absent,
   // InvalidArgument if it is of another type.
   template <typename T>
   absl::StatusOr<std::shared_ptr<T>> Lookup(const std::string& container, const std::string& name) const {
-    absl::StatusOr<std::shared_ptr<Resource>> r = LookupResource(container, name, T::kTypeName);
-    if (!r.ok()) return r.status();
-    return std::static_pointer_cast<T>(*r);
+    ASSIGN_OR_RETURN(std::shared_ptr<Resource> r, LookupResource(container, name, T::kTypeName));
+    return std::static_pointer_cast<T>(r);
   }
 
   // The Var at (container, name), created if absent. If it exists with another

@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "bulk/bulk_transfer.h"
 #include "distflow/cluster_spec.h"
 #include "master/master.h"
@@ -211,23 +212,20 @@ absl::StatusOr<LocalMasterLease> LocalMaster::Lease() const {
 
 absl::Status LocalMaster::CreateSession(CallOptions*, int64_t, const proto::CreateSessionRequest& req,
                                         proto::CreateSessionResponse* resp) {
-  absl::StatusOr<LocalMasterLease> lease = Lease();
-  if (!lease.ok()) return lease.status();
-  return lease->master()->CreateSession(req, resp);
+  ASSIGN_OR_RETURN(LocalMasterLease lease, Lease());
+  return lease.master()->CreateSession(req, resp);
 }
 
 absl::Status LocalMaster::ExtendSession(CallOptions*, int64_t, const proto::ExtendSessionRequest& req) {
-  absl::StatusOr<LocalMasterLease> lease = Lease();
-  if (!lease.ok()) return lease.status();
-  return lease->master()->ExtendSession(req);
+  ASSIGN_OR_RETURN(LocalMasterLease lease, Lease());
+  return lease.master()->ExtendSession(req);
 }
 
 absl::Status LocalMaster::RunStep(RunStepCall* step) {
-  absl::StatusOr<LocalMasterLease> lease = Lease();
-  if (!lease.ok()) return lease.status();
+  ASSIGN_OR_RETURN(LocalMasterLease lease, Lease());
   // The master takes large feeds and hands back large fetches in memory,
   // through its bulk server's tickets, without copying them.
-  BulkServer* bulk = BulkTransferEnabledByEnv() ? lease->master()->bulk_server() : nullptr;
+  BulkServer* bulk = BulkTransferEnabledByEnv() ? lease.master()->bulk_server() : nullptr;
   // `call` holds the lease (and so the master) until the step's completion
   // has run, even if we stop waiting for it.
   auto call = std::make_shared<InProcessCall>();
@@ -242,7 +240,7 @@ absl::Status LocalMaster::RunStep(RunStepCall* step) {
     EncodeTensor(t, nt->mutable_tensor());
   }
   call->req.set_accept_bulk(bulk != nullptr);
-  call->lease.emplace(std::move(*lease));
+  call->lease.emplace(std::move(lease));
   call->bulk = bulk;
   if (absl::Status st = RunInProcess(call, address_); !st.ok()) return st;
   const proto::RunStepResponse& resp = call->resp;
@@ -283,15 +281,13 @@ absl::Status LocalMaster::CloseSession(const std::string& handle) {
 }
 
 absl::Status LocalMaster::Reset(const proto::ResetRequest& req) {
-  absl::StatusOr<LocalMasterLease> lease = Lease();
-  if (!lease.ok()) return lease.status();
-  return lease->master()->Reset(req);
+  ASSIGN_OR_RETURN(LocalMasterLease lease, Lease());
+  return lease.master()->Reset(req);
 }
 
 absl::Status LocalMaster::ListDevices(proto::ListDevicesResponse* resp) {
-  absl::StatusOr<LocalMasterLease> lease = Lease();
-  if (!lease.ok()) return lease.status();
-  return lease->master()->ListDevices(resp);
+  ASSIGN_OR_RETURN(LocalMasterLease lease, Lease());
+  return lease.master()->ListDevices(resp);
 }
 
 }  // namespace distflow

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/metrics.h"
+#include "base/status_macros.h"
 #include "cluster/device_filters.h"
 #include "master/master_session.h"
 #include "rpc/ask_tasks.h"
@@ -64,9 +65,8 @@ absl::Status Master::CreateSession(const proto::CreateSessionRequest& req, proto
 }
 
 absl::Status Master::ExtendSession(const proto::ExtendSessionRequest& req) {
-  absl::StatusOr<std::shared_ptr<MasterSession>> s = Find(req.session_handle());
-  if (!s.ok()) return s.status();
-  return (*s)->Extend(req.graph_def());
+  ASSIGN_OR_RETURN(std::shared_ptr<MasterSession> s, Find(req.session_handle()));
+  return s->Extend(req.graph_def());
 }
 
 void Master::RunStepAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp,

@@ -55,8 +55,7 @@ absl::Status MasterSessionImpl::ClosedError() const {
 }
 
 absl::Status MasterSessionImpl::Init(const proto::GraphDef& graph) {
-  absl::Status s = Discover();
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(Discover());
   return Extend(graph);
 }
 
@@ -155,17 +154,15 @@ absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::GetP
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
     if (graph_ == nullptr) return absl::FailedPreconditionError("Session has no graph");
-    absl::StatusOr<std::vector<const Node*>> nodes = PruneForStep(*graph_, feeds, fetches, targets);
-    if (!nodes.ok()) return nodes.status();
+    ASSIGN_OR_RETURN(std::vector<const Node*> nodes, PruneForStep(*graph_, feeds, fetches, targets));
     PlacementOptions po;
     po.devices = devices_;
     po.default_device = default_device_;
     po.allow_soft_placement = config_.allow_soft_placement();
     po.log_device_placement = config_.log_device_placement();
-    absl::StatusOr<std::vector<std::string>> placement = PlaceNodes(*graph_, *nodes, po);
-    if (!placement.ok()) return placement.status();
+    ASSIGN_OR_RETURN(std::vector<std::string> placement, PlaceNodes(*graph_, nodes, po));
     absl::StatusOr<std::map<std::string, Partition>> partitioned =
-        PartitionGraph(*graph_, *nodes, *placement, feeds, fetches, targets);
+        PartitionGraph(*graph_, nodes, placement, feeds, fetches, targets);
     if (!partitioned.ok()) return partitioned.status();
     parts = std::move(*partitioned);
   }

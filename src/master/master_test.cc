@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/ports.h"
+#include "base/status_macros.h"
 #include "base/thread_pool.h"
 #include "base/wait_until.h"
 #include "distflow/server.h"
@@ -189,8 +190,7 @@ class MasterTest : public ::testing::Test {
     *req.mutable_graph_def() = graph;
     *req.mutable_config() = std::move(config);
     proto::CreateSessionResponse resp;
-    absl::Status s = master->CreateSession(req, &resp);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(master->CreateSession(req, &resp));
     return resp.session_handle();
   }
   absl::StatusOr<std::string> CreateSession(const proto::GraphDef& graph, proto::SessionConfig config = {}) {
@@ -210,9 +210,8 @@ class MasterTest : public ::testing::Test {
   // The live tasks plus /job:straggler/task:0 at `address`, a free port
   // where nothing listens (until a test starts a server there).
   absl::StatusOr<ClusterSpec> WithStraggler(std::string* address) {
-    absl::StatusOr<int> port = PickUnusedTcpPort();
-    if (!port.ok()) return port.status();
-    *address = absl::StrCat("127.0.0.1:", *port);
+    ASSIGN_OR_RETURN(int port, PickUnusedTcpPort());
+    *address = absl::StrCat("127.0.0.1:", port);
     ClusterSpec::JobMap jobs = jobs_;
     jobs["straggler"][0] = *address;
     return ClusterSpec::FromJobs(jobs);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "cluster/device_name.h"
 #include "graph/attr_value.h"
 
@@ -51,9 +52,8 @@ LoopSkeletons::LoopSkeletons(const Graph& graph, const std::vector<const Node*>&
 absl::StatusOr<std::string> LoopSkeletons::RecvControl(const Node* consumer, const std::string& device) {
   const int f = run_frame_[static_cast<size_t>(consumer->id())];
   if (f == 0) return std::string();
-  absl::StatusOr<std::string> pivot = Pivot(f, device);
-  if (!pivot.ok()) return pivot.status();
-  return "^" + *pivot;
+  ASSIGN_OR_RETURN(std::string pivot, Pivot(f, device));
+  return "^" + pivot;
 }
 
 namespace {
@@ -93,9 +93,8 @@ absl::StatusOr<std::string> LoopSkeletons::Pivot(int f, const std::string& devic
     SetAttrType(c, "dtype", DT_BOOL);
     src = c->name();
   } else {
-    absl::StatusOr<std::string> outer = Pivot(frame.parent, device);
-    if (!outer.ok()) return outer.status();
-    src = *outer;
+    ASSIGN_OR_RETURN(std::string outer, Pivot(frame.parent, device));
+    src = outer;
   }
   proto::NodeDef* enter = AddBoolNode(p, base + "/enter", "Enter", {src});
   SetAttrString(enter, "frame_name", frame.name);

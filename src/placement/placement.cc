@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "cluster/device_name.h"
 #include "graph/attr_value.h"
 
@@ -81,9 +82,8 @@ absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const st
                                                     const PlacementOptions& options) {
   std::vector<DeviceName> devices;
   for (const std::string& d : options.devices) {
-    absl::StatusOr<DeviceName> dn = DeviceName::Parse(d);
-    if (!dn.ok()) return dn.status();
-    devices.push_back(*dn);
+    ASSIGN_OR_RETURN(DeviceName dn, DeviceName::Parse(d));
+    devices.push_back(dn);
   }
   // Colocation groups: a ref consumer joins its variable's group.
   std::vector<int> parent(static_cast<size_t>(graph.num_nodes()));

@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "proto/health.grpc.pb.h"
 #include "rpc/auth.h"
@@ -119,9 +120,8 @@ absl::Status GrpcRemoteMaster::CreateSession(CallOptions* opts, int64_t wait_ms,
   // The master has `wait_ms` to come up, and the call 10 s more.
   const auto start = std::chrono::system_clock::now();
   if (absl::Status up = WaitForMaster(opts, start + std::chrono::milliseconds(wait_ms)); !up.ok()) return up;
-  absl::Status s = CallCancellable(opts, start + std::chrono::milliseconds(wait_ms + 10000),
-                                   [&](grpc::ClientContext* ctx) { return stub_->CreateSession(ctx, req, resp); });
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(CallCancellable(opts, start + std::chrono::milliseconds(wait_ms + 10000),
+                                  [&](grpc::ClientContext* ctx) { return stub_->CreateSession(ctx, req, resp); }));
   // Large feeds and fetches go over the master's bulk port, if it has one.
   if (resp->bulk_port() > 0 && BulkTransferEnabledByEnv()) {
     absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address_);
@@ -220,12 +220,11 @@ absl::Status GrpcRemoteMaster::RunStep(RunStepCall* call) {
       if (bulk == nullptr) {
         return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "' came as a bulk ticket"));
       }
-      absl::StatusOr<Tensor> t = Tensor::Allocate(spec->first, spec->second);
-      if (!t.ok()) return t.status();
+      ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(spec->first, spec->second));
       absl::Status got =
-          bulk->Fetch(bulk_host, nt.bulk_port(), nt.bulk_ticket(), t->raw_data(), t->TotalBytes(), nullptr);
+          bulk->Fetch(bulk_host, nt.bulk_port(), nt.bulk_ticket(), t.raw_data(), t.TotalBytes(), nullptr);
       if (!got.ok()) return absl::Status(got.code(), absl::StrCat("Fetched tensor '", nt.name(), "': ", got.message()));
-      call->fetched.push_back(std::move(*t));
+      call->fetched.push_back(std::move(t));
       continue;
     }
     absl::StatusOr<Tensor> t = DecodeTensor(nt.tensor());

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/bytes_copied.h"
+#include "base/status_macros.h"
 #include "proto/worker.pb.h"
 #include "tensor/tensor_codec.h"
 
@@ -116,8 +117,7 @@ absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer
     if (__builtin_mul_overflow(static_cast<size_t>(shape->num_elements()), DataTypeSize(dtype), &bytes)) {
       return absl::DataLossError("Bulk-transfer header describes a tensor too large to address");
     }
-    absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
-    if (!t.ok()) return t.status();
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, *shape));
     bulk->ticket = header.bulk_ticket();
     bulk->port = header.bulk_port();
     return t;
@@ -127,9 +127,8 @@ absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer
       return absl::DataLossError(absl::StrCat("String tensor of shape ", shape->DebugString(), " carries ",
                                               header.string_val_size(), " strings and ", body, " extra bytes"));
     }
-    absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
-    if (!t.ok()) return t.status();
-    auto f = t->flat<std::string>();
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, *shape));
+    auto f = t.flat<std::string>();
     for (int i = 0; i < header.string_val_size(); ++i) f[static_cast<size_t>(i)] = header.string_val(i);
     return t;
   }
@@ -140,15 +139,14 @@ absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer
                                             shape->DebugString(), " needs ", shape->num_elements(), " x ",
                                             DataTypeSize(dtype), " bytes but ", body, " arrived (truncated?)"));
   }
-  absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
-  if (!t.ok()) return t.status();
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, *shape));
   if (expected > 0) {
-    Gather(slices, 4 + len, expected, static_cast<char*>(t->raw_data()));
+    Gather(slices, 4 + len, expected, static_cast<char*>(t.raw_data()));
     static Counter* copied = BytesCopiedCounter("grpc_tensor_decode");
     copied->Increment(static_cast<double>(expected));
   }
   if (dtype == DT_BOOL) {
-    const uint8_t* p = static_cast<const uint8_t*>(t->raw_data());
+    const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
     for (size_t i = 0; i < expected; ++i)
       if (p[i] > 1) return absl::DataLossError("Bool tensor holds a byte other than 0 or 1");
   }

@@ -11,6 +11,7 @@
 #include "base/bytes_copied.h"
 #include "base/env.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "base/tsan.h"
 #include "cluster/device_filters.h"
 #include "grpcpp/create_channel.h"
@@ -106,13 +107,12 @@ absl::StatusOr<WorkerCache::Peer*> WorkerCache::GetPeer(const std::string& task_
     auto it = peers_.find(task_name);
     if (it != peers_.end()) return it->second.get();
   }
-  absl::StatusOr<std::string> addr = AddressOf(task_name);
-  if (!addr.ok()) return addr.status();
+  ASSIGN_OR_RETURN(std::string addr, AddressOf(task_name));
   absl::MutexLock lock(&mu_);
   auto it = peers_.find(task_name);
   if (it != peers_.end()) return it->second.get();
   auto peer = std::make_unique<Peer>();
-  peer->channel = NewAuthenticatedChannel(*addr, UnlimitedChannelArguments(), auth_token_);
+  peer->channel = NewAuthenticatedChannel(addr, UnlimitedChannelArguments(), auth_token_);
   peer->stub = proto::WorkerService::NewStub(peer->channel);
   peer->generic = std::make_unique<grpc::GenericStub>(peer->channel);
   peer->remote = std::make_shared<GrpcRemoteWorker>(task_name, peer->channel, this);
@@ -132,27 +132,23 @@ absl::StatusOr<std::shared_ptr<WorkerInterface>> WorkerCache::GetWorker(const st
     absl::MutexLock lock(&mu_);
     if (local_ != nullptr && task_name == local_task_) return local_;
   }
-  absl::StatusOr<Peer*> p = GetPeer(task_name);
-  if (!p.ok()) return p.status();
-  return (*p)->remote;
+  ASSIGN_OR_RETURN(Peer * p, GetPeer(task_name));
+  return p->remote;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> WorkerCache::Channel(const std::string& task_name) {
-  absl::StatusOr<Peer*> p = GetPeer(task_name);
-  if (!p.ok()) return p.status();
-  return (*p)->channel;
+  ASSIGN_OR_RETURN(Peer * p, GetPeer(task_name));
+  return p->channel;
 }
 
 absl::StatusOr<proto::WorkerService::Stub*> WorkerCache::Stub(const std::string& task_name) {
-  absl::StatusOr<Peer*> p = GetPeer(task_name);
-  if (!p.ok()) return p.status();
-  return (*p)->stub.get();
+  ASSIGN_OR_RETURN(Peer * p, GetPeer(task_name));
+  return p->stub.get();
 }
 
 absl::StatusOr<grpc::GenericStub*> WorkerCache::GenericStub(const std::string& task_name) {
-  absl::StatusOr<Peer*> p = GetPeer(task_name);
-  if (!p.ok()) return p.status();
-  return (*p)->generic.get();
+  ASSIGN_OR_RETURN(Peer * p, GetPeer(task_name));
+  return p->generic.get();
 }
 
 absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::vector<std::string>& filters,
@@ -174,13 +170,12 @@ absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::
   while (!waiting.empty()) {
     std::vector<std::string> still;
     for (const std::string& task : waiting) {
-      absl::StatusOr<proto::WorkerService::Stub*> stub = Stub(task);
-      if (!stub.ok()) return stub.status();
+      ASSIGN_OR_RETURN(proto::WorkerService::Stub * stub, Stub(task));
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
       proto::GetStatusRequest r;
       proto::GetStatusResponse out;
-      grpc::Status s = (*stub)->GetStatus(&ctx, r, &out);
+      grpc::Status s = stub->GetStatus(&ctx, r, &out);
       if (s.ok()) {
         for (const auto& d : out.devices()) devices.push_back(d.name());
       } else {
@@ -283,9 +278,8 @@ absl::Status WorkerCache::FetchBulkInto(const std::string& task, uint64_t ticket
     return absl::FailedPreconditionError(
         absl::StrCat("A bulk ticket from ", task, " arrived, but bulk transfer is off here"));
   }
-  absl::StatusOr<std::string> addr = AddressOf(task);
-  if (!addr.ok()) return addr.status();
-  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(*addr);
+  ASSIGN_OR_RETURN(std::string addr, AddressOf(task));
+  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(addr);
   if (!hp.ok()) return hp.status();
   return FetchOffer(task, hp->first, port, ticket, t, cm);
 }
@@ -327,13 +321,12 @@ absl::Status WorkerCache::FetchOffer(const std::string& task, const std::string&
     absl::Status e = FromGrpcStatus(gs);
     return absl::Status(s.code(), absl::StrCat(s.message(), "; over gRPC too: ", e.message()));
   }
-  absl::StatusOr<Tensor> got = DecodeTensorFromByteBuffer(response);
-  if (!got.ok()) return got.status();
-  if (got->dtype() != t->dtype() || got->shape() != t->shape() || got->TotalBytes() != t->TotalBytes()) {
+  ASSIGN_OR_RETURN(Tensor got, DecodeTensorFromByteBuffer(response));
+  if (got.dtype() != t->dtype() || got.shape() != t->shape() || got.TotalBytes() != t->TotalBytes()) {
     return absl::DataLossError(absl::StrCat("the tensor ", task, " sent over gRPC for bulk ticket ", ticket,
                                             " does not match its announced type and shape"));
   }
-  std::memcpy(t->raw_data(), got->raw_data(), t->TotalBytes());
+  std::memcpy(t->raw_data(), got.raw_data(), t->TotalBytes());
   static Counter* copied = BytesCopiedCounter("bulk_fallback_over_grpc");
   copied->Increment(static_cast<double>(t->TotalBytes()));
   return absl::OkStatus();

@@ -26,9 +26,8 @@ absl::StatusOr<std::shared_ptr<OpKernel>> KernelCache::Get(const Node& node, Dev
   absl::MutexLock lock(&mu_);
   auto it = kernels_.find(node.name());
   if (it != kernels_.end()) return it->second;
-  absl::StatusOr<std::unique_ptr<OpKernel>> k = KernelRegistry::Global()->CreateKernel(node, device);
-  if (!k.ok()) return k.status();
-  std::shared_ptr<OpKernel> shared(std::move(*k));
+  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, KernelRegistry::Global()->CreateKernel(node, device));
+  std::shared_ptr<OpKernel> shared(std::move(k));
   kernels_[node.name()] = shared;
   return shared;
 }
@@ -515,9 +514,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     item_of[static_cast<size_t>(n->id())] = static_cast<int>(impl->items.size());
     NodeItem item;
     item.node = n;
-    absl::StatusOr<std::shared_ptr<OpKernel>> k = kernels->Get(*n, options.device);
-    if (!k.ok()) return k.status();
-    item.kernel = *k;
+    ASSIGN_OR_RETURN(std::shared_ptr<OpKernel> k, kernels->Get(*n, options.device));
+    item.kernel = k;
     item.expensive = item.kernel->IsExpensive();
     item.async = item.kernel->IsAsync();
     if (n->op() == "_Send" || n->op() == "_Recv") {

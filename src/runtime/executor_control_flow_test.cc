@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "base/thread_pool.h"
 #include "distflow/step_stats.h"
 #include "gtest/gtest.h"
@@ -65,15 +66,13 @@ struct Built {
 
 absl::Status Build(const proto::GraphDef& def, const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches,
                    ThreadPool* pool, Built* b) {
-  absl::StatusOr<std::unique_ptr<Graph>> g = Graph::FromGraphDef(def);
-  if (!g.ok()) return g.status();
-  b->graph = std::move(*g);
+  ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, Graph::FromGraphDef(def));
+  b->graph = std::move(g);
   ExecutorOptions eo;
   eo.device = LocalCpuDevice();
   eo.inter_op_pool = pool;
-  absl::StatusOr<std::unique_ptr<Executor>> ex = Executor::Create(*b->graph, eo, &b->kernels, feeds, fetches, {});
-  if (!ex.ok()) return ex.status();
-  b->executor = std::move(*ex);
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::Create(*b->graph, eo, &b->kernels, feeds, fetches, {}));
+  b->executor = std::move(ex);
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "runtime/function_runtime.h"
 
 namespace distflow {
@@ -62,9 +63,8 @@ absl::Status LocalSession::Create(const proto::GraphDef& graph) {
   if (graph_ != nullptr && graph_->num_nodes() > 0) {
     return absl::AlreadyExistsError("Session already has a graph; use Extend to add nodes");
   }
-  absl::StatusOr<std::unique_ptr<Graph>> g = Graph::FromGraphDef(graph);
-  if (!g.ok()) return g.status();
-  graph_ = std::move(*g);
+  ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, Graph::FromGraphDef(graph));
+  graph_ = std::move(g);
   executors_.clear();
   return absl::OkStatus();
 }
@@ -100,9 +100,8 @@ absl::StatusOr<std::shared_ptr<Executor>> LocalSession::GetExecutor(const std::v
   eo.default_container = default_container_;
   eo.max_step_bytes = options_.max_step_bytes;
   eo.timer = timer_;
-  absl::StatusOr<std::unique_ptr<Executor>> ex = Executor::Create(*graph_, eo, &kernels_, feeds, fetches, targets);
-  if (!ex.ok()) return ex.status();
-  std::shared_ptr<Executor> shared(std::move(*ex));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::Create(*graph_, eo, &kernels_, feeds, fetches, targets));
+  std::shared_ptr<Executor> shared(std::move(ex));
   executors_[key] = shared;
   return shared;
 }
@@ -113,19 +112,16 @@ absl::StatusOr<LocalSession::PreparedStep> LocalSession::Prepare(
   PreparedStep p;
   std::vector<TensorId> feed_ids, fetch_ids;
   for (const auto& [name, value] : feeds) {
-    absl::StatusOr<TensorId> id = ParseTensorId(name);
-    if (!id.ok()) return id.status();
-    feed_ids.push_back(*id);
+    ASSIGN_OR_RETURN(TensorId id, ParseTensorId(name));
+    feed_ids.push_back(id);
     p.feed_values.push_back(value);
   }
   for (const std::string& name : fetches) {
-    absl::StatusOr<TensorId> id = ParseTensorId(name);
-    if (!id.ok()) return id.status();
-    fetch_ids.push_back(*id);
+    ASSIGN_OR_RETURN(TensorId id, ParseTensorId(name));
+    fetch_ids.push_back(id);
   }
-  absl::StatusOr<std::shared_ptr<Executor>> ex = GetExecutor(feed_ids, fetch_ids, targets);
-  if (!ex.ok()) return ex.status();
-  p.executor = std::move(*ex);
+  ASSIGN_OR_RETURN(std::shared_ptr<Executor> ex, GetExecutor(feed_ids, fetch_ids, targets));
+  p.executor = std::move(ex);
   p.step.step_id = partition.step_id;
   p.step.rendezvous = partition.rendezvous;
   p.step.cancellation = partition.cancellation;
@@ -141,12 +137,11 @@ absl::StatusOr<std::vector<Tensor>> LocalSession::Run(const RunOptions& options,
                                                       const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                       const std::vector<std::string>& fetches,
                                                       const std::vector<std::string>& targets) {
-  absl::StatusOr<PreparedStep> p = Prepare(options, PartitionStep(), feeds, fetches, targets);
-  if (!p.ok()) return p.status();
-  if (options.trace == nullptr) return p->executor->Run(p->step, p->feed_values);
+  ASSIGN_OR_RETURN(PreparedStep p, Prepare(options, PartitionStep(), feeds, fetches, targets));
+  if (options.trace == nullptr) return p.executor->Run(p.step, p.feed_values);
   StepStatsCollector stats;
-  p->step.stats = &stats;
-  absl::StatusOr<std::vector<Tensor>> out = p->executor->Run(p->step, p->feed_values);
+  p.step.stats = &stats;
+  absl::StatusOr<std::vector<Tensor>> out = p.executor->Run(p.step, p.feed_values);
   options.trace->devices.push_back({device_->name(), stats.Take()});
   return out;
 }

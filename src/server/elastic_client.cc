@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "coordination/coordination.h"
 #include "distflow/auth.h"
 #include "distflow/elastic.h"
@@ -43,9 +44,8 @@ WorkerCache::AddressResolver JoinedTaskResolver(CoordinationService* local, Work
   return [local, peers, coordinator = std::move(coordinator)](const std::string& task) -> absl::StatusOr<std::string> {
     if (local != nullptr) return FindAddress(local->Members(), task);
     if (task == coordinator) return absl::NotFoundError("the coordinator's own address is in the spec");
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = peers->Channel(coordinator);
-    if (!channel.ok()) return channel.status();
-    auto stub = proto::ElasticService::NewStub(*channel);
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, peers->Channel(coordinator));
+    auto stub = proto::ElasticService::NewStub(channel);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
     proto::MembersResponse resp;

@@ -9,6 +9,7 @@
 #include "base/cpu_budget.h"
 #include "base/env.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "cluster/device_name.h"
 #include "cluster/host_share.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -33,8 +34,7 @@ GrpcServer::GrpcServer(ClusterSpec cluster, std::string job, int task, ServerOpt
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const ClusterSpec& cluster, const std::string& job,
                                                                int task_index, ServerOptions options) {
-  absl::Status valid = cluster.ValidateTask(job, task_index);
-  if (!valid.ok()) return valid;
+  RETURN_IF_ERROR(cluster.ValidateTask(job, task_index));
   std::unique_ptr<GrpcServer> s(new GrpcServer(cluster, job, task_index, options));
   return s;
 }
@@ -80,9 +80,8 @@ absl::Status GrpcServer::Start() {
         absl::StrCat("The server for ", task_name_, " was stopped and cannot start again: create a new Server"));
   }
   if (started_) return absl::OkStatus();
-  absl::StatusOr<std::string> address = cluster_.task_address(job_, task_);
-  if (!address.ok()) return address.status();
-  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(*address);
+  ASSIGN_OR_RETURN(std::string address, cluster_.task_address(job_, task_));
+  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address);
   if (!hp.ok()) return hp.status();
   host_ = hp->first;
   const std::string token = options_.auth_token.value_or(ClusterToken());
@@ -386,9 +385,8 @@ absl::StatusOr<ClusterSpec> MakeLocalClusterSpec(int num_ps, int num_workers) {
   ClusterSpec::JobMap jobs;
   auto add = [&](const std::string& job, int n) -> absl::Status {
     for (int i = 0; i < n; ++i) {
-      absl::StatusOr<int> port = Env::Default()->PickUnusedPort();
-      if (!port.ok()) return port.status();
-      jobs[job][i] = absl::StrCat("127.0.0.1:", *port);
+      ASSIGN_OR_RETURN(int port, Env::Default()->PickUnusedPort());
+      jobs[job][i] = absl::StrCat("127.0.0.1:", port);
     }
     return absl::OkStatus();
   };

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 #include "master/local_master.h"
 #include "rpc/grpc_remote_master.h"
 #include "runtime/session_factory.h"
@@ -162,9 +163,8 @@ void RegisterGrpcSessionFactory() {
     RegisterSessionFactory(
         "grpc://",
         [](const std::string& target, SessionOptions options) -> absl::StatusOr<std::unique_ptr<SessionInterface>> {
-          absl::StatusOr<std::unique_ptr<GrpcSession>> s = GrpcSession::Create(target, std::move(options));
-          if (!s.ok()) return s.status();
-          return std::unique_ptr<SessionInterface>(std::move(*s));
+          ASSIGN_OR_RETURN(std::unique_ptr<GrpcSession> s, GrpcSession::Create(target, std::move(options)));
+          return std::unique_ptr<SessionInterface>(std::move(s));
         });
   });
 }

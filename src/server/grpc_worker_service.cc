@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "bulk/bulk_transfer.h"
 #include "cluster/device_name.h"
 #include "proto/worker.grpc.pb.h"
@@ -25,10 +26,8 @@ absl::StatusOr<Tensor> ReceiveFeed(Worker* w, const proto::NamedTensor& nt, cons
   if (nt.bulk_ticket() == 0) return DecodeTensor(nt.tensor());
   absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
   if (!spec.ok()) return spec.status();
-  absl::StatusOr<Tensor> t = Tensor::Allocate(spec->first, spec->second);
-  if (!t.ok()) return t.status();
-  absl::Status got = w->peers()->FetchBulkInto(master_task, nt.bulk_ticket(), nt.bulk_port(), &*t, nullptr);
-  if (!got.ok()) return got;
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(spec->first, spec->second));
+  RETURN_IF_ERROR(w->peers()->FetchBulkInto(master_task, nt.bulk_ticket(), nt.bulk_port(), &t, nullptr));
   return t;
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
+#include "base/status_macros.h"
 #include "rpc/worker_cache.h"
 #include "server/grpc_server.h"
 #include "server/grpc_session.h"
@@ -17,9 +18,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ClusterSpec& cluste
                                                        int task_index, ServerOptions options) {
   // A program with a server opens grpc:// sessions (runtime/session_factory.h).
   RegisterGrpcSessionFactory();
-  absl::StatusOr<std::unique_ptr<GrpcServer>> impl = GrpcServer::Create(cluster, job, task_index, std::move(options));
-  if (!impl.ok()) return impl.status();
-  return std::unique_ptr<Server>(new Server(std::move(*impl)));
+  ASSIGN_OR_RETURN(std::unique_ptr<GrpcServer> impl, GrpcServer::Create(cluster, job, task_index, std::move(options)));
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
 absl::Status Server::Start() { return impl_->Start(); }
@@ -44,24 +44,21 @@ absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const Clu
     for (auto& [t, address] : tasks) {
       absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address);
       if (!hp.ok() || hp->second != 0) continue;
-      absl::StatusOr<int> port = Env::Default()->PickUnusedPort();
-      if (!port.ok()) return port.status();
+      ASSIGN_OR_RETURN(int port, Env::Default()->PickUnusedPort());
       address = absl::StrCat(hp->first.find(':') != std::string::npos ? absl::StrCat("[", hp->first, "]") : hp->first,
-                             ":", *port);
+                             ":", port);
     }
   }
-  absl::StatusOr<ClusterSpec> picked = ClusterSpec::FromJobs(jobs);
-  if (!picked.ok()) return picked.status();
-  ClusterSpec spec = *picked;
+  ASSIGN_OR_RETURN(ClusterSpec picked, ClusterSpec::FromJobs(jobs));
+  ClusterSpec spec = picked;
   std::vector<std::unique_ptr<Server>> servers;
   for (const std::string& job : cluster.jobs()) {
     for (int t : cluster.task_indices(job)) {
       for (int attempt = 0;; ++attempt) {
-        absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(spec, job, t, options);
-        if (!s.ok()) return s.status();
-        absl::Status started = (*s)->Start();
+        ASSIGN_OR_RETURN(std::unique_ptr<Server> s, Server::Create(spec, job, t, options));
+        absl::Status started = s->Start();
         if (started.ok()) {
-          servers.push_back(std::move(*s));
+          servers.push_back(std::move(s));
           break;
         }
         // A port picked in advance (MakeLocalClusterSpec) can be taken before
@@ -75,9 +72,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Server>>> StartLocalCluster(const Clu
         std::string address = absl::StrCat(hp->first, ":", *port);
         ClusterSpec::JobMap jobs = spec.job_map();
         jobs[job][t] = address;
-        absl::StatusOr<ClusterSpec> updated = ClusterSpec::FromJobs(jobs);
-        if (!updated.ok()) return updated.status();
-        spec = *updated;
+        ASSIGN_OR_RETURN(ClusterSpec updated, ClusterSpec::FromJobs(jobs));
+        spec = updated;
         for (auto& running : servers) running->impl()->SetPeerAddress(job, t, address);
       }
     }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace distflow::checkpoint {
 namespace {
@@ -165,9 +166,8 @@ absl::StatusOr<EncodedShard> EncodeShardPieces(const std::vector<std::pair<std::
 
 absl::StatusOr<std::string> EncodeShard(const std::vector<std::pair<std::string, Tensor>>& tensors,
                                         proto::CheckpointShardFooter* footer) {
-  absl::StatusOr<EncodedShard> pieces = EncodeShardPieces(tensors, footer);
-  if (!pieces.ok()) return pieces.status();
-  return absl::StrJoin(pieces->Pieces(), "");
+  ASSIGN_OR_RETURN(EncodedShard pieces, EncodeShardPieces(tensors, footer));
+  return absl::StrJoin(pieces.Pieces(), "");
 }
 
 absl::StatusOr<ParsedShard> ParseShard(absl::string_view contents, const std::string& path) {
@@ -192,11 +192,9 @@ absl::StatusOr<Tensor> ReadTensor(const ParsedShard& shard, const proto::Checkpo
     return Damaged(shard.path, absl::StrCat("the bytes of '", e.name(), "' do not match their crc32c"));
   }
   std::vector<int64_t> dims(e.shape().dim().begin(), e.shape().dim().end());
-  absl::StatusOr<TensorShape> shape = TensorShape::FromDims(dims);
-  if (!shape.ok()) return shape.status();
-  absl::StatusOr<Tensor> t = Tensor::Allocate(static_cast<DataType>(e.dtype()), *shape);
-  if (!t.ok()) return t.status();
-  if (!bytes.empty()) std::memcpy(t->raw_data(), bytes.data(), bytes.size());
+  ASSIGN_OR_RETURN(TensorShape shape, TensorShape::FromDims(dims));
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(static_cast<DataType>(e.dtype()), shape));
+  if (!bytes.empty()) std::memcpy(t.raw_data(), bytes.data(), bytes.size());
   return t;
 }
 

@@ -3,6 +3,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 
 namespace distflow {
 
@@ -16,12 +17,11 @@ absl::StatusOr<Tensor> Tensor::Allocate(DataType dtype, const TensorShape& shape
   if (!IsValidDataType(dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("Cannot allocate a tensor of dtype ", DataTypeName(dtype)));
   }
-  absl::StatusOr<std::shared_ptr<TensorBuffer>> buf = TensorBuffer::Allocate(dtype, shape.num_elements());
-  if (!buf.ok()) return buf.status();
+  ASSIGN_OR_RETURN(std::shared_ptr<TensorBuffer> buf, TensorBuffer::Allocate(dtype, shape.num_elements()));
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = shape;
-  t.buffer_ = std::move(*buf);
+  t.buffer_ = std::move(buf);
   return t;
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "proto/tensor.pb.h"
 
 namespace distflow {
@@ -43,21 +44,19 @@ absl::StatusOr<Tensor> DecodeTensor(const proto::TensorProto& in) {
     return absl::InvalidArgumentError(absl::StrCat("TensorProto has unknown dtype ", raw_dtype));
   }
   DataType dtype = static_cast<DataType>(raw_dtype);
-  absl::StatusOr<TensorShape> shape = DecodeShape(in.shape());
-  if (!shape.ok()) return shape.status();
-  const int64_t n = shape->num_elements();
+  ASSIGN_OR_RETURN(TensorShape shape, DecodeShape(in.shape()));
+  const int64_t n = shape.num_elements();
 
   if (dtype == DT_STRING) {
     if (!in.tensor_content().empty()) {
       return absl::InvalidArgumentError("A string TensorProto must carry string_val, not tensor_content");
     }
     if (in.string_val_size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("String TensorProto of shape ", shape->DebugString(), " needs ", n,
+      return absl::InvalidArgumentError(absl::StrCat("String TensorProto of shape ", shape.DebugString(), " needs ", n,
                                                      " string_val entries, found ", in.string_val_size()));
     }
-    absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
-    if (!t.ok()) return t.status();
-    auto f = t->flat<std::string>();
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape));
+    auto f = t.flat<std::string>();
     for (int64_t i = 0; i < n; ++i) f[static_cast<size_t>(i)] = in.string_val(static_cast<int>(i));
     return t;
   }
@@ -72,15 +71,14 @@ absl::StatusOr<Tensor> DecodeTensor(const proto::TensorProto& in) {
   if (__builtin_mul_overflow(static_cast<size_t>(n), DataTypeSize(dtype), &expected) ||
       expected != in.tensor_content().size()) {
     return absl::InvalidArgumentError(absl::StrCat("TensorProto of dtype ", DataTypeName(dtype), " and shape ",
-                                                   shape->DebugString(), " needs ", n, " x ", DataTypeSize(dtype),
+                                                   shape.DebugString(), " needs ", n, " x ", DataTypeSize(dtype),
                                                    " bytes of content, found ", in.tensor_content().size()));
   }
-  absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, *shape);
-  if (!t.ok()) return t.status();
-  if (expected > 0) std::memcpy(t->raw_data(), in.tensor_content().data(), expected);
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape));
+  if (expected > 0) std::memcpy(t.raw_data(), in.tensor_content().data(), expected);
   if (dtype == DT_BOOL) {
     // Only 0 and 1 are valid bools; anything else is undefined behaviour to read.
-    const uint8_t* p = static_cast<const uint8_t*>(t->raw_data());
+    const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
     for (size_t i = 0; i < expected; ++i) {
       if (p[i] > 1) {
         return absl::InvalidArgumentError(

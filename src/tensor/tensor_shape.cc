@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 
 namespace distflow {
 
@@ -22,8 +23,7 @@ TensorShape::TensorShape(absl::Span<const int64_t> dims) : dims_(dims.begin(), d
 absl::StatusOr<TensorShape> TensorShape::FromDims(absl::Span<const int64_t> dims) {
   TensorShape shape;
   shape.dims_.assign(dims.begin(), dims.end());
-  absl::Status s = shape.Recompute();
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(shape.Recompute());
   return shape;
 }
 

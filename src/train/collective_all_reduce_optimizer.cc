@@ -1,6 +1,7 @@
 #include "distflow/train/collective_all_reduce_optimizer.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace distflow {
 
@@ -50,9 +51,8 @@ absl::StatusOr<Operation> CollectiveAllReduceOptimizer::ApplyGradients(const Sco
 absl::StatusOr<Operation> CollectiveAllReduceOptimizer::Minimize(const Scope& scope, const Output& loss,
                                                                  const Output* global_step,
                                                                  const std::vector<Output>& var_list) {
-  absl::StatusOr<Optimizer::GradsAndVars> grads = ComputeGradients(scope, loss, var_list);
-  if (!grads.ok()) return grads.status();
-  return ApplyGradients(scope, *grads, global_step);
+  ASSIGN_OR_RETURN(Optimizer::GradsAndVars grads, ComputeGradients(scope, loss, var_list));
+  return ApplyGradients(scope, grads, global_step);
 }
 
 absl::StatusOr<Operation> CollectiveAllReduceOptimizer::BroadcastVariables(const Scope& scope,

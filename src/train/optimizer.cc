@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "client/graph_state.h"
 #include "distflow/gradients.h"
 #include "graph/attr_value.h"
@@ -116,17 +117,15 @@ absl::StatusOr<Optimizer::GradsAndVars> Optimizer::ComputeGradients(const Scope&
   std::vector<Output> vars = var_list.empty() ? scope.TrainableVariables() : var_list;
   if (vars.empty()) return absl::InvalidArgumentError("ComputeGradients: no variables to optimize");
   for (const Output& v : vars) {
-    absl::Status s = CheckVariable(v);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(CheckVariable(v));
   }
-  absl::StatusOr<std::vector<Output>> grads = Gradients(scope, {loss}, vars);
-  if (!grads.ok()) return grads.status();
-  if (grads->size() != vars.size()) {
+  ASSIGN_OR_RETURN(std::vector<Output> grads, Gradients(scope, {loss}, vars));
+  if (grads.size() != vars.size()) {
     return absl::InternalError(
-        absl::StrCat("Gradients returned ", grads->size(), " gradients for ", vars.size(), " variables"));
+        absl::StrCat("Gradients returned ", grads.size(), " gradients for ", vars.size(), " variables"));
   }
   GradsAndVars out;
-  for (size_t i = 0; i < vars.size(); ++i) out.emplace_back((*grads)[i], vars[i]);
+  for (size_t i = 0; i < vars.size(); ++i) out.emplace_back(grads[i], vars[i]);
   return out;
 }
 
@@ -136,8 +135,7 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
   GradsAndVars pairs;
   std::vector<std::string> no_grad;
   for (const auto& [g, v] : grads_and_vars) {
-    absl::Status s = CheckVariable(v);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(CheckVariable(v));
     if (!g.ok()) {
       no_grad.push_back(v.name());
       continue;
@@ -163,13 +161,9 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
   for (const auto& [g, v] : pairs) {
     if (slots_.count({v.op().graph_state().get(), SlotKey(v)}) != 0) continue;
     slots_[{v.op().graph_state().get(), SlotKey(v)}];  // mark as done even for slot-less optimizers
-    absl::Status s = CreateSlots(Colocated(scope, v).WithNoControlDependencies(), v);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(CreateSlots(Colocated(scope, v).WithNoControlDependencies(), v));
   }
-  {
-    absl::Status s = Prepare(scope, pairs.front().second);
-    if (!s.ok()) return s;
-  }
+  { RETURN_IF_ERROR(Prepare(scope, pairs.front().second)); }
   if (!scope.ok()) return scope.status();
 
   // Every update waits for every gradient (TensorFlow gates the gradients
@@ -194,16 +188,14 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
   std::vector<Operation> updates;
   for (const auto& [g, v] : pairs) {
     IndexedSlices slices;
-    absl::StatusOr<Operation> op = AsIndexedSlices(g, &slices) ? ApplySparse(Colocated(update_scope, v), g, slices, v)
-                                                               : ApplyDense(Colocated(update_scope, v), g, v);
-    if (!op.ok()) return op.status();
-    if (!op->ok()) return scope.ok() ? absl::InternalError("the update op is invalid") : scope.status();
-    updates.push_back(*op);
+    ASSIGN_OR_RETURN(Operation op, AsIndexedSlices(g, &slices) ? ApplySparse(Colocated(update_scope, v), g, slices, v)
+                                                               : ApplyDense(Colocated(update_scope, v), g, v));
+    if (!op.ok()) return scope.ok() ? absl::InternalError("the update op is invalid") : scope.status();
+    updates.push_back(op);
   }
   std::vector<Operation> all = updates;
-  absl::StatusOr<std::vector<Operation>> finish = Finish(update_scope.WithControlDependencies(updates));
-  if (!finish.ok()) return finish.status();
-  all.insert(all.end(), finish->begin(), finish->end());
+  ASSIGN_OR_RETURN(std::vector<Operation> finish, Finish(update_scope.WithControlDependencies(updates)));
+  all.insert(all.end(), finish.begin(), finish.end());
   if (global_step != nullptr) {
     if (!global_step->ok() || !global_step->node()->output_is_ref(global_step->index())) {
       return absl::InvalidArgumentError("global_step must be a variable reference (see CreateGlobalStep)");
@@ -229,11 +221,10 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
 
 absl::StatusOr<Operation> Optimizer::Minimize(const Scope& scope, const Output& loss, const Output* global_step,
                                               const std::vector<Output>& var_list) {
-  absl::StatusOr<GradsAndVars> gv = ComputeGradients(scope, loss, var_list);
-  if (!gv.ok()) return gv.status();
+  ASSIGN_OR_RETURN(GradsAndVars gv, ComputeGradients(scope, loss, var_list));
   std::vector<std::string> names;
   bool any = false;
-  for (const auto& [g, v] : *gv) {
+  for (const auto& [g, v] : gv) {
     any |= g.ok();
     names.push_back(v.name());
   }
@@ -241,7 +232,7 @@ absl::StatusOr<Operation> Optimizer::Minimize(const Scope& scope, const Output& 
     return absl::InvalidArgumentError(absl::StrCat("No gradients provided for any variable, check that the loss '",
                                                    loss.name(), "' depends on them: ", absl::StrJoin(names, ", ")));
   }
-  return ApplyGradients(scope, *gv, global_step);
+  return ApplyGradients(scope, gv, global_step);
 }
 
 // ---------------------------------------------------------------------------
@@ -296,8 +287,7 @@ absl::StatusOr<Operation> AdagradOptimizer::ApplySparse(const Scope& scope, cons
 }
 
 absl::Status RMSPropOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
-  absl::StatusOr<Output> rms = CreateSlot(slot_scope, var, "rms", name(), 1.0);
-  if (!rms.ok()) return rms.status();
+  RETURN_IF_ERROR(CreateSlot(slot_scope, var, "rms", name(), 1.0).status());
   return CreateSlot(slot_scope, var, "momentum", name() + "_1", 0.0).status();
 }
 
@@ -309,8 +299,7 @@ absl::StatusOr<Operation> RMSPropOptimizer::ApplyDense(const Scope& scope, const
 }
 
 absl::Status AdamOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
-  absl::StatusOr<Output> m = CreateSlot(slot_scope, var, "m", name(), 0.0);
-  if (!m.ok()) return m.status();
+  RETURN_IF_ERROR(CreateSlot(slot_scope, var, "m", name(), 0.0).status());
   return CreateSlot(slot_scope, var, "v", name() + "_1", 0.0).status();
 }
 
@@ -395,8 +384,7 @@ absl::StatusOr<std::unique_ptr<FtrlOptimizer>> FtrlOptimizer::Create(double lear
 }
 
 absl::Status FtrlOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
-  absl::StatusOr<Output> accum = CreateSlot(slot_scope, var, "accum", name(), initial_);
-  if (!accum.ok()) return accum.status();
+  RETURN_IF_ERROR(CreateSlot(slot_scope, var, "accum", name(), initial_).status());
   return CreateSlot(slot_scope, var, "linear", name() + "_1", 0.0).status();
 }
 

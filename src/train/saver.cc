@@ -51,10 +51,9 @@ int64_t StepOf(const std::string& name) {
 
 absl::StatusOr<proto::CheckpointState> ReadState(const std::string& logdir) {
   const std::string path = Join(logdir, kStateFile);
-  absl::StatusOr<std::string> text = Env::Default()->ReadFile(path);
-  if (!text.ok()) return text.status();
+  ASSIGN_OR_RETURN(std::string text, Env::Default()->ReadFile(path));
   proto::CheckpointState state;
-  if (!google::protobuf::TextFormat::ParseFromString(*text, &state)) {
+  if (!google::protobuf::TextFormat::ParseFromString(text, &state)) {
     return absl::DataLossError(absl::StrCat("Checkpoint state file '", path, "' does not parse"));
   }
   return state;
@@ -244,12 +243,10 @@ absl::StatusOr<int64_t> Saver::CheckCompatible(const std::string& prefix) const 
 
 absl::StatusOr<proto::CheckpointIndex> Saver::ReadCompatibleIndex(const std::string& prefix) const {
   const std::string path = checkpoint::IndexFileName(prefix);
-  absl::StatusOr<std::string> contents = Env::Default()->ReadFile(path);
-  if (!contents.ok()) return contents.status();
-  absl::StatusOr<proto::CheckpointIndex> index = checkpoint::ParseIndex(*contents, path);
-  if (!index.ok()) return index.status();
+  ASSIGN_OR_RETURN(std::string contents, Env::Default()->ReadFile(path));
+  ASSIGN_OR_RETURN(proto::CheckpointIndex index, checkpoint::ParseIndex(contents, path));
   absl::flat_hash_map<std::string, const proto::CheckpointEntry*> entries;
-  for (const proto::CheckpointEntry& e : index->entry()) entries[e.name()] = &e;
+  for (const proto::CheckpointEntry& e : index.entry()) entries[e.name()] = &e;
   std::vector<std::string> missing, mismatched, extra;
   absl::flat_hash_map<std::string, bool> ours;
   for (const VarInfo& v : vars_) {
@@ -267,7 +264,7 @@ absl::StatusOr<proto::CheckpointIndex> Saver::ReadCompatibleIndex(const std::str
           absl::StrCat(v.name, ": the model has ", TypeString(v), ", the checkpoint ", checkpoint::EntryTypeString(e)));
     }
   }
-  for (const proto::CheckpointEntry& e : index->entry()) {
+  for (const proto::CheckpointEntry& e : index.entry()) {
     if (!ours.contains(e.name())) extra.push_back(absl::StrCat(e.name(), " (", checkpoint::EntryTypeString(e), ")"));
   }
   if (options_.allow_extra_in_checkpoint) extra.clear();
@@ -345,10 +342,9 @@ absl::StatusOr<std::vector<std::string>> CheckpointHistory(const std::string& lo
   }
   if (!absl::IsNotFound(state.status())) LOG(WARNING) << state.status().message() << "; looking for index files";
   if (!env->FileExists(logdir)) return out;
-  absl::StatusOr<std::vector<std::string>> files = env->ListDir(logdir);
-  if (!files.ok()) return files.status();
+  ASSIGN_OR_RETURN(std::vector<std::string> files, env->ListDir(logdir));
   std::vector<std::pair<int64_t, std::string>> found;
-  for (const std::string& f : *files) {
+  for (const std::string& f : files) {
     if (!absl::EndsWith(f, ".index")) continue;
     std::string name = f.substr(0, f.size() - 6);
     found.emplace_back(StepOf(name), Join(logdir, name));

@@ -266,8 +266,7 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
       }
     }
     if (!restored) {
-      absl::StatusOr<std::vector<Tensor>> r = session_->Run(options_.init_feed_dict, {}, {options_.init_op});
-      if (!r.ok()) return r.status();
+      RETURN_IF_ERROR(session_->Run(options_.init_feed_dict, {}, {options_.init_op}).status());
     }
     ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
     if (restored) {

@@ -223,9 +223,8 @@ SyncReplicasOptimizer::~SyncReplicasOptimizer() = default;
 absl::StatusOr<Operation> SyncReplicasOptimizer::Minimize(const Scope& scope, const Output& loss,
                                                           const Output* global_step,
                                                           const std::vector<Output>& var_list) {
-  absl::StatusOr<Optimizer::GradsAndVars> gv = ComputeGradients(scope, loss, var_list);
-  if (!gv.ok()) return gv.status();
-  return ApplyGradients(scope, *gv, global_step);
+  ASSIGN_OR_RETURN(Optimizer::GradsAndVars gv, ComputeGradients(scope, loss, var_list));
+  return ApplyGradients(scope, gv, global_step);
 }
 
 absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& scope,
@@ -317,9 +316,8 @@ absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& sco
   Operation status = ops::Raw(chief.WithDevice(DeviceOf(*global_step)), "SyncBarrierStatus", {}, BarrierAttrs());
   barrier_step_ = Output(status, 0, s);
   reported_ = Output(status, 1, s);
-  absl::StatusOr<Operation> apply = optimizer_->ApplyGradients(chief, averaged, global_step);
-  if (!apply.ok()) return apply.status();
-  Scope after = chief.WithDevice(DeviceOf(*global_step)).WithControlDependencies({*apply});
+  ASSIGN_OR_RETURN(Operation apply, optimizer_->ApplyGradients(chief, averaged, global_step));
+  Scope after = chief.WithDevice(DeviceOf(*global_step)).WithControlDependencies({apply});
   // The barrier counts in int64; TF1 programs often made an int32 global step.
   auto step64 = [&global_step](const Scope& sc) {
     Output id = ops::Identity(sc, *global_step);

@@ -1,6 +1,7 @@
 // Gradients of the array ops (TensorFlow's array_grad.py) and the no-gradient
 // list of sources, shape queries, random and state ops.
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "client/grad/grad_families.h"
 #include "client/graph_state.h"
 #include "graph/attr_value.h"
@@ -63,21 +64,19 @@ GRAD_FN(SliceGrad) {
 
 GRAD_FN(PackGrad) {
   const int n = op.node()->num_inputs();
-  absl::StatusOr<int64_t> axis = GetAttrInt(op.node()->def(), "axis");
-  if (!axis.ok()) return axis.status();
-  *out = ops::Unpack(s, g[0], n, static_cast<int>(*axis));
+  ASSIGN_OR_RETURN(int64_t axis, GetAttrInt(op.node()->def(), "axis"));
+  *out = ops::Unpack(s, g[0], n, static_cast<int>(axis));
   return Done(s);
 }
 
 GRAD_FN(UnpackGrad) {
-  absl::StatusOr<int64_t> axis = GetAttrInt(op.node()->def(), "axis");
-  if (!axis.ok()) return axis.status();
+  ASSIGN_OR_RETURN(int64_t axis, GetAttrInt(op.node()->def(), "axis"));
   std::vector<Output> parts;
   for (int i = 0; i < op.node()->num_outputs(); ++i) {
     const Output& gi = g[static_cast<size_t>(i)];
     parts.push_back(gi.ok() ? gi : ops::ZerosLike(s, Out(s, op, i)));
   }
-  *out = {ops::Pack(s, parts, static_cast<int>(*axis))};
+  *out = {ops::Pack(s, parts, static_cast<int>(axis))};
   return Done(s);
 }
 

@@ -3,6 +3,7 @@
 // gradients of its results (zeros for results nothing depends on). The
 // client may have put the gradient function in the node's `grad_f` already.
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "client/grad/grad_families.h"
 #include "client/graph_state.h"
 #include "distflow/function.h"
@@ -16,9 +17,8 @@ absl::Status CallGrad(const Scope& s, const Operation& op, const std::vector<Out
   absl::StatusOr<std::string> grad_f = GetAttrString(def, "grad_f");
   std::string gf = grad_f.ok() ? *grad_f : "";
   if (gf.empty()) {
-    absl::StatusOr<std::string> f = GetAttrString(def, "f");
-    if (!f.ok()) return f.status();
-    absl::StatusOr<std::string> made = MakeGradientFunctionDef(*f);
+    ASSIGN_OR_RETURN(std::string f, GetAttrString(def, "f"));
+    absl::StatusOr<std::string> made = MakeGradientFunctionDef(f);
     if (!made.ok()) {
       return absl::Status(made.status().code(),
                           absl::StrCat("Gradient of '", op.name(), "' (Call): ", made.status().message()));

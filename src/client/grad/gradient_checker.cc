@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "distflow/gradients.h"
 #include "distflow/ops.h"
 #include "distflow/session.h"
@@ -30,20 +31,18 @@ absl::StatusOr<GradientCheckResult> CheckGradients(const Scope& scope, const std
   Session sess;
   FeedDict feeds;
   for (size_t i = 0; i < xs.size(); ++i) feeds.push_back({xs[i], x_values[i]});
-  absl::StatusOr<std::vector<Tensor>> y0 = sess.Run(feeds, ys);
-  if (!y0.ok()) return y0.status();
+  ASSIGN_OR_RETURN(std::vector<Tensor> y0, sess.Run(feeds, ys));
 
   std::vector<Output> dys;
   for (size_t k = 0; k < ys.size(); ++k) {
-    dys.push_back(ops::Placeholder(scope, DT_DOUBLE, PartialShape((*y0)[k].shape())));
+    dys.push_back(ops::Placeholder(scope, DT_DOUBLE, PartialShape(y0[k].shape())));
   }
-  absl::StatusOr<std::vector<Output>> grads = Gradients(scope, ys, xs, dys);
-  if (!grads.ok()) return grads.status();
+  ASSIGN_OR_RETURN(std::vector<Output> grads, Gradients(scope, ys, xs, dys));
   if (!scope.ok()) return scope.status();
 
   int64_t nx = 0, ny = 0;
   for (const Tensor& t : x_values) nx += t.NumElements();
-  for (const Tensor& t : *y0) ny += t.NumElements();
+  for (const Tensor& t : y0) ny += t.NumElements();
   GradientCheckResult r;
   r.theoretical.assign(static_cast<size_t>(nx), std::vector<double>(static_cast<size_t>(ny), 0.0));
   r.numeric = r.theoretical;
@@ -51,8 +50,8 @@ absl::StatusOr<GradientCheckResult> CheckGradients(const Scope& scope, const std
   std::vector<Output> fetch;
   std::vector<size_t> fetch_x;
   for (size_t i = 0; i < xs.size(); ++i) {
-    if ((*grads)[i].ok()) {
-      fetch.push_back((*grads)[i]);
+    if (grads[i].ok()) {
+      fetch.push_back(grads[i]);
       fetch_x.push_back(i);
     }
   }
@@ -62,20 +61,19 @@ absl::StatusOr<GradientCheckResult> CheckGradients(const Scope& scope, const std
   // Theoretical: one run per y element.
   int64_t col = 0;
   for (size_t k = 0; k < ys.size(); ++k) {
-    for (int64_t j = 0; j < (*y0)[k].NumElements(); ++j, ++col) {
+    for (int64_t j = 0; j < y0[k].NumElements(); ++j, ++col) {
       if (fetch.empty()) continue;
       FeedDict f = feeds;
       for (size_t m = 0; m < ys.size(); ++m) {
-        Tensor dy(DT_DOUBLE, (*y0)[m].shape());
+        Tensor dy(DT_DOUBLE, y0[m].shape());
         auto d = dy.flat<double>();
         std::fill(d.begin(), d.end(), 0.0);
         if (m == k) d[static_cast<size_t>(j)] = 1.0;
         f.push_back({dys[m], dy});
       }
-      absl::StatusOr<std::vector<Tensor>> out = sess.Run(f, fetch);
-      if (!out.ok()) return out.status();
+      ASSIGN_OR_RETURN(std::vector<Tensor> out, sess.Run(f, fetch));
       for (size_t q = 0; q < fetch.size(); ++q) {
-        const Tensor& gt = (*out)[q];
+        const Tensor& gt = out[q];
         const size_t xi = fetch_x[q];
         if (gt.NumElements() != x_values[xi].NumElements()) {
           return absl::InternalError(absl::StrCat("the gradient of x ", xi, " has shape ", gt.shape().DebugString(),
@@ -101,10 +99,9 @@ absl::StatusOr<GradientCheckResult> CheckGradients(const Scope& scope, const std
         std::copy(src.begin(), src.end(), dst.begin());
         dst[static_cast<size_t>(e)] += sign * delta;
         f[i].second = xv;
-        absl::StatusOr<std::vector<Tensor>> out = sess.Run(f, ys);
-        if (!out.ok()) return out.status();
+        ASSIGN_OR_RETURN(std::vector<Tensor> out, sess.Run(f, ys));
         std::vector<double>& v = sign > 0 ? plus : minus;
-        for (const Tensor& t : *out) {
+        for (const Tensor& t : out) {
           for (double d : t.flat<double>()) v.push_back(d);
         }
       }
@@ -129,9 +126,8 @@ absl::StatusOr<GradientCheckResult> CheckGradients(const Scope& scope, const std
 absl::StatusOr<double> ComputeGradientError(const Scope& scope, const std::vector<Output>& xs,
                                             const std::vector<Tensor>& x_values, const std::vector<Output>& ys,
                                             double delta) {
-  absl::StatusOr<GradientCheckResult> r = CheckGradients(scope, xs, x_values, ys, delta);
-  if (!r.ok()) return r.status();
-  return r->max_abs_error;
+  ASSIGN_OR_RETURN(GradientCheckResult r, CheckGradients(scope, xs, x_values, ys, delta));
+  return r.max_abs_error;
 }
 
 }  // namespace distflow

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -31,16 +32,14 @@ absl::Status ReshapeShape(InferenceContext* c) {
   const PartialShape& in = c->input(0);
   std::vector<int64_t> dims;
   if (!c->ConstantInputAsInts(1, &dims)) {
-    absl::StatusOr<PartialShape> s = c->WithRank(c->input(1), 1, "Reshape's shape");
-    if (!s.ok()) return s.status();
-    int64_t n = s->dim(0);
+    ASSIGN_OR_RETURN(PartialShape s, c->WithRank(c->input(1), 1, "Reshape's shape"));
+    int64_t n = s.dim(0);
     c->set_output(0, n >= 0 ? PartialShape::UnknownOfRank(static_cast<int>(n)) : PartialShape::Unknown());
     return absl::OkStatus();
   }
   if (c->input(1).rank() > 1) return absl::InvalidArgumentError("shape must be a vector");
-  absl::StatusOr<std::vector<int64_t>> resolved = ResolveReshape(std::move(dims), in.num_elements(), in.DebugString());
-  if (!resolved.ok()) return resolved.status();
-  dims = std::move(*resolved);
+  ASSIGN_OR_RETURN(std::vector<int64_t> resolved, ResolveReshape(std::move(dims), in.num_elements(), in.DebugString()));
+  dims = std::move(resolved);
   c->set_output(0, PartialShape(absl::MakeConstSpan(dims)));
   return absl::OkStatus();
 }
@@ -52,8 +51,7 @@ absl::Status ShapeShape(InferenceContext* c) {
 }
 
 absl::Status FillShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> v = c->WithRank(c->input(1), 0, "Fill's value");
-  if (!v.ok()) return v.status();
+  RETURN_IF_ERROR(c->WithRank(c->input(1), 0, "Fill's value").status());
   std::vector<int64_t> dims;
   if (c->ConstantInputAsInts(0, &dims)) {
     if (c->input(0).rank() != 1) return absl::InvalidArgumentError("dims must be a vector");
@@ -63,9 +61,8 @@ absl::Status FillShape(InferenceContext* c) {
     c->set_output(0, PartialShape(absl::MakeConstSpan(dims)));
     return absl::OkStatus();
   }
-  absl::StatusOr<PartialShape> s = c->WithRank(c->input(0), 1, "Fill's dims");
-  if (!s.ok()) return s.status();
-  c->set_output(0, s->dim(0) >= 0 ? PartialShape::UnknownOfRank(static_cast<int>(s->dim(0))) : PartialShape::Unknown());
+  ASSIGN_OR_RETURN(PartialShape s, c->WithRank(c->input(0), 1, "Fill's dims"));
+  c->set_output(0, s.dim(0) >= 0 ? PartialShape::UnknownOfRank(static_cast<int>(s.dim(0))) : PartialShape::Unknown());
   return absl::OkStatus();
 }
 
@@ -283,8 +280,7 @@ absl::Status TileShape(InferenceContext* c) {
 
 absl::Status RangeShape(InferenceContext* c) {
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<PartialShape> s = c->WithRank(c->input(i), 0, i == 0 ? "start" : i == 1 ? "limit" : "delta");
-    if (!s.ok()) return s.status();
+    RETURN_IF_ERROR(c->WithRank(c->input(i), 0, i == 0 ? "start" : i == 1 ? "limit" : "delta").status());
   }
   const Tensor* ts[3] = {c->input_tensor(0), c->input_tensor(1), c->input_tensor(2)};
   if (ts[0] == nullptr || ts[1] == nullptr || ts[2] == nullptr) {
@@ -315,13 +311,11 @@ absl::Status RangeShape(InferenceContext* c) {
 
 absl::Status OneHotShape(InferenceContext* c) {
   for (int i = 1; i < 4; ++i) {
-    absl::StatusOr<PartialShape> s = c->WithRank(c->input(i), 0, i == 1 ? "depth" : i == 2 ? "on_value" : "off_value");
-    if (!s.ok()) return s.status();
+    RETURN_IF_ERROR(c->WithRank(c->input(i), 0, i == 1 ? "depth" : i == 2 ? "on_value" : "off_value").status());
   }
-  absl::StatusOr<int64_t> axis = GetAttrInt(c->node(), "axis");
-  if (!axis.ok()) return axis.status();
-  if (*axis < -1)
-    return absl::InvalidArgumentError(absl::StrCat("Expected axis to be -1 or between [0, rank], got ", *axis));
+  ASSIGN_OR_RETURN(int64_t axis, GetAttrInt(c->node(), "axis"));
+  if (axis < -1)
+    return absl::InvalidArgumentError(absl::StrCat("Expected axis to be -1 or between [0, rank], got ", axis));
   int64_t depth = kUnknown;
   std::vector<int64_t> d;
   if (c->ConstantInputAsInts(1, &d) && d.size() == 1) {
@@ -333,11 +327,11 @@ absl::Status OneHotShape(InferenceContext* c) {
     c->set_output(0, PartialShape::Unknown());
     return absl::OkStatus();
   }
-  if (*axis > in.rank()) {
+  if (axis > in.rank()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Expected axis to be -1 or between [0, ", in.rank(), "], got ", *axis));
+        absl::StrCat("Expected axis to be -1 or between [0, ", in.rank(), "], got ", axis));
   }
-  int64_t a = *axis == -1 ? in.rank() : *axis;
+  int64_t a = axis == -1 ? in.rank() : axis;
   std::vector<int64_t> out(in.dims().begin(), in.dims().end());
   out.insert(out.begin() + a, depth);
   c->set_output(0, PartialShape(absl::MakeConstSpan(out)));

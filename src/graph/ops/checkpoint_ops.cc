@@ -12,12 +12,10 @@ namespace distflow {
 namespace {
 
 absl::Status NamesMatchVars(InferenceContext* c) {
-  absl::StatusOr<std::vector<std::string>> names = GetAttrStringList(c->node(), "names");
-  if (!names.ok()) return names.status();
-  absl::StatusOr<std::vector<DataType>> dtypes = GetAttrTypeList(c->node(), "dtypes");
-  if (!dtypes.ok()) return dtypes.status();
-  if (names->size() != dtypes->size()) {
-    return absl::InvalidArgumentError(absl::StrCat("has ", names->size(), " names for ", dtypes->size(), " variables"));
+  ASSIGN_OR_RETURN(std::vector<std::string> names, GetAttrStringList(c->node(), "names"));
+  ASSIGN_OR_RETURN(std::vector<DataType> dtypes, GetAttrTypeList(c->node(), "dtypes"));
+  if (names.size() != dtypes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("has ", names.size(), " names for ", dtypes.size(), " variables"));
   }
   return absl::OkStatus();
 }

@@ -19,9 +19,8 @@ namespace distflow {
 namespace {
 
 absl::Status CheckGroupSize(InferenceContext* c) {
-  absl::StatusOr<int64_t> n = GetAttrInt(c->node(), "group_size");
-  if (!n.ok()) return n.status();
-  if (*n < 1) return absl::InvalidArgumentError(absl::StrCat("group_size must be at least 1, got ", *n));
+  ASSIGN_OR_RETURN(int64_t n, GetAttrInt(c->node(), "group_size"));
+  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("group_size must be at least 1, got ", n));
   return absl::OkStatus();
 }
 
@@ -43,18 +42,17 @@ absl::Status CheckReduceOps(InferenceContext* c) {
 // Output 0 has the shape attribute (which must fit input 0, if any).
 absl::Status ShapeAttrShape(InferenceContext* c) {
   RETURN_IF_ERROR(CheckGroupSize(c));
-  absl::StatusOr<PartialShape> shape = GetAttrShape(c->node(), "shape");
-  if (!shape.ok()) return shape.status();
+  ASSIGN_OR_RETURN(PartialShape shape, GetAttrShape(c->node(), "shape"));
   if (c->num_inputs() > 0) {
-    absl::StatusOr<PartialShape> merged = c->input(0).Merge(*shape);
+    absl::StatusOr<PartialShape> merged = c->input(0).Merge(shape);
     if (!merged.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("the input's shape ", c->input(0).DebugString(),
-                                                     " does not fit the shape attribute ", shape->DebugString()));
+                                                     " does not fit the shape attribute ", shape.DebugString()));
     }
     c->set_output(0, *merged);
     return absl::OkStatus();
   }
-  c->set_output(0, *shape);
+  c->set_output(0, shape);
   return absl::OkStatus();
 }
 

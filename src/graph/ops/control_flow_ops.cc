@@ -3,6 +3,7 @@
 // run by the executor). Their kernels only forward values; deadness, frames
 // and iterations are the executor's (runtime/executor_frames.h).
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -11,8 +12,7 @@ namespace distflow {
 namespace {
 
 absl::Status SwitchShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> pred = c->WithRank(c->input(1), 0, "pred");
-  if (!pred.ok()) return pred.status();
+  RETURN_IF_ERROR(c->WithRank(c->input(1), 0, "pred").status());
   c->set_output(0, c->input(0));
   c->set_output(1, c->input(0));
   return absl::OkStatus();
@@ -49,13 +49,12 @@ absl::Status EnterShape(InferenceContext* c) {
     c->set_output(0, c->input(0));
     return absl::OkStatus();
   }
-  absl::StatusOr<PartialShape> inv = GetAttrShape(c->node(), "_shape_invariant");
-  if (!inv.ok()) return inv.status();
-  if (!inv->IsCompatibleWith(c->input(0))) {
+  ASSIGN_OR_RETURN(PartialShape inv, GetAttrShape(c->node(), "_shape_invariant"));
+  if (!inv.IsCompatibleWith(c->input(0))) {
     return absl::InvalidArgumentError(absl::StrCat("the initial value's shape ", c->input(0).DebugString(),
-                                                   " does not fit the shape invariant ", inv->DebugString()));
+                                                   " does not fit the shape invariant ", inv.DebugString()));
   }
-  c->set_output(0, *inv);
+  c->set_output(0, inv);
   return absl::OkStatus();
 }
 
@@ -89,9 +88,8 @@ void RegisterControlFlowOps(OpRegistry* r) {
       OpDefBuilder("NextIteration").Input("data: T").Output("output: T").Attr("T: type").SetShapeFn(UnchangedShape));
   r->MustRegister(
       OpDefBuilder("LoopCond").Input("input: bool").Output("output: bool").SetShapeFn([](InferenceContext* c) {
-        absl::StatusOr<PartialShape> s = c->WithRank(c->input(0), 0, "input");
-        if (!s.ok()) return s.status();
-        c->set_output(0, *s);
+        ASSIGN_OR_RETURN(PartialShape s, c->WithRank(c->input(0), 0, "input"));
+        c->set_output(0, s);
         return absl::OkStatus();
       }));
   // Waits for its control inputs, live or dead, and is always live (the

@@ -1,4 +1,5 @@
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -11,9 +12,8 @@ void RegisterCoreOps(OpRegistry* r) {
                       .Attr("value: tensor")
                       .Attr("dtype: type")
                       .SetShapeFn([](InferenceContext* c) {
-                        absl::StatusOr<Tensor> v = GetAttrTensor(c->node(), "value");
-                        if (!v.ok()) return v.status();
-                        c->set_output(0, PartialShape(v->shape()));
+                        ASSIGN_OR_RETURN(Tensor v, GetAttrTensor(c->node(), "value"));
+                        c->set_output(0, PartialShape(v.shape()));
                         return absl::OkStatus();
                       }));
   r->MustRegister(OpDefBuilder("Placeholder")
@@ -21,9 +21,8 @@ void RegisterCoreOps(OpRegistry* r) {
                       .Attr("dtype: type")
                       .Attr("shape: shape")
                       .SetShapeFn([](InferenceContext* c) {
-                        absl::StatusOr<PartialShape> s = GetAttrShape(c->node(), "shape");
-                        if (!s.ok()) return s.status();
-                        c->set_output(0, *s);
+                        ASSIGN_OR_RETURN(PartialShape s, GetAttrShape(c->node(), "shape"));
+                        c->set_output(0, s);
                         return absl::OkStatus();
                       }));
   r->MustRegister(OpDefBuilder("PlaceholderWithDefault")
@@ -32,14 +31,13 @@ void RegisterCoreOps(OpRegistry* r) {
                       .Attr("dtype: type")
                       .Attr("shape: shape")
                       .SetShapeFn([](InferenceContext* c) {
-                        absl::StatusOr<PartialShape> s = GetAttrShape(c->node(), "shape");
-                        if (!s.ok()) return s.status();
-                        if (!s->IsCompatibleWith(c->input(0))) {
+                        ASSIGN_OR_RETURN(PartialShape s, GetAttrShape(c->node(), "shape"));
+                        if (!s.IsCompatibleWith(c->input(0))) {
                           return absl::InvalidArgumentError(absl::StrCat("default value of shape ",
                                                                          c->input(0).DebugString(),
-                                                                         " does not fit shape ", s->DebugString()));
+                                                                         " does not fit shape ", s.DebugString()));
                         }
-                        c->set_output(0, *s);
+                        c->set_output(0, s);
                         return absl::OkStatus();
                       }));
   r->MustRegister(

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -44,15 +45,14 @@ absl::Status ExpandDimsShape(InferenceContext* c) {
 
 absl::Status SqueezeShape(InferenceContext* c) {
   const PartialShape& in = c->input(0);
-  absl::StatusOr<std::vector<int64_t>> axes = GetAttrIntList(c->node(), "squeeze_dims");
-  if (!axes.ok()) return axes.status();
+  ASSIGN_OR_RETURN(std::vector<int64_t> axes, GetAttrIntList(c->node(), "squeeze_dims"));
   if (in.unknown_rank()) {
     c->set_output(0, PartialShape::Unknown());
     return absl::OkStatus();
   }
   const int64_t rank = in.rank();
   std::vector<bool> drop(static_cast<size_t>(rank), false);
-  for (int64_t a : *axes) {
+  for (int64_t a : axes) {
     if (a < -rank || a >= rank) {
       return absl::InvalidArgumentError(
           absl::StrCat("Squeeze: axis ", a, " is out of range [", -rank, ", ", rank, ") for shape ", in.DebugString()));
@@ -68,7 +68,7 @@ absl::Status SqueezeShape(InferenceContext* c) {
   std::vector<int64_t> out;
   for (int64_t i = 0; i < rank; ++i) {
     const int64_t d = in.dim(static_cast<int>(i));
-    if (axes->empty()) {
+    if (axes.empty()) {
       if (d < 0) {  // might be 1: the rank is unknown
         c->set_output(0, PartialShape::Unknown());
         return absl::OkStatus();

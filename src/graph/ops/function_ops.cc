@@ -14,10 +14,9 @@ namespace distflow {
 namespace {
 
 absl::Status CallShape(InferenceContext* c) {
-  absl::StatusOr<std::string> f = GetAttrString(c->node(), "f");
-  if (!f.ok()) return f.status();
+  ASSIGN_OR_RETURN(std::string f, GetAttrString(c->node(), "f"));
   proto::FunctionDef def;
-  if (!def.ParseFromString(*f)) return absl::InvalidArgumentError("attribute 'f' is not a serialized FunctionDef");
+  if (!def.ParseFromString(f)) return absl::InvalidArgumentError("attribute 'f' is not a serialized FunctionDef");
   if (def.arg_size() != c->num_inputs() || def.ret_size() != c->num_outputs()) {
     return absl::InvalidArgumentError(
         absl::StrCat("function '", def.name(), "' takes ", def.arg_size(), " arguments and gives ", def.ret_size(),
@@ -32,9 +31,8 @@ absl::Status CallShape(InferenceContext* c) {
   }
   for (int i = 0; i < c->num_outputs(); ++i) {
     if (i < def.ret_shape_size()) {
-      absl::StatusOr<PartialShape> s = PartialShape::FromProto(def.ret_shape(i));
-      if (!s.ok()) return s.status();
-      c->set_output(i, *s);
+      ASSIGN_OR_RETURN(PartialShape s, PartialShape::FromProto(def.ret_shape(i)));
+      c->set_output(i, s);
     }
   }
   return absl::OkStatus();

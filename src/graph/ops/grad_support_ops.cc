@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -26,8 +27,7 @@ namespace {
 constexpr int64_t kUnknown = PartialShape::kUnknownDim;
 
 absl::Status UnknownVector(InferenceContext* c, int i, const char* what) {
-  absl::StatusOr<PartialShape> s = c->WithRank(c->input(i), 1, what);
-  if (!s.ok()) return s.status();
+  RETURN_IF_ERROR(c->WithRank(c->input(i), 1, what).status());
   return absl::OkStatus();
 }
 
@@ -42,9 +42,8 @@ absl::Status BroadcastGradientArgsShape(InferenceContext* c) {
 }
 
 absl::Status ReducedShapeShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> s = c->WithRank(c->input(0), 1, "input_shape");
-  if (!s.ok()) return s.status();
-  c->set_output(0, *s);
+  ASSIGN_OR_RETURN(PartialShape s, c->WithRank(c->input(0), 1, "input_shape"));
+  c->set_output(0, s);
   return absl::OkStatus();
 }
 
@@ -54,19 +53,16 @@ absl::Status BroadcastToShape(InferenceContext* c) {
     c->set_output(0, PartialShape(absl::MakeConstSpan(dims)));
     return absl::OkStatus();
   }
-  absl::StatusOr<PartialShape> s = c->WithRank(c->input(1), 1, "shape");
-  if (!s.ok()) return s.status();
-  c->set_output(0, s->dim(0) >= 0 ? PartialShape::UnknownOfRank(static_cast<int>(s->dim(0))) : PartialShape::Unknown());
+  ASSIGN_OR_RETURN(PartialShape s, c->WithRank(c->input(1), 1, "shape"));
+  c->set_output(0, s.dim(0) >= 0 ? PartialShape::UnknownOfRank(static_cast<int>(s.dim(0))) : PartialShape::Unknown());
   return absl::OkStatus();
 }
 
 absl::Status ConcatOffsetShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> d = c->WithRank(c->input(0), 0, "concat_dim");
-  if (!d.ok()) return d.status();
+  RETURN_IF_ERROR(c->WithRank(c->input(0), 0, "concat_dim").status());
   for (int i = 1; i < c->num_inputs(); ++i) {
-    absl::StatusOr<PartialShape> s = c->WithRank(c->input(i), 1, "shape");
-    if (!s.ok()) return s.status();
-    c->set_output(i - 1, *s);
+    ASSIGN_OR_RETURN(PartialShape s, c->WithRank(c->input(i), 1, "shape"));
+    c->set_output(i - 1, s);
   }
   return absl::OkStatus();
 }
@@ -77,9 +73,8 @@ absl::Status SliceGradShape(InferenceContext* c) {
     c->set_output(0, PartialShape(absl::MakeConstSpan(dims)));
     return absl::OkStatus();
   }
-  absl::StatusOr<PartialShape> s = c->WithRank(c->input(0), 1, "input_shape");
-  if (!s.ok()) return s.status();
-  c->set_output(0, s->dim(0) >= 0 ? PartialShape::UnknownOfRank(static_cast<int>(s->dim(0))) : PartialShape::Unknown());
+  ASSIGN_OR_RETURN(PartialShape s, c->WithRank(c->input(0), 1, "input_shape"));
+  c->set_output(0, s.dim(0) >= 0 ? PartialShape::UnknownOfRank(static_cast<int>(s.dim(0))) : PartialShape::Unknown());
   return absl::OkStatus();
 }
 

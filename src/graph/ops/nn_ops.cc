@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -22,35 +23,28 @@ std::string IntsStr(const std::vector<int64_t>& v) {
 // The windowed output size (graph/window.h); -1 if `in` or `k` is unknown.
 absl::StatusOr<int64_t> OutSize(int64_t in, int64_t k, int64_t s, bool same, const char* what) {
   if (in < 0 || k < 0) return int64_t{-1};
-  absl::StatusOr<WindowDim> d = ComputeWindow(in, k, s, same, what);
-  if (!d.ok()) return d.status();
-  return d->out;
+  ASSIGN_OR_RETURN(WindowDim d, ComputeWindow(in, k, s, same, what));
+  return d.out;
 }
 
 absl::Status Conv2DShape(InferenceContext* c) {
-  absl::StatusOr<WindowAttrs> a = ReadWindowAttrs(c->node(), false);
-  if (!a.ok()) return a.status();
-  absl::StatusOr<PartialShape> in = c->WithRank(c->input(0), 4, "input");
-  if (!in.ok()) return in.status();
-  absl::StatusOr<PartialShape> f = c->WithRank(c->input(1), 4, "filter");
-  if (!f.ok()) return f.status();
-  if (in->dim(3) >= 0 && f->dim(2) >= 0 && in->dim(3) != f->dim(2)) {
+  ASSIGN_OR_RETURN(WindowAttrs a, ReadWindowAttrs(c->node(), false));
+  ASSIGN_OR_RETURN(PartialShape in, c->WithRank(c->input(0), 4, "input"));
+  ASSIGN_OR_RETURN(PartialShape f, c->WithRank(c->input(1), 4, "filter"));
+  if (in.dim(3) >= 0 && f.dim(2) >= 0 && in.dim(3) != f.dim(2)) {
     return absl::InvalidArgumentError(absl::StrCat("input depth must equal filter in-channels: input ",
-                                                   in->DebugString(), " has ", in->dim(3), " channels, filter ",
-                                                   f->DebugString(), " has ", f->dim(2)));
+                                                   in.DebugString(), " has ", in.dim(3), " channels, filter ",
+                                                   f.DebugString(), " has ", f.dim(2)));
   }
-  absl::StatusOr<int64_t> oh = OutSize(in->dim(1), f->dim(0), a->sh, a->same, "filter");
-  if (!oh.ok()) return oh.status();
-  absl::StatusOr<int64_t> ow = OutSize(in->dim(2), f->dim(1), a->sw, a->same, "filter");
-  if (!ow.ok()) return ow.status();
-  c->set_output(0, PartialShape({in->dim(0), *oh, *ow, f->dim(3)}));
+  ASSIGN_OR_RETURN(int64_t oh, OutSize(in.dim(1), f.dim(0), a.sh, a.same, "filter"));
+  ASSIGN_OR_RETURN(int64_t ow, OutSize(in.dim(2), f.dim(1), a.sw, a.same, "filter"));
+  c->set_output(0, PartialShape({in.dim(0), oh, ow, f.dim(3)}));
   return absl::OkStatus();
 }
 
 // Output 0 is the 4-vector value of constant input `i` when known.
 absl::Status ShapeFromSizesInput(InferenceContext* c, int i, const char* what) {
-  absl::StatusOr<PartialShape> s = c->WithRank(c->input(i), 1, what);
-  if (!s.ok()) return s.status();
+  RETURN_IF_ERROR(c->WithRank(c->input(i), 1, what).status());
   std::vector<int64_t> v;
   if (c->ConstantInputAsInts(i, &v)) {
     if (v.size() != 4) {
@@ -64,115 +58,92 @@ absl::Status ShapeFromSizesInput(InferenceContext* c, int i, const char* what) {
 }
 
 absl::Status Conv2DBackpropInputShape(InferenceContext* c) {
-  absl::StatusOr<WindowAttrs> a = ReadWindowAttrs(c->node(), false);
-  if (!a.ok()) return a.status();
-  absl::StatusOr<PartialShape> f = c->WithRank(c->input(1), 4, "filter");
-  if (!f.ok()) return f.status();
-  absl::StatusOr<PartialShape> g = c->WithRank(c->input(2), 4, "out_backprop");
-  if (!g.ok()) return g.status();
+  RETURN_IF_ERROR(ReadWindowAttrs(c->node(), false).status());
+  RETURN_IF_ERROR(c->WithRank(c->input(1), 4, "filter").status());
+  RETURN_IF_ERROR(c->WithRank(c->input(2), 4, "out_backprop").status());
   return ShapeFromSizesInput(c, 0, "input_sizes");
 }
 
 absl::Status Conv2DBackpropFilterShape(InferenceContext* c) {
-  absl::StatusOr<WindowAttrs> a = ReadWindowAttrs(c->node(), false);
-  if (!a.ok()) return a.status();
-  absl::StatusOr<PartialShape> in = c->WithRank(c->input(0), 4, "input");
-  if (!in.ok()) return in.status();
-  absl::StatusOr<PartialShape> g = c->WithRank(c->input(2), 4, "out_backprop");
-  if (!g.ok()) return g.status();
+  RETURN_IF_ERROR(ReadWindowAttrs(c->node(), false).status());
+  RETURN_IF_ERROR(c->WithRank(c->input(0), 4, "input").status());
+  RETURN_IF_ERROR(c->WithRank(c->input(2), 4, "out_backprop").status());
   return ShapeFromSizesInput(c, 1, "filter_sizes");
 }
 
 absl::Status PoolShape(InferenceContext* c) {
-  absl::StatusOr<WindowAttrs> a = ReadWindowAttrs(c->node(), true);
-  if (!a.ok()) return a.status();
-  absl::StatusOr<PartialShape> in = c->WithRank(c->input(0), 4, "input");
-  if (!in.ok()) return in.status();
-  absl::StatusOr<int64_t> oh = OutSize(in->dim(1), a->kh, a->sh, a->same, "pooling");
-  if (!oh.ok()) return oh.status();
-  absl::StatusOr<int64_t> ow = OutSize(in->dim(2), a->kw, a->sw, a->same, "pooling");
-  if (!ow.ok()) return ow.status();
-  c->set_output(0, PartialShape({in->dim(0), *oh, *ow, in->dim(3)}));
+  ASSIGN_OR_RETURN(WindowAttrs a, ReadWindowAttrs(c->node(), true));
+  ASSIGN_OR_RETURN(PartialShape in, c->WithRank(c->input(0), 4, "input"));
+  ASSIGN_OR_RETURN(int64_t oh, OutSize(in.dim(1), a.kh, a.sh, a.same, "pooling"));
+  ASSIGN_OR_RETURN(int64_t ow, OutSize(in.dim(2), a.kw, a.sw, a.same, "pooling"));
+  c->set_output(0, PartialShape({in.dim(0), oh, ow, in.dim(3)}));
   return absl::OkStatus();
 }
 
 absl::Status MaxPoolGradShape(InferenceContext* c) {
-  absl::StatusOr<WindowAttrs> a = ReadWindowAttrs(c->node(), true);
-  if (!a.ok()) return a.status();
-  absl::StatusOr<PartialShape> in = c->WithRank(c->input(0), 4, "orig_input");
-  if (!in.ok()) return in.status();
-  absl::StatusOr<PartialShape> o = c->WithRank(c->input(1), 4, "orig_output");
-  if (!o.ok()) return o.status();
-  absl::StatusOr<PartialShape> g = c->WithRank(c->input(2), 4, "grad");
-  if (!g.ok()) return g.status();
-  if (!o->Merge(*g).ok()) {
+  RETURN_IF_ERROR(ReadWindowAttrs(c->node(), true).status());
+  ASSIGN_OR_RETURN(PartialShape in, c->WithRank(c->input(0), 4, "orig_input"));
+  ASSIGN_OR_RETURN(PartialShape o, c->WithRank(c->input(1), 4, "orig_output"));
+  ASSIGN_OR_RETURN(PartialShape g, c->WithRank(c->input(2), 4, "grad"));
+  if (!o.Merge(g).ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("orig_output ", o->DebugString(), " and grad ", g->DebugString(), " must have the same shape"));
+        absl::StrCat("orig_output ", o.DebugString(), " and grad ", g.DebugString(), " must have the same shape"));
   }
-  c->set_output(0, *in);
+  c->set_output(0, in);
   return absl::OkStatus();
 }
 
 absl::Status AvgPoolGradShape(InferenceContext* c) {
-  absl::StatusOr<WindowAttrs> a = ReadWindowAttrs(c->node(), true);
-  if (!a.ok()) return a.status();
-  absl::StatusOr<PartialShape> g = c->WithRank(c->input(1), 4, "grad");
-  if (!g.ok()) return g.status();
+  RETURN_IF_ERROR(ReadWindowAttrs(c->node(), true).status());
+  RETURN_IF_ERROR(c->WithRank(c->input(1), 4, "grad").status());
   return ShapeFromSizesInput(c, 0, "orig_input_shape");
 }
 
 absl::Status BiasAddShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> v = c->WithRankAtLeast(c->input(0), 2, "value");
-  if (!v.ok()) return v.status();
-  absl::StatusOr<PartialShape> b = c->WithRank(c->input(1), 1, "bias");
-  if (!b.ok()) return b.status();
+  ASSIGN_OR_RETURN(PartialShape v, c->WithRankAtLeast(c->input(0), 2, "value"));
+  ASSIGN_OR_RETURN(PartialShape b, c->WithRank(c->input(1), 1, "bias"));
   if (HasAttr(c->node(), "data_format")) {
-    absl::StatusOr<std::string> fmt = GetAttrString(c->node(), "data_format");
-    if (!fmt.ok()) return fmt.status();
-    if (*fmt != "NHWC") {
+    ASSIGN_OR_RETURN(std::string fmt, GetAttrString(c->node(), "data_format"));
+    if (fmt != "NHWC") {
       return absl::InvalidArgumentError(
-          absl::StrCat("data_format '", *fmt, "' is not supported: only NHWC is implemented"));
+          absl::StrCat("data_format '", fmt, "' is not supported: only NHWC is implemented"));
     }
   }
-  if (v->unknown_rank()) {
-    c->set_output(0, *v);
+  if (v.unknown_rank()) {
+    c->set_output(0, v);
     return absl::OkStatus();
   }
-  const int last = v->rank() - 1;
-  const int64_t vc = v->dim(last), bc = b->dim(0);
+  const int last = v.rank() - 1;
+  const int64_t vc = v.dim(last), bc = b.dim(0);
   if (vc >= 0 && bc >= 0 && vc != bc) {
     return absl::InvalidArgumentError(absl::StrCat("Must provide as many biases as the last dimension of value: value ",
-                                                   v->DebugString(), ", bias ", b->DebugString()));
+                                                   v.DebugString(), ", bias ", b.DebugString()));
   }
-  std::vector<int64_t> dims(v->dims().begin(), v->dims().end());
+  std::vector<int64_t> dims(v.dims().begin(), v.dims().end());
   if (dims[static_cast<size_t>(last)] < 0) dims[static_cast<size_t>(last)] = bc;
   c->set_output(0, PartialShape(absl::Span<const int64_t>(dims)));
   return absl::OkStatus();
 }
 
 absl::Status BiasAddGradShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> v = c->WithRankAtLeast(c->input(0), 2, "out_backprop");
-  if (!v.ok()) return v.status();
-  c->set_output(0, v->unknown_rank() ? PartialShape::UnknownOfRank(1) : PartialShape({v->dim(v->rank() - 1)}));
+  ASSIGN_OR_RETURN(PartialShape v, c->WithRankAtLeast(c->input(0), 2, "out_backprop"));
+  c->set_output(0, v.unknown_rank() ? PartialShape::UnknownOfRank(1) : PartialShape({v.dim(v.rank() - 1)}));
   return absl::OkStatus();
 }
 
 absl::Status SoftmaxShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> v = c->WithRankAtLeast(c->input(0), 1, "logits");
-  if (!v.ok()) return v.status();
-  c->set_output(0, *v);
+  ASSIGN_OR_RETURN(PartialShape v, c->WithRankAtLeast(c->input(0), 1, "logits"));
+  c->set_output(0, v);
   return absl::OkStatus();
 }
 
 absl::Status XentShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> f = c->WithRank(c->input(0), 2, "features");
-  if (!f.ok()) return f.status();
-  absl::StatusOr<PartialShape> l = c->WithRank(c->input(1), 2, "labels");
-  if (!l.ok()) return l.status();
-  absl::StatusOr<PartialShape> m = f->Merge(*l);
+  ASSIGN_OR_RETURN(PartialShape f, c->WithRank(c->input(0), 2, "features"));
+  ASSIGN_OR_RETURN(PartialShape l, c->WithRank(c->input(1), 2, "labels"));
+  absl::StatusOr<PartialShape> m = f.Merge(l);
   if (!m.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("logits and labels must be the same size: logits ", f->DebugString(),
-                                                   ", labels ", l->DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat("logits and labels must be the same size: logits ", f.DebugString(),
+                                                   ", labels ", l.DebugString()));
   }
   c->set_output(0, PartialShape({m->dim(0)}));
   c->set_output(1, *m);
@@ -180,23 +151,20 @@ absl::Status XentShape(InferenceContext* c) {
 }
 
 absl::Status SparseXentShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> f = c->WithRank(c->input(0), 2, "features");
-  if (!f.ok()) return f.status();
-  absl::StatusOr<PartialShape> l = c->WithRank(c->input(1), 1, "labels");
-  if (!l.ok()) return l.status();
-  absl::StatusOr<int64_t> b = c->MergeDim(f->dim(0), l->dim(0), "batch size of logits and labels");
+  ASSIGN_OR_RETURN(PartialShape f, c->WithRank(c->input(0), 2, "features"));
+  ASSIGN_OR_RETURN(PartialShape l, c->WithRank(c->input(1), 1, "labels"));
+  absl::StatusOr<int64_t> b = c->MergeDim(f.dim(0), l.dim(0), "batch size of logits and labels");
   if (!b.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("logits and labels must have the same first dimension: logits ",
-                                                   f->DebugString(), ", labels ", l->DebugString()));
+                                                   f.DebugString(), ", labels ", l.DebugString()));
   }
   c->set_output(0, PartialShape({*b}));
-  c->set_output(1, PartialShape({*b, f->dim(1)}));
+  c->set_output(1, PartialShape({*b, f.dim(1)}));
   return absl::OkStatus();
 }
 
 absl::Status DropoutShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> k = c->WithRank(c->input(1), 0, "keep_prob");
-  if (!k.ok()) return k.status();
+  RETURN_IF_ERROR(c->WithRank(c->input(1), 0, "keep_prob").status());
   c->set_output(0, c->input(0));
   c->set_output(1, c->input(0));
   return absl::OkStatus();

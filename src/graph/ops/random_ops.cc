@@ -3,6 +3,7 @@
 // is stateful: successive runs draw new values; non-zero seed/seed2 make the
 // sequence reproducible.
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
 
@@ -10,8 +11,7 @@ namespace distflow {
 namespace {
 
 absl::Status RandomShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> s = c->WithRank(c->input(0), 1, "shape");
-  if (!s.ok()) return s.status();
+  ASSIGN_OR_RETURN(PartialShape s, c->WithRank(c->input(0), 1, "shape"));
   std::vector<int64_t> dims;
   if (c->ConstantInputAsInts(0, &dims)) {
     for (int64_t d : dims) {
@@ -21,8 +21,8 @@ absl::Status RandomShape(InferenceContext* c) {
       }
     }
     c->set_output(0, PartialShape(absl::MakeConstSpan(dims)));
-  } else if (s->dim(0) >= 0) {
-    c->set_output(0, PartialShape::UnknownOfRank(static_cast<int>(s->dim(0))));
+  } else if (s.dim(0) >= 0) {
+    c->set_output(0, PartialShape::UnknownOfRank(static_cast<int>(s.dim(0))));
   } else {
     c->set_output(0, PartialShape::Unknown());
   }

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -13,15 +14,14 @@ namespace {
 
 absl::Status ReductionShape(InferenceContext* c) {
   const PartialShape& in = c->input(0);
-  absl::StatusOr<bool> keep = GetAttrBool(c->node(), "keep_dims");
-  if (!keep.ok()) return keep.status();
+  ASSIGN_OR_RETURN(bool keep, GetAttrBool(c->node(), "keep_dims"));
   if (!c->input(1).unknown_rank() && c->input(1).rank() > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("reduction_indices must be a scalar or vector, got shape ", c->input(1).DebugString()));
   }
   std::vector<int64_t> axes;
   if (!c->ConstantInputAsInts(1, &axes)) {
-    if (*keep && !in.unknown_rank()) {
+    if (keep && !in.unknown_rank()) {
       c->set_output(0, PartialShape::UnknownOfRank(in.rank()));
     } else {
       c->set_output(0, PartialShape::Unknown());
@@ -33,13 +33,12 @@ absl::Status ReductionShape(InferenceContext* c) {
     return absl::OkStatus();
   }
   int rank = in.rank();
-  absl::StatusOr<std::vector<bool>> reduce = ReductionMask(axes, rank);
-  if (!reduce.ok()) return reduce.status();
+  ASSIGN_OR_RETURN(std::vector<bool> reduce, ReductionMask(axes, rank));
   std::vector<int64_t> out;
   for (int d = 0; d < rank; ++d) {
-    if (!(*reduce)[static_cast<size_t>(d)]) {
+    if (!reduce[static_cast<size_t>(d)]) {
       out.push_back(in.dim(d));
-    } else if (*keep) {
+    } else if (keep) {
       out.push_back(1);
     }
   }
@@ -49,8 +48,7 @@ absl::Status ReductionShape(InferenceContext* c) {
 
 absl::Status ArgReductionShape(InferenceContext* c) {
   const PartialShape& in = c->input(0);
-  absl::StatusOr<PartialShape> d = c->WithRank(c->input(1), 0, "dimension");
-  if (!d.ok()) return d.status();
+  RETURN_IF_ERROR(c->WithRank(c->input(1), 0, "dimension").status());
   if (in.unknown_rank()) {
     c->set_output(0, PartialShape::Unknown());
     return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -17,8 +18,7 @@ namespace {
 constexpr int64_t kUnknown = PartialShape::kUnknownDim;
 
 absl::Status StridedSliceShape(InferenceContext* c) {
-  absl::StatusOr<StridedSliceMasks> masks = ReadStridedSliceMasks(c->node());
-  if (!masks.ok()) return masks.status();
+  ASSIGN_OR_RETURN(StridedSliceMasks masks, ReadStridedSliceMasks(c->node()));
   const PartialShape& in = c->input(0);
   std::vector<int64_t> strides;
   if (in.unknown_rank() || !c->ConstantInputAsInts(3, &strides)) {
@@ -29,9 +29,8 @@ absl::Status StridedSliceShape(InferenceContext* c) {
   if (!c->ConstantInputAsInts(1, &*begin)) begin.reset();
   if (!c->ConstantInputAsInts(2, &*end)) end.reset();
   std::vector<int64_t> dims(in.dims().begin(), in.dims().end());
-  absl::StatusOr<StridedSliceDense> d = ResolveStridedSlice(dims, begin, end, strides, *masks);
-  if (!d.ok()) return d.status();
-  c->set_output(0, PartialShape(absl::MakeConstSpan(d->output_shape)));
+  ASSIGN_OR_RETURN(StridedSliceDense d, ResolveStridedSlice(dims, begin, end, strides, masks));
+  c->set_output(0, PartialShape(absl::MakeConstSpan(d.output_shape)));
   return absl::OkStatus();
 }
 

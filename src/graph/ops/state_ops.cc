@@ -1,4 +1,5 @@
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -7,9 +8,8 @@ namespace distflow {
 namespace {
 
 absl::Status VariableShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> s = GetAttrShape(c->node(), "shape");
-  if (!s.ok()) return s.status();
-  c->set_output(0, *s);
+  ASSIGN_OR_RETURN(PartialShape s, GetAttrShape(c->node(), "shape"));
+  c->set_output(0, s);
   return absl::OkStatus();
 }
 

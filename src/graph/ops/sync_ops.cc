@@ -28,9 +28,8 @@ absl::Status ScalarInput(InferenceContext* c, int i, const char* what) {
 }
 
 absl::Status PositiveAttr(InferenceContext* c, const char* attr) {
-  absl::StatusOr<int64_t> v = GetAttrInt(c->node(), attr);
-  if (!v.ok()) return v.status();
-  if (*v < 1) return absl::InvalidArgumentError(absl::StrCat("'", attr, "' must be at least 1, got ", *v));
+  ASSIGN_OR_RETURN(int64_t v, GetAttrInt(c->node(), attr));
+  if (v < 1) return absl::InvalidArgumentError(absl::StrCat("'", attr, "' must be at least 1, got ", v));
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
 
@@ -15,22 +16,20 @@ namespace {
 constexpr int64_t kUnknown = PartialShape::kUnknownDim;
 
 absl::Status TopKShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> in = c->WithRankAtLeast(c->input(0), 1, "TopKV2 input");
-  if (!in.ok()) return in.status();
-  absl::StatusOr<PartialShape> k_shape = c->WithRank(c->input(1), 0, "TopKV2 k");
-  if (!k_shape.ok()) return k_shape.status();
-  if (in->unknown_rank()) {
+  ASSIGN_OR_RETURN(PartialShape in, c->WithRankAtLeast(c->input(0), 1, "TopKV2 input"));
+  RETURN_IF_ERROR(c->WithRank(c->input(1), 0, "TopKV2 k").status());
+  if (in.unknown_rank()) {
     for (int i = 0; i < 2; ++i) c->set_output(i, PartialShape::Unknown());
     return absl::OkStatus();
   }
-  std::vector<int64_t> dims(in->dims().begin(), in->dims().end());
+  std::vector<int64_t> dims(in.dims().begin(), in.dims().end());
   std::vector<int64_t> k;
   int64_t& last = dims.back();
   if (c->ConstantInputAsInts(1, &k)) {
     if (k[0] < 0) return absl::InvalidArgumentError(absl::StrCat("TopKV2: k must be non-negative, got ", k[0]));
     if (last >= 0 && k[0] > last) {
       return absl::InvalidArgumentError(
-          absl::StrCat("TopKV2: input ", in->DebugString(), " must have last dimension >= k = ", k[0]));
+          absl::StrCat("TopKV2: input ", in.DebugString(), " must have last dimension >= k = ", k[0]));
     }
     last = k[0];
   } else {
@@ -41,16 +40,13 @@ absl::Status TopKShape(InferenceContext* c) {
 }
 
 absl::Status InTopKShape(InferenceContext* c) {
-  absl::StatusOr<PartialShape> p = c->WithRank(c->input(0), 2, "InTopKV2 predictions");
-  if (!p.ok()) return p.status();
-  absl::StatusOr<PartialShape> t = c->WithRank(c->input(1), 1, "InTopKV2 targets");
-  if (!t.ok()) return t.status();
-  absl::StatusOr<PartialShape> k = c->WithRank(c->input(2), 0, "InTopKV2 k");
-  if (!k.ok()) return k.status();
-  const int64_t a = p->dim(0), b = t->dim(0);
+  ASSIGN_OR_RETURN(PartialShape p, c->WithRank(c->input(0), 2, "InTopKV2 predictions"));
+  ASSIGN_OR_RETURN(PartialShape t, c->WithRank(c->input(1), 1, "InTopKV2 targets"));
+  RETURN_IF_ERROR(c->WithRank(c->input(2), 0, "InTopKV2 k").status());
+  const int64_t a = p.dim(0), b = t.dim(0);
   if (a >= 0 && b >= 0 && a != b) {
-    return absl::InvalidArgumentError(absl::StrCat("InTopKV2: predictions ", p->DebugString(), " and targets ",
-                                                   t->DebugString(), " must have the same batch size"));
+    return absl::InvalidArgumentError(absl::StrCat("InTopKV2: predictions ", p.DebugString(), " and targets ",
+                                                   t.DebugString(), " must have the same batch size"));
   }
   c->set_output(0, PartialShape({a >= 0 ? a : b}));
   return absl::OkStatus();
@@ -58,8 +54,7 @@ absl::Status InTopKShape(InferenceContext* c) {
 
 absl::Status LrnShape(InferenceContext* c) {
   for (int i = 0; i < c->num_inputs(); ++i) {
-    absl::StatusOr<PartialShape> s = c->WithRank(c->input(i), 4, "LRN input");
-    if (!s.ok()) return s.status();
+    RETURN_IF_ERROR(c->WithRank(c->input(i), 4, "LRN input").status());
   }
   return MergeAllInputsShape(c);
 }

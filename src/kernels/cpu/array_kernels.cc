@@ -320,22 +320,11 @@ void CopyBox(OpKernelContext* ctx, const T* in, const std::vector<int64_t>& in_d
   for (int d = 0; d < rank - 1; ++d) rows *= size[d];
   if (rows == 0 || row == 0) return;
   ctx->ParallelFor(rows, row * cost, [&](int64_t b, int64_t e) {
-    // Odometer over dims [0, rank-1) of the output, starting at row b.
-    std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-    int64_t rem = b;
-    for (int d = rank - 2; d >= 0; --d) {
-      idx[d] = rem % size[d];
-      rem /= size[d];
-    }
-    for (int64_t r = b; r < e; ++r) {
+    kernel_util::ForEachRow(size, b, e, [&](int64_t r, const int64_t* idx) {
       int64_t off = begin[rank - 1];
       for (int d = 0; d < rank - 1; ++d) off += (begin[d] + idx[d]) * stride[d];
       std::copy_n(in + off, row, out + r * row);
-      for (int d = rank - 2; d >= 0; --d) {
-        if (++idx[d] < size[d]) break;
-        idx[d] = 0;
-      }
-    }
+    });
   });
 }
 

@@ -1,6 +1,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/graph.h"
 #include "gtest/gtest.h"
@@ -495,9 +496,8 @@ absl::StatusOr<PartialShape> Infer(Graph* g, const std::string& op, const std::v
   n.set_op(op);
   for (const auto& i : inputs) n.add_input(i);
   for (const auto& [k, v] : int_attrs) SetAttrInt(&n, k, v);
-  absl::StatusOr<const Node*> node = g->AddNode(n);
-  if (!node.ok()) return node.status();
-  return (*node)->output_shape(0);
+  ASSIGN_OR_RETURN(const Node* node, g->AddNode(n));
+  return node->output_shape(0);
 }
 
 TEST(ArrayShapeInference, PartialShapesFromUnknownInputs) {

@@ -43,23 +43,13 @@ void TransposeImpl(OpKernelContext* ctx, const T* in, const std::vector<int64_t>
   for (int d = 0; d < rank - 1; ++d) rows *= out_dims[d];
   if (rows == 0 || row == 0) return;
   ctx->ParallelFor(rows, row * (cost + 2), [&](int64_t b, int64_t e) {
-    std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-    int64_t rem = b;
-    for (int d = rank - 2; d >= 0; --d) {
-      idx[d] = rem % out_dims[d];
-      rem /= out_dims[d];
-    }
-    for (int64_t r = b; r < e; ++r) {
+    kernel_util::ForEachRow(out_dims, b, e, [&](int64_t r, const int64_t* idx) {
       int64_t off = 0;
       for (int d = 0; d < rank - 1; ++d) off += idx[d] * src_stride[d];
       const T* s = in + off;
       T* o = out + r * row;
       for (int64_t j = 0; j < row; ++j) o[j] = s[j * step];
-      for (int d = rank - 2; d >= 0; --d) {
-        if (++idx[d] < out_dims[d]) break;
-        idx[d] = 0;
-      }
-    }
+    });
   });
 }
 
@@ -187,22 +177,12 @@ class TileOp : public OpKernel {
       int64_t row = out_dims[rank - 1];
       int64_t rows = out_shape.num_elements() / row;
       ctx->ParallelFor(rows, row * CopyCost(in.dtype()), [&](int64_t b, int64_t e) {
-        std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-        int64_t rem = b;
-        for (int d = rank - 2; d >= 0; --d) {
-          idx[d] = rem % out_dims[d];
-          rem /= out_dims[d];
-        }
-        for (int64_t r = b; r < e; ++r) {
+        kernel_util::ForEachRow(out_dims, b, e, [&](int64_t r, const int64_t* idx) {
           int64_t off = 0;
           for (int d = 0; d < rank - 1; ++d) off += (idx[d] % in.dim_size(d)) * in_stride[d];
           T* o = dst + r * row;
           for (int64_t k = 0; k < m[rank - 1]; ++k) std::copy_n(src + off, in_row, o + k * in_row);
-          for (int d = rank - 2; d >= 0; --d) {
-            if (++idx[d] < out_dims[d]) break;
-            idx[d] = 0;
-          }
-        }
+        });
       });
     });
     return absl::OkStatus();

@@ -20,6 +20,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "distflow/tensor_shape.h"
 
 namespace distflow {
@@ -68,9 +69,8 @@ struct BroadcastPlan {
         b_present.push_back(pb);
       }
     }
-    absl::StatusOr<TensorShape> s = TensorShape::FromDims(out);
-    if (!s.ok()) return s.status();
-    p.output_shape = *s;
+    ASSIGN_OR_RETURN(TensorShape s, TensorShape::FromDims(out));
+    p.output_shape = s;
     p.dims = cdims;
     const size_t r = cdims.size();
     p.a_strides.assign(r, 0);

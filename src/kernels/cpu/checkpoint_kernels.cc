@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/resource_mgr.h"
@@ -23,9 +24,8 @@ class CheckpointKernel : public OpKernel {
  public:
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<std::vector<std::string>> names = GetAttrStringList(c->def(), "names");
-    if (!names.ok()) return names.status();
-    names_ = std::move(*names);
+    ASSIGN_OR_RETURN(std::vector<std::string> names, GetAttrStringList(c->def(), "names"));
+    names_ = std::move(names);
     if (static_cast<int>(names_.size()) != c->num_inputs() - 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("has ", names_.size(), " names for ", c->num_inputs() - 1, " variables"));
@@ -59,16 +59,14 @@ class SaveShardOp : public CheckpointKernel {
     }
     proto::CheckpointShardFooter footer;
     // Written from the variables' own memory: no copy of them is made.
-    absl::StatusOr<checkpoint::EncodedShard> contents = checkpoint::EncodeShardPieces(tensors, &footer);
-    if (!contents.ok()) return contents.status();
+    ASSIGN_OR_RETURN(checkpoint::EncodedShard contents, checkpoint::EncodeShardPieces(tensors, &footer));
     Env* env = Env::Default();
     if (absl::Status s = env->CreateDir(DirName(path)); !s.ok()) return s;
-    if (absl::Status s = env->WriteFileAtomically(path, contents->Pieces()); !s.ok()) {
+    if (absl::Status s = env->WriteFileAtomically(path, contents.Pieces()); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("Saving checkpoint data: ", s.message()));
     }
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, TensorShape());
-    if (!out.ok()) return out.status();
-    (*out)->flat<std::string>()[0] = footer.SerializeAsString();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, TensorShape()));
+    out->flat<std::string>()[0] = footer.SerializeAsString();
     return absl::OkStatus();
   }
 };
@@ -95,12 +93,10 @@ class RestoreShardOp : public CheckpointKernel {
       auto [it, fresh] = opened.try_emplace(path);
       File& f = it->second;
       if (fresh) {
-        absl::StatusOr<std::string> contents = Env::Default()->ReadFile(path);
-        if (!contents.ok()) return contents.status();
-        f.contents = std::move(*contents);
-        absl::StatusOr<checkpoint::ParsedShard> shard = checkpoint::ParseShard(f.contents, path);
-        if (!shard.ok()) return shard.status();
-        f.shard = std::move(*shard);
+        ASSIGN_OR_RETURN(std::string contents, Env::Default()->ReadFile(path));
+        f.contents = std::move(contents);
+        ASSIGN_OR_RETURN(checkpoint::ParsedShard shard, checkpoint::ParseShard(f.contents, path));
+        f.shard = std::move(shard);
         for (const proto::CheckpointEntry& e : f.shard.footer.entry()) f.entries[e.name()] = &e;
       }
       auto e = f.entries.find(names_[i]);
@@ -108,15 +104,14 @@ class RestoreShardOp : public CheckpointKernel {
         return absl::NotFoundError(absl::StrCat("Checkpoint file '", path, "' has no tensor '", names_[i], "'"));
       }
       Var* var = ctx->input_ref(static_cast<int>(i) + 1);
-      absl::StatusOr<Tensor> value = checkpoint::ReadTensor(f.shard, *e->second);
-      if (!value.ok()) return value.status();
-      if (value->dtype() != var->dtype() || !var->declared_shape().IsCompatibleWith(value->shape())) {
+      ASSIGN_OR_RETURN(Tensor value, checkpoint::ReadTensor(f.shard, *e->second));
+      if (value.dtype() != var->dtype() || !var->declared_shape().IsCompatibleWith(value.shape())) {
         return absl::InvalidArgumentError(absl::StrCat("Cannot restore variable '", names_[i], "' (",
                                                        DataTypeName(var->dtype()), var->declared_shape().DebugString(),
                                                        ") from '", path, "', which holds ",
                                                        checkpoint::EntryTypeString(*e->second)));
       }
-      values.push_back(std::move(*value));
+      values.push_back(std::move(value));
     }
     for (size_t i = 0; i < names_.size(); ++i) {
       Var* var = ctx->input_ref(static_cast<int>(i) + 1);

@@ -4,6 +4,7 @@
 // (kernels/collective.h) and finishes when the group has; without an
 // executor (a plain local session) only a group of one runs.
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "kernels/collective.h"
 #include "kernels/device.h"
@@ -45,14 +46,13 @@ class CollectiveOp : public AsyncOpKernel {
       params_.final_op = *f;
     }
     if (params_.kind == CollectiveKind::kBroadcastRecv || params_.kind == CollectiveKind::kBroadcastSend) {
-      absl::StatusOr<PartialShape> shape = GetAttrShape(c->def(), "shape");
-      if (!shape.ok()) return shape.status();
-      absl::StatusOr<TensorShape> full = shape->ToTensorShape();
+      ASSIGN_OR_RETURN(PartialShape shape, GetAttrShape(c->def(), "shape"));
+      absl::StatusOr<TensorShape> full = shape.ToTensorShape();
       if (!full.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params_),
                                                        ": its shape attribute must be "
                                                        "fully defined, got ",
-                                                       shape->DebugString()));
+                                                       shape.DebugString()));
       }
       params_.shape = *full;
     }

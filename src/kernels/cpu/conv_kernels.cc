@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/window.h"
 #include "kernels/cpu/gemm.h"
@@ -256,9 +257,8 @@ class ConvOp : public OpKernel {
   int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
 
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<WindowAttrs> a = ReadWindowAttrs(c->def(), false);
-    if (!a.ok()) return a.status();
-    attrs_ = *a;
+    ASSIGN_OR_RETURN(WindowAttrs a, ReadWindowAttrs(c->def(), false));
+    attrs_ = a;
     return absl::OkStatus();
   }
 
@@ -273,17 +273,15 @@ class ConvOp : public OpKernel {
       in_shape = x->shape();
       filter_shape = f->shape();
     } else if constexpr (K == ConvKind::kBackpropInput) {
-      absl::StatusOr<TensorShape> s = SizesInput(ctx->input(0), "input_sizes");
-      if (!s.ok()) return s.status();
-      in_shape = *s;
+      ASSIGN_OR_RETURN(TensorShape s, SizesInput(ctx->input(0), "input_sizes"));
+      in_shape = s;
       f = &ctx->input(1);
       filter_shape = f->shape();
       dy = &ctx->input(2);
     } else {
       x = &ctx->input(0);
-      absl::StatusOr<TensorShape> s = SizesInput(ctx->input(1), "filter_sizes");
-      if (!s.ok()) return s.status();
-      filter_shape = *s;
+      ASSIGN_OR_RETURN(TensorShape s, SizesInput(ctx->input(1), "filter_sizes"));
+      filter_shape = s;
       in_shape = x->shape();
       dy = &ctx->input(2);
     }
@@ -296,10 +294,9 @@ class ConvOp : public OpKernel {
           "input depth must equal filter in-channels: input ", in_shape.DebugString(), " has ", in_shape.dim_size(3),
           " channels, filter ", filter_shape.DebugString(), " has ", filter_shape.dim_size(2)));
     }
-    absl::StatusOr<Geom> gs = MakeGeom(in_shape, filter_shape.dim_size(0), filter_shape.dim_size(1),
-                                       filter_shape.dim_size(3), attrs_, "filter");
-    if (!gs.ok()) return gs.status();
-    const Geom& g = *gs;
+    ASSIGN_OR_RETURN(Geom gs, MakeGeom(in_shape, filter_shape.dim_size(0), filter_shape.dim_size(1),
+                                       filter_shape.dim_size(3), attrs_, "filter"));
+    const Geom& g = gs;
     const TensorShape y_shape({g.n, g.oh, g.ow, g.o});
     if (dy != nullptr && dy->shape() != y_shape) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -307,12 +304,11 @@ class ConvOp : public OpKernel {
           in_shape.DebugString(), " with filter ", filter_shape.DebugString(), " gives ", y_shape.DebugString()));
     }
     out_shape = K == ConvKind::kForward ? y_shape : K == ConvKind::kBackpropInput ? in_shape : filter_shape;
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, out_shape);
-    if (!out.ok()) return out.status();
-    T* op = (*out)->template flat<T>().data();
-    if ((*out)->NumElements() == 0) return absl::OkStatus();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, out_shape));
+    T* op = out->template flat<T>().data();
+    if (out->NumElements() == 0) return absl::OkStatus();
     if (in_shape.num_elements() == 0 || filter_shape.num_elements() == 0 || y_shape.num_elements() == 0) {
-      std::fill(op, op + (*out)->NumElements(), T(0));
+      std::fill(op, op + out->NumElements(), T(0));
       return absl::OkStatus();
     }
     if constexpr (std::is_same_v<T, float>) {

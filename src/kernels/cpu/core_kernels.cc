@@ -1,6 +1,7 @@
 // Kernels for the core ops: Const, Placeholder, PlaceholderWithDefault,
 // Identity, StopGradient, NoOp.
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/rendezvous.h"
@@ -12,9 +13,8 @@ class ConstOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<Tensor> v = GetAttrTensor(c->def(), "value");
-    if (!v.ok()) return v.status();
-    value_ = std::move(*v);
+    ASSIGN_OR_RETURN(Tensor v, GetAttrTensor(c->def(), "value"));
+    value_ = std::move(v);
     return absl::OkStatus();
   }
   // Consumers never write to their inputs, so the constant is shared, not copied.
@@ -60,9 +60,8 @@ class SendOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<std::string> key = GetAttrString(c->def(), "key");
-    if (!key.ok()) return key.status();
-    key_ = *key;
+    ASSIGN_OR_RETURN(std::string key, GetAttrString(c->def(), "key"));
+    key_ = key;
     return absl::OkStatus();
   }
   absl::Status Compute(OpKernelContext* ctx) override {

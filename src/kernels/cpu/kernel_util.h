@@ -50,6 +50,28 @@ inline absl::StatusOr<int64_t> ReadScalarInt(const Tensor& t, absl::string_view 
   return absl::InvalidArgumentError(absl::StrCat(what, " must be int32 or int64, got ", DataTypeName(t.dtype())));
 }
 
+// The N-d loop of the copying kernels (Slice, StridedSlice, Transpose, Tile):
+// visits rows [begin, end) of a row-major array of shape `dims` (rank >= 1;
+// its innermost dimension is the row) in order, calling fn(row, idx) where
+// idx[d] is the row's index along each outer dimension d < rank - 1.
+template <typename Fn>
+void ForEachRow(absl::Span<const int64_t> dims, int64_t begin, int64_t end, Fn&& fn) {
+  const int outer = static_cast<int>(dims.size()) - 1;
+  std::vector<int64_t> idx(dims.size(), 0);
+  int64_t rem = begin;
+  for (int d = outer - 1; d >= 0; --d) {
+    idx[d] = rem % dims[d];
+    rem /= dims[d];
+  }
+  for (int64_t r = begin; r < end; ++r) {
+    fn(r, static_cast<const int64_t*>(idx.data()));
+    for (int d = outer - 1; d >= 0; --d) {
+      if (++idx[d] < dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 // Rough cycles to copy one element of `dt` (strings allocate), for ParallelFor costs.
 inline int64_t CopyCost(DataType dt) { return dt == DT_STRING ? 50 : 1; }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/broadcast.h"
@@ -82,9 +83,8 @@ absl::StatusOr<Tensor> RunCast(const Tensor& x, DataType dst) {
   OpTest t("Cast");
   t.Input(x);
   SetAttrType(t.def(), "DstT", dst);
-  absl::StatusOr<std::vector<Tensor>> out = t.Run();
-  if (!out.ok()) return out.status();
-  return (*out)[0];
+  ASSIGN_OR_RETURN(std::vector<Tensor> out, t.Run());
+  return out[0];
 }
 
 // The values {0, 1, 2, 100} (bool: {false, true, true, true}) as each dtype.
@@ -161,9 +161,8 @@ absl::StatusOr<Tensor> RunSelect(const Tensor& c, const Tensor& t, const Tensor&
   OpTest op("Select");
   op.Input(c).Input(t).Input(e);
   if (threads > 0) op.IntraOpThreads(threads);
-  absl::StatusOr<std::vector<Tensor>> out = op.Run();
-  if (!out.ok()) return out.status();
-  return (*out)[0];
+  ASSIGN_OR_RETURN(std::vector<Tensor> out, op.Run());
+  return out[0];
 }
 
 TEST(MathKernels, SelectElementwise) {

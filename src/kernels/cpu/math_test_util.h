@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "kernels/op_test_util.h"
 #include "tensor/tensor_testutil.h"
@@ -19,18 +20,16 @@ inline absl::StatusOr<Tensor> RunBinary(const std::string& op, const Tensor& a, 
   OpTest t(op);
   t.Input(a).Input(b);
   if (threads > 0) t.IntraOpThreads(threads);
-  absl::StatusOr<std::vector<Tensor>> out = t.Run();
-  if (!out.ok()) return out.status();
-  return (*out)[0];
+  ASSIGN_OR_RETURN(std::vector<Tensor> out, t.Run());
+  return out[0];
 }
 
 inline absl::StatusOr<Tensor> RunUnary(const std::string& op, const Tensor& a, int threads = 0) {
   OpTest t(op);
   t.Input(a);
   if (threads > 0) t.IntraOpThreads(threads);
-  absl::StatusOr<std::vector<Tensor>> out = t.Run();
-  if (!out.ok()) return out.status();
-  return (*out)[0];
+  ASSIGN_OR_RETURN(std::vector<Tensor> out, t.Run());
+  return out[0];
 }
 
 template <typename T>

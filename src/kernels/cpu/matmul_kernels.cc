@@ -11,6 +11,7 @@
 #endif
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/kernel_registry.h"
@@ -52,12 +53,10 @@ class MatMulOp : public OpKernel {
   using OpKernel::OpKernel;
 
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<bool> ta = GetAttrBool(c->def(), "transpose_a");
-    if (!ta.ok()) return ta.status();
-    absl::StatusOr<bool> tb = GetAttrBool(c->def(), "transpose_b");
-    if (!tb.ok()) return tb.status();
-    transpose_a_ = *ta;
-    transpose_b_ = *tb;
+    ASSIGN_OR_RETURN(bool ta, GetAttrBool(c->def(), "transpose_a"));
+    ASSIGN_OR_RETURN(bool tb, GetAttrBool(c->def(), "transpose_b"));
+    transpose_a_ = ta;
+    transpose_b_ = tb;
     return absl::OkStatus();
   }
 
@@ -87,10 +86,9 @@ class MatMulOp : public OpKernel {
           "Matrix size-incompatible: In[0]: ", a.shape().DebugString(), ", In[1]: ", b.shape().DebugString(),
           transpose_a_ ? " (transpose_a)" : "", transpose_b_ ? " (transpose_b)" : ""));
     }
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, TensorShape({m, n}));
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, TensorShape({m, n})));
     if (m == 0 || n == 0) return absl::OkStatus();
-    T* c = (*out)->template flat<T>().data();
+    T* c = out->template flat<T>().data();
     if (k == 0) {
       std::fill(c, c + m * n, T(0));
       return absl::OkStatus();

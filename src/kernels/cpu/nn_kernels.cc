@@ -16,6 +16,7 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
@@ -61,10 +62,9 @@ class ActOp : public OpKernel {
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& in = ctx->input(0);
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, in.shape());
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, in.shape()));
     const T* x = in.flat<T>().data();
-    T* y = (*out)->template flat<T>().data();
+    T* y = out->template flat<T>().data();
     const int64_t cost = (A == Act::kRelu || A == Act::kRelu6) ? 1 : 20;
     ctx->ParallelFor(in.NumElements(), cost, [&](int64_t b, int64_t e) {
       ApplyAct<T, A>(ConstArrMap<T>(x + b, e - b), ArrMap<T>(y + b, e - b));
@@ -103,11 +103,10 @@ class ActGradOp : public OpKernel {
       return absl::InvalidArgumentError(absl::StrCat(type_string(), " inputs must have the same shape: ",
                                                      a.shape().DebugString(), " vs ", b.shape().DebugString()));
     }
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, a.shape());
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, a.shape()));
     const T* ap = a.flat<T>().data();
     const T* bp = b.flat<T>().data();
-    T* z = (*out)->template flat<T>().data();
+    T* z = out->template flat<T>().data();
     ctx->ParallelFor(a.NumElements(), A == Act::kSoftplus ? 20 : 2, [&](int64_t s, int64_t e) {
       ApplyGrad<T, A>(ConstArrMap<T>(ap + s, e - s), ConstArrMap<T>(bp + s, e - s), ArrMap<T>(z + s, e - s));
     });
@@ -120,11 +119,10 @@ class ActGradOp : public OpKernel {
 
 absl::Status CheckNhwc(const proto::NodeDef& def) {
   if (!HasAttr(def, "data_format")) return absl::OkStatus();
-  absl::StatusOr<std::string> fmt = GetAttrString(def, "data_format");
-  if (!fmt.ok()) return fmt.status();
-  if (*fmt != "NHWC") {
+  ASSIGN_OR_RETURN(std::string fmt, GetAttrString(def, "data_format"));
+  if (fmt != "NHWC") {
     return absl::InvalidArgumentError(
-        absl::StrCat("data_format '", *fmt, "' is not supported: only NHWC is implemented"));
+        absl::StrCat("data_format '", fmt, "' is not supported: only NHWC is implemented"));
   }
   return absl::OkStatus();
 }
@@ -143,14 +141,13 @@ class BiasAddOp : public OpKernel {
                        "bias length: value ",
                        v.shape().DebugString(), ", bias ", bias.shape().DebugString()));
     }
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, v.shape());
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, v.shape()));
     const int64_t c = bias.dim_size(0);
     if (c == 0 || v.NumElements() == 0) return absl::OkStatus();
     const int64_t rows = v.NumElements() / c;
     const T* x = v.flat<T>().data();
     const T* b = bias.flat<T>().data();
-    T* y = (*out)->template flat<T>().data();
+    T* y = out->template flat<T>().data();
     ctx->ParallelFor(rows, c, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = x + r * c;
@@ -174,9 +171,8 @@ class BiasAddGradOp : public OpKernel {
           absl::StrCat("BiasAddGrad needs out_backprop of rank >= 2, got ", g.shape().DebugString()));
     }
     const int64_t c = g.dim_size(g.dims() - 1);
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, TensorShape({c}));
-    if (!out.ok()) return out.status();
-    T* y = (*out)->template flat<T>().data();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, TensorShape({c})));
+    T* y = out->template flat<T>().data();
     std::fill(y, y + c, T(0));
     if (c == 0 || g.NumElements() == 0) return absl::OkStatus();
     const int64_t rows = g.NumElements() / c;
@@ -214,13 +210,12 @@ class SoftmaxOp : public OpKernel {
     if (in.dims() < 1) {
       return absl::InvalidArgumentError(absl::StrCat("logits must have rank >= 1, got ", in.shape().DebugString()));
     }
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, in.shape());
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, in.shape()));
     const int64_t c = in.dim_size(in.dims() - 1);
     if (c == 0 || in.NumElements() == 0) return absl::OkStatus();
     const int64_t rows = in.NumElements() / c;
     const T* x = in.flat<T>().data();
-    T* y = (*out)->template flat<T>().data();
+    T* y = out->template flat<T>().data();
     ctx->ParallelFor(rows, 20 * c, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         ConstArrMap<T> xr(x + r * c, c);
@@ -252,14 +247,12 @@ class XentOp : public OpKernel {
                                                      f.shape().DebugString(), ", labels ", l.shape().DebugString()));
     }
     const int64_t b = f.dim_size(0), c = f.dim_size(1);
-    absl::StatusOr<Tensor*> loss = ctx->allocate_output(0, TensorShape({b}));
-    if (!loss.ok()) return loss.status();
-    absl::StatusOr<Tensor*> back = ctx->allocate_output(1, f.shape());
-    if (!back.ok()) return back.status();
+    ASSIGN_OR_RETURN(Tensor * loss, ctx->allocate_output(0, TensorShape({b})));
+    ASSIGN_OR_RETURN(Tensor * back, ctx->allocate_output(1, f.shape()));
     const T* x = f.flat<T>().data();
     const T* lab = l.flat<T>().data();
-    T* lo = (*loss)->template flat<T>().data();
-    T* bp = (*back)->template flat<T>().data();
+    T* lo = loss->template flat<T>().data();
+    T* bp = back->template flat<T>().data();
     if (c == 0) {
       std::fill(lo, lo + b, T(0));
       return absl::OkStatus();
@@ -308,13 +301,11 @@ class SparseXentOp : public OpKernel {
                                                        c, ")"));
       }
     }
-    absl::StatusOr<Tensor*> loss = ctx->allocate_output(0, TensorShape({b}));
-    if (!loss.ok()) return loss.status();
-    absl::StatusOr<Tensor*> back = ctx->allocate_output(1, f.shape());
-    if (!back.ok()) return back.status();
+    ASSIGN_OR_RETURN(Tensor * loss, ctx->allocate_output(0, TensorShape({b})));
+    ASSIGN_OR_RETURN(Tensor * back, ctx->allocate_output(1, f.shape()));
     const T* x = f.flat<T>().data();
-    T* lo = (*loss)->template flat<T>().data();
-    T* bp = (*back)->template flat<T>().data();
+    T* lo = loss->template flat<T>().data();
+    T* bp = back->template flat<T>().data();
     ctx->ParallelFor(b, 25 * c, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         ConstArrMap<T> xr(x + r * c, c);
@@ -338,8 +329,7 @@ class L2LossOp : public OpKernel {
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& in = ctx->input(0);
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, TensorShape());
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, TensorShape()));
     const int64_t n = in.NumElements();
     const T* x = in.flat<T>().data();
     const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(16, n / 4096));
@@ -352,7 +342,7 @@ class L2LossOp : public OpKernel {
     });
     double total = 0;
     for (double p : partial) total += p;
-    (*out)->template scalar<T>() = static_cast<T>(total / 2);
+    out->template scalar<T>() = static_cast<T>(total / 2);
     return absl::OkStatus();
   }
 };
@@ -366,12 +356,10 @@ class DropoutOp : public OpKernel {
   using OpKernel::OpKernel;
 
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<int64_t> seed = GetAttrInt(c->def(), "seed");
-    if (!seed.ok()) return seed.status();
-    absl::StatusOr<int64_t> seed2 = GetAttrInt(c->def(), "seed2");
-    if (!seed2.ok()) return seed2.status();
+    ASSIGN_OR_RETURN(int64_t seed, GetAttrInt(c->def(), "seed"));
+    ASSIGN_OR_RETURN(int64_t seed2, GetAttrInt(c->def(), "seed2"));
     absl::MutexLock l(&mu_);
-    kernel_util::SeedGenerator(&gen_, *seed, *seed2);
+    kernel_util::SeedGenerator(&gen_, seed, seed2);
     return absl::OkStatus();
   }
 
@@ -386,14 +374,12 @@ class DropoutOp : public OpKernel {
     if (!(keep > T(0) && keep <= T(1))) {
       return absl::InvalidArgumentError(absl::StrCat("keep_prob must be in (0, 1], got ", keep));
     }
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, x.shape());
-    if (!out.ok()) return out.status();
-    absl::StatusOr<Tensor*> mask = ctx->allocate_output(1, x.shape());
-    if (!mask.ok()) return mask.status();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, x.shape()));
+    ASSIGN_OR_RETURN(Tensor * mask, ctx->allocate_output(1, x.shape()));
     const int64_t n = x.NumElements();
     const T* xp = x.flat<T>().data();
-    T* op = (*out)->template flat<T>().data();
-    T* mp = (*mask)->template flat<T>().data();
+    T* op = out->template flat<T>().data();
+    T* mp = mask->template flat<T>().data();
     const T scale = T(1) / keep;
     {
       absl::MutexLock l(&mu_);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/window.h"
 #include "kernels/cpu/window_geometry.h"
 #include "kernels/kernel_registry.h"
@@ -190,18 +191,16 @@ class PoolOp : public OpKernel {
   }
 
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<WindowAttrs> a = ReadWindowAttrs(c->def(), true);
-    if (!a.ok()) return a.status();
-    attrs_ = *a;
+    ASSIGN_OR_RETURN(WindowAttrs a, ReadWindowAttrs(c->def(), true));
+    attrs_ = a;
     return absl::OkStatus();
   }
 
   absl::Status Compute(OpKernelContext* ctx) override {
     TensorShape in_shape;
     if constexpr (K == PoolKind::kAvgGrad) {
-      absl::StatusOr<TensorShape> s = SizesInput(ctx->input(0), "orig_input_shape");
-      if (!s.ok()) return s.status();
-      in_shape = *s;
+      ASSIGN_OR_RETURN(TensorShape s, SizesInput(ctx->input(0), "orig_input_shape"));
+      in_shape = s;
     } else {
       in_shape = ctx->input(0).shape();
     }
@@ -209,16 +208,14 @@ class PoolOp : public OpKernel {
       return absl::InvalidArgumentError(
           absl::StrCat("pooling input must be 4-D (NHWC), got shape ", in_shape.DebugString()));
     }
-    absl::StatusOr<Geom> gs = MakeGeom(in_shape, attrs_.kh, attrs_.kw, in_shape.dim_size(3), attrs_, "pooling");
-    if (!gs.ok()) return gs.status();
-    const Geom& g = *gs;
+    ASSIGN_OR_RETURN(Geom gs, MakeGeom(in_shape, attrs_.kh, attrs_.kw, in_shape.dim_size(3), attrs_, "pooling"));
+    const Geom& g = gs;
     const TensorShape y_shape({g.n, g.oh, g.ow, g.c});
     if constexpr (K == PoolKind::kMax || K == PoolKind::kAvg) {
-      absl::StatusOr<Tensor*> out = ctx->allocate_output(0, y_shape);
-      if (!out.ok()) return out.status();
+      ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, y_shape));
       if (y_shape.num_elements() == 0) return absl::OkStatus();
       const T* x = ctx->input(0).flat<T>().data();
-      T* y = (*out)->template flat<T>().data();
+      T* y = out->template flat<T>().data();
       if constexpr (K == PoolKind::kMax) {
         MaxPoolForward<T>(ctx, g, x, y);
       } else {
@@ -231,10 +228,9 @@ class PoolOp : public OpKernel {
                                                        " but pooling input ", in_shape.DebugString(), " gives ",
                                                        y_shape.DebugString()));
       }
-      absl::StatusOr<Tensor*> out = ctx->allocate_output(0, in_shape);
-      if (!out.ok()) return out.status();
+      ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, in_shape));
       if (in_shape.num_elements() == 0) return absl::OkStatus();
-      T* dx = (*out)->template flat<T>().data();
+      T* dx = out->template flat<T>().data();
       if (y_shape.num_elements() == 0) {
         std::fill(dx, dx + in_shape.num_elements(), T(0));
         return absl::OkStatus();

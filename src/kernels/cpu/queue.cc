@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace distflow {
 namespace {
@@ -327,10 +328,9 @@ absl::Status Queue::Batch(const std::vector<Tuple>& elements, std::vector<Tensor
       dims.assign(options_.shapes[c].dims().begin(), options_.shapes[c].dims().end());
     }
     dims.insert(dims.begin(), n);
-    absl::StatusOr<Tensor> batch = Tensor::Allocate(options_.dtypes[c], TensorShape(dims));
-    if (!batch.ok()) return batch.status();
-    for (int64_t i = 0; i < n; ++i) CopyIntoRow(elements[static_cast<size_t>(i)][c], &*batch, i);
-    out->push_back(std::move(*batch));
+    ASSIGN_OR_RETURN(Tensor batch, Tensor::Allocate(options_.dtypes[c], TensorShape(dims)));
+    for (int64_t i = 0; i < n; ++i) CopyIntoRow(elements[static_cast<size_t>(i)][c], &batch, i);
+    out->push_back(std::move(batch));
   }
   return absl::OkStatus();
 }

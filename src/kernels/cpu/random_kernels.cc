@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
@@ -29,12 +30,10 @@ class RandomOpBase : public OpKernel {
   using OpKernel::OpKernel;
 
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<int64_t> seed = GetAttrInt(c->def(), "seed");
-    if (!seed.ok()) return seed.status();
-    absl::StatusOr<int64_t> seed2 = GetAttrInt(c->def(), "seed2");
-    if (!seed2.ok()) return seed2.status();
+    ASSIGN_OR_RETURN(int64_t seed, GetAttrInt(c->def(), "seed"));
+    ASSIGN_OR_RETURN(int64_t seed2, GetAttrInt(c->def(), "seed2"));
     absl::MutexLock l(&mu_);
-    kernel_util::SeedGenerator(&gen_, *seed, *seed2);
+    kernel_util::SeedGenerator(&gen_, seed, seed2);
     return absl::OkStatus();
   }
 
@@ -66,11 +65,9 @@ class RandomOp : public RandomOpBase {
   using RandomOpBase::RandomOpBase;
 
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<TensorShape> shape = OutputShape(ctx);
-    if (!shape.ok()) return shape.status();
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, *shape);
-    if (!out.ok()) return out.status();
-    absl::Span<T> v = (*out)->template flat<T>();
+    ASSIGN_OR_RETURN(TensorShape shape, OutputShape(ctx));
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, shape));
+    absl::Span<T> v = out->template flat<T>();
     absl::MutexLock l(&mu_);
     if constexpr (D == Dist::kUniform) {
       for (T& x : v) x = kernel_util::UniformFrom<T>(gen_());

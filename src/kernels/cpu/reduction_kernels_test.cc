@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "graph/graph.h"
 #include "gtest/gtest.h"
@@ -269,9 +270,8 @@ TEST(ReductionShapeInference, PartialShapesFromUnknownInputs) {
     n.set_op(op);
     for (auto& i : inputs) n.add_input(i);
     set_attrs(&n);
-    absl::StatusOr<const Node*> node = g.AddNode(n);
-    if (!node.ok()) return node.status();
-    return (*node)->output_shape(0);
+    ASSIGN_OR_RETURN(const Node* node, g.AddNode(n));
+    return node->output_shape(0);
   };
   auto none = [](proto::NodeDef*) {};
   ASSERT_TRUE(add("x", "Placeholder", {}, [](proto::NodeDef* n) {

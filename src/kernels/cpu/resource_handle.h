@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "kernels/op_kernel.h"
 #include "kernels/resource_mgr.h"
@@ -49,13 +50,12 @@ template <typename T>
 absl::StatusOr<std::shared_ptr<T>> LookupByHandle(OpKernelContext* ctx, int i) {
   Var* handle = ctx->input_ref(i);
   if (handle == nullptr) return absl::InternalError(absl::StrCat("input ", i, " should be a resource handle"));
-  absl::StatusOr<Tensor> v = handle->Read();
-  if (!v.ok()) return v.status();
-  if (v->dtype() != DT_STRING || v->NumElements() != 2) {
+  ASSIGN_OR_RETURN(Tensor v, handle->Read());
+  if (v.dtype() != DT_STRING || v.NumElements() != 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("input ", i, " should be a ", T::kTypeName, " handle (2 strings), got ", v->DebugString()));
+        absl::StrCat("input ", i, " should be a ", T::kTypeName, " handle (2 strings), got ", v.DebugString()));
   }
-  auto f = v->flat<std::string>();
+  auto f = v.flat<std::string>();
   return ctx->resource_manager()->Lookup<T>(f[0], f[1]);
 }
 

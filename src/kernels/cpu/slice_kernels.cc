@@ -34,22 +34,14 @@ void ForEachSelected(absl::Span<const int64_t> dims, const StridedSliceDense& d,
     fn(0, 0);
     return;
   }
-  std::vector<int64_t> idx(rank, 0);
-  int64_t small = 0;
   const size_t last = rank - 1;
-  while (true) {
-    int64_t base = 0;
+  int64_t rows = 1;
+  for (size_t k = 0; k < last; ++k) rows *= d.size[k];
+  kernel_util::ForEachRow(d.size, 0, rows, [&](int64_t r, const int64_t* idx) {
+    int64_t base = d.begin[last];
     for (size_t k = 0; k < last; ++k) base += (d.begin[k] + idx[k] * d.stride[k]) * stride_of[k];
-    for (int64_t j = 0; j < d.size[last]; ++j) fn(base + d.begin[last] + j * d.stride[last], small++);
-    size_t k = last;
-    while (k > 0) {
-      --k;
-      if (++idx[k] < d.size[k]) break;
-      idx[k] = 0;
-      if (k == 0) return;
-    }
-    if (last == 0) return;
-  }
+    for (int64_t j = 0; j < d.size[last]; ++j) fn(base + j * d.stride[last], r * d.size[last] + j);
+  });
 }
 
 absl::StatusOr<StridedSliceDense> Resolve(const proto::NodeDef& def, absl::Span<const int64_t> dims,

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/op_test_util.h"
@@ -37,9 +38,8 @@ absl::StatusOr<Tensor> Slice(const Tensor& x, std::vector<int32_t> b, std::vecto
   SetAttrInt(t.def(), "ellipsis_mask", m.ellipsis);
   SetAttrInt(t.def(), "new_axis_mask", m.new_axis);
   SetAttrInt(t.def(), "shrink_axis_mask", m.shrink);
-  absl::StatusOr<std::vector<Tensor>> out = t.Run();
-  if (!out.ok()) return out.status();
-  return (*out)[0];
+  ASSIGN_OR_RETURN(std::vector<Tensor> out, t.Run());
+  return out[0];
 }
 
 TEST(StridedSliceKernel, MatchesNumpyBasicIndexing) {

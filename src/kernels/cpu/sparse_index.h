@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "distflow/tensor.h"
 
 namespace distflow::sparse_index {
@@ -48,8 +49,7 @@ inline absl::StatusOr<std::vector<int64_t>> ReadInRange(const Tensor& t, int64_t
                                                         absl::string_view node, absl::string_view what) {
   absl::StatusOr<std::vector<int64_t>> ids = Read(t, op, node, what);
   if (!ids.ok()) return ids;
-  absl::Status s = CheckRange(*ids, bound, op, node, what);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(CheckRange(*ids, bound, op, node, what));
   return ids;
 }
 

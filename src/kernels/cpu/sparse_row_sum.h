@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "distflow/tensor.h"
 
 namespace distflow {
@@ -83,16 +84,14 @@ class SparseRowSum {
     *indices = Tensor::FromVector<int64_t>(ids);
     std::vector<int64_t> dims = {static_cast<int64_t>(ids.size())};
     dims.insert(dims.end(), row_shape_.begin(), row_shape_.end());
-    absl::StatusOr<TensorShape> shape = TensorShape::FromDims(dims);
-    if (!shape.ok()) return shape.status();
-    absl::StatusOr<Tensor> out = Tensor::Allocate(dtype, *shape);
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(TensorShape shape, TensorShape::FromDims(dims));
+    ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(dtype, shape));
     if (dtype == DT_FLOAT) {
-      Scaled<float>(f_, scale, out->flat<float>().data());
+      Scaled<float>(f_, scale, out.flat<float>().data());
     } else {
-      Scaled<double>(d_, scale, out->flat<double>().data());
+      Scaled<double>(d_, scale, out.flat<double>().data());
     }
-    *values = std::move(*out);
+    *values = std::move(out);
     *num_rows = num_rows_;
     return absl::OkStatus();
   }

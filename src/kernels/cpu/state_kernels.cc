@@ -1,6 +1,7 @@
 // Kernels for variables: Variable, Assign, AssignAdd, AssignSub,
 // IsVariableInitialized. The variable lives in the device's ResourceMgr.
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "kernels/device.h"
 #include "kernels/kernel_registry.h"
@@ -13,12 +14,10 @@ class VariableOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<PartialShape> shape = GetAttrShape(c->def(), "shape");
-    if (!shape.ok()) return shape.status();
-    shape_ = *shape;
-    absl::StatusOr<DataType> dtype = GetAttrType(c->def(), "dtype");
-    if (!dtype.ok()) return dtype.status();
-    dtype_ = *dtype;
+    ASSIGN_OR_RETURN(PartialShape shape, GetAttrShape(c->def(), "shape"));
+    shape_ = shape;
+    ASSIGN_OR_RETURN(DataType dtype, GetAttrType(c->def(), "dtype"));
+    dtype_ = dtype;
     absl::StatusOr<std::string> container = GetAttrString(c->def(), "container");
     absl::StatusOr<std::string> shared = GetAttrString(c->def(), "shared_name");
     container_ = container.ok() ? *container : "";
@@ -29,9 +28,8 @@ class VariableOp : public OpKernel {
     ResourceMgr* rm = ctx->resource_manager();
     if (rm == nullptr) return absl::InternalError("Variable op run without a device");
     const std::string& container = container_.empty() ? ctx->default_container() : container_;
-    absl::StatusOr<std::shared_ptr<Var>> var = rm->LookupOrCreateVar(container, shared_name_, dtype_, shape_);
-    if (!var.ok()) return var.status();
-    ctx->set_output_ref(0, std::move(*var));
+    ASSIGN_OR_RETURN(std::shared_ptr<Var> var, rm->LookupOrCreateVar(container, shared_name_, dtype_, shape_));
+    ctx->set_output_ref(0, std::move(var));
     return absl::OkStatus();
   }
   bool IsExpensive() const override { return false; }
@@ -87,14 +85,13 @@ class AssignUpdateOp : public OpKernel {
     const Tensor& delta = ctx->input(1);
     {
       absl::MutexLock lock(var->mu());
-      absl::StatusOr<Tensor*> value = var->MutableValue();
-      if (!value.ok()) return value.status();
-      if ((*value)->shape() != delta.shape()) {
+      ASSIGN_OR_RETURN(Tensor * value, var->MutableValue());
+      if (value->shape() != delta.shape()) {
         return absl::InvalidArgumentError(absl::StrCat("Update of shape ", delta.shape().DebugString(),
                                                        " does not match variable '", var->name(), "' of shape ",
-                                                       (*value)->shape().DebugString()));
+                                                       value->shape().DebugString()));
       }
-      auto dst = (*value)->flat<T>();
+      auto dst = value->flat<T>();
       auto src = delta.flat<T>();
       for (size_t i = 0; i < dst.size(); ++i) dst[i] = kAdd ? dst[i] + src[i] : dst[i] - src[i];
     }
@@ -108,10 +105,9 @@ class IsVariableInitializedOp : public OpKernel {
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     Var* var = ctx->input_ref(0);
-    absl::StatusOr<Tensor*> out = ctx->allocate_output(0, TensorShape());
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, TensorShape()));
     absl::ReaderMutexLock lock(var->mu());
-    (*out)->scalar<bool>() = var->is_initialized();
+    out->scalar<bool>() = var->is_initialized();
     return absl::OkStatus();
   }
   bool IsExpensive() const override { return false; }

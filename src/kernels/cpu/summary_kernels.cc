@@ -20,9 +20,8 @@ namespace {
 using tensorboard::Summary;
 
 absl::Status OutputSummary(OpKernelContext* ctx, const Summary& s) {
-  absl::StatusOr<Tensor*> out = ctx->allocate_output(0, TensorShape());
-  if (!out.ok()) return out.status();
-  (*out)->flat<std::string>()[0] = s.SerializeAsString();
+  ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, TensorShape()));
+  out->flat<std::string>()[0] = s.SerializeAsString();
   return absl::OkStatus();
 }
 
@@ -74,14 +73,13 @@ class ScalarSummaryOp : public OpKernel {
           absl::StrCat("tags and values must have the same shape, got tags ", tags.shape().DebugString(),
                        " and values ", values.shape().DebugString(), " (tf.summary.scalar takes one scalar value)"));
     }
-    absl::StatusOr<std::vector<double>> v = AsDoubles(values);
-    if (!v.ok()) return v.status();
+    ASSIGN_OR_RETURN(std::vector<double> v, AsDoubles(values));
     Summary s;
     auto tag = tags.flat<std::string>();
-    for (size_t i = 0; i < v->size(); ++i) {
+    for (size_t i = 0; i < v.size(); ++i) {
       Summary::Value* value = s.add_value();
       value->set_tag(tag[i]);
-      value->set_simple_value(static_cast<float>((*v)[i]));
+      value->set_simple_value(static_cast<float>(v[i]));
     }
     return OutputSummary(ctx, s);
   }
@@ -91,20 +89,18 @@ class HistogramSummaryOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<std::string> tag = ScalarString(ctx->input(0), "tag");
-    if (!tag.ok()) return tag.status();
-    absl::StatusOr<std::vector<double>> v = AsDoubles(ctx->input(1));
-    if (!v.ok()) return v.status();
+    ASSIGN_OR_RETURN(std::string tag, ScalarString(ctx->input(0), "tag"));
+    ASSIGN_OR_RETURN(std::vector<double> v, AsDoubles(ctx->input(1)));
     Histogram h;
-    for (double x : *v) {
+    for (double x : v) {
       if (!std::isfinite(x)) {
-        return absl::InvalidArgumentError(absl::StrCat("Nan or Inf in summary histogram for: ", *tag));
+        return absl::InvalidArgumentError(absl::StrCat("Nan or Inf in summary histogram for: ", tag));
       }
       h.Add(x);
     }
     Summary s;
     Summary::Value* value = s.add_value();
-    value->set_tag(*tag);
+    value->set_tag(tag);
     h.EncodeToProto(value->mutable_histo());
     return OutputSummary(ctx, s);
   }
@@ -114,26 +110,23 @@ class ImageSummaryOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<int64_t> max_images = GetAttrInt(c->def(), "max_images");
-    if (!max_images.ok()) return max_images.status();
-    if (*max_images < 1) return absl::InvalidArgumentError(absl::StrCat("max_images must be >= 1, got ", *max_images));
-    max_images_ = *max_images;
-    absl::StatusOr<std::vector<int64_t>> bad = GetAttrIntList(c->def(), "bad_color");
-    if (!bad.ok()) return bad.status();
-    if (!bad->empty()) {
-      if (bad->size() > 4) return absl::InvalidArgumentError("bad_color has at most 4 channels");
-      for (size_t i = 0; i < 4; ++i) bad_color_[i] = static_cast<uint8_t>(i < bad->size() ? (*bad)[i] : 255);
+    ASSIGN_OR_RETURN(int64_t max_images, GetAttrInt(c->def(), "max_images"));
+    if (max_images < 1) return absl::InvalidArgumentError(absl::StrCat("max_images must be >= 1, got ", max_images));
+    max_images_ = max_images;
+    ASSIGN_OR_RETURN(std::vector<int64_t> bad, GetAttrIntList(c->def(), "bad_color"));
+    if (!bad.empty()) {
+      if (bad.size() > 4) return absl::InvalidArgumentError("bad_color has at most 4 channels");
+      for (size_t i = 0; i < 4; ++i) bad_color_[i] = static_cast<uint8_t>(i < bad.size() ? bad[i] : 255);
     }
     return absl::OkStatus();
   }
 
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<std::string> tag = ScalarString(ctx->input(0), "tag");
-    if (!tag.ok()) return tag.status();
+    ASSIGN_OR_RETURN(std::string tag, ScalarString(ctx->input(0), "tag"));
     const Tensor& t = ctx->input(1);
     if (t.dims() != 4 || (t.dim_size(3) != 1 && t.dim_size(3) != 3 && t.dim_size(3) != 4)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Image summary '", *tag, "': images must be [batch, height, width, 1, 3 or 4 channels], got ",
+          absl::StrCat("Image summary '", tag, "': images must be [batch, height, width, 1, 3 or 4 channels], got ",
                        t.shape().DebugString()));
     }
     const int64_t batch = t.dim_size(0), height = t.dim_size(1), width = t.dim_size(2);
@@ -141,7 +134,7 @@ class ImageSummaryOp : public OpKernel {
     const int64_t pixels = height * width;
     if (pixels == 0 || height >= (int64_t{1} << 27) || width >= (int64_t{1} << 27)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Image summary '", *tag, "': cannot write ", height, "x", width, " images"));
+          absl::StrCat("Image summary '", tag, "': cannot write ", height, "x", width, " images"));
     }
     Summary s;
     std::vector<uint8_t> image(static_cast<size_t>(pixels * channels));
@@ -155,17 +148,16 @@ class ImageSummaryOp : public OpKernel {
         ToUint8(t.flat<double>().data() + offset, pixels, channels, image.data());
       } else {
         return absl::InvalidArgumentError(
-            absl::StrCat("Image summary '", *tag, "': images of ", DataTypeName(t.dtype()), " are not supported"));
+            absl::StrCat("Image summary '", tag, "': images of ", DataTypeName(t.dtype()), " are not supported"));
       }
-      absl::StatusOr<std::string> png = EncodePng(image.data(), width, height, channels);
-      if (!png.ok()) return png.status();
+      ASSIGN_OR_RETURN(std::string png, EncodePng(image.data(), width, height, channels));
       Summary::Value* value = s.add_value();
-      value->set_tag(max_images_ > 1 ? absl::StrCat(*tag, "/image/", i) : absl::StrCat(*tag, "/image"));
+      value->set_tag(max_images_ > 1 ? absl::StrCat(tag, "/image/", i) : absl::StrCat(tag, "/image"));
       Summary::Image* img = value->mutable_image();
       img->set_height(static_cast<int32_t>(height));
       img->set_width(static_cast<int32_t>(width));
       img->set_colorspace(channels);
-      img->set_encoded_image_string(std::move(*png));
+      img->set_encoded_image_string(std::move(png));
     }
     return OutputSummary(ctx, s);
   }
@@ -217,16 +209,14 @@ class TensorSummaryV2Op : public OpKernel {
   using OpKernel::OpKernel;
   bool IsExpensive() const override { return false; }
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<std::string> tag = ScalarString(ctx->input(0), "tag");
-    if (!tag.ok()) return tag.status();
-    absl::StatusOr<std::string> meta = ScalarString(ctx->input(2), "serialized_summary_metadata");
-    if (!meta.ok()) return meta.status();
+    ASSIGN_OR_RETURN(std::string tag, ScalarString(ctx->input(0), "tag"));
+    ASSIGN_OR_RETURN(std::string meta, ScalarString(ctx->input(2), "serialized_summary_metadata"));
     Summary s;
     Summary::Value* value = s.add_value();
-    value->set_tag(*tag);
-    if (!value->mutable_metadata()->ParseFromString(*meta)) {
+    value->set_tag(tag);
+    if (!value->mutable_metadata()->ParseFromString(meta)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Summary '", *tag, "': serialized_summary_metadata is not a SummaryMetadata"));
+          absl::StrCat("Summary '", tag, "': serialized_summary_metadata is not a SummaryMetadata"));
     }
     RETURN_IF_ERROR(ToTensorProto(ctx->input(1), value->mutable_tensor()));
     return OutputSummary(ctx, s);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/histogram.h"
@@ -28,13 +29,12 @@ Tensor V(const std::vector<T>& v, std::initializer_list<int64_t> dims) {
 
 // Runs the op and parses its one output.
 absl::StatusOr<Summary> RunSummary(OpTest& t) {
-  absl::StatusOr<std::vector<Tensor>> out = t.Run();
-  if (!out.ok()) return out.status();
-  if (out->size() != 1 || (*out)[0].dims() != 0 || (*out)[0].dtype() != DT_STRING) {
+  ASSIGN_OR_RETURN(std::vector<Tensor> out, t.Run());
+  if (out.size() != 1 || out[0].dims() != 0 || out[0].dtype() != DT_STRING) {
     return absl::InternalError("a summary op must output one scalar string");
   }
   Summary s;
-  if (!s.ParseFromString((*out)[0].flat<std::string>()[0])) return absl::InternalError("not a Summary");
+  if (!s.ParseFromString(out[0].flat<std::string>()[0])) return absl::InternalError("not a Summary");
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "kernels/cpu/sync_resources.h"
 #include "kernels/kernel_registry.h"
@@ -42,14 +43,12 @@ class SyncKernelBase {
 
   absl::Status InitBase(OpKernelConstruction* c, std::initializer_list<IntSpec> ints = {}) {
     for (const IntSpec& i : ints) {
-      absl::StatusOr<int64_t> v = IntAttr(c, i.attr, i.min);
-      if (!v.ok()) return v.status();
-      *i.out = *v;
+      ASSIGN_OR_RETURN(int64_t v, IntAttr(c, i.attr, i.min));
+      *i.out = v;
     }
-    absl::StatusOr<std::string> name = GetAttrString(c->def(), "shared_name");
-    if (!name.ok()) return name.status();
-    if (name->empty()) return absl::InvalidArgumentError("'shared_name' must not be empty");
-    shared_name_ = *name;
+    ASSIGN_OR_RETURN(std::string name, GetAttrString(c->def(), "shared_name"));
+    if (name.empty()) return absl::InvalidArgumentError("'shared_name' must not be empty");
+    shared_name_ = name;
     absl::StatusOr<std::string> container = GetAttrString(c->def(), "container");
     if (container.ok()) container_ = *container;
     absl::StatusOr<DataType> dtype = GetAttrType(c->def(), "T");
@@ -57,10 +56,9 @@ class SyncKernelBase {
     return absl::OkStatus();
   }
   absl::StatusOr<int64_t> IntAttr(OpKernelConstruction* c, const char* attr, int64_t min) {
-    absl::StatusOr<int64_t> v = GetAttrInt(c->def(), attr);
-    if (!v.ok()) return v.status();
-    if (*v < min) return absl::InvalidArgumentError(absl::StrCat("'", attr, "' must be at least ", min, ", got ", *v));
-    return *v;
+    ASSIGN_OR_RETURN(int64_t v, GetAttrInt(c->def(), attr));
+    if (v < min) return absl::InvalidArgumentError(absl::StrCat("'", attr, "' must be at least ", min, ", got ", v));
+    return v;
   }
   std::string Container(const OpKernelContext* ctx) const {
     return container_.empty() ? ctx->default_container() : container_;
@@ -87,11 +85,9 @@ class AccumulatorApplyGradientOp : public OpKernel, SyncKernelBase {
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"replica_id", 0, &replica_}}); }
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<int64_t> local_step = ScalarInt64(ctx, 0, "local_step");
-    if (!local_step.ok()) return local_step.status();
-    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
-    if (!acc.ok()) return acc.status();
-    return (*acc)->Apply(*local_step, replica_, ctx->input(1));
+    ASSIGN_OR_RETURN(int64_t local_step, ScalarInt64(ctx, 0, "local_step"));
+    ASSIGN_OR_RETURN(std::shared_ptr<Accumulator> acc, GetAccumulator(ctx));
+    return acc->Apply(local_step, replica_, ctx->input(1));
   }
 
  private:
@@ -135,11 +131,10 @@ class AccumulatorTakeGradientOp : public OpKernel, SyncKernelBase {
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"num_required", 1, &required_}}); }
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
-    if (!acc.ok()) return acc.status();
+    ASSIGN_OR_RETURN(std::shared_ptr<Accumulator> acc, GetAccumulator(ctx));
     Tensor average;
     int64_t dropped = 0;
-    if (absl::Status s = (*acc)->Take(required_, &average, &dropped); !s.ok()) return s;
+    if (absl::Status s = acc->Take(required_, &average, &dropped); !s.ok()) return s;
     if (absl::Status s = ctx->set_output(0, std::move(average)); !s.ok()) return s;
     return ctx->set_output(1, Tensor::Scalar<int64_t>(dropped));
   }
@@ -153,13 +148,10 @@ class SparseAccumulatorApplyGradientOp : public OpKernel, SyncKernelBase {
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"replica_id", 0, &replica_}}); }
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<int64_t> local_step = ScalarInt64(ctx, 0, "local_step");
-    if (!local_step.ok()) return local_step.status();
-    absl::StatusOr<int64_t> num_rows = ScalarInt64(ctx, 3, "gradient_num_rows");
-    if (!num_rows.ok()) return num_rows.status();
-    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
-    if (!acc.ok()) return acc.status();
-    return (*acc)->ApplySparse(*local_step, replica_, ctx->input(1), ctx->input(2), *num_rows);
+    ASSIGN_OR_RETURN(int64_t local_step, ScalarInt64(ctx, 0, "local_step"));
+    ASSIGN_OR_RETURN(int64_t num_rows, ScalarInt64(ctx, 3, "gradient_num_rows"));
+    ASSIGN_OR_RETURN(std::shared_ptr<Accumulator> acc, GetAccumulator(ctx));
+    return acc->ApplySparse(local_step, replica_, ctx->input(1), ctx->input(2), num_rows);
   }
 
  private:
@@ -171,11 +163,10 @@ class SparseAccumulatorTakeGradientOp : public OpKernel, SyncKernelBase {
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"num_required", 1, &required_}}); }
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
-    if (!acc.ok()) return acc.status();
+    ASSIGN_OR_RETURN(std::shared_ptr<Accumulator> acc, GetAccumulator(ctx));
     Tensor indices, values;
     int64_t num_rows = 0, dropped = 0;
-    if (absl::Status s = (*acc)->TakeSparse(required_, &indices, &values, &num_rows, &dropped); !s.ok()) return s;
+    if (absl::Status s = acc->TakeSparse(required_, &indices, &values, &num_rows, &dropped); !s.ok()) return s;
     if (absl::Status s = ctx->set_output(0, std::move(indices)); !s.ok()) return s;
     if (absl::Status s = ctx->set_output(1, std::move(values)); !s.ok()) return s;
     if (absl::Status s = ctx->set_output(2, Tensor::Scalar<int64_t>(num_rows)); !s.ok()) return s;
@@ -191,11 +182,9 @@ class AccumulatorSetGlobalStepOp : public OpKernel, SyncKernelBase {
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override { return InitBase(c); }
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<int64_t> step = ScalarInt64(ctx, 0, "new_step");
-    if (!step.ok()) return step.status();
-    absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
-    if (!acc.ok()) return acc.status();
-    (*acc)->SetGlobalStep(*step);
+    ASSIGN_OR_RETURN(int64_t step, ScalarInt64(ctx, 0, "new_step"));
+    ASSIGN_OR_RETURN(std::shared_ptr<Accumulator> acc, GetAccumulator(ctx));
+    acc->SetGlobalStep(step);
     return absl::OkStatus();
   }
 };
@@ -205,9 +194,8 @@ class SyncBarrierLocalStepOp : public OpKernel, SyncKernelBase {
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"replica_id", 0, &replica_}}); }
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<std::shared_ptr<StepBarrier>> b = GetBarrier(ctx);
-    if (!b.ok()) return b.status();
-    return ctx->set_output(0, Tensor::Scalar<int64_t>((*b)->LocalStep(replica_)));
+    ASSIGN_OR_RETURN(std::shared_ptr<StepBarrier> b, GetBarrier(ctx));
+    return ctx->set_output(0, Tensor::Scalar<int64_t>(b->LocalStep(replica_)));
   }
   bool IsExpensive() const override { return false; }
 
@@ -220,11 +208,10 @@ class SyncBarrierWaitOp : public AsyncOpKernel, SyncKernelBase {
   using AsyncOpKernel::AsyncOpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
     int64_t timeout_ms = 0;
-    absl::Status s = InitBase(c, {{"replica_id", 0, &replica_},
-                                  {"replicas_to_aggregate", 1, &to_aggregate_},
-                                  {"total_num_replicas", 1, &total_},
-                                  {"timeout_ms", 1, &timeout_ms}});
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(InitBase(c, {{"replica_id", 0, &replica_},
+                                 {"replicas_to_aggregate", 1, &to_aggregate_},
+                                 {"total_num_replicas", 1, &total_},
+                                 {"timeout_ms", 1, &timeout_ms}}));
     if (to_aggregate_ > total_) {
       return absl::InvalidArgumentError(
           absl::StrCat("replicas_to_aggregate (", to_aggregate_, ") is larger than total_num_replicas (", total_, ")"));
@@ -259,11 +246,9 @@ class SyncBarrierReleaseOp : public OpKernel, SyncKernelBase {
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override { return InitBase(c); }
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<int64_t> step = ScalarInt64(ctx, 0, "step");
-    if (!step.ok()) return step.status();
-    absl::StatusOr<std::shared_ptr<StepBarrier>> b = GetBarrier(ctx);
-    if (!b.ok()) return b.status();
-    (*b)->Release(*step);
+    ASSIGN_OR_RETURN(int64_t step, ScalarInt64(ctx, 0, "step"));
+    ASSIGN_OR_RETURN(std::shared_ptr<StepBarrier> b, GetBarrier(ctx));
+    b->Release(step);
     return absl::OkStatus();
   }
   bool IsExpensive() const override { return false; }
@@ -274,11 +259,10 @@ class SyncBarrierStatusOp : public OpKernel, SyncKernelBase {
   using OpKernel::OpKernel;
   absl::Status Init(OpKernelConstruction* c) override { return InitBase(c); }
   absl::Status Compute(OpKernelContext* ctx) override {
-    absl::StatusOr<std::shared_ptr<StepBarrier>> b = GetBarrier(ctx);
-    if (!b.ok()) return b.status();
+    ASSIGN_OR_RETURN(std::shared_ptr<StepBarrier> b, GetBarrier(ctx));
     int64_t step = -1;
     std::vector<int64_t> reported;
-    (*b)->Status(&step, &reported);
+    b->Status(&step, &reported);
     if (absl::Status s = ctx->set_output(0, Tensor::Scalar<int64_t>(step)); !s.ok()) return s;
     return ctx->set_output(1, Tensor::FromVector(reported));
   }

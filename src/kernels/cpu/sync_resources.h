@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "base/cancellation.h"
 #include "base/metrics.h"
+#include "base/status_macros.h"
 #include "base/timer.h"
 #include "kernels/cpu/sparse_row_sum.h"
 #include "kernels/resource_mgr.h"
@@ -205,9 +206,8 @@ class Accumulator : public WaitableResource {
       if (Drops(local_step, replica)) return absl::OkStatus();
       if (sparse_) return KindError("a dense", "sparse (IndexedSlices)");
       if (count_ == 0) {
-        absl::StatusOr<Tensor> copy = Tensor::Allocate(dtype_, grad.shape());
-        if (!copy.ok()) return copy.status();
-        sum_ = std::move(*copy);
+        ASSIGN_OR_RETURN(Tensor copy, Tensor::Allocate(dtype_, grad.shape()));
+        sum_ = std::move(copy);
         if (dtype_ == DT_FLOAT) {
           std::copy_n(grad.flat<float>().data(), grad.NumElements(), sum_.flat<float>().data());
         } else {

@@ -15,6 +15,7 @@
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "kernels/cpu/var_locks.h"
 #include "kernels/kernel_registry.h"
@@ -84,9 +85,8 @@ class ApplyOpBase : public OpKernel {
       VarLocks locks(vars);
       std::vector<Tensor*> values;
       for (int i = 0; i < num_refs; ++i) {
-        absl::StatusOr<Tensor*> val = vars[static_cast<size_t>(i)]->MutableValue();
-        if (!val.ok()) return val.status();
-        values.push_back(*val);
+        ASSIGN_OR_RETURN(Tensor * val, vars[static_cast<size_t>(i)]->MutableValue());
+        values.push_back(val);
       }
       const Tensor& var = *values[0];
       for (int i = 1; i < num_refs; ++i) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "distflow/tensor.h"
 #include "graph/window.h"
 
@@ -37,16 +38,14 @@ inline absl::StatusOr<Geom> MakeGeom(const TensorShape& in, int64_t kh, int64_t 
   g.o = o;
   g.sh = a.sh;
   g.sw = a.sw;
-  absl::StatusOr<WindowDim> dh = ComputeWindow(g.h, kh, a.sh, a.same, what);
-  if (!dh.ok()) return dh.status();
-  absl::StatusOr<WindowDim> dw = ComputeWindow(g.w, kw, a.sw, a.same, what);
-  if (!dw.ok()) return dw.status();
-  g.oh = dh->out;
-  g.ow = dw->out;
-  g.pt = dh->pad_before;
-  g.pb = dh->pad_after;
-  g.pl = dw->pad_before;
-  g.pr = dw->pad_after;
+  ASSIGN_OR_RETURN(WindowDim dh, ComputeWindow(g.h, kh, a.sh, a.same, what));
+  ASSIGN_OR_RETURN(WindowDim dw, ComputeWindow(g.w, kw, a.sw, a.same, what));
+  g.oh = dh.out;
+  g.ow = dw.out;
+  g.pt = dh.pad_before;
+  g.pb = dh.pad_after;
+  g.pl = dw.pad_before;
+  g.pr = dw.pad_after;
   return g;
 }
 
