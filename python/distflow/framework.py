@@ -1051,6 +1051,24 @@ def get_default_session():
     return s[-1]
 
 
+# Where a session with target "" runs: in process, unless the process is a
+# task of a cluster that says otherwise (distflow.horovod's init() starts
+# this task's server and sets (target, task name) here).
+_default_session_task = None
+
+
+def _session_target(target, options):
+    """The target and options a session made with `target` uses: "" means
+    the process's own task once one is set (its devices only, unless the
+    options filter devices themselves)."""
+    if target or _default_session_task is None:
+        return target, options
+    own_target, task = _default_session_task
+    if not options.get("device_filters"):
+        options = dict(options, device_filters=[task])
+    return own_target, options
+
+
 class Session:
     """tf.Session(target="", graph=None, config=None): runs `graph` (the
     default one) in process or on the cluster behind target "grpc://...".
@@ -1059,7 +1077,8 @@ class Session:
     def __init__(self, target="", graph=None, config=None):
         self.graph = graph or get_default_graph()
         self._config = config or ConfigProto()
-        self._sess = _distflow.Session(target, self._config._options())
+        target, options = _session_target(target, self._config._options())
+        self._sess = _distflow.Session(target, options)
 
     def __enter__(self):
         if not hasattr(_default_session, "stack"):

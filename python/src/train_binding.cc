@@ -2,6 +2,7 @@
 // or a tensor learning rate), synchronous replicas, the monitored session
 // (Supervisor, MonitoredTrainingSession) and checkpoints.
 #include "conversions.h"
+#include "distflow/train/collective_all_reduce_optimizer.h"
 
 namespace distflow_py {
 namespace {
@@ -130,6 +131,25 @@ void BindTrain(py::module_& m) {
       .def_property_readonly("stale_gradients_dropped", [](const df::SyncReplicasOptimizer& o) {
         return o.stats().stale_gradients_dropped.load();
       });
+
+  // Horovod's DistributedOptimizer: the gradients all-reduced across the
+  // workers, small ones fused into buckets (train/collective_all_reduce_optimizer.h).
+  m.def(
+      "all_reduce_gradients",
+      [](const df::Scope& s, const df::Optimizer::GradsAndVars& gv, int num_replicas, int rank, int64_t group_key,
+         int64_t first_instance_key, bool average, double timeout_seconds, int64_t fusion_threshold_bytes) {
+        df::CollectiveAllReduceOptions o;
+        o.num_replicas = num_replicas;
+        o.rank = rank;
+        o.group_key = group_key;
+        o.first_instance_key = first_instance_key;
+        o.average = average;
+        o.timeout_seconds = timeout_seconds;
+        o.fusion_threshold_bytes = fusion_threshold_bytes;
+        return Value(df::AllReduceGradients(s, gv, o));
+      },
+      py::arg("scope"), py::arg("grads_and_vars"), py::arg("num_replicas"), py::arg("rank"), py::arg("group_key"),
+      py::arg("first_instance_key"), py::arg("average"), py::arg("timeout_seconds"), py::arg("fusion_threshold_bytes"));
 
   py::class_<df::MonitoredSession>(m, "MonitoredSession")
       .def(py::init([](const df::Scope& scope, const std::string& target, bool is_chief, const std::string& logdir,

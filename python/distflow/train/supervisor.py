@@ -208,6 +208,7 @@ class Supervisor:
         """The chief restores logdir's newest checkpoint or runs init_op (then
         init_fn); the others wait until the model is ready; every task then
         runs local_init_op. Returns the session the program steps."""
+        master, options = _fw._session_target(master, (config or _fw.ConfigProto())._options())
         server = _servers_by_target.get(master)
         if server is not None and self._done is None:
             self._done = self._cluster_counter(server)
@@ -221,7 +222,6 @@ class Supervisor:
                 self._local_vars = self._graph.get_collection(_fw.GraphKeys.LOCAL_VARIABLES)
                 self._local_init_op = _fw.local_variables_initializer()
         self._graph.finalize()
-        options = (config or _fw.ConfigProto())._options()
         local_init = self._local_init_op
         # The chief's summaries are written by the C++ monitored session into
         # logdir's events file: summary_op with the step's own feeds every

@@ -152,6 +152,11 @@ from distflow import metrics as _metrics  # noqa: E402
 from distflow import contrib as _contrib  # noqa: E402
 
 contrib = _Module("contrib", _contrib)
+
+from distflow import keras as _keras  # noqa: E402
+
+# tf.keras: its datasets only (mnist, fashion_mnist, read from this machine).
+keras = _Module("keras", _keras, datasets=_Module("keras.datasets", _keras.datasets))
 train = _Module("train", _train)
 layers = _Module("layers", _layers)
 losses = _Module("losses", _losses)
