@@ -150,6 +150,8 @@ void BindTrain(py::module_& m) {
       },
       py::arg("scope"), py::arg("grads_and_vars"), py::arg("num_replicas"), py::arg("rank"), py::arg("group_key"),
       py::arg("first_instance_key"), py::arg("average"), py::arg("timeout_seconds"), py::arg("fusion_threshold_bytes"));
+  m.def("graph_variables", &df::GraphVariables, py::arg("scope"),
+        "Every variable of the graph that has an initializer (optimizer slots too), in the order made.");
 
   py::class_<df::MonitoredSession>(m, "MonitoredSession")
       .def(py::init([](const df::Scope& scope, const std::string& target, bool is_chief, const std::string& logdir,

@@ -1,6 +1,9 @@
 #include "distflow/train/collective_all_reduce_optimizer.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
+#include "graph/graph.h"
 
 namespace distflow {
 
@@ -143,13 +146,34 @@ absl::StatusOr<Operation> CollectiveAllReduceOptimizer::Minimize(const Scope& sc
   return ApplyGradients(scope, *grads, global_step);
 }
 
+std::vector<Output> GraphVariables(const Scope& scope) {
+  std::vector<Output> vars;
+  std::set<const Node*> seen;
+  for (const Operation& init : scope.Initializers()) {
+    const Node* n = init.node();
+    if (n == nullptr || n->num_inputs() < 1) continue;
+    const Node* var = n->input(0).node;
+    if (var == nullptr) continue;
+    Operation op(var, init.graph_state());
+    if (op.op_type() != "VariableV2" && op.op_type() != "Variable") continue;
+    if (seen.insert(var).second) vars.emplace_back(op, 0, scope);
+  }
+  return vars;
+}
+
 absl::StatusOr<Operation> CollectiveAllReduceOptimizer::BroadcastVariables(const Scope& scope,
                                                                            const std::vector<Output>& vars) {
-  const std::vector<Output> all = vars.empty() ? scope.TrainableVariables() : vars;
+  const std::vector<Output> all = vars.empty() ? GraphVariables(scope) : vars;
   std::vector<Operation> assigns;
   int64_t index = 0;
   for (const Output& var : all) {
     const int64_t instance = options_.first_instance_key + kBroadcastOffset + index++;
+    const DataType dtype = var.dtype();
+    if (dtype != DT_FLOAT && dtype != DT_DOUBLE && dtype != DT_INT32 && dtype != DT_INT64) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot broadcast ", var.name(), ": it is ", DataTypeName(dtype),
+                                                     "; collectives carry float32, float64, int32 and int64 (pass "
+                                                     "the variables to broadcast to BroadcastVariables)"));
+    }
     const PartialShape shape = var.shape();
     if (!shape.IsFullyDefined()) {
       return absl::InvalidArgumentError(

@@ -56,6 +56,24 @@ def test_horovod_program_trains_with_identical_replicas(workers, threshold):
     assert last < 0.8 * first, f"the loss did not fall enough: {first} -> {last}"
 
 
+def test_ranks_resume_equal_from_rank_0s_checkpoint(tmp_path):
+    """Only rank 0 writes and restores checkpoints; the broadcast hook gives
+    every rank its restored values, the optimizer's slots included, so a
+    resumed job keeps identical replicas."""
+    program = [os.path.join(SOURCE, "examples", "python", "horovod_mnist.py"), "--num-steps", "60",
+               "--checkpoint-dir", str(tmp_path / "ckpt")]
+    first = launch(2, program)
+    assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
+    before = reports(first.stdout + first.stderr, 2)
+    second = launch(2, program[:2] + ["120"] + program[3:])
+    out = second.stdout + second.stderr
+    assert second.returncode == 0, out[-4000:]
+    after = reports(out, 2)
+    assert sorted(after) == [0, 1], out[-4000:]
+    assert after[0][0] == before[0][1], "rank 0 did not resume from its checkpoint"
+    assert after[1] == after[0], f"the ranks differ after resuming: {after}"
+
+
 OPS_PROGRAM = textwrap.dedent("""
     import sys
     import numpy as np

@@ -69,6 +69,11 @@ struct DISTFLOW_EXPORT CollectiveAllReduceOptions {
 // float64 (InvalidArgument naming the variable otherwise). What
 // CollectiveAllReduceOptimizer::ApplyGradients reduces with; Horovod's
 // DistributedOptimizer in Python uses it too.
+// Every variable of the scope's graph that has an initializer (made by
+// MakeVariable, an optimizer's slots, the global step), in the order they
+// were made: the same on every worker that built the same graph.
+DISTFLOW_EXPORT std::vector<Output> GraphVariables(const Scope& scope);
+
 DISTFLOW_EXPORT absl::StatusOr<Optimizer::GradsAndVars> AllReduceGradients(
     const Scope& scope, const Optimizer::GradsAndVars& grads_and_vars, const CollectiveAllReduceOptions& options);
 
@@ -92,10 +97,13 @@ class DISTFLOW_EXPORT CollectiveAllReduceOptimizer {
                                            const Output* global_step = nullptr);
   absl::StatusOr<Operation> Minimize(const Scope& scope, const Output& loss, const Output* global_step = nullptr,
                                      const std::vector<Output>& var_list = {});
-  // Rank 0 sends the values of `vars` (empty: the scope's trainable
-  // variables) and every other rank assigns what it receives: run once
-  // after initialisation (SupervisorOptions::local_init_op) so the replicas
-  // start equal. Every variable needs a fully defined shape.
+  // Rank 0 sends the values of `vars` (empty: every variable of the graph
+  // that has an initializer, GraphVariables: the model's, the optimizers'
+  // slots, the global step) and every other rank assigns what it receives:
+  // run once after initialisation or restore (SupervisorOptions::local_init_op)
+  // so the replicas start equal, also when only rank 0 restored a
+  // checkpoint. Every variable needs a fully defined shape and a dtype the
+  // collectives carry (float32, float64, int32, int64).
   absl::StatusOr<Operation> BroadcastVariables(const Scope& scope, const std::vector<Output>& vars = {});
 
   const CollectiveAllReduceOptions& options() const { return options_; }

@@ -8,6 +8,7 @@ import os
 
 from distflow import _distflow
 from distflow import framework as _fw
+from distflow import raw_ops as _raw
 from distflow.horovod.tensorflow import basics as _basics
 from distflow.horovod.tensorflow import mpi_ops as _ops
 from distflow.train.session_run_hook import SessionRunHook
@@ -101,15 +102,36 @@ def broadcast_variables(variables, root_rank):
     ops = []
     for v in variables:
         value = _ops.broadcast(v, root_rank, name="HorovodBroadcast_" + v.op.name.replace("/", "_"))
-        ops.append(value.op if state.rank == int(root_rank) or state.size == 1 else v.assign(value).op)
+        if state.rank == int(root_rank) or state.size == 1:
+            ops.append(value.op)
+        else:
+            ops.append(_raw.Assign(ref=v, value=value).op)
     return _fw.group(*ops)
 
 
+def _global_variables():
+    """The global variables as TensorFlow has them: the program's, and those
+    C++ made for it (the optimizers' slots, which TF1 also collects), in the
+    order they were made; not the local ones."""
+    g = _fw.get_default_graph()
+    python = {v.name: v for v in _fw.global_variables()}
+    local = {v.name for v in _fw.local_variables()}
+    out, seen = [], set()
+    for o in _distflow.graph_variables(g._root):
+        if o.name in local or o.name in seen:
+            continue
+        seen.add(o.name)
+        v = python.get(o.name)
+        out.append(_fw.Tensor(o, g) if v is None else v)
+    return out + [v for name, v in python.items() if name not in seen]
+
+
 def broadcast_global_variables(root_rank):
-    """An op giving every global variable rank `root_rank`'s value: run it
-    once after initialisation so every rank starts from the same model."""
+    """An op giving every global variable (optimizer slots too) rank
+    `root_rank`'s value: run it once after initialisation or restore so every
+    rank starts from the same model."""
     _basics._check("broadcast_global_variables")
-    return broadcast_variables(_fw.global_variables(), root_rank)
+    return broadcast_variables(_global_variables(), root_rank)
 
 
 class BroadcastGlobalVariablesHook(SessionRunHook):
