@@ -71,14 +71,9 @@ Output Reduce(const Scope& scope, const Output& x, int64_t bucket, const Collect
   return Output(op, 0, scope);
 }
 
-}  // namespace
-
-absl::StatusOr<Optimizer::GradsAndVars> AllReduceGradients(const Scope& scope,
-                                                           const Optimizer::GradsAndVars& grads_and_vars,
-                                                           const CollectiveAllReduceOptions& options) {
-  if (absl::Status st = CheckOptions(options); !st.ok()) return st;
-  // Buckets, filled from the last gradient backwards (backprop's order);
-  // one open bucket per dtype.
+// The buckets of `grads_and_vars`, filled from the last gradient backwards
+// (backprop's order), one open bucket per dtype.
+absl::StatusOr<std::vector<Bucket>> MakeBuckets(const Optimizer::GradsAndVars& grads_and_vars, int64_t threshold) {
   std::vector<Bucket> buckets;
   std::vector<int> open = {-1, -1};  // float32, float64
   for (size_t i = grads_and_vars.size(); i-- > 0;) {
@@ -89,14 +84,14 @@ absl::StatusOr<Optimizer::GradsAndVars> AllReduceGradients(const Scope& scope,
                                                      "; collective all-reduce averages float32 and float64"));
     }
     const PartialShape shape = KnownShape(grad, var);
-    const int64_t bytes = shape.IsFullyDefined() ? NumElements(shape) * static_cast<int64_t>(DataTypeSize(grad.dtype()))
-                                                 : options.fusion_threshold_bytes + 1;
-    if (options.fusion_threshold_bytes == 0 || bytes > options.fusion_threshold_bytes) {
+    const bool known = shape.IsFullyDefined();
+    const int64_t bytes = known ? NumElements(shape) * static_cast<int64_t>(DataTypeSize(grad.dtype())) : 0;
+    if (threshold == 0 || !known || bytes > threshold) {
       buckets.push_back(Bucket{grad.dtype(), bytes, {i}, {shape}});  // alone
       continue;
     }
     int& slot = open[grad.dtype() == DT_FLOAT ? 0 : 1];
-    if (slot < 0 || buckets[static_cast<size_t>(slot)].bytes + bytes > options.fusion_threshold_bytes) {
+    if (slot < 0 || buckets[static_cast<size_t>(slot)].bytes + bytes > threshold) {
       buckets.push_back(Bucket{grad.dtype(), 0, {}, {}});
       slot = static_cast<int>(buckets.size() - 1);
     }
@@ -105,6 +100,18 @@ absl::StatusOr<Optimizer::GradsAndVars> AllReduceGradients(const Scope& scope,
     b.members.push_back(i);
     b.shapes.push_back(shape);
   }
+  return buckets;
+}
+
+}  // namespace
+
+absl::StatusOr<Optimizer::GradsAndVars> AllReduceGradients(const Scope& scope,
+                                                           const Optimizer::GradsAndVars& grads_and_vars,
+                                                           const CollectiveAllReduceOptions& options) {
+  if (absl::Status st = CheckOptions(options); !st.ok()) return st;
+  absl::StatusOr<std::vector<Bucket>> made = MakeBuckets(grads_and_vars, options.fusion_threshold_bytes);
+  if (!made.ok()) return made.status();
+  const std::vector<Bucket>& buckets = *made;
   Optimizer::GradsAndVars reduced = grads_and_vars;
   for (size_t index = 0; index < buckets.size(); ++index) {
     const Bucket& b = buckets[index];
