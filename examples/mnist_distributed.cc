@@ -47,6 +47,8 @@
 // step (every task's nodes, transfers linked) as Chrome trace-event JSON.
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -438,6 +440,15 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_elastic) && !absl::GetFlag(FLAGS_sync_replicas)) {
     return Usage("--elastic makes synchronous training follow the membership; add --sync_replicas");
   }
+  // A joining worker reads its data first: from its join on, the
+  // coordinator counts it alive (and a synchronous chief waits for it), so
+  // its server should start soon after (before --heartbeat_timeout_secs).
+  std::optional<absl::StatusOr<df::data::DataSets>> joiner_data;
+  if (joining) {
+    const std::string join_as = absl::GetFlag(FLAGS_join_as);
+    joiner_data = df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000,
+                                         100 + static_cast<uint64_t>(std::hash<std::string>()(join_as) % 100000));
+  }
   absl::StatusOr<df::TaskConfig> config = joining ? JoinRunningJob() : ResolveTask();
   if (!config.ok()) {
     if (joining && !absl::IsInvalidArgument(config.status())) return Die("joining the job", config.status());
@@ -495,7 +506,9 @@ int main(int argc, char** argv) {
     return Usage(absl::StrCat("--replicas_to_aggregate=", to_aggregate, " but the cluster has ", num_workers,
                               " workers: a step could never collect enough gradients; use 1 to ", num_workers));
   }
-  auto data = df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000, 100 + static_cast<uint64_t>(task));
+  auto data = joiner_data.has_value()
+                  ? std::move(*joiner_data)
+                  : df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000, 100 + static_cast<uint64_t>(task));
   if (!data.ok()) return Die("reading data", data.status());
 
   df::Scope root = df::Scope::NewRootScope();

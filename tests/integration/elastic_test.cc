@@ -129,6 +129,7 @@ TEST(Elastic, WorkersJoinAndLeaveARunningAsyncJobWithoutRestartingAnyone) {
 // waited for any more (2). Nobody restarts, and the job reaches its steps.
 TEST(Elastic, SyncReplicasAggregateAsManyGradientsAsThereAreWorkersInTheJob) {
   Job job;
+  job.train_steps = 2000;
   const std::vector<std::string> sync = {"--sync_replicas", "--elastic", "--sync_step_timeout_secs=60"};
   auto task = [&](const std::string& name, int index) {
     std::vector<std::string> args = job.Common();
@@ -154,7 +155,11 @@ TEST(Elastic, SyncReplicasAggregateAsManyGradientsAsThereAreWorkersInTheJob) {
   // The count followed the membership: 2, then 3 from the join on, then 2
   // again once worker 1 was declared dead, each from a later global step.
   const size_t two = out.find("aggregating 2 gradients per step");
-  const size_t three = out.find("aggregating 3 gradients per step", two);
+  // The last change to 3 (a joiner slow to start heartbeating may be
+  // counted out and in again before it).
+  const size_t three = out.rfind("aggregating 3 gradients per step");
+  ASSERT_NE(three, std::string::npos) << out;
+  EXPECT_LT(two, three) << out;
   const size_t two_again = out.find("aggregating 2 gradients per step", three);
   ASSERT_NE(two_again, std::string::npos) << out;
   const double joined_at = NumberAfter(out.substr(three), "per step from global step ");
