@@ -13,7 +13,10 @@ tuples, namedtuples and dicts of tensors and TensorArrays.
 
 A loop's gradient is C++'s: it rebuilds the body on every iteration's saved
 values, so the body is called again by tf.gradients (it must build the same
-ops from the same inputs; variables it made on its first call are reused).
+ops from the same inputs). The variables get_variable made on the body's
+first call (directly or through tf.layers or an RNN cell) are handed out
+again, in the same order, while it is rebuilt, so a body that makes its
+variables without reuse works and its variables get their gradients.
 """
 import contextlib
 
@@ -175,6 +178,7 @@ class _Loop:
         self.captured = {}
         self.order = []
         self.built = False
+        self.made = []  # (name, variable): the variables get_variable made in the body's first build
 
 
 class _LoopContext(_Context):
@@ -357,9 +361,23 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                 c = math_ops.logical_and(math_ops.less(count[0], max_t), c)
             return c._out
 
+    @contextlib.contextmanager
+    def variables_of_the_body():
+        # The first build records the variables the body makes; a rebuild
+        # (for the gradient) is handed the same ones.
+        rebuilt = loop.built
+        if rebuilt:
+            g._var_replay.append(_fw._VariableReplay(loop.made))
+        else:
+            g._var_logs.append(loop.made)
+        try:
+            yield
+        finally:
+            (g._var_replay if rebuilt else g._var_logs).pop()
+
     def body_fn(scope, cc_vars):
         ctx = context(scope, cc_vars)
-        with ctx.active(scope):
+        with ctx.active(scope), variables_of_the_body():
             count, user = unpack(ctx, cc_vars)
             result = body(*user) if isinstance(user, (list, tuple)) else body(user)
             if not isinstance(result, (list, tuple, dict)) or _is_tensor_array(result):
