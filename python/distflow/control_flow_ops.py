@@ -265,15 +265,43 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
         not _is_namedtuple(packed) else packed
 
 
+def Assert(condition, data, summarize=None, name=None):
+    """tf.Assert: an op that fails the step with InvalidArgumentError
+    ("assertion failed: [data0] [data1] ...", each tensor's first
+    `summarize` elements) when `condition` is false."""
+    from distflow import raw_ops
+    condition = _fw.convert_to_tensor(condition)
+    if condition.dtype != _dtypes.bool:
+        raise TypeError(f"tf.Assert: condition '{condition.name}' must be bool, not {condition.dtype.name}")
+    data = [_fw.convert_to_tensor(d) for d in data]
+    return raw_ops.Assert(condition=condition, data=data, summarize=3 if summarize is None else int(summarize),
+                          name=name)
+
+
+def _assert_at_most_one_true(preds):
+    """TensorFlow's check of tf.case(exclusive=True): an Assert naming the
+    predicates, with their values, when more than one holds."""
+    from distflow import array_ops, math_ops
+    with _fw.name_scope("exclusive"):
+        stacked = array_ops.stack(preds, name="preds_c")
+        count = math_ops.reduce_sum(math_ops.cast(stacked, _dtypes.int32), name="num_true_conds")
+        names = ", ".join(p.name for p in preds)
+        return Assert(math_ops.less_equal(count, 1),
+                      [f"Input error: exclusive=True: more than 1 conditions ({names}) evaluated as True:", stacked],
+                      summarize=len(preds))
+
+
 def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"):
     """tf.case: the fn of the first pair whose pred holds, else default()
-    (nested conds; `exclusive` is not checked)."""
+    (nested conds). With exclusive=True, more than one true pred fails the
+    step with an InvalidArgumentError naming the preds, as in TensorFlow."""
     if isinstance(pred_fn_pairs, dict):
         pred_fn_pairs = list(pred_fn_pairs.items())
     pairs = list(pred_fn_pairs)
     for p in pairs:
         if not isinstance(p, tuple) or len(p) != 2 or not callable(p[1]):
             raise TypeError(f"tf.case: each pair must be (bool tensor, callable), got {p!r}")
+    pairs_all = list(pairs)
     if default is None:
         if not pairs:
             raise ValueError("tf.case: no pairs and no default")
@@ -284,7 +312,17 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
                 return default()
             p, f = pairs[i]
             return cond(p, f, lambda: chain(i + 1), strict=strict)
-        return chain(0)
+        if not exclusive or len(pairs_all) < 2:
+            return chain(0)
+        preds = [_fw.convert_to_tensor(p) for p, _ in pairs_all]
+        check = _assert_at_most_one_true(preds)
+        result = chain(0)
+        if isinstance(result, _fw.Operation):
+            return _fw.group(result, check)
+        from distflow import array_ops
+        with _fw.control_dependencies([check]):
+            return _pack(result, [array_ops.identity(t) for t in _flatten(result)]) \
+                if isinstance(result, (list, tuple, dict)) else array_ops.identity(result)
 
 
 # ---- tf.while_loop -----------------------------------------------------------

@@ -122,6 +122,32 @@ def test_while_loop_gradients_reach_loop_vars_captures_and_variables():
         assert abs(sess.run(v) - 2.0) < 1e-2
 
 
+def test_case_exclusive_fails_naming_the_preds_when_two_hold():
+    k = tf.placeholder(tf.int32, [], name="k")
+    small = tf.less(k, 5, name="small")
+    big = tf.greater(k, 2, name="big")
+    c = tf.case([(small, lambda: tf.constant(1)), (big, lambda: tf.constant(2))], default=lambda: tf.constant(3),
+                exclusive=True)
+    unchecked = tf.case([(small, lambda: tf.constant(1)), (big, lambda: tf.constant(2))], default=lambda: 3)
+    with tf.Session() as sess:
+        assert [sess.run(c, {k: v}) for v in (1, 8)] == [1, 2]
+        assert sess.run(unchecked, {k: 4}) == 1  # not exclusive: the first true pred wins
+        with pytest.raises(tf.errors.InvalidArgumentError) as e:
+            sess.run(c, {k: 4})  # small and big
+    msg = str(e.value)
+    assert "exclusive=True: more than 1 conditions (small:0, big:0) evaluated as True" in msg, msg
+    assert "[1 1]" in msg or "[true true]" in msg.lower(), msg
+    # tf.Assert on its own.
+    x = tf.placeholder(tf.float32, [3])
+    check = tf.Assert(tf.reduce_all(x > 0), ["x must be positive:", x])
+    with tf.control_dependencies([check]):
+        y = tf.identity(x)
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(y, {x: [1, 2, 3]}), [1, 2, 3])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="x must be positive"):
+            sess.run(y, {x: [1, -2, 3]})
+
+
 def numeric_gradient(f, values, eps=1e-6):
     """Central differences of f(values) (a list of arrays) in each array."""
     grads = []
