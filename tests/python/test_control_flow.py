@@ -253,6 +253,29 @@ def test_tensor_array_ops_and_gradients():
         np.testing.assert_allclose(gv, finite_difference(sess, loss, x, x0), rtol=1e-6, atol=1e-8)
 
 
+def test_tensor_array_split_values_gradient_and_errors():
+    x = tf.placeholder(tf.float64, [6, 2])
+    ta = tf.TensorArray(tf.float64, size=3).split(x, [2, 2, 2])
+    weights = tf.constant([[1.0], [2.0]], tf.float64)
+    loss = tf.reduce_sum(tf.sin(ta.stack()) * weights) + tf.reduce_sum(ta.read(1))
+    (g,) = tf.gradients(loss, [x])
+    lengths = tf.placeholder(tf.int32, [None])
+    dyn = tf.TensorArray(tf.float64, size=0, dynamic_size=True).split(x, lengths)
+    x0 = np.arange(12.0).reshape(6, 2) / 7
+    with tf.Session() as sess:
+        read, stacked, gv = sess.run([ta.read(1), ta.stack(), g], {x: x0})
+        np.testing.assert_allclose(read, x0[2:4])
+        np.testing.assert_allclose(stacked, x0.reshape(3, 2, 2))
+        np.testing.assert_allclose(gv, finite_difference(sess, loss, x, x0), rtol=1e-6, atol=1e-8)
+        got, size = sess.run([dyn.concat(), dyn.size()], {x: x0, lengths: [3, 3]})
+        np.testing.assert_allclose(got, x0)
+        assert size == 2
+        with pytest.raises(tf.errors.InvalidArgumentError, match="lengths must be equal"):
+            sess.run(dyn.stack(), {x: x0, lengths: [2, 4]})
+    with pytest.raises(ValueError, match=r"lengths \[2, 4\] differ"):
+        tf.TensorArray(tf.float64, size=2).split(x, [2, 4])
+
+
 def test_tensor_array_in_a_while_loop_with_gradient():
     x = tf.placeholder(tf.float64, [5, 3])
     inp = tf.TensorArray(tf.float64, size=5).unstack(x)
