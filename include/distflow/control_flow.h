@@ -65,6 +65,12 @@ struct DISTFLOW_EXPORT WhileOptions {
   // loop variables and the iteration count. Gradients through the loop need
   // it (and every variable's rank known); false saves the memory.
   bool back_prop = true;
+  // Asked, once the body is built, for each loop variable (its index): true
+  // if the gradient never needs the variable's values, only its shape, and
+  // the shape is the same every iteration (an array the body only writes
+  // to). Such a variable keeps no history: the gradient's rebuilt body sees
+  // zeros shaped like its final value. Unset: every variable keeps one.
+  std::function<bool(int var)> history_not_needed;
 };
 
 // tf.while_loop: runs body while cond holds; returns the loop variables'

@@ -170,6 +170,14 @@ class _BranchContext(_Context):
         return switch[self.branch]
 
 
+class _ArrayUse:
+    """Whether a while_loop body read the values of a TensorArray loop
+    variable (or of an array made from it), or only wrote to it."""
+
+    def __init__(self):
+        self.read = False
+
+
 class _Loop:
     """What a loop's condition and body contexts share: the outside tensors
     entered into the frame, in the order C++ recorded them."""
@@ -347,6 +355,9 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     parent = g._cf_stack[-1] if g._cf_stack else None
     leaves = _flatten(loop_vars)
     leaves = [x if _is_tensor_array(x) else _fw.convert_to_tensor(x) for x in leaves]
+    for x in leaves:
+        if _is_tensor_array(x):
+            x._values_read()  # an enclosing loop's array read by this loop: its values are used
     template = _pack(loop_vars, leaves)
     flat = [x._buffer if _is_tensor_array(x) else x for x in leaves]
     n = len(flat)
@@ -370,10 +381,21 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     loop = _Loop()
     first = 1 if counter else 0
 
-    def unpack(ctx, cc_vars):
+    def unpack(ctx, cc_vars, lineages=None):
         tensors = ctx.adopt(cc_vars[:n + first])
         users = [ta._with_buffer(t) if _is_tensor_array(ta) else t for ta, t in zip(leaves, tensors[first:])]
+        if lineages is not None:
+            for k, u in enumerate(users):
+                if _is_tensor_array(u):
+                    u._lineage = lineages[k] = _ArrayUse()
         return tensors[:first], _pack(template, users)
+
+    # Per C++ loop variable, once the body is built: whether the gradient can
+    # do without its values (a TensorArray of fixed size the body only writes).
+    write_only = [False] * (n + first)
+
+    def history_not_needed(i):
+        return write_only[i]
 
     def context(scope, cc_vars):
         if not loop.built:
@@ -415,8 +437,9 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
     def body_fn(scope, cc_vars):
         ctx = context(scope, cc_vars)
+        lineages = [None] * n
         with ctx.active(scope), variables_of_the_body():
-            count, user = unpack(ctx, cc_vars)
+            count, user = unpack(ctx, cc_vars, None if loop.built else lineages)
             result = body(*user) if isinstance(user, (list, tuple)) else body(user)
             if not isinstance(result, (list, tuple, dict)) or _is_tensor_array(result):
                 result = [result]
@@ -426,10 +449,13 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                 raise ValueError(f"tf.while_loop: the body returns {result!r}, a structure different from "
                                  f"loop_vars {template!r}")
             out = []
-            for x, want in zip(_flatten(result), leaves):
+            for k, (x, want) in enumerate(zip(_flatten(result), leaves)):
                 if _is_tensor_array(want):
                     if not _is_tensor_array(x):
                         raise TypeError(f"tf.while_loop: the body returns {x!r} for a TensorArray loop variable")
+                    use = lineages[k]
+                    write_only[first + k] = use is not None and x._lineage is use and not use.read and \
+                        not x._dynamic and not x._placeholder()
                     x = x._buffer
                 else:
                     x = _fw.convert_to_tensor(x, dtype=want.dtype)
@@ -440,7 +466,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
     try:
         cc_out = _distflow.while_loop(g._scope(), [t._out for t in flat], cond_fn, body_fn, invariants, -1,
-                                      int(parallel_iterations), bool(back_prop), name or "while")
+                                      int(parallel_iterations), bool(back_prop), name or "while",
+                                      history_not_needed)
     finally:
         loop.built = True
     outs = _adopt_outside(g, cc_out)[first:]

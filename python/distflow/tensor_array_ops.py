@@ -37,6 +37,9 @@ class TensorArray:
         self._element_shape = _fw._shape_list(element_shape)
         self._infer_shape = infer_shape
         self._empty = False  # True: the placeholder of an array whose elements are unknown yet
+        # While a while_loop body is built: what the body did with the array it
+        # got as a loop variable (shared by the arrays made from it).
+        self._lineage = None
         if flow is not None:
             self._buffer = _fw.convert_to_tensor(flow)
             return
@@ -83,12 +86,19 @@ class TensorArray:
             return list(dims)
         return [a if a is not None else b for a, b in zip(es, dims)]
 
+    def _values_read(self):
+        """The array's values are used (not only written to)."""
+        if self._lineage is not None:
+            self._lineage.read = True
+
     @property
     def flow(self):
+        self._values_read()
         return self._buffer
 
     @property
     def handle(self):
+        self._values_read()
         return self._buffer
 
     @property
@@ -105,18 +115,22 @@ class TensorArray:
 
     # ---- reading ----
     def read(self, index, name=None):
+        self._values_read()
         with _fw.name_scope(name or "TensorArrayRead"):
             return self._buffer[_index(index)]
 
     def gather(self, indices, element_shape=None, name=None):
+        self._values_read()
         with _fw.name_scope(name or "TensorArrayGather"):
             from distflow import sparse_ops
             return sparse_ops.gather(self._buffer, _fw.convert_to_tensor(indices, dtype=_dtypes.int32))
 
     def stack(self, name=None):
+        self._values_read()
         return _array.identity(self._buffer, name=name or "TensorArrayStack")
 
     def concat(self, name=None):
+        self._values_read()
         with _fw.name_scope(name or "TensorArrayConcat"):
             rest = _array.shape(self._buffer)[2:]
             return _array.reshape(self._buffer, _array.concat([_fw.constant([-1]), rest], 0))

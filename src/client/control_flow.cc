@@ -276,11 +276,18 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
                                                            " values for ", loop_vars.size(), " loop variables")));
   }
   if (limited) next->insert(next->begin(), Op(body_scope, "Add", {body_in[0], Const(body_scope, 1)}));
+  std::vector<bool> zeros_for(num_user, false);
   if (record) {
     for (size_t i = 0; i < num_user; ++i) {
+      const Output& history = body_in[static_cast<size_t>(first) + num_user + i];
+      if (options.history_not_needed && options.history_not_needed(static_cast<int>(i))) {
+        zeros_for[i] = true;  // the history stays empty
+        next->push_back(Op(body_scope, "Identity", {history}));
+        continue;
+      }
       const Output& value = body_in[static_cast<size_t>(first) + i];
       Output row = Op(body_scope, "ExpandDims", {value, Const(body_scope, 0)});
-      next->push_back(Concat(body_scope, {body_in[static_cast<size_t>(first) + num_user + i], row}, 0));
+      next->push_back(Concat(body_scope, {history, row}, 0));
     }
     next->push_back(Op(body_scope, "Add", {body_in.back(), Const(body_scope, 1)}));
   }
@@ -304,6 +311,7 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
     rec->name = name;
     rec->parallel_iterations = parallel;
     rec->body = body;
+    rec->zeros_for = zeros_for;
     for (size_t i = 0; i < num_user; ++i) {
       rec->exits.push_back(result[i].node());
       rec->loop_vars.push_back(NodeOut{loop_vars[i].node(), loop_vars[i].index()});
@@ -401,7 +409,11 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
   opts.parallel_iterations = loop.parallel_iterations;
   opts.shape_invariants = shapes;
   opts.back_prop = false;
-  for (size_t i = 0; i < m; ++i) opts.invariants.push_back(out(loop.histories[i]));
+  // Per variable its history, or (zeros_for) its final value, whose shape it has every iteration.
+  for (size_t i = 0; i < m; ++i) {
+    const bool zeros = i < loop.zeros_for.size() && loop.zeros_for[i];
+    opts.invariants.push_back(zeros ? Output(Operation(loop.exits[i], gs), 0, scope) : out(loop.histories[i]));
+  }
   for (size_t j = 0; j < p; ++j) opts.invariants.push_back(out(loop.invariants[j]));
   const std::string what = absl::StrCat("the gradient of WhileLoop '", loop.name, "'");
   auto result = WhileLoop(
@@ -414,6 +426,10 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
         std::vector<Output> xs;  // iteration k's loop variables, then the invariants
         for (size_t i = 0; i < m; ++i) {
           const Output& history = v[1 + m + p + i];
+          if (i < loop.zeros_for.size() && loop.zeros_for[i]) {
+            xs.push_back(ZerosLike(s, history));  // `history` is the final value here
+            continue;
+          }
           const int rank = loop.var_shapes[i].rank();
           Output begin = Reshape(s, k, std::vector<int64_t>{1});
           if (rank > 0) {

@@ -26,6 +26,7 @@ struct WhileLoopRecord {
   std::vector<NodeOut> loop_vars;  // their initial values
   std::vector<NodeOut> invariants;
   std::vector<NodeOut> histories;        // per loop variable: every iteration's value, stacked
+  std::vector<bool> zeros_for;           // per loop variable: no history; the body is rebuilt on zeros
   NodeOut count;                         // the number of iterations that ran
   std::vector<PartialShape> var_shapes;  // the variables' shapes inside the loop
   int parallel_iterations = 10;

@@ -299,6 +299,35 @@ def test_tensor_array_in_a_while_loop_with_gradient():
         np.testing.assert_allclose(sess.run(g, {x: x0}), finite_difference(sess, loss, x, x0), rtol=1e-6)
 
 
+def test_tensor_arrays_a_loop_body_only_writes_or_also_reads_get_their_gradients():
+    # A fixed-size array the body only writes keeps no history for the
+    # gradient (its rebuilt body sees zeros); one the body also reads keeps
+    # its history. Both against finite differences.
+    x = tf.placeholder(tf.float64, [4, 2])
+    inp = tf.TensorArray(tf.float64, size=4).unstack(x)
+    rec = tf.TensorArray(tf.float64, size=4, element_shape=[2]).write(0, inp.read(0))
+    only = tf.TensorArray(tf.float64, size=4, element_shape=[2])
+
+    def body(t, rec, only):
+        prev = rec.read(t - 1)
+        rec = rec.write(t, tf.sin(prev) * inp.read(t))
+        return t + 1, rec, only.write(t, prev * prev * tf.constant([1.0, -2.0], tf.float64))
+
+    _, rec, only = tf.while_loop(lambda t, *_: t < 4, body, [1, rec, only])
+    loss = tf.reduce_sum(rec.stack() * rec.stack()) + tf.reduce_sum(tf.tanh(only.gather([1, 2, 3])))
+    (g,) = tf.gradients(loss, [x])
+    x0 = np.array([[0.3, -0.5], [0.8, 0.1], [-0.4, 0.9], [0.2, 0.6]])
+    r = [x0[0]]
+    for t in range(1, 4):
+        r.append(np.sin(r[-1]) * x0[t])
+    r = np.array(r)
+    with tf.Session() as sess:
+        got_rec, got_only, gv = sess.run([rec.stack(), only.stack(), g], {x: x0})
+        np.testing.assert_allclose(got_rec, r)
+        np.testing.assert_allclose(got_only[1:], r[:3] ** 2 * [1.0, -2.0])
+        np.testing.assert_allclose(gv, finite_difference(sess, loss, x, x0), rtol=1e-6, atol=1e-9)
+
+
 def test_bad_loops_are_named_errors():
     with pytest.raises(Exception, match="shape invariant"):
         tf.while_loop(lambda v: tf.size(v) < 10, lambda v: tf.concat([v, v], 0), [tf.constant([1])])
