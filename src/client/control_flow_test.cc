@@ -358,6 +358,7 @@ TEST(WhileLoop, NoHistoryMeansAGradientErrorNamingTheExit) {
   auto g = Gradients(root, {(*out)[0]}, {x});
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("No gradient defined for op 'Exit'"), std::string::npos) << g.status();
+  EXPECT_NE(g.status().message().find("back_prop=false, or imported"), std::string::npos) << g.status();
 }
 
 }  // namespace

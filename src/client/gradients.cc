@@ -321,8 +321,13 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
     const GradFunc* fn = registry->Find(n->op(), &no_gradient);
     if (no_gradient) continue;
     if (fn == nullptr) {
+      const char* why = n->op() == "Exit"
+                            ? ": a while loop's gradient needs the iteration history ops::WhileLoop keeps with "
+                              "back_prop=true; this loop was built with back_prop=false, or imported from a GraphDef "
+                              "(an imported loop has no recorded body yet)"
+                            : "";
       return absl::InvalidArgumentError(
-          absl::StrCat("No gradient defined for op '", n->op(), "' (node '", n->name(), "')"));
+          absl::StrCat("No gradient defined for op '", n->op(), "' (node '", n->name(), "')", why));
     }
     std::vector<Output> grad_inputs;
     absl::Status st = (*fn)(s, Operation(n, gs), grad_outputs, &grad_inputs);
