@@ -71,6 +71,13 @@ struct DISTFLOW_EXPORT WhileOptions {
   // to). Such a variable keeps no history: the gradient's rebuilt body sees
   // zeros shaped like its final value. Unset: every variable keeps one.
   std::function<bool(int var)> history_not_needed;
+  // One per loop variable, or empty (all false): the variable's shape may
+  // change from one iteration to the next (a dynamic_size TensorArray). Its
+  // values cannot be stacked into a history: if history_not_needed says so
+  // the loop keeps its shapes (the rebuilt body sees zeros of each
+  // iteration's shape), else the loop has no gradient for it (an error
+  // naming it when one is asked for).
+  std::vector<bool> shape_varies;
 };
 
 // tf.while_loop: runs body while cond holds; returns the loop variables'

@@ -391,8 +391,11 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         return tensors[:first], _pack(template, users)
 
     # Per C++ loop variable, once the body is built: whether the gradient can
-    # do without its values (a TensorArray of fixed size the body only writes).
+    # do without its values (a TensorArray the body only writes); and, known
+    # before, whether its shape may change between iterations (a TensorArray
+    # of dynamic_size).
     write_only = [False] * (n + first)
+    shape_varies = [False] * first + [_is_tensor_array(x) and x._dynamic for x in leaves]
 
     def history_not_needed(i):
         return write_only[i]
@@ -455,7 +458,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                         raise TypeError(f"tf.while_loop: the body returns {x!r} for a TensorArray loop variable")
                     use = lineages[k]
                     write_only[first + k] = use is not None and x._lineage is use and not use.read and \
-                        not x._dynamic and not x._placeholder()
+                        not x._placeholder()
                     x = x._buffer
                 else:
                     x = _fw.convert_to_tensor(x, dtype=want.dtype)
@@ -467,7 +470,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     try:
         cc_out = _distflow.while_loop(g._scope(), [t._out for t in flat], cond_fn, body_fn, invariants, -1,
                                       int(parallel_iterations), bool(back_prop), name or "while",
-                                      history_not_needed)
+                                      history_not_needed, shape_varies)
     finally:
         loop.built = True
     outs = _adopt_outside(g, cc_out)[first:]

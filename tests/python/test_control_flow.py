@@ -328,6 +328,41 @@ def test_tensor_arrays_a_loop_body_only_writes_or_also_reads_get_their_gradients
         np.testing.assert_allclose(gv, finite_difference(sess, loss, x, x0), rtol=1e-6, atol=1e-9)
 
 
+def test_dynamic_size_tensor_array_written_in_a_loop_runs_and_gets_its_gradient():
+    # Its shape grows every iteration: the loop keeps its shapes, not its
+    # values (before, the history's Concat failed when the loop ran).
+    x = tf.placeholder(tf.float64, [5, 3])
+    inp = tf.TensorArray(tf.float64, size=5).unstack(x)
+    out = tf.TensorArray(tf.float64, size=0, dynamic_size=True, element_shape=[3])
+
+    def body(t, acc, ta):
+        acc = tf.sin(acc) + inp.read(t)
+        return t + 1, acc, ta.write(t, acc * acc)
+
+    _, acc, out = tf.while_loop(lambda t, a, ta: t < 5, body, [0, tf.zeros([3], tf.float64), out])
+    loss = tf.reduce_sum(tf.tanh(out.stack())) + tf.reduce_sum(acc)
+    (g,) = tf.gradients(loss, [x])
+    x0 = np.linspace(-1, 1, 15).reshape(5, 3)
+    ref, a = [], np.zeros(3)
+    for t in range(5):
+        a = np.sin(a) + x0[t]
+        ref.append(a * a)
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(out.stack(), {x: x0}), np.array(ref))
+        assert sess.run(out.size(), {x: x0}) == 5
+        np.testing.assert_allclose(sess.run(g, {x: x0}), finite_difference(sess, loss, x, x0), rtol=1e-6)
+    # One the body also reads cannot be kept for the gradient: an error naming it.
+    tf.reset_default_graph()
+    x = tf.placeholder(tf.float64, [3])
+    grow = tf.TensorArray(tf.float64, size=1, dynamic_size=True, element_shape=[3]).write(0, x)
+    _, grow = tf.while_loop(lambda t, ta: t < 4, lambda t, ta: (t + 1, ta.write(t, ta.read(t - 1) * 2.0)),
+                            [1, grow])
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(grow.stack(), {x: [1.0, 2.0, 3.0]})[-1], [8.0, 16.0, 24.0])
+    with pytest.raises(Exception, match="changes shape from one iteration to the next"):
+        tf.gradients(tf.reduce_sum(grow.stack()), [x])
+
+
 def test_bad_loops_are_named_errors():
     with pytest.raises(Exception, match="shape invariant"):
         tf.while_loop(lambda v: tf.size(v) < 10, lambda v: tf.concat([v, v], 0), [tf.constant([1])])
