@@ -363,6 +363,36 @@ def test_dynamic_size_tensor_array_written_in_a_loop_runs_and_gets_its_gradient(
         tf.gradients(tf.reduce_sum(grow.stack()), [x])
 
 
+def test_a_loop_of_5000_tensor_array_writes_and_its_gradient():
+    # Long loops stay cheap enough: the written array keeps no history for
+    # the gradient (each write still copies the array: 5000 scalars here).
+    n = 5000
+    x = tf.placeholder(tf.float64, [n])
+    inp = tf.TensorArray(tf.float64, size=n).unstack(x)
+    out = tf.TensorArray(tf.float64, size=n, element_shape=[])
+
+    def body(t, acc, ta):
+        acc = acc * 0.9 + inp.read(t)
+        return t + 1, acc, ta.write(t, tf.sin(acc))
+
+    _, _, out = tf.while_loop(lambda t, a, ta: t < n, body, [0, tf.constant(0.0, tf.float64), out])
+    (g,) = tf.gradients(tf.reduce_sum(out.stack()), [x])
+    x0 = np.random.default_rng(0).standard_normal(n) * 0.1
+    with tf.Session() as sess:
+        got, gv = sess.run([out.stack(), g], {x: x0})
+    a, acc = 0.0, []
+    for t in range(n):
+        a = a * 0.9 + x0[t]
+        acc.append(a)
+    np.testing.assert_allclose(got, np.sin(acc), rtol=1e-12)
+    # d/dx_j sum_t sin(a_t) = sum_{t >= j} cos(a_t) 0.9^(t - j)
+    want, r = np.zeros(n), 0.0
+    for j in range(n - 1, -1, -1):
+        r = r * 0.9 + np.cos(acc[j])
+        want[j] = r
+    np.testing.assert_allclose(gv, want, rtol=1e-9)
+
+
 def test_bad_loops_are_named_errors():
     with pytest.raises(Exception, match="shape invariant"):
         tf.while_loop(lambda v: tf.size(v) < 10, lambda v: tf.concat([v, v], 0), [tf.constant([1])])
