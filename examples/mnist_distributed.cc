@@ -25,11 +25,16 @@
 // worker is done (or --wait_for_workers_secs passed), shuts the cluster down.
 //
 // --join=PS0_HOST:PORT --join_as=HOST:PORT starts a worker that is not in
-// the cluster spec and joins the running (asynchronous) job: the job's
+// the cluster spec and joins the running job (asynchronous, or synchronous
+// started with --sync_replicas --elastic): the job's
 // coordinator (ps 0) gives it a task index and the cluster, and it trains
 // until the global step reaches --train_steps, or for --local_steps of its
 // own, then leaves. Nobody is restarted; the chief waits for the workers
-// that joined before it ends the cluster.
+// that joined before it ends the cluster. With --sync_replicas --elastic the
+// chief aggregates as many gradients per step as there are workers in the
+// job (less the backups of --replicas_to_aggregate), as the coordinator
+// counts them: a joined worker is waited for from the next step, one that
+// left or was declared dead is not.
 //
 // --all_reduce trains without ps tasks (start only workers, e.g.
 // `distflow-launch --ps 0 --workers 3 -- mnist_distributed --all_reduce`):
@@ -42,6 +47,8 @@
 // step (every task's nodes, transfers linked) as Chrome trace-event JSON.
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -79,7 +86,8 @@ ABSL_FLAG(std::string, job_layout, "",
           "OMPI_COMM_WORLD_RANK or PMI_RANK (rank 0 is ps 0, ranks 1..3 workers 0..2)");
 ABSL_FLAG(std::string, join, "",
           "host:port of the running job's coordinator (ps task 0): join that job as a new worker instead of "
-          "taking a task of the cluster spec (asynchronous training only; needs --join_as)");
+          "taking a task of the cluster spec (asynchronous training, or --sync_replicas of a job started with "
+          "--elastic; needs --join_as)");
 ABSL_FLAG(std::string, join_as, "", "with --join: host:port this worker serves on");
 ABSL_FLAG(int, local_steps, 0, "leave after this many steps of this worker (0: train until --train_steps)");
 ABSL_FLAG(std::string, model, "cnn", "cnn (the book's network) or softmax");
@@ -98,6 +106,9 @@ ABSL_FLAG(bool, shutdown_cluster, true, "the chief stops every task when all wor
 ABSL_FLAG(bool, sync_replicas, false, "synchronous training: average the workers' gradients for each global step");
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "with --sync_replicas: gradients averaged per step (default: the number of workers; fewer: backup workers)");
+ABSL_FLAG(bool, elastic, false,
+          "with --sync_replicas: the gradients per step follow the workers in the job (joins, leaves, deaths, as "
+          "the coordinator on ps 0 sees them) instead of staying --replicas_to_aggregate");
 ABSL_FLAG(int, sync_step_timeout_secs, 120, "with --sync_replicas: how long a worker waits for its step to be applied");
 ABSL_FLAG(bool, all_reduce, false,
           "synchronous training without ps tasks: every worker holds the variables and averages its gradients "
@@ -214,10 +225,6 @@ absl::StatusOr<df::TaskConfig> JoinRunningJob() {
   }
   if (absl::GetFlag(FLAGS_join_as).empty()) {
     return absl::InvalidArgumentError("--join needs --join_as=host:port, the address this worker serves on");
-  }
-  if (absl::GetFlag(FLAGS_sync_replicas)) {
-    return absl::InvalidArgumentError(
-        "--join works with asynchronous training only: synchronous replicas do not follow a changing membership yet");
   }
   absl::StatusOr<df::JoinedTask> me =
       df::JoinCluster(absl::GetFlag(FLAGS_join), "worker", absl::GetFlag(FLAGS_join_as), absl::Seconds(60));
@@ -430,6 +437,18 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_local_steps) < 0) {
     return Usage(absl::StrCat("--local_steps must be 0 or more, not ", absl::GetFlag(FLAGS_local_steps)));
   }
+  if (absl::GetFlag(FLAGS_elastic) && !absl::GetFlag(FLAGS_sync_replicas)) {
+    return Usage("--elastic makes synchronous training follow the membership; add --sync_replicas");
+  }
+  // A joining worker reads its data first: from its join on, the
+  // coordinator counts it alive (and a synchronous chief waits for it), so
+  // its server should start soon after (before --heartbeat_timeout_secs).
+  std::optional<absl::StatusOr<df::data::DataSets>> joiner_data;
+  if (joining) {
+    const std::string join_as = absl::GetFlag(FLAGS_join_as);
+    joiner_data = df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000,
+                                         100 + static_cast<uint64_t>(std::hash<std::string>()(join_as) % 100000));
+  }
   absl::StatusOr<df::TaskConfig> config = joining ? JoinRunningJob() : ResolveTask();
   if (!config.ok()) {
     if (joining && !absl::IsInvalidArgument(config.status())) return Die("joining the job", config.status());
@@ -474,12 +493,22 @@ int main(int argc, char** argv) {
   }
   int to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
   if (to_aggregate != 0 && !sync) return Usage("--replicas_to_aggregate needs --sync_replicas");
+  // A worker that joins a synchronous job takes part elastically (its
+  // replica id, its task index, is past the spec's workers).
+  const bool elastic_sync = sync && (absl::GetFlag(FLAGS_elastic) || joining);
+  if (elastic_sync && (!cluster->HasJob("ps") || absl::GetFlag(FLAGS_heartbeat_timeout_secs) <= 0)) {
+    return Usage(
+        "--elastic needs the membership kept by the coordinator on ps 0: a ps job and --heartbeat_timeout_secs above "
+        "0");
+  }
   if (to_aggregate == 0) to_aggregate = num_workers;
   if (to_aggregate < 1 || to_aggregate > num_workers) {
     return Usage(absl::StrCat("--replicas_to_aggregate=", to_aggregate, " but the cluster has ", num_workers,
                               " workers: a step could never collect enough gradients; use 1 to ", num_workers));
   }
-  auto data = df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000, 100 + static_cast<uint64_t>(task));
+  auto data = joiner_data.has_value()
+                  ? std::move(*joiner_data)
+                  : df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000, 100 + static_cast<uint64_t>(task));
   if (!data.ok()) return Die("reading data", data.status());
 
   df::Scope root = df::Scope::NewRootScope();
@@ -504,6 +533,10 @@ int main(int argc, char** argv) {
     o.total_num_replicas = num_workers;
     o.replica_id = task;
     o.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_sync_step_timeout_secs));
+    if (elastic_sync) {
+      const std::string coordinator = cluster->task_address("ps", cluster->task_indices("ps").front()).value_or("");
+      o.live_replicas = df::LiveWorkerCounter(coordinator);
+    }
     auto created = df::SyncReplicasOptimizer::Create(std::move(adam), o);
     if (!created.ok()) return Die("building the optimizer", created.status());
     sync_opt = std::move(*created);
@@ -689,6 +722,11 @@ int main(int argc, char** argv) {
     std::printf("Synchronous training: %lld steps applied, %lld stale gradients dropped\n",
                 static_cast<long long>(sync_opt->stats().steps_applied.load()),
                 static_cast<long long>(sync_opt->stats().stale_gradients_dropped.load()));
+    if (elastic_sync && chief) {
+      std::printf("Elastic: the gradients per step changed %lld times; the last step aggregated %lld\n",
+                  static_cast<long long>(sync_opt->stats().aggregation_changes.load()),
+                  static_cast<long long>(sync_opt->stats().replicas_aggregated.load()));
+    }
   }
   return acc >= absl::GetFlag(FLAGS_min_accuracy) ? 0 : 3;
 }

@@ -31,6 +31,19 @@
 // chief, is replaced by a new joining worker, up to --restart_on_failure
 // times in all; the job fails once fewer than M workers are left.
 //
+// --host_discovery_script SCRIPT (with --min_workers/--max_workers; Horovod
+// elastic's format: it prints `host[:slots]` lines) places the workers on
+// the slots of the hosts it lists (the ps tasks stay on --host). The
+// launcher waits up to --min_workers_wait_secs for the script to list
+// --min_workers slots (else exits 1 naming both counts), then runs it every
+// --discovery_interval_secs: new slots take joining workers up to
+// --max_workers, the workers of a host that is no longer listed are
+// stopped (never the chief, never below the minimum), and a host whose
+// workers failed --host_failures_to_blacklist times is blacklisted. The
+// tasks still run on this machine: each worker serves on its host's
+// address, so the hosts are this machine's addresses (127.0.0.x, the
+// addresses of network namespaces), not remote machines.
+//
 // --emit kubernetes|slurm starts nothing: it prints (or writes to
 // --emit_file) manifests for the same cluster shape, --ps N --workers M on
 // --base_port (default 2222) with --image and --name; see launch_emit.h.
@@ -45,6 +58,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -61,9 +75,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "base/env.h"
 #include "base/ports.h"
 #include "distflow/cluster_spec.h"
+#include "host_discovery.h"
 #include "launch_emit.h"
 #include "launcher.h"
 
@@ -73,6 +89,15 @@ ABSL_FLAG(int, min_workers, 0,
           "elastic: the job needs at least this many workers; they are the cluster spec's (instead of --workers)");
 ABSL_FLAG(int, max_workers, 0,
           "elastic: start this many workers in all; those beyond --min_workers join the running job");
+ABSL_FLAG(std::string, host_discovery_script, "",
+          "elastic: a command printing the hosts that may run workers now, one host[:slots] a line; run every "
+          "--discovery_interval_secs");
+ABSL_FLAG(int, discovery_interval_secs, 3, "with --host_discovery_script: how often it runs");
+ABSL_FLAG(int, discovery_timeout_secs, 10, "with --host_discovery_script: how long one run may take");
+ABSL_FLAG(int, min_workers_wait_secs, 60,
+          "with --host_discovery_script: how long to wait for it to list --min_workers slots before giving up");
+ABSL_FLAG(int, host_failures_to_blacklist, 2,
+          "with --host_discovery_script: failed workers after which a host is not used again");
 ABSL_FLAG(int, base_port, 0, "first port of consecutive ones for the tasks, ps first (0: free ports)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "host of every task (without --cluster_spec)");
 ABSL_FLAG(std::string, cluster_spec, "", "the cluster, as for distflow-server, instead of --ps/--workers");
@@ -231,6 +256,47 @@ int main(int argc, char** argv) {
     }
     absl::SetFlag(&FLAGS_workers, min_workers);
   }
+  const std::string discovery_script = absl::GetFlag(FLAGS_host_discovery_script);
+  std::vector<distflow::DiscoveredHost> hosts;
+  if (!discovery_script.empty()) {
+    if (!elastic) return Usage("--host_discovery_script needs --min_workers and --max_workers");
+    for (const auto& [flag, v] :
+         {std::pair<const char*, int>{"discovery_interval_secs", absl::GetFlag(FLAGS_discovery_interval_secs)},
+          {"discovery_timeout_secs", absl::GetFlag(FLAGS_discovery_timeout_secs)},
+          {"host_failures_to_blacklist", absl::GetFlag(FLAGS_host_failures_to_blacklist)}}) {
+      if (v < 1) return Usage(absl::StrCat("--", flag, "=", v, ": must be at least 1"));
+    }
+    if (absl::GetFlag(FLAGS_base_port) != 0) {
+      return Usage("--base_port and --host_discovery_script: the workers take free ports on their hosts");
+    }
+    // The minimum, within a bounded wait.
+    const int wait_secs = absl::GetFlag(FLAGS_min_workers_wait_secs);
+    const absl::Time deadline = absl::Now() + absl::Seconds(wait_secs);
+    std::string last_error;
+    int offered = 0;
+    for (;;) {
+      absl::StatusOr<std::vector<distflow::DiscoveredHost>> found =
+          distflow::DiscoverHosts(discovery_script, absl::Seconds(absl::GetFlag(FLAGS_discovery_timeout_secs)));
+      if (found.ok()) {
+        offered = distflow::TotalSlots(*found);
+        if (offered >= min_workers) {
+          hosts = std::move(*found);
+          break;
+        }
+      } else if (std::string(found.status().message()) != last_error) {
+        last_error = std::string(found.status().message());
+        distflow::Complain(absl::StrCat(last_error, "; trying again"));
+      }
+      if (absl::Now() >= deadline) {
+        distflow::Complain(absl::StrCat("the host discovery script listed ", offered, " slot(s) in ", wait_secs,
+                                        " s; --min_workers=", min_workers, " needs ", min_workers,
+                                        ". Add hosts or slots, lower --min_workers, or wait longer "
+                                        "(--min_workers_wait_secs)"));
+        return 1;
+      }
+      absl::SleepFor(absl::Seconds(std::min(1, absl::GetFlag(FLAGS_discovery_interval_secs))));
+    }
+  }
 
   absl::StatusOr<ClusterSpec> cluster;
   const std::string spec = absl::GetFlag(FLAGS_cluster_spec);
@@ -249,11 +315,15 @@ int main(int argc, char** argv) {
     }
     ClusterSpec::JobMap jobs;
     int next = base;
+    // With host discovery, worker i takes the i-th slot of the listed hosts.
+    std::vector<std::string> slot_hosts;
+    for (const distflow::DiscoveredHost& h : hosts) slot_hosts.insert(slot_hosts.end(), h.slots, h.host);
     for (const auto& [job, n] : {std::pair<std::string, int>{"ps", ps}, {"worker", workers}}) {
       for (int i = 0; i < n; ++i) {
         int port = next;
+        const std::string& host_i = job == "worker" && i < static_cast<int>(slot_hosts.size()) ? slot_hosts[i] : host;
         if (base == 0) {
-          absl::StatusOr<int> free = distflow::PickUnusedTcpPort(host);
+          absl::StatusOr<int> free = distflow::PickUnusedTcpPort(host_i);
           // A host name: the port is checked on the wildcard address, which covers it.
           if (absl::IsInvalidArgument(free.status())) free = distflow::PickUnusedTcpPort("127.0.0.1");
           if (!free.ok()) return Usage(std::string(free.status().message()));
@@ -261,7 +331,7 @@ int main(int argc, char** argv) {
         } else {
           ++next;
         }
-        jobs[job][i] = absl::StrCat(host, ":", port);
+        jobs[job][i] = absl::StrCat(host_i, ":", port);
       }
     }
     if (ps == 0) jobs.erase("ps");
@@ -316,6 +386,15 @@ int main(int argc, char** argv) {
     options.join_workers = max_workers - min_workers;
     options.min_workers = min_workers;
     options.join_host = absl::GetFlag(FLAGS_host);
+    if (!discovery_script.empty()) {
+      options.host_discovery_script = discovery_script;
+      options.max_workers = max_workers;
+      options.join_workers = std::max(0, std::min(max_workers, distflow::TotalSlots(hosts)) - min_workers);
+      options.hosts = std::move(hosts);
+      options.discovery_interval_secs = absl::GetFlag(FLAGS_discovery_interval_secs);
+      options.discovery_timeout_secs = absl::GetFlag(FLAGS_discovery_timeout_secs);
+      options.host_failures_to_blacklist = absl::GetFlag(FLAGS_host_failures_to_blacklist);
+    }
   }
   Say(absl::StrCat("cluster ", cluster->ToFlagString().value_or(cluster->ToJson())));
   return distflow::RunCluster(*cluster, std::move(options), g_signal_pipe[0], &g_signals);

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "absl/status/statusor.h"
@@ -61,6 +63,8 @@ struct Task {
   std::string how;         // how it last ended
   std::string status_url;  // with --status_base_port
   bool joins = false;      // joins the running job (elastic): a new port and --join at every start
+  std::string host;        // host discovery: the host whose slot it holds
+  bool removing = false;   // host discovery: stopped because its host went away
   std::string name() const { return joins ? absl::StrCat(job, ":+", index) : absl::StrCat(job, ":", index); }
   bool is_ps() const { return job == "ps"; }
 };
@@ -97,10 +101,15 @@ class Launcher {
           absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
           t.status_url = absl::StrCat("http://", hp.ok() ? hp->first : "127.0.0.1", ":", port, "/status");
         }
+        if (Discovery() && job != "ps") {
+          absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
+          if (hp.ok()) t.host = hp->first;
+        }
         tasks_.push_back(std::move(t));
       }
     }
-    if (options_.join_workers > 0 && cluster_.HasJob("ps")) {
+    hosts_ = options_.hosts;
+    if ((options_.join_workers > 0 || Discovery()) && cluster_.HasJob("ps")) {
       coordinator_ = cluster_.task_address("ps", cluster_.task_indices("ps").front()).value_or("");
       joined_ = options_.join_workers;
       for (int i = 1; i <= options_.join_workers; ++i) {
@@ -186,15 +195,118 @@ class Launcher {
   // A joining worker's flags for this start: a free port of its own and
   // the coordinator to join through.
   bool PrepareJoin(Task& t) {
-    absl::StatusOr<int> port = PickUnusedTcpPort(options_.join_host);
+    std::string host = options_.join_host;
+    if (Discovery()) {
+      if (t.host.empty()) t.host = FreeSlotHost();
+      if (t.host.empty()) {
+        Complain(absl::StrCat("no free slot for ", t.name(), " on the hosts the discovery script lists"));
+        return false;
+      }
+      host = t.host;
+    }
+    absl::StatusOr<int> port = PickUnusedTcpPort(host);
     if (!port.ok()) {
-      Complain(absl::StrCat("no free port for ", t.name(), ": ", port.status().message()));
+      Complain(absl::StrCat("no free port for ", t.name(), " on ", host, ": ", port.status().message()));
       return false;
     }
-    t.address = absl::StrCat(options_.join_host, ":", *port);
+    t.address = absl::StrCat(host, ":", *port);
     t.argv = options_.program;
     t.argv.push_back("--join=" + coordinator_);
     t.argv.push_back("--join_as=" + t.address);
+    return true;
+  }
+
+  bool Discovery() const { return !options_.host_discovery_script.empty(); }
+  static bool IsChief(const Task& t) { return !t.is_ps() && !t.joins && t.index == 0; }
+
+  // Workers running that the launcher is not stopping.
+  int ActiveWorkers() const {
+    int n = 0;
+    for (const Task& t : tasks_) n += !t.is_ps() && t.running && !t.removing ? 1 : 0;
+    return n;
+  }
+
+  // The first listed host, not blacklisted, with a slot no active worker
+  // holds; "" if none.
+  std::string FreeSlotHost() const {
+    for (const DiscoveredHost& h : hosts_) {
+      if (blacklisted_.count(h.host)) continue;
+      int used = 0;
+      for (const Task& t : tasks_) used += !t.is_ps() && t.running && !t.removing && t.host == h.host ? 1 : 0;
+      if (used < h.slots) return h.host;
+    }
+    return "";
+  }
+
+  // Runs the discovery script; on an answer, the hosts to rebalance to.
+  void Discover() {
+    absl::StatusOr<std::vector<DiscoveredHost>> found =
+        DiscoverHosts(options_.host_discovery_script, absl::Seconds(options_.discovery_timeout_secs));
+    if (!found.ok()) {
+      const std::string msg = std::string(found.status().message());
+      if (msg != last_discovery_error_) Complain(absl::StrCat(msg, "; the job keeps its workers as they are"));
+      last_discovery_error_ = msg;
+      return;
+    }
+    last_discovery_error_.clear();
+    auto describe = [](const std::vector<DiscoveredHost>& hosts) {
+      return absl::StrJoin(
+          hosts, ", ", [](std::string* out, const DiscoveredHost& h) { absl::StrAppend(out, h.host, ":", h.slots); });
+    };
+    if (describe(*found) != describe(hosts_)) {
+      Say(absl::StrCat("the discovery script lists ", found->empty() ? "no hosts" : describe(*found)));
+    }
+    hosts_ = std::move(*found);
+    rebalance_ = true;
+  }
+
+  // Stops the workers of hosts that went away (or list fewer slots, or are
+  // blacklisted), then starts joining workers on free slots up to
+  // max_workers. Never stops the chief nor goes below min_workers; does
+  // nothing once the job is ending. False if a start failed.
+  bool Rebalance() {
+    rebalance_ = false;
+    if (!Discovery() || ending_) return true;
+    std::map<std::string, int> slots, used;
+    for (const DiscoveredHost& h : hosts_) {
+      if (!blacklisted_.count(h.host)) slots[h.host] = h.slots;
+    }
+    for (Task& t : tasks_) {
+      if (t.is_ps() || !t.running || t.removing) continue;
+      auto it = slots.find(t.host);
+      if ((it != slots.end() && used[t.host] < it->second) || IsChief(t)) {
+        ++used[t.host];
+        continue;
+      }
+      if (ActiveWorkers() - 1 < options_.min_workers) {
+        if (below_min_warned_.insert(t.name()).second) {
+          Say(absl::StrCat(t.host, " no longer has a slot for ", t.name(), ", but stopping it would leave fewer than ",
+                           "--min_workers=", options_.min_workers, " workers; it keeps running"));
+        }
+        ++used[t.host];
+        continue;
+      }
+      Say(absl::StrCat(t.name(), " on ", t.host, ": the host ",
+                       blacklisted_.count(t.host) ? "is blacklisted"
+                       : it == slots.end()        ? "is no longer listed"
+                                                  : absl::StrCat("lists ", it->second, " slot(s) now"),
+                       "; stopping the worker"));
+      t.removing = true;
+      kill(-t.pid, SIGTERM);
+    }
+    while (ActiveWorkers() < options_.max_workers) {
+      const std::string host = FreeSlotHost();
+      if (host.empty()) break;
+      Task t;
+      t.job = "worker";
+      t.index = ++joined_;
+      t.joins = true;
+      t.host = host;
+      t.argv = options_.program;
+      tasks_.push_back(std::move(t));
+      Say(absl::StrCat(host, " has a free slot: ", tasks_.back().name(), " joins the job there"));
+      if (!Start(tasks_.back())) return false;
+    }
     return true;
   }
 
@@ -282,12 +394,32 @@ class Launcher {
           DrainOutput(t);
           t.how = Describe(status);
           const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+          if (t.removing) {
+            Say(absl::StrCat(t.name(), " stopped (", t.how, "); it is not replaced"));
+            gone_.push_back(t.name());
+            rebalance_ = true;
+            continue;
+          }
           if (ok || (t.is_ps() && AllWorkersDone() && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)) {
             t.finished_ok = true;
+            if (!t.is_ps()) ending_ = true;  // the job is ending: no more workers start or stop
             Say(absl::StrCat(t.name(), " finished"));
             continue;
           }
-          const bool chief = !t.is_ps() && !t.joins && t.index == 0;
+          const bool chief = IsChief(t);
+          if (Discovery() && !t.is_ps() && !chief && !coordinator_.empty()) {
+            // The host takes the blame; a free slot (maybe elsewhere) takes a new worker.
+            const int failures = ++host_failures_[t.host];
+            Say(absl::StrCat(t.name(), " on ", t.host, " ", t.how, " (", failures, " failure(s) on that host)"));
+            if (failures >= options_.host_failures_to_blacklist && blacklisted_.insert(t.host).second) {
+              Say(absl::StrCat("host ", t.host, " is blacklisted: ", failures,
+                               " of its workers failed; no worker starts there again"));
+            }
+            gone_.push_back(t.name());
+            rebalance_ = true;
+            check_min_ = true;
+            continue;
+          }
           if (!coordinator_.empty() && !t.is_ps() && !chief) {
             // Elastic: a new worker joins in its place; nobody else restarts.
             if (replacements_ < options_.restart_on_failure) {
@@ -320,6 +452,21 @@ class Launcher {
           }
           Complain(absl::StrCat(t.name(), " ", t.how, "; stopping the other tasks"));
           failed_ = t.name() + " " + t.how;
+          return Stop(1);
+        }
+      }
+      if (Discovery() && !ending_ && absl::Now() >= next_discovery_) {
+        Discover();
+        next_discovery_ = absl::Now() + absl::Seconds(options_.discovery_interval_secs);
+      }
+      if (rebalance_ && !Rebalance()) return Stop(1);
+      if (check_min_) {
+        check_min_ = false;
+        if (WorkersLeft() < options_.min_workers) {
+          failed_ =
+              absl::StrCat(WorkersLeft(), " workers are left, fewer than --min_workers=", options_.min_workers,
+                           ", and the hosts the discovery script lists have no free slot that is not blacklisted");
+          Complain(absl::StrCat(failed_, "; stopping the other tasks"));
           return Stop(1);
         }
       }
@@ -459,6 +606,14 @@ class Launcher {
   int joined_ = 0;                 // elastic: joining workers started so far
   int replacements_ = 0;           // elastic: failed workers replaced
   std::vector<std::string> gone_;  // elastic: failed workers not replaced
+  // Host discovery.
+  std::vector<DiscoveredHost> hosts_;  // the script's last good answer
+  std::set<std::string> blacklisted_;
+  std::map<std::string, int> host_failures_;
+  std::set<std::string> below_min_warned_;
+  std::string last_discovery_error_;
+  absl::Time next_discovery_ = absl::InfinitePast();
+  bool rebalance_ = false, check_min_ = false, ending_ = false;
   std::string failed_;
   std::atomic<bool> health_stop_{false};
 };

@@ -24,6 +24,19 @@
 // fails, other than the chief, is replaced by a new joining worker (up to
 // `restart_on_failure` replacements in all); the job fails (1, naming the
 // counts) once fewer than `min_workers` workers are left running or done.
+//
+// Host discovery (`host_discovery_script` set, elastic): workers go to the
+// slots of the hosts the script lists (host_discovery.h; `hosts` is its
+// first answer, where the spec's workers were placed). The launcher runs it
+// again every `discovery_interval_secs`: it starts joining workers on free
+// slots while there are fewer than `max_workers`, and stops (SIGTERM) the
+// workers of a host that is no longer listed or lists fewer slots, never
+// the chief and never below `min_workers`. A script that fails, hangs or
+// prints a malformed line is named and the job keeps its workers. A worker
+// that fails counts against its host; a host with
+// `host_failures_to_blacklist` failures is blacklisted (no worker starts
+// there again), and a free slot elsewhere takes a new worker instead of
+// --restart_on_failure's replacements.
 // Not thread-safe: one RunCluster per process.
 #pragma once
 
@@ -32,6 +45,7 @@
 #include <vector>
 
 #include "distflow/cluster_spec.h"
+#include "host_discovery.h"
 
 namespace distflow {
 
@@ -46,6 +60,13 @@ struct LaunchOptions {
   int join_workers = 0;  // elastic: workers that join the running job
   int min_workers = 0;   // elastic: the job fails below this many workers
   std::string join_host = "127.0.0.1";
+  // Host discovery (see above).
+  std::string host_discovery_script;
+  std::vector<DiscoveredHost> hosts;
+  int max_workers = 0;
+  int discovery_interval_secs = 3;
+  int discovery_timeout_secs = 10;
+  int host_failures_to_blacklist = 2;
 };
 
 // Runs `cluster` to its end; the launcher's exit status.

@@ -65,6 +65,19 @@ struct DISTFLOW_EXPORT WhileOptions {
   // loop variables and the iteration count. Gradients through the loop need
   // it (and every variable's rank known); false saves the memory.
   bool back_prop = true;
+  // Asked, once the body is built, for each loop variable (its index): true
+  // if the gradient never needs the variable's values, only its shape, and
+  // the shape is the same every iteration (an array the body only writes
+  // to). Such a variable keeps no history: the gradient's rebuilt body sees
+  // zeros shaped like its final value. Unset: every variable keeps one.
+  std::function<bool(int var)> history_not_needed;
+  // One per loop variable, or empty (all false): the variable's shape may
+  // change from one iteration to the next (a dynamic_size TensorArray). Its
+  // values cannot be stacked into a history: if history_not_needed says so
+  // the loop keeps its shapes (the rebuilt body sees zeros of each
+  // iteration's shape), else the loop has no gradient for it (an error
+  // naming it when one is asked for).
+  std::vector<bool> shape_varies;
 };
 
 // tf.while_loop: runs body while cond holds; returns the loop variables'

@@ -12,6 +12,7 @@
 // calls carry the process's cluster token (auth.h). Thread-safe.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,5 +47,14 @@ struct ClusterMember {
 
 // Every task the coordinator at `coordinator_address` knows, in name order.
 DISTFLOW_EXPORT absl::StatusOr<std::vector<ClusterMember>> ListClusterMembers(const std::string& coordinator_address);
+
+// A counter of the workers in the job now, for elastic synchronous training
+// (SyncReplicasOptions::live_replicas): the tasks of `job` and of a "chief"
+// job that the coordinator at `coordinator_address` holds alive or has not
+// heard from yet (a spec worker still starting counts), not the dead nor
+// the ones that left. Each call is one Members call (2 s deadline) on a
+// channel the counter keeps.
+DISTFLOW_EXPORT std::function<absl::StatusOr<int>()> LiveWorkerCounter(const std::string& coordinator_address,
+                                                                       const std::string& job = "worker");
 
 }  // namespace distflow

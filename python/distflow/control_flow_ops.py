@@ -13,7 +13,10 @@ tuples, namedtuples and dicts of tensors and TensorArrays.
 
 A loop's gradient is C++'s: it rebuilds the body on every iteration's saved
 values, so the body is called again by tf.gradients (it must build the same
-ops from the same inputs; variables it made on its first call are reused).
+ops from the same inputs). The variables get_variable made on the body's
+first call (directly or through tf.layers or an RNN cell) are handed out
+again, in the same order, while it is rebuilt, so a body that makes its
+variables without reuse works and its variables get their gradients.
 """
 import contextlib
 
@@ -167,6 +170,14 @@ class _BranchContext(_Context):
         return switch[self.branch]
 
 
+class _ArrayUse:
+    """Whether a while_loop body read the values of a TensorArray loop
+    variable (or of an array made from it), or only wrote to it."""
+
+    def __init__(self):
+        self.read = False
+
+
 class _Loop:
     """What a loop's condition and body contexts share: the outside tensors
     entered into the frame, in the order C++ recorded them."""
@@ -175,6 +186,7 @@ class _Loop:
         self.captured = {}
         self.order = []
         self.built = False
+        self.made = []  # (name, variable): the variables get_variable made in the body's first build
 
 
 class _LoopContext(_Context):
@@ -261,15 +273,43 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
         not _is_namedtuple(packed) else packed
 
 
+def Assert(condition, data, summarize=None, name=None):
+    """tf.Assert: an op that fails the step with InvalidArgumentError
+    ("assertion failed: [data0] [data1] ...", each tensor's first
+    `summarize` elements) when `condition` is false."""
+    from distflow import raw_ops
+    condition = _fw.convert_to_tensor(condition)
+    if condition.dtype != _dtypes.bool:
+        raise TypeError(f"tf.Assert: condition '{condition.name}' must be bool, not {condition.dtype.name}")
+    data = [_fw.convert_to_tensor(d) for d in data]
+    return raw_ops.Assert(condition=condition, data=data, summarize=3 if summarize is None else int(summarize),
+                          name=name)
+
+
+def _assert_at_most_one_true(preds):
+    """TensorFlow's check of tf.case(exclusive=True): an Assert naming the
+    predicates, with their values, when more than one holds."""
+    from distflow import array_ops, math_ops
+    with _fw.name_scope("exclusive"):
+        stacked = array_ops.stack(preds, name="preds_c")
+        count = math_ops.reduce_sum(math_ops.cast(stacked, _dtypes.int32), name="num_true_conds")
+        names = ", ".join(p.name for p in preds)
+        return Assert(math_ops.less_equal(count, 1),
+                      [f"Input error: exclusive=True: more than 1 conditions ({names}) evaluated as True:", stacked],
+                      summarize=len(preds))
+
+
 def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"):
     """tf.case: the fn of the first pair whose pred holds, else default()
-    (nested conds; `exclusive` is not checked)."""
+    (nested conds). With exclusive=True, more than one true pred fails the
+    step with an InvalidArgumentError naming the preds, as in TensorFlow."""
     if isinstance(pred_fn_pairs, dict):
         pred_fn_pairs = list(pred_fn_pairs.items())
     pairs = list(pred_fn_pairs)
     for p in pairs:
         if not isinstance(p, tuple) or len(p) != 2 or not callable(p[1]):
             raise TypeError(f"tf.case: each pair must be (bool tensor, callable), got {p!r}")
+    pairs_all = list(pairs)
     if default is None:
         if not pairs:
             raise ValueError("tf.case: no pairs and no default")
@@ -280,7 +320,17 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
                 return default()
             p, f = pairs[i]
             return cond(p, f, lambda: chain(i + 1), strict=strict)
-        return chain(0)
+        if not exclusive or len(pairs_all) < 2:
+            return chain(0)
+        preds = [_fw.convert_to_tensor(p) for p, _ in pairs_all]
+        check = _assert_at_most_one_true(preds)
+        result = chain(0)
+        if isinstance(result, _fw.Operation):
+            return _fw.group(result, check)
+        from distflow import array_ops
+        with _fw.control_dependencies([check]):
+            return _pack(result, [array_ops.identity(t) for t in _flatten(result)]) \
+                if isinstance(result, (list, tuple, dict)) else array_ops.identity(result)
 
 
 # ---- tf.while_loop -----------------------------------------------------------
@@ -305,6 +355,9 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     parent = g._cf_stack[-1] if g._cf_stack else None
     leaves = _flatten(loop_vars)
     leaves = [x if _is_tensor_array(x) else _fw.convert_to_tensor(x) for x in leaves]
+    for x in leaves:
+        if _is_tensor_array(x):
+            x._values_read()  # an enclosing loop's array read by this loop: its values are used
     template = _pack(loop_vars, leaves)
     flat = [x._buffer if _is_tensor_array(x) else x for x in leaves]
     n = len(flat)
@@ -328,10 +381,24 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     loop = _Loop()
     first = 1 if counter else 0
 
-    def unpack(ctx, cc_vars):
+    def unpack(ctx, cc_vars, lineages=None):
         tensors = ctx.adopt(cc_vars[:n + first])
         users = [ta._with_buffer(t) if _is_tensor_array(ta) else t for ta, t in zip(leaves, tensors[first:])]
+        if lineages is not None:
+            for k, u in enumerate(users):
+                if _is_tensor_array(u):
+                    u._lineage = lineages[k] = _ArrayUse()
         return tensors[:first], _pack(template, users)
+
+    # Per C++ loop variable, once the body is built: whether the gradient can
+    # do without its values (a TensorArray the body only writes); and, known
+    # before, whether its shape may change between iterations (a TensorArray
+    # of dynamic_size).
+    write_only = [False] * (n + first)
+    shape_varies = [False] * first + [_is_tensor_array(x) and x._dynamic for x in leaves]
+
+    def history_not_needed(i):
+        return write_only[i]
 
     def context(scope, cc_vars):
         if not loop.built:
@@ -357,10 +424,25 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                 c = math_ops.logical_and(math_ops.less(count[0], max_t), c)
             return c._out
 
+    @contextlib.contextmanager
+    def variables_of_the_body():
+        # The first build records the variables the body makes; a rebuild
+        # (for the gradient) is handed the same ones.
+        rebuilt = loop.built
+        if rebuilt:
+            g._var_replay.append(_fw._VariableReplay(loop.made))
+        else:
+            g._var_logs.append(loop.made)
+        try:
+            yield
+        finally:
+            (g._var_replay if rebuilt else g._var_logs).pop()
+
     def body_fn(scope, cc_vars):
         ctx = context(scope, cc_vars)
-        with ctx.active(scope):
-            count, user = unpack(ctx, cc_vars)
+        lineages = [None] * n
+        with ctx.active(scope), variables_of_the_body():
+            count, user = unpack(ctx, cc_vars, None if loop.built else lineages)
             result = body(*user) if isinstance(user, (list, tuple)) else body(user)
             if not isinstance(result, (list, tuple, dict)) or _is_tensor_array(result):
                 result = [result]
@@ -370,10 +452,13 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                 raise ValueError(f"tf.while_loop: the body returns {result!r}, a structure different from "
                                  f"loop_vars {template!r}")
             out = []
-            for x, want in zip(_flatten(result), leaves):
+            for k, (x, want) in enumerate(zip(_flatten(result), leaves)):
                 if _is_tensor_array(want):
                     if not _is_tensor_array(x):
                         raise TypeError(f"tf.while_loop: the body returns {x!r} for a TensorArray loop variable")
+                    use = lineages[k]
+                    write_only[first + k] = use is not None and x._lineage is use and not use.read and \
+                        not x._placeholder()
                     x = x._buffer
                 else:
                     x = _fw.convert_to_tensor(x, dtype=want.dtype)
@@ -384,7 +469,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
     try:
         cc_out = _distflow.while_loop(g._scope(), [t._out for t in flat], cond_fn, body_fn, invariants, -1,
-                                      int(parallel_iterations), bool(back_prop), name or "while")
+                                      int(parallel_iterations), bool(back_prop), name or "while",
+                                      history_not_needed, shape_varies)
     finally:
         loop.built = True
     outs = _adopt_outside(g, cc_out)[first:]

@@ -39,6 +39,13 @@ class Graph:
         # made inside one belongs to, by tensor name (absent: the graph's top).
         self._cf_stack = []
         self._tensor_ctx = {}
+        # Variables get_variable made while a while_loop body was first built
+        # (one list per loop being built, appended to by all), and the lists
+        # to hand them out again from while a body is rebuilt for its
+        # gradient (control_flow_ops.py).
+        self._var_logs = []
+        self._var_replay = []
+        self._var_depth = 0
 
     @contextlib.contextmanager
     def as_default(self):
@@ -814,11 +821,59 @@ def types_namespace(**kw):
     return types.SimpleNamespace(**kw)
 
 
+class _VariableReplay:
+    """The variables a while_loop body made on its first call, handed out in
+    the same order while the body is built again for the loop's gradient (so
+    a body calling get_variable without reuse, or making a tf.layers layer
+    whose name is made unique again, gets the same variables)."""
+
+    def __init__(self, made):
+        self._made = list(made)
+        self._next = 0
+
+    def take(self, g, full, shape, reuse):
+        if self._next >= len(self._made):
+            return None
+        name, v = self._made[self._next]
+        if name != full and reuse and full in g._variables:
+            return None  # an existing variable shared: not one the body made
+        if shape is not None and v.shape._dims is not None and list(shape) != list(v.shape._dims):
+            raise ValueError(f"get_variable('{full}'): the while_loop body, built again for its gradient, asks "
+                             f"for shape {list(shape)} where its first build made '{name}' of shape "
+                             f"{v.shape._dims}; the body must make the same variables each time it is called")
+        self._next += 1
+        return v
+
+
 def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None, trainable=None,
                  collections=None, caching_device=None, partitioner=None, validate_shape=True, use_resource=None,
                  custom_getter=None, constraint=None, synchronization=None, aggregation=None):
     """tf.get_variable: a new variable `name` in the current variable scope,
     or, in a scope opened with reuse=True (or AUTO_REUSE), the existing one."""
+    g = get_default_graph()
+    vs = get_variable_scope()
+    full = f"{vs.name}/{name}" if vs.name else name
+    outermost = g._var_depth == 0
+    if outermost and g._var_replay:
+        v = g._var_replay[-1].take(g, full, shape, vs.reuse)
+        if v is not None:
+            for log in g._var_logs:
+                log.append((full, v))
+            return v
+    existed = full in g._variables
+    g._var_depth += 1
+    try:
+        v = _get_variable(name, shape, dtype, initializer, regularizer, trainable, collections, partitioner,
+                          constraint)
+    finally:
+        g._var_depth -= 1
+    if outermost and not existed:
+        for log in g._var_logs:
+            log.append((full, v))
+    return v
+
+
+def _get_variable(name, shape, dtype, initializer, regularizer, trainable, collections, partitioner, constraint):
     g = get_default_graph()
     vs = get_variable_scope()
     full = f"{vs.name}/{name}" if vs.name else name
@@ -1051,6 +1106,24 @@ def get_default_session():
     return s[-1]
 
 
+# Where a session with target "" runs: in process, unless the process is a
+# task of a cluster that says otherwise (distflow.horovod's init() starts
+# this task's server and sets (target, task name) here).
+_default_session_task = None
+
+
+def _session_target(target, options):
+    """The target and options a session made with `target` uses: "" means
+    the process's own task once one is set (its devices only, unless the
+    options filter devices themselves)."""
+    if target or _default_session_task is None:
+        return target, options
+    own_target, task = _default_session_task
+    if not options.get("device_filters"):
+        options = dict(options, device_filters=[task])
+    return own_target, options
+
+
 class Session:
     """tf.Session(target="", graph=None, config=None): runs `graph` (the
     default one) in process or on the cluster behind target "grpc://...".
@@ -1059,7 +1132,8 @@ class Session:
     def __init__(self, target="", graph=None, config=None):
         self.graph = graph or get_default_graph()
         self._config = config or ConfigProto()
-        self._sess = _distflow.Session(target, self._config._options())
+        target, options = _session_target(target, self._config._options())
+        self._sess = _distflow.Session(target, options)
 
     def __enter__(self):
         if not hasattr(_default_session, "stack"):

@@ -177,9 +177,22 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
     a PartitionedVariable): each id goes only to the shard holding it, the
     Gather runs on that shard's device, and the rows are stitched back in
     order. "mod": id i is row i // n of shard i % n; "div": contiguous
-    ranges, the first (rows % n) shards one row longer."""
-    if max_norm is not None:
-        raise NotImplementedError("tf.nn.embedding_lookup(max_norm=...)")
+    ranges, the first (rows % n) shards one row longer. max_norm: each
+    looked-up row whose L2 norm exceeds it is scaled down to it (TF's
+    clip_by_norm over the row's axes; the table itself is not changed)."""
+    if max_norm is None:
+        return _embedding_lookup(params, ids, partition_strategy, name)
+    ids = _ids(ids, "ids")
+    if ids.shape.ndims is None:
+        raise ValueError("embedding_lookup(max_norm=...) needs the rank of ids")
+    rows = _embedding_lookup(params, ids, partition_strategy, None)
+    if rows.shape.ndims is None:
+        raise ValueError("embedding_lookup(max_norm=...) needs the rank of params")
+    from distflow.math_ops import clip_by_norm
+    return clip_by_norm(rows, max_norm, axes=list(range(ids.shape.ndims, rows.shape.ndims)), name=name)
+
+
+def _embedding_lookup(params, ids, partition_strategy, name):
     if partition_strategy not in ("mod", "div"):
         raise ValueError(f"embedding_lookup: unknown partition_strategy '{partition_strategy}' (use 'mod' or 'div')")
     params = list(params) if isinstance(params, (list, tuple)) or hasattr(params, "_get_variable_list") else [params]
@@ -236,9 +249,8 @@ def embedding_lookup_sparse(params, sp_ids, sp_weights, partition_strategy="mod"
     weights an empty bag is zeros; with weights 0 / 0, as in TF). Each distinct
     id is looked up once (embedding_lookup over the shards of params), so
     only those rows cross the network; the gradient of params is an
-    IndexedSlices of those rows."""
-    if max_norm is not None:
-        raise NotImplementedError("tf.nn.embedding_lookup_sparse(max_norm=...)")
+    IndexedSlices of those rows. max_norm clips each looked-up row to that
+    L2 norm before the rows are combined, as TF."""
     combiner = "mean" if combiner is None else combiner
     if combiner not in ("sum", "mean", "sqrtn"):
         raise ValueError(f"embedding_lookup_sparse: combiner must be 'sum', 'mean' or 'sqrtn', got '{combiner}'")
@@ -254,7 +266,7 @@ def embedding_lookup_sparse(params, sp_ids, sp_weights, partition_strategy="mod"
                                                         _fw.constant([-1, 1], dtype=_dtypes.int64)),
                                              _fw.constant([-1])), DstT=_dtypes.int32)
         ids, idx = unique(_ids(sp_ids.values, "sp_ids.values"))
-        embeddings = embedding_lookup(params, ids, partition_strategy=partition_strategy)
+        embeddings = embedding_lookup(params, ids, partition_strategy=partition_strategy, max_norm=max_norm)
         num_bags = _raw.Add(_raw.Max(segment_ids, _fw.constant([0])), _fw.constant(1))
         rank = embeddings.shape.ndims
         if rank is None:

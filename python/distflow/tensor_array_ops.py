@@ -37,6 +37,9 @@ class TensorArray:
         self._element_shape = _fw._shape_list(element_shape)
         self._infer_shape = infer_shape
         self._empty = False  # True: the placeholder of an array whose elements are unknown yet
+        # While a while_loop body is built: what the body did with the array it
+        # got as a loop variable (shared by the arrays made from it).
+        self._lineage = None
         if flow is not None:
             self._buffer = _fw.convert_to_tensor(flow)
             return
@@ -83,12 +86,19 @@ class TensorArray:
             return list(dims)
         return [a if a is not None else b for a, b in zip(es, dims)]
 
+    def _values_read(self):
+        """The array's values are used (not only written to)."""
+        if self._lineage is not None:
+            self._lineage.read = True
+
     @property
     def flow(self):
+        self._values_read()
         return self._buffer
 
     @property
     def handle(self):
+        self._values_read()
         return self._buffer
 
     @property
@@ -105,18 +115,22 @@ class TensorArray:
 
     # ---- reading ----
     def read(self, index, name=None):
+        self._values_read()
         with _fw.name_scope(name or "TensorArrayRead"):
             return self._buffer[_index(index)]
 
     def gather(self, indices, element_shape=None, name=None):
+        self._values_read()
         with _fw.name_scope(name or "TensorArrayGather"):
             from distflow import sparse_ops
             return sparse_ops.gather(self._buffer, _fw.convert_to_tensor(indices, dtype=_dtypes.int32))
 
     def stack(self, name=None):
+        self._values_read()
         return _array.identity(self._buffer, name=name or "TensorArrayStack")
 
     def concat(self, name=None):
+        self._values_read()
         with _fw.name_scope(name or "TensorArrayConcat"):
             rest = _array.shape(self._buffer)[2:]
             return _array.reshape(self._buffer, _array.concat([_fw.constant([-1]), rest], 0))
@@ -200,7 +214,50 @@ class TensorArray:
             return self._with_buffer(self._shaped(out, first))
 
     def split(self, value, lengths, name=None):
-        raise NotImplementedError("TensorArray.split is not in distflow yet; use unstack")
+        """The array of the pieces of `value` along its first dimension, of
+        `lengths` rows each. The array is one tensor, so the pieces must be
+        equally long: different lengths are a ValueError when known here and
+        an InvalidArgumentError naming them when the step runs."""
+        from distflow import control_flow_ops
+        import numpy as np
+        value = _fw.convert_to_tensor(value, dtype=self._dtype)
+        static = None if isinstance(lengths, _fw.Tensor) else np.asarray(lengths, dtype=np.int64)
+        lengths = _fw.convert_to_tensor(lengths, dtype=_dtypes.int32)
+        dims = value.shape._dims
+        if dims is not None and len(dims) == 0:
+            raise ValueError(f"TensorArray.split: '{value.name}' is a scalar; it needs a first dimension to split")
+        if lengths.shape._dims is not None and len(lengths.shape._dims) != 1:
+            raise ValueError(f"TensorArray.split: lengths '{lengths.name}' must be a vector, not of shape "
+                             f"{lengths.shape}")
+        if static is not None and len(set(int(k) for k in static.ravel())) > 1:
+            raise ValueError(f"TensorArray.split: lengths {list(static.ravel())} differ; distflow's TensorArray "
+                             f"holds one tensor, so its elements must all have the same length")
+        n = _array.size(lengths)
+        if not self._dynamic and isinstance(self._size, int) and lengths.shape._dims is not None and \
+                lengths.shape._dims[0] is not None and lengths.shape._dims[0] != self._size:
+            raise ValueError(f"TensorArray.split: the array has size {self._size} but lengths has "
+                             f"{lengths.shape._dims[0]} entries")
+        with _fw.name_scope(name or "TensorArraySplit"):
+            first = lengths[0]
+            same = _math.reduce_all(_math.equal(lengths, first))
+            total = _math.equal(_math.reduce_sum(lengths), _array.shape(value)[0])
+            check = control_flow_ops.Assert(
+                _math.logical_and(same, total),
+                [f"TensorArray.split: distflow's TensorArray holds equally long elements; the lengths must be "
+                 f"equal and sum to the rows of '{value.name}'; lengths:", lengths, "rows:", _array.shape(value)[0]],
+                summarize=16)
+            with _fw.control_dependencies([check]):
+                shape = _array.concat([_array.reshape(n, [1]), _array.reshape(first, [1]), _array.shape(value)[1:]],
+                                      0)
+                out = _array.reshape(value, shape)
+            es = None
+            if dims is not None:
+                piece = static.ravel()[0] if static is not None and static.size > 0 else None
+                es = [int(piece) if piece is not None else None] + list(dims[1:])
+                self._check_element_dims(es, value)
+                if all(d is not None for d in es):
+                    out = _array.reshape(out, [-1] + es)
+            return self._with_buffer(out)
 
     def identity(self):
         return self._with_buffer(_array.identity(self._buffer))

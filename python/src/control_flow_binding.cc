@@ -59,7 +59,7 @@ void BindControlFlow(py::module_& m) {
       "while_loop",
       [](const df::Scope& s, const std::vector<df::Output>& vars, py::function cond, py::function body,
          const py::object& shape_invariants, int64_t maximum_iterations, int parallel_iterations, bool back_prop,
-         const std::string& name) {
+         const std::string& name, const py::object& history_not_needed, const std::vector<bool>& shape_varies) {
         Raised raised = std::make_shared<std::exception_ptr>();
         df::ops::WhileOptions o;
         o.name = name;
@@ -68,6 +68,15 @@ void BindControlFlow(py::module_& m) {
         o.back_prop = back_prop;
         if (!shape_invariants.is_none()) {
           for (py::handle h : shape_invariants) o.shape_invariants.push_back(ShapeFromPython(h));
+        }
+        o.shape_varies = shape_varies;
+        if (!history_not_needed.is_none()) {
+          // Called once, while this call holds the GIL, after the body is built.
+          py::function f = history_not_needed.cast<py::function>();
+          o.history_not_needed = [f](int var) {
+            py::gil_scoped_acquire gil;
+            return f(var).cast<bool>();
+          };
         }
         auto c = Keep(std::move(cond));
         auto b = Keep(std::move(body));
@@ -103,7 +112,8 @@ void BindControlFlow(py::module_& m) {
         return Finish(df::ops::WhileLoop(s, vars, cond_fn, body_fn, o), raised);
       },
       py::arg("scope"), py::arg("loop_vars"), py::arg("cond"), py::arg("body"), py::arg("shape_invariants"),
-      py::arg("maximum_iterations"), py::arg("parallel_iterations"), py::arg("back_prop"), py::arg("name"));
+      py::arg("maximum_iterations"), py::arg("parallel_iterations"), py::arg("back_prop"), py::arg("name"),
+      py::arg("history_not_needed") = py::none(), py::arg("shape_varies") = std::vector<bool>());
   m.def("capture_into_loop",
         [](const df::Scope& s, const df::Output& x) { return Value(df::ops::CaptureIntoLoop(s, x)); });
 }

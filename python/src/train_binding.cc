@@ -1,7 +1,10 @@
 // Training in distflow._distflow: the C++ layers, optimizers (a constant
 // or a tensor learning rate), synchronous replicas, the monitored session
 // (Supervisor, MonitoredTrainingSession) and checkpoints.
+#include <tuple>
+
 #include "conversions.h"
+#include "distflow/train/collective_all_reduce_optimizer.h"
 
 namespace distflow_py {
 namespace {
@@ -40,7 +43,8 @@ std::unique_ptr<df::Optimizer> MakeConstantRateOptimizer(const std::string& kind
   if (kind == "Ftrl") {
     absl::StatusOr<std::unique_ptr<df::FtrlOptimizer>> ftrl =
         df::FtrlOptimizer::Create(lr, get("learning_rate_power", -0.5), get("initial_accumulator_value", 0.1),
-                                  get("l1_regularization_strength", 0.0), get("l2_regularization_strength", 0.0));
+                                  get("l1_regularization_strength", 0.0), get("l2_regularization_strength", 0.0),
+                                  get("l2_shrinkage_regularization_strength", 0.0));
     if (!ftrl.ok()) throw py::value_error(std::string(ftrl.status().message()));
     return std::move(*ftrl);
   }
@@ -131,42 +135,71 @@ void BindTrain(py::module_& m) {
         return o.stats().stale_gradients_dropped.load();
       });
 
+  // Horovod's DistributedOptimizer: the gradients all-reduced across the
+  // workers, small ones fused into buckets (train/collective_all_reduce_optimizer.h).
+  m.def(
+      "all_reduce_gradients",
+      [](const df::Scope& s, const df::Optimizer::GradsAndVars& gv, int num_replicas, int rank, int64_t group_key,
+         int64_t first_instance_key, bool average, double timeout_seconds, int64_t fusion_threshold_bytes) {
+        df::CollectiveAllReduceOptions o;
+        o.num_replicas = num_replicas;
+        o.rank = rank;
+        o.group_key = group_key;
+        o.first_instance_key = first_instance_key;
+        o.average = average;
+        o.timeout_seconds = timeout_seconds;
+        o.fusion_threshold_bytes = fusion_threshold_bytes;
+        return Value(df::AllReduceGradients(s, gv, o));
+      },
+      py::arg("scope"), py::arg("grads_and_vars"), py::arg("num_replicas"), py::arg("rank"), py::arg("group_key"),
+      py::arg("first_instance_key"), py::arg("average"), py::arg("timeout_seconds"), py::arg("fusion_threshold_bytes"));
+  m.def("graph_variables", &df::GraphVariables, py::arg("scope"),
+        "Every variable of the graph that has an initializer (optimizer slots too), in the order made.");
+
   py::class_<df::MonitoredSession>(m, "MonitoredSession")
-      .def(py::init([](const df::Scope& scope, const std::string& target, bool is_chief, const std::string& logdir,
-                       std::optional<df::Output> global_step, std::optional<df::Operation> init_op,
-                       int64_t save_checkpoint_secs, std::vector<df::Output> coordination_vars, const py::dict& options,
-                       const std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>& sync_hooks,
-                       std::vector<df::Output> local_variables, std::optional<df::Operation> local_init_op,
-                       int64_t save_checkpoint_steps, int max_to_keep, std::optional<df::Output> summary_op,
-                       int64_t save_summaries_steps, int64_t save_summaries_secs, int64_t log_step_count_steps,
-                       const std::vector<std::pair<df::Output, py::object>>& init_feed_dict) {
-             df::SupervisorOptions o;
-             o.init_feed_dict = ToFeedDict(init_feed_dict, /*lend=*/false);  // kept for recoveries
-             if (summary_op) o.summary_op = *summary_op;
-             o.save_summaries_steps = save_summaries_steps;
-             o.save_summaries_secs = save_summaries_secs;
-             o.log_step_count_steps = log_step_count_steps;
-             o.local_variables = std::move(local_variables);
-             if (local_init_op) o.local_init_op = *local_init_op;
-             o.save_checkpoint_steps = save_checkpoint_steps;
-             o.max_to_keep = max_to_keep;
-             o.is_chief = is_chief;
-             o.logdir = logdir;
-             if (global_step) o.global_step = *global_step;
-             if (init_op) o.init_op = *init_op;
-             o.save_checkpoint_secs = save_checkpoint_secs;
-             o.coordination_vars = std::move(coordination_vars);
-             o.session_options = SessionOptionsFromPython(options);
-             std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
-             for (const auto& [sync, is_chief_hook] : sync_hooks)
-               hooks.push_back(sync->MakeSessionRunHook(is_chief_hook));
-             absl::StatusOr<std::unique_ptr<df::MonitoredSession>> s;
-             {
-               py::gil_scoped_release release;
-               s = df::MonitoredSession::Create(scope, target, o, std::move(hooks));
-             }
-             return Value(std::move(s));
-           }),
+      .def(py::init(
+               [](const df::Scope& scope, const std::string& target, bool is_chief, const std::string& logdir,
+                  std::optional<df::Output> global_step, std::optional<df::Operation> init_op,
+                  int64_t save_checkpoint_secs, std::vector<df::Output> coordination_vars, const py::dict& options,
+                  const std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>& sync_hooks,
+                  std::vector<df::Output> local_variables, std::optional<df::Operation> local_init_op,
+                  int64_t save_checkpoint_steps, int max_to_keep, std::optional<df::Output> summary_op,
+                  int64_t save_summaries_steps, int64_t save_summaries_secs, int64_t log_step_count_steps,
+                  const std::vector<std::pair<df::Output, py::object>>& init_feed_dict,
+                  const std::vector<std::pair<df::Output, py::object>>& local_init_feed_dict,
+                  const std::vector<std::tuple<df::Output, std::string, std::vector<int64_t>, std::vector<int64_t>>>&
+                      save_slices) {
+                 df::SupervisorOptions o;
+                 for (const auto& [var, full_name, full_shape, offset] : save_slices) {
+                   o.save_slices.push_back({var, full_name, full_shape, offset});
+                 }
+                 o.init_feed_dict = ToFeedDict(init_feed_dict, /*lend=*/false);  // kept for recoveries
+                 o.local_init_feed_dict = ToFeedDict(local_init_feed_dict, /*lend=*/false);
+                 if (summary_op) o.summary_op = *summary_op;
+                 o.save_summaries_steps = save_summaries_steps;
+                 o.save_summaries_secs = save_summaries_secs;
+                 o.log_step_count_steps = log_step_count_steps;
+                 o.local_variables = std::move(local_variables);
+                 if (local_init_op) o.local_init_op = *local_init_op;
+                 o.save_checkpoint_steps = save_checkpoint_steps;
+                 o.max_to_keep = max_to_keep;
+                 o.is_chief = is_chief;
+                 o.logdir = logdir;
+                 if (global_step) o.global_step = *global_step;
+                 if (init_op) o.init_op = *init_op;
+                 o.save_checkpoint_secs = save_checkpoint_secs;
+                 o.coordination_vars = std::move(coordination_vars);
+                 o.session_options = SessionOptionsFromPython(options);
+                 std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
+                 for (const auto& [sync, is_chief_hook] : sync_hooks)
+                   hooks.push_back(sync->MakeSessionRunHook(is_chief_hook));
+                 absl::StatusOr<std::unique_ptr<df::MonitoredSession>> s;
+                 {
+                   py::gil_scoped_release release;
+                   s = df::MonitoredSession::Create(scope, target, o, std::move(hooks));
+                 }
+                 return Value(std::move(s));
+               }),
            py::arg("scope"), py::arg("target"), py::arg("is_chief"), py::arg("logdir"), py::arg("global_step"),
            py::arg("init_op"), py::arg("save_checkpoint_secs"), py::arg("coordination_vars"), py::arg("options"),
            py::arg("sync_hooks") = std::vector<std::pair<df::SyncReplicasOptimizer*, bool>>{},
@@ -175,6 +208,9 @@ void BindTrain(py::module_& m) {
            py::arg("save_summaries_steps") = 100, py::arg("save_summaries_secs") = 0,
            py::arg("log_step_count_steps") = 100,
            py::arg("init_feed_dict") = std::vector<std::pair<df::Output, py::object>>{},
+           py::arg("local_init_feed_dict") = std::vector<std::pair<df::Output, py::object>>{},
+           py::arg("save_slices") =
+               std::vector<std::tuple<df::Output, std::string, std::vector<int64_t>, std::vector<int64_t>>>{},
            py::keep_alive<1, 11>())  // the optimizers outlive their hooks
       .def(
           "run",
@@ -224,18 +260,26 @@ void BindTrain(py::module_& m) {
 
   // Checkpoints: each task holding variables writes its own shard.
   py::class_<df::Saver>(m, "Saver")
-      .def(py::init([](const df::Scope& scope, const std::vector<df::Output>& var_list, int max_to_keep,
-                       const std::string& basename, const std::vector<df::Output>& exclude, bool allow_extra) {
-             df::SaverOptions o;
-             o.allow_extra_in_checkpoint = allow_extra;
-             o.var_list = var_list;
-             o.exclude = exclude;
-             o.max_to_keep = max_to_keep;
-             o.basename = basename;
-             return Value(df::Saver::Create(scope, o));
-           }),
+      .def(py::init(
+               [](const df::Scope& scope, const std::vector<df::Output>& var_list, int max_to_keep,
+                  const std::string& basename, const std::vector<df::Output>& exclude, bool allow_extra,
+                  const std::vector<std::tuple<df::Output, std::string, std::vector<int64_t>, std::vector<int64_t>>>&
+                      slices) {
+                 df::SaverOptions o;
+                 for (const auto& [var, full_name, full_shape, offset] : slices) {
+                   o.slices.push_back({var, full_name, full_shape, offset});
+                 }
+                 o.allow_extra_in_checkpoint = allow_extra;
+                 o.var_list = var_list;
+                 o.exclude = exclude;
+                 o.max_to_keep = max_to_keep;
+                 o.basename = basename;
+                 return Value(df::Saver::Create(scope, o));
+               }),
            py::arg("scope"), py::arg("var_list"), py::arg("max_to_keep"), py::arg("basename"),
-           py::arg("exclude") = std::vector<df::Output>{}, py::arg("allow_extra") = false)
+           py::arg("exclude") = std::vector<df::Output>{}, py::arg("allow_extra") = false,
+           py::arg("slices") =
+               std::vector<std::tuple<df::Output, std::string, std::vector<int64_t>, std::vector<int64_t>>>{})
       .def("save",
            [](df::Saver& self, PySession& sess, const std::string& logdir, std::optional<int64_t> step) {
              if (sess.closed) Throw(absl::FailedPreconditionError("Attempted to use a closed Session."));

@@ -192,9 +192,18 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
     const PartialShape shape = options.shape_invariants.empty() ? loop_vars[i].shape() : options.shape_invariants[i];
     if (shape.unknown_rank()) record = false;
   }
+  // A variable whose shape changes from one iteration to the next keeps a
+  // history of its shapes ([0, rank] int32 at first); its values cannot be
+  // stacked.
+  auto varying = [&](size_t i) { return i < options.shape_varies.size() && options.shape_varies[i]; };
   if (record) {
     for (size_t i = 0; i < num_user; ++i) {
       const PartialShape shape = options.shape_invariants.empty() ? loop_vars[i].shape() : options.shape_invariants[i];
+      if (varying(i)) {
+        vars.push_back(Const(s, Tensor(DT_INT32, TensorShape({0, static_cast<int64_t>(shape.rank())}))));
+        if (!invariants.empty()) invariants.push_back(PartialShape({-1, static_cast<int64_t>(shape.rank())}));
+        continue;
+      }
       Output row = Op(s, "ExpandDims", {loop_vars[i], Const(s, 0)});
       std::vector<int64_t> begin(static_cast<size_t>(shape.rank()) + 1, 0), size(begin.size(), -1);
       size[0] = 0;
@@ -216,7 +225,11 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
       if (i >= hist_start && i < hist_start + num_user) {
         const PartialShape var_shape = loop_vars[i - hist_start].shape();
         sh = PartialShape({-1});
-        for (int64_t d : var_shape.dims()) sh.AppendDim(d);
+        if (varying(i - hist_start)) {
+          sh.AppendDim(var_shape.rank());
+        } else {
+          for (int64_t d : var_shape.dims()) sh.AppendDim(d);
+        }
       }
       invariants.push_back(sh);
     }
@@ -277,11 +290,31 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
                                                            " values for ", loop_vars.size(), " loop variables")));
   }
   if (limited) next->insert(next->begin(), Op(body_scope, "Add", {body_in[0], Const(body_scope, 1)}));
+  std::vector<bool> zeros_for(num_user, false), no_history(num_user, false);
   if (record) {
     for (size_t i = 0; i < num_user; ++i) {
+      const Output& history = body_in[static_cast<size_t>(first) + num_user + i];
+      const bool shape_only = options.history_not_needed && options.history_not_needed(static_cast<int>(i));
+      if (varying(i)) {
+        const Output& value = body_in[static_cast<size_t>(first) + i];
+        if (shape_only) {
+          zeros_for[i] = true;  // rebuilt on zeros of each iteration's shape
+          Output row = Op(body_scope, "ExpandDims", {Op(body_scope, "Shape", {value}), Const(body_scope, 0)});
+          next->push_back(Concat(body_scope, {history, row}, 0));
+        } else {
+          no_history[i] = true;  // its values are needed and cannot be stacked
+          next->push_back(Op(body_scope, "Identity", {history}));
+        }
+        continue;
+      }
+      if (shape_only) {
+        zeros_for[i] = true;  // the history stays empty
+        next->push_back(Op(body_scope, "Identity", {history}));
+        continue;
+      }
       const Output& value = body_in[static_cast<size_t>(first) + i];
       Output row = Op(body_scope, "ExpandDims", {value, Const(body_scope, 0)});
-      next->push_back(Concat(body_scope, {body_in[static_cast<size_t>(first) + num_user + i], row}, 0));
+      next->push_back(Concat(body_scope, {history, row}, 0));
     }
     next->push_back(Op(body_scope, "Add", {body_in.back(), Const(body_scope, 1)}));
   }
@@ -305,6 +338,9 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
     rec->name = name;
     rec->parallel_iterations = parallel;
     rec->body = body;
+    rec->zeros_for = zeros_for;
+    rec->no_history = no_history;
+    for (size_t i = 0; i < num_user; ++i) rec->shape_history.push_back(varying(i));
     for (size_t i = 0; i < num_user; ++i) {
       rec->exits.push_back(result[i].node());
       rec->loop_vars.push_back(NodeOut{loop_vars[i].node(), loop_vars[i].index()});
@@ -402,7 +438,22 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
   opts.parallel_iterations = loop.parallel_iterations;
   opts.shape_invariants = shapes;
   opts.back_prop = false;
-  for (size_t i = 0; i < m; ++i) opts.invariants.push_back(out(loop.histories[i]));
+  for (size_t i = 0; i < m; ++i) {
+    if (i < loop.no_history.size() && loop.no_history[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the gradient of WhileLoop '", loop.name, "': loop variable ", i, " ('", loop.exits[i]->name(),
+                       "') changes shape from one iteration to the next and the body reads its ",
+                       "values, which the loop cannot keep for the gradient (a dynamic_size TensorArray the body ",
+                       "reads: give it a fixed size)"));
+    }
+  }
+  // Per variable its history (of values, or of shapes), or (zeros_for without
+  // a shape history) its final value, whose shape it has every iteration.
+  auto shape_history = [&](size_t i) { return i < loop.shape_history.size() && loop.shape_history[i]; };
+  for (size_t i = 0; i < m; ++i) {
+    const bool final_value = i < loop.zeros_for.size() && loop.zeros_for[i] && !shape_history(i);
+    opts.invariants.push_back(final_value ? Output(Operation(loop.exits[i], gs), 0, scope) : out(loop.histories[i]));
+  }
   for (size_t j = 0; j < p; ++j) opts.invariants.push_back(out(loop.invariants[j]));
   const std::string what = absl::StrCat("the gradient of WhileLoop '", loop.name, "'");
   auto result = WhileLoop(
@@ -415,6 +466,22 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
         std::vector<Output> xs;  // iteration k's loop variables, then the invariants
         for (size_t i = 0; i < m; ++i) {
           const Output& history = v[1 + m + p + i];
+          if (shape_history(i)) {  // zeros of iteration k's shape
+            Output begin =
+                Concat(s, {Reshape(s, k, std::vector<int64_t>{1}), Const(s, Tensor::FromVector<int32_t>({0}))}, 0);
+            Output row = Op(s, "Slice", {history, begin, Const(s, Tensor::FromVector<int32_t>({1, -1}))});
+            Output shape = Reshape(s, row, std::vector<int64_t>{loop.var_shapes[i].rank()});
+            Output zero = Op(s, "Cast", {Const(s, 0)}, [&](proto::NodeDef* n) {
+              SetAttrType(n, "SrcT", DT_INT32);
+              SetAttrType(n, "DstT", loop.exits[i]->output_type(0));
+            });
+            xs.push_back(Op(s, "Fill", {shape, zero}));
+            continue;
+          }
+          if (i < loop.zeros_for.size() && loop.zeros_for[i]) {
+            xs.push_back(ZerosLike(s, history));  // `history` is the final value here
+            continue;
+          }
           const int rank = loop.var_shapes[i].rank();
           Output begin = Reshape(s, k, std::vector<int64_t>{1});
           if (rank > 0) {

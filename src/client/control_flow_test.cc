@@ -310,6 +310,37 @@ TEST(WhileLoop, GradientThroughNestedLoops) {
       "nested while", grad_test::kTol, /*require_gradient=*/true);
 }
 
+TEST(WhileLoop, GradientReachesATensorMadeOutsideWhileTheBodyIsBuilt) {
+  // The body makes w = 2 x at the graph's top on its first build (as Python
+  // makes a variable first created in a body) and captures it; w's node comes
+  // after the loop's exits, and its gradient must still reach x. Rebuilt for
+  // the gradient, the body gets the captured value as its last input.
+  grad_test::CheckGradient(
+      {grad_test::Random(grad_test::S({2}), 0.3, 0.6, 21), grad_test::Random(grad_test::S({2}), 0.5, 1.0, 22)},
+      [](const Scope& s, const Outs& xs) {
+        ops::WhileOptions opts;
+        opts.maximum_iterations = 3;
+        Output x1 = xs[1];
+        auto out = ops::WhileLoop(
+            s, {xs[0]}, [](const Scope& c, const Outs& v) -> absl::StatusOr<Output> { return ops::Const(c, true); },
+            [s, x1](const Scope& b, const Outs& v) -> StatusOrOuts {
+              Output w;
+              if (v.size() > 1) {
+                w = v[1];
+              } else {
+                absl::StatusOr<Output> captured = ops::CaptureIntoLoop(b, ops::Mul(s, x1, ops::Const(s, 2.0)));
+                if (!captured.ok()) return captured.status();
+                w = *captured;
+              }
+              return Outs{ops::Mul(b, ops::Square(b, v[0]), w)};
+            },
+            opts);
+        EXPECT_TRUE(out.ok()) << out.status();
+        return ops::Sum(s, (*out)[0], {0});
+      },
+      "while capturing a tensor made during the body's build", grad_test::kTol, /*require_gradient=*/true);
+}
+
 TEST(WhileLoop, NoHistoryMeansAGradientErrorNamingTheExit) {
   Scope root = Scope::NewRootScope();
   Output x = ops::Placeholder(root, DT_DOUBLE, PartialShape({}));
@@ -327,6 +358,7 @@ TEST(WhileLoop, NoHistoryMeansAGradientErrorNamingTheExit) {
   auto g = Gradients(root, {(*out)[0]}, {x});
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("No gradient defined for op 'Exit'"), std::string::npos) << g.status();
+  EXPECT_NE(g.status().message().find("back_prop=false, or imported"), std::string::npos) << g.status();
 }
 
 }  // namespace

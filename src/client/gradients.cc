@@ -54,6 +54,75 @@ using Key = std::pair<int, int>;  // (node id, output index)
 
 bool IsStopGradient(const Node* n) { return n->op() == "StopGradient"; }
 
+// The order gradients flow in, backwards: a topological order of the data
+// edges (a loop's back edges, NextIteration -> Merge, left out) in which
+// each loop ops::WhileLoop recorded comes as one unit: its initial values and
+// captured tensors before all its exits, all its exits before any consumer
+// of one. Node ids are not such an order: a tensor a loop body captures may
+// be made while the body is built (a variable first created there, at the
+// graph's top), after the loop's exits. A graph with another cycle keeps
+// the order of ids.
+std::vector<int> PropagationOrder(const std::shared_ptr<GraphState>& gs, const std::vector<const Node*>& nodes,
+                                  const std::vector<std::vector<std::pair<int, int>>>& consumers) {
+  const size_t num = nodes.size();
+  std::vector<std::vector<int>> extra(num);  // edges besides the data edges
+  {
+    absl::flat_hash_map<const WhileLoopRecord*, bool> seen;
+    absl::MutexLock lock(&gs->mu);
+    for (const auto& [exit, loop] : gs->while_loops) {
+      if (!seen.emplace(loop.get(), true).second) continue;
+      bool inside = true;
+      for (const Node* e : loop->exits) inside = inside && e->id() >= 0 && static_cast<size_t>(e->id()) < num;
+      if (!inside) continue;  // made after the snapshot
+      std::vector<NodeOut> sources = loop->loop_vars;
+      sources.insert(sources.end(), loop->invariants.begin(), loop->invariants.end());
+      for (const Node* e : loop->exits) {
+        for (const NodeOut& src : sources) {
+          if (static_cast<size_t>(src.node->id()) < num) extra[static_cast<size_t>(src.node->id())].push_back(e->id());
+        }
+        for (const Node* other : loop->exits) {
+          for (const auto& [cid, in] : consumers[static_cast<size_t>(other->id())]) {
+            extra[static_cast<size_t>(e->id())].push_back(cid);
+          }
+        }
+      }
+    }
+  }
+  auto back_edge = [&](int producer, int consumer) {
+    return nodes[static_cast<size_t>(producer)]->op() == "NextIteration" &&
+           nodes[static_cast<size_t>(consumer)]->op() == "Merge";
+  };
+  std::vector<int> pending_inputs(num, 0);
+  for (size_t id = 0; id < num; ++id) {
+    for (const auto& [cid, in] : consumers[id]) {
+      if (!back_edge(static_cast<int>(id), cid)) ++pending_inputs[static_cast<size_t>(cid)];
+    }
+    for (int to : extra[id]) ++pending_inputs[static_cast<size_t>(to)];
+  }
+  std::vector<int> order, ready;
+  order.reserve(num);
+  for (size_t id = num; id-- > 0;) {
+    if (pending_inputs[id] == 0) ready.push_back(static_cast<int>(id));
+  }
+  while (!ready.empty()) {
+    const int id = ready.back();
+    ready.pop_back();
+    order.push_back(id);
+    auto done = [&](int to) {
+      if (--pending_inputs[static_cast<size_t>(to)] == 0) ready.push_back(to);
+    };
+    for (const auto& [cid, in] : consumers[static_cast<size_t>(id)]) {
+      if (!back_edge(id, cid)) done(cid);
+    }
+    for (int to : extra[static_cast<size_t>(id)]) done(to);
+  }
+  if (order.size() != num) {
+    order.resize(num);
+    for (size_t id = 0; id < num; ++id) order[id] = static_cast<int>(id);
+  }
+  return order;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vector<Output>& ys,
@@ -154,6 +223,7 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
   }
   std::vector<bool> relevant(num, false);
   for (size_t i = 0; i < num; ++i) relevant[i] = fwd[i] && bwd[i];
+  const std::vector<int> order = PropagationOrder(gs, nodes, consumers);
 
   Scope base = (options.keep_control_dependencies ? scope : scope.WithNoControlDependencies()).NewSubScope("gradients");
   auto op_scope = [&](const Node* n, const std::string& suffix) {
@@ -179,7 +249,8 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
 
   const GradientRegistry* registry = GradientRegistry::Global();
   std::map<Key, Output> summed;
-  for (int id = static_cast<int>(num) - 1; id >= 0; --id) {
+  for (auto step = order.rbegin(); step != order.rend(); ++step) {
+    const int id = *step;
     if (!relevant[static_cast<size_t>(id)]) continue;
     const Node* n = nodes[static_cast<size_t>(id)];
     bool has_pending = false;
@@ -207,8 +278,8 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
 
     if (n->op() == "Exit") {
       // A loop ops::WhileLoop made: its whole gradient at once, from every
-      // exit's (the exits come after everything in the loop, and every
-      // consumer of them after the exits, so their gradients are complete).
+      // exit's (PropagationOrder puts every consumer of every exit after all
+      // the exits, so their gradients are complete).
       std::shared_ptr<const WhileLoopRecord> loop;
       {
         absl::MutexLock lock(&gs->mu);
@@ -247,8 +318,13 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
     const GradFunc* fn = registry->Find(n->op(), &no_gradient);
     if (no_gradient) continue;
     if (fn == nullptr) {
+      const char* why = n->op() == "Exit"
+                            ? ": a while loop's gradient needs the iteration history ops::WhileLoop keeps with "
+                              "back_prop=true; this loop was built with back_prop=false, or imported from a GraphDef "
+                              "(an imported loop has no recorded body yet)"
+                            : "";
       return absl::InvalidArgumentError(
-          absl::StrCat("No gradient defined for op '", n->op(), "' (node '", n->name(), "')"));
+          absl::StrCat("No gradient defined for op '", n->op(), "' (node '", n->name(), "')", why));
     }
     std::vector<Output> grad_inputs;
     absl::Status st = (*fn)(s, Operation(n, gs), grad_outputs, &grad_inputs);

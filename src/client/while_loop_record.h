@@ -26,6 +26,9 @@ struct WhileLoopRecord {
   std::vector<NodeOut> loop_vars;  // their initial values
   std::vector<NodeOut> invariants;
   std::vector<NodeOut> histories;        // per loop variable: every iteration's value, stacked
+  std::vector<bool> zeros_for;           // per loop variable: the body is rebuilt on zeros of its shape
+  std::vector<bool> shape_history;       // per loop variable: its history holds shapes ([N, rank] int32)
+  std::vector<bool> no_history;          // per loop variable: none kept (its shape varies, its values are read)
   NodeOut count;                         // the number of iterations that ran
   std::vector<PartialShape> var_shapes;  // the variables' shapes inside the loop
   int parallel_iterations = 10;

@@ -10,7 +10,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/logging.h"
+#include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "proto/elastic.grpc.pb.h"
 #include "rpc/grpc_status.h"
 #include "rpc/worker_cache.h"
 
@@ -194,24 +196,33 @@ void CoordinationAgent::Stop(bool leaving) {
   (void)(*stub)->Heartbeat(&ctx, req, &resp);
 }
 
-void CoordinationAgent::Tick() {
+absl::Status CoordinationAgent::Beat(proto::HeartbeatResponse* resp) {
   proto::HeartbeatRequest req;
   req.set_task(task_);
   req.set_incarnation(incarnation_);
+  if (local_ != nullptr) return local_->Heartbeat(req, resp);
+  absl::StatusOr<proto::WorkerService::Stub*> stub = peers_->Stub(coordinator_);
+  if (!stub.ok()) return stub.status();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   absl::ToChronoMilliseconds(std::max(options_.interval, absl::Milliseconds(500))));
+  return FromGrpcStatus((*stub)->Heartbeat(&ctx, req, resp));
+}
+
+void CoordinationAgent::Tick() {
   proto::HeartbeatResponse resp;
-  absl::Status s;
-  if (local_ != nullptr) {
-    s = local_->Heartbeat(req, &resp);
-  } else {
-    absl::StatusOr<proto::WorkerService::Stub*> stub = peers_->Stub(coordinator_);
-    if (stub.ok()) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() +
-                       absl::ToChronoMilliseconds(std::max(options_.interval, absl::Milliseconds(500))));
-      s = FromGrpcStatus((*stub)->Heartbeat(&ctx, req, &resp));
-    } else {
-      s = stub.status();
-    }
+  absl::Status s = Beat(&resp);
+  // Refused as unknown after having been accepted: the coordinator
+  // restarted and forgot that this task joined. (A task started with the
+  // wrong cluster is never accepted, so it is not taken in this way.)
+  bool accepted_before = false;
+  {
+    absl::MutexLock lock(&mu_);
+    accepted_before = last_reached_us_ != 0;
+  }
+  if (absl::IsInvalidArgument(s) && accepted_before && local_ == nullptr && !options_.address.empty() &&
+      RejoinCoordinator()) {
+    s = Beat(&resp);
   }
   const int64_t now = env_->NowMicros();
   std::vector<std::string> newly_dead;
@@ -239,6 +250,28 @@ void CoordinationAgent::Tick() {
   }
   Report(newly_dead);
   if (on_tick_) on_tick_();
+}
+
+bool CoordinationAgent::RejoinCoordinator() {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = peers_->Channel(coordinator_);
+  if (!channel.ok()) return false;
+  auto stub = proto::ElasticService::NewStub(*channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   absl::ToChronoMilliseconds(std::max(options_.interval, absl::Milliseconds(500))));
+  proto::RejoinRequest req;
+  req.set_task(task_);
+  req.set_address(options_.address);
+  proto::RejoinResponse resp;
+  absl::Status s = FromGrpcStatus(stub->Rejoin(&ctx, req, &resp));
+  if (!s.ok()) {
+    LOG(WARNING) << "The coordinator " << coordinator_ << " does not know " << task_
+                 << " and did not take it back: " << s.message();
+    return false;
+  }
+  LOG(INFO) << "The coordinator " << coordinator_ << " had restarted: " << task_ << " rejoined the job as "
+            << options_.address;
+  return true;
 }
 
 void CoordinationAgent::Report(const std::vector<std::string>& newly_dead) {

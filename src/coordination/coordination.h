@@ -24,7 +24,9 @@
 // index of its job and the cluster as it is now, and from then on is a task
 // like the others (ALIVE at once, DEAD if it stops heartbeating, LEFT when
 // it says goodbye). Members lists every task with its address, so tasks
-// that must reach a joined one (a ps pulling its gradients) can.
+// that must reach a joined one (a ps pulling its gradients) can. A
+// coordinator that restarted forgot who joined: an agent whose heartbeat
+// it refuses as unknown asks to Rejoin with its address, and is taken back.
 //
 // Time comes from an Env (base/env.h), so tests advance a fake clock.
 // Both classes are thread-safe.
@@ -54,6 +56,9 @@ class WorkerCache;
 struct CoordinationOptions {
   absl::Duration interval = absl::Seconds(1);
   absl::Duration timeout = absl::Seconds(10);
+  // This task's host:port: with it, a task that a restarted coordinator
+  // does not know asks to rejoin ("": it does not).
+  std::string address;
 };
 
 // The task that hosts the coordination service: ps 0 if there is a ps job
@@ -82,6 +87,13 @@ class CoordinationService {
   absl::StatusOr<int> Join(const std::string& job, const std::string& address, ClusterSpec* cluster);
   // Every task the service knows, in name order.
   std::vector<proto::Member> Members();
+
+  // Takes back `task`, serving on `address`, that had joined the job
+  // before this service started (the coordinator restarted): a joined
+  // member, alive from now. OK if the service knows the task already.
+  // InvalidArgument for a malformed name or address; FailedPrecondition if
+  // a live task holds the address.
+  absl::Status Rejoin(const std::string& task, const std::string& address);
 
   // Records the sender's heartbeat, then answers with every task's health.
   // InvalidArgument for a task that is not in the cluster.
@@ -152,6 +164,11 @@ class CoordinationAgent {
  private:
   void Loop();
   void Report(const std::vector<std::string>& newly_dead);
+  // One heartbeat to the coordinator.
+  absl::Status Beat(proto::HeartbeatResponse* resp);
+  // Asks a coordinator that refused this task as unknown to take it back
+  // (ElasticService.Rejoin); true if it did.
+  bool RejoinCoordinator();
 
   const std::string task_;
   const uint64_t incarnation_;

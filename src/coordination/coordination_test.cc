@@ -151,6 +151,45 @@ TEST(CoordinationMembership, AReplacementOnTheAddressOfATaskThatIsGoneTakesItsIn
   EXPECT_EQ(m.State("/job:worker/replica:0/task:2"), proto::TaskHealth::ALIVE);
 }
 
+// ps 0 restarted: its new service knows only the spec, and refuses the
+// heartbeat of a task that had joined; the task asks to rejoin with its
+// address and is a joined member again, and later joiners get the indices
+// after it.
+TEST(CoordinationMembership, ARestartedCoordinatorTakesJoinedTasksBackWhenTheyAskToRejoin) {
+  MembershipFixture before;
+  ASSERT_EQ(before.service.Join("worker", "10.0.0.9:2300", nullptr).value_or(-1), 2);
+  MembershipFixture after;  // the restarted coordinator
+  const std::string joined = "/job:worker/replica:0/task:2";
+  proto::HeartbeatResponse resp;
+  EXPECT_TRUE(absl::IsInvalidArgument(after.service.Heartbeat(Beat(joined, 5), &resp)));
+  ASSERT_TRUE(after.service.Rejoin(joined, "10.0.0.9:2300").ok());
+  EXPECT_TRUE(after.service.Rejoin(joined, "10.0.0.9:2300").ok()) << "asking twice is harmless";
+  ASSERT_TRUE(after.service.Heartbeat(Beat(joined, 5), &resp).ok());
+  EXPECT_EQ(StateOf(resp, joined), proto::TaskHealth::ALIVE);
+  bool listed = false;
+  for (const proto::Member& member : after.service.Members()) {
+    if (member.task() != joined) continue;
+    listed = true;
+    EXPECT_TRUE(member.joined());
+    EXPECT_EQ(member.address(), "10.0.0.9:2300");
+  }
+  EXPECT_TRUE(listed);
+  ClusterSpec now;
+  EXPECT_EQ(after.service.Join("worker", "10.0.0.9:2301", &now).value_or(-1), 3);
+  EXPECT_EQ(now.task_address("worker", 2).value_or(""), "10.0.0.9:2300");
+  // On the address of a live task, or with a malformed name or address:
+  // refused naming the culprit.
+  absl::Status s = after.service.Rejoin("/job:worker/replica:0/task:8", "10.0.0.9:2300");
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "the address of /job:worker/replica:0/task:2, which is alive")) << s;
+  s = after.service.Rejoin("/job:worker/task:x", "10.0.0.9:2310");
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "'/job:worker/task:x' is not a task name")) << s;
+  s = after.service.Rejoin("/job:worker/replica:0/task:9", "10.0.0.9");
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "the address '10.0.0.9', which is not a host:port")) << s;
+}
+
 TEST(CoordinationMembership, ABadJoinIsRefusedNamingTheCulprit) {
   MembershipFixture m;
   proto::HeartbeatResponse resp;
@@ -174,7 +213,7 @@ TEST(CoordinationMembership, ABadJoinIsRefusedNamingTheCulprit) {
 struct AgentFixture {
   FakeClockEnv env;
   CoordinationService service{{kPs, kChief, kWorker1}, absl::Seconds(10), 7, &env};
-  CoordinationAgent agent{kPs,     7,        kPs, CoordinationOptions{absl::Seconds(1), absl::Seconds(10)},
+  CoordinationAgent agent{kPs,     7,        kPs, CoordinationOptions{absl::Seconds(1), absl::Seconds(10), ""},
                           nullptr, &service, &env};
   std::vector<std::pair<std::string, std::string>> deaths;  // task, message
   AgentFixture() {

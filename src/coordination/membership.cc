@@ -1,7 +1,10 @@
 // Elastic membership on the coordinator: CoordinationService::Join and
 // Members (coordination.h says what they promise).
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "coordination/coordination.h"
@@ -66,6 +69,47 @@ absl::StatusOr<int> CoordinationService::Join(const std::string& job, const std:
     *cluster = std::move(live);
   }
   return index;
+}
+
+absl::Status CoordinationService::Rejoin(const std::string& task, const std::string& address) {
+  // "/job:J/replica:0/task:T"
+  std::string job;
+  int index = -1;
+  for (absl::string_view part : absl::StrSplit(task, '/')) {
+    if (absl::ConsumePrefix(&part, "job:")) job = std::string(part);
+    if (absl::ConsumePrefix(&part, "task:") && !absl::SimpleAtoi(part, &index)) index = -1;
+  }
+  if (!ValidJobName(job) || index < 0 || TaskName(job, index) != task) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Rejoin: '", task, "' is not a task name (/job:J/replica:0/task:T)"));
+  }
+  if (absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address); !hp.ok() || hp->second == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Rejoin: ", task, " gave the address '", address, "', which is not a host:port"));
+  }
+  const int64_t now = env_->NowMicros();
+  absl::MutexLock lock(&mu_);
+  CheckLocked(now);
+  if (auto it = tasks_.find(task); it != tasks_.end()) {
+    if (it->second.address.empty() || it->second.address == address) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("Rejoin: ", task, " is ", it->second.address, " now, not ",
+                                                      address, ": another task took its index; join anew"));
+  }
+  for (const auto& [name, other] : tasks_) {
+    if (other.address == address && other.state == proto::TaskHealth::ALIVE) {
+      return absl::FailedPreconditionError(absl::StrCat("Rejoin: ", task, " at ", address, ", the address of ", name,
+                                                        ", which is alive: the task cannot rejoin on it"));
+    }
+  }
+  Task& t = tasks_[task];
+  t.job = job;
+  t.index = index;
+  t.address = address;
+  t.joined = true;
+  t.state = proto::TaskHealth::ALIVE;
+  t.last_us = now;
+  LOG(INFO) << task << " rejoined the job from " << address << " (it had joined before this coordinator started)";
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ClusterSpec> CoordinationService::LiveClusterLocked() const {

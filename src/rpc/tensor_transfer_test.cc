@@ -103,5 +103,41 @@ TEST(TensorTransfer, MalformedBulkHeadersAreDataLoss) {
   EXPECT_NE(r.status().message().find("3 extra bytes"), std::string::npos) << r.status();
 }
 
+TEST(TensorTransfer, DeadTensorRoundTripsAsDeadAndCarriesNoPayload) {
+  // A dead _Send sends an uninitialized tensor: the header says so and no bytes follow.
+  grpc::ByteBuffer b = EncodeTensorToByteBuffer(Tensor());
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(b.Dump(&slices).ok());
+  ASSERT_EQ(slices.size(), 1u) << "no payload slice for a dead tensor";
+  absl::StatusOr<Tensor> back = DecodeTensorFromByteBuffer(b);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->IsInitialized()) << "a dead tensor decodes as dead";
+  // So does it where bulk answers are accepted, without a bulk reference.
+  BulkRef ref{99, 99};
+  back = DecodeTensorFromByteBuffer(b, &ref);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->IsInitialized());
+  EXPECT_EQ(ref.ticket, 0u);
+  // A live tensor with no elements is not mistaken for a dead one.
+  Tensor empty(DT_FLOAT, TensorShape({0, 3}));
+  absl::StatusOr<Tensor> live = DecodeTensorFromByteBuffer(EncodeTensorToByteBuffer(empty));
+  ASSERT_TRUE(live.ok()) << live.status();
+  EXPECT_TRUE(live->IsInitialized());
+  EXPECT_EQ(live->shape(), TensorShape({0, 3}));
+}
+
+TEST(TensorTransfer, DeadHeaderFollowedByBytesIsDataLoss) {
+  grpc::ByteBuffer dead = EncodeTensorToByteBuffer(Tensor());
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(dead.Dump(&slices).ok());
+  std::string all;
+  for (auto& sl : slices) all.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  all += "abcd";
+  grpc::Slice forged(all.data(), all.size());
+  absl::StatusOr<Tensor> r = DecodeTensorFromByteBuffer(grpc::ByteBuffer(&forged, 1));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("dead"), std::string::npos) << r.status();
+}
+
 }  // namespace
 }  // namespace distflow

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
@@ -105,6 +106,25 @@ absl::StatusOr<std::vector<ClusterMember>> ListClusterMembers(const std::string&
     out.push_back({m.task(), m.address(), proto::TaskHealth::State_Name(m.state()), m.joined()});
   }
   return out;
+}
+
+std::function<absl::StatusOr<int>()> LiveWorkerCounter(const std::string& coordinator_address, const std::string& job) {
+  std::shared_ptr<proto::ElasticService::Stub> stub = StubFor(coordinator_address);
+  const std::string prefix = absl::StrCat("/job:", job, "/"), chief = "/job:chief/";
+  return [stub, coordinator_address, prefix, chief]() -> absl::StatusOr<int> {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+    proto::MembersResponse resp;
+    absl::Status s = FromGrpcStatus(stub->Members(&ctx, proto::MembersRequest(), &resp));
+    if (absl::IsUnimplemented(s)) return NotTheCoordinator(coordinator_address, s);
+    if (!s.ok()) return s;
+    int live = 0;
+    for (const proto::Member& m : resp.members()) {
+      if (!absl::StartsWith(m.task(), prefix) && !absl::StartsWith(m.task(), chief)) continue;
+      if (m.state() == proto::TaskHealth::ALIVE || m.state() == proto::TaskHealth::UNKNOWN) ++live;
+    }
+    return live;
+  };
 }
 
 }  // namespace distflow

@@ -31,6 +31,16 @@ class GrpcElasticService final : public proto::ElasticService::CallbackService {
     return r;
   }
 
+  grpc::ServerUnaryReactor* Rejoin(grpc::CallbackServerContext* ctx, const proto::RejoinRequest* req,
+                                   proto::RejoinResponse*) override {
+    if (auto* refused = RefuseUnauthenticated(ctx, token_, task_)) return refused;
+    absl::Status s = service_->Rejoin(req->task(), req->address());
+    if (s.ok()) workers_->SetTaskAddress(req->task(), req->address());
+    auto* r = ctx->DefaultReactor();
+    r->Finish(ToGrpcStatus(s));
+    return r;
+  }
+
   grpc::ServerUnaryReactor* Members(grpc::CallbackServerContext* ctx, const proto::MembersRequest*,
                                     proto::MembersResponse* resp) override {
     if (auto* refused = RefuseUnauthenticated(ctx, token_, task_)) return refused;

@@ -249,6 +249,7 @@ void GrpcServer::StartCoordination() {
   CoordinationOptions co;
   co.interval = absl::Milliseconds(options_.heartbeat_interval_ms);
   co.timeout = absl::Milliseconds(options_.heartbeat_timeout_ms);
+  co.address = cluster_.task_address(job_, task_).value_or("");
   agent_ = std::make_unique<CoordinationAgent>(task_name_, worker_->incarnation(), CoordinatorTask(cluster_), co,
                                                workers_.get(), coordination_.get());
   agent_->Start([this](const std::string& task, const absl::Status& why) { OnTaskDead(task, why); },

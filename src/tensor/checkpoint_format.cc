@@ -67,6 +67,32 @@ absl::Status SplitFile(absl::string_view contents, const std::string& path, absl
 
 // Checks one entry: a name, a fixed-size dtype, a known shape whose bytes
 // are `size`, and bytes that lie inside a payload of `payload_size`.
+// A slice lies inside its full variable: same rank, 0 <= offset and
+// offset + the entry's dims <= the full dims.
+absl::Status CheckSlice(const proto::CheckpointEntry& e, const TensorShape& shape, const std::string& who,
+                        const std::string& path) {
+  const proto::SaveSlice& sl = e.slice();
+  if (sl.full_name().empty()) return Damaged(path, absl::StrCat(who, " is a slice of a variable with no name"));
+  std::vector<int64_t> full_dims(sl.full_shape().dim().begin(), sl.full_shape().dim().end());
+  absl::StatusOr<TensorShape> full = TensorShape::FromDims(full_dims);
+  if (!full.ok() || sl.full_shape().unknown_rank()) {
+    return Damaged(path, absl::StrCat(who, " is a slice of '", sl.full_name(), "' whose full shape is invalid"));
+  }
+  if (full->dims() != shape.dims() || sl.offset_size() != shape.dims()) {
+    return Damaged(path, absl::StrCat(who, " is a slice ", shape.DebugString(), " of '", sl.full_name(), "' ",
+                                      full->DebugString(), " with ", sl.offset_size(), " offsets"));
+  }
+  for (int d = 0; d < shape.dims(); ++d) {
+    const int64_t off = sl.offset(d);
+    if (off < 0 || off > full->dim_size(d) || shape.dim_size(d) > full->dim_size(d) - off) {
+      return Damaged(
+          path, absl::StrCat(who, " is a slice ", shape.DebugString(), " at offset ", absl::StrJoin(sl.offset(), ","),
+                             " that lies outside '", sl.full_name(), "' ", full->DebugString()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckEntry(const proto::CheckpointEntry& e, uint64_t payload_size, const std::string& path) {
   if (e.name().empty()) return Damaged(path, "an entry has no name");
   const std::string who = absl::StrCat("entry '", e.name(), "'");
@@ -84,6 +110,9 @@ absl::Status CheckEntry(const proto::CheckpointEntry& e, uint64_t payload_size, 
   }
   if (e.size() < 0 || static_cast<uint64_t>(e.size()) != n * elem) {
     return Damaged(path, absl::StrCat(who, " has ", e.size(), " bytes but ", EntryTypeString(e), " needs ", n * elem));
+  }
+  if (e.has_slice()) {
+    if (absl::Status s = CheckSlice(e, *shape, who, path); !s.ok()) return s;
   }
   if (e.offset() < 0 || static_cast<uint64_t>(e.offset()) > payload_size ||
       static_cast<uint64_t>(e.size()) > payload_size - static_cast<uint64_t>(e.offset())) {
@@ -230,6 +259,54 @@ absl::StatusOr<proto::CheckpointIndex> ParseIndex(absl::string_view contents, co
   }
   if (absl::Status s = CheckUniqueNames(index.entry(), path); !s.ok()) return s;
   return index;
+}
+
+absl::Status CopyBlock(const char* src, absl::Span<const int64_t> src_dims, absl::Span<const int64_t> src_begin,
+                       char* dst, absl::Span<const int64_t> dst_dims, absl::Span<const int64_t> dst_begin,
+                       absl::Span<const int64_t> size, size_t elem_bytes) {
+  const size_t rank = size.size();
+  if (src_dims.size() != rank || src_begin.size() != rank || dst_dims.size() != rank || dst_begin.size() != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("a block of rank ", rank, " copied between tensors of rank ",
+                                                   src_dims.size(), " and ", dst_dims.size()));
+  }
+  int64_t count = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    if (size[d] < 0 || src_begin[d] < 0 || dst_begin[d] < 0 || src_begin[d] > src_dims[d] ||
+        size[d] > src_dims[d] - src_begin[d] || dst_begin[d] > dst_dims[d] || size[d] > dst_dims[d] - dst_begin[d]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the block [", absl::StrJoin(size, ","), "] from [", absl::StrJoin(src_begin, ","), "] of [",
+                       absl::StrJoin(src_dims, ","), "] to [", absl::StrJoin(dst_begin, ","), "] of [",
+                       absl::StrJoin(dst_dims, ","), "] lies outside a tensor"));
+    }
+    count *= size[d];
+  }
+  if (count == 0) return absl::OkStatus();
+  if (rank == 0) {
+    std::memcpy(dst, src, elem_bytes);
+    return absl::OkStatus();
+  }
+  // Row-major strides, in elements.
+  std::vector<int64_t> src_stride(rank, 1), dst_stride(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d) {
+    src_stride[d - 1] = src_stride[d] * src_dims[d];
+    dst_stride[d - 1] = dst_stride[d] * dst_dims[d];
+  }
+  const size_t run = static_cast<size_t>(size[rank - 1]) * elem_bytes;  // contiguous in both
+  std::vector<int64_t> index(rank, 0);                                  // within the block, last dim fixed at 0
+  const int64_t rows = count / size[rank - 1];
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t s = 0, t = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      s += (src_begin[d] + index[d]) * src_stride[d];
+      t += (dst_begin[d] + index[d]) * dst_stride[d];
+    }
+    std::memcpy(dst + static_cast<size_t>(t) * elem_bytes, src + static_cast<size_t>(s) * elem_bytes, run);
+    for (size_t d = rank - 1; d-- > 0;) {  // next row: odometer over the leading dims
+      if (++index[d] < size[d]) break;
+      index[d] = 0;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace distflow::checkpoint

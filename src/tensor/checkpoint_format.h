@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "distflow/tensor.h"
 #include "proto/checkpoint.pb.h"
 
@@ -71,6 +72,14 @@ std::string FrameFooter(const google::protobuf::MessageLite& footer);
 // count, and entries (unique names, shards in range, sizes that match).
 std::string EncodeIndex(const proto::CheckpointIndex& index);
 absl::StatusOr<proto::CheckpointIndex> ParseIndex(absl::string_view contents, const std::string& path);
+
+// Copies the block of `size` at `src_begin` of a row-major array of shape
+// `src_dims` to `dst_begin` of one of shape `dst_dims` (elements of
+// `elem_bytes`): how a restore fills a variable from a checkpoint's slices.
+// InvalidArgument if the ranks differ or the block lies outside either.
+absl::Status CopyBlock(const char* src, absl::Span<const int64_t> src_dims, absl::Span<const int64_t> src_begin,
+                       char* dst, absl::Span<const int64_t> dst_dims, absl::Span<const int64_t> dst_begin,
+                       absl::Span<const int64_t> size, size_t elem_bytes);
 
 // "float32[784,10]": how errors and listings name an entry's type.
 std::string EntryTypeString(const proto::CheckpointEntry& entry);

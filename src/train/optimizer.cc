@@ -370,7 +370,8 @@ absl::StatusOr<std::vector<Operation>> AdamOptimizer::Finish(const Scope& scope)
 absl::StatusOr<std::unique_ptr<FtrlOptimizer>> FtrlOptimizer::Create(double learning_rate, double learning_rate_power,
                                                                      double initial_accumulator_value,
                                                                      double l1_regularization_strength,
-                                                                     double l2_regularization_strength) {
+                                                                     double l2_regularization_strength,
+                                                                     double l2_shrinkage_regularization_strength) {
   auto bad = [](const char* what, double v, const char* want) {
     return absl::InvalidArgumentError(absl::StrCat("FtrlOptimizer: ", what, " = ", v, " must be ", want));
   };
@@ -379,8 +380,12 @@ absl::StatusOr<std::unique_ptr<FtrlOptimizer>> FtrlOptimizer::Create(double lear
   if (!(initial_accumulator_value > 0)) return bad("initial_accumulator_value", initial_accumulator_value, "positive");
   if (!(l1_regularization_strength >= 0)) return bad("l1_regularization_strength", l1_regularization_strength, ">= 0");
   if (!(l2_regularization_strength >= 0)) return bad("l2_regularization_strength", l2_regularization_strength, ">= 0");
+  if (!(l2_shrinkage_regularization_strength >= 0)) {
+    return bad("l2_shrinkage_regularization_strength", l2_shrinkage_regularization_strength, ">= 0");
+  }
   return std::make_unique<FtrlOptimizer>(learning_rate, learning_rate_power, initial_accumulator_value,
-                                         l1_regularization_strength, l2_regularization_strength);
+                                         l1_regularization_strength, l2_regularization_strength, "Ftrl",
+                                         l2_shrinkage_regularization_strength);
 }
 
 absl::Status FtrlOptimizer::CreateSlots(const Scope& slot_scope, const Output& var) {
@@ -390,18 +395,32 @@ absl::Status FtrlOptimizer::CreateSlots(const Scope& slot_scope, const Output& v
 
 absl::StatusOr<Operation> FtrlOptimizer::ApplyDense(const Scope& scope, const Output& grad, const Output& var) {
   const DataType dt = var.dtype();
-  return ops::Raw(scope, "ApplyFtrl",
-                  {var, GetSlot(var, "accum"), GetSlot(var, "linear"), grad, LearningRate(scope, lr_, dt),
-                   Scalar(scope, l1_, dt), Scalar(scope, l2_, dt), Scalar(scope, lr_power_, dt)});
+  std::vector<Output> in = {var,
+                            GetSlot(var, "accum"),
+                            GetSlot(var, "linear"),
+                            grad,
+                            LearningRate(scope, lr_, dt),
+                            Scalar(scope, l1_, dt),
+                            Scalar(scope, l2_, dt)};
+  if (l2_shrinkage_ > 0) in.push_back(Scalar(scope, l2_shrinkage_, dt));
+  in.push_back(Scalar(scope, lr_power_, dt));
+  return ops::Raw(scope, l2_shrinkage_ > 0 ? "ApplyFtrlV2" : "ApplyFtrl", in);
 }
 
 absl::StatusOr<Operation> FtrlOptimizer::ApplySparse(const Scope& scope, const Output& grad,
                                                      const IndexedSlices& slices, const Output& var) {
   const DataType dt = var.dtype();
-  return ops::Raw(
-      scope, "SparseApplyFtrl",
-      {var, GetSlot(var, "accum"), GetSlot(var, "linear"), slices.values, slices.indices, LearningRate(scope, lr_, dt),
-       Scalar(scope, l1_, dt), Scalar(scope, l2_, dt), Scalar(scope, lr_power_, dt)});
+  std::vector<Output> in = {var,
+                            GetSlot(var, "accum"),
+                            GetSlot(var, "linear"),
+                            slices.values,
+                            slices.indices,
+                            LearningRate(scope, lr_, dt),
+                            Scalar(scope, l1_, dt),
+                            Scalar(scope, l2_, dt)};
+  if (l2_shrinkage_ > 0) in.push_back(Scalar(scope, l2_shrinkage_, dt));
+  in.push_back(Scalar(scope, lr_power_, dt));
+  return ops::Raw(scope, l2_shrinkage_ > 0 ? "SparseApplyFtrlV2" : "SparseApplyFtrl", in);
 }
 
 // ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include "google/protobuf/text_format.h"
 #include "graph/attr_value.h"
 #include "tensor/checkpoint_format.h"
+#include "train/restore_plan.h"
 
 namespace distflow {
 namespace {
@@ -39,7 +40,39 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-std::string TypeString(const Saver::VarInfo& v) { return absl::StrCat(DataTypeName(v.dtype), v.shape.DebugString()); }
+// Records `slice` on the saver's variable it names, after checking that
+// the slice lies inside its full variable.
+absl::Status AddSlice(const SaveSlice& slice, std::vector<Saver::VarInfo>* vars) {
+  if (!slice.variable.ok()) return absl::InvalidArgumentError("SaverOptions::slices holds an invalid variable");
+  const std::string name = slice.variable.node()->name();
+  auto it = std::find_if(vars->begin(), vars->end(), [&](const Saver::VarInfo& v) { return v.name == name; });
+  if (it == vars->end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SaverOptions::slices names '", name, "', which this Saver does not save"));
+  }
+  const std::string where = absl::StrCat(
+      "SaverOptions::slices: variable '", name, "' ", it->shape.DebugString(), " as a slice of '", slice.full_name,
+      "' [", absl::StrJoin(slice.full_shape, ","), "] at offset [", absl::StrJoin(slice.offset, ","), "]");
+  if (slice.full_name.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": full_name is empty"));
+  if (!it->shape.IsFullyDefined() || it->shape.rank() != static_cast<int>(slice.full_shape.size()) ||
+      slice.offset.size() != slice.full_shape.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where,
+                     ": the variable's shape must be fully defined and of the full shape's rank, with one "
+                     "offset per dimension"));
+  }
+  for (size_t d = 0; d < slice.offset.size(); ++d) {
+    const int64_t n = it->shape.dim(static_cast<int>(d));
+    if (slice.offset[d] < 0 || slice.full_shape[d] < 0 || slice.offset[d] > slice.full_shape[d] - n) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": the slice lies outside the full shape"));
+    }
+  }
+  if (!it->full_name.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": given twice"));
+  it->full_name = slice.full_name;
+  it->full_shape = slice.full_shape;
+  it->offset = slice.offset;
+  return absl::OkStatus();
+}
 
 // The trailing "-<step>" of a checkpoint name, or -1.
 int64_t StepOf(const std::string& name) {
@@ -71,6 +104,28 @@ std::vector<std::string> FilesOf(const std::string& logdir, const std::string& n
     }
   }
   return out;
+}
+
+// An optimizer's slot of a slice ("emb/part_0/Adagrad", of the part's
+// shape) is the same slice of the full variable's slot ("emb/Adagrad"), as
+// TF's slot creator records, so slots re-partition with their variables.
+void InheritSlices(std::vector<Saver::VarInfo>* vars) {
+  absl::flat_hash_map<std::string, size_t> sliced;
+  for (size_t i = 0; i < vars->size(); ++i) {
+    if (!(*vars)[i].full_name.empty()) sliced[(*vars)[i].name] = i;
+  }
+  if (sliced.empty()) return;
+  for (Saver::VarInfo& v : *vars) {
+    const size_t slash = v.name.rfind('/');
+    if (!v.full_name.empty() || slash == std::string::npos) continue;
+    auto it = sliced.find(v.name.substr(0, slash));
+    if (it == sliced.end()) continue;
+    const Saver::VarInfo& base = (*vars)[it->second];
+    if (!(v.shape == base.shape)) continue;
+    v.full_name = absl::StrCat(base.full_name, v.name.substr(slash));
+    v.full_shape = base.full_shape;
+    v.offset = base.offset;
+  }
 }
 
 }  // namespace
@@ -118,6 +173,8 @@ absl::StatusOr<std::unique_ptr<Saver>> Saver::Create(const Scope& scope, SaverOp
     saver->shards_[static_cast<size_t>(it->second)].vars.push_back(static_cast<int>(saver->vars_.size()));
     saver->vars_.push_back(std::move(v));
   }
+  for (const SaveSlice& slice : options.slices) RETURN_IF_ERROR(AddSlice(slice, &saver->vars_));
+  InheritSlices(&saver->vars_);
   Scope save = scope.WithNoControlDependencies().NewSubScope("save");
   for (auto& [device, index] : shard_of_device) {
     Shard& shard = saver->shards_[static_cast<size_t>(index)];
@@ -130,6 +187,10 @@ absl::StatusOr<std::unique_ptr<Saver>> Saver::Create(const Scope& scope, SaverOp
       names.push_back(n->name());
     }
     auto set_names = [&](proto::NodeDef* def) { SetAttrStringList(def, "names", names); };
+    auto set_restore_attrs = [&](proto::NodeDef* def) {
+      SetAttrStringList(def, "names", names);
+      SetAttrBool(def, "plans", true);
+    };
     shard.save_path = ops::Placeholder(s.WithOpName(absl::StrCat("path_", index)), DT_STRING, PartialShape({}));
     std::vector<Output> save_inputs = {shard.save_path};
     save_inputs.insert(save_inputs.end(), refs.begin(), refs.end());
@@ -140,7 +201,7 @@ absl::StatusOr<std::unique_ptr<Saver>> Saver::Create(const Scope& scope, SaverOp
     std::vector<Output> restore_inputs = {shard.restore_files};
     restore_inputs.insert(restore_inputs.end(), refs.begin(), refs.end());
     shard.restore =
-        ops::Raw(s.WithOpName(absl::StrCat("RestoreShard_", index)), "RestoreShard", restore_inputs, set_names);
+        ops::Raw(s.WithOpName(absl::StrCat("RestoreShard_", index)), "RestoreShard", restore_inputs, set_restore_attrs);
   }
   RETURN_IF_ERROR(scope.status());
   return saver;
@@ -184,6 +245,8 @@ absl::StatusOr<std::string> Saver::SaveAs(Session* session, const std::string& l
   index.set_format_version(checkpoint::kFormatVersion);
   index.set_num_shards(num_shards);
   index.set_global_step(global_step);
+  absl::flat_hash_map<std::string, const VarInfo*> var_of;
+  for (const VarInfo& v : vars_) var_of[v.name] = &v;
   for (int i = 0; i < num_shards; ++i) {
     proto::CheckpointShardFooter footer;
     if (!footer.ParseFromString((*footers)[static_cast<size_t>(i)].flat<std::string>()[0])) {
@@ -191,6 +254,13 @@ absl::StatusOr<std::string> Saver::SaveAs(Session* session, const std::string& l
     }
     for (proto::CheckpointEntry& e : *footer.mutable_entry()) {
       e.set_shard(i);
+      auto v = var_of.find(e.name());
+      if (v != var_of.end() && !v->second->full_name.empty()) {
+        proto::SaveSlice* slice = e.mutable_slice();
+        slice->set_full_name(v->second->full_name);
+        for (int64_t d : v->second->full_shape) slice->mutable_full_shape()->add_dim(d);
+        for (int64_t o : v->second->offset) slice->add_offset(o);
+      }
       *index.add_entry() = std::move(e);
     }
   }
@@ -237,64 +307,30 @@ absl::Status Saver::UpdateState(const std::string& logdir, const std::string& na
 }
 
 absl::StatusOr<int64_t> Saver::CheckCompatible(const std::string& prefix) const {
-  ASSIGN_OR_RETURN(proto::CheckpointIndex index, ReadCompatibleIndex(prefix));
+  std::vector<proto::RestorePlan> plans;
+  ASSIGN_OR_RETURN(proto::CheckpointIndex index, ReadCompatibleIndex(prefix, &plans));
   return index.global_step();
 }
 
-absl::StatusOr<proto::CheckpointIndex> Saver::ReadCompatibleIndex(const std::string& prefix) const {
+absl::StatusOr<proto::CheckpointIndex> Saver::ReadCompatibleIndex(const std::string& prefix,
+                                                                  std::vector<proto::RestorePlan>* plans) const {
   const std::string path = checkpoint::IndexFileName(prefix);
   ASSIGN_OR_RETURN(std::string contents, Env::Default()->ReadFile(path));
   ASSIGN_OR_RETURN(proto::CheckpointIndex index, checkpoint::ParseIndex(contents, path));
-  absl::flat_hash_map<std::string, const proto::CheckpointEntry*> entries;
-  for (const proto::CheckpointEntry& e : index.entry()) entries[e.name()] = &e;
-  std::vector<std::string> missing, mismatched, extra;
-  absl::flat_hash_map<std::string, bool> ours;
-  for (const VarInfo& v : vars_) {
-    ours[v.name] = true;
-    auto it = entries.find(v.name);
-    if (it == entries.end()) {
-      missing.push_back(absl::StrCat(v.name, " (", TypeString(v), ")"));
-      continue;
-    }
-    const proto::CheckpointEntry& e = *it->second;
-    std::vector<int64_t> dims(e.shape().dim().begin(), e.shape().dim().end());
-    absl::StatusOr<TensorShape> shape = TensorShape::FromDims(dims);
-    if (static_cast<int>(e.dtype()) != static_cast<int>(v.dtype) || !shape.ok() || !v.shape.IsCompatibleWith(*shape)) {
-      mismatched.push_back(
-          absl::StrCat(v.name, ": the model has ", TypeString(v), ", the checkpoint ", checkpoint::EntryTypeString(e)));
-    }
-  }
-  for (const proto::CheckpointEntry& e : index.entry()) {
-    if (!ours.contains(e.name())) extra.push_back(absl::StrCat(e.name(), " (", checkpoint::EntryTypeString(e), ")"));
-  }
-  if (options_.allow_extra_in_checkpoint) extra.clear();
-  if (missing.empty() && mismatched.empty() && extra.empty()) return index;
-  auto list = [](const std::vector<std::string>& v) {
-    constexpr size_t kShown = 10;
-    std::vector<std::string> shown(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(v.size(), kShown)));
-    return absl::StrCat(absl::StrJoin(shown, ", "),
-                        v.size() > kShown ? absl::StrCat(" and ", v.size() - kShown, " more") : "");
-  };
-  std::string msg = absl::StrCat("Checkpoint '", prefix, "' does not match this model:");
-  if (!missing.empty()) absl::StrAppend(&msg, " missing from the checkpoint: ", list(missing), ";");
-  if (!extra.empty()) absl::StrAppend(&msg, " in the checkpoint but not in the model: ", list(extra), ";");
-  if (!mismatched.empty()) absl::StrAppend(&msg, " different dtype or shape: ", list(mismatched), ";");
-  absl::StrAppend(&msg, " is the log directory from another model? Use a new log directory, or start afresh");
-  return absl::FailedPreconditionError(msg);
+  ASSIGN_OR_RETURN(*plans, PlanRestore(index, prefix, vars_, options_.allow_extra_in_checkpoint));
+  return index;
 }
 
 absl::Status Saver::Restore(Session* session, const std::string& prefix_in) {
   const std::string prefix = Absolute(prefix_in);
-  ASSIGN_OR_RETURN(proto::CheckpointIndex index, ReadCompatibleIndex(prefix));
-  absl::flat_hash_map<std::string, int> shard_of;
-  for (const proto::CheckpointEntry& e : index.entry()) shard_of[e.name()] = e.shard();
+  std::vector<proto::RestorePlan> plans;
+  ASSIGN_OR_RETURN(proto::CheckpointIndex index, ReadCompatibleIndex(prefix, &plans));
   FeedDict feeds;
   std::vector<Operation> targets;
   for (const Shard& shard : shards_) {
     Tensor files(DT_STRING, TensorShape({static_cast<int64_t>(shard.vars.size())}));
     for (size_t i = 0; i < shard.vars.size(); ++i) {
-      const std::string& name = vars_[static_cast<size_t>(shard.vars[i])].name;
-      files.flat<std::string>()[i] = checkpoint::DataFileName(prefix, shard_of[name], index.num_shards());
+      files.flat<std::string>()[i] = plans[static_cast<size_t>(shard.vars[i])].SerializeAsString();
     }
     feeds.emplace_back(shard.restore_files, std::move(files));
     targets.push_back(shard.restore);

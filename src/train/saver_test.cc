@@ -6,14 +6,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "base/env.h"
+#include "base/status_macros.h"
 #include "distflow/distflow.h"
 #include "distflow/train/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/checkpoint.pb.h"
 #include "tensor/checkpoint_format.h"
 
 namespace distflow {
@@ -334,6 +338,202 @@ TEST(Saver, ReadsTensorsAndRestoresASubsetWhenAllowed) {
   absl::Status restored = (*lenient_w)->Restore(&sess, *prefix);
   EXPECT_TRUE(restored.ok()) << restored;
   EXPECT_EQ(Floats(&sess, m.w), std::vector<float>(6, 1.5f));
+}
+
+// A [10,3] float table whose element (r, c) is r * 10 + c (or all zeros),
+// as `parts` variables "emb/part_i" split along rows the way TF's
+// partitioners split (the first 10 % parts one row longer), each saved as a
+// slice of "emb"; parts == 0: one unpartitioned variable "emb".
+struct Table {
+  Scope root = Scope::NewRootScope();
+  std::vector<Output> parts;
+  SaverOptions options;
+  Table(int num_parts, bool zeros, int64_t rows = 10) {
+    const int n = std::max(num_parts, 1);
+    int64_t offset = 0;
+    for (int i = 0; i < n; ++i) {
+      const int64_t len = rows / n + (i < rows % n ? 1 : 0);
+      std::vector<float> v;
+      for (int64_t r = offset; r < offset + len; ++r) {
+        for (int c = 0; c < 3; ++c) v.push_back(zeros ? 0.f : static_cast<float>(r * 10 + c));
+      }
+      const std::string name = num_parts == 0 ? "emb" : absl::StrCat("emb/part_", i);
+      Output var = ops::MakeVariable(root.WithOpName(name),
+                                     ops::Const(root, Tensor::FromVector<float>(v, TensorShape({len, 3}))));
+      parts.push_back(var);
+      if (num_parts > 0) options.slices.push_back({var, "emb", {rows, 3}, {offset, 0}});
+      offset += len;
+    }
+  }
+  // The rows of every part, in order.
+  std::vector<float> Rows(Session* s) const {
+    std::vector<float> all;
+    for (const Output& p : parts) {
+      std::vector<float> f = Floats(s, p);
+      all.insert(all.end(), f.begin(), f.end());
+    }
+    return all;
+  }
+};
+
+std::vector<float> Expected() {
+  std::vector<float> v;
+  for (int r = 0; r < 10; ++r) {
+    for (int c = 0; c < 3; ++c) v.push_back(static_cast<float>(r * 10 + c));
+  }
+  return v;
+}
+
+// Saves a Table of `parts` parts in `dir`; returns the prefix.
+std::string SaveTable(const std::string& dir, int parts) {
+  Table t(parts, /*zeros=*/false);
+  auto saver = Saver::Create(t.root, t.options);
+  EXPECT_TRUE(saver.ok()) << saver.status();
+  if (!saver.ok()) return "";
+  Session sess;
+  EXPECT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(t.root)}).ok());
+  auto prefix = (*saver)->Save(&sess, dir, 1);
+  EXPECT_TRUE(prefix.ok()) << prefix.status();
+  return prefix.ok() ? *prefix : "";
+}
+
+// Restores `prefix` into a zeroed Table of `parts` parts.
+absl::Status RestoreTable(const std::string& prefix, int parts, std::vector<float>* rows, int64_t full_rows = 10) {
+  Table t(parts, /*zeros=*/true, full_rows);
+  auto saver = Saver::Create(t.root, t.options);
+  if (!saver.ok()) return saver.status();
+  Session sess;
+  if (auto r = sess.Run({}, {}, {ops::GlobalVariablesInitializer(t.root)}); !r.ok()) return r.status();
+  RETURN_IF_ERROR((*saver)->Restore(&sess, prefix));
+  *rows = t.Rows(&sess);
+  return absl::OkStatus();
+}
+
+TEST(SaverSlices, TheIndexRecordsEachPartAsASliceOfTheFullVariable) {
+  const std::string prefix = SaveTable(TempDir("slice_index"), 4);
+  ASSERT_FALSE(prefix.empty());
+  auto contents = Env::Default()->ReadFile(prefix + ".index");
+  ASSERT_TRUE(contents.ok());
+  auto index = checkpoint::ParseIndex(*contents, prefix + ".index");
+  ASSERT_TRUE(index.ok()) << index.status();
+  std::map<std::string, std::vector<int64_t>> offsets;
+  for (const proto::CheckpointEntry& e : index->entry()) {
+    ASSERT_TRUE(e.has_slice()) << e.name();
+    EXPECT_EQ(e.slice().full_name(), "emb");
+    EXPECT_EQ(std::vector<int64_t>(e.slice().full_shape().dim().begin(), e.slice().full_shape().dim().end()),
+              (std::vector<int64_t>{10, 3}));
+    offsets[e.name()] = {e.slice().offset().begin(), e.slice().offset().end()};
+  }
+  EXPECT_EQ(offsets["emb/part_0"], (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(offsets["emb/part_1"], (std::vector<int64_t>{3, 0}));
+  EXPECT_EQ(offsets["emb/part_2"], (std::vector<int64_t>{6, 0}));
+  EXPECT_EQ(offsets["emb/part_3"], (std::vector<int64_t>{8, 0}));
+}
+
+TEST(SaverSlices, FourPartsRestoreIntoThreeOneAndAWholeVariableRowByRow) {
+  const std::string prefix = SaveTable(TempDir("slice_4"), 4);
+  ASSERT_FALSE(prefix.empty());
+  for (int parts : {4, 3, 1, 0}) {
+    std::vector<float> rows;
+    absl::Status s = RestoreTable(prefix, parts, &rows);
+    ASSERT_TRUE(s.ok()) << "into " << parts << " parts: " << s;
+    EXPECT_EQ(rows, Expected()) << "into " << parts << " parts";
+  }
+}
+
+TEST(SaverSlices, AWholeVariableRestoresIntoParts) {
+  const std::string prefix = SaveTable(TempDir("slice_whole"), 0);
+  ASSERT_FALSE(prefix.empty());
+  for (int parts : {3, 2}) {
+    std::vector<float> rows;
+    absl::Status s = RestoreTable(prefix, parts, &rows);
+    ASSERT_TRUE(s.ok()) << "into " << parts << " parts: " << s;
+    EXPECT_EQ(rows, Expected()) << "into " << parts << " parts";
+  }
+}
+
+TEST(SaverSlices, PartsSavedWithoutSliceInfoStillRestore) {
+  // A checkpoint written before slices were recorded: the same parts, no slices.
+  const std::string dir = TempDir("slice_old");
+  Table old(4, /*zeros=*/false);
+  auto saver = Saver::Create(old.root);
+  ASSERT_TRUE(saver.ok()) << saver.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(old.root)}).ok());
+  auto prefix = (*saver)->Save(&sess, dir, 1);
+  ASSERT_TRUE(prefix.ok()) << prefix.status();
+  std::vector<float> rows;
+  absl::Status s = RestoreTable(*prefix, 4, &rows);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rows, Expected());
+}
+
+TEST(SaverSlices, AnotherFullShapeIsAnErrorNamingTheVariableAndBothShapes) {
+  const std::string prefix = SaveTable(TempDir("slice_shape"), 4);
+  ASSERT_FALSE(prefix.empty());
+  std::vector<float> rows;
+  absl::Status s = RestoreTable(prefix, 3, &rows, /*full_rows=*/12);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("emb/part_0: a slice of 'emb' of shape [12,3] in the model"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("checkpoint's 'emb' has shape [10,3]"));
+}
+
+// Rewrites the index of `prefix` with `edit` applied to entry `name`.
+void EditIndex(const std::string& prefix, const std::string& name,
+               const std::function<void(proto::CheckpointEntry*)>& edit) {
+  auto contents = Env::Default()->ReadFile(prefix + ".index");
+  ASSERT_TRUE(contents.ok());
+  auto index = checkpoint::ParseIndex(*contents, prefix + ".index");
+  ASSERT_TRUE(index.ok()) << index.status();
+  for (proto::CheckpointEntry& e : *index->mutable_entry()) {
+    if (e.name() == name) edit(&e);
+  }
+  ASSERT_TRUE(Env::Default()->WriteFileAtomically(prefix + ".index", checkpoint::EncodeIndex(*index)).ok());
+}
+
+TEST(SaverSlices, DamagedSlicesAreDataLossNamingTheEntry) {
+  {
+    const std::string prefix = SaveTable(TempDir("slice_outside"), 4);
+    EditIndex(prefix, "emb/part_1", [](proto::CheckpointEntry* e) { e->mutable_slice()->set_offset(0, 9); });
+    std::vector<float> rows;
+    absl::Status s = RestoreTable(prefix, 3, &rows);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("entry 'emb/part_1' is a slice [3,3] at offset 9,0"));
+  }
+  {
+    const std::string prefix = SaveTable(TempDir("slice_overlap"), 4);
+    EditIndex(prefix, "emb/part_1", [](proto::CheckpointEntry* e) { e->mutable_slice()->set_offset(0, 2); });
+    std::vector<float> rows;
+    absl::Status s = RestoreTable(prefix, 3, &rows);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("the slices 'emb/part_0' and 'emb/part_1' of 'emb' overlap"));
+  }
+  {
+    const std::string prefix = SaveTable(TempDir("slice_rank"), 4);
+    EditIndex(prefix, "emb/part_2", [](proto::CheckpointEntry* e) { e->mutable_slice()->add_offset(0); });
+    std::vector<float> rows;
+    absl::Status s = RestoreTable(prefix, 1, &rows);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("'emb/part_2'"));
+  }
+  {
+    const std::string prefix = SaveTable(TempDir("slice_truncated"), 4);
+    const std::string data = prefix + ".data-00000-of-00001";
+    fs::resize_file(data, fs::file_size(data) / 2);
+    std::vector<float> rows;
+    absl::Status s = RestoreTable(prefix, 3, &rows);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(data));
+  }
+}
+
+TEST(SaverSlices, RejectsASliceOutsideItsFullShape) {
+  Table t(2, /*zeros=*/true);
+  t.options.slices[1].offset = {6, 0};  // rows 6..10 of a 10-row table
+  auto saver = Saver::Create(t.root, t.options);
+  EXPECT_EQ(saver.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(saver.status().message()), HasSubstr("'emb/part_1'"));
+  EXPECT_THAT(std::string(saver.status().message()), HasSubstr("lies outside the full shape"));
 }
 
 }  // namespace

@@ -228,6 +228,72 @@ TEST(SparseOptimizer, DenseFtrlIsTheSparseKernelOnEveryRow) {
   EXPECT_FALSE(FtrlOptimizer::Create(0.1, -0.5, 0.1, -1.0).ok());
 }
 
+// With l2_shrinkage a dense step moves every row (linear takes 2 * l2_shrinkage
+// * var even where the gradient is 0) and the sparse one, as TF's
+// SparseApplyFtrlV2, only the looked-up rows: row 1 (looked up in both
+// steps) matches the dense step, row 4 (only in the first) does not.
+TEST(SparseOptimizer, FtrlWithL2ShrinkageUpdatesTouchedRowsLikeDense) {
+  Result r = Train([] { return std::make_unique<FtrlOptimizer>(0.3, -0.5, 0.1, 0.01, 0.02, "Ftrl", 0.05); },
+                   "SparseApplyFtrlV2");
+  ExpectRowsMatchDense(r, {1});
+  ExpectRowsUnchanged(Table(), r.sparse, {0, 2, 3});
+  EXPECT_FALSE(test::TensorNear(Row(r.dense, 4), Row(r.sparse, 4), 1e-9, 1e-9));
+  EXPECT_FALSE(test::TensorNear(Row(r.dense, 0), Row(Table(), 0), 1e-9, 1e-9));  // dense: shrunk without a gradient
+  EXPECT_FALSE(FtrlOptimizer::Create(0.1, -0.5, 0.1, 0.0, 0.0, -0.5).ok());
+}
+
+// ApplyFtrlV2 (every element) and SparseApplyFtrlV2 (rows {2, 0, 2},
+// duplicates summed) against TF's formula with l2_shrinkage, in float64:
+// linear takes grad + 2 * l2_shrinkage * var, accum takes grad^2.
+TEST(SparseOptimizer, FtrlV2KernelsMatchTheFormula) {
+  Scope root = Scope::NewRootScope();
+  const std::vector<double> v0 = {0.5, -0.2, 0.1, 0.3, -0.4, 0.05}, lin0 = {0.0, 0.2, -0.1, 0.0, 0.3, -0.3};
+  const std::vector<double> g = {0.3, -0.6, 0.2, 0.1, -0.5, 0.4};
+  const double lr = 0.2, l1 = 0.05, l2 = 0.1, shrink = 0.3, lr_power = -0.5;
+  auto make = [&](const std::string& prefix) {
+    return std::vector<Output>{
+        ops::MakeVariable(root.WithOpName(prefix + "var"), ops::Const(root, Tensor::FromVector<double>(v0, {3, 2}))),
+        ops::MakeVariable(root.WithOpName(prefix + "accum"),
+                          ops::Const(root, Tensor::FromVector<double>(std::vector<double>(6, 0.1), {3, 2}))),
+        ops::MakeVariable(root.WithOpName(prefix + "linear"),
+                          ops::Const(root, Tensor::FromVector<double>(lin0, {3, 2})))};
+  };
+  std::vector<Output> d = make("d"), s = make("s");
+  Output grad = ops::Const(root, Tensor::FromVector<double>(g, {3, 2}));
+  Operation dense = ops::Raw(root, "ApplyFtrlV2",
+                             {d[0], d[1], d[2], grad, ops::Const(root, lr), ops::Const(root, l1), ops::Const(root, l2),
+                              ops::Const(root, shrink), ops::Const(root, lr_power)});
+  Operation sparse =
+      ops::Raw(root, "SparseApplyFtrlV2",
+               {s[0], s[1], s[2], grad, ops::Const(root, Tensor::FromVector<int64_t>({2, 0, 2})), ops::Const(root, lr),
+                ops::Const(root, l1), ops::Const(root, l2), ops::Const(root, shrink), ops::Const(root, lr_power)});
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
+  ASSERT_TRUE(sess.Run({}, {}, {dense, sparse}).ok());
+  auto out = sess.Run({d[0], d[1], d[2], s[0], s[1], s[2]});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // One element of TF's FtrlV2 update.
+  auto step = [&](double* v, double* a, double* lin, double grad_k) {
+    const double na = *a + grad_k * grad_k;
+    *lin += grad_k + 2 * shrink * *v - (std::pow(na, -lr_power) - std::pow(*a, -lr_power)) / lr * *v;
+    const double quad = std::pow(na, -lr_power) / lr + 2 * l2;
+    *v = std::fabs(*lin) > l1 ? ((*lin > 0 ? l1 : -l1) - *lin) / quad : 0.0;
+    *a = na;
+  };
+  std::vector<double> dv = v0, da(6, 0.1), dl = lin0, sv = v0, sa(6, 0.1), sl = lin0;
+  for (int k = 0; k < 6; ++k) step(&dv[k], &da[k], &dl[k], g[k]);
+  const std::vector<std::pair<int, std::vector<double>>> rows = {{2, {g[0] + g[4], g[1] + g[5]}}, {0, {g[2], g[3]}}};
+  for (const auto& [row, gr] : rows) {
+    for (int j = 0; j < 2; ++j) step(&sv[row * 2 + j], &sa[row * 2 + j], &sl[row * 2 + j], gr[j]);
+  }
+  const std::vector<std::vector<double>> want = {dv, da, dl, sv, sa, sl};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TENSOR_NEAR(Tensor::FromVector<double>(want[i], {3, 2}), (*out)[i], 1e-12) << "output " << i;
+  }
+  EXPECT_TENSOR_EQ(Row(Tensor::FromVector<double>(v0, {3, 2}), 1), Row((*out)[3], 1));  // untouched, bit-identical
+}
+
 // SparseApplyFtrl on rows {2, 0, 2} against TF's FTRL-Proximal formula
 // written out here in float64 (duplicate ids summed first); row 1 untouched.
 TEST(SparseOptimizer, FtrlKernelMatchesTheFormulaOnTouchedRows) {

@@ -121,6 +121,12 @@ absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
     SaverOptions so;
     so.max_to_keep = options.max_to_keep;
     so.var_list = saved;
+    for (const SaveSlice& slice : options.save_slices) {
+      const bool is_saved = std::any_of(saved.begin(), saved.end(), [&](const Output& v) {
+        return slice.variable.ok() && v.node() == slice.variable.node();
+      });
+      if (is_saved) so.slices.push_back(slice);
+    }
     ASSIGN_OR_RETURN(s->saver_, Saver::Create(scope, so));
   }
   // One readiness check per variable, placed beside it; the initialisers
@@ -281,7 +287,7 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
     ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
   }
   if (options_.local_init_op.ok()) {
-    absl::StatusOr<std::vector<Tensor>> r = session_->Run({}, {}, {options_.local_init_op});
+    absl::StatusOr<std::vector<Tensor>> r = session_->Run(options_.local_init_feed_dict, {}, {options_.local_init_op});
     if (!r.ok()) {
       return absl::Status(r.status().code(), absl::StrCat("Running the local_init_op failed: ", r.status().message()));
     }

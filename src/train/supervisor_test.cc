@@ -205,6 +205,33 @@ TEST(MonitoredSession, InitFeedDictFeedsTheInitOp) {
   EXPECT_THAT(std::string(unfed.status().message()), HasSubstr("pretrained"));
 }
 
+// TF's Scaffold(local_init_feed_dict=): the local_init_op runs with these
+// feeds (here it sets a local variable from a placeholder); without them it
+// fails naming the placeholder.
+TEST(MonitoredSession, LocalInitFeedDictFeedsTheLocalInitOp) {
+  Scope root = Scope::NewRootScope();
+  Output start = ops::Placeholder(root.WithOpName("local_start"), DT_FLOAT, PartialShape({2}));
+  Output cursor =
+      ops::MakeVariable(root.WithOpName("cursor"), ops::Const(root, Tensor::FromVector<float>({0.0f, 0.0f})));
+  SupervisorOptions o;
+  o.global_step = CreateGlobalStep(root);
+  o.local_variables = {cursor};
+  o.local_init_op = ops::Assign(root, cursor, start).op();
+  o.local_init_feed_dict = {{start, Tensor::FromVector<float>({7.0f, -3.0f})}};
+  auto s = MonitoredSession::Create(root, "", o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto v = (*s)->Run({}, {cursor});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ((*v)[0].flat<float>()[0], 7.0f);
+  EXPECT_EQ((*v)[0].flat<float>()[1], -3.0f);
+  ASSERT_TRUE((*s)->Close().ok());
+  o.local_init_feed_dict.clear();
+  auto unfed = MonitoredSession::Create(root, "", o);
+  ASSERT_FALSE(unfed.ok());
+  EXPECT_THAT(std::string(unfed.status().message()), HasSubstr("Running the local_init_op failed"));
+  EXPECT_THAT(std::string(unfed.status().message()), HasSubstr("local_start"));
+}
+
 TEST(MonitoredSession, RunAfterCloseIsAnError) {
   Model m;
   SupervisorOptions o;

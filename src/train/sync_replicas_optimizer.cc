@@ -1,5 +1,6 @@
 #include "distflow/train/sync_replicas_optimizer.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -130,6 +131,37 @@ class SyncReplicasChiefHook : public SessionRunHook {
     return !Pause(absl::Seconds(1));
   }
 
+  // The gradients the next step aggregates: the configured count, or with
+  // live_replicas the one that follows the workers in the job. Logs and
+  // counts each change, naming the global step it applies from.
+  int64_t Required(int64_t step) {
+    const SyncReplicasOptions& o = opt_->options_;
+    if (!o.live_replicas) return o.replicas_to_aggregate;
+    absl::StatusOr<int> live = o.live_replicas();
+    if (!live.ok()) {
+      if (absl::Now() - last_live_error_log_ > absl::Seconds(10)) {
+        LOG(WARNING) << "Synchronous training: cannot count the workers in the job (" << live.status().message()
+                     << "); aggregating " << (required_ > 0 ? required_ : o.replicas_to_aggregate)
+                     << " gradients per step meanwhile";
+        last_live_error_log_ = absl::Now();
+      }
+      return required_ > 0 ? required_ : o.replicas_to_aggregate;
+    }
+    const int64_t backups = o.total_num_replicas - o.replicas_to_aggregate;
+    const int64_t n = std::max<int64_t>(o.min_replicas, *live - backups);
+    if (n != required_) {
+      if (required_ > 0) opt_->stats_.aggregation_changes.fetch_add(1);
+      LOG(INFO) << "Synchronous training: aggregating " << n << " gradients per step"
+                << (step >= 0 ? absl::StrCat(" from global step ", step) : std::string()) << " (" << *live
+                << " workers in the job"
+                << (backups > 0 ? absl::StrCat(", ", backups, " of them backups") : std::string())
+                << (*live - backups < o.min_replicas ? absl::StrCat(", min_replicas ", o.min_replicas) : std::string())
+                << ")";
+      required_ = n;
+    }
+    return n;
+  }
+
   void Loop() {
     const int64_t num_vars = static_cast<int64_t>(opt_->ready_.size());
     std::vector<Output> wait_fetches = opt_->ready_;
@@ -145,11 +177,15 @@ class SyncReplicasChiefHook : public SessionRunHook {
     int64_t dropped_total = 0, dropped_logged = 0;
     while (!Stopping()) {
       if (session == nullptr) session = std::make_unique<Session>(target_, session_options_);
-      absl::StatusOr<std::vector<Tensor>> ready = session->Run({}, wait_fetches, {}, run_options);
+      const int64_t required = Required(last_step_);
+      FeedDict feeds;
+      if (opt_->options_.live_replicas) feeds.emplace_back(opt_->num_required_, Tensor::Scalar<int64_t>(required));
+      absl::StatusOr<std::vector<Tensor>> ready = session->Run(feeds, wait_fetches, {}, run_options);
       if (!ready.ok()) {
         if (!OnError(ready.status(), &session)) return;
         continue;
       }
+      last_step_ = (*ready)[static_cast<size_t>(num_vars)].scalar<int64_t>();
       bool all = true;
       for (int64_t i = 0; i < num_vars; ++i) all = all && (*ready)[static_cast<size_t>(i)].scalar<bool>();
       if (!all) {
@@ -159,12 +195,12 @@ class SyncReplicasChiefHook : public SessionRunHook {
           std::vector<int64_t> who(reported.flat<int64_t>().begin(), reported.flat<int64_t>().end());
           LOG(INFO) << "Synchronous training: waiting for the gradients of global step "
                     << (*ready)[static_cast<size_t>(num_vars)].scalar<int64_t>() << " (replicas reported: ["
-                    << absl::StrJoin(who, ", ") << "], " << opt_->options_.replicas_to_aggregate << " needed)";
+                    << absl::StrJoin(who, ", ") << "], " << required << " needed)";
           last_wait_log = now;
         }
         continue;
       }
-      absl::StatusOr<std::vector<Tensor>> applied = session->Run({}, update_fetches, {opt_->update_}, run_options);
+      absl::StatusOr<std::vector<Tensor>> applied = session->Run(feeds, update_fetches, {opt_->update_}, run_options);
       if (!applied.ok()) {
         if (!OnError(applied.status(), &session)) return;
         continue;
@@ -173,6 +209,8 @@ class SyncReplicasChiefHook : public SessionRunHook {
       for (int64_t i = 0; i < num_vars; ++i) dropped_total += (*applied)[static_cast<size_t>(i)].scalar<int64_t>();
       const int64_t step = applied->back().scalar<int64_t>();
       opt_->stats_.steps_applied.fetch_add(1);
+      opt_->stats_.replicas_aggregated.store(required);
+      last_step_ = step;
       opt_->stats_.stale_gradients_dropped.store(dropped_total / num_vars);
       if (dropped_total != dropped_logged && last_progress - last_drop_log > absl::Seconds(10)) {
         LOG(INFO) << "Synchronous training: global step " << step << ", " << dropped_total / num_vars
@@ -188,6 +226,10 @@ class SyncReplicasChiefHook : public SessionRunHook {
   SessionOptions session_options_;
   std::thread thread_;
   absl::Time last_error_log_ = absl::InfinitePast();
+  // The hook thread's own.
+  absl::Time last_live_error_log_ = absl::InfinitePast();
+  int64_t required_ = 0;    // the count of the last step (0: none yet)
+  int64_t last_step_ = -1;  // the barrier's global step as last seen (-1: not yet)
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
@@ -207,7 +249,12 @@ absl::StatusOr<std::unique_ptr<SyncReplicasOptimizer>> SyncReplicasOptimizer::Cr
                      options.total_num_replicas,
                      "): no step could ever collect enough gradients. Use at most as many as there are workers."));
   }
-  if (options.replica_id < 0 || options.replica_id >= options.total_num_replicas) {
+  if (options.min_replicas < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("min_replicas must be at least 1, got ", options.min_replicas));
+  }
+  if (options.live_replicas && options.replica_id >= 0) {
+    // A worker that joined the running job takes part with its task index.
+  } else if (options.replica_id < 0 || options.replica_id >= options.total_num_replicas) {
     return absl::InvalidArgumentError(absl::StrCat("replica_id ", options.replica_id, " is not in [0, ",
                                                    options.total_num_replicas,
                                                    "): pass the worker's task index and the number of workers"));
@@ -283,32 +330,45 @@ absl::StatusOr<Operation> SyncReplicasOptimizer::ApplyGradients(const Scope& sco
                              BarrierAttrs([&o](proto::NodeDef* n) {
                                SetAttrInt(n, "replica_id", o.replica_id);
                                SetAttrInt(n, "replicas_to_aggregate", o.replicas_to_aggregate);
-                               SetAttrInt(n, "total_num_replicas", o.total_num_replicas);
+                               SetAttrInt(n, "total_num_replicas", std::max(o.total_num_replicas, o.replica_id + 1));
                                SetAttrInt(n, "timeout_ms", absl::ToInt64Milliseconds(o.step_timeout));
                              }));
 
   // The chief's update.
   Scope chief = s.WithNoControlDependencies();
+  // Elastic: the count comes from the chief's hook with every run (the V2
+  // ops take it as an input); the default is the configured one.
+  const bool elastic = static_cast<bool>(o.live_replicas);
+  if (elastic) {
+    Scope at_step_chief = chief.WithDevice(DeviceOf(*global_step));
+    num_required_ = ops::PlaceholderWithDefault(
+        at_step_chief.WithOpName("num_required"),
+        ops::Const(at_step_chief, static_cast<int64_t>(o.replicas_to_aggregate)), PartialShape::Scalar());
+  }
+  auto required_attrs = [&o, elastic](std::function<void(proto::NodeDef*)> more = nullptr) {
+    return [&o, elastic, more](proto::NodeDef* n) {
+      if (!elastic) SetAttrInt(n, "num_required", o.replicas_to_aggregate);
+      if (more) more(n);
+    };
+  };
+  const std::vector<Output> required_in = elastic ? std::vector<Output>{num_required_} : std::vector<Output>{};
+  const char* v2 = elastic ? "V2" : "";
   Optimizer::GradsAndVars averaged;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const Output& var = pairs[i].second;
     Scope at_var = chief.WithDevice(DeviceOf(var));
-    ready_.emplace_back(ops::Raw(at_var, "AccumulatorWaitReady", {},
-                                 AccumulatorAttrs(var,
-                                                  [&o](proto::NodeDef* n) {
-                                                    SetAttrInt(n, "num_required", o.replicas_to_aggregate);
-                                                    SetAttrInt(n, "timeout_ms", 1000);
-                                                  })),
-                        0, s);
-    auto take_attrs =
-        AccumulatorAttrs(var, [&o](proto::NodeDef* n) { SetAttrInt(n, "num_required", o.replicas_to_aggregate); });
+    ready_.emplace_back(
+        ops::Raw(at_var, absl::StrCat("AccumulatorWaitReady", v2), required_in,
+                 AccumulatorAttrs(var, required_attrs([](proto::NodeDef* n) { SetAttrInt(n, "timeout_ms", 1000); }))),
+        0, s);
+    auto take_attrs = AccumulatorAttrs(var, required_attrs());
     if (sparse[i]) {
-      Operation take = ops::Raw(at_var, "SparseAccumulatorTakeGradient", {}, take_attrs);
+      Operation take = ops::Raw(at_var, absl::StrCat("SparseAccumulatorTakeGradient", v2), required_in, take_attrs);
       averaged.emplace_back(IndexedSlicesGradient(at_var, {Output(take, 1, s), Output(take, 0, s), Output(take, 2, s)}),
                             var);
       dropped_.emplace_back(take, 3, s);
     } else {
-      Operation take = ops::Raw(at_var, "AccumulatorTakeGradient", {}, take_attrs);
+      Operation take = ops::Raw(at_var, absl::StrCat("AccumulatorTakeGradient", v2), required_in, take_attrs);
       averaged.emplace_back(Output(take, 0, s), var);
       dropped_.emplace_back(take, 1, s);
     }

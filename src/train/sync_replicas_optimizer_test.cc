@@ -96,6 +96,36 @@ TEST(Accumulator, AveragesCurrentGradientsAndDropsStaleOnes) {
   EXPECT_THAT(std::string(empty.status().message()), HasSubstr("holds 0 gradients for step 6, 2 are required"));
 }
 
+// The V2 ops take the number of gradients as an input, so the chief can
+// change it from one step to the next (elastic synchronous training).
+TEST(Accumulator, TheV2OpsTakeTheRequiredCountAsAnInput) {
+  AccumulatorGraph g;
+  Output required = ops::Placeholder(g.root.WithOpName("required"), DT_INT64, PartialShape({}));
+  Output ready = Output(ops::Raw(g.root, "AccumulatorWaitReadyV2", {required},
+                                 Acc([](proto::NodeDef* n) { SetAttrInt(n, "timeout_ms", 100); })),
+                        0, g.root);
+  Operation take = ops::Raw(g.root, "AccumulatorTakeGradientV2", {required}, Acc());
+  ASSERT_TRUE(g.root.ok()) << g.root.status();
+  auto with = [&](int64_t n) { return FeedDict{{required, Tensor::Scalar<int64_t>(n)}}; };
+  ASSERT_TRUE(g.sess.Run({{g.step, Tensor::Scalar<int64_t>(0)}}, {}, {g.set}).ok());
+  ASSERT_TRUE(g.Apply(g.apply0, 0, {2, 4}).ok());
+  auto two = g.sess.Run(with(2), {ready});
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_FALSE((*two)[0].scalar<bool>()) << "one gradient of two";
+  auto one = g.sess.Run(with(1), {ready});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE((*one)[0].scalar<bool>()) << "one gradient of one";
+  auto refused = g.sess.Run(with(2), {Output(take, 0, g.root)});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("holds 1 gradients for step 0, 2 are required"));
+  auto took = g.sess.Run(with(1), {Output(take, 0, g.root)});
+  ASSERT_TRUE(took.ok()) << took.status();
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({2, 4}), (*took)[0]);
+  auto zero = g.sess.Run(with(0), {ready});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(std::string(zero.status().message()), HasSubstr("'num_required' must be at least 1, got 0"));
+}
+
 // Sparse gradients (IndexedSlices) of a [5, 2] table: the take is the
 // distinct rows, in order, each the sum of its rows over the gradients
 // divided by their number -- the dense average's non-zero rows.
@@ -333,6 +363,17 @@ TEST(SyncReplicasOptimizer, RejectsImpossibleReplicaCounts) {
   EXPECT_THAT(std::string(make(0, 3, 0).message()), HasSubstr("at least 1"));
   EXPECT_THAT(std::string(make(2, 3, 3).message()), HasSubstr("replica_id 3 is not in [0, 3)"));
   EXPECT_TRUE(make(2, 0, 1).ok());  // total defaults to replicas_to_aggregate
+  // Elastic: a worker that joined takes part with its task index, past the
+  // configured replicas.
+  SyncReplicasOptions o;
+  o.replicas_to_aggregate = 2;
+  o.replica_id = 5;
+  o.live_replicas = [] { return absl::StatusOr<int>(3); };
+  EXPECT_TRUE(SyncReplicasOptimizer::Create(std::make_unique<GradientDescentOptimizer>(0.1), o).ok());
+  o.min_replicas = 0;
+  EXPECT_THAT(
+      std::string(SyncReplicasOptimizer::Create(std::make_unique<GradientDescentOptimizer>(0.1), o).status().message()),
+      HasSubstr("min_replicas must be at least 1, got 0"));
 }
 
 TEST(SyncReplicasOptimizer, NeedsTheGlobalStepAndIsBuiltOnce) {

@@ -156,6 +156,54 @@ TEST(CollectiveLocalSession, GroupOfOneRunsLargerGroupsNeedAServer) {
   EXPECT_TRUE(absl::StrContains(b.status().message(), "no collective executor")) << b.status();
 }
 
+// A fused bucket is sliced back into each gradient's own shape (a scalar,
+// a matrix, a vector whose gradient is sparse): with a group of one the
+// reduction is the identity, so the fused gradients equal the raw ones;
+// a gradient of another dtype and a negative threshold are refused.
+TEST(CollectiveLocalSession, FusedGradientsKeepTheirShapes) {
+  Scope root = Scope::NewRootScope();
+  Output a = ops::MakeVariable(root.WithOpName("a"), ops::Const(root, 1.5f));
+  Output b = ops::MakeVariable(root.WithOpName("b"), ops::Const(root, {1.f, 2.f, 3.f, 4.f}, TensorShape({2, 2})));
+  Output c = ops::MakeVariable(root.WithOpName("c"), ops::Const(root, {.5f, -1.f, 2.f}, TensorShape({3})));
+  Output rows = ops::EmbeddingLookup(root, {c}, ops::Const(root, {0, 2}));
+  Output loss = ops::AddN(root, {ops::Mul(root, a, a), ops::Sum(root, ops::Square(root, b), {0, 1}),
+                                 ops::Sum(root, ops::Mul(root, rows, rows), {0})});
+  GradientDescentOptimizer sgd(0.1);
+  absl::StatusOr<Optimizer::GradsAndVars> grads = sgd.ComputeGradients(root, loss, {a, b, c});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  CollectiveAllReduceOptions o;
+  absl::StatusOr<Optimizer::GradsAndVars> fused = AllReduceGradients(root, *grads, o);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(root.ok()) << root.status();
+  std::vector<Output> fetch;
+  for (const auto& [g, v] : *grads) fetch.push_back(g);
+  for (const auto& [g, v] : *fused) fetch.push_back(g);
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {ops::GlobalVariablesInitializer(root)}).ok());
+  absl::StatusOr<std::vector<Tensor>> out = sess.Run(fetch);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (size_t i = 0; i < 3; ++i) {
+    const Tensor &raw = (*out)[i], &got = (*out)[i + 3];
+    EXPECT_EQ(got.shape().DebugString(), raw.shape().DebugString()) << "gradient " << i;
+    ASSERT_EQ(got.TotalBytes(), raw.TotalBytes()) << "gradient " << i;
+    EXPECT_EQ(std::string(static_cast<const char*>(got.raw_data()), got.TotalBytes()),
+              std::string(static_cast<const char*>(raw.raw_data()), raw.TotalBytes()))
+        << "gradient " << i;
+  }
+  EXPECT_EQ((*out)[3].scalar<float>(), 3.0f);  // d(a^2)/da at 1.5
+
+  Output n = ops::MakeVariable(root.WithOpName("n"), ops::Const(root, int64_t{3}));
+  absl::StatusOr<Optimizer::GradsAndVars> ints = AllReduceGradients(root, {{ops::Const(root, int64_t{1}), n}}, o);
+  ASSERT_FALSE(ints.ok());
+  EXPECT_TRUE(absl::StrContains(ints.status().message(), "the gradient of n")) << ints.status();
+  o.fusion_threshold_bytes = -1;
+  absl::StatusOr<std::unique_ptr<CollectiveAllReduceOptimizer>> bad =
+      CollectiveAllReduceOptimizer::Create(std::make_unique<GradientDescentOptimizer>(0.1), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "fusion_threshold_bytes must be 0 (no fusion) or more"))
+      << bad.status();
+}
+
 TEST(CollectiveOps, RejectsBadAttributesWhenBuilt) {
   Scope root = Scope::NewRootScope();
   Output x = ops::Const(root, Tensor::FromVector<float>({1, 2, 3}));
@@ -244,6 +292,93 @@ TEST_F(CollectiveClusterTest, AllReduceOptimizerKeepsReplicasIdentical) {
     EXPECT_EQ(bytes(final_w[static_cast<size_t>(t)]), bytes(final_w[0])) << "worker " << t << " after training";
   }
   EXPECT_NE(bytes(final_w[0]), bytes(initial[0])) << "training should have moved the weights";
+}
+
+// Tensor fusion: the same model trained with every gradient reduced on its
+// own (threshold 0), with small buckets, and with the default threshold
+// ends with the same bytes on every worker in all three cases, while a
+// traced step runs one CollectiveReduce per bucket: 5 gradients (four
+// float32, one float64) make 5, 3 and 2 collectives.
+TEST_F(CollectiveClusterTest, FusedGradientsMatchUnfusedWithFewerCollectives) {
+  constexpr int kWorkers = 3;
+  constexpr int kSteps = 4;
+  Start(kWorkers);
+  struct Config {
+    const char* name;
+    int64_t threshold;
+    int64_t want_collectives;
+  };
+  // Backwards from the last variable: s (float64) opens its own bucket;
+  // b2, w2 and b1 (4 + 12 + 12 bytes) share one; w1 (48 bytes) is more
+  // than 32 bytes, so alone; with the default threshold it joins them.
+  const std::vector<Config> configs = {{"unfused", 0, 5}, {"small", 32, 3}, {"fused", int64_t{64} << 20, 2}};
+  std::vector<std::vector<std::string>> values(configs.size(), std::vector<std::string>(kWorkers));
+  std::vector<std::vector<int64_t>> collectives(configs.size(), std::vector<int64_t>(kWorkers, -1));
+  std::vector<absl::Status> status(kWorkers);
+  auto bytes = [](const Tensor& t) { return std::string(static_cast<const char*>(t.raw_data()), t.TotalBytes()); };
+  OnEveryWorker(kWorkers, [&](int task) {
+    auto fail = [&](absl::Status st) { status[static_cast<size_t>(task)] = st; };
+    Scope root = Scope::NewRootScope();
+    Scope device = root.WithDevice(absl::StrCat("/job:worker/task:", task));
+    Tensor xs(DT_FLOAT, TensorShape({6, 4})), ys(DT_FLOAT, TensorShape({6, 1}));
+    for (int i = 0; i < 24; ++i) xs.flat<float>()[static_cast<size_t>(i)] = static_cast<float>((i * 5 + task) % 9) - 4;
+    for (int i = 0; i < 6; ++i) ys.flat<float>()[static_cast<size_t>(i)] = 0.5f * static_cast<float>(i + task);
+    std::vector<Operation> trains;
+    std::vector<std::vector<Output>> vars;
+    for (size_t c = 0; c < configs.size(); ++c) {
+      Scope s = device.NewSubScope(configs[c].name);
+      auto init = [&](std::initializer_list<float> v, const TensorShape& shape) { return ops::Const(s, v, shape); };
+      Output w1 = ops::MakeVariable(
+          s.WithOpName("w1"),
+          init({.1f, -.2f, .3f, .4f, -.5f, .6f, .7f, .8f, -.9f, .1f, .2f, -.3f}, TensorShape({4, 3})));
+      Output b1 = ops::MakeVariable(s.WithOpName("b1"), init({.01f, .02f, -.03f}, TensorShape({3})));
+      Output w2 = ops::MakeVariable(s.WithOpName("w2"), init({.5f, -.25f, .125f}, TensorShape({3, 1})));
+      Output b2 = ops::MakeVariable(s.WithOpName("b2"), init({.1f}, TensorShape({1})));
+      Output v = ops::MakeVariable(s.WithOpName("s"), ops::Const(s, Tensor::FromVector<double>({1.5, -2.5})));
+      Output y = ops::Add(s, ops::MatMul(s, ops::Add(s, ops::MatMul(s, ops::Const(s, xs), w1), b1), w2), b2);
+      Output fit = ops::Mean(s, ops::Square(s, ops::Sub(s, y, ops::Const(s, ys))), {0, 1});
+      Output pull = ops::Sum(s, ops::Square(s, ops::Sub(s, v, ops::Const(s, static_cast<double>(task)))), {0});
+      Output loss = ops::Add(s, fit, ops::Cast(s, pull, DT_FLOAT));
+      CollectiveAllReduceOptions o;
+      o.num_replicas = kWorkers;
+      o.rank = task;
+      o.first_instance_key = 1 + 100 * static_cast<int64_t>(c);
+      o.fusion_threshold_bytes = configs[c].threshold;
+      auto opt = CollectiveAllReduceOptimizer::Create(std::make_unique<GradientDescentOptimizer>(0.05), o);
+      if (!opt.ok()) return fail(opt.status());
+      absl::StatusOr<Operation> train = (*opt)->Minimize(s, loss, nullptr, {w1, b1, w2, b2, v});
+      if (!train.ok()) return fail(train.status());
+      trains.push_back(*train);
+      vars.push_back({w1, b1, w2, b2, v});
+    }
+    Operation init = ops::GlobalVariablesInitializer(device);
+    std::unique_ptr<Session> sess = SessionOf(task);
+    if (auto r = sess->Run({}, {}, {init}); !r.ok()) return fail(r.status());
+    for (size_t c = 0; c < configs.size(); ++c) {
+      for (int step = 0; step < kSteps; ++step) {
+        StepStats trace;
+        RunOptions options;
+        options.trace = &trace;
+        if (auto r = sess->Run({}, {}, {trains[c]}, options); !r.ok()) return fail(r.status());
+        int64_t count = 0;
+        for (const DeviceStepStats& d : trace.devices)
+          for (const NodeExecStats& n : d.nodes) count += n.op == "CollectiveReduce";
+        collectives[c][static_cast<size_t>(task)] = count;
+      }
+      auto end = sess->Run(vars[c]);
+      if (!end.ok()) return fail(end.status());
+      for (const Tensor& t : *end) values[c][static_cast<size_t>(task)] += bytes(t);
+    }
+  });
+  for (int t = 0; t < kWorkers; ++t)
+    ASSERT_TRUE(status[static_cast<size_t>(t)].ok()) << "worker " << t << ": " << status[static_cast<size_t>(t)];
+  for (size_t c = 0; c < configs.size(); ++c) {
+    for (int t = 0; t < kWorkers; ++t) {
+      EXPECT_EQ(collectives[c][static_cast<size_t>(t)], configs[c].want_collectives)
+          << configs[c].name << ", worker " << t;
+      EXPECT_EQ(values[c][static_cast<size_t>(t)], values[0][0]) << configs[c].name << ", worker " << t;
+    }
+  }
 }
 
 }  // namespace

@@ -1,11 +1,17 @@
 // Elastic membership with real processes on loopback: workers that are not
 // in the cluster spec join a running asynchronous job of the book's program
 // through its coordinator (ps 0) and leave it, cleanly or by dying, while
-// nobody else restarts; and distflow-launch --min_workers/--max_workers.
+// nobody else restarts; synchronous training whose aggregation follows the
+// membership; and distflow-launch --min_workers/--max_workers, with host
+// discovery.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -20,6 +26,7 @@ using subprocess::FreePort;
 using subprocess::Output;
 using subprocess::Proc;
 using subprocess::Spawn;
+using subprocess::TempPath;
 using subprocess::Wait;
 using subprocess::WaitForOutput;
 
@@ -116,6 +123,86 @@ TEST(Elastic, WorkersJoinAndLeaveARunningAsyncJobWithoutRestartingAnyone) {
   EXPECT_GE(NumberAfter(out, "Test-Accuracy: "), 0.7) << out;
 }
 
+// Synchronous training that follows the membership: 2 workers aggregate 2
+// gradients per step; a third joins and is waited for from then on (3);
+// worker 1 is SIGKILLed and, once the coordinator declares it dead, is not
+// waited for any more (2). Nobody restarts, and the job reaches its steps.
+TEST(Elastic, SyncReplicasAggregateAsManyGradientsAsThereAreWorkersInTheJob) {
+  Job job;
+  job.train_steps = 2000;
+  const std::vector<std::string> sync = {"--sync_replicas", "--elastic", "--sync_step_timeout_secs=60"};
+  auto task = [&](const std::string& name, int index) {
+    std::vector<std::string> args = job.Common();
+    args.insert(args.end(), {"--cluster_spec=" + job.spec, "--job_name=" + name, absl::StrCat("--task_index=", index)});
+    args.insert(args.end(), sync.begin(), sync.end());
+    return Spawn(args);
+  };
+  Proc ps = task("ps", 0);
+  Proc w1 = task("worker", 1);
+  Proc chief = task("worker", 0);
+  ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
+  ASSERT_TRUE(WaitForOutput(chief, "aggregating 2 gradients per step", 10)) << Output(chief);
+  Proc joiner = job.Joiner(sync);
+  ASSERT_TRUE(WaitForOutput(joiner, ", Step: ", 120)) << Output(joiner);
+  ASSERT_TRUE(WaitForOutput(chief, "aggregating 3 gradients per step", 60)) << Output(chief);
+  kill(w1.pid, SIGKILL);
+  EXPECT_EQ(Wait(w1, 10), 128 + SIGKILL);
+
+  EXPECT_EQ(Wait(chief, 180), 0) << Output(chief);
+  EXPECT_EQ(Wait(joiner, 60), 0) << Output(joiner);
+  EXPECT_EQ(Wait(ps, 60), 0) << Output(ps);
+  const std::string out = Output(chief);
+  // The count followed the membership: 2, then 3 from the join on, then 2
+  // again once worker 1 was declared dead, each from a later global step.
+  const size_t two = out.find("aggregating 2 gradients per step");
+  // The last change to 3 (a joiner slow to start heartbeating may be
+  // counted out and in again before it).
+  const size_t three = out.rfind("aggregating 3 gradients per step");
+  ASSERT_NE(three, std::string::npos) << out;
+  EXPECT_LT(two, three) << out;
+  const size_t two_again = out.find("aggregating 2 gradients per step", three);
+  ASSERT_NE(two_again, std::string::npos) << out;
+  const double joined_at = NumberAfter(out.substr(three), "per step from global step ");
+  const double dead_at = NumberAfter(out.substr(two_again), "per step from global step ");
+  EXPECT_GT(joined_at, 0) << out;
+  EXPECT_GT(dead_at, joined_at) << out;
+  // The last step applied (after the kill) aggregated 2.
+  EXPECT_NE(out.find("; the last step aggregated 2\n"), std::string::npos) << out;
+  EXPECT_NE(Output(ps).find("/job:worker/replica:0/task:1 is declared dead"), std::string::npos) << Output(ps);
+  // Nobody restarted, the job reached its last step synchronously and learned.
+  EXPECT_EQ(out.find("recreating the session"), std::string::npos) << out;
+  EXPECT_EQ(Output(joiner).find("recreating the session"), std::string::npos) << Output(joiner);
+  const size_t ran = out.find("Worker 0 ran ");
+  ASSERT_NE(ran, std::string::npos) << out;
+  EXPECT_GE(NumberAfter(out.substr(ran), " of the "), job.train_steps) << out;
+  EXPECT_GE(NumberAfter(out, "Test-Accuracy: "), 0.7) << out;
+}
+
+// ps 0 (the coordinator) is SIGKILLed while a joined worker trains and is
+// restarted on its address: the joined worker heartbeats the new
+// coordinator with its address and is taken back, so the chief still knows
+// it joined and waits for it, and the job finishes.
+TEST(Elastic, ARestartedCoordinatorTakesBackTheWorkersThatHadJoined) {
+  Job job;
+  Proc ps = job.Task("ps", 0);
+  Proc w1 = job.Task("worker", 1);
+  Proc chief = job.Task("worker", 0);
+  ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
+  Proc joiner = job.Joiner();
+  ASSERT_TRUE(WaitForOutput(joiner, ", Step: ", 120)) << Output(joiner);
+  kill(ps.pid, SIGKILL);
+  EXPECT_EQ(Wait(ps, 10), 128 + SIGKILL);
+  Proc ps2 = job.Task("ps", 0);
+  ASSERT_TRUE(WaitForOutput(ps2, "/job:worker/replica:0/task:2 rejoined the job from 127.0.0.1:", 60)) << Output(ps2);
+  EXPECT_EQ(Wait(chief, 240), 0) << Output(chief);
+  EXPECT_EQ(Wait(joiner, 60), 0) << Output(joiner);
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_EQ(Wait(ps2, 60), 0) << Output(ps2);
+  const std::string out = Output(chief);
+  EXPECT_NE(out.find("1 worker(s) joined the running job; all of them have left"), std::string::npos) << out;
+  EXPECT_NE(Output(ps2).find("/job:worker/replica:0/task:2 left the cluster"), std::string::npos) << Output(ps2);
+}
+
 TEST(Elastic, AJoinIsRefusedWithAReasonWhenTheAddressIsTakenOrTheFlagsDoNotFit) {
   Job job;
   Proc ps = job.Task("ps", 0);
@@ -128,10 +215,14 @@ TEST(Elastic, AJoinIsRefusedWithAReasonWhenTheAddressIsTakenOrTheFlagsDoNotFit) 
   EXPECT_NE(Output(taken).find(job.ps_address + " is already /job:ps/replica:0/task:0, which is alive"),
             std::string::npos)
       << Output(taken);
-  // Synchronous training does not follow a changing membership yet.
-  Proc sync = job.Joiner({"--sync_replicas"});
-  EXPECT_EQ(Wait(sync, 30), 2) << Output(sync);
-  EXPECT_NE(Output(sync).find("asynchronous training only"), std::string::npos) << Output(sync);
+  // Following the membership is a kind of synchronous training.
+  Proc elastic_async = job.Joiner({"--elastic"});
+  EXPECT_EQ(Wait(elastic_async, 30), 2) << Output(elastic_async);
+  EXPECT_NE(Output(elastic_async)
+                .find("--elastic makes synchronous training follow the membership; add "
+                      "--sync_replicas"),
+            std::string::npos)
+      << Output(elastic_async);
   Proc no_address = Spawn({MNIST_DISTRIBUTED_BIN, "--join=" + job.ps_address});
   EXPECT_EQ(Wait(no_address, 30), 2) << Output(no_address);
   EXPECT_NE(Output(no_address).find("--join needs --join_as=host:port"), std::string::npos) << Output(no_address);
@@ -166,6 +257,129 @@ TEST(ElasticLaunch, MinAndMaxWorkersStartJoinersAndReplaceAWorkerThatDies) {
   EXPECT_NE(out.find("2 worker(s) joined the running job; all of them have left"), std::string::npos) << out;
   EXPECT_GE(NumberAfter(out, "[worker:0] Test-Accuracy: "), 0.7) << out;
   EXPECT_NE(out.find("[launch] every task finished"), std::string::npos) << out;
+}
+
+void WriteFile(const std::string& path, const std::string& text, bool executable = false) {
+  {
+    std::ofstream f(path + ".new");
+    f << text;
+  }
+  if (executable) chmod((path + ".new").c_str(), 0755);
+  std::rename((path + ".new").c_str(), path.c_str());  // whole, for a script reading it meanwhile
+}
+
+// Host discovery on loopback hosts (127.0.0.x are this machine's): the
+// script lists 127.0.0.1 with 2 slots and 127.0.0.3 with 1, where every
+// worker fails (the wrapper below), so the host is blacklisted after two
+// failures; then 127.0.0.2 appears and takes a joining worker, and
+// disappears again, which stops that worker. The job trains synchronously
+// with the aggregation following the workers (--sync_replicas --elastic),
+// finishes and learns.
+TEST(ElasticLaunch, HostDiscoveryGrowsAndShrinksTheJobAndBlacklistsAHostWhoseWorkersFail) {
+  const std::string hosts = TempPath("hosts");
+  const std::string wrapper = TempPath("wrapper.sh");
+  WriteFile(hosts, "127.0.0.1:2\n127.0.0.3:1\n");
+  WriteFile(wrapper,
+            absl::StrCat("#!/bin/sh\ncase \" $* \" in *\" --join_as=127.0.0.3:\"*) echo 'this host is broken' >&2; "
+                         "exit 1;; esac\nexec ",
+                         MNIST_DISTRIBUTED_BIN, " \"$@\"\n"),
+            /*executable=*/true);
+  Proc launch = Spawn({DISTFLOW_LAUNCH_BIN,
+                       "--ps",
+                       "1",
+                       "--min_workers",
+                       "2",
+                       "--max_workers",
+                       "3",
+                       "--host_discovery_script",
+                       "cat " + hosts,
+                       "--discovery_interval_secs",
+                       "1",
+                       "--",
+                       wrapper,
+                       "--model=softmax",
+                       "--train_steps=3000",
+                       "--learning_rate=0.003",
+                       "--print_every=100",
+                       "--heartbeat_timeout_secs=2",
+                       "--wait_for_workers_secs=60",
+                       "--progress=false",
+                       "--sync_replicas",
+                       "--elastic",
+                       "--sync_step_timeout_secs=60"});
+  ASSERT_TRUE(WaitForOutput(launch, "host 127.0.0.3 is blacklisted: 2 of its workers failed", 120)) << Output(launch);
+  ASSERT_TRUE(WaitForOutput(launch, "[worker:1] Worker : 1, Step:", 120)) << Output(launch);
+  WriteFile(hosts, "127.0.0.1:2\n127.0.0.3:1\n127.0.0.2:1\n");
+  ASSERT_TRUE(WaitForOutput(launch, "127.0.0.2 has a free slot: worker:+3 joins the job there", 30)) << Output(launch);
+  ASSERT_TRUE(WaitForOutput(launch, "[worker:+3] This is /job:worker/task:", 60)) << Output(launch);
+  ASSERT_TRUE(WaitForOutput(launch, "[worker:+3] Worker : ", 120)) << Output(launch);
+  WriteFile(hosts, "127.0.0.1:2\n");
+  ASSERT_TRUE(WaitForOutput(launch, "worker:+3 on 127.0.0.2: the host is no longer listed; stopping the worker", 30))
+      << Output(launch);
+  EXPECT_EQ(Wait(launch, 240), 0) << Output(launch);
+  const std::string out = Output(launch);
+  // The spec's two workers were placed on 127.0.0.1's slots.
+  EXPECT_NE(out.find("worker|127.0.0.1:"), std::string::npos) << out;
+  EXPECT_NE(out.find("worker:+1 on 127.0.0.3 exited with status 1 (1 failure(s) on that host)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("worker:+2 on 127.0.0.3 exited with status 1 (2 failure(s) on that host)"), std::string::npos)
+      << out;
+  // No worker started on the blacklisted host after it was blacklisted.
+  EXPECT_EQ(out.find("127.0.0.3 has a free slot", out.find("host 127.0.0.3 is blacklisted")), std::string::npos) << out;
+  EXPECT_NE(out.find("worker:+3 stopped ("), std::string::npos) << out;
+  // The chief aggregated the third worker's gradients while it was in the job.
+  const size_t three = out.find("aggregating 3 gradients per step");
+  ASSERT_NE(three, std::string::npos) << out;
+  EXPECT_NE(out.find("aggregating 2 gradients per step", three), std::string::npos) << out;
+  EXPECT_GE(NumberAfter(out, "[worker:0] Test-Accuracy: "), 0.7) << out;
+  EXPECT_NE(out.find("[launch] every task finished"), std::string::npos) << out;
+  std::remove(hosts.c_str());
+  std::remove(wrapper.c_str());
+}
+
+// A minimum the script cannot meet within the wait, and scripts that print
+// a malformed line, fail or hang: each named, and the launcher exits 1.
+TEST(ElasticLaunch, HostDiscoveryThatCannotMeetTheMinimumOrMisbehavesIsNamed) {
+  auto launch = [](const std::string& script, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {DISTFLOW_LAUNCH_BIN,
+                                     "--ps",
+                                     "1",
+                                     "--min_workers",
+                                     "2",
+                                     "--max_workers",
+                                     "3",
+                                     "--host_discovery_script",
+                                     script,
+                                     "--min_workers_wait_secs",
+                                     "2",
+                                     "--discovery_timeout_secs",
+                                     "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--", "/bin/true"});
+    Proc p = Spawn(args);
+    const int code = Wait(p, 60);
+    return std::make_pair(code, Output(p));
+  };
+  auto [code, out] = launch("echo 127.0.0.1:1");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("the host discovery script listed 1 slot(s) in 2 s; --min_workers=2 needs 2"), std::string::npos)
+      << out;
+  std::tie(code, out) = launch("echo 127.0.0.1:x");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("line 1 '127.0.0.1:x' of the host discovery script's output: slots 'x' is not a number"),
+            std::string::npos)
+      << out;
+  std::tie(code, out) = launch("exit 3");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("the host discovery script 'exit 3' exited with status 3"), std::string::npos) << out;
+  std::tie(code, out) = launch("sleep 30");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("the host discovery script 'sleep 30' did not finish within 1s; it was killed"), std::string::npos)
+      << out;
+  Proc alone = Spawn({DISTFLOW_LAUNCH_BIN, "--host_discovery_script", "echo 127.0.0.1:2", "--", "/bin/true"});
+  EXPECT_EQ(Wait(alone, 30), 2);
+  EXPECT_NE(Output(alone).find("--host_discovery_script needs --min_workers and --max_workers"), std::string::npos)
+      << Output(alone);
 }
 
 TEST(ElasticLaunch, BadWorkerCountsExitTwoNamingThem) {

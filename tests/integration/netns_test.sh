@@ -4,15 +4,20 @@
 # address in 10.213.0.0/24), joined by veth pairs to a bridge that lives in
 # a namespace of its own. Nothing is created in the caller's namespace and
 # no traffic leaves the namespaces. Then worker 1's host is taken off the
-# network (its link goes down): the chief must declare it dead by name and
-# finish, and the ps must exit 0.
+# network (its link goes down):
+#   lost (default): for good. The chief must declare it dead by name and
+#     finish, and the ps must exit 0.
+#   blip: for 1 s, well under the heartbeat timeout (6 s). Nobody may be
+#     declared dead; both workers finish and every task exits 0.
 #
-#   netns_test.sh MNIST_DISTRIBUTED_BIN
+#   netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip]
 #
 # Needs root (CI runs as root); without it the test fails saying so.
 # Everything it made is removed on exit, pass or fail.
 set -u
-BIN=${1:?usage: netns_test.sh MNIST_DISTRIBUTED_BIN}
+BIN=${1:?usage: netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip]}
+MODE=${2:-lost}
+case "$MODE" in lost) HB=3 ;; blip) HB=6 ;; *) echo "FAIL: unknown scenario '$MODE' (lost or blip)"; exit 1 ;; esac
 P="dfns$$"  # namespace prefix, unique per run
 HOSTS=(ps w0 w1)
 WORK=$(mktemp -d /tmp/distflow_netns.XXXXXX)
@@ -57,7 +62,7 @@ SPEC="ps|10.213.0.1:2222,worker|10.213.0.2:2222;10.213.0.3:2222"
 run() {  # host job task steps
   ip netns exec "${P}_$1" "$BIN" --cluster_spec="$SPEC" --job_name="$2" --task_index="$3" --model=softmax \
     --learning_rate=0.003 --train_steps="$4" --logdir="$WORK/logs" --save_checkpoint_steps=50 --print_every=500 \
-    --wait_for_workers_secs=60 --heartbeat_timeout_secs=3 >"$WORK/$1.log" 2>&1 &
+    --wait_for_workers_secs=60 --heartbeat_timeout_secs=$HB >"$WORK/$1.log" 2>&1 &
 }
 run ps ps 0 0; PS=$!
 run w1 worker 1 3000; W1=$!
@@ -79,6 +84,26 @@ wait_for() {  # pid seconds -> exit code, or 124 on timeout
   done
   return 124
 }
+if [ "$MODE" = blip ]; then
+  sleep 1
+  ip -n "${P}_w1" link set eth0 up || fail "cannot bring w1's link back up"
+  wait_for $W0 150; rc0=$?
+  wait_for $W1 60; rc1=$?
+  wait_for $PS 30; rcps=$?
+  status=0
+  for t in "w0 $rc0" "w1 $rc1" "ps $rcps"; do
+    set -- $t
+    if [ "$2" != 0 ]; then echo "--- $1"; cat "$WORK/$1.log"; echo "FAIL: $1 exited $2"; status=1; fi
+  done
+  for h in ps w0 w1; do
+    if grep -q "declared dead" "$WORK/$h.log"; then
+      echo "--- $h"; cat "$WORK/$h.log"; echo "FAIL: $h declared a task dead after a 1 s blip (timeout ${HB} s)"; status=1
+    fi
+  done
+  grep -q "All 2 workers are done" "$WORK/w0.log" || { echo "FAIL: the chief did not see both workers done"; status=1; }
+  [ $status = 0 ] && echo "PASS: a 1 s link blip of worker 1's host: nobody declared dead, every task exited 0"
+  exit $status
+fi
 wait_for $W0 150; rc0=$?
 wait_for $PS 30; rcps=$?
 status=0

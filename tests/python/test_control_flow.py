@@ -122,6 +122,118 @@ def test_while_loop_gradients_reach_loop_vars_captures_and_variables():
         assert abs(sess.run(v) - 2.0) < 1e-2
 
 
+def test_case_exclusive_fails_naming_the_preds_when_two_hold():
+    k = tf.placeholder(tf.int32, [], name="k")
+    small = tf.less(k, 5, name="small")
+    big = tf.greater(k, 2, name="big")
+    c = tf.case([(small, lambda: tf.constant(1)), (big, lambda: tf.constant(2))], default=lambda: tf.constant(3),
+                exclusive=True)
+    unchecked = tf.case([(small, lambda: tf.constant(1)), (big, lambda: tf.constant(2))], default=lambda: 3)
+    with tf.Session() as sess:
+        assert [sess.run(c, {k: v}) for v in (1, 8)] == [1, 2]
+        assert sess.run(unchecked, {k: 4}) == 1  # not exclusive: the first true pred wins
+        with pytest.raises(tf.errors.InvalidArgumentError) as e:
+            sess.run(c, {k: 4})  # small and big
+    msg = str(e.value)
+    assert "exclusive=True: more than 1 conditions (small:0, big:0) evaluated as True" in msg, msg
+    assert "[1 1]" in msg or "[true true]" in msg.lower(), msg
+    # tf.Assert on its own.
+    x = tf.placeholder(tf.float32, [3])
+    check = tf.Assert(tf.reduce_all(x > 0), ["x must be positive:", x])
+    with tf.control_dependencies([check]):
+        y = tf.identity(x)
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(y, {x: [1, 2, 3]}), [1, 2, 3])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="x must be positive"):
+            sess.run(y, {x: [1, -2, 3]})
+
+
+def numeric_gradient(f, values, eps=1e-6):
+    """Central differences of f(values) (a list of arrays) in each array."""
+    grads = []
+    for k, v0 in enumerate(values):
+        g = np.zeros_like(v0)
+        for idx in np.ndindex(*v0.shape):
+            hi = [v.copy() for v in values]
+            lo = [v.copy() for v in values]
+            hi[k][idx] += eps
+            lo[k][idx] -= eps
+            g[idx] = (f(hi) - f(lo)) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+def test_variables_first_made_in_a_while_loop_body_get_their_gradients():
+    # get_variable without reuse and a tf.layers.dense, both first called in
+    # the body: the gradient's rebuild of the body gets the same variables.
+    x0 = np.array([[0.5, -0.2, 0.9], [0.1, 0.4, -0.6]])
+
+    def body(i, h):
+        w = tf.get_variable("w", shape=[3, 3], dtype=tf.float64,
+                            initializer=tf.random_normal_initializer(stddev=0.5, seed=1))
+        h = tf.tanh(tf.matmul(h, w))
+        return i + 1, tf.layers.dense(h, 3, activation=tf.sin, name="mix")
+
+    _, y = tf.while_loop(lambda i, h: i < 3, body, [0, tf.constant(x0)])
+    loss = tf.reduce_sum(y * y)
+    variables = tf.global_variables()
+    assert sorted(v.op.name for v in variables) == ["mix/bias", "mix/kernel", "w"]
+    grads = tf.gradients(loss, variables)
+    assert all(g is not None for g in grads)
+    assert len(tf.global_variables()) == 3  # the rebuild made no new variables
+    names = [v.op.name for v in variables]
+
+    def numpy_loss(vals):
+        p = dict(zip(names, vals))
+        h = x0
+        for _ in range(3):
+            h = np.sin(np.tanh(h @ p["w"]) @ p["mix/kernel"] + p["mix/bias"])
+        return np.sum(h * h)
+
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        vals = sess.run(variables)
+        got_loss, got = sess.run([loss, grads])
+    np.testing.assert_allclose(got_loss, numpy_loss(vals), rtol=1e-12)
+    for g, want in zip(got, numeric_gradient(numpy_loss, vals)):
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-9)
+
+
+def test_a_variable_made_in_an_inner_loop_body_gets_its_gradient_and_trains():
+    x0 = np.array([0.3, -0.8], np.float64)
+
+    def outer(i, v):
+        def inner(j, u):
+            a = tf.get_variable("a", shape=[2], dtype=tf.float64, initializer=tf.constant_initializer(0.9))
+            return j + 1, tf.sin(u * a)
+        _, v = tf.while_loop(lambda j, u: j < 2, inner, [0, v])
+        return i + 1, v + 0.5
+
+    _, y = tf.while_loop(lambda i, v: i < 2, outer, [0, tf.constant(x0)])
+    loss = tf.reduce_sum(tf.square(y - 1.0))
+    (a,) = tf.global_variables()
+    (ga,) = tf.gradients(loss, [a])
+    train = tf.train.GradientDescentOptimizer(0.2).minimize(loss)
+
+    def numpy_loss(vals):
+        v = x0
+        for _ in range(2):
+            for _ in range(2):
+                v = np.sin(v * vals[0])
+            v = v + 0.5
+        return np.sum(np.square(v - 1.0))
+
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        a0 = sess.run(a)
+        np.testing.assert_allclose(sess.run(ga), numeric_gradient(numpy_loss, [a0])[0], rtol=1e-6)
+        before = sess.run(loss)
+        for _ in range(30):
+            sess.run(train)
+        after = sess.run(loss)
+        assert after < 0.7 * before, (before, after)  # 0.30 -> 0.175, its minimum
+
+
 def test_tensor_array_ops_and_gradients():
     x = tf.placeholder(tf.float64, [4, 2])
     ta = tf.TensorArray(tf.float64, size=4).unstack(x)
@@ -139,6 +251,29 @@ def test_tensor_array_ops_and_gradients():
         assert size == 4 and gsize == 3
         np.testing.assert_allclose(gr, [[5, 6], [0, 0], [1, 2]])
         np.testing.assert_allclose(gv, finite_difference(sess, loss, x, x0), rtol=1e-6, atol=1e-8)
+
+
+def test_tensor_array_split_values_gradient_and_errors():
+    x = tf.placeholder(tf.float64, [6, 2])
+    ta = tf.TensorArray(tf.float64, size=3).split(x, [2, 2, 2])
+    weights = tf.constant([[1.0], [2.0]], tf.float64)
+    loss = tf.reduce_sum(tf.sin(ta.stack()) * weights) + tf.reduce_sum(ta.read(1))
+    (g,) = tf.gradients(loss, [x])
+    lengths = tf.placeholder(tf.int32, [None])
+    dyn = tf.TensorArray(tf.float64, size=0, dynamic_size=True).split(x, lengths)
+    x0 = np.arange(12.0).reshape(6, 2) / 7
+    with tf.Session() as sess:
+        read, stacked, gv = sess.run([ta.read(1), ta.stack(), g], {x: x0})
+        np.testing.assert_allclose(read, x0[2:4])
+        np.testing.assert_allclose(stacked, x0.reshape(3, 2, 2))
+        np.testing.assert_allclose(gv, finite_difference(sess, loss, x, x0), rtol=1e-6, atol=1e-8)
+        got, size = sess.run([dyn.concat(), dyn.size()], {x: x0, lengths: [3, 3]})
+        np.testing.assert_allclose(got, x0)
+        assert size == 2
+        with pytest.raises(tf.errors.InvalidArgumentError, match="lengths must be equal"):
+            sess.run(dyn.stack(), {x: x0, lengths: [2, 4]})
+    with pytest.raises(ValueError, match=r"lengths \[2, 4\] differ"):
+        tf.TensorArray(tf.float64, size=2).split(x, [2, 4])
 
 
 def test_tensor_array_in_a_while_loop_with_gradient():
@@ -162,6 +297,100 @@ def test_tensor_array_in_a_while_loop_with_gradient():
     with tf.Session() as sess:
         np.testing.assert_allclose(sess.run(stacked, {x: x0}), np.array(ref))
         np.testing.assert_allclose(sess.run(g, {x: x0}), finite_difference(sess, loss, x, x0), rtol=1e-6)
+
+
+def test_tensor_arrays_a_loop_body_only_writes_or_also_reads_get_their_gradients():
+    # A fixed-size array the body only writes keeps no history for the
+    # gradient (its rebuilt body sees zeros); one the body also reads keeps
+    # its history. Both against finite differences.
+    x = tf.placeholder(tf.float64, [4, 2])
+    inp = tf.TensorArray(tf.float64, size=4).unstack(x)
+    rec = tf.TensorArray(tf.float64, size=4, element_shape=[2]).write(0, inp.read(0))
+    only = tf.TensorArray(tf.float64, size=4, element_shape=[2])
+
+    def body(t, rec, only):
+        prev = rec.read(t - 1)
+        rec = rec.write(t, tf.sin(prev) * inp.read(t))
+        return t + 1, rec, only.write(t, prev * prev * tf.constant([1.0, -2.0], tf.float64))
+
+    _, rec, only = tf.while_loop(lambda t, *_: t < 4, body, [1, rec, only])
+    loss = tf.reduce_sum(rec.stack() * rec.stack()) + tf.reduce_sum(tf.tanh(only.gather([1, 2, 3])))
+    (g,) = tf.gradients(loss, [x])
+    x0 = np.array([[0.3, -0.5], [0.8, 0.1], [-0.4, 0.9], [0.2, 0.6]])
+    r = [x0[0]]
+    for t in range(1, 4):
+        r.append(np.sin(r[-1]) * x0[t])
+    r = np.array(r)
+    with tf.Session() as sess:
+        got_rec, got_only, gv = sess.run([rec.stack(), only.stack(), g], {x: x0})
+        np.testing.assert_allclose(got_rec, r)
+        np.testing.assert_allclose(got_only[1:], r[:3] ** 2 * [1.0, -2.0])
+        np.testing.assert_allclose(gv, finite_difference(sess, loss, x, x0), rtol=1e-6, atol=1e-9)
+
+
+def test_dynamic_size_tensor_array_written_in_a_loop_runs_and_gets_its_gradient():
+    # Its shape grows every iteration: the loop keeps its shapes, not its
+    # values (before, the history's Concat failed when the loop ran).
+    x = tf.placeholder(tf.float64, [5, 3])
+    inp = tf.TensorArray(tf.float64, size=5).unstack(x)
+    out = tf.TensorArray(tf.float64, size=0, dynamic_size=True, element_shape=[3])
+
+    def body(t, acc, ta):
+        acc = tf.sin(acc) + inp.read(t)
+        return t + 1, acc, ta.write(t, acc * acc)
+
+    _, acc, out = tf.while_loop(lambda t, a, ta: t < 5, body, [0, tf.zeros([3], tf.float64), out])
+    loss = tf.reduce_sum(tf.tanh(out.stack())) + tf.reduce_sum(acc)
+    (g,) = tf.gradients(loss, [x])
+    x0 = np.linspace(-1, 1, 15).reshape(5, 3)
+    ref, a = [], np.zeros(3)
+    for t in range(5):
+        a = np.sin(a) + x0[t]
+        ref.append(a * a)
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(out.stack(), {x: x0}), np.array(ref))
+        assert sess.run(out.size(), {x: x0}) == 5
+        np.testing.assert_allclose(sess.run(g, {x: x0}), finite_difference(sess, loss, x, x0), rtol=1e-6)
+    # One the body also reads cannot be kept for the gradient: an error naming it.
+    tf.reset_default_graph()
+    x = tf.placeholder(tf.float64, [3])
+    grow = tf.TensorArray(tf.float64, size=1, dynamic_size=True, element_shape=[3]).write(0, x)
+    _, grow = tf.while_loop(lambda t, ta: t < 4, lambda t, ta: (t + 1, ta.write(t, ta.read(t - 1) * 2.0)),
+                            [1, grow])
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(grow.stack(), {x: [1.0, 2.0, 3.0]})[-1], [8.0, 16.0, 24.0])
+    with pytest.raises(Exception, match="changes shape from one iteration to the next"):
+        tf.gradients(tf.reduce_sum(grow.stack()), [x])
+
+
+def test_a_loop_of_5000_tensor_array_writes_and_its_gradient():
+    # Long loops stay cheap enough: the written array keeps no history for
+    # the gradient (each write still copies the array: 5000 scalars here).
+    n = 5000
+    x = tf.placeholder(tf.float64, [n])
+    inp = tf.TensorArray(tf.float64, size=n).unstack(x)
+    out = tf.TensorArray(tf.float64, size=n, element_shape=[])
+
+    def body(t, acc, ta):
+        acc = acc * 0.9 + inp.read(t)
+        return t + 1, acc, ta.write(t, tf.sin(acc))
+
+    _, _, out = tf.while_loop(lambda t, a, ta: t < n, body, [0, tf.constant(0.0, tf.float64), out])
+    (g,) = tf.gradients(tf.reduce_sum(out.stack()), [x])
+    x0 = np.random.default_rng(0).standard_normal(n) * 0.1
+    with tf.Session() as sess:
+        got, gv = sess.run([out.stack(), g], {x: x0})
+    a, acc = 0.0, []
+    for t in range(n):
+        a = a * 0.9 + x0[t]
+        acc.append(a)
+    np.testing.assert_allclose(got, np.sin(acc), rtol=1e-12)
+    # d/dx_j sum_t sin(a_t) = sum_{t >= j} cos(a_t) 0.9^(t - j)
+    want, r = np.zeros(n), 0.0
+    for j in range(n - 1, -1, -1):
+        r = r * 0.9 + np.cos(acc[j])
+        want[j] = r
+    np.testing.assert_allclose(gv, want, rtol=1e-9)
 
 
 def test_bad_loops_are_named_errors():

@@ -305,5 +305,7 @@ def test_partitioned_variable_saved_in_2_parts_restores_into_3(tmp_path):
     saver = tf.train.Saver()
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
-        with pytest.raises(ValueError, match=r"'emb' has shape \[7, 3\] in its 2 parts, the model's is \[8, 3\]"):
+        with pytest.raises(tf.errors.FailedPreconditionError,
+                           match=r"a slice of 'emb' of shape \[8,3\] in the model, but the checkpoint's 'emb' has "
+                                 r"shape \[7,3\]"):
             saver.restore(sess, path)

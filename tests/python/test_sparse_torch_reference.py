@@ -172,6 +172,48 @@ def test_embedding_lookup_over_a_partitioned_table_matches_embedding(strategy):
             np.testing.assert_allclose(dense[k], want_grad[k::n], **TOL)
 
 
+def _clip_rows(rows, max_norm):
+    """TF's clip_by_norm over the last axis, in NumPy."""
+    norm = np.sqrt((rows ** 2).sum(-1, keepdims=True))
+    return rows * max_norm / np.maximum(norm, max_norm)
+
+
+@pytest.mark.parametrize("parts", [1, 3])
+def test_embedding_lookup_max_norm_matches_numpy_and_torch(parts):
+    # TF clips the looked-up rows (the table is unchanged); torch's
+    # F.embedding(max_norm) renormalises the table's rows in place, to
+    # max_norm / (norm + 1e-7): the returned rows agree to about 1e-7.
+    rng = _rng(6)
+    table = rng.randn(9, 4) * 1.5
+    table[0] *= 0.1  # one row inside the bound, left as it is
+    ids = np.array([[4, 0], [8, 4]])
+    max_norm = 1.5
+    pv = tf.get_variable("table", [9, 4], initializer=table, dtype=tf.float64,
+                         partitioner=tf.fixed_size_partitioner(parts) if parts > 1 else None)
+    out = tf.nn.embedding_lookup(pv, ids, partition_strategy="div", max_norm=max_norm)
+    sp_out = tf.nn.embedding_lookup_sparse(pv, _sparse_tensor(_bags()[0]), _sparse_tensor(_bags()[3]),
+                                           partition_strategy="div", combiner="sum", max_norm=max_norm)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        got, got_sparse, after = sess.run([out, sp_out, tf.convert_to_tensor(pv)])
+    want = _clip_rows(table[ids], max_norm)
+    assert np.linalg.norm(table[ids], axis=-1).max() > max_norm  # the bound bites
+    np.testing.assert_allclose(got, want, **TOL)
+    np.testing.assert_allclose(got[0, 1], table[0], **TOL)  # within the bound: unchanged
+    np.testing.assert_array_equal(after, table)  # the table is not renormalised
+    flat, _, offsets, weights = _bags()
+    want_sparse = np.stack([sum((w * _clip_rows(table[i], max_norm) for i, w in zip(b, bw)), np.zeros(4))
+                            for b, bw in zip(BAG_IDS, BAG_WEIGHTS)])
+    np.testing.assert_allclose(got_sparse, want_sparse, **TOL)
+    t = torch.tensor(table.copy())
+    torch_rows = torch.nn.functional.embedding(torch.tensor(ids), t, max_norm=max_norm).numpy()
+    np.testing.assert_allclose(got, torch_rows, rtol=1e-6, atol=1e-9)
+    torch_bags = torch.nn.functional.embedding_bag(torch.tensor(flat), torch.tensor(table.copy()),
+                                                   torch.tensor(offsets), mode="sum", max_norm=max_norm,
+                                                   per_sample_weights=torch.tensor(weights)).numpy()
+    np.testing.assert_allclose(got_sparse, torch_bags, rtol=1e-6, atol=1e-9)
+
+
 def test_gather_nd_and_scatter_nd_match_advanced_indexing():
     rng = _rng(5)
     params = rng.randn(4, 3, 2)

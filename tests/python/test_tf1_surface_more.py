@@ -1,7 +1,8 @@
 """More of the TF1 surface, in the forms TF1 programs use it:
 Supervisor(init_feed_dict=, init_fn=) and Scaffold(init_feed_dict=) (a
 variable initialised from a fed value, e.g. pretrained embeddings, and not
-again once a checkpoint restores it); tf.GPUOptions and
+again once a checkpoint restores it), Scaffold(local_init_feed_dict=) (the
+local_init_op run with its feeds); tf.GPUOptions and
 ConfigProto(gpu_options=) accepted and ignored (no GPU); variable_scope(
 partitioner=) giving partitioned variables to get_variable in the scope;
 tf.train.FtrlOptimizer on dense and on lookup (IndexedSlices) gradients
@@ -68,8 +69,33 @@ def test_scaffold_init_feed_dict_under_monitored_training_session(tmp_path):
     with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), scaffold=scaffold) as sess:
         np.testing.assert_array_equal(sess.run(table), value)
         sess.run(train)
-    with pytest.raises(NotImplementedError, match="local_init_feed_dict"):
-        tf.train.Scaffold(local_init_feed_dict={pretrained: value})
+
+
+def test_scaffold_local_init_feed_dict_feeds_the_local_init_op(tmp_path):
+    # A local variable (never saved, one per task) initialised from a fed
+    # value: its initialiser, in the default local_init_op, needs the feed.
+    start = tf.placeholder(tf.float32, [3], name="local_start")
+    cursor = tf.Variable(start, trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES], name="cursor")
+    step = tf.train.get_or_create_global_step()
+    bump = tf.assign_add(step, 1)
+    value = np.array([3.0, -1.0, 0.5], np.float32)
+    scaffold = tf.train.Scaffold(local_init_feed_dict={start: value})
+    assert tf.train.Scaffold(copy_from_scaffold=scaffold).local_init_feed_dict is scaffold.local_init_feed_dict
+    with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), scaffold=scaffold) as sess:
+        np.testing.assert_array_equal(sess.run(cursor), value)
+        sess.run(bump)
+    # Without the feed the local_init_op cannot run: an error naming the placeholder.
+    tf.reset_default_graph()
+    start = tf.placeholder(tf.float32, [3], name="local_start")
+    cursor = tf.Variable(start, trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES], name="cursor")
+    tf.train.get_or_create_global_step()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="local_start"):
+        with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path / "unfed"),
+                                               scaffold=tf.train.Scaffold()) as sess:
+            sess.run(cursor)
+    tf.reset_default_graph()
+    with pytest.raises(ValueError, match="local_init_feed_dict: 'nowhere:0' names no tensor"):
+        tf.train.MonitoredTrainingSession(scaffold=tf.train.Scaffold(local_init_feed_dict={"nowhere:0": 1.0}))
 
 
 def test_gpu_options_are_accepted_and_ignored():
@@ -117,16 +143,18 @@ def test_variable_scope_partitioner_partitions_the_scopes_variables():
         np.testing.assert_array_equal(sess.run(rows), whole[ids])
 
 
-def _ftrl_numpy(var, accum, linear, g, lr, l1, l2, power):
-    """TF's FTRL-Proximal, element by element."""
+def _ftrl_numpy(var, accum, linear, g, lr, l1, l2, power, shrinkage=0.0):
+    """TF's FTRL-Proximal, element by element (ApplyFtrlV2 with shrinkage:
+    linear takes g + 2 * shrinkage * var, accum still g^2)."""
     new_accum = accum + g * g
-    linear = linear + g - (new_accum ** -power - accum ** -power) / lr * var
+    linear = linear + g + 2 * shrinkage * var - (new_accum ** -power - accum ** -power) / lr * var
     quadratic = new_accum ** -power / lr + 2 * l2
     var = np.where(np.abs(linear) > l1, (np.sign(linear) * l1 - linear) / quadratic, 0.0)
     return var, new_accum, linear
 
 
-def test_ftrl_optimizer_dense_and_sparse_match_numpy():
+@pytest.mark.parametrize("shrinkage", [0.0, 0.25])
+def test_ftrl_optimizer_dense_and_sparse_match_numpy(shrinkage):
     lr, l1, l2, power, init_accum = 0.3, 0.01, 0.02, -0.5, 0.1
     w0 = np.array([[0.5, -0.3], [0.2, 0.1], [-0.4, 0.6]])
     x = np.array([[1.0, 2.0], [-1.0, 0.5], [0.3, 0.3]])
@@ -136,7 +164,8 @@ def test_ftrl_optimizer_dense_and_sparse_match_numpy():
     ids = tf.placeholder(tf.int32, [None])
     sparse_loss = tf.reduce_sum(tf.nn.embedding_lookup(table, ids) * 2.0)
     opt = tf.train.FtrlOptimizer(lr, learning_rate_power=power, initial_accumulator_value=init_accum,
-                                 l1_regularization_strength=l1, l2_regularization_strength=l2)
+                                 l1_regularization_strength=l1, l2_regularization_strength=l2,
+                                 l2_shrinkage_regularization_strength=shrinkage)
     (g_table, _), = opt.compute_gradients(sparse_loss, var_list=[table])
     assert isinstance(g_table, tf.IndexedSlices)
     train = opt.minimize(dense_loss + sparse_loss)
@@ -146,12 +175,13 @@ def test_ftrl_optimizer_dense_and_sparse_match_numpy():
         sess.run(tf.global_variables_initializer())
         for step_ids in ([2, 0, 2], [0]):
             sess.run(train, {ids: step_ids})
-            want_w, acc_w, lin_w = _ftrl_numpy(want_w, acc_w, lin_w, x, lr, l1, l2, power)
+            want_w, acc_w, lin_w = _ftrl_numpy(want_w, acc_w, lin_w, x, lr, l1, l2, power, shrinkage)
             g = np.zeros_like(w0)
             for i in step_ids:
                 g[i] += 2.0
             touched = sorted(set(step_ids))
-            v, a, li = _ftrl_numpy(want_t[touched], acc_t[touched], lin_t[touched], g[touched], lr, l1, l2, power)
+            v, a, li = _ftrl_numpy(want_t[touched], acc_t[touched], lin_t[touched], g[touched], lr, l1, l2, power,
+                                   shrinkage)
             want_t[touched], acc_t[touched], lin_t[touched] = v, a, li
         got_w, got_t = sess.run([w, table])
     np.testing.assert_allclose(got_w, want_w, rtol=1e-12, atol=1e-12)
@@ -159,8 +189,8 @@ def test_ftrl_optimizer_dense_and_sparse_match_numpy():
     np.testing.assert_array_equal(got_t[1], w0[1])  # never looked up: bit-identical
     with pytest.raises(ValueError, match="learning_rate_power = 0.5 must be <= 0"):
         tf.train.FtrlOptimizer(0.1, learning_rate_power=0.5)
-    with pytest.raises(NotImplementedError, match="l2_shrinkage"):
-        tf.train.FtrlOptimizer(0.1, l2_shrinkage_regularization_strength=0.1)
+    with pytest.raises(ValueError, match="l2_shrinkage_regularization_strength = -1 must be >= 0"):
+        tf.train.FtrlOptimizer(0.1, l2_shrinkage_regularization_strength=-1.0)
 
 
 

@@ -11,6 +11,16 @@
 //   auto bcast = (*opt)->BroadcastVariables(worker_scope);   // rank 0's initial values
 //   SupervisorOptions sv;  sv.local_init_op = *bcast;         // after each worker's init
 //
+// Tensor fusion (Horovod's): small gradients share one collective. They are
+// flattened and concatenated into buckets of at most fusion_threshold_bytes,
+// each bucket is reduced by one CollectiveReduce and split back into the
+// gradients' shapes. Buckets are filled from the last variable backwards,
+// the order backprop produces gradients in, so a bucket's reduction can
+// start while earlier layers' gradients are still being computed. Every
+// element is reduced exactly as it would be alone (same ranks, same order
+// for tensors below the ring's threshold and for 2 ranks), so fusion
+// changes the number of collectives, not the bytes the replicas hold.
+//
 // Every worker builds the same graph (same variables, same order) on its own
 // task ("/job:worker/task:N"); the group is the job's tasks 0..num_replicas-1
 // and the rank is the task index. A collective's peer that dies fails the
@@ -33,9 +43,10 @@ struct DISTFLOW_EXPORT CollectiveAllReduceOptions {
   // This worker's rank (its task index), in [0, num_replicas).
   int rank = 0;
   // The group's key, and the first instance key this optimizer uses: the
-  // gradient of variable i is instance first_instance_key + i, its initial
-  // value's broadcast first_instance_key + kBroadcastOffset + i. Two
-  // optimizers in one group need disjoint ranges.
+  // b-th bucket of gradients is instance first_instance_key + b (at most
+  // one per gradient), variable i's initial value's broadcast
+  // first_instance_key + kBroadcastOffset + i. Two optimizers in one group
+  // need disjoint ranges.
   int64_t group_key = 1;
   int64_t first_instance_key = 1;
   // Average the gradients (Div by num_replicas) or sum them.
@@ -43,7 +54,28 @@ struct DISTFLOW_EXPORT CollectiveAllReduceOptions {
   // A collective not finished after this long fails the step (0: only the
   // step's own deadline).
   double timeout_seconds = 0;
+  // Tensor fusion: gradients of one dtype are reduced together in buckets
+  // of up to this many bytes (Horovod's HOROVOD_FUSION_THRESHOLD, whose
+  // default this is); 0 reduces every gradient on its own. A gradient
+  // larger than the threshold, or of a shape not known when the graph is
+  // built, is reduced on its own.
+  int64_t fusion_threshold_bytes = int64_t{64} << 20;
 };
+
+// Each valid gradient of `grads_and_vars` all-reduced across the group
+// (fused into buckets as `options` say), paired with its variable; pairs
+// without a gradient are returned as they are. The order, and so the
+// instance keys, must be the same on every worker. Gradients of float32 or
+// float64 (InvalidArgument naming the variable otherwise). What
+// CollectiveAllReduceOptimizer::ApplyGradients reduces with; Horovod's
+// DistributedOptimizer in Python uses it too.
+// Every variable of the scope's graph that has an initializer (made by
+// MakeVariable, an optimizer's slots, the global step), in the order they
+// were made: the same on every worker that built the same graph.
+DISTFLOW_EXPORT std::vector<Output> GraphVariables(const Scope& scope);
+
+DISTFLOW_EXPORT absl::StatusOr<Optimizer::GradsAndVars> AllReduceGradients(
+    const Scope& scope, const Optimizer::GradsAndVars& grads_and_vars, const CollectiveAllReduceOptions& options);
 
 class DISTFLOW_EXPORT CollectiveAllReduceOptimizer {
  public:
@@ -57,18 +89,21 @@ class DISTFLOW_EXPORT CollectiveAllReduceOptimizer {
                                                            const std::vector<Output>& var_list = {}) {
     return optimizer_->ComputeGradients(scope, loss, var_list);
   }
-  // Each valid gradient all-reduced across the group (in the order of
-  // `grads_and_vars`, which must be the same on every worker), then applied
-  // by the wrapped optimizer. Gradients of float32 or float64; an
-  // IndexedSlices gradient is reduced in its dense form.
+  // Each valid gradient all-reduced across the group (AllReduceGradients:
+  // fused, in the order of `grads_and_vars`, which must be the same on every
+  // worker), then applied by the wrapped optimizer. Gradients of float32 or
+  // float64; an IndexedSlices gradient is reduced in its dense form.
   absl::StatusOr<Operation> ApplyGradients(const Scope& scope, const Optimizer::GradsAndVars& grads_and_vars,
                                            const Output* global_step = nullptr);
   absl::StatusOr<Operation> Minimize(const Scope& scope, const Output& loss, const Output* global_step = nullptr,
                                      const std::vector<Output>& var_list = {});
-  // Rank 0 sends the values of `vars` (empty: the scope's trainable
-  // variables) and every other rank assigns what it receives: run once
-  // after initialisation (SupervisorOptions::local_init_op) so the replicas
-  // start equal. Every variable needs a fully defined shape.
+  // Rank 0 sends the values of `vars` (empty: every variable of the graph
+  // that has an initializer, GraphVariables: the model's, the optimizers'
+  // slots, the global step) and every other rank assigns what it receives:
+  // run once after initialisation or restore (SupervisorOptions::local_init_op)
+  // so the replicas start equal, also when only rank 0 restored a
+  // checkpoint. Every variable needs a fully defined shape and a dtype the
+  // collectives carry (float32, float64, int32, int64).
   absl::StatusOr<Operation> BroadcastVariables(const Scope& scope, const std::vector<Output>& vars = {});
 
   const CollectiveAllReduceOptions& options() const { return options_; }

@@ -224,22 +224,28 @@ class DISTFLOW_EXPORT AdamOptimizer : public Optimizer {
 // is zero, so their linear and accum stay and var stays what they give).
 // learning_rate_power must be <= 0, initial_accumulator_value > 0 and the
 // regularisation strengths >= 0 (Create checks; the constructor does not).
+// A positive l2_shrinkage_regularization_strength uses TF's ApplyFtrlV2 /
+// SparseApplyFtrlV2: linear takes grad + 2 * l2_shrinkage * var, an L2
+// penalty on the weights themselves (the accumulator still takes grad^2).
 class DISTFLOW_EXPORT FtrlOptimizer : public Optimizer {
  public:
   explicit FtrlOptimizer(double learning_rate, double learning_rate_power = -0.5,
                          double initial_accumulator_value = 0.1, double l1_regularization_strength = 0.0,
-                         double l2_regularization_strength = 0.0, std::string name = "Ftrl")
+                         double l2_regularization_strength = 0.0, std::string name = "Ftrl",
+                         double l2_shrinkage_regularization_strength = 0.0)
       : Optimizer(std::move(name)),
         lr_(learning_rate),
         lr_power_(learning_rate_power),
         initial_(initial_accumulator_value),
         l1_(l1_regularization_strength),
-        l2_(l2_regularization_strength) {}
+        l2_(l2_regularization_strength),
+        l2_shrinkage_(l2_shrinkage_regularization_strength) {}
   // InvalidArgument naming the hyperparameter that is out of range.
   static absl::StatusOr<std::unique_ptr<FtrlOptimizer>> Create(double learning_rate, double learning_rate_power = -0.5,
                                                                double initial_accumulator_value = 0.1,
                                                                double l1_regularization_strength = 0.0,
-                                                               double l2_regularization_strength = 0.0);
+                                                               double l2_regularization_strength = 0.0,
+                                                               double l2_shrinkage_regularization_strength = 0.0);
   std::vector<std::string> GetSlotNames() const override { return {"accum", "linear"}; }
 
  protected:
@@ -249,7 +255,7 @@ class DISTFLOW_EXPORT FtrlOptimizer : public Optimizer {
                                         const Output& var) override;
 
  private:
-  double lr_, lr_power_, initial_, l1_, l2_;
+  double lr_, lr_power_, initial_, l1_, l2_, l2_shrinkage_;
 };
 
 // An int64 scalar, non-trainable variable "global_step" initialised to 0

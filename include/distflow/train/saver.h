@@ -17,6 +17,12 @@
 // that fails half way (a full disk, a task that died) leaves the previous
 // checkpoint valid. Older checkpoints beyond max_to_keep are then deleted.
 //
+// Variables named in SaverOptions::slices are saved with their place in
+// the full variable (the index entry's `slice`), and restore by blocks: each
+// variable is filled from the checkpoint's blocks of its full variable, on
+// its own task, whatever the number of shards the checkpoint was saved with.
+// Checkpoints written before slices existed restore as before.
+//
 // Restore checks the index against the model before touching a variable: a
 // checkpoint from another model is a FailedPrecondition listing every
 // missing, extra and mismatched variable by name, dtype and shape. A damaged
@@ -46,7 +52,19 @@ namespace distflow {
 
 namespace proto {
 class CheckpointIndex;
-}
+class RestorePlan;
+}  // namespace proto
+
+// A variable that is one block of a larger one (a partitioned variable's
+// shard; TF's save_slice_info): `variable` holds the block of the variable
+// `full_name` (of shape `full_shape`) that starts at `offset` (one per
+// dimension) and has `variable`'s own shape.
+struct DISTFLOW_EXPORT SaveSlice {
+  Output variable;
+  std::string full_name;
+  std::vector<int64_t> full_shape;
+  std::vector<int64_t> offset;
+};
 
 struct DISTFLOW_EXPORT SaverOptions {
   // Variables to save; empty: every variable in the graph when Create runs.
@@ -64,6 +82,13 @@ struct DISTFLOW_EXPORT SaverOptions {
   // still errors. The Python client uses it to restore a partitioned
   // variable's parts itself when their number changed.
   bool allow_extra_in_checkpoint = false;
+  // Variables saved as slices of larger ones. Restore fills each variable
+  // from whatever blocks of its full variable the checkpoint holds, so a
+  // checkpoint saved with n shards restores into m shards, or into one
+  // unpartitioned variable named `full_name`, and back. A variable named
+  // "<slice>/<slot>" of the slice's shape (an optimizer's slot, e.g.
+  // "emb/part_0/Adagrad") is saved as the same slice of "<full_name>/<slot>".
+  std::vector<SaveSlice> slices;
 };
 
 class DISTFLOW_EXPORT Saver {
@@ -72,6 +97,11 @@ class DISTFLOW_EXPORT Saver {
     std::string name;  // the variable's node name: its key in checkpoints
     DataType dtype = DT_INVALID;
     PartialShape shape;
+    // Empty unless the variable is a slice: then the full variable's name,
+    // shape, and this slice's offset in it.
+    std::string full_name;
+    std::vector<int64_t> full_shape;
+    std::vector<int64_t> offset;
   };
 
   static absl::StatusOr<std::unique_ptr<Saver>> Create(const Scope& scope, SaverOptions options = {});
@@ -104,8 +134,10 @@ class DISTFLOW_EXPORT Saver {
     Operation restore;      // RestoreShard
   };
   Saver() = default;
-  // The index at `prefix`, read once and checked against vars_.
-  absl::StatusOr<proto::CheckpointIndex> ReadCompatibleIndex(const std::string& prefix) const;
+  // The index at `prefix`, read once and checked against vars_, and how to
+  // restore each of vars_ from it.
+  absl::StatusOr<proto::CheckpointIndex> ReadCompatibleIndex(const std::string& prefix,
+                                                             std::vector<proto::RestorePlan>* plans) const;
   absl::Status UpdateState(const std::string& logdir, const std::string& name);
   absl::StatusOr<std::string> SaveAs(Session* session, const std::string& logdir_in, const std::string& name,
                                      int64_t global_step);

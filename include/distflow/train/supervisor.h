@@ -80,6 +80,13 @@ struct DISTFLOW_EXPORT SupervisorOptions {
   // Run by every task once the model is ready (initialised or restored by
   // the chief), and again after each recovery: TensorFlow's local_init_op.
   Operation local_init_op;
+  // Variables that are slices of larger ones (partitioned variables' parts):
+  // checkpoints record them as such (SaverOptions::slices), so a model
+  // partitioned differently restores them. Slices of variables checkpoints
+  // leave out are ignored.
+  std::vector<SaveSlice> save_slices;
+  // Fed to local_init_op each time it runs (TF's Scaffold local_init_feed_dict).
+  FeedDict local_init_feed_dict;
   // How long a non-chief waits for the chief to initialise the model.
   absl::Duration ready_timeout = absl::Minutes(5);
   // Session recreations allowed in a row before a failing step is returned.

@@ -32,11 +32,23 @@
 // When the chief's session is created or recreated (after a restore), the
 // hook sets the accumulators and the barrier to the global step.
 //
+// Elastic (SyncReplicasOptions::live_replicas set): the number of gradients
+// per step follows the workers in the job. Before each step the chief asks
+// live_replicas how many workers are in the job now (LiveWorkerCounter in
+// distflow/elastic.h asks the coordinator) and aggregates
+// max(min_replicas, live - backups) gradients, backups being
+// total_num_replicas - replicas_to_aggregate as configured. A worker that
+// joins is waited for from the next step; one that leaves, or dies and is
+// declared dead by the coordinator, is not waited for any more. A joined
+// worker's replica_id is its task index, which may be total_num_replicas or
+// more.
+//
 // Not thread-safe while building the graph (like Scope); the hook's thread
 // runs its own Session on the same graph.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +71,13 @@ struct DISTFLOW_EXPORT SyncReplicasOptions {
   int replica_id = 0;
   // How long a worker waits for its step to be applied before giving up.
   absl::Duration step_timeout = absl::Minutes(2);
+  // Elastic training: the number of workers in the job now (see above);
+  // empty: a fixed replicas_to_aggregate. Called from the chief's hook
+  // thread before every step; an error keeps the last count.
+  std::function<absl::StatusOr<int>()> live_replicas;
+  // With live_replicas: the fewest gradients a step aggregates (at least 1);
+  // with fewer workers in the job, steps wait for more to join.
+  int min_replicas = 1;
 };
 
 // What the chief's hook has seen; readable from any thread.
@@ -68,12 +87,18 @@ struct DISTFLOW_EXPORT SyncReplicasStats {
   // twice from one replica), summed over the variables' accumulators and
   // divided by the number of variables: about one per late worker per step.
   std::atomic<int64_t> stale_gradients_dropped{0};
+  // Gradients averaged into the last step applied (replicas_to_aggregate,
+  // or with live_replicas the count that followed the membership), and how
+  // many times that count changed.
+  std::atomic<int64_t> replicas_aggregated{0};
+  std::atomic<int64_t> aggregation_changes{0};
 };
 
 class DISTFLOW_EXPORT SyncReplicasOptimizer {
  public:
   // InvalidArgument if replicas_to_aggregate < 1, total_num_replicas <
-  // replicas_to_aggregate, or replica_id is out of range.
+  // replicas_to_aggregate, or replica_id is out of range (below 0, or,
+  // without live_replicas, not below total_num_replicas).
   static absl::StatusOr<std::unique_ptr<SyncReplicasOptimizer>> Create(std::unique_ptr<Optimizer> optimizer,
                                                                        SyncReplicasOptions options);
   ~SyncReplicasOptimizer();
@@ -114,6 +139,7 @@ class DISTFLOW_EXPORT SyncReplicasOptimizer {
   Output applied_step_;             // the global step after an update
   Operation update_;                // takes, applies, advances, releases
   Operation init_;                  // accumulators and barrier to the global step
+  Output num_required_;             // elastic: fed by the chief's hook each step
 };
 
 }  // namespace distflow

@@ -93,9 +93,10 @@ class Scaffold:
             saver = saver or c.saver
             ready_op = ready_op or c.ready_op
             init_feed_dict = init_feed_dict if init_feed_dict is not None else c.init_feed_dict
-        if local_init_feed_dict is not None:
-            raise NotImplementedError("Scaffold(local_init_feed_dict=...): distflow runs local_init_op without feeds")
+            if local_init_feed_dict is None:
+                local_init_feed_dict = c.local_init_feed_dict
         self._init_feed_dict = init_feed_dict
+        self._local_init_feed_dict = local_init_feed_dict
         self._init_op, self._init_fn, self._local_init_op = init_op, init_fn, local_init_op
         self._ready_op, self._ready_for_local_init_op = ready_op, ready_for_local_init_op
         self._summary_op, self._saver = summary_op, saver
@@ -104,6 +105,7 @@ class Scaffold:
     init_op = property(lambda self: self._init_op)
     init_fn = property(lambda self: self._init_fn)
     init_feed_dict = property(lambda self: self._init_feed_dict)
+    local_init_feed_dict = property(lambda self: self._local_init_feed_dict)
     local_init_op = property(lambda self: self._local_init_op)
     ready_op = property(lambda self: self._ready_op)
     ready_for_local_init_op = property(lambda self: self._ready_for_local_init_op)
@@ -144,7 +146,10 @@ def _make_session(g, is_chief, checkpoint_dir, scaffold, hooks, save_checkpoint_
     scaffold = scaffold or Scaffold()
     sv = Supervisor(is_chief=is_chief, logdir=checkpoint_dir, global_step=get_global_step(g),
                     save_model_secs=save_checkpoint_secs or 0, graph=g,
-                    init_op=scaffold.init_op if scaffold.init_op is not None else Supervisor.USE_DEFAULT,
+                    # Without one, every variable's initialiser but the local ones' (which
+                    # local_init_op runs, perhaps with local_init_feed_dict).
+                    init_op=scaffold.init_op if scaffold.init_op is not None else (
+                        _fw.global_variables_initializer() if g._local_variable_ops else Supervisor.USE_DEFAULT),
                     local_init_op=scaffold.local_init_op if scaffold.local_init_op is not None
                     else Supervisor.USE_DEFAULT,
                     init_fn=(lambda sess: scaffold.init_fn(scaffold, sess)) if scaffold.init_fn else None,
@@ -154,6 +159,7 @@ def _make_session(g, is_chief, checkpoint_dir, scaffold, hooks, save_checkpoint_
                     summary_writer=Supervisor.USE_DEFAULT if summary else None,
                     stop_grace_secs=stop_grace_period_secs)
     sv._save_steps = save_checkpoint_steps or 0
+    sv._local_init_feed_dict = scaffold.local_init_feed_dict  # fed each time local_init_op runs
     if summary:
         sv._summary_schedule = summary[1:]
     sv._sync_hooks = [h for h in hooks if isinstance(h, _SyncReplicasHook)]

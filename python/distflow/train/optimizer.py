@@ -112,15 +112,16 @@ class FtrlOptimizer(Optimizer):
     """tf.train.FtrlOptimizer: FTRL-Proximal (train/optimizer.h). Dense
     gradients update with ApplyFtrl; IndexedSlices gradients (embedding
     lookups) with SparseApplyFtrl, on the touched rows only, on the
-    variable's task. Slots "accum" and "linear"."""
+    variable's task. Slots "accum" and "linear". A positive
+    l2_shrinkage_regularization_strength uses ApplyFtrlV2/SparseApplyFtrlV2
+    (linear takes grad + 2 * l2_shrinkage * var), as TF."""
     _kind = "Ftrl"
 
     def __init__(self, learning_rate, learning_rate_power=-0.5, initial_accumulator_value=0.1,
                  l1_regularization_strength=0.0, l2_regularization_strength=0.0, use_locking=False, name="Ftrl",
                  accum_name=None, linear_name=None, l2_shrinkage_regularization_strength=0.0):
-        if l2_shrinkage_regularization_strength:
-            raise NotImplementedError("FtrlOptimizer(l2_shrinkage_regularization_strength=...)")
         super().__init__(learning_rate=learning_rate, learning_rate_power=learning_rate_power,
                          initial_accumulator_value=initial_accumulator_value,
                          l1_regularization_strength=l1_regularization_strength,
-                         l2_regularization_strength=l2_regularization_strength)
+                         l2_regularization_strength=l2_regularization_strength,
+                         l2_shrinkage_regularization_strength=l2_shrinkage_regularization_strength)

@@ -51,8 +51,12 @@ class Saver:
         if basename not in self._savers:
             with self._graph.as_default():
                 self._savers[basename] = _distflow.Saver(self._graph._scope(), self._var_list,
-                                                         self._max_to_keep, basename, self._exclude)
+                                                         self._max_to_keep, basename, self._exclude,
+                                                         slices=self._slices())
         return self._savers[basename]
+
+    def _slices(self):
+        return save_slices(self._graph, self._var_list, self._exclude)
 
     @staticmethod
     def _plain(sess):
@@ -83,9 +87,10 @@ class Saver:
             raise ValueError("Can't load save_path when it is None.")
         try:
             return self._saver(next(iter(self._savers), "model.ckpt")).restore(self._plain(sess), save_path)
-        except _distflow.FailedPreconditionError:
-            # Saved with another number of parts? Re-slice those, then restore the rest.
-            if not _repartitioned_restore(self._graph, self._plain(sess), save_path, self._var_list, self._exclude):
+        except _distflow.FailedPreconditionError as e:
+            # Parts saved before checkpoints recorded slices, with another
+            # number of parts? Re-slice those, then restore the rest.
+            if "missing from the checkpoint" not in str(e) or not _repartitioned_restore(self._graph, self._plain(sess), save_path, self._var_list, self._exclude):
                 raise
 
     def export_meta_graph(self, filename=None, collection_list=None, as_text=False, export_scope=None,
@@ -97,6 +102,30 @@ class Saver:
 
     def as_saver_def(self):
         raise NotImplementedError("Saver.as_saver_def: distflow's checkpoints have no SaverDef")
+
+
+def save_slices(graph, var_list=(), exclude=()):
+    """(part, full name, full shape, offset) of every part of a
+    PartitionedVariable of `graph` that is saved (in var_list if one is
+    given, else not in exclude; both C++ outputs), from its save_slice_info:
+    the checkpoint records each part as a slice of the full variable, so it
+    restores into any number of parts, or into one variable of the full
+    shape. The parts' optimizer slots follow their parts (the C++ Saver
+    matches them by name)."""
+    from distflow.partitioned_variables import PartitionedVariable
+    chosen = {o.name for o in var_list}
+    excluded = {o.name for o in exclude}
+    out = []
+    for pv in graph._variables.values():
+        if not isinstance(pv, PartitionedVariable):
+            continue
+        for part in pv:
+            info = getattr(part, "_save_slice_info", None)
+            name = part._out.name
+            if info is None or (chosen and name not in chosen) or (not chosen and name in excluded):
+                continue
+            out.append((part._out, info.full_name, list(info.full_shape), list(info.var_offset)))
+    return out
 
 
 def _repartitioned_restore(graph, plain_sess, save_path, var_list, exclude):

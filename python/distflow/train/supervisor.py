@@ -19,9 +19,15 @@ def _merge_all_summaries():
     return summary.merge_all()
 
 
-def _feed_pairs(graph, feed_dict):
-    """init_feed_dict as (output, value) pairs, each value checked against
-    its tensor's dtype as Session.run checks a feed."""
+def _save_slices(graph):
+    from distflow.train.saver import save_slices  # saver.py imports this module
+    return save_slices(graph)
+
+
+def _feed_pairs(graph, feed_dict, what="init_feed_dict"):
+    """init_feed_dict (or local_init_feed_dict: `what`) as (output, value)
+    pairs, each value checked against its tensor's dtype as Session.run
+    checks a feed."""
     pairs = []
     for key, value in (feed_dict or {}).items():
         t = key
@@ -29,9 +35,9 @@ def _feed_pairs(graph, feed_dict):
             try:
                 t = graph.as_graph_element(key, allow_operation=False)
             except (KeyError, ValueError, TypeError) as e:
-                raise ValueError(f"init_feed_dict: {key!r} names no tensor of the graph ({e})") from None
+                raise ValueError(f"{what}: {key!r} names no tensor of the graph ({e})") from None
         if not isinstance(t, _fw.Tensor):
-            raise TypeError(f"init_feed_dict: key {key!r} is not a Tensor of the graph (a tf.placeholder, or its "
+            raise TypeError(f"{what}: key {key!r} is not a Tensor of the graph (a tf.placeholder, or its "
                             f"name such as 'x:0')")
         pairs.append((t._out, _fw.Session._feed_value(t, value)))
     return pairs
@@ -208,6 +214,7 @@ class Supervisor:
         """The chief restores logdir's newest checkpoint or runs init_op (then
         init_fn); the others wait until the model is ready; every task then
         runs local_init_op. Returns the session the program steps."""
+        master, options = _fw._session_target(master, (config or _fw.ConfigProto())._options())
         server = _servers_by_target.get(master)
         if server is not None and self._done is None:
             self._done = self._cluster_counter(server)
@@ -221,7 +228,6 @@ class Supervisor:
                 self._local_vars = self._graph.get_collection(_fw.GraphKeys.LOCAL_VARIABLES)
                 self._local_init_op = _fw.local_variables_initializer()
         self._graph.finalize()
-        options = (config or _fw.ConfigProto())._options()
         local_init = self._local_init_op
         # The chief's summaries are written by the C++ monitored session into
         # logdir's events file: summary_op with the step's own feeds every
@@ -244,7 +250,9 @@ class Supervisor:
             int(getattr(self, "_save_steps", 0) or 0), 5,
             summary_op._out if isinstance(summary_op, _fw.Tensor) else None,
             int(summary_steps or 0), int(summary_secs or 0), int(step_count_steps or 0),
-            _feed_pairs(self._graph, self._init_feed_dict))
+            _feed_pairs(self._graph, self._init_feed_dict),
+            _feed_pairs(self._graph, getattr(self, "_local_init_feed_dict", None), "local_init_feed_dict"),
+            _save_slices(self._graph))
         self._runner = _MonitoredRunner(self._session, self._graph, self)
         if self.is_chief and self._init_fn is not None and not self._session.restored_from:
             self._init_fn(self._runner)

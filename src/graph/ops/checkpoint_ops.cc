@@ -38,14 +38,17 @@ void RegisterCheckpointOps(OpRegistry* r) {
                         RETURN_IF_ERROR(NamesMatchVars(c));
                         return ScalarShape(c);
                       }));
-  // Sets each variable to the tensor `names[i]` of data file `files[i]`,
-  // after checking every file's footer, every tensor's crc32c, dtype and
-  // shape: either all variables are set or none is.
+  // Sets each variable to the tensor `names[i]` of data file `files[i]`
+  // or, with `plans`, fills it as the serialized RestorePlan `files[i]`
+  // says (blocks of a checkpoint's slices), after checking every file's
+  // footer, every tensor's crc32c, dtype and shape: either all variables are
+  // set or none is.
   r->MustRegister(OpDefBuilder("RestoreShard")
                       .Input("files: string")
                       .Input("vars: Ref(dtypes)")
                       .Attr("dtypes: list(type)")
                       .Attr("names: list(string)")
+                      .Attr("plans: bool = false")
                       .SetIsStateful()
                       .SetShapeFn(NamesMatchVars));
 }

@@ -95,6 +95,19 @@ void RegisterControlFlowOps(OpRegistry* r) {
   // Waits for its control inputs, live or dead, and is always live (the
   // gradient of a while loop joins its branches with it).
   r->MustRegister(OpDefBuilder("ControlTrigger").SetShapeFn(UnknownShape));
+  // TensorFlow's Assert: fails the step with InvalidArgument, "assertion
+  // failed: " and each of `data` (a string as it is, another tensor as its
+  // first `summarize` elements), when `condition` is false.
+  r->MustRegister(OpDefBuilder("Assert")
+                      .Input("condition: bool")
+                      .Input("data: T")
+                      .Attr("T: list(type)")
+                      .Attr("summarize: int = 3")
+                      .SetIsStateful()
+                      .SetShapeFn([](InferenceContext* c) {
+                        absl::StatusOr<PartialShape> s = c->WithRank(c->input(0), 0, "condition");
+                        return s.ok() ? absl::OkStatus() : s.status();
+                      }));
 }
 
 }  // namespace distflow

@@ -88,6 +88,9 @@ void RegisterSparseTrainingOps(OpRegistry* r) {
   // TF's FTRL-Proximal (lr_power <= 0) on the touched rows.
   RegisterSparseApply(r, "SparseApplyFtrl", {"var", "accum", "linear"},
                       {"grad", "indices", "lr", "l1", "l2", "lr_power"}, {});
+  // ApplyFtrlV2's update (l2_shrinkage) on the touched rows.
+  RegisterSparseApply(r, "SparseApplyFtrlV2", {"var", "accum", "linear"},
+                      {"grad", "indices", "lr", "l1", "l2", "l2_shrinkage", "lr_power"}, {});
   // Adam on rows; see the header comment for `lazy`.
   RegisterSparseApply(r, "SparseApplyAdam", {"var", "m", "v"},
                       {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon", "grad", "indices"},

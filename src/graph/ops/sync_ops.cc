@@ -120,6 +120,53 @@ void RegisterSyncOps(OpRegistry* r) {
                         c->set_output(3, PartialShape::Scalar());
                         return absl::OkStatus();
                       }));
+  // The V2 ops take `num_required` as an input instead of an attribute, so
+  // the chief can follow a changing membership (elastic synchronous
+  // training: the SyncReplicasOptimizer's live_replicas) step by step.
+  r->MustRegister(OpDefBuilder("AccumulatorWaitReadyV2")
+                      .Input("num_required: int64")
+                      .Output("ready: bool")
+                      .Attr("T: {float, double}")
+                      .Attr("shared_name: string")
+                      .Attr("container: string = ''")
+                      .Attr("timeout_ms: int = 1000")
+                      .SetIsStateful()
+                      .SetShapeFn([](InferenceContext* c) {
+                        RETURN_IF_ERROR(ScalarInput(c, 0, "num_required"));
+                        return ScalarShape(c);
+                      }));
+  r->MustRegister(OpDefBuilder("AccumulatorTakeGradientV2")
+                      .Input("num_required: int64")
+                      .Output("average: T")
+                      .Output("dropped: int64")
+                      .Attr("T: {float, double}")
+                      .Attr("shared_name: string")
+                      .Attr("container: string = ''")
+                      .SetIsStateful()
+                      .SetShapeFn([](InferenceContext* c) {
+                        RETURN_IF_ERROR(ScalarInput(c, 0, "num_required"));
+                        c->set_output(0, PartialShape::Unknown());
+                        c->set_output(1, PartialShape::Scalar());
+                        return absl::OkStatus();
+                      }));
+  r->MustRegister(OpDefBuilder("SparseAccumulatorTakeGradientV2")
+                      .Input("num_required: int64")
+                      .Output("indices: int64")
+                      .Output("values: T")
+                      .Output("num_rows: int64")
+                      .Output("dropped: int64")
+                      .Attr("T: {float, double}")
+                      .Attr("shared_name: string")
+                      .Attr("container: string = ''")
+                      .SetIsStateful()
+                      .SetShapeFn([](InferenceContext* c) {
+                        RETURN_IF_ERROR(ScalarInput(c, 0, "num_required"));
+                        c->set_output(0, PartialShape({PartialShape::kUnknownDim}));
+                        c->set_output(1, PartialShape::Unknown());
+                        c->set_output(2, PartialShape::Scalar());
+                        c->set_output(3, PartialShape::Scalar());
+                        return absl::OkStatus();
+                      }));
   // Initialises the accumulator at `new_step`; gradients accumulated for
   // another step are dropped.
   r->MustRegister(OpDefBuilder("AccumulatorSetGlobalStep")

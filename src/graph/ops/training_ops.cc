@@ -1,6 +1,6 @@
 // Fused in-place optimizer updates, with TensorFlow 1.x names and semantics:
 // ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam,
-// ApplyFtrl.
+// ApplyFtrl, ApplyFtrlV2.
 // Each takes the variable (and its slots) as Ref(T) inputs, updates them in
 // place and outputs the variable reference. Hyper-parameters are scalars.
 #include <string>
@@ -93,6 +93,10 @@ void RegisterTrainingOps(OpRegistry* r) {
   // linear += g - (accum_new^-lr_power - accum^-lr_power) / lr * var;
   // var = |linear| > l1 ? (sign(linear) * l1 - linear) / (accum_new^-lr_power / lr + 2 l2) : 0
   RegisterApply(r, "ApplyFtrl", {"var", "accum", "linear"}, {"grad", "lr", "l1", "l2", "lr_power"}, {});
+  // TF's ApplyFtrlV2: as ApplyFtrl, but linear takes grad + 2 * l2_shrinkage * var
+  // (accum still grad^2): an L2 penalty that shrinks the weights themselves.
+  RegisterApply(r, "ApplyFtrlV2", {"var", "accum", "linear"}, {"grad", "lr", "l1", "l2", "l2_shrinkage", "lr_power"},
+                {});
 }
 
 }  // namespace distflow

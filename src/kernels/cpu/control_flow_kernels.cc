@@ -4,6 +4,7 @@
 // which the executor treats as dead; a Merge is given only its live input.
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "graph/attr_value.h"
 #include "kernels/kernel_registry.h"
 
 namespace distflow {
@@ -52,6 +53,38 @@ class ControlTriggerOp : public OpKernel {
   bool IsExpensive() const override { return false; }
 };
 
+class AssertOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    ASSIGN_OR_RETURN(summarize_, GetAttrInt(c->def(), "summarize"));
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const Tensor& cond = ctx->input(0);
+    if (cond.dtype() != DT_BOOL || cond.shape().dims() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Assert '", name(), "': condition must be a scalar bool, got shape ", cond.shape().DebugString()));
+    }
+    if (cond.scalar<bool>()) return absl::OkStatus();
+    std::string msg = "assertion failed: ";
+    for (int i = 1; i < ctx->num_inputs(); ++i) {
+      const Tensor& t = ctx->input(i);
+      if (i > 1) msg += " ";
+      if (t.dtype() == DT_STRING && t.shape().dims() == 0) {
+        absl::StrAppend(&msg, "[", t.scalar<std::string>(), "]");
+      } else {
+        absl::StrAppend(&msg, "[", t.DebugString(summarize_, static_cast<int>(summarize_)), "]");
+      }
+    }
+    return absl::InvalidArgumentError(msg);
+  }
+  bool IsExpensive() const override { return false; }
+
+ private:
+  int64_t summarize_ = 3;
+};
+
 }  // namespace
 
 void RegisterControlFlowKernels(KernelRegistry* r) {
@@ -62,6 +95,7 @@ void RegisterControlFlowKernels(KernelRegistry* r) {
   r->Register<ForwardOp>("NextIteration", kCpu, DT_INVALID);
   r->Register<ForwardOp>("LoopCond", kCpu, DT_INVALID);
   r->Register<ControlTriggerOp>("ControlTrigger", kCpu, DT_INVALID);
+  r->Register<AssertOp>("Assert", kCpu, DT_INVALID);
 }
 
 }  // namespace distflow

@@ -192,15 +192,16 @@ class SparseApplyMomentumOp : public SparseApplyBase<T> {
   bool nesterov_ = false;
 };
 
-// Inputs: var, accum, linear, grad, indices, lr, l1, l2, lr_power.
-template <typename T>
+// Inputs: var, accum, linear, grad, indices, lr, l1, l2, [l2_shrinkage (V2),] lr_power.
+template <typename T, bool V2>
 class SparseApplyFtrlOp : public SparseApplyBase<T> {
  public:
-  explicit SparseApplyFtrlOp(OpKernelConstruction* c) : SparseApplyBase<T>(c, "SparseApplyFtrl", 3, 3, 4) {}
+  explicit SparseApplyFtrlOp(OpKernelConstruction* c)
+      : SparseApplyBase<T>(c, V2 ? "SparseApplyFtrlV2" : "SparseApplyFtrl", 3, 3, 4) {}
 
  protected:
   void Update(OpKernelContext*, const Rows<T>& r) const override {
-    const T lr = r.s(0), l1 = r.s(1), l2 = r.s(2), lr_power = r.s(3);
+    const T lr = r.s(0), l1 = r.s(1), l2 = r.s(2), shrink = V2 ? r.s(3) : T(0), lr_power = r.s(V2 ? 4 : 3);
     for (size_t k = 0; k < r.ids.size(); ++k) {
       T* var = r.row(0, r.ids[k]);
       T* accum = r.row(1, r.ids[k]);
@@ -209,7 +210,7 @@ class SparseApplyFtrlOp : public SparseApplyBase<T> {
       for (int64_t j = 0; j < r.inner; ++j) {
         const T new_accum = accum[j] + g[j] * g[j];
         const T p_new = std::pow(new_accum, -lr_power), p_old = std::pow(accum[j], -lr_power);
-        linear[j] += g[j] - (p_new - p_old) / lr * var[j];
+        linear[j] += g[j] + T(2) * shrink * var[j] - (p_new - p_old) / lr * var[j];
         const T quadratic = p_new / lr + T(2) * l2;
         var[j] = std::abs(linear[j]) > l1 ? ((linear[j] > 0 ? l1 : -l1) - linear[j]) / quadratic : T(0);
         accum[j] = new_accum;
@@ -274,7 +275,8 @@ void RegisterFor(KernelRegistry* r) {
   const DataType dt = DataTypeToEnum<T>::value;
   r->Register<SparseApplyAdagradOp<T>>("SparseApplyAdagrad", kCpu, dt);
   r->Register<SparseApplyMomentumOp<T>>("SparseApplyMomentum", kCpu, dt);
-  r->Register<SparseApplyFtrlOp<T>>("SparseApplyFtrl", kCpu, dt);
+  r->Register<SparseApplyFtrlOp<T, false>>("SparseApplyFtrl", kCpu, dt);
+  r->Register<SparseApplyFtrlOp<T, true>>("SparseApplyFtrlV2", kCpu, dt);
   r->Register<SparseApplyAdamOp<T>>("SparseApplyAdam", kCpu, dt);
 }
 

@@ -31,6 +31,33 @@ absl::StatusOr<int64_t> ScalarInt64(const OpKernelContext* ctx, int i, const cha
   return t.flat<int64_t>()[0];
 }
 
+// How many gradients a take needs: the `num_required` attribute, or, for
+// the V2 ops (elastic synchronous training), their `num_required` input.
+class RequiredCount {
+ protected:
+  absl::Status InitRequired(OpKernelConstruction* c) {
+    dynamic_ = c->num_inputs() > 0;
+    if (dynamic_) return absl::OkStatus();
+    ASSIGN_OR_RETURN(int64_t v, GetAttrInt(c->def(), "num_required"));
+    if (v < 1) return absl::InvalidArgumentError(absl::StrCat("'num_required' must be at least 1, got ", v));
+    required_ = v;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> Required(const OpKernelContext* ctx) const {
+    if (!dynamic_) return required_;
+    ASSIGN_OR_RETURN(int64_t v, ScalarInt64(ctx, 0, "num_required"));
+    if (v < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'num_required' must be at least 1, got ", v, " (the number of gradients to average per step)"));
+    }
+    return v;
+  }
+
+ private:
+  bool dynamic_ = false;
+  int64_t required_ = 1;
+};
+
 // Reads the attributes every op here has.
 class SyncKernelBase {
  protected:
@@ -94,22 +121,22 @@ class AccumulatorApplyGradientOp : public OpKernel, SyncKernelBase {
   int64_t replica_ = 0;
 };
 
-class AccumulatorWaitReadyOp : public AsyncOpKernel, SyncKernelBase {
+class AccumulatorWaitReadyOp : public AsyncOpKernel, SyncKernelBase, RequiredCount {
  public:
   using AsyncOpKernel::AsyncOpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
     int64_t timeout_ms = 0;
-    if (absl::Status s = InitBase(c, {{"num_required", 1, &required_}, {"timeout_ms", 0, &timeout_ms}}); !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = InitBase(c, {{"timeout_ms", 0, &timeout_ms}}); !s.ok()) return s;
     timeout_ = absl::Milliseconds(timeout_ms);
-    return absl::OkStatus();
+    return InitRequired(c);
   }
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    absl::StatusOr<int64_t> want = Required(ctx);
+    if (!want.ok()) return done(want.status());
     absl::StatusOr<std::shared_ptr<Accumulator>> acc = GetAccumulator(ctx);
     if (!acc.ok()) return done(acc.status());
     Accumulator* a = acc->get();
-    const int64_t required = required_;
+    const int64_t required = *want;
     (*acc)->Park(
         *acc, [a, required]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return a->Ready(required); },
         [] { return absl::OkStatus(); },
@@ -122,25 +149,25 @@ class AccumulatorWaitReadyOp : public AsyncOpKernel, SyncKernelBase {
   int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return 1; }
 
  private:
-  int64_t required_ = 1;
   absl::Duration timeout_;
 };
 
-class AccumulatorTakeGradientOp : public OpKernel, SyncKernelBase {
+class AccumulatorTakeGradientOp : public OpKernel, SyncKernelBase, RequiredCount {
  public:
   using OpKernel::OpKernel;
-  absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"num_required", 1, &required_}}); }
+  absl::Status Init(OpKernelConstruction* c) override {
+    if (absl::Status s = InitBase(c); !s.ok()) return s;
+    return InitRequired(c);
+  }
   absl::Status Compute(OpKernelContext* ctx) override {
+    ASSIGN_OR_RETURN(int64_t required, Required(ctx));
     ASSIGN_OR_RETURN(std::shared_ptr<Accumulator> acc, GetAccumulator(ctx));
     Tensor average;
     int64_t dropped = 0;
-    if (absl::Status s = acc->Take(required_, &average, &dropped); !s.ok()) return s;
+    if (absl::Status s = acc->Take(required, &average, &dropped); !s.ok()) return s;
     if (absl::Status s = ctx->set_output(0, std::move(average)); !s.ok()) return s;
     return ctx->set_output(1, Tensor::Scalar<int64_t>(dropped));
   }
-
- private:
-  int64_t required_ = 1;
 };
 
 class SparseAccumulatorApplyGradientOp : public OpKernel, SyncKernelBase {
@@ -158,23 +185,24 @@ class SparseAccumulatorApplyGradientOp : public OpKernel, SyncKernelBase {
   int64_t replica_ = 0;
 };
 
-class SparseAccumulatorTakeGradientOp : public OpKernel, SyncKernelBase {
+class SparseAccumulatorTakeGradientOp : public OpKernel, SyncKernelBase, RequiredCount {
  public:
   using OpKernel::OpKernel;
-  absl::Status Init(OpKernelConstruction* c) override { return InitBase(c, {{"num_required", 1, &required_}}); }
+  absl::Status Init(OpKernelConstruction* c) override {
+    if (absl::Status s = InitBase(c); !s.ok()) return s;
+    return InitRequired(c);
+  }
   absl::Status Compute(OpKernelContext* ctx) override {
+    ASSIGN_OR_RETURN(int64_t required, Required(ctx));
     ASSIGN_OR_RETURN(std::shared_ptr<Accumulator> acc, GetAccumulator(ctx));
     Tensor indices, values;
     int64_t num_rows = 0, dropped = 0;
-    if (absl::Status s = acc->TakeSparse(required_, &indices, &values, &num_rows, &dropped); !s.ok()) return s;
+    if (absl::Status s = acc->TakeSparse(required, &indices, &values, &num_rows, &dropped); !s.ok()) return s;
     if (absl::Status s = ctx->set_output(0, std::move(indices)); !s.ok()) return s;
     if (absl::Status s = ctx->set_output(1, std::move(values)); !s.ok()) return s;
     if (absl::Status s = ctx->set_output(2, Tensor::Scalar<int64_t>(num_rows)); !s.ok()) return s;
     return ctx->set_output(3, Tensor::Scalar<int64_t>(dropped));
   }
-
- private:
-  int64_t required_ = 1;
 };
 
 class AccumulatorSetGlobalStepOp : public OpKernel, SyncKernelBase {
@@ -278,6 +306,9 @@ void RegisterSyncKernels(KernelRegistry* r) {
   r->Register<AccumulatorSetGlobalStepOp>("AccumulatorSetGlobalStep", kCpu, DT_INVALID);
   r->Register<SparseAccumulatorApplyGradientOp>("SparseAccumulatorApplyGradient", kCpu, DT_INVALID);
   r->Register<SparseAccumulatorTakeGradientOp>("SparseAccumulatorTakeGradient", kCpu, DT_INVALID);
+  r->Register<AccumulatorWaitReadyOp>("AccumulatorWaitReadyV2", kCpu, DT_INVALID);
+  r->Register<AccumulatorTakeGradientOp>("AccumulatorTakeGradientV2", kCpu, DT_INVALID);
+  r->Register<SparseAccumulatorTakeGradientOp>("SparseAccumulatorTakeGradientV2", kCpu, DT_INVALID);
   r->Register<SyncBarrierLocalStepOp>("SyncBarrierLocalStep", kCpu, DT_INVALID);
   r->Register<SyncBarrierWaitOp>("SyncBarrierWait", kCpu, DT_INVALID);
   r->Register<SyncBarrierReleaseOp>("SyncBarrierRelease", kCpu, DT_INVALID);

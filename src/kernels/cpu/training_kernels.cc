@@ -266,15 +266,19 @@ class ApplyAdamOp : public ApplyOpBase<T> {
 // linear += grad - (accum_new^-lr_power - accum^-lr_power) / lr * var
 // quadratic = accum_new^-lr_power / lr + 2 * l2
 // var = |linear| > l1 ? (sign(linear) * l1 - linear) / quadratic : 0
-template <typename T>
+// V2 (ApplyFtrlV2) adds 2 * l2_shrinkage * var to the grad that linear takes.
+template <typename T, bool V2>
 class ApplyFtrlOp : public ApplyOpBase<T> {
  public:
   explicit ApplyFtrlOp(OpKernelConstruction* c)
-      : ApplyOpBase<T>(c, {"var", "accum", "linear"}, {"lr", "l1", "l2", "lr_power"}, 3, 60) {}
+      : ApplyOpBase<T>(c, {"var", "accum", "linear"},
+                       V2 ? std::vector<std::string>{"lr", "l1", "l2", "l2_shrinkage", "lr_power"}
+                          : std::vector<std::string>{"lr", "l1", "l2", "lr_power"},
+                       3, 60) {}
 
  protected:
   void Update(const Block<T>& b) const override {
-    const T lr = b.s(0), l1 = b.s(1), l2 = b.s(2), lr_power = b.s(3);
+    const T lr = b.s(0), l1 = b.s(1), l2 = b.s(2), shrink = V2 ? b.s(3) : T(0), lr_power = b.s(V2 ? 4 : 3);
     T* var = b.refs[0] + b.begin;
     T* accum = b.refs[1] + b.begin;
     T* linear = b.refs[2] + b.begin;
@@ -282,7 +286,7 @@ class ApplyFtrlOp : public ApplyOpBase<T> {
     for (int64_t i = 0; i < b.n; ++i) {
       const T new_accum = accum[i] + g[i] * g[i];
       const T p_new = std::pow(new_accum, -lr_power), p_old = std::pow(accum[i], -lr_power);
-      linear[i] += g[i] - (p_new - p_old) / lr * var[i];
+      linear[i] += g[i] + T(2) * shrink * var[i] - (p_new - p_old) / lr * var[i];
       const T quadratic = p_new / lr + T(2) * l2;
       var[i] = std::abs(linear[i]) > l1 ? ((linear[i] > 0 ? l1 : -l1) - linear[i]) / quadratic : T(0);
       accum[i] = new_accum;
@@ -298,7 +302,8 @@ void RegisterFor(KernelRegistry* r) {
   r->Register<ApplyAdagradOp<T>>("ApplyAdagrad", kCpu, dt);
   r->Register<ApplyRMSPropOp<T>>("ApplyRMSProp", kCpu, dt);
   r->Register<ApplyAdamOp<T>>("ApplyAdam", kCpu, dt);
-  r->Register<ApplyFtrlOp<T>>("ApplyFtrl", kCpu, dt);
+  r->Register<ApplyFtrlOp<T, false>>("ApplyFtrl", kCpu, dt);
+  r->Register<ApplyFtrlOp<T, true>>("ApplyFtrlV2", kCpu, dt);
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ from distflow.array_ops import (  # noqa: E402,F401
     range, rank, reshape, reverse, reverse_v2, sequence_mask, shape, size, slice, split, squeeze, stack,
     stop_gradient, strided_slice, tile, transpose, unpack, unstack, where, zeros, zeros_like)
 # control flow (distflow/control_flow_ops.py, tensor_array_ops.py)
-from distflow.control_flow_ops import case, cond, while_loop  # noqa: E402,F401
+from distflow.control_flow_ops import Assert, case, cond, while_loop  # noqa: E402,F401
 from distflow.tensor_array_ops import TensorArray  # noqa: E402,F401
 # random (distflow/random_ops.py)
 from distflow.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal  # noqa: E402,F401
@@ -152,6 +152,11 @@ from distflow import metrics as _metrics  # noqa: E402
 from distflow import contrib as _contrib  # noqa: E402
 
 contrib = _Module("contrib", _contrib)
+
+from distflow import keras as _keras  # noqa: E402
+
+# tf.keras: its datasets only (mnist, fashion_mnist, read from this machine).
+keras = _Module("keras", _keras, datasets=_Module("keras.datasets", _keras.datasets))
 train = _Module("train", _train)
 layers = _Module("layers", _layers)
 losses = _Module("losses", _losses)

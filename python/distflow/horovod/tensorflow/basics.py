@@ -1,0 +1,238 @@
+"""hvd.init() and the process's place in the job: rank, size, local rank.
+
+The rank comes from DISTFLOW_CONFIG, which `distflow-launch --ps 0 --workers
+N` gives every process ({"cluster": {"worker": [...]}, "task": {"type":
+"worker", "index": RANK}}). init() starts this task's server and makes it
+the target of every session made with target "" (tf.Session(),
+MonitoredTrainingSession(master="")), limited to this task's devices, then
+waits until every rank's server is up. At exit, every rank waits for the
+others (two barriers), so no rank's exit breaks a collective another still
+runs; a rank that ends with an uncaught exception leaves at once, and the
+others' collectives fail naming it.
+
+The launcher appends --job_name, --task_index, --cluster_spec (and
+--status_port) to the program's arguments; importing this module removes
+them from sys.argv when they agree with DISTFLOW_CONFIG, so a Horovod
+program's own argument parser never sees them."""
+import atexit
+import json
+import os
+import sys
+
+from distflow import _distflow
+from distflow import framework as _fw
+from distflow import raw_ops as _raw
+from distflow.train import server as _server
+
+LAUNCH_COMMAND = "distflow-launch --ps 0 --workers N -- python3 PROGRAM [ARGS]"
+
+# The group of the init and exit barriers; the program's own collectives
+# use mpi_ops.GROUP_KEY.
+CONTROL_GROUP_KEY = 1 << 30
+_LAUNCHER_FLAGS = ("--job_name=", "--task_index=", "--cluster_spec=", "--status_port=")
+
+
+class _State:
+    def __init__(self, cluster, rank, status_port):
+        workers = cluster["worker"]
+        self.cluster = cluster
+        self.rank = rank
+        self.size = len(workers)
+        self.task = f"/job:worker/task:{rank}"
+        host = workers[rank].rsplit(":", 1)[0]
+        same_host = [i for i, a in enumerate(workers) if a.rsplit(":", 1)[0] == host]
+        self.local_rank = same_host.index(rank)
+        self.local_size = len(same_host)
+        self.status_port = status_port
+        self.server = None
+        self.failed = False  # an uncaught exception: leave without the exit barriers
+        self.finished = False
+
+
+_state = None
+_status_port = -1
+
+
+def _strip_launcher_flags():
+    """Removes the flags distflow-launch appends (the last arguments) from
+    sys.argv, remembering --status_port for the server."""
+    global _status_port
+    if not os.environ.get("DISTFLOW_CONFIG"):
+        return
+    argv = sys.argv
+    end = len(argv)
+    while end > 1 and argv[end - 1].startswith(_LAUNCHER_FLAGS):
+        end -= 1
+    tail = argv[end:]
+    if not any(a.startswith("--job_name=") for a in tail):
+        return
+    for a in tail:
+        if a.startswith("--status_port="):
+            try:
+                _status_port = int(a.split("=", 1)[1])
+            except ValueError:
+                return
+    del argv[end:]
+
+
+_strip_launcher_flags()
+
+
+def _read_config():
+    raw = os.environ.get("DISTFLOW_CONFIG")
+    if not raw:
+        raise ValueError("hvd.init(): this process has no rank: DISTFLOW_CONFIG is not set, so it was not started "
+                         f"by distflow-launch. Start every rank with: {LAUNCH_COMMAND} (horovodrun -np N's "
+                         "equivalent; --workers 1 runs a single process)")
+    try:
+        conf = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"hvd.init(): DISTFLOW_CONFIG is not valid JSON ({e}): {raw!r}. Start every rank with: "
+                         f"{LAUNCH_COMMAND}") from None
+    cluster = conf.get("cluster") if isinstance(conf, dict) else None
+    task = conf.get("task") if isinstance(conf, dict) else None
+    if not isinstance(cluster, dict) or not isinstance(task, dict):
+        raise ValueError(f"hvd.init(): DISTFLOW_CONFIG needs a \"cluster\" and a \"task\", got {raw!r}. Start every "
+                         f"rank with: {LAUNCH_COMMAND}")
+    jobs = sorted(cluster)
+    if jobs != ["worker"]:
+        raise ValueError(f"hvd.init(): the cluster has jobs {jobs}, but Horovod-style training runs workers only, "
+                         f"each holding the whole model (no parameter servers). Start every rank with: "
+                         f"{LAUNCH_COMMAND}")
+    if task.get("type") != "worker":
+        raise ValueError(f"hvd.init(): this process is task {task.get('type')!r}, not a worker. Start every rank "
+                         f"with: {LAUNCH_COMMAND}")
+    workers = cluster["worker"]
+    if isinstance(workers, dict):
+        workers = [workers[k] for k in sorted(workers, key=int)]
+    try:
+        rank = int(task.get("index", 0))
+    except (TypeError, ValueError):
+        raise ValueError(f"hvd.init(): DISTFLOW_CONFIG's task index {task.get('index')!r} is not a number") from None
+    if not 0 <= rank < len(workers):
+        raise ValueError(f"hvd.init(): DISTFLOW_CONFIG says rank {rank}, but its cluster has {len(workers)} workers "
+                         f"(ranks 0..{len(workers) - 1})")
+    return {"worker": list(workers)}, rank
+
+
+def init(comm=None, process_sets=None):
+    """Starts this rank's task (its server) and waits for every other rank's.
+    comm: Horovod's list of ranks; only all of them (or None) is supported."""
+    global _state
+    if _state is not None:
+        return
+    if process_sets is not None:
+        raise NotImplementedError("hvd.init(process_sets=...): process sets are not supported by distflow")
+    cluster, my_rank = _read_config()
+    state = _State(cluster, my_rank, _status_port)
+    if comm is not None and sorted(comm) != list(range(state.size)):
+        raise ValueError(f"hvd.init(comm={comm!r}): the job has {state.size} ranks (0..{state.size - 1}) and "
+                         f"distflow runs every collective across all of them; give comm=None")
+    state.server = _server.Server(cluster, "worker", my_rank, status_port=state.status_port)
+    _fw._default_session_task = (state.server.target, state.task)
+    _state = state
+    try:
+        _barrier("init", 1, ["/job:worker"])  # waits (up to 300 s) for every rank's server
+    except Exception:
+        state.failed = True
+        raise
+    _install_exit_handlers()
+
+
+def _barrier(what, instance, device_filters):
+    """A CollectiveReduce of 1 across every rank, in a graph of its own: it
+    returns once every rank has started it."""
+    g = _fw.Graph()
+    with g.as_default():
+        op = _raw.CollectiveReduce(input=_fw.constant(1, dtype=_fw._dtypes.int32), group_size=_state.size,
+                                   group_key=CONTROL_GROUP_KEY, instance_key=instance, merge_op="Add",
+                                   final_op="Id", name=f"hvd_{what}_barrier")
+    sess = _fw.Session(_state.server.target, graph=g, config=_fw.ConfigProto(device_filters=device_filters))
+    try:
+        got = sess.run(op)
+    finally:
+        sess.close()
+    if int(got) != _state.size:
+        raise RuntimeError(f"hvd {what} barrier: {int(got)} ranks joined, expected {_state.size}")
+
+
+def _install_exit_handlers():
+    previous = sys.excepthook
+
+    def excepthook(kind, value, tb):
+        if _state is not None:
+            _state.failed = True
+        previous(kind, value, tb)
+
+    sys.excepthook = excepthook
+    atexit.register(_at_exit)
+
+
+def _at_exit():
+    if _state is None or _state.failed or _state.finished:
+        return
+    try:
+        shutdown()
+    except Exception as e:  # noqa: B902 (reported; the process is ending anyway)
+        print(f"hvd: rank {_state.rank}: waiting for the other ranks at exit failed: {e}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def shutdown():
+    """Waits until every rank has finished its collectives (called at exit
+    by itself). After it, this rank runs no more collectives."""
+    if _state is None or _state.finished:
+        return
+    _state.finished = True
+    if _state.size == 1:
+        return
+    own = [_state.task]
+    # Every rank got here, so every rank finished the collectives before.
+    _barrier("exit", 2, own)
+    # Every rank finished the first barrier. A peer that finishes this one
+    # first may exit while this rank still reads its part: the job is done
+    # by then, so that error is no failure.
+    try:
+        _barrier("exit_done", 3, own)
+    except _distflow.Error:
+        pass
+
+
+def _check(what):
+    if _state is None:
+        raise ValueError(f"Horovod has not been initialized; use hvd.init() before hvd.{what}().")
+    return _state
+
+
+def is_initialized():
+    return _state is not None
+
+
+def rank():
+    return _check("rank").rank
+
+
+def size():
+    return _check("size").size
+
+
+def local_rank():
+    return _check("local_rank").local_rank
+
+
+def local_size():
+    return _check("local_size").local_size
+
+
+def mpi_threads_supported():
+    _check("mpi_threads_supported")
+    return False
+
+
+def _false():
+    return False
+
+
+mpi_built = mpi_enabled = nccl_built = gloo_built = gloo_enabled = ddl_built = ccl_built = cuda_built = \
+    rocm_built = _false
