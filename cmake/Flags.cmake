@@ -10,9 +10,16 @@ if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
 endif()
 
-# Kernels built on Eigen are only as fast as the instruction set they are
-# compiled for; oneDNN picks its own at run time. Set to "" for portable binaries.
-set(DISTFLOW_ARCH_FLAGS "-march=native" CACHE STRING "Instruction-set flags for project code")
+# The instruction set project code is compiled for. The default is a portable
+# baseline every x86-64 CPU since about 2009 runs (x86-64-v2: SSE4.2,
+# POPCNT), so the library, distflow-server and the Python package built here
+# run on other machines too (the Debian package and `pip install` use it).
+# The hot element-wise loops reach AVX2/AVX-512 speed anyway: they are also
+# compiled for those and chosen at start-up (src/kernels/cpu/isa_dispatch.h);
+# oneDNN picks its own at run time. -DDISTFLOW_ARCH_FLAGS=-march=native
+# builds everything for this CPU alone (no dispatch; the binaries may die with
+# SIGILL elsewhere), which bench/run_portable_bench.sh compares against.
+set(DISTFLOW_ARCH_FLAGS "-march=x86-64-v2" CACHE STRING "Instruction-set flags for project code")
 set(CMAKE_CXX_FLAGS_RELEASE "-O2 -DNDEBUG")
 # Kernels need full loop vectorisation: GCC 12's -O2 only vectorises loops
 # its "very cheap" cost model accepts (trip counts known to fit the vector

@@ -90,17 +90,19 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})
 # Building against the headers needs abseil's (the only library they include).
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libabsl-dev")
 # Kernels are compiled for DISTFLOW_ARCH_FLAGS (cmake/Flags.cmake). The
-# default, -march=native, suits a build for this machine; a package for
-# others wants a baseline they all have. The package says which it is.
+# default, -march=x86-64-v2, runs on any x86-64 CPU since about 2009, the hot
+# loops choosing their AVX2/AVX-512 variants at run time; a -march=native
+# build runs only on CPUs like the one that built it. The package says which.
 if(DISTFLOW_ARCH_FLAGS MATCHES "native")
   set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}
  Built with -march=native: it runs only on CPUs with the instruction set of
  the machine that built it. For a package other machines install, configure
- with -DDISTFLOW_ARCH_FLAGS=-march=x86-64-v2 (or another baseline).")
-  message(STATUS "distflow: kernels built with -march=native; a package made from this build (cpack) runs only on "
-                 "CPUs like this one. Configure with -DDISTFLOW_ARCH_FLAGS=-march=x86-64-v2 for a portable package.")
+ with the default -DDISTFLOW_ARCH_FLAGS=-march=x86-64-v2.")
+  message(STATUS "distflow: built with -march=native; a package made from this build (cpack) runs only on "
+                 "CPUs like this one. The default, -DDISTFLOW_ARCH_FLAGS=-march=x86-64-v2, makes a portable package.")
 else()
   set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}
- Kernels built with: ${DISTFLOW_ARCH_FLAGS}")
+ Built with ${DISTFLOW_ARCH_FLAGS}; the hot kernel loops choose AVX2 or
+ AVX-512 variants at run time where the CPU has them.")
 endif()
 include(CPack)

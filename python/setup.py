@@ -8,6 +8,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 
 from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
@@ -19,8 +20,17 @@ BUILD = os.path.abspath(os.environ.get("DISTFLOW_BUILD_DIR", os.path.join(ROOT, 
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
-        if not os.path.exists(os.path.join(BUILD, "CMakeCache.txt")):
-            subprocess.check_call(["cmake", "-S", ROOT, "-B", BUILD, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"])
+        cache = os.path.join(BUILD, "CMakeCache.txt")
+        if not os.path.exists(cache):
+            # A portable package: the kernels' AVX2/AVX-512 loops are chosen at run time.
+            subprocess.check_call(["cmake", "-S", ROOT, "-B", BUILD, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                                   "-DDISTFLOW_ARCH_FLAGS=-march=x86-64-v2"])
+        else:
+            with open(cache) as f:
+                if any(line.startswith("DISTFLOW_ARCH_FLAGS:") and "native" in line for line in f):
+                    print(f"distflow: {BUILD} is configured with -march=native, so this package runs only on CPUs "
+                          "like this one; for a portable package set DISTFLOW_BUILD_DIR to a new directory",
+                          file=sys.stderr)
         subprocess.check_call(["cmake", "--build", BUILD, "--target", "_distflow"])
         built = glob.glob(os.path.join(BUILD, "python", "distflow", "_distflow*.so"))
         if len(built) != 1:

@@ -15,6 +15,7 @@ PACKAGES=(
   python3-pip python3-setuptools python3-venv
   python3-torch  # the reference the sparse ops are checked against (tests/python/test_sparse_torch_reference.py)
   libcpp-httplib-dev chromium
+  qemu-user  # tests/install/portable_test.sh runs the build on emulated older CPUs
 )
 
 SUDO=""

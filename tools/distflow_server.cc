@@ -28,6 +28,7 @@
 #include "distflow/logging.h"
 #include "distflow/server.h"
 #include "distflow/task_config.h"
+#include "distflow/version.h"
 
 ABSL_FLAG(std::string, cluster_spec, "", "cluster as 'job|host:port;host:port,job|...' or JSON");
 ABSL_FLAG(std::string, job_name, "", "this task's job");
@@ -59,6 +60,7 @@ ABSL_FLAG(int64_t, max_step_bytes, 0,
           "memory, -1: no limit); a step over it fails with RESOURCE_EXHAUSTED naming the node");
 ABSL_FLAG(int, max_sessions, 1024, "sessions this task's master holds at once");
 ABSL_FLAG(int, max_concurrent_steps, 1024, "graph partitions this task runs at once");
+ABSL_FLAG(bool, version, false, "print the version and the kernels' instruction set, then exit");
 ABSL_FLAG(std::string, cluster_config, "", "file holding {\"cluster\": {...}, \"task\": {\"type\": J, \"index\": I}}");
 ABSL_FLAG(std::string, job_layout, "",
           "jobs in rank order, e.g. ps:1,worker:3: the task is the one of rank SLURM_PROCID, "
@@ -82,6 +84,10 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage("Runs one task of a distflow cluster");
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_version)) {
+    std::printf("distflow-server %s\n%s\n", distflow::Version(), distflow::KernelIsaSummary().c_str());
+    return 0;
+  }
 
   // Every source of configuration (flags, --cluster_config, DISTFLOW_CONFIG,
   // a rank placed by --job_layout) must agree; see cluster/task_config.cc.
@@ -100,6 +106,7 @@ int main(int argc, char** argv) {
 
   distflow::SetLogPrefix(distflow::TaskName(job, index));
   if (!config->placed_by.empty()) DF_LOG(INFO) << "This task was placed by " << config->placed_by;
+  DF_LOG(INFO) << "distflow " << distflow::Version() << "; " << distflow::KernelIsaSummary();
   // Block the signals in every thread; one thread waits for them.
   sigset_t sigs;
   sigemptyset(&sigs);

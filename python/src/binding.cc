@@ -25,6 +25,7 @@ using namespace distflow_py;  // NOLINT: this file only assembles the module
 PYBIND11_MODULE(_distflow, m) {
   m.doc() = "distflow's C++ runtime (use distflow.compat.v1)";
   m.def("version", [] { return std::string(df::Version()); });
+  m.def("kernel_isa", [] { return df::KernelIsaSummary(); });
   // For tests: references to fed arrays released off the interpreter thread, not dropped yet.
   m.def("_lent_arrays_pending", [] { return LentArrays::Get().pending(); });
 

@@ -130,9 +130,17 @@ for d in libc6 libstdc++6 libgrpc++ libprotobuf libabsl libdnnl libisal libcpp-h
 done
 [ "$(dpkg-deb -f "$deb" Package)" = distflow ] || fail "package name"
 [ "$(dpkg-deb -f "$deb" Architecture)" = amd64 ] || fail "architecture"
-# This build is for this machine (-march=native): the package must say so.
-dpkg-deb -f "$deb" Description | grep -q -- "-march=native: it runs only on CPUs" ||
-  fail "the package does not say it was built for this CPU: $(dpkg-deb -f "$deb" Description)"
+# The package says which instruction set it needs: a native build only this
+# kind of CPU, the default a portable baseline with run-time dispatch.
+arch_flags=$(sed -n 's/^DISTFLOW_ARCH_FLAGS:STRING=//p' "$BUILD/CMakeCache.txt")
+description=$(dpkg-deb -f "$deb" Description)
+if [[ "$arch_flags" == *native* ]]; then
+  grep -q -- "-march=native: it runs only on CPUs" <<< "$description" ||
+    fail "the package does not say it was built for this CPU: $description"
+else
+  grep -q -- "Built with $arch_flags; the hot kernel loops choose AVX2 or" <<< "$description" ||
+    fail "the package does not say it is built for $arch_flags with run-time dispatch: $description"
+fi
 dpkg -x "$deb" "$tmp/root"
 server="$tmp/root/usr/bin/distflow-server"
 [ -x "$server" ] || fail "no distflow-server in the package: $(dpkg -c "$deb" | head -20)"
@@ -144,6 +152,9 @@ help=$("$server" --help 2>&1 || true)
 for flag in --cluster_spec --job_name --task_index --status_port; do
   grep -q -- "$flag" <<< "$help" || fail "packaged distflow-server --help does not list $flag: $help"
 done
+ver=$("$server" --version) || fail "packaged distflow-server --version failed: $ver"
+grep -q "^distflow-server $VERSION$" <<< "$ver" || fail "packaged distflow-server --version: $ver"
+grep -q "^kernels: " <<< "$ver" || fail "packaged distflow-server --version does not name the kernels' instruction set: $ver"
 lhelp=$("$tmp/root/usr/bin/distflow-launch" --help 2>&1 || true)
 grep -q -- "--workers" <<< "$lhelp" || fail "packaged distflow-launch --help: $lhelp"
 code=0

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
+#include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
 
@@ -56,6 +57,24 @@ void ApplyAct(ConstArrMap<T> x, ArrMap<T> y) {
   }
 }
 
+// Relu and its gradient, the activations of the CNNs: plain loops, run for
+// the widest instruction set this CPU has (isa_dispatch.h).
+template <typename T>
+DISTFLOW_ISA_INLINE void ReluLoop(const T* __restrict x, T* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i];  // NaN stays NaN, as with Eigen's max
+}
+// TF's formula, gradients * (features > 0), including its NaN behaviour.
+template <typename T>
+DISTFLOW_ISA_INLINE void ReluGradLoop(const T* __restrict g, const T* __restrict f, T* __restrict z, int64_t n) {
+  // (The mask through named constants: GCC 12 vectorises this form for AVX2
+  // too, g * T(f > 0) only with AVX-512's mask registers.)
+  const T one(1), zero(0);
+  for (int64_t i = 0; i < n; ++i) {
+    const T mask = f[i] > zero ? one : zero;
+    z[i] = g[i] * mask;
+  }
+}
+
 template <typename T, Act A>
 class ActOp : public OpKernel {
  public:
@@ -67,7 +86,11 @@ class ActOp : public OpKernel {
     T* y = out->template flat<T>().data();
     const int64_t cost = (A == Act::kRelu || A == Act::kRelu6) ? 1 : 20;
     ctx->ParallelFor(in.NumElements(), cost, [&](int64_t b, int64_t e) {
-      ApplyAct<T, A>(ConstArrMap<T>(x + b, e - b), ArrMap<T>(y + b, e - b));
+      if constexpr (A == Act::kRelu) {
+        DispatchIsa<ReluLoop<T>>(x + b, y + b, e - b);
+      } else {
+        ApplyAct<T, A>(ConstArrMap<T>(x + b, e - b), ArrMap<T>(y + b, e - b));
+      }
     });
     return absl::OkStatus();
   }
@@ -108,7 +131,11 @@ class ActGradOp : public OpKernel {
     const T* bp = b.flat<T>().data();
     T* z = out->template flat<T>().data();
     ctx->ParallelFor(a.NumElements(), A == Act::kSoftplus ? 20 : 2, [&](int64_t s, int64_t e) {
-      ApplyGrad<T, A>(ConstArrMap<T>(ap + s, e - s), ConstArrMap<T>(bp + s, e - s), ArrMap<T>(z + s, e - s));
+      if constexpr (A == Act::kRelu) {
+        DispatchIsa<ReluGradLoop<T>>(ap + s, bp + s, z + s, e - s);
+      } else {
+        ApplyGrad<T, A>(ConstArrMap<T>(ap + s, e - s), ConstArrMap<T>(bp + s, e - s), ArrMap<T>(z + s, e - s));
+      }
     });
     return absl::OkStatus();
   }
@@ -125,6 +152,26 @@ absl::Status CheckNhwc(const proto::NodeDef& def) {
         absl::StrCat("data_format '", fmt, "' is not supported: only NHWC is implemented"));
   }
   return absl::OkStatus();
+}
+
+// Rows [r0, r1) of a [rows, c] matrix plus a bias of length c.
+template <typename T>
+DISTFLOW_ISA_INLINE void BiasAddRows(const T* __restrict x, const T* __restrict b, T* __restrict y, int64_t c,
+                                     int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * c;
+    T* yr = y + r * c;
+    for (int64_t j = 0; j < c; ++j) yr[j] = xr[j] + b[j];
+  }
+}
+
+// p[j] += x[r, j] for the rows [r0, r1).
+template <typename T>
+DISTFLOW_ISA_INLINE void SumRows(const T* __restrict x, T* __restrict p, int64_t c, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * c;
+    for (int64_t j = 0; j < c; ++j) p[j] += xr[j];
+  }
 }
 
 template <typename T>
@@ -148,13 +195,7 @@ class BiasAddOp : public OpKernel {
     const T* x = v.flat<T>().data();
     const T* b = bias.flat<T>().data();
     T* y = out->template flat<T>().data();
-    ctx->ParallelFor(rows, c, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* xr = x + r * c;
-        T* yr = y + r * c;
-        for (int64_t j = 0; j < c; ++j) yr[j] = xr[j] + b[j];
-      }
-    });
+    ctx->ParallelFor(rows, c, [&](int64_t r0, int64_t r1) { DispatchIsa<BiasAddRows<T>>(x, b, y, c, r0, r1); });
     return absl::OkStatus();
   }
 };
@@ -184,10 +225,7 @@ class BiasAddGradOp : public OpKernel {
       for (int64_t blk = b0; blk < b1; ++blk) {
         T* p = partial.data() + blk * c;
         const int64_t r0 = rows * blk / blocks, r1 = rows * (blk + 1) / blocks;
-        for (int64_t r = r0; r < r1; ++r) {
-          const T* xr = x + r * c;
-          for (int64_t j = 0; j < c; ++j) p[j] += xr[j];
-        }
+        DispatchIsa<SumRows<T>>(x, p, c, r0, r1);
       }
     });
     for (int64_t blk = 0; blk < blocks; ++blk) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "graph/window.h"
+#include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/window_geometry.h"
 #include "kernels/kernel_registry.h"
 
@@ -22,25 +23,31 @@ using window_geometry::SizesInput;
 // ---------------------------------------------------------------------------
 // Pooling: direct loops, channels innermost.
 
+// Output rows [b, e) (one row: one image, one output height).
 template <typename T>
-void MaxPoolForward(OpKernelContext* ctx, const Geom& g, const T* x, T* y) {
-  ctx->ParallelFor(g.n * g.oh, g.ow * g.kh * g.kw * g.c + 1, [&](int64_t b, int64_t e) {
-    for (int64_t row = b; row < e; ++row) {
-      const int64_t n = row / g.oh, oh = row % g.oh;
-      const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0), h1 = std::min(oh * g.sh - g.pt + g.kh, g.h);
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0), w1 = std::min(ow * g.sw - g.pl + g.kw, g.w);
-        T* out = y + ((n * g.oh + oh) * g.ow + ow) * g.c;
-        std::fill(out, out + g.c, std::numeric_limits<T>::lowest());
-        for (int64_t ih = h0; ih < h1; ++ih) {
-          for (int64_t iw = w0; iw < w1; ++iw) {
-            const T* in = x + ((n * g.h + ih) * g.w + iw) * g.c;
-            for (int64_t c = 0; c < g.c; ++c) out[c] = in[c] > out[c] ? in[c] : out[c];
-          }
+DISTFLOW_ISA_INLINE void MaxPoolForwardRows(const Geom* gp, const T* x, T* y, int64_t b, int64_t e) {
+  const Geom& g = *gp;
+  for (int64_t row = b; row < e; ++row) {
+    const int64_t n = row / g.oh, oh = row % g.oh;
+    const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0), h1 = std::min(oh * g.sh - g.pt + g.kh, g.h);
+    for (int64_t ow = 0; ow < g.ow; ++ow) {
+      const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0), w1 = std::min(ow * g.sw - g.pl + g.kw, g.w);
+      T* out = y + ((n * g.oh + oh) * g.ow + ow) * g.c;
+      std::fill(out, out + g.c, std::numeric_limits<T>::lowest());
+      for (int64_t ih = h0; ih < h1; ++ih) {
+        for (int64_t iw = w0; iw < w1; ++iw) {
+          const T* in = x + ((n * g.h + ih) * g.w + iw) * g.c;
+          for (int64_t c = 0; c < g.c; ++c) out[c] = in[c] > out[c] ? in[c] : out[c];
         }
       }
     }
-  });
+  }
+}
+
+template <typename T>
+void MaxPoolForward(OpKernelContext* ctx, const Geom& g, const T* x, T* y) {
+  ctx->ParallelFor(g.n * g.oh, g.ow * g.kh * g.kw * g.c + 1,
+                   [&](int64_t b, int64_t e) { DispatchIsa<MaxPoolForwardRows<T>>(&g, x, y, b, e); });
 }
 
 // The gradient goes to the first maximum of each window in scan order.
@@ -90,42 +97,49 @@ void MaxPoolBackward(OpKernelContext* ctx, const Geom& g, const T* x, const T* d
   });
 }
 
-// The same gradient from the forward output `y`: within each window the first
-// element equal to the window's maximum gets the gradient. Every loop runs
-// over channels with same-width, branch-free operations, so it vectorizes.
+// Images [b, e); `taken` holds C scratch values.
 template <typename T>
-void MaxPoolBackwardFromOutput(OpKernelContext* ctx, const Geom& g, const T* __restrict x, const T* __restrict y,
-                               const T* __restrict dy, T* __restrict dx) {
+DISTFLOW_ISA_INLINE void MaxPoolGradFromOutputImages(const Geom* gp, const T* __restrict x, const T* __restrict y,
+                                                     const T* __restrict dy, T* __restrict dx, T* __restrict taken,
+                                                     int64_t b, int64_t e) {
+  const Geom& g = *gp;
   const int64_t C = g.c, H = g.h, W = g.w, OH = g.oh, OW = g.ow;
-  ctx->ParallelFor(g.n, OH * OW * g.kh * g.kw * C * 2 + 1, [&](int64_t b, int64_t e) {
-    std::vector<T> taken_store(static_cast<size_t>(C));
-    T* __restrict taken = taken_store.data();
-    for (int64_t n = b; n < e; ++n) {
-      std::fill(dx + n * H * W * C, dx + (n + 1) * H * W * C, T(0));
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0), h1 = std::min(oh * g.sh - g.pt + g.kh, H);
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0), w1 = std::min(ow * g.sw - g.pl + g.kw, W);
-          const int64_t out = ((n * OH + oh) * OW + ow) * C;
-          const T* __restrict ym = y + out;
-          const T* __restrict gy = dy + out;
-          for (int64_t c = 0; c < C; ++c) taken[c] = T(0);
-          for (int64_t ih = h0; ih < h1; ++ih) {
-            for (int64_t iw = w0; iw < w1; ++iw) {
-              const int64_t base = ((n * H + ih) * W + iw) * C;
-              const T* __restrict in = x + base;
-              T* __restrict d = dx + base;
-              for (int64_t c = 0; c < C; ++c) {
-                const T t = taken[c];
-                const bool hit = (in[c] == ym[c]) & (t == T(0));
-                d[c] += hit ? gy[c] : T(0);
-                taken[c] = hit ? T(1) : t;
-              }
+  for (int64_t n = b; n < e; ++n) {
+    std::fill(dx + n * H * W * C, dx + (n + 1) * H * W * C, T(0));
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0), h1 = std::min(oh * g.sh - g.pt + g.kh, H);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0), w1 = std::min(ow * g.sw - g.pl + g.kw, W);
+        const int64_t out = ((n * OH + oh) * OW + ow) * C;
+        const T* __restrict ym = y + out;
+        const T* __restrict gy = dy + out;
+        for (int64_t c = 0; c < C; ++c) taken[c] = T(0);
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw) {
+            const int64_t base = ((n * H + ih) * W + iw) * C;
+            const T* __restrict in = x + base;
+            T* __restrict d = dx + base;
+            for (int64_t c = 0; c < C; ++c) {
+              const T t = taken[c];
+              const bool hit = (in[c] == ym[c]) & (t == T(0));
+              d[c] += hit ? gy[c] : T(0);
+              taken[c] = hit ? T(1) : t;
             }
           }
         }
       }
     }
+  }
+}
+
+// The same gradient from the forward output `y`: within each window the first
+// element equal to the window's maximum gets the gradient. Every loop runs
+// over channels with same-width, branch-free operations, so it vectorizes.
+template <typename T>
+void MaxPoolBackwardFromOutput(OpKernelContext* ctx, const Geom& g, const T* x, const T* y, const T* dy, T* dx) {
+  ctx->ParallelFor(g.n, g.oh * g.ow * g.kh * g.kw * g.c * 2 + 1, [&](int64_t b, int64_t e) {
+    std::vector<T> taken(static_cast<size_t>(g.c));
+    DispatchIsa<MaxPoolGradFromOutputImages<T>>(&g, x, y, dy, dx, taken.data(), b, e);
   });
 }
 

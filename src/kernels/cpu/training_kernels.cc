@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
+#include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/var_locks.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/resource_mgr.h"
@@ -213,6 +214,26 @@ class ApplyRMSPropOp : public ApplyOpBase<T> {
 // m += (g - m) * (1 - beta1); v += (g^2 - v) * (1 - beta2)
 // var -= lr_t * m / (sqrt(v) + epsilon)
 // (nesterov: var -= lr_t * (m * beta1 + (1 - beta1) * g) / (sqrt(v) + epsilon))
+// One pass over the four arrays (three Eigen expressions would read them
+// three times); a plain loop, so it vectorises at -O3 for each instruction
+// set DispatchIsa compiles it for.
+template <typename T, bool kNesterov>
+DISTFLOW_ISA_INLINE void AdamLoop(T* __restrict var, T* __restrict m, T* __restrict v, const T* __restrict g, int64_t n,
+                                  T alpha, T beta1, T one_minus_beta1, T one_minus_beta2, T epsilon) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T gi = g[i];
+    const T mi = m[i] + (gi - m[i]) * one_minus_beta1;
+    const T vi = v[i] + (gi * gi - v[i]) * one_minus_beta2;
+    m[i] = mi;
+    v[i] = vi;
+    if constexpr (kNesterov) {
+      var[i] -= ((gi * one_minus_beta1 + beta1 * mi) * alpha) / (std::sqrt(vi) + epsilon);
+    } else {
+      var[i] -= (mi * alpha) / (std::sqrt(vi) + epsilon);
+    }
+  }
+}
+
 template <typename T>
 class ApplyAdamOp : public ApplyOpBase<T> {
  public:
@@ -229,31 +250,15 @@ class ApplyAdamOp : public ApplyOpBase<T> {
   void Update(const Block<T>& b) const override {
     const T beta1_power = b.s(0), beta2_power = b.s(1), lr = b.s(2), beta1 = b.s(3), beta2 = b.s(4), epsilon = b.s(5);
     const T alpha = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
-    // One pass over the four arrays (three Eigen expressions would read them
-    // three times); the loop vectorises at -O3.
-    T* __restrict var = b.refs[0] + b.begin;
-    T* __restrict m = b.refs[1] + b.begin;
-    T* __restrict v = b.refs[2] + b.begin;
-    const T* __restrict g = b.grad + b.begin;
     const T one_minus_beta1 = T(1) - beta1, one_minus_beta2 = T(1) - beta2;
+    T* var = b.refs[0] + b.begin;
+    T* m = b.refs[1] + b.begin;
+    T* v = b.refs[2] + b.begin;
+    const T* g = b.grad + b.begin;
     if (nesterov_) {
-      for (int64_t i = 0; i < b.n; ++i) {
-        const T gi = g[i];
-        const T mi = m[i] + (gi - m[i]) * one_minus_beta1;
-        const T vi = v[i] + (gi * gi - v[i]) * one_minus_beta2;
-        m[i] = mi;
-        v[i] = vi;
-        var[i] -= ((gi * one_minus_beta1 + beta1 * mi) * alpha) / (std::sqrt(vi) + epsilon);
-      }
+      DispatchIsa<AdamLoop<T, true>>(var, m, v, g, b.n, alpha, beta1, one_minus_beta1, one_minus_beta2, epsilon);
     } else {
-      for (int64_t i = 0; i < b.n; ++i) {
-        const T gi = g[i];
-        const T mi = m[i] + (gi - m[i]) * one_minus_beta1;
-        const T vi = v[i] + (gi * gi - v[i]) * one_minus_beta2;
-        m[i] = mi;
-        v[i] = vi;
-        var[i] -= (mi * alpha) / (std::sqrt(vi) + epsilon);
-      }
+      DispatchIsa<AdamLoop<T, false>>(var, m, v, g, b.n, alpha, beta1, one_minus_beta1, one_minus_beta2, epsilon);
     }
   }
 
