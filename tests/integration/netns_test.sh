@@ -85,6 +85,8 @@ wait_for() {  # pid seconds -> exit code, or 124 on timeout
   return 124
 }
 if [ "$MODE" = blip ]; then
+  # The outage itself, not a wait for a condition: the link stays down 1 s,
+  # far below the heartbeat timeout (${HB} s) on a slow machine or a fast one.
   sleep 1
   ip -n "${P}_w1" link set eth0 up || fail "cannot bring w1's link back up"
   wait_for $W0 150; rc0=$?
