@@ -76,11 +76,13 @@ TEST(Elastic, WorkersJoinAndLeaveARunningAsyncJobWithoutRestartingAnyone) {
   Proc ps = job.Task("ps", 0);
   Proc w1 = job.Task("worker", 1);
   Proc chief = job.Task("worker", 0);
-  ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
   // One joiner trains 150 steps of its own and leaves cleanly; the other is
-  // killed while it trains.
+  // killed while it trains. They start with the job: a joiner that reads its
+  // data on a loaded machine could otherwise reach the coordinator after
+  // the job has ended (and the chief only waits for workers that joined).
   Proc leaver = job.Joiner({"--local_steps=150"});
   Proc victim = job.Joiner();
+  ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
   ASSERT_TRUE(WaitForOutput(victim, "model is ready", 120)) << Output(victim);
   ASSERT_TRUE(WaitForOutput(victim, ", Step: ", 120)) << Output(victim);
   const std::string victim_out = Output(victim);
@@ -184,12 +186,15 @@ TEST(Elastic, SyncReplicasAggregateAsManyGradientsAsThereAreWorkersInTheJob) {
 // it joined and waits for it, and the job finishes.
 TEST(Elastic, ARestartedCoordinatorTakesBackTheWorkersThatHadJoined) {
   Job job;
+  // Long enough that the joiner is still training when ps 0 is killed.
+  job.train_steps = 6000;
   Proc ps = job.Task("ps", 0);
   Proc w1 = job.Task("worker", 1);
   Proc chief = job.Task("worker", 0);
-  ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
+  // The joiner starts with the job (see the first test).
   Proc joiner = job.Joiner();
-  ASSERT_TRUE(WaitForOutput(joiner, ", Step: ", 120)) << Output(joiner);
+  ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
+  ASSERT_TRUE(WaitForOutput(joiner, ", Step: ", 120)) << Output(joiner) << Output(chief);
   kill(ps.pid, SIGKILL);
   EXPECT_EQ(Wait(ps, 10), 128 + SIGKILL);
   Proc ps2 = job.Task("ps", 0);
