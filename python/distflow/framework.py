@@ -88,9 +88,21 @@ class Graph:
     def clear_collection(self, name):
         self._collections.pop(name, None)
 
+    def as_graph_def(self, from_version=None, add_shapes=False):
+        """The graph as distflow's GraphDef (proto/graph.proto: `node` with
+        `name`, `op`, `input`, `device`, `attr`), as TF's Graph.as_graph_def
+        returns TensorFlow's. Its fields are distflow's, not TensorFlow's
+        numbering: serialized, it is read by distflow (import_graph_def,
+        meta graphs), not by TensorFlow."""
+        del from_version, add_shapes
+        from distflow.proto import graph_pb2
+        graph_def = graph_pb2.GraphDef()
+        graph_def.ParseFromString(_distflow.graph_def(self._root))
+        return graph_def
+
     def get_operations(self):
-        """Not kept by distflow's Python graph: raises, naming the alternative."""
-        raise NotImplementedError("Graph.get_operations: use get_operation_by_name or collections")
+        """Every operation of the graph, in the order they were added."""
+        return [Operation(self._root.find_operation(n.name), self) for n in self.as_graph_def().node]
 
     def get_operation_by_name(self, name):
         if not isinstance(name, str):
@@ -377,6 +389,15 @@ class Operation:
     def run(self, feed_dict=None, session=None):
         (session or get_default_session()).run(self, feed_dict=feed_dict)
 
+    # Two Operation objects of one node are the same operation (the graph
+    # keeps nodes, not Python objects), so `op in graph.get_operations()`
+    # and sets of operations work.
+    def __eq__(self, other):
+        return isinstance(other, Operation) and other.graph is self.graph and other.name == self.name
+
+    def __hash__(self):
+        return hash((id(self.graph), self.name))
+
     def __repr__(self):
         return f"<tf.Operation '{self.name}' type={self.type}>"
 
@@ -651,11 +672,51 @@ def _binary_ref(op_type, ref, value, name):
     return _apply(op_type, [ref, convert_to_tensor(value, dtype=ref.dtype)], name=name)
 
 
+def import_graph_def(graph_def, input_map=None, return_elements=None, name=None, op_dict=None,
+                     producer_op_list=None):
+    """Adds the nodes of `graph_def` (Graph.as_graph_def's GraphDef, or its
+    serialized bytes) to the default graph under the name scope `name`
+    ("import" by default, none if ""), as tf.import_graph_def does; returns
+    the operations and tensors named in `return_elements`, from the
+    imported graph. Variables come back as nodes: use
+    tf.train.import_meta_graph to get them back as variables."""
+    del op_dict, producer_op_list
+    if input_map:
+        raise NotImplementedError("tf.import_graph_def: input_map is not supported yet; import the graph, then "
+                                  "feed the imported placeholders by name")
+    if isinstance(graph_def, (bytes, bytearray)):
+        data = bytes(graph_def)
+    elif hasattr(graph_def, "SerializeToString"):
+        data = graph_def.SerializeToString()
+    else:
+        raise TypeError(f"tf.import_graph_def: graph_def must be a GraphDef (Graph.as_graph_def()) or its bytes, "
+                        f"not {type(graph_def).__name__}")
+    graph = get_default_graph()
+    if graph.finalized:
+        raise RuntimeError("tf.import_graph_def: the graph is finalized and cannot be modified")
+    scope = "import" if name is None else name
+    prefix = f"{scope}/" if scope else ""
+    _distflow.import_graph_def(graph._root, data, prefix, False)
+    if return_elements is None:
+        return None
+    return [graph.as_graph_element(prefix + e) for e in return_elements]
+
+
 # ---- get_variable and initializers --------------------------------------------
 
 
 def constant_initializer(value=0):
-    return lambda shape, dtype: constant(value, dtype=dtype, shape=shape)
+    def init(shape, dtype):
+        # A scalar value over a large shape is a Fill computed where the
+        # variable lives, as zeros_initializer is in TensorFlow: a constant
+        # of the whole shape would be built here and carried in the graph
+        # (94 MB for a 30,522 x 768 float embedding table).
+        if not isinstance(value, Tensor) and np.ndim(value) == 0 and shape is not None:
+            from distflow import array_ops
+            return array_ops._filled(value, shape, dtype, "Const")
+        return constant(value, dtype=dtype, shape=shape)
+
+    return init
 
 
 def zeros_initializer():

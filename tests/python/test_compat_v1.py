@@ -242,6 +242,55 @@ def test_get_variable_initializers_and_reuse():
     assert values.shape == (3, 2) and np.all(np.abs(values) <= 0.2 + 1e-6) and np.any(values != 0)
 
 
+def test_scalar_initializers_of_large_variables_are_fills_not_whole_constants():
+    # 3,000,000 floats: a constant would put 12 MB in the graph; a Fill is a
+    # few bytes and computes the value where the variable lives.
+    table = tf.get_variable("table", [3000, 1000], initializer=tf.zeros_initializer())
+    ones = tf.get_variable("ones", [2000, 3], initializer=tf.ones_initializer())
+    sevens = tf.get_variable("sevens", [1000, 2], initializer=tf.constant_initializer(7.5))
+    small = tf.get_variable("small", [2, 2], initializer=tf.constant_initializer(3))
+    listed = tf.get_variable("listed", [2], initializer=tf.constant_initializer([1.0, 2.0]))
+    fills = [op for op in tf.get_default_graph().get_operations() if op.type == "Fill"]
+    assert len(fills) == 3, [op.name for op in fills]
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        t, o, s7, sm, li = sess.run([table, ones, sevens, small, listed])
+    assert t.shape == (3000, 1000) and not t.any()
+    assert o.shape == (2000, 3) and np.all(o == 1)
+    assert np.all(s7 == 7.5) and np.all(sm == 3) and list(li) == [1.0, 2.0]
+
+
+def test_graph_lists_its_operations_and_gives_its_graph_def():
+    with tf.device("/job:ps/task:0"):
+        a = tf.constant(1.0, name="a")
+    b = tf.add(a, 2.0, name="b")
+    with tf.control_dependencies([b]):
+        c = tf.identity(a, name="c")
+    graph = tf.get_default_graph()
+    ops = graph.get_operations()
+    assert [op.name for op in ops] == ["a", "Const", "b", "c"], [op.name for op in ops]
+    assert [op.type for op in ops] == ["Const", "Const", "Add", "Identity"]
+    assert ops[3] == c.op
+    nodes = {n.name: n for n in graph.as_graph_def().node}
+    assert nodes["a"].device == "/job:ps/task:0"
+    assert list(nodes["b"].input) == ["a:0", "Const:0"]
+    assert list(nodes["c"].input) == ["a:0", "^b"]
+    # It imports into a new graph, as a proto or serialized, and runs there.
+    with tf.Graph().as_default() as g2:
+        b2, c2 = tf.import_graph_def(graph.as_graph_def(), return_elements=["b:0", "c"], name="copy")
+        assert [op.name for op in g2.get_operations()] == ["copy/a", "copy/Const", "copy/b", "copy/c"]
+        assert b2.name == "copy/b:0" and c2.type == "Identity"
+        tf.import_graph_def(graph.as_graph_def().SerializeToString())
+        with tf.Session() as sess:
+            assert sess.run(b2) == 3.0 and sess.run("import/b:0") == 3.0
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not a GraphDef"):
+        tf.import_graph_def(b"\xff\xff not a graph")
+    with pytest.raises(TypeError, match="must be a GraphDef"):
+        tf.import_graph_def("not a graph")
+    with pytest.raises(NotImplementedError, match="input_map is not supported yet"):
+        tf.import_graph_def(graph.as_graph_def(), input_map={"a:0": b})
+
+
 def test_optimizers_minimize_and_count_steps():
     # Linear regression y = 2x + 1 with each optimizer; a float32 global step
     # (the book's) counts the steps.

@@ -30,6 +30,7 @@ Operation = _fw.Operation
 TensorShape = _fw.TensorShape
 get_default_graph = _fw.get_default_graph
 reset_default_graph = _fw.reset_default_graph
+import_graph_def = _fw.import_graph_def
 device = _fw.device
 name_scope = _fw.name_scope
 control_dependencies = _fw.control_dependencies
