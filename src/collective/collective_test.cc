@@ -189,6 +189,29 @@ TEST(RingAllReduce, PipelinedRingsAndEmptySegments) {
   }
 }
 
+// The bytes each rank sends, which bench/scaling_table.py's formulas assume:
+// the ring 2(n-1)/n of the tensor whatever n is, the direct exchange (small
+// tensors) (n-1) times the tensor.
+TEST(AllReduce, EachRankSendsWhatTheAlgorithmsCost) {
+  for (int n : {2, 3, 4, 8}) {
+    for (int64_t count : {int64_t{3} << 18, int64_t{1000}}) {  // 3 MiB (ring), 4,000 bytes (direct)
+      SCOPED_TRACE(absl::StrCat("n=", n, " count=", count));
+      Ranks ranks(n);
+      std::vector<Tensor> inputs;
+      for (int r = 0; r < n; ++r) inputs.push_back(Input<float>(count, r));
+      auto out = ranks.Run(ReduceParams(n, MergeOp::kAdd, FinalOp::kDiv, DT_FLOAT), inputs);
+      const double bytes = 4.0 * static_cast<double>(count);
+      const bool ring = bytes >= static_cast<double>(kRingMinBytes);
+      const double expected = ring ? 2.0 * (n - 1) / n * bytes : (n - 1) * bytes;
+      for (int r = 0; r < n; ++r) {
+        ASSERT_TRUE(out[static_cast<size_t>(r)].ok()) << out[static_cast<size_t>(r)].status();
+        // The ring's segments round to whole elements: within 0.1%.
+        EXPECT_NEAR(static_cast<double>(ranks.hub.BytesSent(r)), expected, expected * 1e-3) << "rank " << r;
+      }
+    }
+  }
+}
+
 // The k-th run of an instance meets the k-th run on the other ranks.
 TEST(CollectiveExecutor, RunsOfOneInstancePairInOrder) {
   Ranks ranks(3);

@@ -20,6 +20,7 @@ class InProcessCollectives::Mailbox {
       absl::MutexLock lock(&mu_);
       if (!dead_.ok()) return dead_;
       if (auto a = aborted_.find(prefix); a != aborted_.end()) return a->second;
+      bytes_sent_ += static_cast<int64_t>(t.TotalBytes());
       Slot& slot = slots_[key];
       if (slot.waiters.empty()) {
         slot.values.push_back(std::move(t));
@@ -86,6 +87,11 @@ class InProcessCollectives::Mailbox {
     return n;
   }
 
+  int64_t BytesSent() const {
+    absl::MutexLock lock(&mu_);
+    return bytes_sent_;
+  }
+
  private:
   struct Slot {
     std::deque<Tensor> values;
@@ -95,6 +101,7 @@ class InProcessCollectives::Mailbox {
   std::map<std::string, Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Status> aborted_ ABSL_GUARDED_BY(mu_);
   absl::Status dead_ ABSL_GUARDED_BY(mu_);
+  int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 namespace {
@@ -198,6 +205,8 @@ void InProcessCollectives::KillRank(int rank) {
   mailboxes_[static_cast<size_t>(rank)]->Abort(
       "", absl::UnavailableError(absl::StrCat("rank ", rank, " is gone (killed by the test)")), /*forever=*/true);
 }
+
+int64_t InProcessCollectives::BytesSent(int rank) const { return mailboxes_[static_cast<size_t>(rank)]->BytesSent(); }
 
 size_t InProcessCollectives::NumPending() const {
   size_t n = 0;

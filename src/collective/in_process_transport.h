@@ -29,6 +29,8 @@ class InProcessCollectives {
   void KillRank(int rank);
   // Tensors sent and not taken, over every mailbox (0 after a clean run).
   size_t NumPending() const;
+  // Bytes of the tensors rank `rank` has sent so far, over every run.
+  int64_t BytesSent(int rank) const;
 
   class Mailbox;
 
