@@ -1,6 +1,8 @@
 """tf.data through distflow.compat.v1: datasets built by the C++ runtime,
 each pipeline's elements checked against NumPy, iterators' end
 (OutOfRangeError) and bad input (errors naming the op)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -74,6 +76,38 @@ def test_zip_concatenate_cache_prefetch():
     got = drain(cached.make_one_shot_iterator().get_next())
     assert sorted(got[:6]) == list(range(6))
     assert got[:6] == got[6:12] == got[12:]  # the cache replays the first pass
+
+
+def test_cache_to_a_file_is_written_by_a_whole_pass_and_read_by_later_ones(tmp_path):
+    path = str(tmp_path / "train.cache")
+    first = tf.data.Dataset.from_tensor_slices((X, Y)).shuffle(10).cache(path)
+    # A pass cut short writes nothing, and leaves no temporary file.
+    assert len(drain(first.take(3).make_one_shot_iterator().get_next())) == 3
+    assert os.listdir(tmp_path) == []
+    got = drain(first.make_one_shot_iterator().get_next())
+    assert sorted(int(y) for _, y in got) == sorted(Y.tolist())
+    assert os.listdir(tmp_path) == ["train.cache"]
+    # Another dataset (another program) of the same components given the same
+    # file reads the cached elements, in the order they were written, and
+    # never its own input.
+    other = tf.data.Dataset.from_tensor_slices((X * 0, Y * 0)).cache(path).repeat(2)
+    again = drain(other.make_one_shot_iterator().get_next())
+    assert len(again) == 20
+    for (x1, y1), (x2, y2) in zip(got + got, again):
+        assert y1 == y2 and np.array_equal(x1, x2)
+    # A file of other components is named, with the fix.
+    wrong = tf.data.Dataset.range(3).cache(path)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="train.cache is not this dataset's cache.*delete it"):
+        drain(wrong.make_one_shot_iterator().get_next())
+    # A damaged file is named too, not a crash.
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[:len(data) - 7])
+    cut = tf.data.Dataset.from_tensor_slices((X, Y)).cache(path)
+    with pytest.raises(tf.errors.DataLossError, match="train.cache"):
+        drain(cut.make_one_shot_iterator().get_next())
+    bad_dir = tf.data.Dataset.range(3).cache(str(tmp_path / "no" / "such" / "dir" / "c"))
+    with pytest.raises(tf.errors.OpError, match="cannot write the cache file beside"):
+        drain(bad_dir.make_one_shot_iterator().get_next())
 
 
 def test_shuffle_is_a_permutation_seeded_and_reshuffled_each_epoch():

@@ -154,3 +154,63 @@ def test_flat_map_concatenates_the_datasets_made_per_element():
     assert got == (rows[:, :2] * 10).ravel().tolist()
     with pytest.raises(TypeError, match="flat_map: the function must return a Dataset"):
         tf.data.Dataset.range(3).flat_map(lambda v: v)
+
+
+def reference_interleave(inner, cycle_length, block_length):
+    """TensorFlow's interleave order over lists: an exhausted slot stays
+    empty until the cycle comes back to it."""
+    pending, slots, out = list(inner), [None] * cycle_length, []
+    i, block, open_ = 0, 0, 0
+    while pending or open_:
+        if slots[i] is not None:
+            if slots[i]:
+                out.append(slots[i].pop(0))
+                block += 1
+                if block == block_length:
+                    i, block = (i + 1) % cycle_length, 0
+                continue
+            slots[i], open_ = None, open_ - 1
+            i, block = (i + 1) % cycle_length, 0
+        elif pending:
+            slots[i], open_ = list(pending.pop(0)), open_ + 1
+        else:
+            i, block = (i + 1) % cycle_length, 0
+    return out
+
+
+def drain(ds):
+    nxt = ds.make_one_shot_iterator().get_next()
+    got = []
+    with tf.Session() as sess:
+        try:
+            while True:
+                got.append(sess.run(nxt).tolist())
+        except tf.errors.OutOfRangeError:
+            pass
+    return got
+
+
+def test_interleave_cycles_through_the_datasets_made_per_element_in_tensorflows_order():
+    # TensorFlow's documented example.
+    ds = tf.data.Dataset.range(1, 6).interleave(lambda x: tf.data.Dataset.from_tensors(x).repeat(6),
+                                                cycle_length=2, block_length=4)
+    assert drain(ds) == [1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5]
+    # Inner datasets of different lengths (one empty), against the reference.
+    lengths = [3, 0, 5, 1, 4, 2, 6]
+    inner = [[10 * k + j for j in range(n)] for k, n in enumerate(lengths)]
+    for cycle in (1, 2, 3, 8):
+        for block in (1, 2, 5):
+            ds = tf.data.Dataset.from_tensor_slices(np.array(lengths, dtype=np.int64)).interleave(
+                lambda n: tf.data.Dataset.range(n), cycle_length=cycle, block_length=block)
+            # The inner values are 0..n-1; tag them by their element the way the reference does.
+            got = drain(ds)
+            want = [v % 10 for v in reference_interleave(inner, cycle, block)]
+            assert got == want, (cycle, block)
+    # tf.contrib.data.parallel_interleave gives the same (deterministic) order.
+    ds = tf.data.Dataset.range(1, 6).apply(tf.data.experimental.parallel_interleave(
+        lambda x: tf.data.Dataset.from_tensors(x).repeat(6), cycle_length=2, block_length=4))
+    assert drain(ds)[:8] == [1, 1, 1, 1, 2, 2, 2, 2]
+    with pytest.raises(ValueError, match="cycle_length must be a positive int"):
+        tf.data.Dataset.range(3).interleave(lambda v: tf.data.Dataset.from_tensors(v), cycle_length=0)
+    with pytest.raises(TypeError, match="interleave: the function must return a Dataset"):
+        tf.data.Dataset.range(3).interleave(lambda v: v, cycle_length=2)

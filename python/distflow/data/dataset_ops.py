@@ -149,6 +149,13 @@ class Dataset:
         from distflow.data import functions
         return functions.FlatMapDataset(self, map_func)
 
+    def interleave(self, map_func, cycle_length=AUTOTUNE, block_length=1, num_parallel_calls=None):
+        """num_parallel_calls is accepted and the elements come in the same
+        order as without it (TF's deterministic order); the inner datasets
+        are read on the iterator's thread."""
+        from distflow.data import functions
+        return functions.InterleaveDataset(self, map_func, cycle_length, block_length)
+
     def apply(self, transformation_func):
         return transformation_func(self)
 

@@ -13,3 +13,9 @@ def batch_and_drop_remainder(batch_size):
 
 def map_and_batch(map_func, batch_size, num_parallel_batches=None, drop_remainder=False, num_parallel_calls=None):
     return lambda ds: ds.map(map_func).batch(batch_size, drop_remainder=drop_remainder)
+
+
+def parallel_interleave(map_func, cycle_length, block_length=1, sloppy=False, buffer_output_elements=None,
+                        prefetch_input_elements=None):
+    """Dataset.interleave's order (sloppy=True may reorder in TF; here it never does)."""
+    return lambda ds: ds.interleave(map_func, cycle_length=cycle_length, block_length=block_length)

@@ -1,7 +1,7 @@
 """Dataset transformations that run a Python function per element, traced
 once into a graph function (distflow/function.py) that the runtime runs
 per element (MapDataset, FilterDataset in src/kernels/data): map (with
-num_parallel_calls), filter and flat_map. As in TF, a tuple
+num_parallel_calls), filter, flat_map and interleave. As in TF, a tuple
 element is passed as separate arguments, anything else as one."""
 from distflow import dtypes as _dtypes
 from distflow import framework as _fw
@@ -56,21 +56,42 @@ class FlatMapDataset(_ds.Dataset):
     Its body builds the inner dataset's ops; they run once per element, one
     element at a time."""
 
-    def __init__(self, input_dataset, map_func):
+    def __init__(self, input_dataset, map_func, what="Dataset.flat_map"):
         self._input = input_dataset
         made = {}
 
         def body(*args):
             inner = map_func(*args)
             if not isinstance(inner, _ds.Dataset):
-                raise TypeError(f"Dataset.flat_map: the function must return a Dataset, got {type(inner).__name__}")
+                raise TypeError(f"{what}: the function must return a Dataset, got {type(inner).__name__}")
             made["dataset"] = inner
             return inner._handle()
 
-        self._fn = _trace(input_dataset, body, "Dataset.flat_map")
+        self._fn = _trace(input_dataset, body, what)
         inner = made["dataset"]
         super().__init__(inner._types, inner._shapes)
 
     def _build(self):
         return _raw.FlatMapDataset(input_dataset=self._input._handle(), f=self._fn.definition,
                                    output_types=self._flat_types())
+
+
+class InterleaveDataset(FlatMapDataset):
+    """`cycle_length` of the datasets `map_func` makes read at once,
+    `block_length` elements from each in turn, in TensorFlow's order."""
+
+    def __init__(self, input_dataset, map_func, cycle_length, block_length):
+        if cycle_length is None or cycle_length == _ds.AUTOTUNE:
+            import os
+            cycle_length = len(os.sched_getaffinity(0))  # TF's AUTOTUNE: the cores this process may use
+        for name, v in (("cycle_length", cycle_length), ("block_length", block_length)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"Dataset.interleave: {name} must be a positive int, got {v!r}")
+        self._cycle, self._block = cycle_length, block_length
+        super().__init__(input_dataset, map_func, "Dataset.interleave")
+
+    def _build(self):
+        return _raw.InterleaveDataset(input_dataset=self._input._handle(),
+                                      cycle_length=_ds._i64(self._cycle, "cycle_length"),
+                                      block_length=_ds._i64(self._block, "block_length"),
+                                      f=self._fn.definition, output_types=self._flat_types())

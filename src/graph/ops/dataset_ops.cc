@@ -148,6 +148,17 @@ void RegisterDatasetOps(OpRegistry* r) {
                       .Attr("output_types: list(type)")
                       .SetIsStateful()
                       .SetShapeFn(ScalarInputsHandle));
+  // Like FlatMapDataset, with `cycle_length` of the inner datasets read at
+  // once, `block_length` elements from each in turn (Dataset.interleave).
+  r->MustRegister(OpDefBuilder("InterleaveDataset")
+                      .Input("input_dataset: string")
+                      .Input("cycle_length: int64")
+                      .Input("block_length: int64")
+                      .Output("handle: string")
+                      .Attr("f: string")
+                      .Attr("output_types: list(type)")
+                      .SetIsStateful()
+                      .SetShapeFn(ScalarInputsHandle));
   r->MustRegister(OpDefBuilder("BatchDataset")
                       .Input("input_dataset: string")
                       .Input("batch_size: int64")

@@ -195,6 +195,96 @@ class FlatMapDataset : public Dataset {
   const std::shared_ptr<DatasetStore> store_;
 };
 
+// Dataset.interleave: the function makes a dataset of each input element,
+// as for flat_map, but `cycle_length` of them are read at once, taking
+// `block_length` elements from each in turn. TensorFlow's order: an
+// exhausted slot is left empty until the cycle comes back to it, and is
+// then filled with the next input element's dataset.
+class InterleaveDataset : public Dataset {
+ public:
+  InterleaveDataset(DatasetPtr input, std::shared_ptr<const FunctionInstance> fn, std::shared_ptr<DatasetStore> store,
+                    std::vector<DataType> types, int64_t cycle_length, int64_t block_length)
+      : Dataset(std::move(types)),
+        input_(std::move(input)),
+        fn_(std::move(fn)),
+        store_(std::move(store)),
+        cycle_length_(cycle_length),
+        block_length_(block_length) {}
+  absl::StatusOr<std::unique_ptr<DatasetIterator>> MakeIterator() const override {
+    DF_ASSIGN_OR_RETURN(std::unique_ptr<DatasetIterator> in, input_->MakeIterator());
+    return std::unique_ptr<DatasetIterator>(new Iter(Self<InterleaveDataset>(), std::move(in)));
+  }
+  std::string DebugName() const override { return absl::StrCat("InterleaveDataset(", input_->DebugName(), ")"); }
+
+ private:
+  class Iter : public DatasetIterator {
+   public:
+    Iter(std::shared_ptr<const InterleaveDataset> d, std::unique_ptr<DatasetIterator> in)
+        : d_(std::move(d)), in_(std::move(in)), slots_(static_cast<size_t>(d_->cycle_length_)) {}
+    absl::Status GetNext(Element* out, bool* end) override {
+      while (!input_end_ || open_ > 0) {
+        std::unique_ptr<DatasetIterator>& slot = slots_[cycle_index_];
+        if (slot != nullptr) {
+          bool slot_end = false;
+          RETURN_IF_ERROR(slot->GetNext(out, &slot_end));
+          if (!slot_end) {
+            if (++block_index_ == d_->block_length_) Advance();
+            *end = false;
+            return absl::OkStatus();
+          }
+          slot.reset();
+          --open_;
+          Advance();
+        } else if (!input_end_) {
+          Element e;
+          RETURN_IF_ERROR(in_->GetNext(&e, &input_end_));
+          if (input_end_) continue;
+          DF_ASSIGN_OR_RETURN(slot, Open(e));
+          ++open_;
+        } else {
+          Advance();
+        }
+      }
+      *end = true;
+      return absl::OkStatus();
+    }
+
+   private:
+    void Advance() {
+      block_index_ = 0;
+      cycle_index_ = (cycle_index_ + 1) % slots_.size();
+    }
+    absl::StatusOr<std::unique_ptr<DatasetIterator>> Open(const Element& e) {
+      DF_ASSIGN_OR_RETURN(std::vector<Tensor> key, d_->fn_->Run(e, nullptr));
+      if (key.size() != 1 || key[0].dtype() != DT_STRING || key[0].NumElements() != 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("The interleave function '", d_->fn_->def().name(), "' must give one dataset"));
+      }
+      DF_ASSIGN_OR_RETURN(DatasetPtr inner, d_->store_->Get(key[0].flat<std::string>()[0]));
+      if (inner->dtypes() != d_->dtypes()) {
+        return absl::InvalidArgumentError(absl::StrCat("The interleave function '", d_->fn_->def().name(), "' gave ",
+                                                       inner->DebugName(),
+                                                       " whose components differ from the declared ones"));
+      }
+      return inner->MakeIterator();
+    }
+
+    const std::shared_ptr<const InterleaveDataset> d_;
+    const std::unique_ptr<DatasetIterator> in_;
+    std::vector<std::unique_ptr<DatasetIterator>> slots_;
+    size_t cycle_index_ = 0;
+    int64_t block_index_ = 0;
+    int64_t open_ = 0;
+    bool input_end_ = false;
+  };
+
+  const DatasetPtr input_;
+  const std::shared_ptr<const FunctionInstance> fn_;
+  const std::shared_ptr<DatasetStore> store_;
+  const int64_t cycle_length_;
+  const int64_t block_length_;
+};
+
 class FunctionDatasetOp : public DatasetOpKernel {
  public:
   using DatasetOpKernel::DatasetOpKernel;
@@ -214,6 +304,19 @@ class FunctionDatasetOp : public DatasetOpKernel {
       DF_ASSIGN_OR_RETURN(std::shared_ptr<DatasetStore> store, DatasetStoreOf(ctx));
       return DatasetPtr(std::make_shared<FlatMapDataset>(std::move(input), std::move(fn), std::move(store), types_));
     }
+    if (type_string() == "InterleaveDataset") {
+      RETURN_IF_ERROR(CheckArgs(fn->def(), input->dtypes(), "The interleave"));
+      DF_ASSIGN_OR_RETURN(int64_t cycle, ScalarInputInt(ctx, 1, "cycle_length"));
+      DF_ASSIGN_OR_RETURN(int64_t block, ScalarInputInt(ctx, 2, "block_length"));
+      if (cycle < 1 || cycle > 4096) {
+        return absl::InvalidArgumentError(absl::StrCat("interleave: cycle_length must be 1..4096, got ", cycle));
+      }
+      if (block < 1)
+        return absl::InvalidArgumentError(absl::StrCat("interleave: block_length must be >= 1, got ", block));
+      DF_ASSIGN_OR_RETURN(std::shared_ptr<DatasetStore> store, DatasetStoreOf(ctx));
+      return DatasetPtr(
+          std::make_shared<InterleaveDataset>(std::move(input), std::move(fn), std::move(store), types_, cycle, block));
+    }
     const bool map = type_string() == "MapDataset";
     RETURN_IF_ERROR(CheckArgs(fn->def(), input->dtypes(), map ? "The map" : "The filter"));
     if (!map) return DatasetPtr(std::make_shared<FilterDataset>(std::move(input), std::move(fn)));
@@ -227,7 +330,7 @@ class FunctionDatasetOp : public DatasetOpKernel {
 
  private:
   std::string f_;
-  std::vector<DataType> types_;  // FlatMapDataset's
+  std::vector<DataType> types_;  // FlatMapDataset's and InterleaveDataset's
 };
 
 }  // namespace
@@ -236,6 +339,7 @@ void RegisterFunctionDatasetKernels(KernelRegistry* r) {
   r->Register<FunctionDatasetOp>("MapDataset", kCpu, DT_INVALID);
   r->Register<FunctionDatasetOp>("FilterDataset", kCpu, DT_INVALID);
   r->Register<FunctionDatasetOp>("FlatMapDataset", kCpu, DT_INVALID);
+  r->Register<FunctionDatasetOp>("InterleaveDataset", kCpu, DT_INVALID);
 }
 
 }  // namespace data
