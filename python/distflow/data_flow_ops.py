@@ -186,6 +186,13 @@ class ReaderBase:
         ref = queue.queue_ref if isinstance(queue, QueueBase) else queue
         return _fw._apply("ReaderRead", [self._reader_ref, ref], name=name or "ReaderRead")
 
+    def read_up_to(self, queue, num_records, name=None):
+        """Up to `num_records` (keys, values) as two string vectors; fewer
+        at the end of the input."""
+        ref = queue.queue_ref if isinstance(queue, QueueBase) else queue
+        n = _fw.convert_to_tensor(num_records, dtype=_dtypes.int64)
+        return _fw._apply("ReaderReadUpTo", [self._reader_ref, ref, n], name=name or "ReaderReadUpTo")
+
     def num_records_produced(self, name=None):
         return _fw._apply("ReaderNumRecordsProduced", [self._reader_ref], name=name)
 

@@ -199,6 +199,31 @@ def test_whole_file_and_text_line_readers(tmp_path):
             t.join(10)
 
 
+def test_read_up_to_reads_batches_of_records_and_a_short_last_one(tmp_path):
+    files = []
+    for f in range(2):
+        path = str(tmp_path / f"r{f}.tfrecord")
+        with tf.python_io.TFRecordWriter(path) as w:
+            for i in range(3):
+                w.write(b"%d-%d" % (f, i))
+        files.append(path)
+    q = tf.FIFOQueue(2, tf.string, shapes=[])
+    keys, values = tf.TFRecordReader().read_up_to(q, 4)
+    assert keys.shape.as_list() == [None] and values.shape.as_list() == [None]
+    with tf.Session() as sess:
+        sess.run(q.enqueue_many([files]))
+        sess.run(q.close())
+        k, v = sess.run([keys, values])
+        # Across the end of the first file into the second.
+        assert v.tolist() == [b"0-0", b"0-1", b"0-2", b"1-0"]
+        assert k[0].decode().startswith(files[0] + ":") and k[3].decode().startswith(files[1] + ":")
+        assert sess.run(values).tolist() == [b"1-1", b"1-2"]  # the end of the input: fewer
+        with pytest.raises(tf.errors.OutOfRangeError):
+            sess.run(values)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="num_records must be a positive"):
+            sess.run(tf.TFRecordReader().read_up_to(q, 0)[1])
+
+
 def test_shuffle_batch_shapes_and_contents():
     x = tf.train.range_input_producer(50, shuffle=False).dequeue()
     images, labels = tf.train.shuffle_batch([tf.fill([2, 3], tf.cast(x, tf.float32)), x], batch_size=8,

@@ -176,6 +176,21 @@ void RegisterQueueOps(OpRegistry* r) {
                         c->set_output(1, PartialShape::Scalar());
                         return absl::OkStatus();
                       }));
+  // Up to `num_records` records (fewer at the end of the input), as two
+  // vectors; OutOfRange when the file queue is closed and empty and none
+  // was read.
+  r->MustRegister(OpDefBuilder("ReaderReadUpTo")
+                      .Input("reader_handle: Ref(string)")
+                      .Input("queue_handle: Ref(string)")
+                      .Input("num_records: int64")
+                      .Output("keys: string")
+                      .Output("values: string")
+                      .SetIsStateful()
+                      .SetShapeFn([](InferenceContext* c) {
+                        c->set_output(0, PartialShape({-1}));
+                        c->set_output(1, PartialShape({-1}));
+                        return absl::OkStatus();
+                      }));
   r->MustRegister(OpDefBuilder("ReaderNumRecordsProduced")
                       .Input("reader_handle: Ref(string)")
                       .Output("records_produced: int64")

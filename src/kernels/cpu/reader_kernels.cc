@@ -5,6 +5,7 @@
 // threads at once); waiting for a file name holds no thread.
 #include <sys/stat.h>
 
+#include <atomic>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
@@ -352,6 +353,89 @@ class ReaderReadOp : public AsyncOpKernel {
   int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return 1; }
 };
 
+// Reads one record at a time through Reader::Read until `num_records` or
+// the end of the input. A read that completes inside Read() does not
+// recurse: the loop in Next() takes it (the atomic `in_call` hands each
+// completion either to that loop or to the callback, never both).
+class ReaderReadUpToOp : public AsyncOpKernel {
+ public:
+  using AsyncOpKernel::AsyncOpKernel;
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    absl::StatusOr<std::shared_ptr<Reader>> r = LookupByHandle<Reader>(ctx, 0);
+    if (!r.ok()) return done(r.status());
+    absl::StatusOr<std::shared_ptr<Queue>> q = LookupByHandle<Queue>(ctx, 1);
+    if (!q.ok()) return done(q.status());
+    const Tensor& n = ctx->input(2);
+    if (n.dtype() != DT_INT64 || n.NumElements() != 1 || n.flat<int64_t>()[0] < 1) {
+      return done(absl::InvalidArgumentError(
+          absl::StrCat("ReaderReadUpTo '", name(), "': num_records must be a positive int64 scalar")));
+    }
+    auto st = std::make_shared<State>();
+    st->reader = *std::move(r);
+    st->queue = *std::move(q);
+    st->ctx = ctx;
+    st->want = n.flat<int64_t>()[0];
+    st->done = std::move(done);
+    Next(st);
+  }
+  int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return 1; }
+
+ private:
+  struct State {
+    std::shared_ptr<Reader> reader;
+    std::shared_ptr<Queue> queue;
+    OpKernelContext* ctx = nullptr;
+    int64_t want = 0;
+    DoneCallback done;
+    std::vector<std::string> keys, values;
+    bool finished = false;
+    absl::Status status;
+    std::atomic<bool> in_call{false};
+
+    void Record(absl::Status s, std::string key, std::string value) {
+      if (s.ok()) {
+        keys.push_back(std::move(key));
+        values.push_back(std::move(value));
+        finished = static_cast<int64_t>(keys.size()) >= want;
+      } else {
+        finished = true;
+        // The end of the input after some records: they are the answer.
+        if (!(absl::IsOutOfRange(s) && !keys.empty())) status = std::move(s);
+      }
+    }
+  };
+
+  static void Next(const std::shared_ptr<State>& st) {
+    while (true) {
+      if (st->finished) return Finish(st);
+      st->in_call.store(true);
+      st->reader->Read(st->reader, st->queue, st->ctx->cancellation_manager(),
+                       [st](absl::Status s, std::string key, std::string value) {
+                         st->Record(std::move(s), std::move(key), std::move(value));
+                         if (st->in_call.exchange(false)) return;  // Next's loop goes on
+                         Next(st);
+                       });
+      if (st->in_call.exchange(false)) return;  // the callback goes on
+    }
+  }
+
+  static void Finish(const std::shared_ptr<State>& st) {
+    absl::Status s = st->status;
+    if (s.ok()) {
+      const int64_t n = static_cast<int64_t>(st->keys.size());
+      Tensor keys(DT_STRING, TensorShape({n})), values(DT_STRING, TensorShape({n}));
+      for (int64_t i = 0; i < n; ++i) {
+        keys.flat<std::string>()[static_cast<size_t>(i)] = std::move(st->keys[static_cast<size_t>(i)]);
+        values.flat<std::string>()[static_cast<size_t>(i)] = std::move(st->values[static_cast<size_t>(i)]);
+      }
+      s = st->ctx->set_output(0, std::move(keys));
+      if (s.ok()) s = st->ctx->set_output(1, std::move(values));
+    }
+    DoneCallback done = std::move(st->done);
+    done(s);
+  }
+};
+
 class ReaderNumRecordsProducedOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -386,6 +470,7 @@ void RegisterReaderKernels(KernelRegistry* r) {
   r->Register<ReaderOpOf<2>>("WholeFileReader", kCpu, DT_INVALID);
   r->Register<ReaderOpOf<3>>("TextLineReader", kCpu, DT_INVALID);
   r->Register<ReaderReadOp>("ReaderRead", kCpu, DT_INVALID);
+  r->Register<ReaderReadUpToOp>("ReaderReadUpTo", kCpu, DT_INVALID);
   r->Register<ReaderNumRecordsProducedOp>("ReaderNumRecordsProduced", kCpu, DT_INVALID);
 }
 
