@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -134,6 +135,34 @@ absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const st
       }
     }
   }
+  // The devices of each (job, task), in their order, so that a request
+  // naming its task is resolved without scanning every device of the
+  // cluster (a scan per request made placement quadratic in the number of
+  // tasks); and each distinct request is resolved once.
+  absl::flat_hash_map<std::pair<std::string, int>, std::vector<size_t>> by_task;
+  for (size_t k = 0; k < devices.size(); ++k) by_task[{devices[k].job, devices[k].task}].push_back(k);
+  const std::vector<size_t> no_devices;
+  size_t default_k = devices.size();
+  for (size_t k = 0; k < devices.size() && default_k == devices.size(); ++k) {
+    if (options.devices[k] == options.default_device) default_k = k;
+  }
+  absl::flat_hash_map<std::string, std::string> resolved;  // request -> device ("" if none)
+  auto resolve = [&](const DeviceName& r) -> const std::string& {
+    auto [it, fresh] = resolved.try_emplace(r.ToString());
+    if (!fresh) return it->second;
+    std::string& device = it->second;
+    auto try_device = [&](size_t k) {
+      if (device.empty() && r.IsSpecificationOf(devices[k])) device = options.devices[k];
+    };
+    if (default_k < devices.size()) try_device(default_k);
+    if (r.has_job && r.has_task) {
+      auto t = by_task.find({r.job, r.task});
+      for (size_t k : t == by_task.end() ? no_devices : t->second) try_device(k);
+    } else {
+      for (size_t k = 0; k < devices.size() && device.empty(); ++k) try_device(k);
+    }
+    return device;
+  };
   std::vector<std::string> out(static_cast<size_t>(graph.num_nodes()));
   absl::flat_hash_map<int, std::string> chosen;
   for (const Node* n : nodes) {
@@ -141,14 +170,7 @@ absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const st
     auto it = chosen.find(g);
     if (it == chosen.end()) {
       const DeviceName& r = request[g];
-      std::string device;
-      for (size_t k = 0; k < devices.size() && device.empty(); ++k) {
-        if (options.devices[k] == options.default_device && r.IsSpecificationOf(devices[k]))
-          device = options.devices[k];
-      }
-      for (size_t k = 0; k < devices.size() && device.empty(); ++k) {
-        if (r.IsSpecificationOf(devices[k])) device = options.devices[k];
-      }
+      std::string device = resolve(r);
       if (device.empty()) {
         const Node& culprit = *first_node[g];
         if (!options.allow_soft_placement) {

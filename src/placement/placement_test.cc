@@ -1,5 +1,6 @@
 #include "placement/placement.h"
 
+#include "absl/strings/str_cat.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "placement/partition.h"
@@ -121,6 +122,50 @@ TEST(Placement, SoftPlacementFallsBackToTheSameTask) {
   ASSERT_TRUE(p.status.ok()) << p.status;
   EXPECT_EQ(DeviceOf(p, "b"), kDevices[0]);
   EXPECT_EQ(DeviceOf(p, "z"), kDevices[2]) << "no such task: the default device";
+}
+
+// Many tasks: requests naming a task are looked up by task (not matched
+// against every device), partial ones still take the first device that
+// fits, and the default device is preferred when it fits.
+TEST(Placement, ManyTasksResolveByTaskAndPartialRequestsStillMatch) {
+  proto::GraphDef g;
+  std::vector<std::string> devices;
+  for (int t = 0; t < 300; ++t) devices.push_back(absl::StrCat("/job:worker/replica:0/task:", t, "/device:CPU:0"));
+  devices.push_back("/job:ps/replica:0/task:0/device:CPU:0");
+  for (int t = 0; t < 300; ++t) {
+    Const(&g, absl::StrCat("c", t), absl::StrCat("/job:worker/task:", t));
+    Const(&g, absl::StrCat("d", t), absl::StrCat("/job:worker/replica:0/task:", t, "/device:CPU:0"));
+  }
+  Const(&g, "any_worker", "/job:worker");
+  Const(&g, "any_ps", "/job:ps");
+  Const(&g, "free");
+  auto graph = Graph::FromGraphDef(g);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::vector<const Node*> nodes;
+  for (auto& n : (*graph)->nodes()) nodes.push_back(n.get());
+  PlacementOptions o;
+  o.devices = devices;
+  o.default_device = devices[7];
+  auto placed = PlaceNodes(**graph, nodes, o);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  auto at = [&](const std::string& name) { return (*placed)[static_cast<size_t>((*graph)->FindNode(name)->id())]; };
+  for (int t = 0; t < 300; ++t) {
+    EXPECT_EQ(at(absl::StrCat("c", t)), devices[static_cast<size_t>(t)]);
+    EXPECT_EQ(at(absl::StrCat("d", t)), devices[static_cast<size_t>(t)]);
+  }
+  EXPECT_EQ(at("any_worker"), devices[7]) << "the default device when it fits";
+  EXPECT_EQ(at("any_ps"), devices[300]);
+  EXPECT_EQ(at("free"), devices[7]);
+  // A task that does not exist is still named, with the devices that do.
+  proto::GraphDef bad;
+  Const(&bad, "lost", "/job:worker/task:300");
+  auto bad_graph = Graph::FromGraphDef(bad);
+  ASSERT_TRUE(bad_graph.ok());
+  std::vector<const Node*> bad_nodes = {(*bad_graph)->FindNode("lost")};
+  auto r = PlaceNodes(**bad_graph, bad_nodes, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("lost"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("/job:worker/task:300"), std::string::npos) << r.status();
 }
 
 TEST(Partition, CrossingEdgesGetSendRecvPairs) {
