@@ -140,7 +140,8 @@ void BindTrain(py::module_& m) {
   m.def(
       "all_reduce_gradients",
       [](const df::Scope& s, const df::Optimizer::GradsAndVars& gv, int num_replicas, int rank, int64_t group_key,
-         int64_t first_instance_key, bool average, double timeout_seconds, int64_t fusion_threshold_bytes) {
+         int64_t first_instance_key, bool average, double timeout_seconds, int64_t fusion_threshold_bytes,
+         bool fp16_compression) {
         df::CollectiveAllReduceOptions o;
         o.num_replicas = num_replicas;
         o.rank = rank;
@@ -149,10 +150,12 @@ void BindTrain(py::module_& m) {
         o.average = average;
         o.timeout_seconds = timeout_seconds;
         o.fusion_threshold_bytes = fusion_threshold_bytes;
+        o.fp16_compression = fp16_compression;
         return Value(df::AllReduceGradients(s, gv, o));
       },
       py::arg("scope"), py::arg("grads_and_vars"), py::arg("num_replicas"), py::arg("rank"), py::arg("group_key"),
-      py::arg("first_instance_key"), py::arg("average"), py::arg("timeout_seconds"), py::arg("fusion_threshold_bytes"));
+      py::arg("first_instance_key"), py::arg("average"), py::arg("timeout_seconds"), py::arg("fusion_threshold_bytes"),
+      py::arg("fp16_compression") = false);
   m.def("graph_variables", &df::GraphVariables, py::arg("scope"),
         "Every variable of the graph that has an initializer (optimizer slots too), in the order made.");
 

@@ -16,6 +16,11 @@ int Mod(int a, int n) { return ((a % n) + n) % n; }
 // What `from` sent must match what this rank expects, element for element.
 absl::Status CheckPart(const CollectiveChannel& ch, int from, const Tensor& got, DataType dtype, int64_t elements) {
   if (got.dtype() == dtype && got.NumElements() == elements) return absl::OkStatus();
+  if (got.dtype() == DT_UINT8 && (dtype == DT_FLOAT || dtype == DT_DOUBLE)) {  // fp16_channel.h's bits
+    return absl::InvalidArgumentError(absl::StrCat(
+        ch.RankName(from), " sent fp16-compressed values where ", ch.RankName(ch.rank()), " expected uncompressed ",
+        DataTypeName(dtype), ": every rank must run the op with the same compression"));
+  }
   return absl::InvalidArgumentError(absl::StrCat(ch.RankName(from), " sent ", DataTypeName(got.dtype()), " ",
                                                  got.shape().DebugString(), " where ", ch.RankName(ch.rank()),
                                                  " expected ", elements, " elements of ", DataTypeName(dtype),

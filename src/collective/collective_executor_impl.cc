@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/timer.h"
 #include "collective/algorithms.h"
+#include "collective/fp16_channel.h"
 #include "collective/reduce_ops.h"
 
 namespace distflow {
@@ -20,8 +21,10 @@ struct RunEnd {
   std::atomic<Timer::Id> timer{0};
   std::atomic<bool> timer_fired{false};
   CollectiveExecutor::DoneCallback done;
+  std::function<void()> stop_stall_check;
 
   void Finish(absl::StatusOr<Tensor> result) {
+    if (stop_stall_check) stop_stall_check();
     if (cm != nullptr && token != CancellationManager::kInvalidToken) cm->Deregister(token);
     // The timer's own callback may be what ends the run: it must not cancel itself.
     if (const Timer::Id id = timer.load(); id != 0 && !timer_fired.load()) Timer::Global()->Cancel(id);
@@ -55,10 +58,12 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
                       absl::StrCat(DescribeCollective(params), ": ", opened.status().message())));
     return;
   }
-  std::shared_ptr<CollectiveChannel> ch = *opened;
   auto end = std::make_shared<RunEnd>();
-  end->what = absl::StrCat(DescribeCollective(params), ", run ", seq, " on ", ch->RankName(ch->rank()));
+  end->what = absl::StrCat(DescribeCollective(params), ", run ", seq, " on ", (*opened)->RankName((*opened)->rank()));
   end->done = std::move(done);
+  WatchedChannel watched = WatchForStalls(*opened, end->what, stall_check_);
+  std::shared_ptr<CollectiveChannel> ch = std::move(watched.channel);
+  end->stop_stall_check = std::move(watched.stop);
   if (cm != nullptr) {
     end->cm = cm;
     end->token = cm->Register(
@@ -79,12 +84,21 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
   switch (params.kind) {
     case CollectiveKind::kReduce: {
       Tensor buf = input.DeepCopy();
-      AllReduce(ch, buf, params.merge_op, params.final_op, [buf, end](absl::Status s) {
-        if (s.ok()) {
-          end->Finish(buf);
-        } else {
+      const bool fp16 = params.compress_fp16 && (input.dtype() == DT_FLOAT || input.dtype() == DT_DOUBLE);
+      if (fp16) {
+        RoundToHalf(&buf);  // Horovod's cast to float16 before the all-reduce
+        ch = MakeFp16Channel(ch, input.dtype());
+      }
+      AllReduce(ch, buf, params.merge_op, params.final_op, [buf, end, fp16](absl::Status s) mutable {
+        if (!s.ok()) {
           end->Finish(s);
+          return;
         }
+        // The owner of a ring segment finished it in full precision; the
+        // others received it rounded: round here so every rank holds the
+        // same fp16 values.
+        if (fp16) RoundToHalf(&buf);
+        end->Finish(buf);
       });
       return;
     }

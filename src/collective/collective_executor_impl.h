@@ -7,6 +7,10 @@
 // CancellationManager) or after the op's timeout_seconds, and errors name
 // the op, the run and the rank they came from.
 //
+// Every run is also watched by the stall check (stall_check.h), which
+// reports runs that wait on ranks of their group for longer than its
+// interval.
+//
 // Owns its transport. Thread-safe.
 #pragma once
 
@@ -15,6 +19,7 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
+#include "collective/stall_check.h"
 #include "collective/transport.h"
 #include "kernels/collective.h"
 
@@ -22,7 +27,8 @@ namespace distflow {
 
 class CollectiveExecutorImpl final : public CollectiveExecutor {
  public:
-  explicit CollectiveExecutorImpl(std::unique_ptr<CollectiveTransport> transport) : transport_(std::move(transport)) {}
+  explicit CollectiveExecutorImpl(std::unique_ptr<CollectiveTransport> transport, StallCheckOptions stall_check = {})
+      : transport_(std::move(transport)), stall_check_(std::move(stall_check)) {}
 
   void Run(const CollectiveParams& params, const Tensor& input, CancellationManager* cm, DoneCallback done) override;
 
@@ -30,6 +36,7 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   int64_t NextSeq(int64_t group_key, int64_t instance_key);
 
   const std::unique_ptr<CollectiveTransport> transport_;
+  const StallCheckOptions stall_check_;
   absl::Mutex mu_;
   std::map<std::pair<int64_t, int64_t>, int64_t> next_seq_ ABSL_GUARDED_BY(mu_);
 };

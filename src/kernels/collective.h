@@ -40,6 +40,10 @@ struct CollectiveParams {
   DataType dtype = DT_FLOAT;
   TensorShape shape;           // CollectiveBcastRecv: what arrives
   double timeout_seconds = 0;  // 0: none (the step's own deadline still holds)
+  // CollectiveReduce's compression="fp16" (Horovod's Compression.fp16): a
+  // float32/float64 reduction travels and is rounded as fp16
+  // (collective/fp16_channel.h); other dtypes ignore it, as Horovod's does.
+  bool compress_fp16 = false;
 };
 
 // "CollectiveReduce 'name' (group 1, instance 7)": how errors name an op.

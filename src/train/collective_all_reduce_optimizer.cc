@@ -68,7 +68,8 @@ Output Reduce(const Scope& scope, const Output& x, int64_t bucket, const Collect
                            {"instance_key", options.first_instance_key + bucket},
                            {"merge_op", "Add"},
                            {"final_op", options.average ? "Div" : "Id"},
-                           {"timeout_seconds", options.timeout_seconds}});
+                           {"timeout_seconds", options.timeout_seconds},
+                           {"compression", options.fp16_compression ? "fp16" : "none"}});
   return Output(op, 0, scope);
 }
 

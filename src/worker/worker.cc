@@ -42,9 +42,18 @@ Worker::Worker(std::string task_name, WorkerCache* peers, WorkerOptions options)
         peers->RecvTensorAsync(task, step, key, cm, std::move(done));
       }) {
   if (peers_ != nullptr) {
-    collective_ = std::make_shared<CollectiveExecutorImpl>(std::make_unique<WorkerCollectiveTransport>(
-        task_name_, peers_->cluster(), &rendezvous_,
-        [peers](const std::string& task) { return peers->GetWorker(task); }));
+    StallCheckOptions stall_check;
+    if (absl::StatusOr<absl::Duration> interval = StallCheckIntervalFromEnv(); interval.ok()) {
+      stall_check.interval = *interval;
+    } else {
+      LOG(ERROR) << task_name_ << ": " << interval.status().message() << "; using "
+                 << absl::FormatDuration(stall_check.interval);
+    }
+    collective_ = std::make_shared<CollectiveExecutorImpl>(
+        std::make_unique<WorkerCollectiveTransport>(
+            task_name_, peers_->cluster(), &rendezvous_,
+            [peers](const std::string& task) { return peers->GetWorker(task); }),
+        std::move(stall_check));
     RegisterCollectiveExecutor(device_.get(), collective_);
   }
 }

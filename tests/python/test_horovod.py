@@ -36,15 +36,16 @@ def reports(out, workers):
     return found
 
 
-@pytest.mark.parametrize("workers,threshold", [(2, None), (3, "0")])
-def test_horovod_program_trains_with_identical_replicas(workers, threshold):
+@pytest.mark.parametrize("workers,threshold,fp16", [(2, None, False), (3, "0", False), (3, None, True)])
+def test_horovod_program_trains_with_identical_replicas(workers, threshold, fp16):
     """examples/python/horovod_mnist.py (a Horovod TF1 program, only its
     import changed) on Fashion-MNIST: every rank ends with the same
     variables, and the loss on a fixed test batch fell. Fused (the default
-    threshold) with 2 ranks, every gradient alone with 3."""
+    threshold) with 2 ranks, every gradient alone with 3, and fused with
+    hvd.Compression.fp16 (--fp16-allreduce) with 3."""
     env = {} if threshold is None else {"HOROVOD_FUSION_THRESHOLD": threshold}
     r = launch(workers, [os.path.join(SOURCE, "examples", "python", "horovod_mnist.py"), "--num-steps",
-                         str(60 * workers)], env)
+                         str(60 * workers)] + (["--fp16-allreduce"] if fp16 else []), env)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-4000:]
     found = reports(out, workers)
@@ -132,6 +133,62 @@ def test_collective_ops_between_ranks(tmp_path, threshold, collectives):
         assert "every rank must run the op with the same dtype and shape" in mismatch[0], mismatch
 
 
+FP16_PROGRAM = textwrap.dedent("""
+    import numpy as np
+    import distflow.compat.v1 as tf
+    import distflow.horovod.tensorflow as hvd
+
+    hvd.init()
+    r = hvd.rank()
+    x = tf.constant(np.linspace(-3.0, 3.0, 11) / 7.0 + r / 3.0, dtype=tf.float32)
+    plain, fp16 = hvd.allreduce(x), hvd.allreduce(x, compression=hvd.Compression.fp16)
+    ints = hvd.allreduce(tf.constant([100001 + r], dtype=tf.int64), op=hvd.Sum, compression=hvd.Compression.fp16)
+    w = tf.Variable(tf.constant(np.linspace(0.1, 2.0, 300), dtype=tf.float32), name="w")
+    b = tf.Variable(tf.constant(0.3, dtype=tf.float64), name="b")
+    loss = tf.reduce_sum(w * w * (r + 1.0) / 3.0) + tf.cast(b * b, tf.float32) * (r + 1.0)
+    sgd = tf.train.GradientDescentOptimizer(0.1)
+    grads_plain = hvd.DistributedOptimizer(sgd).compute_gradients(loss)
+    grads_fp16 = hvd.DistributedOptimizer(sgd, compression=hvd.Compression.fp16).compute_gradients(loss)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        a, c, i = sess.run([plain, fp16, ints])
+        gp, gf = sess.run([[g for g, _ in grads_plain], [g for g, _ in grads_fp16]])
+    def report(name, p, f):
+        p, f = np.asarray(p, np.float64), np.asarray(f, np.float64)
+        exact16 = bool(np.all(f.astype(np.float16).astype(np.float64) == f))
+        print(name, "maxdiff", float(np.max(np.abs(p - f))), "maxabs", float(np.max(np.abs(p))),
+              "differs", bool(np.any(p != f)), "fp16values", exact16, flush=True)
+    report("allreduce", a, c)
+    report("grad_w", gp[0], gf[0])
+    report("grad_b", gp[1], gf[1])
+    print("ints", i.tolist(), flush=True)
+""")
+
+
+def test_fp16_compression_matches_none_within_fp16_tolerance(tmp_path):
+    """hvd.allreduce and DistributedOptimizer with hvd.Compression.fp16
+    against Compression.none on the same tensors, 2 ranks: every result is
+    a float16 number, close to the uncompressed one within float16's
+    precision (2^-11 relative, plus the inputs' own rounding) but not equal;
+    integers are reduced uncompressed, as Horovod's fp16 casts only
+    floating tensors."""
+    program = tmp_path / "hvd_fp16.py"
+    program.write_text(FP16_PROGRAM)
+    r = launch(2, [str(program)])
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    for rank in (0, 1):
+        lines = [ln.split("] ", 1)[1] for ln in out.splitlines() if ln.startswith(f"[worker:{rank}] ")]
+        assert "ints [200003]" in lines, out[-4000:]
+        for name in ("allreduce", "grad_w", "grad_b"):
+            found = [ln.split() for ln in lines if ln.startswith(name + " ")]
+            assert found, out[-4000:]
+            _, _, maxdiff, _, maxabs, _, differs, _, exact16 = found[0]
+            assert exact16 == "True", found[0]
+            assert differs == "True", found[0]
+            assert float(maxdiff) <= 2.0 ** -9 * float(maxabs), found[0]
+
+
 def test_a_rank_that_raises_fails_the_others_naming_it(tmp_path):
     """Ranks started by hand with the launcher's DISTFLOW_CONFIG: rank 1
     raises after init; rank 0's all-reduce fails naming it instead of
@@ -163,6 +220,66 @@ def test_a_rank_that_raises_fails_the_others_naming_it(tmp_path):
     assert procs[1].returncode != 0 and "rank 1 gives up" in outs[1], outs[1][-3000:]
     assert procs[0].returncode != 0, outs[0][-3000:]
     assert "rank 1 (/job:worker/replica:0/task:1)" in outs[0], outs[0][-3000:]
+
+
+def test_stall_check_names_the_rank_that_has_not_joined(tmp_path):
+    """HOROVOD_STALL_CHECK_TIME_SECONDS=0.2: rank 1 holds back from the
+    all-reduce until the test has seen rank 0's stall report, which names
+    rank 1 as not joined (and repeats); then the all-reduce completes on
+    both, the stall check having failed nothing."""
+    import threading
+
+    marker = tmp_path / "go"
+    program = tmp_path / "late.py"
+    program.write_text(textwrap.dedent(f"""
+        import os, time
+        import distflow.compat.v1 as tf
+        import distflow.horovod.tensorflow as hvd
+        hvd.init()
+        total = hvd.allreduce(tf.constant([hvd.rank() + 1.0]), op=hvd.Sum, name="late_sum")
+        if hvd.rank() == 1:
+            deadline = time.time() + {TIMEOUT}
+            while not os.path.exists({str(marker)!r}) and time.time() < deadline:
+                time.sleep(0.02)
+        with tf.Session() as sess:
+            print("total", sess.run(total).tolist(), flush=True)
+    """))
+    cluster = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]}
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, HOROVOD_STALL_CHECK_TIME_SECONDS="0.2",
+                   DISTFLOW_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": rank}}))
+        env.pop("DISTFLOW_STALL_CHECK_SECS", None)
+        procs.append(subprocess.Popen([sys.executable, str(program)], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    lines, reported = [], threading.Event()
+
+    def read_rank0():
+        for line in procs[0].stdout:
+            lines.append(line)
+            if sum("Stall check:" in ln and "'late_sum'" in ln for ln in lines) >= 2:
+                reported.set()
+
+    reader = threading.Thread(target=read_rank0, daemon=True)
+    reader.start()
+    try:
+        got = reported.wait(TIMEOUT)
+        marker.write_text("go")
+        out1 = procs[1].communicate(timeout=TIMEOUT)[0]
+        procs[0].wait(timeout=TIMEOUT)
+        reader.join(TIMEOUT)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    out0 = "".join(lines)
+    assert got, out0[-3000:]
+    stall = [ln for ln in lines if "Stall check:" in ln and "'late_sum'" in ln]  # (the barriers may stall too)
+    assert "CollectiveReduce 'late_sum' (group 1 of 2, instance " in stall[0], stall[0]
+    assert "on rank 0 (/job:worker/replica:0/task:0)" in stall[0], stall[0]
+    assert "Not joined yet: rank 1 (/job:worker/replica:0/task:1)." in stall[0], stall[0]
+    assert procs[0].returncode == 0 and procs[1].returncode == 0, (out0 + out1)[-3000:]
+    assert "total [3.0]" in out0 and "total [3.0]" in out1, (out0 + out1)[-3000:]
 
 
 def test_errors_before_init_and_without_the_launcher(monkeypatch):

@@ -60,6 +60,11 @@ struct DISTFLOW_EXPORT CollectiveAllReduceOptions {
   // larger than the threshold, or of a shape not known when the graph is
   // built, is reduced on its own.
   int64_t fusion_threshold_bytes = int64_t{64} << 20;
+  // Horovod's Compression.fp16: the gradients travel between workers as
+  // fp16 and are rounded to fp16 (CollectiveReduce's compression="fp16";
+  // docs/COLLECTIVES.md says how), halving the bytes of float32 gradients.
+  // The fusion threshold still counts the gradients' own bytes.
+  bool fp16_compression = false;
 };
 
 // Each valid gradient of `grads_and_vars` all-reduced across the group

@@ -4,7 +4,10 @@
 // (collective/) pairs the ranks' contributions; docs/COLLECTIVES.md says how.
 //
 //   CollectiveReduce     merge_op (Add, Mul, Max, Min) over the ranks'
-//                        inputs, then final_op (Id, or Div by group_size)
+//                        inputs, then final_op (Id, or Div by group_size);
+//                        distflow's compression="fp16" makes a float
+//                        reduction travel and round as fp16 (Horovod's
+//                        Compression.fp16; collective/fp16_channel.h)
 //   CollectiveBcastSend  the sending rank: its input goes to every rank
 //   CollectiveBcastRecv  every other rank: receives a tensor of `shape`
 //   CollectiveGather     the ranks' inputs concatenated along dimension 0,
@@ -35,6 +38,10 @@ absl::Status CheckReduceOps(InferenceContext* c) {
   }
   if (*final_op != "Id" && *final_op != "Div") {
     return absl::InvalidArgumentError(absl::StrCat("final_op '", *final_op, "' is not one of Id, Div"));
+  }
+  if (absl::StatusOr<std::string> compression = GetAttrString(c->node(), "compression");
+      compression.ok() && *compression != "none" && *compression != "fp16") {
+    return absl::InvalidArgumentError(absl::StrCat("compression '", *compression, "' is not one of none, fp16"));
   }
   return absl::OkStatus();
 }
@@ -88,6 +95,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("final_op: string")
                       .Attr("subdiv_offsets: list(int) = []")
                       .Attr("timeout_seconds: float = 0")
+                      .Attr("compression: string = 'none'")
                       .SetIsStateful()
                       .SetShapeFn([](InferenceContext* c) {
                         RETURN_IF_ERROR(CheckGroupSize(c));

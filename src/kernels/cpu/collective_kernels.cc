@@ -44,6 +44,13 @@ class CollectiveOp : public AsyncOpKernel {
       if (!f.ok()) return f.status();
       params_.merge_op = *m;
       params_.final_op = *f;
+      if (absl::StatusOr<std::string> comp = GetAttrString(c->def(), "compression"); comp.ok()) {
+        if (*comp != "none" && *comp != "fp16") {
+          return absl::InvalidArgumentError(
+              absl::StrCat(DescribeCollective(params_), ": compression '", *comp, "' is not one of none, fp16"));
+        }
+        params_.compress_fp16 = *comp == "fp16";
+      }
     }
     if (params_.kind == CollectiveKind::kBroadcastRecv || params_.kind == CollectiveKind::kBroadcastSend) {
       ASSIGN_OR_RETURN(PartialShape shape, GetAttrShape(c->def(), "shape"));

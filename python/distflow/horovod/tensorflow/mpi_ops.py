@@ -25,10 +25,17 @@ Adasum = _ReduceOp("Adasum")
 
 
 class Compression:
-    """Horovod's gradient compression. Only `none` is supported: distflow's
-    collectives reduce float32, float64, int32 and int64."""
+    """Horovod's gradient compression: `none`, or `fp16`, which sends
+    float32/float64 tensors between the ranks as float16 and rounds the
+    result to float16, as Horovod's cast to float16 and back does. distflow
+    has no float16 dtype, so the cast happens inside the all-reduce
+    (CollectiveReduce's compression="fp16"): compress() returns the tensor as
+    it is and the all-reduce does the rest; the result keeps the tensor's
+    dtype. Integer tensors are reduced uncompressed, as in Horovod."""
 
     class none:  # noqa: N801 (Horovod's name)
+        wire = "none"
+
         @staticmethod
         def compress(tensor):
             return tensor, None
@@ -38,12 +45,15 @@ class Compression:
             return tensor
 
     class fp16:  # noqa: N801 (Horovod's name)
+        wire = "fp16"
+
         @staticmethod
         def compress(tensor):
-            raise NotImplementedError("hvd.Compression.fp16: distflow's collectives do not reduce float16 yet; "
-                                      "use compression=hvd.Compression.none")
+            return tensor, None
 
-        decompress = compress
+        @staticmethod
+        def decompress(tensor, ctx):
+            return tensor
 
 
 _next_instance = [1]
@@ -71,11 +81,13 @@ def _reduce_op(what, average, op):
 
 
 def _check_compression(what, compression):
+    """The CollectiveReduce compression attribute for `compression`."""
+    if compression is Compression.none or compression is None:
+        return "none"
     if compression is Compression.fp16:
-        Compression.fp16.compress(None)  # raises, saying why
-    if compression is not Compression.none:
-        raise NotImplementedError(f"hvd.{what}(compression={compression!r}): only hvd.Compression.none is "
-                                  f"supported")
+        return "fp16"
+    raise NotImplementedError(f"hvd.{what}(compression={compression!r}): distflow supports hvd.Compression.none "
+                              f"and hvd.Compression.fp16")
 
 
 def _tensor(what, tensor):
@@ -93,12 +105,12 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     reduced in its dense form."""
     state = _basics._check("allreduce")
     op = _reduce_op("allreduce", average, op)
-    _check_compression("allreduce", compression)
+    wire = _check_compression("allreduce", compression)
     t = _tensor("allreduce", tensor)
     if prescale_factor != 1.0:
         t = t * _fw.constant(prescale_factor, dtype=t.dtype)
     out = _raw.CollectiveReduce(input=t, group_size=state.size, group_key=GROUP_KEY, instance_key=_instance_keys(),
-                                merge_op="Add", final_op="Div" if op is Average else "Id",
+                                merge_op="Add", final_op="Div" if op is Average else "Id", compression=wire,
                                 name=name or "HorovodAllreduce")
     if postscale_factor != 1.0:
         out = out * _fw.constant(postscale_factor, dtype=out.dtype)

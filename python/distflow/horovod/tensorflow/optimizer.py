@@ -3,7 +3,8 @@
 DistributedOptimizer's compute_gradients all-reduces the gradients with
 C++'s AllReduceGradients (train/collective_all_reduce_optimizer.h): small
 ones are fused into buckets of up to HOROVOD_FUSION_THRESHOLD bytes (64 MiB
-by default; 0: every gradient alone), one CollectiveReduce per bucket."""
+by default; 0: every gradient alone), one CollectiveReduce per bucket;
+compression=hvd.Compression.fp16 sends them as float16."""
 import os
 
 from distflow import _distflow
@@ -42,7 +43,7 @@ class DistributedOptimizer:
                  groups=None):
         self._state = _basics._check("DistributedOptimizer")
         self._op = _ops._reduce_op("DistributedOptimizer", None, op)
-        _ops._check_compression("DistributedOptimizer", compression)
+        self._compression = _ops._check_compression("DistributedOptimizer", compression)
         if backward_passes_per_step != 1:
             raise NotImplementedError("hvd.DistributedOptimizer(backward_passes_per_step=...) other than 1 is not "
                                       "supported by distflow")
@@ -75,7 +76,8 @@ class DistributedOptimizer:
                 grads = [gr * _fw.constant(1.0 / self._predivide, dtype=gr.dtype) for gr in grads]
             pairs = _distflow.all_reduce_gradients(
                 g._scope(), [(gr._out, v._out) for gr, (_, _, v) in zip(grads, present)], state.size, state.rank,
-                _ops.GROUP_KEY, _ops._instance_keys(len(present)), average, 0.0, self._fusion_threshold)
+                _ops.GROUP_KEY, _ops._instance_keys(len(present)), average, 0.0, self._fusion_threshold,
+                self._compression == "fp16")
             reduced = [_fw.Tensor(gr, g) for gr, _ in pairs]
             if self._predivide != 1.0:
                 reduced = [gr * _fw.constant(self._predivide / state.size, dtype=gr.dtype) for gr in reduced]
