@@ -133,6 +133,20 @@ DISTFLOW_EXPORT Output SparseSegmentSum(const Scope& s, const Output& data, cons
                                         const Output& segment_ids);
 DISTFLOW_EXPORT Output SparseSegmentMean(const Scope& s, const Output& data, const Output& indices,
                                          const Output& segment_ids);
+// tf.gather_nd: with indices of shape [..., k] (int32 or int64), the slices
+// of params that the index tuples (the last dimension) address; the result
+// is indices.shape[:-1] + params.shape[k:]. tf.scatter_nd, its inverse and
+// gradient: a zero tensor of `shape` with each slice of updates (of shape
+// indices.shape[:-1] + shape[k:]) added at its tuple, duplicates summed.
+// A tuple out of range is a run-time error naming the op, the tuple's
+// position, the tuple and the shape; tuples longer than the rank, or
+// updates of another shape, are errors in the scope when the shapes are
+// known and at run time when they are not. Both are differentiable.
+DISTFLOW_EXPORT Output GatherNd(const Scope& s, const Output& params, const Output& indices);
+DISTFLOW_EXPORT Output ScatterNd(const Scope& s, const Output& indices, const Output& updates, const Output& shape);
+// `shape` as a constant of the indices' dtype.
+DISTFLOW_EXPORT Output ScatterNd(const Scope& s, const Output& indices, const Output& updates,
+                                 const std::vector<int64_t>& shape);
 // tf.nn.embedding_lookup: rows `ids` of a table stored whole (one params)
 // or in parts; "mod": id i is row i / n of part i % n; "div": contiguous
 // ranges, the first (rows % n) parts one row longer (needs the parts' row
