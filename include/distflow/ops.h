@@ -48,6 +48,12 @@ struct DISTFLOW_EXPORT VariableOptions {
   std::string container;
   std::string shared_name;
   bool trainable = true;  // MakeVariable adds it to Scope::TrainableVariables()
+  // A variable of each task alone (TensorFlow's LOCAL_VARIABLES collection:
+  // metrics' totals and counts, a reader's position). MakeVariable leaves it
+  // out of the trainable variables and GlobalVariablesInitializer, and lists
+  // it in LocalVariables; MonitoredSession initialises it on every task
+  // (chief or not) and never saves it or waits for it.
+  bool local = false;
 };
 DISTFLOW_EXPORT Output Variable(const Scope& s, const PartialShape& shape, DataType dtype,
                                 const VariableOptions& options = {});
@@ -56,7 +62,14 @@ DISTFLOW_EXPORT Output Assign(const Scope& s, const Output& ref, const Output& v
 DISTFLOW_EXPORT Output AssignAdd(const Scope& s, const Output& ref, const Output& value);
 DISTFLOW_EXPORT Output AssignSub(const Scope& s, const Output& ref, const Output& value);
 DISTFLOW_EXPORT Output IsVariableInitialized(const Scope& s, const Output& ref);
+// Runs the initializers of every variable MakeVariable made but the local
+// ones (tf.global_variables_initializer).
 DISTFLOW_EXPORT Operation GlobalVariablesInitializer(const Scope& s);
+// The variables made with VariableOptions::local, in the order made, and the
+// group of their initializers (tf.local_variables(),
+// tf.local_variables_initializer()).
+DISTFLOW_EXPORT std::vector<Output> LocalVariables(const Scope& s);
+DISTFLOW_EXPORT Operation LocalVariablesInitializer(const Scope& s);
 
 // Elementwise math (broadcasting where TensorFlow broadcasts).
 DISTFLOW_EXPORT Output Add(const Scope& s, const Output& a, const Output& b);
