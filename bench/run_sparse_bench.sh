@@ -15,32 +15,80 @@
 #   3. lookup rows/s of one task vs memcpy (bench/sparse_lookup_bench.py).
 #
 #   bench/run_sparse_bench.sh [BUILD_DIR]
+#
+# The sizes come from the environment (defaults: the published run):
+#   STEPS=500                global steps of each run (each worker: about half)
+#   VOCAB=1000000            rows of the large table (sparse and PyTorch runs)
+#   SMALL_VOCAB=100000       rows of the table the dense equivalent can afford
+#   MEASURE_FROM=50          first local step of the steady-state window
+#   MEASURE_STEPS=150        its length (distflow; PyTorch measures to its end)
+#   LOOKUP_ROWS=1000000 LOOKUP_IDS=200000 LOOKUP_REPEATS=20   part 3's sizes
+# TINY=1 makes every size small (a check that the script works end to end in
+# about a minute, not a measurement):
+#   TINY=1 bench/run_sparse_bench.sh build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
-STEPS="${STEPS:-500}"  # global steps of each run
+if [[ "${TINY:-0}" == 1 ]]; then
+  : "${STEPS:=40}" "${VOCAB:=20000}" "${SMALL_VOCAB:=5000}" "${MEASURE_FROM:=4}" "${MEASURE_STEPS:=8}"
+  : "${LOOKUP_ROWS:=20000}" "${LOOKUP_IDS:=5000}" "${LOOKUP_REPEATS:=2}"
+fi
+STEPS="${STEPS:-500}"
+VOCAB="${VOCAB:-1000000}"
+SMALL_VOCAB="${SMALL_VOCAB:-100000}"
+MEASURE_FROM="${MEASURE_FROM:-50}"
+MEASURE_STEPS="${MEASURE_STEPS:-150}"
+LOOKUP_ROWS="${LOOKUP_ROWS:-1000000}"
+LOOKUP_IDS="${LOOKUP_IDS:-200000}"
+LOOKUP_REPEATS="${LOOKUP_REPEATS:-20}"
+if ((2 * (MEASURE_FROM + MEASURE_STEPS) > STEPS)); then
+  # Two workers share the global steps: each must get past the window.
+  echo "MEASURE_FROM + MEASURE_STEPS ($((MEASURE_FROM + MEASURE_STEPS))) must be at most STEPS / 2 ($((STEPS / 2)))" >&2
+  exit 2
+fi
 export CCACHE_BASEDIR="$PWD"
 cmake --build "$BUILD" --target distflow_python distflow-server distflow-launch >/dev/null
 export PYTHONPATH="$PWD/$BUILD/python"
 PY=/usr/bin/python3
+LOG="$(mktemp)"
+trap 'rm -f "$LOG"' EXIT
 free_port() {
   $PY -c 'import sys; sys.path.insert(0, sys.argv[1]); import ports; print(ports.free_port())' "$PWD/tests/py"
 }
-example() {  # example ARGS...: the chief's report lines
-  "$BUILD/tools/distflow-launch" --ps 2 --workers 2 --status_base_port "$(free_port)" -- \
-    $PY examples/python/sparse_embedding.py --last_step="$STEPS" --measure_from=50 --measure_steps=150 "$@" 2>&1 | grep -E "Worker [0-9]|bytes from ps" \
-    | sed 's/^/  /'
+# report PATTERN COMMAND...: runs COMMAND and prints its lines matching
+# PATTERN; a failed run, or one without them, prints the end of its output
+# and stops the script.
+report() {
+  local pattern="$1"
+  shift
+  local rc=0
+  "$@" >"$LOG" 2>&1 || rc=$?
+  if ((rc != 0)); then
+    echo "  FAILED (exit $rc): $*" >&2
+    tail -n 30 "$LOG" >&2
+    exit 1
+  fi
+  if ! grep -E "$pattern" "$LOG" | sed 's/^/  /'; then
+    echo "  no report line (/$pattern/) from: $*" >&2
+    tail -n 30 "$LOG" >&2
+    exit 1
+  fi
 }
-echo "== bytes per step and steps/s: distflow, 2 ps + 2 workers"
-echo "sparse, 1000000 x 64:"; example --vocab=1000000 --dim=64
-echo "sparse, 100000 x 64:"; example --vocab=100000 --dim=64
-echo "dense equivalent, 100000 x 64:"; example --vocab=100000 --dim=64 --dense_lookup
-echo "== PyTorch EmbeddingBag(sparse=True) + rpc ps, 2 ps + 2 workers, 1000000 x 64"
+example() {  # example ARGS...: the chief's report lines
+  report "Worker [0-9]|bytes from ps" "$BUILD/tools/distflow-launch" --ps 2 --workers 2 \
+    --status_base_port "$(free_port)" -- $PY examples/python/sparse_embedding.py --last_step="$STEPS" \
+    --measure_from="$MEASURE_FROM" --measure_steps="$MEASURE_STEPS" "$@"
+}
+echo "== bytes per step and steps/s: distflow, 2 ps + 2 workers (STEPS=$STEPS)"
+echo "sparse, $VOCAB x 64:"; example --vocab="$VOCAB" --dim=64
+echo "sparse, $SMALL_VOCAB x 64:"; example --vocab="$SMALL_VOCAB" --dim=64
+echo "dense equivalent, $SMALL_VOCAB x 64:"; example --vocab="$SMALL_VOCAB" --dim=64 --dense_lookup
+echo "== PyTorch EmbeddingBag(sparse=True) + rpc ps, 2 ps + 2 workers, $VOCAB x 64"
 if $PY -c 'import torch' 2>/dev/null; then
-  $PY bench/pytorch_sparse_ps.py --ps 2 --workers 2 --vocab 1000000 --dim 64 --steps "$STEPS" --measure_from 50 --port "$(free_port)" 2>&1 \
-    | grep pytorch-sparse-ps
+  report "pytorch-sparse-ps" $PY bench/pytorch_sparse_ps.py --ps 2 --workers 2 --vocab "$VOCAB" --dim 64 \
+    --steps "$STEPS" --measure_from "$MEASURE_FROM" --port "$(free_port)"
 else
   echo "  skipped: python3-torch is not installed"
 fi
-echo "== lookup throughput, one task"
-$PY bench/sparse_lookup_bench.py 2>&1 | grep -v '^I[0-9]'
+echo "== lookup throughput, one task ($LOOKUP_IDS ids into $LOOKUP_ROWS x 64)"
+report "rows/s" $PY bench/sparse_lookup_bench.py --rows "$LOOKUP_ROWS" --ids "$LOOKUP_IDS" --repeats "$LOOKUP_REPEATS"

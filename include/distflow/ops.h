@@ -48,6 +48,12 @@ struct DISTFLOW_EXPORT VariableOptions {
   std::string container;
   std::string shared_name;
   bool trainable = true;  // MakeVariable adds it to Scope::TrainableVariables()
+  // A variable of each task alone (TensorFlow's LOCAL_VARIABLES collection:
+  // metrics' totals and counts, a reader's position). MakeVariable leaves it
+  // out of the trainable variables and GlobalVariablesInitializer, and lists
+  // it in LocalVariables; MonitoredSession initialises it on every task
+  // (chief or not) and never saves it or waits for it.
+  bool local = false;
 };
 DISTFLOW_EXPORT Output Variable(const Scope& s, const PartialShape& shape, DataType dtype,
                                 const VariableOptions& options = {});
@@ -56,7 +62,14 @@ DISTFLOW_EXPORT Output Assign(const Scope& s, const Output& ref, const Output& v
 DISTFLOW_EXPORT Output AssignAdd(const Scope& s, const Output& ref, const Output& value);
 DISTFLOW_EXPORT Output AssignSub(const Scope& s, const Output& ref, const Output& value);
 DISTFLOW_EXPORT Output IsVariableInitialized(const Scope& s, const Output& ref);
+// Runs the initializers of every variable MakeVariable made but the local
+// ones (tf.global_variables_initializer).
 DISTFLOW_EXPORT Operation GlobalVariablesInitializer(const Scope& s);
+// The variables made with VariableOptions::local, in the order made, and the
+// group of their initializers (tf.local_variables(),
+// tf.local_variables_initializer()).
+DISTFLOW_EXPORT std::vector<Output> LocalVariables(const Scope& s);
+DISTFLOW_EXPORT Operation LocalVariablesInitializer(const Scope& s);
 
 // Elementwise math (broadcasting where TensorFlow broadcasts).
 DISTFLOW_EXPORT Output Add(const Scope& s, const Output& a, const Output& b);
@@ -133,6 +146,20 @@ DISTFLOW_EXPORT Output SparseSegmentSum(const Scope& s, const Output& data, cons
                                         const Output& segment_ids);
 DISTFLOW_EXPORT Output SparseSegmentMean(const Scope& s, const Output& data, const Output& indices,
                                          const Output& segment_ids);
+// tf.gather_nd: with indices of shape [..., k] (int32 or int64), the slices
+// of params that the index tuples (the last dimension) address; the result
+// is indices.shape[:-1] + params.shape[k:]. tf.scatter_nd, its inverse and
+// gradient: a zero tensor of `shape` with each slice of updates (of shape
+// indices.shape[:-1] + shape[k:]) added at its tuple, duplicates summed.
+// A tuple out of range is a run-time error naming the op, the tuple's
+// position, the tuple and the shape; tuples longer than the rank, or
+// updates of another shape, are errors in the scope when the shapes are
+// known and at run time when they are not. Both are differentiable.
+DISTFLOW_EXPORT Output GatherNd(const Scope& s, const Output& params, const Output& indices);
+DISTFLOW_EXPORT Output ScatterNd(const Scope& s, const Output& indices, const Output& updates, const Output& shape);
+// `shape` as a constant of the indices' dtype.
+DISTFLOW_EXPORT Output ScatterNd(const Scope& s, const Output& indices, const Output& updates,
+                                 const std::vector<int64_t>& shape);
 // tf.nn.embedding_lookup: rows `ids` of a table stored whole (one params)
 // or in parts; "mod": id i is row i / n of part i % n; "div": contiguous
 // ranges, the first (rows % n) parts one row longer (needs the parts' row

@@ -143,6 +143,37 @@ TEST(Client, VariablesWithInitializers) {
   EXPECT_EQ((*out)[1].scalar<float>(), 0.5f);
 }
 
+// TF's LOCAL_VARIABLES: a local variable is not trainable, is left out of
+// GlobalVariablesInitializer and is what LocalVariablesInitializer runs.
+TEST(Client, LocalVariablesHaveTheirOwnInitializer) {
+  Scope root = Scope::NewRootScope();
+  auto w = ops::MakeVariable(root.WithOpName("w"), ops::Const(root, 1.0f));
+  ops::VariableOptions local;
+  local.local = true;
+  auto count = ops::MakeVariable(root.WithOpName("count"), ops::Const(root, 0.0f), local);
+  ASSERT_EQ(root.TrainableVariables().size(), 1u);
+  EXPECT_EQ(root.TrainableVariables()[0].node(), w.node());
+  std::vector<Output> locals = ops::LocalVariables(root);
+  ASSERT_EQ(locals.size(), 1u);
+  EXPECT_EQ(locals[0].node(), count.node());
+  auto global_init = ops::GlobalVariablesInitializer(root);
+  auto local_init = ops::LocalVariablesInitializer(root);
+  auto w_ready = ops::IsVariableInitialized(root, w);
+  auto count_ready = ops::IsVariableInitialized(root, count);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  ASSERT_TRUE(sess.Run({}, {}, {global_init}).ok());
+  auto after_global = sess.Run({w_ready, count_ready});
+  ASSERT_TRUE(after_global.ok()) << after_global.status();
+  EXPECT_TRUE((*after_global)[0].scalar<bool>());
+  EXPECT_FALSE((*after_global)[1].scalar<bool>());
+  ASSERT_TRUE(sess.Run({}, {}, {local_init}).ok());
+  auto after_local = sess.Run({count_ready, count});
+  ASSERT_TRUE(after_local.ok()) << after_local.status();
+  EXPECT_TRUE((*after_local)[0].scalar<bool>());
+  EXPECT_EQ((*after_local)[1].scalar<float>(), 0.0f);
+}
+
 TEST(Client, GraphGrowsBetweenRuns) {
   Scope root = Scope::NewRootScope();
   auto a = ops::Const(root, 1.f);

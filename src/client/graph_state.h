@@ -1,5 +1,5 @@
 // GraphState: what every Scope of one graph shares (the graph, its first
-// error, the names used so far, initializers and trainable variables).
+// error, the names used so far, initializers, trainable and local variables).
 // Internal to distflow: scopes hold it through a shared_ptr; ops, gradients,
 // sessions and optimizers read it under its mutex.
 #pragma once
@@ -33,6 +33,8 @@ struct GraphState {
     Scope scope;  // the scope the variable was made in, without its graph or control dependencies
   };
   std::vector<Variable> trainable_variables ABSL_GUARDED_BY(mu);
+  // Variables made with VariableOptions::local (TF's LOCAL_VARIABLES).
+  std::vector<const Node*> local_variables ABSL_GUARDED_BY(mu);
   // Loops made by ops::WhileLoop, by each of their Exit nodes, for
   // Gradients. (A body function that captures Outputs keeps the graph alive.)
   absl::flat_hash_map<const Node*, std::shared_ptr<const WhileLoopRecord>> while_loops ABSL_GUARDED_BY(mu);

@@ -1,5 +1,6 @@
 #include "distflow/ops.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <variant>
 
@@ -135,12 +136,17 @@ Operation NoOp(const Scope& s) { return Raw(s, "NoOp", {}); }
 Operation Group(const Scope& s, const std::vector<Operation>& deps) { return NoOp(s.WithControlDependencies(deps)); }
 
 Output Variable(const Scope& s, const PartialShape& shape, DataType dtype, const VariableOptions& options) {
-  return Build(s, "Variable", {}, [&](proto::NodeDef* n) {
+  Output v = Build(s, "Variable", {}, [&](proto::NodeDef* n) {
     SetAttrShape(n, "shape", shape);
     SetAttrType(n, "dtype", dtype);
     if (!options.container.empty()) SetAttrString(n, "container", options.container);
     if (!options.shared_name.empty()) SetAttrString(n, "shared_name", options.shared_name);
   });
+  if (v.ok() && options.local) {
+    absl::MutexLock lock(&s.graph_state()->mu);
+    s.graph_state()->local_variables.push_back(v.node());
+  }
+  return v;
 }
 Output MakeVariable(const Scope& s, const Output& initial, const VariableOptions& options) {
   if (!initial.ok()) {
@@ -152,7 +158,7 @@ Output MakeVariable(const Scope& s, const Output& initial, const VariableOptions
   Scope init_scope = s.WithFullOpName(v.op().name() + "/Assign").WithNoControlDependencies();
   Output a = Assign(init_scope, v, initial);
   if (a.ok()) s.AddInitializer(a.op());
-  if (options.trainable) s.AddTrainableVariable(v);
+  if (options.trainable && !options.local) s.AddTrainableVariable(v);
   return v;
 }
 Output Assign(const Scope& s, const Output& ref, const Output& value, bool validate_shape) {
@@ -161,8 +167,39 @@ Output Assign(const Scope& s, const Output& ref, const Output& value, bool valid
 Output AssignAdd(const Scope& s, const Output& ref, const Output& value) { return Build(s, "AssignAdd", {ref, value}); }
 Output AssignSub(const Scope& s, const Output& ref, const Output& value) { return Build(s, "AssignSub", {ref, value}); }
 Output IsVariableInitialized(const Scope& s, const Output& ref) { return Build(s, "IsVariableInitialized", {ref}); }
+namespace {
+// The initializers of the local variables (`local`) or of the others.
+std::vector<Operation> InitializersOf(const Scope& s, bool local) {
+  std::vector<const Node*> locals;
+  {
+    absl::MutexLock lock(&s.graph_state()->mu);
+    locals = s.graph_state()->local_variables;
+  }
+  std::vector<Operation> out;
+  for (const Operation& init : s.Initializers()) {
+    const Node* target = init.node()->num_inputs() > 0 ? init.node()->input(0).node : nullptr;
+    const bool is_local = std::find(locals.begin(), locals.end(), target) != locals.end();
+    if (is_local == local) out.push_back(init);
+  }
+  return out;
+}
+}  // namespace
+
 Operation GlobalVariablesInitializer(const Scope& s) {
-  return Group(s.WithOpName(s.GetUniqueName("init")), s.Initializers());
+  return Group(s.WithOpName(s.GetUniqueName("init")), InitializersOf(s, /*local=*/false));
+}
+std::vector<Output> LocalVariables(const Scope& s) {
+  std::vector<const Node*> locals;
+  {
+    absl::MutexLock lock(&s.graph_state()->mu);
+    locals = s.graph_state()->local_variables;
+  }
+  std::vector<Output> out;
+  for (const Node* n : locals) out.emplace_back(Operation(n, s.graph_state()), 0, s.WithOpName(""));
+  return out;
+}
+Operation LocalVariablesInitializer(const Scope& s) {
+  return Group(s.WithFullOpName(s.GetUniqueName("local_init")), InitializersOf(s, /*local=*/true));
 }
 
 #define DF_BINARY(NAME) \

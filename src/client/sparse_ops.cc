@@ -1,5 +1,9 @@
 // The sparse op wrappers of distflow/ops.h: Gather, Scatter*, Unique,
-// UnsortedSegmentSum, DynamicPartition/DynamicStitch, SparseSegment*.
+// UnsortedSegmentSum, DynamicPartition/DynamicStitch, SparseSegment*,
+// GatherNd/ScatterNd.
+#include <limits>
+
+#include "absl/strings/str_cat.h"
 #include "client/graph_state.h"
 #include "distflow/ops.h"
 #include "graph/attr_value.h"
@@ -59,6 +63,28 @@ Output SparseSegmentSum(const Scope& s, const Output& data, const Output& indice
 }
 Output SparseSegmentMean(const Scope& s, const Output& data, const Output& indices, const Output& segment_ids) {
   return Build(s, "SparseSegmentMean", {data, indices, segment_ids});
+}
+
+Output GatherNd(const Scope& s, const Output& params, const Output& indices) {
+  return Build(s, "GatherNd", {params, indices});
+}
+Output ScatterNd(const Scope& s, const Output& indices, const Output& updates, const Output& shape) {
+  return Build(s, "ScatterNd", {indices, updates, shape});
+}
+Output ScatterNd(const Scope& s, const Output& indices, const Output& updates, const std::vector<int64_t>& shape) {
+  // The shape input shares the indices' type (Tindices).
+  Tensor dims = Tensor::FromVector<int64_t>(shape);
+  if (indices.ok() && indices.dtype() == DT_INT32) {
+    for (int64_t d : shape) {
+      if (d > std::numeric_limits<int32_t>::max() || d < std::numeric_limits<int32_t>::min()) {
+        s.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
+            "ScatterNd: shape entry ", d, " does not fit the int32 type of the indices; make them int64")));
+        return Output();
+      }
+    }
+    dims = Tensor::FromVector<int32_t>(std::vector<int32_t>(shape.begin(), shape.end()));
+  }
+  return ScatterNd(s, indices, updates, Const(s.WithOpName(""), dims));
 }
 
 Output EmbeddingLookup(const Scope& s, const std::vector<Output>& params, const Output& ids,

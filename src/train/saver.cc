@@ -145,7 +145,9 @@ absl::StatusOr<std::unique_ptr<Saver>> Saver::Create(const Scope& scope, SaverOp
     absl::MutexLock lock(&graph->mu);
     for (const auto& n : graph->graph.nodes()) {
       if (n->op() != "Variable") continue;
-      bool excluded = false;
+      // Local variables (VariableOptions::local) belong to one task: never saved.
+      bool excluded = std::find(graph->local_variables.begin(), graph->local_variables.end(), n.get()) !=
+                      graph->local_variables.end();
       for (const Output& e : options.exclude) excluded = excluded || e.node() == n.get();
       if (!excluded) nodes.push_back(n.get());
     }

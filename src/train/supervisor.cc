@@ -90,7 +90,16 @@ absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
   s->options_ = options;
   if (s->options_.env == nullptr) s->options_.env = Env::Default();
   s->hooks_ = std::move(hooks);
-  if (!s->options_.init_op.ok()) s->options_.init_op = ops::GlobalVariablesInitializer(scope);
+  // The local variables: those listed and those made local (VariableOptions::local).
+  for (const Output& v : s->options_.local_variables) {
+    if (!v.ok()) return absl::InvalidArgumentError("SupervisorOptions::local_variables holds an invalid Output");
+  }
+  for (const Output& v : ops::LocalVariables(scope)) {
+    const bool listed = std::any_of(s->options_.local_variables.begin(), s->options_.local_variables.end(),
+                                    [&](const Output& l) { return l.node() == v.node(); });
+    if (!listed) s->options_.local_variables.push_back(v);
+  }
+  RETURN_IF_ERROR(s->DefaultInitOps());
   std::vector<Output> vars, saved;
   {
     absl::MutexLock lock(&scope.graph_state()->mu);
@@ -104,12 +113,7 @@ absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
     }
     return false;
   };
-  auto is_local = [&](const Output& v) {
-    for (const Output& l : options.local_variables) {
-      if (l.node() == v.node()) return true;
-    }
-    return false;
-  };
+  auto is_local = [&](const Output& v) { return s->IsLocal(v.node()); };
   std::erase_if(vars, is_local);
   for (const Output& v : vars) {
     if (!is_coordination(v)) saved.push_back(v);
@@ -148,6 +152,45 @@ absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
   RETURN_IF_ERROR(s->AddSummaryHooks());
   RETURN_IF_ERROR(s->CreateSession());
   return s;
+}
+
+bool MonitoredSession::IsLocal(const Node* var) const {
+  return std::any_of(options_.local_variables.begin(), options_.local_variables.end(),
+                     [&](const Output& l) { return l.node() == var; });
+}
+
+// TF's Scaffold defaults: init_op initialises every variable but the local
+// ones, which local_init_op initialises on every task (chief or not, after
+// each recovery too), so a non-chief's metric counters start at zero
+// instead of failing its first step as uninitialised.
+absl::Status MonitoredSession::DefaultInitOps() {
+  if (options_.init_op.ok() && options_.local_init_op.ok()) return absl::OkStatus();
+  std::vector<Operation> global_inits, local_inits;
+  std::vector<const Node*> initialised;
+  for (const Operation& init : scope_.Initializers()) {
+    const Node* target = init.node()->num_inputs() > 0 ? init.node()->input(0).node : nullptr;
+    if (IsLocal(target)) {
+      local_inits.push_back(init);
+      initialised.push_back(target);
+    } else {
+      global_inits.push_back(init);
+    }
+  }
+  const Scope top = scope_.WithNoControlDependencies();
+  if (!options_.init_op.ok())
+    options_.init_op = ops::Group(top.WithFullOpName(top.GetUniqueName("init")), global_inits);
+  if (options_.local_init_op.ok() || options_.local_variables.empty()) return absl::OkStatus();
+  for (const Output& v : options_.local_variables) {
+    if (std::find(initialised.begin(), initialised.end(), v.node()) == initialised.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SupervisorOptions: the local variable '", v.node()->name(),
+                       "' has no initializer (it was made with ops::Variable, not ops::MakeVariable), so the default "
+                       "local_init_op cannot initialise it on every task; make it with MakeVariable or set "
+                       "SupervisorOptions::local_init_op"));
+    }
+  }
+  options_.local_init_op = ops::Group(top.WithFullOpName(top.GetUniqueName("local_init")), local_inits);
+  return absl::OkStatus();
 }
 
 absl::Status MonitoredSession::AddSummaryHooks() {

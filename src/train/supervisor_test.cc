@@ -232,6 +232,77 @@ TEST(MonitoredSession, LocalInitFeedDictFeedsTheLocalInitOp) {
   EXPECT_THAT(std::string(unfed.status().message()), HasSubstr("local_start"));
 }
 
+// TF's Scaffold defaults: with no init_op or local_init_op given, every task
+// initialises its local variables itself, a non-chief included (which never
+// runs init_op). The graph has no global variables, so a non-chief on an
+// in-process session has nothing to wait for.
+TEST(MonitoredSession, DefaultScaffoldInitialisesLocalVariablesOnANonChief) {
+  Scope root = Scope::NewRootScope();
+  ops::VariableOptions local;
+  local.local = true;
+  Output seen = ops::MakeVariable(root.WithOpName("seen"), ops::Const(root, 0.0f), local);
+  // Listed in the options rather than made local: the same treatment.
+  Output total = ops::MakeVariable(root.WithOpName("total"), ops::Const(root, 10.0f));
+  Operation step = ops::Group(root, {ops::AssignAdd(root, seen, ops::Const(root, 1.0f)).op(),
+                                     ops::AssignAdd(root, total, ops::Const(root, 2.0f)).op()});
+  SupervisorOptions o;
+  o.is_chief = false;
+  o.local_variables = {total};
+  FakeClockEnv clock;
+  o.env = &clock;
+  auto s = MonitoredSession::Create(root, "", o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*s)->Run({}, {}, {step}).ok());
+  auto v = (*s)->Run({}, {seen, total});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ((*v)[0].scalar<float>(), 3.0f);
+  EXPECT_EQ((*v)[1].scalar<float>(), 16.0f);
+  ASSERT_TRUE((*s)->Close().ok());
+}
+
+// The chief's default init_op leaves the local variables to local_init_op:
+// one initialised from a placeholder gets its value from
+// local_init_feed_dict, and init_op does not need that feed. Checkpoints
+// leave local variables out.
+TEST(MonitoredSession, DefaultInitOpLeavesLocalVariablesToTheLocalInitOp) {
+  const std::string dir = TempDir("local");
+  Model m;
+  Output start = ops::Placeholder(m.root.WithOpName("start"), DT_FLOAT, PartialShape({}));
+  ops::VariableOptions local;
+  local.local = true;
+  Output cursor = ops::MakeVariable(m.root.WithOpName("cursor"), start, local);
+  SupervisorOptions o;
+  o.logdir = dir;
+  o.global_step = m.step;
+  o.local_init_feed_dict = {{start, Tensor::Scalar<float>(5.0f)}};
+  auto s = MonitoredSession::Create(m.root, "", o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Run({{m.x, Tensor::Scalar<float>(1.0f)}}, {}, {m.train}).ok());
+  auto v = (*s)->Run({}, {cursor, m.w});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ((*v)[0].scalar<float>(), 5.0f);
+  EXPECT_GT((*v)[1].scalar<float>(), 0.0f);  // init_op ran and the step trained w
+  ASSERT_TRUE((*s)->Close().ok());
+  // A default Saver leaves it out too.
+  auto saver = Saver::Create(m.root);
+  ASSERT_TRUE(saver.ok()) << saver.status();
+  for (const Saver::VarInfo& var : (*saver)->variables()) EXPECT_NE(var.name, "cursor");
+  EXPECT_EQ((*saver)->variables().size(), 2u);  // w and global_step
+}
+
+TEST(MonitoredSession, ALocalVariableWithoutAnInitializerIsNamed) {
+  Scope root = Scope::NewRootScope();
+  ops::VariableOptions local;
+  local.local = true;
+  ops::Variable(root.WithOpName("raw_counter"), PartialShape({}), DT_FLOAT, local);
+  SupervisorOptions o;
+  auto s = MonitoredSession::Create(root, "", o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("local variable 'raw_counter' has no initializer"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("SupervisorOptions::local_init_op"));
+}
+
 TEST(MonitoredSession, RunAfterCloseIsAnError) {
   Model m;
   SupervisorOptions o;

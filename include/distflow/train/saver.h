@@ -67,10 +67,12 @@ struct DISTFLOW_EXPORT SaveSlice {
 };
 
 struct DISTFLOW_EXPORT SaverOptions {
-  // Variables to save; empty: every variable in the graph when Create runs.
+  // Variables to save; empty: every variable in the graph when Create runs
+  // but the local ones (VariableOptions::local).
   std::vector<Output> var_list;
-  // Variables an empty var_list leaves out (TensorFlow's local variables:
-  // metrics' counters, which belong to one task and are never saved).
+  // More variables an empty var_list leaves out (TensorFlow's local
+  // variables: metrics' counters, which belong to one task and are never
+  // saved).
   std::vector<Output> exclude;
   // How many checkpoints the log directory keeps (older ones are deleted);
   // 0 keeps all.

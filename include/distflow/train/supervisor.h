@@ -53,8 +53,8 @@ struct DISTFLOW_EXPORT SupervisorOptions {
   // The global step variable (CreateGlobalStep); needed for checkpoints and
   // for hooks that count steps.
   Output global_step;
-  // Run by the chief when there is no checkpoint; default: every
-  // initialiser of the graph (GlobalVariablesInitializer).
+  // Run by the chief when there is no checkpoint; default: the initialiser
+  // of every variable but the local ones.
   Operation init_op;
   // Fed to init_op when the chief runs it (TF's init_feed_dict: variables
   // initialised from a placeholder, e.g. pretrained embeddings too large to
@@ -75,10 +75,13 @@ struct DISTFLOW_EXPORT SupervisorOptions {
   // restore the chief initialises those that are not initialised yet.
   std::vector<Output> coordination_vars;
   // Variables of each task alone (TensorFlow's LOCAL_VARIABLES: metrics'
-  // totals and counts): never saved or waited for.
+  // totals and counts): never saved or waited for. Those made with
+  // VariableOptions::local (ops::LocalVariables) are added to these.
   std::vector<Output> local_variables;
   // Run by every task once the model is ready (initialised or restored by
   // the chief), and again after each recovery: TensorFlow's local_init_op.
+  // Default: the initialisers of the local variables (each must have one:
+  // made with MakeVariable), as TF's Scaffold's local_variables_initializer.
   Operation local_init_op;
   // Variables that are slices of larger ones (partitioned variables' parts):
   // checkpoints record them as such (SaverOptions::slices), so a model
@@ -203,6 +206,9 @@ class DISTFLOW_EXPORT MonitoredSession {
   absl::Status WaitUntilReady(absl::Time deadline);
   absl::StatusOr<int64_t> ReadGlobalStep();
   absl::Status InitialiseUnsaved();
+  // Fills in init_op and local_init_op where the options leave them unset.
+  absl::Status DefaultInitOps();
+  bool IsLocal(const Node* var) const;
   // The chief's summary hooks and event file, if the options ask for them.
   absl::Status AddSummaryHooks();
   // The global step read after `targets` ran in the same step (an Identity
