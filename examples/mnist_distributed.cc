@@ -42,9 +42,21 @@
 // from worker 0's values, and averages its gradients with the others' by
 // collective all-reduce each step (CollectiveAllReduceOptimizer).
 //
+// SIGTERM (what Kubernetes, SLURM and distflow-launch send on scale-down)
+// stops a worker of ps training cleanly: it finishes its current step,
+// counts itself done and leaves the job (the coordinator records it as left,
+// not dead; in elastic synchronous training the chief stops waiting for it),
+// and exits 0. The chief on SIGTERM asks every worker to stop after its
+// step, waits for them as at the end of training (up to
+// --wait_for_workers_secs), saves a checkpoint if --logdir is set, ends the
+// cluster and exits 0, without the test evaluation. A second SIGTERM kills.
+//
 // --start_server=false drives a worker task served by a separate
 // distflow-server process instead. --trace_step=N writes a timeline of one
 // step (every task's nodes, transfers linked) as Chrome trace-event JSON.
+#include <signal.h>
+
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -158,6 +170,19 @@ df::Output Network(const df::Scope& s, const df::Output& images, const std::stri
   net = df::layers::flatten(s, net, "flatten");
   net = df::layers::fully_connected(s, net, 500, df::layers::kRelu, "fully_connected");
   return df::layers::fully_connected(s, net, 10, df::layers::kNoActivation, "pred");
+}
+
+// Set by the first SIGTERM (the handler resets itself: a second one kills).
+volatile std::sig_atomic_t sigterm_received = 0;
+
+void OnSigterm(int) { sigterm_received = 1; }
+
+void StopCleanlyOnSigterm() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnSigterm;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART | SA_RESETHAND;
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 int Die(const std::string& what, const absl::Status& s) {
@@ -519,6 +544,9 @@ int main(int argc, char** argv) {
   counter_options.trainable = false;
   auto done_workers =
       df::ops::MakeVariable(s.WithOpName("done_workers"), df::ops::Const(s, int64_t{0}), counter_options);
+  // Set by a chief told to stop (SIGTERM): every worker leaves after its step.
+  auto stop_workers =
+      df::ops::MakeVariable(s.WithOpName("stop_workers"), df::ops::Const(s, int64_t{0}), counter_options);
   auto images = df::ops::Placeholder(s.WithOpName("x-input"), df::DT_FLOAT, {-1, 784});
   auto labels = df::ops::Placeholder(s.WithOpName("y-input"), df::DT_INT32, {-1});
   auto logits = Network(s, images, absl::GetFlag(FLAGS_model));
@@ -548,6 +576,10 @@ int main(int argc, char** argv) {
   auto correct = df::ops::Equal(s, df::ops::ArgMax(s, logits, 1), df::ops::Cast(s, labels, df::DT_INT64));
   auto accuracy = df::ops::Mean(s, df::ops::Cast(s, correct, df::DT_FLOAT), {0});
   auto finished = df::ops::AssignAdd(s, done_workers, df::ops::Const(s, int64_t{1}));
+  auto ask_workers_to_stop = df::ops::Assign(s, stop_workers, df::ops::Const(s, int64_t{1}));
+  // Read after the step (in synchronous training, after its barrier), so a
+  // worker sees a stop set while it waited.
+  auto stop_seen = df::ops::Identity(s.WithControlDependencies({*train}), stop_workers);
   if (!root.ok()) return Die("building the graph", root.status());
 
   std::unique_ptr<df::Server> server;
@@ -567,7 +599,7 @@ int main(int argc, char** argv) {
   sv.save_checkpoint_steps = absl::GetFlag(FLAGS_save_checkpoint_steps);
   sv.start_fresh_if_incompatible = absl::GetFlag(FLAGS_start_fresh_if_incompatible);
   sv.save_checkpoint_secs = 0;
-  sv.coordination_vars = {done_workers};
+  sv.coordination_vars = {done_workers, stop_workers};
   sv.session_options.wait_for_cluster_ms = 120000;
   sv.recovery_timeout = absl::Seconds(absl::GetFlag(FLAGS_recovery_timeout_secs));
   // This worker's steps touch only the ps tasks and its own task: do not
@@ -592,6 +624,8 @@ int main(int argc, char** argv) {
     progress = hook.get();
     hooks.push_back(std::move(hook));
   }
+  // From here a SIGTERM lets the current step finish (see the top).
+  StopCleanlyOnSigterm();
   auto session = df::MonitoredSession::Create(root, target, sv, std::move(hooks));
   if (!session.ok()) return Die("creating the session", session.status());
   df::MonitoredSession& sess = **session;
@@ -611,14 +645,17 @@ int main(int argc, char** argv) {
   const absl::Time train_start = absl::Now();
   const int64_t trace_step = absl::GetFlag(FLAGS_trace_step);
   bool traced = trace_step < 0;
-  while (!sess.ShouldStop() && (max_local_steps == 0 || local_steps < max_local_steps)) {
+  bool chief_said_stop = false;
+  while (!sess.ShouldStop() && (max_local_steps == 0 || local_steps < max_local_steps) && !sigterm_received &&
+         !chief_said_stop) {
     auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
     df::StepStats trace;
     df::RunOptions ro;
     const bool tracing = !traced && step >= trace_step;
     if (tracing) ro.trace = &trace;
-    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy}, {*train}, ro);
+    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy, stop_seen}, {*train}, ro);
     if (!out.ok()) return Die("training step", out.status());
+    chief_said_stop = !chief && (*out)[1].scalar<int64_t>() != 0;
     if (tracing) {
       traced = true;
       std::string file = absl::GetFlag(FLAGS_trace_file);
@@ -648,6 +685,11 @@ int main(int argc, char** argv) {
     step = now;
   }
   if (progress != nullptr) progress->Finish();
+  if (sigterm_received || chief_said_stop) {
+    std::printf("Worker %d: %s; leaving the job after global step %lld\n", task,
+                sigterm_received ? "SIGTERM" : "the chief asked every worker to stop", static_cast<long long>(step));
+    std::fflush(stdout);
+  }
   const double secs = absl::ToDoubleSeconds(absl::Now() - train_start);
   std::printf("Worker %d ran %lld of the %lld global steps in %.2f s (%.1f steps/s)%s\n", task,
               static_cast<long long>(local_steps), static_cast<long long>(step), secs,
@@ -656,20 +698,31 @@ int main(int argc, char** argv) {
   df::Session* raw = sess.raw_session();
   if (auto r = raw->Run({finished}); !r.ok()) return Die("reporting completion", r.status());
   if (!chief) return sess.Close().ok() ? 0 : 1;
+  if (sigterm_received) {
+    // The others leave after their step; a synchronous step needs the
+    // chief's gradient too, so the chief contributes one more.
+    if (auto r = raw->Run({ask_workers_to_stop}); !r.ok()) return Die("asking the workers to stop", r.status());
+    if (sync) {
+      auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
+      if (auto r = raw->Run({{images, bx}, {labels, by}}, {}, {*train}); !r.ok()) {
+        std::fprintf(stderr, "the step that releases the workers: %s\n", r.status().ToString().c_str());
+      }
+    }
+  }
 
-  // The test set in chunks, averaged.
+  // The test set in chunks, averaged (not when told to stop: be quick).
   double hits = 0;
   const df::Tensor& ti = data->test.images();
   const df::Tensor& tl = data->test.labels();
-  const int64_t n = ti.dim_size(0), chunk = 1000;
+  const int64_t n = sigterm_received ? 0 : ti.dim_size(0), chunk = 1000;
   for (int64_t b = 0; b < n; b += chunk) {
     int64_t e = std::min(n, b + chunk);
     auto r = raw->Run({{images, ti.Slice(b, e)}, {labels, tl.Slice(b, e)}}, {accuracy});
     if (!r.ok()) return Die("evaluating", r.status());
     hits += (*r)[0].scalar<float>() * static_cast<double>(e - b);
   }
-  double acc = hits / static_cast<double>(n);
-  std::printf("Test-Accuracy: %.4f\n", acc);
+  double acc = n > 0 ? hits / static_cast<double>(n) : 0;
+  if (n > 0) std::printf("Test-Accuracy: %.4f\n", acc);
   std::fflush(stdout);
 
   if (absl::GetFlag(FLAGS_shutdown_cluster)) {
@@ -695,6 +748,12 @@ int main(int argc, char** argv) {
       // Every worker, joined ones too, reported done or was declared dead.
       if (done + static_cast<int64_t>(dead.size()) >= num_workers + joined_total && joined_in.empty()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (sigterm_received && !sv.logdir.empty()) {
+      absl::StatusOr<std::string> saved = sess.SaveCheckpoint();
+      if (!saved.ok()) return Die("saving a checkpoint on SIGTERM", saved.status());
+      std::printf("Worker 0 (chief): SIGTERM: saved %s at global step %lld\n", saved->c_str(),
+                  static_cast<long long>(sess.global_step()));
     }
     if (joined_total > 0) {
       std::printf("%d worker(s) joined the running job%s\n", joined_total,
@@ -728,5 +787,6 @@ int main(int argc, char** argv) {
                   static_cast<long long>(sync_opt->stats().replicas_aggregated.load()));
     }
   }
+  if (sigterm_received) return 0;  // stopped on request: no test accuracy to judge
   return acc >= absl::GetFlag(FLAGS_min_accuracy) ? 0 : 3;
 }
