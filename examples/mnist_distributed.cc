@@ -47,14 +47,17 @@
 // counts itself done and leaves the job (the coordinator records it as left,
 // not dead; in elastic synchronous training the chief stops waiting for it),
 // and exits 0. The chief on SIGTERM asks every worker to stop after its
-// step, waits for them as at the end of training (up to
-// --wait_for_workers_secs), saves a checkpoint if --logdir is set, ends the
-// cluster and exits 0, without the test evaluation. A second SIGTERM kills.
+// step, waits for them as at the end of training (up to half of
+// --stop_grace_secs), saves a checkpoint if --logdir is set, ends the
+// cluster and exits 0, without the test evaluation. A task that has not
+// stopped --stop_grace_secs after the SIGTERM (its step waits for a task
+// that is gone) exits 1 saying so; a second SIGTERM kills at once.
 //
 // --start_server=false drives a worker task served by a separate
 // distflow-server process instead. --trace_step=N writes a timeline of one
 // step (every task's nodes, transfers linked) as Chrome trace-event JSON.
 #include <signal.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -145,6 +148,10 @@ ABSL_FLAG(int64_t, trace_step, -1,
 ABSL_FLAG(std::string, trace_file, "",
           "where --trace_step writes; {task} becomes the worker's index (default: "
           "trace_step_N_worker_{task}.json in --logdir or .)");
+ABSL_FLAG(int, stop_grace_secs, 25,
+          "after a SIGTERM, how long a worker may take to finish its step and leave (the chief: to stop the "
+          "workers, save and end the cluster) before it exits 1 anyway; below the SIGKILL grace of the "
+          "launcher or Kubernetes");
 ABSL_FLAG(int, wait_for_workers_secs, 120,
           "how long the chief waits for the other workers before shutting down (workers declared dead are not "
           "waited for)");
@@ -172,15 +179,31 @@ df::Output Network(const df::Scope& s, const df::Output& images, const std::stri
   return df::layers::fully_connected(s, net, 10, df::layers::kNoActivation, "pred");
 }
 
-// Set by the first SIGTERM (the handler resets itself: a second one kills).
+// Set by the first SIGTERM (the handler resets itself: a second one kills),
+// which also starts the --stop_grace_secs alarm.
 volatile std::sig_atomic_t sigterm_received = 0;
+unsigned stop_grace_secs = 25;  // set before the handler is installed
 
-void OnSigterm(int) { sigterm_received = 1; }
+void OnSigterm(int) {
+  sigterm_received = 1;
+  alarm(stop_grace_secs);
+}
+
+void OnStopGraceOver(int) {
+  static const char kMessage[] =
+      "mnist_distributed: not stopped within --stop_grace_secs of the SIGTERM (a step waits for a task that is "
+      "gone?); exiting\n";
+  (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  _exit(1);
+}
 
 void StopCleanlyOnSigterm() {
+  stop_grace_secs = static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_stop_grace_secs)));
   struct sigaction sa = {};
-  sa.sa_handler = OnSigterm;
   sigemptyset(&sa.sa_mask);
+  sa.sa_handler = OnStopGraceOver;
+  sigaction(SIGALRM, &sa, nullptr);
+  sa.sa_handler = OnSigterm;
   sa.sa_flags = SA_RESTART | SA_RESETHAND;
   sigaction(SIGTERM, &sa, nullptr);
 }
@@ -462,6 +485,9 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_local_steps) < 0) {
     return Usage(absl::StrCat("--local_steps must be 0 or more, not ", absl::GetFlag(FLAGS_local_steps)));
   }
+  if (absl::GetFlag(FLAGS_stop_grace_secs) < 1) {
+    return Usage(absl::StrCat("--stop_grace_secs must be at least 1, not ", absl::GetFlag(FLAGS_stop_grace_secs)));
+  }
   if (absl::GetFlag(FLAGS_elastic) && !absl::GetFlag(FLAGS_sync_replicas)) {
     return Usage("--elastic makes synchronous training follow the membership; add --sync_replicas");
   }
@@ -734,7 +760,11 @@ int main(int argc, char** argv) {
     int joined_total = 0;
     std::vector<std::string> joined_in;
     int64_t done = 0;
-    const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_wait_for_workers_secs));
+    // Told to stop, the chief keeps half its grace for the checkpoint and the shutdown.
+    const int wait_secs = sigterm_received ? std::min(absl::GetFlag(FLAGS_wait_for_workers_secs),
+                                                      std::max(1, absl::GetFlag(FLAGS_stop_grace_secs) / 2))
+                                           : absl::GetFlag(FLAGS_wait_for_workers_secs);
+    const absl::Time deadline = absl::Now() + absl::Seconds(wait_secs);
     std::vector<std::string> dead;  // workers declared dead: not waited for
     while (absl::Now() < deadline) {
       auto r = raw->Run({done_workers});
@@ -772,7 +802,7 @@ int main(int argc, char** argv) {
                   s.ok() ? "" : " (with errors)");
     } else {
       std::printf("%lld of %d workers reported done within %d s; cluster shut down%s\n", static_cast<long long>(done),
-                  all_workers, absl::GetFlag(FLAGS_wait_for_workers_secs), s.ok() ? "" : " (with errors)");
+                  all_workers, wait_secs, s.ok() ? "" : " (with errors)");
     }
   } else if (absl::Status st = sess.Close(); !st.ok()) {
     std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());

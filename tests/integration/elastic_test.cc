@@ -222,6 +222,29 @@ TEST(Elastic, SigtermMakesAWorkerLeaveCleanlyAndTheChiefEndTheJobWithACheckpoint
   std::system(("rm -rf " + logdir).c_str());
 }
 
+// A worker told to stop whose step cannot finish (its ps is frozen) does
+// not hang: it exits 1 once --stop_grace_secs have passed, saying why.
+TEST(Elastic, AWorkerThatCannotFinishItsStepAfterSigtermExitsWithinTheGrace) {
+  Job job;
+  job.train_steps = 10'000'000;
+  Proc ps = job.Task("ps", 0);
+  Proc chief = job.Task("worker", 0);
+  Proc w1 = job.Task("worker", 1, {"--stop_grace_secs=2"});
+  ASSERT_TRUE(WaitForOutput(w1, "Worker : 1, Step:", 120)) << Output(w1);
+  kill(ps.pid, SIGSTOP);
+  kill(w1.pid, SIGTERM);
+  EXPECT_EQ(Wait(w1, 60), 1) << Output(w1);
+  EXPECT_NE(Output(w1).find("not stopped within --stop_grace_secs of the SIGTERM"), std::string::npos) << Output(w1);
+  kill(ps.pid, SIGCONT);
+  kill(chief.pid, SIGKILL);
+  kill(ps.pid, SIGKILL);
+  Wait(chief, 10);
+  Wait(ps, 10);
+  Proc bad = job.Task("worker", 1, {"--stop_grace_secs=0"});
+  EXPECT_EQ(Wait(bad, 30), 2) << Output(bad);
+  EXPECT_NE(Output(bad).find("--stop_grace_secs must be at least 1, not 0"), std::string::npos) << Output(bad);
+}
+
 // ps 0 (the coordinator) is SIGKILLed while a joined worker trains and is
 // restarted on its address: the joined worker heartbeats the new
 // coordinator with its address and is taken back, so the chief still knows
