@@ -792,7 +792,8 @@ int main(int argc, char** argv) {
     }
     if (absl::Status st = sess.Close(); !st.ok())
       std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
-    absl::Status s = df::ShutdownCluster(*cluster, "training is over");
+    absl::Status s =
+        df::ShutdownCluster(*cluster, sigterm_received ? "the chief was told to stop (SIGTERM)" : "training is over");
     const int all_workers = num_workers + joined_total;
     if (done >= all_workers) {
       std::printf("All %d workers are done; cluster shut down%s\n", all_workers, s.ok() ? "" : " (with errors)");

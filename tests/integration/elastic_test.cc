@@ -218,6 +218,7 @@ TEST(Elastic, SigtermMakesAWorkerLeaveCleanlyAndTheChiefEndTheJobWithACheckpoint
   EXPECT_TRUE(checkpoint.good()) << logdir;
   const std::string ps_out = Output(ps);
   EXPECT_EQ(ps_out.find("declared dead"), std::string::npos) << ps_out;
+  EXPECT_NE(ps_out.find("Shutdown requested: the chief was told to stop (SIGTERM)"), std::string::npos) << ps_out;
   EXPECT_NE(ps_out.find("ps 0: the cluster was shut down"), std::string::npos) << ps_out;
   std::system(("rm -rf " + logdir).c_str());
 }
