@@ -42,9 +42,24 @@
 // from worker 0's values, and averages its gradients with the others' by
 // collective all-reduce each step (CollectiveAllReduceOptimizer).
 //
+// SIGTERM (what Kubernetes, SLURM and distflow-launch send on scale-down)
+// stops a worker of ps training cleanly: it finishes its current step,
+// counts itself done and leaves the job (the coordinator records it as left,
+// not dead; in elastic synchronous training the chief stops waiting for it),
+// and exits 0. The chief on SIGTERM asks every worker to stop after its
+// step, waits for them as at the end of training (up to half of
+// --stop_grace_secs), saves a checkpoint if --logdir is set, ends the
+// cluster and exits 0, without the test evaluation. A task that has not
+// stopped --stop_grace_secs after the SIGTERM (its step waits for a task
+// that is gone) exits 1 saying so; a second SIGTERM kills at once.
+//
 // --start_server=false drives a worker task served by a separate
 // distflow-server process instead. --trace_step=N writes a timeline of one
 // step (every task's nodes, transfers linked) as Chrome trace-event JSON.
+#include <signal.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -133,6 +148,10 @@ ABSL_FLAG(int64_t, trace_step, -1,
 ABSL_FLAG(std::string, trace_file, "",
           "where --trace_step writes; {task} becomes the worker's index (default: "
           "trace_step_N_worker_{task}.json in --logdir or .)");
+ABSL_FLAG(int, stop_grace_secs, 25,
+          "after a SIGTERM, how long a worker may take to finish its step and leave (the chief: to stop the "
+          "workers, save and end the cluster) before it exits 1 anyway; below the SIGKILL grace of the "
+          "launcher or Kubernetes");
 ABSL_FLAG(int, wait_for_workers_secs, 120,
           "how long the chief waits for the other workers before shutting down (workers declared dead are not "
           "waited for)");
@@ -158,6 +177,35 @@ df::Output Network(const df::Scope& s, const df::Output& images, const std::stri
   net = df::layers::flatten(s, net, "flatten");
   net = df::layers::fully_connected(s, net, 500, df::layers::kRelu, "fully_connected");
   return df::layers::fully_connected(s, net, 10, df::layers::kNoActivation, "pred");
+}
+
+// Set by the first SIGTERM (the handler resets itself: a second one kills),
+// which also starts the --stop_grace_secs alarm.
+volatile std::sig_atomic_t sigterm_received = 0;
+unsigned stop_grace_secs = 25;  // set before the handler is installed
+
+void OnSigterm(int) {
+  sigterm_received = 1;
+  alarm(stop_grace_secs);
+}
+
+void OnStopGraceOver(int) {
+  static const char kMessage[] =
+      "mnist_distributed: not stopped within --stop_grace_secs of the SIGTERM (a step waits for a task that is "
+      "gone?); exiting\n";
+  (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  _exit(1);
+}
+
+void StopCleanlyOnSigterm() {
+  stop_grace_secs = static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_stop_grace_secs)));
+  struct sigaction sa = {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_handler = OnStopGraceOver;
+  sigaction(SIGALRM, &sa, nullptr);
+  sa.sa_handler = OnSigterm;
+  sa.sa_flags = SA_RESTART | SA_RESETHAND;
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 int Die(const std::string& what, const absl::Status& s) {
@@ -437,6 +485,9 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_local_steps) < 0) {
     return Usage(absl::StrCat("--local_steps must be 0 or more, not ", absl::GetFlag(FLAGS_local_steps)));
   }
+  if (absl::GetFlag(FLAGS_stop_grace_secs) < 1) {
+    return Usage(absl::StrCat("--stop_grace_secs must be at least 1, not ", absl::GetFlag(FLAGS_stop_grace_secs)));
+  }
   if (absl::GetFlag(FLAGS_elastic) && !absl::GetFlag(FLAGS_sync_replicas)) {
     return Usage("--elastic makes synchronous training follow the membership; add --sync_replicas");
   }
@@ -519,6 +570,9 @@ int main(int argc, char** argv) {
   counter_options.trainable = false;
   auto done_workers =
       df::ops::MakeVariable(s.WithOpName("done_workers"), df::ops::Const(s, int64_t{0}), counter_options);
+  // Set by a chief told to stop (SIGTERM): every worker leaves after its step.
+  auto stop_workers =
+      df::ops::MakeVariable(s.WithOpName("stop_workers"), df::ops::Const(s, int64_t{0}), counter_options);
   auto images = df::ops::Placeholder(s.WithOpName("x-input"), df::DT_FLOAT, {-1, 784});
   auto labels = df::ops::Placeholder(s.WithOpName("y-input"), df::DT_INT32, {-1});
   auto logits = Network(s, images, absl::GetFlag(FLAGS_model));
@@ -548,6 +602,10 @@ int main(int argc, char** argv) {
   auto correct = df::ops::Equal(s, df::ops::ArgMax(s, logits, 1), df::ops::Cast(s, labels, df::DT_INT64));
   auto accuracy = df::ops::Mean(s, df::ops::Cast(s, correct, df::DT_FLOAT), {0});
   auto finished = df::ops::AssignAdd(s, done_workers, df::ops::Const(s, int64_t{1}));
+  auto ask_workers_to_stop = df::ops::Assign(s, stop_workers, df::ops::Const(s, int64_t{1}));
+  // Read after the step (in synchronous training, after its barrier), so a
+  // worker sees a stop set while it waited.
+  auto stop_seen = df::ops::Identity(s.WithControlDependencies({*train}), stop_workers);
   if (!root.ok()) return Die("building the graph", root.status());
 
   std::unique_ptr<df::Server> server;
@@ -567,7 +625,7 @@ int main(int argc, char** argv) {
   sv.save_checkpoint_steps = absl::GetFlag(FLAGS_save_checkpoint_steps);
   sv.start_fresh_if_incompatible = absl::GetFlag(FLAGS_start_fresh_if_incompatible);
   sv.save_checkpoint_secs = 0;
-  sv.coordination_vars = {done_workers};
+  sv.coordination_vars = {done_workers, stop_workers};
   sv.session_options.wait_for_cluster_ms = 120000;
   sv.recovery_timeout = absl::Seconds(absl::GetFlag(FLAGS_recovery_timeout_secs));
   // This worker's steps touch only the ps tasks and its own task: do not
@@ -592,6 +650,8 @@ int main(int argc, char** argv) {
     progress = hook.get();
     hooks.push_back(std::move(hook));
   }
+  // From here a SIGTERM lets the current step finish (see the top).
+  StopCleanlyOnSigterm();
   auto session = df::MonitoredSession::Create(root, target, sv, std::move(hooks));
   if (!session.ok()) return Die("creating the session", session.status());
   df::MonitoredSession& sess = **session;
@@ -611,14 +671,17 @@ int main(int argc, char** argv) {
   const absl::Time train_start = absl::Now();
   const int64_t trace_step = absl::GetFlag(FLAGS_trace_step);
   bool traced = trace_step < 0;
-  while (!sess.ShouldStop() && (max_local_steps == 0 || local_steps < max_local_steps)) {
+  bool chief_said_stop = false;
+  while (!sess.ShouldStop() && (max_local_steps == 0 || local_steps < max_local_steps) && !sigterm_received &&
+         !chief_said_stop) {
     auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
     df::StepStats trace;
     df::RunOptions ro;
     const bool tracing = !traced && step >= trace_step;
     if (tracing) ro.trace = &trace;
-    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy}, {*train}, ro);
+    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy, stop_seen}, {*train}, ro);
     if (!out.ok()) return Die("training step", out.status());
+    chief_said_stop = !chief && (*out)[1].scalar<int64_t>() != 0;
     if (tracing) {
       traced = true;
       std::string file = absl::GetFlag(FLAGS_trace_file);
@@ -648,6 +711,11 @@ int main(int argc, char** argv) {
     step = now;
   }
   if (progress != nullptr) progress->Finish();
+  if (sigterm_received || chief_said_stop) {
+    std::printf("Worker %d: %s; leaving the job after global step %lld\n", task,
+                sigterm_received ? "SIGTERM" : "the chief asked every worker to stop", static_cast<long long>(step));
+    std::fflush(stdout);
+  }
   const double secs = absl::ToDoubleSeconds(absl::Now() - train_start);
   std::printf("Worker %d ran %lld of the %lld global steps in %.2f s (%.1f steps/s)%s\n", task,
               static_cast<long long>(local_steps), static_cast<long long>(step), secs,
@@ -656,20 +724,31 @@ int main(int argc, char** argv) {
   df::Session* raw = sess.raw_session();
   if (auto r = raw->Run({finished}); !r.ok()) return Die("reporting completion", r.status());
   if (!chief) return sess.Close().ok() ? 0 : 1;
+  if (sigterm_received) {
+    // The others leave after their step; a synchronous step needs the
+    // chief's gradient too, so the chief contributes one more.
+    if (auto r = raw->Run({ask_workers_to_stop}); !r.ok()) return Die("asking the workers to stop", r.status());
+    if (sync) {
+      auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
+      if (auto r = raw->Run({{images, bx}, {labels, by}}, {}, {*train}); !r.ok()) {
+        std::fprintf(stderr, "the step that releases the workers: %s\n", r.status().ToString().c_str());
+      }
+    }
+  }
 
-  // The test set in chunks, averaged.
+  // The test set in chunks, averaged (not when told to stop: be quick).
   double hits = 0;
   const df::Tensor& ti = data->test.images();
   const df::Tensor& tl = data->test.labels();
-  const int64_t n = ti.dim_size(0), chunk = 1000;
+  const int64_t n = sigterm_received ? 0 : ti.dim_size(0), chunk = 1000;
   for (int64_t b = 0; b < n; b += chunk) {
     int64_t e = std::min(n, b + chunk);
     auto r = raw->Run({{images, ti.Slice(b, e)}, {labels, tl.Slice(b, e)}}, {accuracy});
     if (!r.ok()) return Die("evaluating", r.status());
     hits += (*r)[0].scalar<float>() * static_cast<double>(e - b);
   }
-  double acc = hits / static_cast<double>(n);
-  std::printf("Test-Accuracy: %.4f\n", acc);
+  double acc = n > 0 ? hits / static_cast<double>(n) : 0;
+  if (n > 0) std::printf("Test-Accuracy: %.4f\n", acc);
   std::fflush(stdout);
 
   if (absl::GetFlag(FLAGS_shutdown_cluster)) {
@@ -681,7 +760,11 @@ int main(int argc, char** argv) {
     int joined_total = 0;
     std::vector<std::string> joined_in;
     int64_t done = 0;
-    const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_wait_for_workers_secs));
+    // Told to stop, the chief keeps half its grace for the checkpoint and the shutdown.
+    const int wait_secs = sigterm_received ? std::min(absl::GetFlag(FLAGS_wait_for_workers_secs),
+                                                      std::max(1, absl::GetFlag(FLAGS_stop_grace_secs) / 2))
+                                           : absl::GetFlag(FLAGS_wait_for_workers_secs);
+    const absl::Time deadline = absl::Now() + absl::Seconds(wait_secs);
     std::vector<std::string> dead;  // workers declared dead: not waited for
     while (absl::Now() < deadline) {
       auto r = raw->Run({done_workers});
@@ -696,6 +779,12 @@ int main(int argc, char** argv) {
       if (done + static_cast<int64_t>(dead.size()) >= num_workers + joined_total && joined_in.empty()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    if (sigterm_received && !sv.logdir.empty()) {
+      absl::StatusOr<std::string> saved = sess.SaveCheckpoint();
+      if (!saved.ok()) return Die("saving a checkpoint on SIGTERM", saved.status());
+      std::printf("Worker 0 (chief): SIGTERM: saved %s at global step %lld\n", saved->c_str(),
+                  static_cast<long long>(sess.global_step()));
+    }
     if (joined_total > 0) {
       std::printf("%d worker(s) joined the running job%s\n", joined_total,
                   joined_in.empty() ? "; all of them have left"
@@ -703,7 +792,8 @@ int main(int argc, char** argv) {
     }
     if (absl::Status st = sess.Close(); !st.ok())
       std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
-    absl::Status s = df::ShutdownCluster(*cluster, "training is over");
+    absl::Status s =
+        df::ShutdownCluster(*cluster, sigterm_received ? "the chief was told to stop (SIGTERM)" : "training is over");
     const int all_workers = num_workers + joined_total;
     if (done >= all_workers) {
       std::printf("All %d workers are done; cluster shut down%s\n", all_workers, s.ok() ? "" : " (with errors)");
@@ -713,7 +803,7 @@ int main(int argc, char** argv) {
                   s.ok() ? "" : " (with errors)");
     } else {
       std::printf("%lld of %d workers reported done within %d s; cluster shut down%s\n", static_cast<long long>(done),
-                  all_workers, absl::GetFlag(FLAGS_wait_for_workers_secs), s.ok() ? "" : " (with errors)");
+                  all_workers, wait_secs, s.ok() ? "" : " (with errors)");
     }
   } else if (absl::Status st = sess.Close(); !st.ok()) {
     std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
@@ -728,5 +818,6 @@ int main(int argc, char** argv) {
                   static_cast<long long>(sync_opt->stats().replicas_aggregated.load()));
     }
   }
+  if (sigterm_received) return 0;  // stopped on request: no test accuracy to judge
   return acc >= absl::GetFlag(FLAGS_min_accuracy) ? 0 : 3;
 }

@@ -1,7 +1,11 @@
 // Sessions, servers and cluster specs of distflow._distflow: Session.run
 // (feeds lent, fetches shared with numpy, optional step trace), Server,
-// local cluster specs and ShutdownCluster.
+// local cluster specs, ShutdownCluster, and elastic membership (a worker
+// joining a running job, the coordinator's member list).
+#include <tuple>
+
 #include "conversions.h"
+#include "distflow/elastic.h"
 
 namespace distflow_py {
 
@@ -82,6 +86,32 @@ void BindSession(py::module_& m) {
         Check(s);
       },
       py::arg("cluster"), py::arg("reason"), py::arg("except_tasks") = std::vector<std::string>());
+
+  // Elastic membership (distflow/elastic.h): (task_index, cluster) of a
+  // worker joining the running job, and the coordinator's members as
+  // (task, address, state, joined) tuples.
+  m.def(
+      "join_cluster",
+      [](const std::string& coordinator, const std::string& job, const std::string& address, double wait_secs) {
+        absl::StatusOr<df::JoinedTask> joined;
+        {
+          py::gil_scoped_release release;
+          joined = df::JoinCluster(coordinator, job, address, absl::Seconds(wait_secs));
+        }
+        df::JoinedTask me = Value(std::move(joined));
+        return py::make_tuple(me.task_index, ClusterToPython(me.cluster));
+      },
+      py::arg("coordinator"), py::arg("job"), py::arg("address"), py::arg("wait_secs") = 60.0);
+  m.def("list_cluster_members", [](const std::string& coordinator) {
+    absl::StatusOr<std::vector<df::ClusterMember>> members;
+    {
+      py::gil_scoped_release release;
+      members = df::ListClusterMembers(coordinator);
+    }
+    std::vector<std::tuple<std::string, std::string, std::string, bool>> out;
+    for (const df::ClusterMember& m : Value(std::move(members))) out.emplace_back(m.task, m.address, m.state, m.joined);
+    return out;
+  });
 }
 
 }  // namespace distflow_py

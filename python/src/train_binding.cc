@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "conversions.h"
+#include "distflow/elastic.h"
 #include "distflow/train/collective_all_reduce_optimizer.h"
 
 namespace distflow_py {
@@ -107,16 +108,23 @@ void BindTrain(py::module_& m) {
   // Synchronous replicas around an optimizer made like the ones above; its
   // hook goes to MonitoredSession (sync_hooks).
   py::class_<df::SyncReplicasOptimizer>(m, "SyncReplicasOptimizer")
-      .def_static("create",
-                  [](const std::string& kind, const py::dict& hyper, int replicas_to_aggregate, int total_num_replicas,
-                     int replica_id, double step_timeout_secs) {
-                    df::SyncReplicasOptions o;
-                    o.replicas_to_aggregate = replicas_to_aggregate;
-                    o.total_num_replicas = total_num_replicas;
-                    o.replica_id = replica_id;
-                    o.step_timeout = absl::Seconds(step_timeout_secs);
-                    return Value(df::SyncReplicasOptimizer::Create(MakeOptimizer(kind, hyper), o));
-                  })
+      .def_static(
+          "create",
+          [](const std::string& kind, const py::dict& hyper, int replicas_to_aggregate, int total_num_replicas,
+             int replica_id, double step_timeout_secs, const std::string& elastic_coordinator, int min_replicas) {
+            df::SyncReplicasOptions o;
+            o.replicas_to_aggregate = replicas_to_aggregate;
+            o.total_num_replicas = total_num_replicas;
+            o.replica_id = replica_id;
+            o.step_timeout = absl::Seconds(step_timeout_secs);
+            // Elastic: the count follows the workers the coordinator holds alive.
+            if (!elastic_coordinator.empty()) o.live_replicas = df::LiveWorkerCounter(elastic_coordinator);
+            o.min_replicas = min_replicas;
+            return Value(df::SyncReplicasOptimizer::Create(MakeOptimizer(kind, hyper), o));
+          },
+          py::arg("kind"), py::arg("hyper"), py::arg("replicas_to_aggregate"), py::arg("total_num_replicas"),
+          py::arg("replica_id"), py::arg("step_timeout_secs"), py::arg("elastic_coordinator") = "",
+          py::arg("min_replicas") = 1)
       .def("minimize",
            [](df::SyncReplicasOptimizer& opt, const df::Scope& s, const df::Output& loss,
               std::optional<df::Output> global_step) {
@@ -131,9 +139,13 @@ void BindTrain(py::module_& m) {
                                    const df::Output& loss) { return Value(opt.ComputeGradients(s, loss)); })
       .def_property_readonly("steps_applied",
                              [](const df::SyncReplicasOptimizer& o) { return o.stats().steps_applied.load(); })
-      .def_property_readonly("stale_gradients_dropped", [](const df::SyncReplicasOptimizer& o) {
-        return o.stats().stale_gradients_dropped.load();
-      });
+      .def_property_readonly(
+          "stale_gradients_dropped",
+          [](const df::SyncReplicasOptimizer& o) { return o.stats().stale_gradients_dropped.load(); })
+      .def_property_readonly("replicas_aggregated",
+                             [](const df::SyncReplicasOptimizer& o) { return o.stats().replicas_aggregated.load(); })
+      .def_property_readonly("aggregation_changes",
+                             [](const df::SyncReplicasOptimizer& o) { return o.stats().aggregation_changes.load(); });
 
   // Horovod's DistributedOptimizer: the gradients all-reduced across the
   // workers, small ones fused into buckets (train/collective_all_reduce_optimizer.h).

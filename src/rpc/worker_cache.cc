@@ -91,10 +91,15 @@ absl::StatusOr<std::string> WorkerCache::AddressOf(const std::string& task_name)
   // Not in the spec: a task that joined the running job.
   absl::StatusOr<std::string> found = resolver_(task_name);
   if (!found.ok()) {
-    return absl::Status(address.status().code(), absl::StrCat(address.status().message(),
-                                                              "; nor did it join the running job (asking the "
-                                                              "coordinator: ",
-                                                              found.status().message(), ")"));
+    // A coordinator that restarted knows a joined task again only from its
+    // next heartbeat (a second at most): Unavailable, so that the step is
+    // retried, rather than an error that ends the worker.
+    const absl::StatusCode code =
+        absl::IsNotFound(found.status()) ? absl::StatusCode::kUnavailable : address.status().code();
+    return absl::Status(code, absl::StrCat(address.status().message(),
+                                           "; nor did it join the running job (asking the "
+                                           "coordinator: ",
+                                           found.status().message(), ")"));
   }
   absl::MutexLock lock(&mu_);
   overrides_[task_name] = *found;

@@ -31,6 +31,18 @@ absl::Status NotTheCoordinator(const std::string& address, const absl::Status& s
       "failure detection (--heartbeat_timeout_secs above 0)"));
 }
 
+// One Members call, bounded by kCallDeadline; a task that runs no
+// ElasticService is named as not the coordinator.
+absl::StatusOr<proto::MembersResponse> AskMembers(proto::ElasticService::Stub& stub, const std::string& address) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+  proto::MembersResponse resp;
+  absl::Status s = FromGrpcStatus(stub.Members(&ctx, proto::MembersRequest(), &resp));
+  if (absl::IsUnimplemented(s)) return NotTheCoordinator(address, s);
+  RETURN_IF_ERROR(s);
+  return resp;
+}
+
 absl::StatusOr<std::string> FindAddress(const std::vector<proto::Member>& members, const std::string& task) {
   for (const proto::Member& m : members) {
     if (m.task() == task && !m.address().empty()) return m.address();
@@ -47,11 +59,7 @@ WorkerCache::AddressResolver JoinedTaskResolver(CoordinationService* local, Work
     if (task == coordinator) return absl::NotFoundError("the coordinator's own address is in the spec");
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, peers->Channel(coordinator));
     auto stub = proto::ElasticService::NewStub(channel);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
-    proto::MembersResponse resp;
-    grpc::Status s = stub->Members(&ctx, proto::MembersRequest(), &resp);
-    if (!s.ok()) return FromGrpcStatus(s);
+    ASSIGN_OR_RETURN(proto::MembersResponse resp, AskMembers(*stub, coordinator));
     return FindAddress({resp.members().begin(), resp.members().end()}, task);
   };
 }
@@ -95,12 +103,7 @@ absl::StatusOr<JoinedTask> JoinCluster(const std::string& coordinator_address, c
 
 absl::StatusOr<std::vector<ClusterMember>> ListClusterMembers(const std::string& coordinator_address) {
   auto stub = StubFor(coordinator_address);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
-  proto::MembersResponse resp;
-  absl::Status s = FromGrpcStatus(stub->Members(&ctx, proto::MembersRequest(), &resp));
-  if (absl::IsUnimplemented(s)) return NotTheCoordinator(coordinator_address, s);
-  if (!s.ok()) return s;
+  ASSIGN_OR_RETURN(proto::MembersResponse resp, AskMembers(*stub, coordinator_address));
   std::vector<ClusterMember> out;
   for (const proto::Member& m : resp.members()) {
     out.push_back({m.task(), m.address(), proto::TaskHealth::State_Name(m.state()), m.joined()});
@@ -112,12 +115,7 @@ std::function<absl::StatusOr<int>()> LiveWorkerCounter(const std::string& coordi
   std::shared_ptr<proto::ElasticService::Stub> stub = StubFor(coordinator_address);
   const std::string prefix = absl::StrCat("/job:", job, "/"), chief = "/job:chief/";
   return [stub, coordinator_address, prefix, chief]() -> absl::StatusOr<int> {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
-    proto::MembersResponse resp;
-    absl::Status s = FromGrpcStatus(stub->Members(&ctx, proto::MembersRequest(), &resp));
-    if (absl::IsUnimplemented(s)) return NotTheCoordinator(coordinator_address, s);
-    if (!s.ok()) return s;
+    ASSIGN_OR_RETURN(proto::MembersResponse resp, AskMembers(*stub, coordinator_address));
     int live = 0;
     for (const proto::Member& m : resp.members()) {
       if (!absl::StartsWith(m.task(), prefix) && !absl::StartsWith(m.task(), chief)) continue;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <tuple>
@@ -58,9 +59,10 @@ struct Job {
             "--print_every=100",          "--heartbeat_timeout_secs=2",
             "--wait_for_workers_secs=60", "--progress=false"};
   }
-  Proc Task(const std::string& job, int index) const {
+  Proc Task(const std::string& job, int index, const std::vector<std::string>& extra = {}) const {
     std::vector<std::string> args = Common();
     args.insert(args.end(), {"--cluster_spec=" + spec, "--job_name=" + job, absl::StrCat("--task_index=", index)});
+    args.insert(args.end(), extra.begin(), extra.end());
     return Spawn(args);
   }
   Proc Joiner(const std::vector<std::string>& extra = {}) const {
@@ -70,6 +72,17 @@ struct Job {
     return Spawn(args);
   }
 };
+
+// Neither the chief (output `chief`) nor `other` worker recovered a session,
+// and the chief ran to the job's last step and learned.
+void ExpectNobodyRestartedAndTheJobLearned(const Job& job, const std::string& chief, const std::string& other) {
+  EXPECT_EQ(chief.find("recreating the session"), std::string::npos) << chief;
+  EXPECT_EQ(other.find("recreating the session"), std::string::npos) << other;
+  const size_t ran = chief.find("Worker 0 ran ");
+  ASSERT_NE(ran, std::string::npos) << chief;
+  EXPECT_GE(NumberAfter(chief.substr(ran), " of the "), job.train_steps) << chief;
+  EXPECT_GE(NumberAfter(chief, "Test-Accuracy: "), 0.7) << chief;
+}
 
 TEST(Elastic, WorkersJoinAndLeaveARunningAsyncJobWithoutRestartingAnyone) {
   Job job;
@@ -112,17 +125,11 @@ TEST(Elastic, WorkersJoinAndLeaveARunningAsyncJobWithoutRestartingAnyone) {
   EXPECT_NE(ps_out.find(absl::StrCat("/job:worker/replica:0/task:", leaver_task, " left the cluster")),
             std::string::npos)
       << ps_out;
-  // Nobody restarted: the static tasks never recovered a session.
+  // The chief waited for both joiners; the global step counted on through
+  // the joins and leaves, to the end.
   const std::string out = Output(chief);
-  EXPECT_EQ(out.find("recreating the session"), std::string::npos) << out;
-  EXPECT_EQ(Output(w1).find("recreating the session"), std::string::npos) << Output(w1);
-  // The chief waited for both joiners, the job reached its last step and learned.
   EXPECT_NE(out.find("2 worker(s) joined the running job; all of them have left"), std::string::npos) << out;
-  const size_t ran = out.find("Worker 0 ran ");
-  ASSERT_NE(ran, std::string::npos) << out;
-  // The global step counted on through the joins and leaves, to the end.
-  EXPECT_GE(NumberAfter(out.substr(ran), " of the "), job.train_steps) << out;
-  EXPECT_GE(NumberAfter(out, "Test-Accuracy: "), 0.7) << out;
+  ExpectNobodyRestartedAndTheJobLearned(job, out, Output(w1));
 }
 
 // Synchronous training that follows the membership: 2 workers aggregate 2
@@ -133,15 +140,9 @@ TEST(Elastic, SyncReplicasAggregateAsManyGradientsAsThereAreWorkersInTheJob) {
   Job job;
   job.train_steps = 2000;
   const std::vector<std::string> sync = {"--sync_replicas", "--elastic", "--sync_step_timeout_secs=60"};
-  auto task = [&](const std::string& name, int index) {
-    std::vector<std::string> args = job.Common();
-    args.insert(args.end(), {"--cluster_spec=" + job.spec, "--job_name=" + name, absl::StrCat("--task_index=", index)});
-    args.insert(args.end(), sync.begin(), sync.end());
-    return Spawn(args);
-  };
-  Proc ps = task("ps", 0);
-  Proc w1 = task("worker", 1);
-  Proc chief = task("worker", 0);
+  Proc ps = job.Task("ps", 0, sync);
+  Proc w1 = job.Task("worker", 1, sync);
+  Proc chief = job.Task("worker", 0, sync);
   ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
   ASSERT_TRUE(WaitForOutput(chief, "aggregating 2 gradients per step", 10)) << Output(chief);
   Proc joiner = job.Joiner(sync);
@@ -171,13 +172,78 @@ TEST(Elastic, SyncReplicasAggregateAsManyGradientsAsThereAreWorkersInTheJob) {
   // The last step applied (after the kill) aggregated 2.
   EXPECT_NE(out.find("; the last step aggregated 2\n"), std::string::npos) << out;
   EXPECT_NE(Output(ps).find("/job:worker/replica:0/task:1 is declared dead"), std::string::npos) << Output(ps);
-  // Nobody restarted, the job reached its last step synchronously and learned.
-  EXPECT_EQ(out.find("recreating the session"), std::string::npos) << out;
-  EXPECT_EQ(Output(joiner).find("recreating the session"), std::string::npos) << Output(joiner);
-  const size_t ran = out.find("Worker 0 ran ");
-  ASSERT_NE(ran, std::string::npos) << out;
-  EXPECT_GE(NumberAfter(out.substr(ran), " of the "), job.train_steps) << out;
-  EXPECT_GE(NumberAfter(out, "Test-Accuracy: "), 0.7) << out;
+  ExpectNobodyRestartedAndTheJobLearned(job, out, Output(joiner));
+}
+
+// SIGTERM, as Kubernetes, SLURM and distflow-launch send on scale-down:
+// worker 1 finishes its step and leaves the job (the coordinator records it
+// as left, not dead) and exits 0, while the others train on; then the chief
+// is told to stop: the joined worker leaves after its step when the chief
+// asks, and the chief saves a checkpoint, ends the cluster and exits 0.
+TEST(Elastic, SigtermMakesAWorkerLeaveCleanlyAndTheChiefEndTheJobWithACheckpoint) {
+  Job job;
+  job.train_steps = 10'000'000;  // never reached: the job ends on SIGTERM
+  const std::string logdir = TempPath("logdir");
+  Proc ps = job.Task("ps", 0);
+  Proc w1 = job.Task("worker", 1);
+  Proc chief = job.Task("worker", 0, {"--logdir=" + logdir});
+  // The joiner starts with the job (see the first test).
+  Proc joiner = job.Joiner();
+  ASSERT_TRUE(WaitForOutput(w1, "Worker : 1, Step:", 120)) << Output(w1);
+  kill(w1.pid, SIGTERM);
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_NE(Output(w1).find("Worker 1: SIGTERM; leaving the job after global step "), std::string::npos) << Output(w1);
+  ASSERT_TRUE(WaitForOutput(ps, "/job:worker/replica:0/task:1 left the cluster", 30)) << Output(ps);
+
+  ASSERT_TRUE(WaitForOutput(joiner, ", Step: ", 120)) << Output(joiner);
+  ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
+  kill(chief.pid, SIGTERM);
+  EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
+  EXPECT_EQ(Wait(joiner, 60), 0) << Output(joiner);
+  EXPECT_EQ(Wait(ps, 60), 0) << Output(ps);
+
+  const std::string out = Output(chief);
+  EXPECT_NE(out.find("Worker 0: SIGTERM; leaving the job after global step "), std::string::npos) << out;
+  EXPECT_NE(Output(joiner).find("the chief asked every worker to stop; leaving the job after global step "),
+            std::string::npos)
+      << Output(joiner);
+  // The chief waited for every worker, saved where the job stood and ended the cluster.
+  EXPECT_NE(out.find("1 worker(s) joined the running job; all of them have left"), std::string::npos) << out;
+  EXPECT_NE(out.find("All 3 workers are done; cluster shut down"), std::string::npos) << out;
+  const size_t saved = out.find("Worker 0 (chief): SIGTERM: saved " + logdir + "/model.ckpt-");
+  ASSERT_NE(saved, std::string::npos) << out;
+  EXPECT_GT(NumberAfter(out.substr(saved), " at global step "), 0) << out;
+  EXPECT_EQ(out.find("Test-Accuracy"), std::string::npos) << out;
+  std::ifstream checkpoint(logdir + "/checkpoint");
+  EXPECT_TRUE(checkpoint.good()) << logdir;
+  const std::string ps_out = Output(ps);
+  EXPECT_EQ(ps_out.find("declared dead"), std::string::npos) << ps_out;
+  EXPECT_NE(ps_out.find("Shutdown requested: the chief was told to stop (SIGTERM)"), std::string::npos) << ps_out;
+  EXPECT_NE(ps_out.find("ps 0: the cluster was shut down"), std::string::npos) << ps_out;
+  std::system(("rm -rf " + logdir).c_str());
+}
+
+// A worker told to stop whose step cannot finish (its ps is frozen) does
+// not hang: it exits 1 once --stop_grace_secs have passed, saying why.
+TEST(Elastic, AWorkerThatCannotFinishItsStepAfterSigtermExitsWithinTheGrace) {
+  Job job;
+  job.train_steps = 10'000'000;
+  Proc ps = job.Task("ps", 0);
+  Proc chief = job.Task("worker", 0);
+  Proc w1 = job.Task("worker", 1, {"--stop_grace_secs=2"});
+  ASSERT_TRUE(WaitForOutput(w1, "Worker : 1, Step:", 120)) << Output(w1);
+  kill(ps.pid, SIGSTOP);
+  kill(w1.pid, SIGTERM);
+  EXPECT_EQ(Wait(w1, 60), 1) << Output(w1);
+  EXPECT_NE(Output(w1).find("not stopped within --stop_grace_secs of the SIGTERM"), std::string::npos) << Output(w1);
+  kill(ps.pid, SIGCONT);
+  kill(chief.pid, SIGKILL);
+  kill(ps.pid, SIGKILL);
+  Wait(chief, 10);
+  Wait(ps, 10);
+  Proc bad = job.Task("worker", 1, {"--stop_grace_secs=0"});
+  EXPECT_EQ(Wait(bad, 30), 2) << Output(bad);
+  EXPECT_NE(Output(bad).find("--stop_grace_secs must be at least 1, not 0"), std::string::npos) << Output(bad);
 }
 
 // ps 0 (the coordinator) is SIGKILLed while a joined worker trains and is

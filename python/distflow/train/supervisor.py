@@ -293,14 +293,34 @@ class Supervisor:
                                   {"device_filters": ["/job:ps/task:0", task]})
         deadline = time.monotonic() + wait_secs
         done = 0
+        # Workers that joined the running job (distflow.elastic) count too,
+        # as the coordinator on ps 0 knows them; once declared dead they are
+        # not waited for.
+        coordinator = (cluster.get("ps") or {}).get(0)
+        joined, gone = set(), set()
         try:
             while time.monotonic() < deadline:
                 done = int(check.run([], [counter._out], [], 0)[0])
-                if done >= num_workers:
+                if coordinator is not None:
+                    try:
+                        members = _distflow.list_cluster_members(coordinator)
+                    except (_distflow.UnavailableError, _distflow.DeadlineExceededError,
+                            _distflow.FailedPreconditionError):
+                        members = []  # no coordinator to ask: the spec's workers
+                    for task, _, state, was_joined in members:
+                        if was_joined and task.startswith("/job:worker/"):
+                            joined.add(task)
+                            if state == "DEAD":
+                                gone.add(task)
+                if done >= num_workers + len(joined - gone):
                     break
                 time.sleep(0.5)
         finally:
             check.close()
+        num_workers += len(joined - gone)
+        if joined:
+            print(f"Supervisor: {len(joined)} worker(s) joined the running job"
+                  + (f", {len(gone)} of them declared dead" if gone else ""), file=sys.stderr)
         print(f"Supervisor: {done} of {num_workers} workers done; shutting the cluster down", file=sys.stderr)
         try:
             _distflow.shutdown_cluster(cluster, "training is over", [task])

@@ -16,21 +16,41 @@ class SyncReplicasOptimizer(Optimizer):
 
     distflow names each worker's gradients by its replica: `replica_id`
     (TensorFlow has no such argument) defaults to the task index of this
-    process's tf.train.Server of job "worker"."""
+    process's tf.train.Server of job "worker".
+
+    distflow extensions (TensorFlow has none of these arguments):
+    `replica_id` and `step_timeout_secs` (how long a worker waits for its
+    step to be applied), and elastic training:
+
+    elastic=True: the gradients aggregated per step follow the workers in
+    the job instead of staying `replicas_to_aggregate`. Before every step
+    the chief asks the job's coordinator (ps task 0, which keeps the
+    membership with the heartbeats) how many workers are alive and
+    aggregates max(min_replicas, live - backups) gradients, the backups
+    being total_num_replicas - replicas_to_aggregate. A worker that joins
+    the running job (distflow.elastic.join_cluster) is waited for from the
+    next step; one that leaves, or dies and is declared dead, is not waited
+    for any more. Every worker passes elastic=True; a joined worker's
+    replica is its task index. As the C++ SyncReplicasOptions::live_replicas
+    (distflow/train/sync_replicas_optimizer.h)."""
 
     def __init__(self, opt, replicas_to_aggregate, total_num_replicas=None, variable_averages=None,
                  variables_to_average=None, use_locking=False, name="sync_replicas", replica_id=None,
-                 step_timeout_secs=120):
+                 step_timeout_secs=120, elastic=False, min_replicas=1):
         if variable_averages is not None or variables_to_average is not None:
             raise NotImplementedError("tf.train.SyncReplicasOptimizer(variable_averages=...)")
         if not isinstance(opt, Optimizer) or isinstance(opt, SyncReplicasOptimizer):
             raise TypeError(f"SyncReplicasOptimizer wraps one of distflow's optimizers, not {type(opt).__name__}")
         if replica_id is None:
             replica_id = _local_worker_index()
+        coordinator = _coordinator_address() if elastic else ""
+        if not elastic and min_replicas != 1:
+            raise ValueError("SyncReplicasOptimizer(min_replicas=...) bounds elastic training; add elastic=True")
         self._wrapped = opt
+        self._elastic = bool(elastic)
         self._opt = _distflow.SyncReplicasOptimizer.create(opt._kind, opt._hyper, int(replicas_to_aggregate),
                                                            int(total_num_replicas or 0), int(replica_id),
-                                                           float(step_timeout_secs))
+                                                           float(step_timeout_secs), coordinator, int(min_replicas))
 
     def minimize(self, loss, global_step=None, var_list=None, name=None, **unused):
         if global_step is None:
@@ -97,6 +117,17 @@ class SyncReplicasOptimizer(Optimizer):
     def stale_gradients_dropped(self):
         return self._opt.stale_gradients_dropped
 
+    @property
+    def replicas_aggregated(self):
+        """Gradients averaged into the last step the chief's hook applied
+        (with elastic=True, the count that followed the membership)."""
+        return self._opt.replicas_aggregated
+
+    @property
+    def aggregation_changes(self):
+        """With elastic=True: how many times the chief's count changed."""
+        return self._opt.aggregation_changes
+
 
 def _local_worker_index():
     workers = [s.task_name for s in _servers_by_target.values() if s.task_name.startswith("/job:worker/")]
@@ -105,6 +136,20 @@ def _local_worker_index():
                          ("no tf.train.Server of job 'worker'" if not workers else f"several worker servers {workers}")
                          + ", so its replica is unknown; pass replica_id=<this worker's task index>")
     return int(workers[0].rsplit(":", 1)[1])
+
+
+def _coordinator_address():
+    """ps task 0's address, from the cluster of this process's worker server."""
+    workers = [s for s in _servers_by_target.values() if s.task_name.startswith("/job:worker/")]
+    if len(workers) != 1:
+        raise ValueError("SyncReplicasOptimizer(elastic=True) follows the membership kept by the job's coordinator "
+                         "(ps task 0), found from this process's tf.train.Server of job 'worker'; this process has "
+                         + ("none" if not workers else f"several: {[s.task_name for s in workers]}"))
+    ps = workers[0].cluster.get("ps")
+    if not ps or 0 not in ps:
+        raise ValueError("SyncReplicasOptimizer(elastic=True) needs a ps job with task 0: its coordinator keeps the "
+                         f"membership; the cluster of {workers[0].task_name} has jobs {sorted(workers[0].cluster)}")
+    return ps[0]
 
 
 class _SyncReplicasHook(SessionRunHook):

@@ -1,0 +1,46 @@
+"""Elastic membership from Python, a distflow extension (TensorFlow 1 has
+none): a worker that is not in the cluster spec joins a running job
+through the job's coordinator (ps task 0, which keeps the membership with
+the heartbeats), and anyone may ask the coordinator who is in the job.
+
+    import distflow.compat.v1 as tf
+    from distflow import elastic
+
+    task_index, cluster = elastic.join_cluster("10.0.0.1:2222", "10.0.0.7:2230")
+    server = tf.train.Server(cluster, job_name="worker", task_index=task_index)
+    # ... the same graph as every worker, with
+    # tf.train.SyncReplicasOptimizer(..., elastic=True) for synchronous training.
+
+A joined worker is a worker like the others from then on: it heartbeats, is
+declared dead if it stops, and leaves the job when its server stops
+(server.stop(), or the end of the process). The C++ calls are JoinCluster
+and ListClusterMembers (distflow/elastic.h)."""
+import collections
+
+from distflow import _distflow
+from distflow.train.server import ClusterSpec
+
+Member = collections.namedtuple("Member", ["task", "address", "state", "joined"])
+Member.__doc__ = """A task the coordinator knows: its name ("/job:worker/replica:0/task:3"), address ("" if
+unknown), state (UNKNOWN, ALIVE, DEAD or LEFT) and whether it joined the running job."""
+
+
+def join_cluster(coordinator_address, address, job_name="worker", wait_secs=60):
+    """Joins the running job whose coordinator serves on
+    `coordinator_address` as a task of `job_name` that will serve on
+    `address` (host:port). Returns (task_index, ClusterSpec): this task's
+    index and the job now, this task included; start its
+    tf.train.Server(cluster, job_name, task_index) soon after (a joined
+    task that does not heartbeat within the heartbeat timeout is declared
+    dead). Retries while the coordinator is unreachable, for up to
+    `wait_secs`. InvalidArgumentError for a malformed address,
+    FailedPreconditionError if a live task has `address` or the task at
+    `coordinator_address` is not the coordinator."""
+    task_index, jobs = _distflow.join_cluster(str(coordinator_address), str(job_name), str(address),
+                                              float(wait_secs))
+    return task_index, ClusterSpec(jobs)
+
+
+def cluster_members(coordinator_address):
+    """Every task the coordinator at `coordinator_address` knows, in name order, as Member tuples."""
+    return [Member(*m) for m in _distflow.list_cluster_members(str(coordinator_address))]
