@@ -32,6 +32,7 @@
 #include "distflow/step_stats.h"
 #include "distflow/task_config.h"
 #include "distflow/tensor.h"
+#include "distflow/tensor_array.h"
 #include "distflow/train/collective_all_reduce_optimizer.h"
 #include "distflow/train/event_writer.h"
 #include "distflow/train/layers.h"

@@ -170,14 +170,6 @@ class _BranchContext(_Context):
         return switch[self.branch]
 
 
-class _ArrayUse:
-    """Whether a while_loop body read the values of a TensorArray loop
-    variable (or of an array made from it), or only wrote to it."""
-
-    def __init__(self):
-        self.read = False
-
-
 class _Loop:
     """What a loop's condition and body contexts share: the outside tensors
     entered into the frame, in the order C++ recorded them."""
@@ -355,11 +347,10 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     parent = g._cf_stack[-1] if g._cf_stack else None
     leaves = _flatten(loop_vars)
     leaves = [x if _is_tensor_array(x) else _fw.convert_to_tensor(x) for x in leaves]
-    for x in leaves:
-        if _is_tensor_array(x):
-            x._values_read()  # an enclosing loop's array read by this loop: its values are used
     template = _pack(loop_vars, leaves)
-    flat = [x._buffer if _is_tensor_array(x) else x for x in leaves]
+    # A TensorArray is carried by its flow (a float scalar); its handle is
+    # captured into the loop where the body uses it.
+    flat = [x.flow if _is_tensor_array(x) else x for x in leaves]
     n = len(flat)
     invariants = None
     if shape_invariants is not None:
@@ -368,9 +359,9 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             raise ValueError(f"tf.while_loop: {len(inv)} shape invariants for {n} loop variables")
         invariants = []
         for x, sh in zip(leaves, inv):
-            invariants.append(x._invariant() if _is_tensor_array(x) else _fw._shape_list(sh))
+            invariants.append([] if _is_tensor_array(x) else _fw._shape_list(sh))
     elif any(_is_tensor_array(x) for x in leaves):
-        invariants = [x._invariant() if _is_tensor_array(x) else x.shape._dims for x in leaves]
+        invariants = [[] if _is_tensor_array(x) else x.shape._dims for x in leaves]
     counter = maximum_iterations is not None
     if counter:
         with _fw.name_scope(name or "while"):
@@ -381,24 +372,19 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     loop = _Loop()
     first = 1 if counter else 0
 
-    def unpack(ctx, cc_vars, lineages=None):
+    def unpack(ctx, cc_vars):
         tensors = ctx.adopt(cc_vars[:n + first])
-        users = [ta._with_buffer(t) if _is_tensor_array(ta) else t for ta, t in zip(leaves, tensors[first:])]
-        if lineages is not None:
-            for k, u in enumerate(users):
-                if _is_tensor_array(u):
-                    u._lineage = lineages[k] = _ArrayUse()
+        users = [ta._with_flow(t) if _is_tensor_array(ta) else t for ta, t in zip(leaves, tensors[first:])]
         return tensors[:first], _pack(template, users)
 
-    # Per C++ loop variable, once the body is built: whether the gradient can
-    # do without its values (a TensorArray the body only writes); and, known
-    # before, whether its shape may change between iterations (a TensorArray
-    # of dynamic_size).
-    write_only = [False] * (n + first)
-    shape_varies = [False] * first + [_is_tensor_array(x) and x._dynamic for x in leaves]
+    # Per C++ loop variable: the gradient can do without its values (a
+    # TensorArray's flow: the values are in the array), so the loop keeps no
+    # history of it.
+    flow_var = [False] * first + [_is_tensor_array(x) for x in leaves]
+    shape_varies = [False] * (n + first)
 
     def history_not_needed(i):
-        return write_only[i]
+        return flow_var[i]
 
     def context(scope, cc_vars):
         if not loop.built:
@@ -440,9 +426,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
     def body_fn(scope, cc_vars):
         ctx = context(scope, cc_vars)
-        lineages = [None] * n
         with ctx.active(scope), variables_of_the_body():
-            count, user = unpack(ctx, cc_vars, None if loop.built else lineages)
+            count, user = unpack(ctx, cc_vars)
             result = body(*user) if isinstance(user, (list, tuple)) else body(user)
             if not isinstance(result, (list, tuple, dict)) or _is_tensor_array(result):
                 result = [result]
@@ -456,10 +441,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                 if _is_tensor_array(want):
                     if not _is_tensor_array(x):
                         raise TypeError(f"tf.while_loop: the body returns {x!r} for a TensorArray loop variable")
-                    use = lineages[k]
-                    write_only[first + k] = use is not None and x._lineage is use and not use.read and \
-                        not x._placeholder()
-                    x = x._buffer
+                    x = x.flow
                 else:
                     x = _fw.convert_to_tensor(x, dtype=want.dtype)
                 out.append(ctx.capture(x))
@@ -474,7 +456,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     finally:
         loop.built = True
     outs = _adopt_outside(g, cc_out)[first:]
-    finals = [ta._with_buffer(t) if _is_tensor_array(ta) else t for ta, t in zip(leaves, outs)]
+    finals = [ta._with_flow(t) if _is_tensor_array(ta) else t for ta, t in zip(leaves, outs)]
     result = _pack(template, finals)
     if not return_same_structure and isinstance(result, (list, tuple)) and len(_flatten(result)) == 1 \
             and not _is_namedtuple(result):

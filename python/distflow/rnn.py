@@ -532,7 +532,6 @@ def _loop_over_time(cell, x, axis, sequence_length, initial_state, dtype, parall
     xt = x if axis == 0 else _array.transpose(x, [1, 0] + list(range(2, rank)))
     dims = xt.shape._dims
     steps = _array.shape(xt)[0]
-    batch = _array.shape(xt)[1]
     first = xt[0]
     state = _initial_state(cell, first, initial_state, dtype, who)
     # The cell makes its variables here, outside the loop (distflow's loop
@@ -544,8 +543,7 @@ def _loop_over_time(cell, x, axis, sequence_length, initial_state, dtype, parall
         raise NotImplementedError(f"{who} over a while_loop: cells whose output_size is {out_size!r} (not an int)")
     out_dtype = _flatten(state)[0].dtype
     inputs_ta = tensor_array_ops.TensorArray(xt.dtype, size=steps, element_shape=dims[1:]).unstack(xt)
-    flow = _array.fill(_array.stack([steps, batch, out_size]), _fw.constant(0, dtype=out_dtype))
-    outputs_ta = tensor_array_ops.TensorArray(out_dtype, size=steps, element_shape=[dims[1], out_size], flow=flow)
+    outputs_ta = tensor_array_ops.TensorArray(out_dtype, size=steps, element_shape=[dims[1], out_size])
     if sequence_length is not None:
         sequence_length = _math.cast(_fw.convert_to_tensor(sequence_length), _dtypes.int32)
         if sequence_length.shape.ndims not in (None, 1):

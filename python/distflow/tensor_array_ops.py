@@ -1,16 +1,17 @@
-"""tf.TensorArray with value semantics: the array is one tensor of shape
-[size, *element_shape] (its `flow`), and write, scatter and unstack return
-a new TensorArray over a new tensor, as TF1 code uses them
-(`ta = ta.write(t, x)`, the array a while_loop variable). Every operation is
-ordinary ops (Slice, Concat, Gather, Reshape), so gradients come from theirs
-and a loop's gradient rebuilds them like any other body op.
+"""tf.TensorArray over the C++ TensorArray resource, as TensorFlow builds it:
+a handle to an array of the step (kernels/cpu/tensor_array.h) and a float
+scalar `flow` that orders the ops on it. write, scatter, unstack and split
+store elements in the array and return a new TensorArray object with the
+same handle and a new flow (`ta = ta.write(t, x)`, the array a while_loop
+variable through its flow); a write stores the element only, so a loop of N
+writes costs O(N). Gradients come from the ops' gradients (a gradient array
+per tf.gradients call, client/grad/tensor_array_grad.cc).
 
-An array whose element shape is unknown until its first write starts as an
-empty placeholder and takes its shape then; written inside a while_loop such
-an array has no known rank, so that loop gets no gradient (give
-element_shape). Reading an element never written gives zeros (TF: an
-error). Writes copy the array (a loop writing every step is quadratic in its
-length).
+Reading an element never written gives zeros when its shape is known (the
+array's element_shape, or the shape its written elements share), else an
+error naming the array. Writing an index twice keeps the last value (TF: an
+error); the gradient of the overwritten value is zero. close() frees
+nothing early: an array lives until its step ends.
 """
 from distflow import array_ops as _array
 from distflow import dtypes as _dtypes
@@ -23,83 +24,53 @@ def _index(i):
 
 
 class TensorArray:
-    """tf.TensorArray (TF1's arguments; clear_after_read and colocation are
-    accepted and have no effect)."""
+    """tf.TensorArray (TF1's arguments; clear_after_read and
+    colocate_with_first_write_call are accepted and have no effect)."""
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None, colocate_with_first_write_call=True,
                  name=None):
         self._dtype = _dtypes.as_dtype(dtype)
         self._dynamic = bool(dynamic_size)
-        if size is None and not self._dynamic and flow is None:
-            raise ValueError("tf.TensorArray: size must be given unless dynamic_size=True")
         self._size = size
         self._element_shape = _fw._shape_list(element_shape)
         self._infer_shape = infer_shape
-        self._empty = False  # True: the placeholder of an array whose elements are unknown yet
-        # While a while_loop body is built: what the body did with the array it
-        # got as a loop variable (shared by the arrays made from it).
-        self._lineage = None
-        if flow is not None:
-            self._buffer = _fw.convert_to_tensor(flow)
+        if handle is not None:
+            self._handle = _fw.convert_to_tensor(handle)
+            self._flow = _fw.convert_to_tensor(flow) if flow is not None else _fw.constant(0.0)
             return
+        if flow is not None:
+            raise ValueError("tf.TensorArray: flow was given without handle; give both, or neither to make an array")
+        if size is None and not self._dynamic:
+            raise ValueError("tf.TensorArray: size must be given unless dynamic_size=True")
+        attrs = {"dtype": self._dtype._distflow_dtype, "dynamic_size": self._dynamic,
+                 "clear_after_read": True if clear_after_read is None else bool(clear_after_read),
+                 "tensor_array_name": tensor_array_name or "", "element_shape": self._element_shape}
         with _fw.name_scope(name or tensor_array_name or "TensorArray"):
-            es = self._element_shape
-            if es is not None and all(d is not None for d in es):
-                rows = 0 if size is None else size
-                if isinstance(rows, _fw.Tensor):
-                    shape = _array.concat([_array.reshape(_index(rows), [1]), _fw.constant(es, dtype=_dtypes.int32)], 0)
-                    self._buffer = _array.fill(shape, _fw.constant(0, dtype=self._dtype))
-                else:
-                    self._buffer = _array.zeros([int(rows)] + es, dtype=self._dtype)
-            else:
-                # Nothing known of the elements yet: the first write shapes the array.
-                self._buffer = _array.zeros([0], dtype=self._dtype)
-                self._empty = True
+            self._handle, self._flow = _fw._apply("TensorArrayV3", [_index(0 if size is None else size)], attrs)
 
     # ---- what a TensorArray is made of ----
-    def _with_buffer(self, buffer):
+    def _with_flow(self, flow, element_dims=None):
         ta = TensorArray.__new__(TensorArray)
         ta.__dict__.update(self.__dict__)
-        ta._buffer = buffer
-        ta._empty = False
-        es = buffer.shape._dims
-        if es is not None and len(es) >= 1 and self._element_shape is None:
-            ta._element_shape = list(es[1:])
+        ta._flow = flow
+        if element_dims is not None and self._infer_shape:
+            ta._element_shape = self._merged(element_dims)
         return ta
 
-    def _placeholder(self):
-        """Whether the array may still be the empty placeholder of unknown
-        elements (inside a loop it entered as one, its rank is unknown)."""
-        return self._empty or self._buffer.shape._dims is None
-
-    def _invariant(self):
-        """The shape its tensor may take in a while_loop."""
-        if self._placeholder():
-            return None
-        return [None] + self._known_elements(self._buffer.shape._dims[1:])
-
-    def _known_elements(self, dims):
-        """`dims` with what the array's element_shape adds."""
+    def _merged(self, dims):
         es = self._element_shape
         if es is None or len(es) != len(dims):
             return list(dims)
         return [a if a is not None else b for a, b in zip(es, dims)]
 
-    def _values_read(self):
-        """The array's values are used (not only written to)."""
-        if self._lineage is not None:
-            self._lineage.read = True
-
     @property
     def flow(self):
-        self._values_read()
-        return self._buffer
+        return self._flow
 
     @property
     def handle(self):
-        self._values_read()
-        return self._buffer
+        return self._handle
 
     @property
     def dtype(self):
@@ -115,158 +86,109 @@ class TensorArray:
 
     # ---- reading ----
     def read(self, index, name=None):
-        self._values_read()
-        with _fw.name_scope(name or "TensorArrayRead"):
-            return self._buffer[_index(index)]
+        return _fw._apply("TensorArrayReadV3", [self._handle, _index(index), self._flow],
+                          {"dtype": self._dtype._distflow_dtype, "element_shape": self._element_shape},
+                          name=name or "TensorArrayRead")
 
     def gather(self, indices, element_shape=None, name=None):
-        self._values_read()
-        with _fw.name_scope(name or "TensorArrayGather"):
-            from distflow import sparse_ops
-            return sparse_ops.gather(self._buffer, _fw.convert_to_tensor(indices, dtype=_dtypes.int32))
+        es = self._element_shape if element_shape is None else _fw._shape_list(element_shape)
+        return _fw._apply("TensorArrayGatherV3",
+                          [self._handle, _fw.convert_to_tensor(indices, dtype=_dtypes.int32), self._flow],
+                          {"dtype": self._dtype._distflow_dtype, "element_shape": es},
+                          name=name or "TensorArrayGather")
 
     def stack(self, name=None):
-        self._values_read()
-        return _array.identity(self._buffer, name=name or "TensorArrayStack")
+        with _fw.name_scope(name or "TensorArrayStack"):
+            out = self.gather(_array.range(0, self.size()))
+            if not self._dynamic and isinstance(self._size, int) and self._element_shape is not None:
+                out.set_shape([self._size] + self._element_shape)
+            return out
 
     def concat(self, name=None):
-        self._values_read()
-        with _fw.name_scope(name or "TensorArrayConcat"):
-            rest = _array.shape(self._buffer)[2:]
-            return _array.reshape(self._buffer, _array.concat([_fw.constant([-1]), rest], 0))
+        es = self._element_shape
+        value, _ = _fw._apply("TensorArrayConcatV3", [self._handle, self._flow],
+                              {"dtype": self._dtype._distflow_dtype,
+                               "element_shape_except0": es[1:] if es else None},
+                              name=name or "TensorArrayConcat")
+        return value
 
     def size(self, name=None):
-        if not self._dynamic and self._size is not None:
-            return _fw.convert_to_tensor(self._size, dtype=_dtypes.int32)
-        return _array.shape(self._buffer, name=name or "TensorArraySize")[0]
+        return _fw._apply("TensorArraySizeV3", [self._handle, self._flow], name=name or "TensorArraySize")
 
-    # ---- writing: each returns the new array ----
-    def _base(self, rows, value):
-        """The array as [rows, *value's shape]: zeros while it is the
-        placeholder, grown with zero rows if `rows` is more than it has."""
-        b = self._buffer
-        if not self._placeholder() and not self._dynamic:
-            return b
-        # The placeholder's elements (none) or the array's, then zeros, cut
-        # to rows x element size: the array padded with zero rows, in any case.
-        elem = _array.size(value)
-        flat = _array.concat([_array.reshape(b, [-1]), _array.zeros(_array.reshape(rows * elem, [1]), self._dtype)], 0)
-        flat = _array.slice(flat, [0], _array.reshape(rows * elem, [1]))
-        return _array.reshape(flat, _array.concat([_array.reshape(rows, [1]), _array.shape(value)], 0))
-
-    def _rows_for(self, last):
-        """How many rows the array needs to hold index `last`."""
-        if not self._dynamic:
-            return _index(self._size)
-        have = _array.shape(self._buffer)[0]  # 0 for the placeholder
-        rows = _math.maximum(have, last + 1)
-        if self._size is not None:
-            rows = _math.maximum(rows, _index(self._size))
-        return rows
-
-    def _shaped(self, out, value):
-        """`out` with the static shape [?, *elements] that its ops lose."""
-        es = value.shape._dims
-        if es is None:
-            return out
-        es = self._known_elements(es)
-        if all(d is not None for d in es):
-            return _array.reshape(out, [-1] + es)
-        return _fw.placeholder_with_default(out, [None] + es)
-
+    # ---- writing: each returns the array with its new flow ----
     def write(self, index, value, name=None):
         value = _fw.convert_to_tensor(value, dtype=self._dtype)
         self._check_element(value)
-        with _fw.name_scope(name or "TensorArrayWrite"):
-            i = _index(index)
-            base = self._base(self._rows_for(i), value)
-            row = _array.expand_dims(value, 0)
-            out = _array.concat([base[:i], row, base[i + 1:]], 0)
-            return self._with_buffer(self._shaped(out, value))
+        flow = _fw._apply("TensorArrayWriteV3", [self._handle, _index(index), value, self._flow],
+                          name=name or "TensorArrayWrite")
+        return self._with_flow(flow, value.shape._dims)
 
     def unstack(self, value, name=None):
         value = _fw.convert_to_tensor(value, dtype=self._dtype)
         dims = value.shape._dims
-        if dims is not None and len(dims) >= 1:
+        if dims is not None and len(dims) == 0:
+            raise ValueError(f"TensorArray.unstack: '{value.name}' is a scalar; it needs a first dimension")
+        if dims is not None:
             self._check_element_dims(dims[1:], value)
             if not self._dynamic and isinstance(self._size, int) and dims[0] is not None and dims[0] != self._size:
                 raise ValueError(f"TensorArray.unstack: the array has size {self._size} but '{value.name}' has "
                                  f"{dims[0]} rows")
-        return self._with_buffer(_array.identity(value, name=name or "TensorArrayUnstack"))
+        with _fw.name_scope(name or "TensorArrayUnstack"):
+            rows = _array.range(0, _array.shape(value)[0])
+            return self.scatter(rows, value, name="TensorArrayScatter")
 
     def scatter(self, indices, value, name=None):
         value = _fw.convert_to_tensor(value, dtype=self._dtype)
-        from distflow import sparse_ops
-        with _fw.name_scope(name or "TensorArrayScatter"):
-            idx = _fw.convert_to_tensor(indices, dtype=_dtypes.int32)
-            first = value[0]
-            base = self._base(self._rows_for(_math.reduce_max(idx)), first)
-            rows = _array.shape(base)[0]
-            if self._dtype.is_floating:
-                # The replaced rows pass no gradient back to the old array.
-                hit = _math.reduce_max(_array.one_hot(idx, rows, dtype=self._dtype), axis=0)
-                keep = 1.0 - hit
-                keep = _array.reshape(keep, _array.concat([_array.reshape(rows, [1]),
-                                                           _array.ones_like(_array.shape(first))], 0))
-                base = base * keep
-            # Later stitches win: the scattered rows replace the array's.
-            out = sparse_ops.dynamic_stitch([_array.range(rows), idx], [base, value])
-            return self._with_buffer(self._shaped(out, first))
+        dims = value.shape._dims
+        if dims is not None and len(dims) >= 1:
+            self._check_element_dims(dims[1:], value)
+        flow = _fw._apply("TensorArrayScatterV3",
+                          [self._handle, _fw.convert_to_tensor(indices, dtype=_dtypes.int32), value, self._flow],
+                          name=name or "TensorArrayScatter")
+        return self._with_flow(flow, dims[1:] if dims is not None and len(dims) >= 1 else None)
 
     def split(self, value, lengths, name=None):
         """The array of the pieces of `value` along its first dimension, of
-        `lengths` rows each. The array is one tensor, so the pieces must be
-        equally long: different lengths are a ValueError when known here and
-        an InvalidArgumentError naming them when the step runs."""
-        from distflow import control_flow_ops
+        `lengths` rows each (they may differ; then stack fails and concat
+        joins them)."""
         import numpy as np
         value = _fw.convert_to_tensor(value, dtype=self._dtype)
-        static = None if isinstance(lengths, _fw.Tensor) else np.asarray(lengths, dtype=np.int64)
-        lengths = _fw.convert_to_tensor(lengths, dtype=_dtypes.int32)
+        static = None if isinstance(lengths, _fw.Tensor) else np.asarray(lengths, dtype=np.int64).ravel()
+        lengths = _math.cast(_fw.convert_to_tensor(lengths), _dtypes.int64)
         dims = value.shape._dims
         if dims is not None and len(dims) == 0:
             raise ValueError(f"TensorArray.split: '{value.name}' is a scalar; it needs a first dimension to split")
         if lengths.shape._dims is not None and len(lengths.shape._dims) != 1:
             raise ValueError(f"TensorArray.split: lengths '{lengths.name}' must be a vector, not of shape "
                              f"{lengths.shape}")
-        if static is not None and len(set(int(k) for k in static.ravel())) > 1:
-            raise ValueError(f"TensorArray.split: lengths {list(static.ravel())} differ; distflow's TensorArray "
-                             f"holds one tensor, so its elements must all have the same length")
-        n = _array.size(lengths)
-        if not self._dynamic and isinstance(self._size, int) and lengths.shape._dims is not None and \
-                lengths.shape._dims[0] is not None and lengths.shape._dims[0] != self._size:
-            raise ValueError(f"TensorArray.split: the array has size {self._size} but lengths has "
-                             f"{lengths.shape._dims[0]} entries")
-        with _fw.name_scope(name or "TensorArraySplit"):
-            first = lengths[0]
-            same = _math.reduce_all(_math.equal(lengths, first))
-            total = _math.equal(_math.reduce_sum(lengths), _array.shape(value)[0])
-            check = control_flow_ops.Assert(
-                _math.logical_and(same, total),
-                [f"TensorArray.split: distflow's TensorArray holds equally long elements; the lengths must be "
-                 f"equal and sum to the rows of '{value.name}'; lengths:", lengths, "rows:", _array.shape(value)[0]],
-                summarize=16)
-            with _fw.control_dependencies([check]):
-                shape = _array.concat([_array.reshape(n, [1]), _array.reshape(first, [1]), _array.shape(value)[1:]],
-                                      0)
-                out = _array.reshape(value, shape)
-            es = None
-            if dims is not None:
-                piece = static.ravel()[0] if static is not None and static.size > 0 else None
-                es = [int(piece) if piece is not None else None] + list(dims[1:])
-                self._check_element_dims(es, value)
-                if all(d is not None for d in es):
-                    out = _array.reshape(out, [-1] + es)
-            return self._with_buffer(out)
+        n = lengths.shape._dims[0] if lengths.shape._dims is not None else None
+        if not self._dynamic and isinstance(self._size, int) and n is not None and n != self._size:
+            raise ValueError(f"TensorArray.split: the array has size {self._size} but lengths has {n} entries")
+        if static is not None and dims is not None and dims[0] is not None and int(static.sum()) != dims[0]:
+            raise ValueError(f"TensorArray.split: lengths {list(static)} sum to {int(static.sum())} but "
+                             f"'{value.name}' has {dims[0]} rows")
+        es = None
+        if dims is not None:
+            piece = int(static[0]) if static is not None and static.size > 0 and len(set(static)) == 1 else None
+            es = [piece] + list(dims[1:])
+            self._check_element_dims(es, value)
+        flow = _fw._apply("TensorArraySplitV3", [self._handle, value, lengths, self._flow],
+                          name=name or "TensorArraySplit")
+        return self._with_flow(flow, es)
 
     def identity(self):
-        return self._with_buffer(_array.identity(self._buffer))
+        return self._with_flow(_array.identity(self._flow))
 
     def close(self, name=None):
-        return _fw.group(name=name or "TensorArrayClose")
+        return _fw._apply("TensorArrayCloseV3", [self._handle], name=name or "TensorArrayClose")
 
     def grad(self, source, flow=None, name=None):
-        raise NotImplementedError("TensorArray.grad: distflow's arrays get gradients from tf.gradients directly")
+        """The gradient array of this one for gradient computation `source`
+        (TF: the name scope of its tf.gradients call, e.g. "gradients")."""
+        handle, gflow = _fw._apply("TensorArrayGradV3", [self._handle, self._flow if flow is None else flow],
+                                   {"source": source}, name=name or "TensorArrayGrad")
+        return TensorArray(self._dtype, size=self._size, dynamic_size=self._dynamic, handle=handle, flow=gflow,
+                           infer_shape=self._infer_shape, element_shape=self._element_shape)
 
     def _check_element(self, value):
         dims = value.shape._dims
@@ -275,12 +197,8 @@ class TensorArray:
 
     def _check_element_dims(self, dims, value):
         es = self._element_shape
-        if es is None or not self._infer_shape or len(es) != len(dims):
-            if es is not None and self._infer_shape and len(es) != len(dims):
-                raise ValueError(f"TensorArray: '{value.name}' has elements of shape {list(dims)} but the array's "
-                                 f"are {es}")
+        if es is None or not self._infer_shape:
             return
-        for a, b in zip(es, dims):
-            if a is not None and b is not None and a != b:
-                raise ValueError(f"TensorArray: '{value.name}' has elements of shape {list(dims)} but the array's "
-                                 f"are {es}")
+        if len(es) != len(dims) or any(a is not None and b is not None and a != b for a, b in zip(es, dims)):
+            raise ValueError(f"TensorArray: '{value.name}' has elements of shape {list(dims)} but the array's "
+                             f"are {es}")

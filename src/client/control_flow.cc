@@ -152,6 +152,44 @@ Output Enter(const Scope& s, const Output& x, const std::string& frame, bool con
   });
 }
 
+struct SavedRandoms {
+  std::vector<NodeOut> handles, flows;
+  std::vector<PartialShape> shapes;
+};
+
+// For each random op the body made (LoopInConstruction::random_ops): a
+// TensorArray outside the loop, entered into it, that the body writes the
+// op's value to at index `count` (the iteration). Returns the writes.
+std::vector<Operation> SaveRandomValues(const Scope& s, const Scope& body, const GraphState::LoopInConstruction& loop,
+                                        const std::string& frame, int parallel, const Output& count,
+                                        SavedRandoms* saved) {
+  std::vector<const Node*> randoms;
+  {
+    absl::MutexLock lock(&s.graph_state()->mu);
+    randoms = loop.random_ops;
+  }
+  std::vector<Operation> writes;
+  for (const Node* r : randoms) {
+    // A Dropout's draw is its mask (output 1).
+    Output value(Operation(r, s.graph_state()), r->op() == "Dropout" ? 1 : 0, body);
+    const PartialShape shape = value.shape();
+    Operation ta = Raw(s.WithNoControlDependencies(), "TensorArrayV3", {Const(s.WithNoControlDependencies(), 0)},
+                       [&](proto::NodeDef* n) {
+                         SetAttrType(n, "dtype", value.dtype());
+                         SetAttrBool(n, "dynamic_size", true);
+                         SetAttrShape(n, "element_shape", shape);
+                       });
+    Output handle(ta, 0, s), flow(ta, 1, s);
+    Output h = Enter(s, handle, frame, true, parallel, nullptr);
+    Output f = Enter(s, flow, frame, true, parallel, nullptr);
+    writes.push_back(Raw(body, "TensorArrayWriteV3", {h, count, value, f}));
+    saved->handles.push_back(NodeOut{handle.node(), 0});
+    saved->flows.push_back(NodeOut{flow.node(), 1});
+    saved->shapes.push_back(shape);
+  }
+  return writes;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vector<Output>& loop_vars,
@@ -291,6 +329,7 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
   }
   if (limited) next->insert(next->begin(), Op(body_scope, "Add", {body_in[0], Const(body_scope, 1)}));
   std::vector<bool> zeros_for(num_user, false), no_history(num_user, false);
+  SavedRandoms saved;
   if (record) {
     for (size_t i = 0; i < num_user; ++i) {
       const Output& history = body_in[static_cast<size_t>(first) + num_user + i];
@@ -316,7 +355,10 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
       Output row = Op(body_scope, "ExpandDims", {value, Const(body_scope, 0)});
       next->push_back(Concat(body_scope, {history, row}, 0));
     }
-    next->push_back(Op(body_scope, "Add", {body_in.back(), Const(body_scope, 1)}));
+    // The body's random ops write each iteration's values to arrays for the
+    // gradient, before the count moves on (the backward loop starts from it).
+    std::vector<Operation> saves = SaveRandomValues(s, body_scope, *building, frame, parallel, body_in.back(), &saved);
+    next->push_back(Op(body_scope.WithControlDependencies(saves), "Add", {body_in.back(), Const(body_scope, 1)}));
   }
   absl::Status checked = CheckNextValues(name, merges, *next, !options.shape_invariants.empty(), first);
   if (!checked.ok()) return Fail(s, checked);
@@ -351,6 +393,9 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
     for (const Output& x : options.invariants) rec->invariants.push_back(NodeOut{x.node(), x.index()});
     for (const NodeOut& x : building->outer) rec->invariants.push_back(x);
     rec->count = NodeOut{exits.back().node(), exits.back().index()};
+    rec->random_handles = saved.handles;
+    rec->random_flows = saved.flows;
+    rec->random_shapes = saved.shapes;
     GraphState& g = *s.graph_state();
     absl::MutexLock lock(&g.mu);
     for (const Node* e : rec->exits) g.while_loops[e] = rec;
@@ -430,6 +475,11 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
   }
   for (size_t j = 0; j < p; ++j) {
     Output inv = out(loop.invariants[j]);
+    if (!Differentiable(inv.dtype())) {  // no gradient to sum (a TensorArray's handle): a placeholder
+      vars.push_back(Const(scope, 0));
+      shapes.push_back(PartialShape({}));
+      continue;
+    }
     vars.push_back(ZerosLike(scope, inv));
     shapes.push_back(Relaxed(inv.shape()));
   }
@@ -455,6 +505,9 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
     opts.invariants.push_back(final_value ? Output(Operation(loop.exits[i], gs), 0, scope) : out(loop.histories[i]));
   }
   for (size_t j = 0; j < p; ++j) opts.invariants.push_back(out(loop.invariants[j]));
+  const size_t r = loop.random_handles.size();
+  for (size_t q = 0; q < r; ++q) opts.invariants.push_back(out(loop.random_handles[q]));
+  for (size_t q = 0; q < r; ++q) opts.invariants.push_back(out(loop.random_flows[q]));
   const std::string what = absl::StrCat("the gradient of WhileLoop '", loop.name, "'");
   auto result = WhileLoop(
       scope, vars,
@@ -499,7 +552,29 @@ absl::Status BuildWhileLoopGradient_(const Scope& scope, const WhileLoopRecord& 
           xs.push_back(x);
         }
         for (size_t j = 0; j < p; ++j) xs.push_back(v[1 + m + p + m + j]);
-        ASSIGN_OR_RETURN(std::vector<Output> ys, loop.body(s, xs));
+        // The forward's random values of iteration k replace the rebuilt
+        // body's draws (GraphState::RandomReplay).
+        auto replay = std::make_shared<GraphState::RandomReplay>();
+        const std::string body_name = ScopeName(s);
+        replay->frame = body_name.substr(0, body_name.rfind('/'));
+        for (size_t q = 0; q < r; ++q) {
+          const size_t base = 1 + m + p + m + p;
+          Output value = Op(s, "TensorArrayReadV3", {v[base + q], k, v[base + r + q]}, [&](proto::NodeDef* n) {
+            SetAttrType(n, "dtype", GetAttrType(loop.random_handles[q].node->def(), "dtype").value_or(DT_FLOAT));
+            SetAttrShape(n, "element_shape", loop.random_shapes[q]);
+          });
+          replay->values.push_back(NodeOut{value.node(), 0});
+        }
+        {
+          absl::MutexLock lock(&gs->mu);
+          gs->random_replays.push_back(replay);
+        }
+        absl::StatusOr<std::vector<Output>> rebuilt = loop.body(s, xs);
+        {
+          absl::MutexLock lock(&gs->mu);
+          gs->random_replays.pop_back();
+        }
+        ASSIGN_OR_RETURN(std::vector<Output> ys, std::move(rebuilt));
         if (ys.size() != m)
           return absl::InternalError(absl::StrCat(what, ": the body returned ", ys.size(), " values"));
         std::vector<Output> dys, gys, dxs;

@@ -46,6 +46,7 @@ void RegisterStandardGradients(GradientRegistry* r) {
   RegisterSparseGradients(r);
   RegisterFunctionGradients(r);
   RegisterControlFlowGradients(r);
+  RegisterTensorArrayGradients(r);
 }
 
 namespace {

@@ -48,9 +48,29 @@ struct GraphState {
     Scope enter_scope;             // where the loop's own Enters were made
     std::vector<NodeOut> outer;    // captured tensors, in the order captured
     std::vector<NodeOut> entered;  // their Enters
+    // The random ops (IsRandomOp) made in this loop's frame itself, not in a
+    // loop nested in it, in the order made: the forward loop saves their
+    // values for its gradient.
+    std::vector<const Node*> random_ops;
   };
   std::vector<std::shared_ptr<LoopInConstruction>> loops_in_construction ABSL_GUARDED_BY(mu);
+  // While a loop's gradient rebuilds its body inside the backward loop
+  // (`frame`): the values the forward loop's random ops drew in this
+  // iteration, in the order they were made. The rebuilt body's random ops,
+  // made in that order, become Identities of them (a Dropout: DropoutMasked
+  // on its saved mask), so the gradient sees the forward's draws instead of
+  // new ones (TensorFlow keeps forward values on stacks for the same reason).
+  struct RandomReplay {
+    std::string frame;
+    std::vector<NodeOut> values;
+    size_t next = 0;
+  };
+  std::vector<std::shared_ptr<RandomReplay>> random_replays ABSL_GUARDED_BY(mu);
   int64_t graph_seed ABSL_GUARDED_BY(mu) = 0;
   int64_t next_op_seed ABSL_GUARDED_BY(mu) = 1;
 };
+// Whether `op` draws random numbers (RandomUniform, RandomStandardNormal,
+// TruncatedNormal, Dropout).
+bool IsRandomOp(const std::string& op);
+
 }  // namespace distflow

@@ -1,6 +1,8 @@
 #include "distflow/scope.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/graph_state.h"
 #include "cluster/device_name.h"
 #include "graph/attr_value.h"
@@ -35,7 +37,54 @@ Scope Scope::WithFullOpName(const std::string& name) const {
   return s;
 }
 
+bool IsRandomOp(const std::string& op) {
+  return op == "RandomUniform" || op == "RandomStandardNormal" || op == "TruncatedNormal" || op == "Dropout";
+}
+
 namespace {
+
+// The innermost loop being built whose body holds node `name` directly (not
+// inside a branch of a Cond there, whose op may not run every iteration), or
+// nullptr.
+GraphState::LoopInConstruction* InnermostLoop(GraphState& g, const std::string& name)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu) {
+  GraphState::LoopInConstruction* loop = nullptr;
+  for (const auto& l : g.loops_in_construction) {
+    if (absl::StartsWith(name, l->frame + "/")) loop = l.get();
+  }
+  if (loop == nullptr) return nullptr;
+  std::vector<std::string> parts = absl::StrSplit(name.substr(loop->frame.size() + 1), '/');
+  if (parts.empty() || parts[0] != "body") return nullptr;
+  for (size_t i = 1; i + 1 < parts.size(); ++i) {
+    if (absl::StartsWith(parts[i], "cond") && (parts[i + 1] == "true" || parts[i + 1] == "false")) return nullptr;
+  }
+  return loop;
+}
+
+// In a body a loop's gradient rebuilds: `def`, a random op, becomes an
+// Identity of the value the forward loop's op drew (GraphState::RandomReplay).
+void ReplayRandom(GraphState& g, const GraphState::LoopInConstruction& loop, proto::NodeDef* def)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu) {
+  if (g.random_replays.empty() || g.random_replays.back()->frame != loop.frame) return;
+  GraphState::RandomReplay& r = *g.random_replays.back();
+  if (r.next >= r.values.size()) return;
+  const NodeOut value = r.values[r.next++];
+  const DataType dtype = value.node->output_type(value.index);
+  const bool dropout = def->op() == "Dropout";  // the saved value is its mask
+  // (A Dropout's T is inferred from its inputs later, so it may be unset here.)
+  absl::StatusOr<DataType> want = GetAttrType(*def, dropout ? "T" : "dtype");
+  if (want.ok() ? *want != dtype : !dropout) return;
+  std::vector<std::string> data, control;
+  for (const std::string& in : def->input()) (absl::StartsWith(in, "^") ? control : data).push_back(in);
+  if (!dropout) data.clear();
+  data.push_back(value.index == 0 ? value.node->name() : absl::StrCat(value.node->name(), ":", value.index));
+  def->clear_input();
+  for (const std::string& in : data) def->add_input(in);
+  for (const std::string& c : control) def->add_input(c);
+  def->set_op(dropout ? "DropoutMasked" : "Identity");
+  def->clear_attr();
+  SetAttrType(def, "T", dtype);
+}
 
 // `inner` over `outer` as nested device scopes merge: every field `inner`
 // sets wins. A name that does not parse is kept as written, for the placer
@@ -149,11 +198,14 @@ Operation Scope::AddNode(proto::NodeDef def, const std::vector<Output>& inputs) 
     int& count = graph_->name_counts[def.name()];
     if (count == 0) count = 1;
   }
+  GraphState::LoopInConstruction* loop = IsRandomOp(def.op()) ? InnermostLoop(*graph_, def.name()) : nullptr;
+  if (loop != nullptr) ReplayRandom(*graph_, *loop, &def);
   absl::StatusOr<const Node*> n = graph_->graph.AddNode(std::move(def));
   if (!n.ok()) {
     if (graph_->status.ok()) graph_->status = n.status();
     return Operation();
   }
+  if (loop != nullptr && IsRandomOp((*n)->op())) loop->random_ops.push_back(*n);
   return Operation(*n, graph_);
 }
 

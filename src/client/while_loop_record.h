@@ -25,10 +25,15 @@ struct WhileLoopRecord {
   std::vector<const Node*> exits;  // one per loop variable
   std::vector<NodeOut> loop_vars;  // their initial values
   std::vector<NodeOut> invariants;
-  std::vector<NodeOut> histories;        // per loop variable: every iteration's value, stacked
-  std::vector<bool> zeros_for;           // per loop variable: the body is rebuilt on zeros of its shape
-  std::vector<bool> shape_history;       // per loop variable: its history holds shapes ([N, rank] int32)
-  std::vector<bool> no_history;          // per loop variable: none kept (its shape varies, its values are read)
+  std::vector<NodeOut> histories;   // per loop variable: every iteration's value, stacked
+  std::vector<bool> zeros_for;      // per loop variable: the body is rebuilt on zeros of its shape
+  std::vector<bool> shape_history;  // per loop variable: its history holds shapes ([N, rank] int32)
+  std::vector<bool> no_history;     // per loop variable: none kept (its shape varies, its values are read)
+  // Per random op of the body (GraphState::RandomReplay): a TensorArray
+  // (handle and flow, made outside the loop) holding its value of each
+  // iteration, and the value's shape.
+  std::vector<NodeOut> random_handles, random_flows;
+  std::vector<PartialShape> random_shapes;
   NodeOut count;                         // the number of iterations that ran
   std::vector<PartialShape> var_shapes;  // the variables' shapes inside the loop
   int parallel_iterations = 10;

@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "distflow/partial_shape.h"
 #include "graph/ops/all_ops.h"
 
 namespace distflow {
@@ -71,6 +72,9 @@ absl::Status ParseDefault(const std::string& op, const std::string& spec, AttrDe
     DataType dt;
     if (!ParseDataType(value, &dt).ok()) return SpecError(op, spec, "default is not a dtype");
     v.set_type(static_cast<proto::DataType>(dt));
+  } else if (attr->kind == "shape") {
+    if (value != "?") return SpecError(op, spec, "only ? (unknown rank) is supported as a shape default");
+    PartialShape::Unknown().ToProto(v.mutable_shape());
   } else if (absl::StartsWith(attr->kind, "list(")) {
     if (value != "[]") return SpecError(op, spec, "only [] is supported as a list default");
     v.mutable_list();

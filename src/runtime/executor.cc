@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "base/timer.h"
 #include "graph/attr_value.h"
+#include "kernels/cpu/tensor_array.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/rendezvous.h"
 #include "kernels/resource_mgr.h"
@@ -80,6 +81,9 @@ struct Executor::Impl {
   // The control-flow path (the graph has Switch, Merge or loop nodes): the
   // static frames (0: the root), and the root items with nothing to wait for.
   bool control_flow = false;
+  // The graph makes per-step resources (TensorArrays): the step's container
+  // is dropped when it ends.
+  bool step_resources = false;
   std::vector<FrameInfo> frames;
   std::vector<int> root_ready;
 
@@ -289,6 +293,9 @@ struct Executor::Impl {
 
   void Finish(Step* s) const {
     std::shared_ptr<Step> keep = std::move(s->self);
+    if (step_resources && options.device != nullptr) {
+      options.device->resource_manager()->Cleanup(StepContainer(s->step_id));
+    }
     absl::Status status;
     {
       absl::MutexLock lock(&s->mu);
@@ -531,6 +538,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
     impl->items.push_back(std::move(item));
   }
   impl->control_flow = NeedsControlFlow(impl->items);
+  for (const NodeItem& item : impl->items) {
+    if (item.node->op() == "TensorArrayV3") impl->step_resources = true;
+  }
   if (impl->control_flow) RETURN_IF_ERROR(BuildControlFlowInfo(graph, roots, &impl->items, &impl->frames));
   impl->feed_slots.resize(feeds.size());
   impl->feed_items.resize(feeds.size());

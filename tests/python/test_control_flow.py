@@ -270,10 +270,27 @@ def test_tensor_array_split_values_gradient_and_errors():
         got, size = sess.run([dyn.concat(), dyn.size()], {x: x0, lengths: [3, 3]})
         np.testing.assert_allclose(got, x0)
         assert size == 2
-        with pytest.raises(tf.errors.InvalidArgumentError, match="lengths must be equal"):
+        # Pieces of different lengths: read and concat work, stack names the shapes.
+        got, second = sess.run([dyn.concat(), dyn.read(1)], {x: x0, lengths: [2, 4]})
+        np.testing.assert_allclose(got, x0)
+        np.testing.assert_allclose(second, x0[2:])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="different shapes"):
             sess.run(dyn.stack(), {x: x0, lengths: [2, 4]})
-    with pytest.raises(ValueError, match=r"lengths \[2, 4\] differ"):
-        tf.TensorArray(tf.float64, size=2).split(x, [2, 4])
+    with pytest.raises(ValueError, match=r"lengths \[2, 3\] sum to 5"):
+        tf.TensorArray(tf.float64, size=2).split(x, [2, 3])
+
+
+def test_tensor_array_split_of_different_lengths_gets_its_gradient():
+    x = tf.placeholder(tf.float64, [5, 2])
+    ta = tf.TensorArray(tf.float64, size=3).split(x, [1, 3, 1])
+    loss = tf.reduce_sum(tf.sin(ta.read(1))) + tf.reduce_sum(ta.read(2) * 3.0) + \
+        tf.reduce_sum(tf.square(ta.concat()))
+    (g,) = tf.gradients(loss, [x])
+    x0 = np.arange(10.0).reshape(5, 2) / 9
+    with tf.Session() as sess:
+        np.testing.assert_allclose(sess.run(ta.read(1), {x: x0}), x0[1:4])
+        np.testing.assert_allclose(sess.run(g, {x: x0}), finite_difference(sess, loss, x, x0), rtol=1e-6,
+                                   atol=1e-8)
 
 
 def test_tensor_array_in_a_while_loop_with_gradient():
@@ -351,21 +368,27 @@ def test_dynamic_size_tensor_array_written_in_a_loop_runs_and_gets_its_gradient(
         np.testing.assert_allclose(sess.run(out.stack(), {x: x0}), np.array(ref))
         assert sess.run(out.size(), {x: x0}) == 5
         np.testing.assert_allclose(sess.run(g, {x: x0}), finite_difference(sess, loss, x, x0), rtol=1e-6)
-    # One the body also reads cannot be kept for the gradient: an error naming it.
+    # One the body also reads gets its gradient too (its values are in the
+    # array, not in the loop's history).
     tf.reset_default_graph()
     x = tf.placeholder(tf.float64, [3])
     grow = tf.TensorArray(tf.float64, size=1, dynamic_size=True, element_shape=[3]).write(0, x)
-    _, grow = tf.while_loop(lambda t, ta: t < 4, lambda t, ta: (t + 1, ta.write(t, ta.read(t - 1) * 2.0)),
+    _, grow = tf.while_loop(lambda t, ta: t < 4, lambda t, ta: (t + 1, ta.write(t, tf.sin(ta.read(t - 1)) * 2.0)),
                             [1, grow])
+    loss = tf.reduce_sum(tf.square(grow.stack()))
+    (g,) = tf.gradients(loss, [x])
+    x0 = np.array([1.0, 2.0, 3.0])
     with tf.Session() as sess:
-        np.testing.assert_allclose(sess.run(grow.stack(), {x: [1.0, 2.0, 3.0]})[-1], [8.0, 16.0, 24.0])
-    with pytest.raises(Exception, match="changes shape from one iteration to the next"):
-        tf.gradients(tf.reduce_sum(grow.stack()), [x])
+        want = [x0]
+        for _ in range(3):
+            want.append(np.sin(want[-1]) * 2.0)
+        np.testing.assert_allclose(sess.run(grow.stack(), {x: x0}), np.array(want))
+        np.testing.assert_allclose(sess.run(g, {x: x0}), finite_difference(sess, loss, x, x0), rtol=1e-6)
 
 
 def test_a_loop_of_5000_tensor_array_writes_and_its_gradient():
-    # Long loops stay cheap enough: the written array keeps no history for
-    # the gradient (each write still copies the array: 5000 scalars here).
+    # Long loops stay cheap: a write stores its element in the array (no
+    # copy of the array), and the loop keeps no history of the array's flow.
     n = 5000
     x = tf.placeholder(tf.float64, [n])
     inp = tf.TensorArray(tf.float64, size=n).unstack(x)
@@ -428,3 +451,41 @@ def test_batch_normalization_with_a_tensor_training_flag():
         mv = 0.5 + 0.5 * xv.var(0)
         np.testing.assert_allclose(out, (xv - mm) / np.sqrt(mv + 1e-3), rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(sess.run(mean_var), mm, rtol=1e-6)
+
+
+def test_random_ops_in_a_loop_body_are_not_redrawn_for_the_gradient():
+    # acc += x * u_t, u_t drawn in the body: d(sum acc)/dx is the sum of the
+    # draws the forward loop made in the same step.
+    x = tf.placeholder(tf.float32, [3])
+    draws = tf.TensorArray(tf.float32, size=6, element_shape=[3])
+
+    def body(t, acc, ta):
+        u = tf.random_uniform([3])
+        return t + 1, acc + x * u, ta.write(t, u)
+
+    _, acc, draws = tf.while_loop(lambda t, *_: t < 6, body, [0, tf.zeros([3]), draws])
+    (g,) = tf.gradients(tf.reduce_sum(acc), [x])
+    with tf.Session() as sess:
+        for _ in range(2):
+            drawn, gv = sess.run([draws.stack(), g], {x: [1.0, 2.0, 3.0]})
+            np.testing.assert_allclose(gv, drawn.sum(axis=0), rtol=1e-5)
+            assert np.ptp(drawn) > 0  # real draws, different per iteration
+
+
+def test_dropout_in_a_loop_body_gets_the_gradient_of_its_own_mask():
+    # tf.nn.dropout in the body: the gradient of each kept element is
+    # 1 / keep_prob, of each dropped one 0, by the forward's mask.
+    x = tf.placeholder(tf.float32, [50])
+    out = tf.TensorArray(tf.float32, size=3, element_shape=[50])
+
+    def body(t, ta):
+        return t + 1, ta.write(t, tf.nn.dropout(x, keep_prob=0.5))
+
+    _, out = tf.while_loop(lambda t, _: t < 3, body, [0, out])
+    stacked = out.stack()
+    (g,) = tf.gradients(tf.reduce_sum(stacked), [x])
+    with tf.Session() as sess:
+        got, gv = sess.run([stacked, g], {x: np.ones(50)})
+    kept = (got != 0).sum(axis=0)
+    np.testing.assert_allclose(gv, kept / 0.5, rtol=1e-6)
+    assert 0 < (got != 0).sum() < got.size

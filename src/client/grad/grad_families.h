@@ -19,6 +19,7 @@ void RegisterNnGradients(GradientRegistry* r);
 void RegisterSparseGradients(GradientRegistry* r);       // sparse_grad.cc
 void RegisterFunctionGradients(GradientRegistry* r);     // function_grad.cc: Call
 void RegisterControlFlowGradients(GradientRegistry* r);  // control_flow_grad.cc: Switch, Merge
+void RegisterTensorArrayGradients(GradientRegistry* r);  // tensor_array_grad.cc: TensorArray*V3
 
 namespace grad {
 

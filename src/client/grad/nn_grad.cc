@@ -175,6 +175,7 @@ void RegisterNnGradients(GradientRegistry* r) {
   r->Register("SparseSoftmaxCrossEntropyWithLogits", CrossEntropyGrad);
   r->Register("L2Loss", L2LossGrad);
   r->Register("Dropout", DropoutGrad);
+  r->Register("DropoutMasked", DropoutGrad);
   r->Register("TopKV2", TopKGrad);
   r->Register("LRN", LrnGrad);
   r->RegisterNoGradient("InTopK");

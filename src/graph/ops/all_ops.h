@@ -33,6 +33,7 @@ void RegisterQueueOps(OpRegistry* r);     // queues and readers of TF1 input pip
 void RegisterParsingOps(OpRegistry* r);   // DecodeRaw, ParseExample
 void RegisterControlFlowOps(OpRegistry* r);  // Switch, Merge, Enter, Exit, NextIteration, LoopCond, ControlTrigger
 void RegisterCollectiveOps(OpRegistry* r);   // CollectiveReduce, CollectiveBcastSend/Recv, CollectiveGather
+void RegisterTensorArrayOps(OpRegistry* r);  // TensorArrayV3 and its read, write, gather, scatter, ... ops
 
 inline void RegisterAllOps(OpRegistry* r) {
   RegisterCoreOps(r);
@@ -60,6 +61,7 @@ inline void RegisterAllOps(OpRegistry* r) {
   RegisterParsingOps(r);
   RegisterControlFlowOps(r);
   RegisterCollectiveOps(r);
+  RegisterTensorArrayOps(r);
 }
 
 }  // namespace distflow

@@ -310,6 +310,17 @@ void RegisterNnOps(OpRegistry* r) {
                       .Attr("seed2: int = 0")
                       .SetIsStateful()
                       .SetShapeFn(DropoutShape));
+  // Dropout with a mask already drawn (a Dropout's `mask` output): output =
+  // x * mask, and the mask again. A while loop's gradient rebuilds a body's
+  // Dropout as this, on the mask the forward loop drew (client/scope.cc).
+  r->MustRegister(OpDefBuilder("DropoutMasked")
+                      .Input("x: T")
+                      .Input("keep_prob: T")
+                      .Input("drawn_mask: T")
+                      .Output("output: T")
+                      .Output("mask: T")
+                      .Attr(kFloatTypes)
+                      .SetShapeFn(DropoutShape));
 }
 
 }  // namespace distflow

@@ -37,6 +37,7 @@ void RegisterReaderKernels(KernelRegistry* r);          // TFRecordReader, Fixed
 void RegisterParsingKernels(KernelRegistry* r);         // DecodeRaw, ParseExample
 void RegisterControlFlowKernels(KernelRegistry* r);     // Switch, Merge, Enter, Exit, NextIteration, LoopCond
 void RegisterCollectiveKernels(KernelRegistry* r);      // CollectiveReduce, CollectiveBcastSend/Recv, CollectiveGather
+void RegisterTensorArrayKernels(KernelRegistry* r);     // TensorArrayV3 and its ops
 
 inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterCoreKernels(r);
@@ -67,6 +68,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterParsingKernels(r);
   RegisterControlFlowKernels(r);
   RegisterCollectiveKernels(r);
+  RegisterTensorArrayKernels(r);
 }
 
 }  // namespace distflow

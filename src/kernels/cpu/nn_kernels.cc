@@ -389,6 +389,26 @@ class L2LossOp : public OpKernel {
 // Dropout(x, keep_prob) -> (x * mask, mask), mask = (u < keep_prob) / keep_prob.
 
 template <typename T>
+class DropoutMaskedOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& mask = ctx->input(2);
+    if (mask.shape() != x.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat("DropoutMasked: the mask has shape ", mask.shape().DebugString(),
+                                                     " but x has ", x.shape().DebugString()));
+    }
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, x.shape()));
+    const T* xp = x.flat<T>().data();
+    const T* mp = mask.flat<T>().data();
+    T* op = out->template flat<T>().data();
+    for (int64_t i = 0; i < x.NumElements(); ++i) op[i] = xp[i] * mp[i];
+    return ctx->set_output(1, mask);
+  }
+};
+
+template <typename T>
 class DropoutOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -467,6 +487,7 @@ void RegisterNnKernels(KernelRegistry* r) {
   RegisterFloat<XentOp>(r, "SoftmaxCrossEntropyWithLogits");
   RegisterFloat<L2LossOp>(r, "L2Loss");
   RegisterFloat<DropoutOp>(r, "Dropout");
+  RegisterFloat<DropoutMaskedOp>(r, "DropoutMasked");
   RegisterFloat<SparseXentOp>(r, "SparseSoftmaxCrossEntropyWithLogits");
   RegisterConvKernels(r);
   RegisterPoolKernels(r);

@@ -1,0 +1,285 @@
+// TensorArrays (distflow/tensor_array.h) built in C++ and run in a Session:
+// values of every op against plain C++, split into pieces of different
+// lengths, errors naming the array, the bytes a loop of N writes copies
+// (linear in N), gradients through loops that write, read and stack checked
+// against finite differences, separate gradient arrays per Gradients call,
+// and a loop's gradient seeing the random values its forward loop drew.
+#include "distflow/tensor_array.h"
+
+#include <string>
+#include <vector>
+
+#include "client/gradient_test_util.h"
+#include "distflow/control_flow.h"
+#include "distflow/gradients.h"
+#include "distflow/ops.h"
+#include "distflow/session.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/tensor_array.h"
+
+namespace distflow {
+namespace {
+
+using Outs = std::vector<Output>;
+using StatusOrOuts = absl::StatusOr<Outs>;
+
+Tensor Doubles(const std::vector<double>& v, const TensorShape& shape) { return Tensor::FromVector(v, shape); }
+
+ops::TensorArrayOptions Options(bool dynamic, PartialShape element_shape = PartialShape::Unknown(),
+                                std::string name = "") {
+  ops::TensorArrayOptions o;
+  o.dynamic_size = dynamic;
+  o.element_shape = std::move(element_shape);
+  o.name = std::move(name);
+  return o;
+}
+
+TEST(TensorArray, WritesReadsGathersStacksAndConcatenates) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Const(root, Doubles({1, 2, 3, 4, 5, 6}, TensorShape({3, 2})));
+  auto ta = ops::TensorArray(root, DT_DOUBLE, ops::Const(root, 3));
+  Output f = ops::TensorArrayUnstack(root, ta.handle, x, ta.flow);
+  // Index 1 written again: the last write wins.
+  f = ops::TensorArrayWrite(root, ta.handle, ops::Const(root, 1), ops::Const(root, Doubles({10, 20}, {2})), f);
+  Output read = ops::TensorArrayRead(root, ta.handle, ops::Const(root, 2), f, DT_DOUBLE);
+  Output stack = ops::TensorArrayStack(root, ta.handle, f, DT_DOUBLE);
+  Output gather = ops::TensorArrayGather(root, ta.handle, ops::Const(root, {2, 0, 2}), f, DT_DOUBLE);
+  auto concat = ops::TensorArrayConcat(root, ta.handle, f, DT_DOUBLE);
+  Output size = ops::TensorArraySize(root, ta.handle, f);
+  // Grown past its size by writes; index 1 never written reads as zeros.
+  auto grown = ops::TensorArray(root, DT_DOUBLE, ops::Const(root, 0), Options(true));
+  Output g = ops::TensorArrayWrite(root, grown.handle, ops::Const(root, 2), ops::Const(root, Doubles({7, 8}, {2})),
+                                   grown.flow);
+  g = ops::TensorArrayWrite(root, grown.handle, ops::Const(root, 0), ops::Const(root, Doubles({5, 6}, {2})), g);
+  Output grown_stack = ops::TensorArrayStack(root, grown.handle, g, DT_DOUBLE);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  auto r = sess.Run({read, stack, gather, concat.first, concat.second, size, grown_stack});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].flat<double>()[0], 5);
+  EXPECT_EQ((*r)[1].shape(), TensorShape({3, 2}));
+  EXPECT_EQ(std::vector<double>((*r)[1].flat<double>().begin(), (*r)[1].flat<double>().end()),
+            (std::vector<double>{1, 2, 10, 20, 5, 6}));
+  EXPECT_EQ(std::vector<double>((*r)[2].flat<double>().begin(), (*r)[2].flat<double>().end()),
+            (std::vector<double>{5, 6, 1, 2, 5, 6}));
+  EXPECT_EQ((*r)[3].shape(), TensorShape({6}));
+  EXPECT_EQ(std::vector<int64_t>((*r)[4].flat<int64_t>().begin(), (*r)[4].flat<int64_t>().end()),
+            (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ((*r)[5].scalar<int32_t>(), 3);
+  EXPECT_EQ(std::vector<double>((*r)[6].flat<double>().begin(), (*r)[6].flat<double>().end()),
+            (std::vector<double>{5, 6, 0, 0, 7, 8}));
+}
+
+TEST(TensorArray, SplitsIntoPiecesOfDifferentLengths) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Const(root, Doubles({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, TensorShape({5, 2})));
+  auto ta = ops::TensorArray(root, DT_DOUBLE, ops::Const(root, 2));
+  Output f = ops::TensorArraySplit(root, ta.handle, x, ops::Const(root, Tensor::FromVector<int64_t>({2, 3})), ta.flow);
+  Output second = ops::TensorArrayRead(root, ta.handle, ops::Const(root, 1), f, DT_DOUBLE);
+  auto concat = ops::TensorArrayConcat(root, ta.handle, f, DT_DOUBLE);
+  Output stack = ops::TensorArrayStack(root, ta.handle, f, DT_DOUBLE);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  auto r = sess.Run({second, concat.first, concat.second});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].shape(), TensorShape({3, 2}));
+  EXPECT_EQ((*r)[0].flat<double>()[0], 5);
+  EXPECT_EQ((*r)[1].shape(), TensorShape({5, 2}));
+  EXPECT_EQ((*r)[1].flat<double>()[9], 10);
+  EXPECT_EQ(std::vector<int64_t>((*r)[2].flat<int64_t>().begin(), (*r)[2].flat<int64_t>().end()),
+            (std::vector<int64_t>{2, 3}));
+  auto bad = sess.Run({stack});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("different shapes"), std::string::npos) << bad.status();
+}
+
+TEST(TensorArray, BadIndicesAreErrorsNamingTheArray) {
+  Scope root = Scope::NewRootScope();
+  auto ta =
+      ops::TensorArray(root, DT_FLOAT, ops::Const(root, 2), Options(false, PartialShape::Unknown(), "my_outputs"));
+  Output past = ops::TensorArrayWrite(root, ta.handle, ops::Const(root, 5), ops::Const(root, 1.0f), ta.flow);
+  Output unknown = ops::TensorArrayRead(root, ta.handle, ops::Const(root, 0), ta.flow, DT_FLOAT);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  auto r = sess.Run({past});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'my_outputs' has size 2"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("dynamic_size"), std::string::npos) << r.status();
+  r = sess.Run({unknown});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not been written"), std::string::npos) << r.status();
+}
+
+// out[t] = x * (t + 1) for t < n in a loop, stacked, and d(sum out^2)/dx.
+struct WriteLoop {
+  Output x, stacked, grad;
+};
+WriteLoop BuildWriteLoop(const Scope& root, int n, int64_t width) {
+  WriteLoop w;
+  w.x = ops::Placeholder(root, DT_DOUBLE, PartialShape({width}));
+  auto ta = ops::TensorArray(root, DT_DOUBLE, ops::Const(root, n), Options(false, PartialShape({width})));
+  ops::WhileOptions opts;
+  opts.invariants = {ta.handle, w.x};
+  auto out = ops::WhileLoop(
+      root, {ops::Const(root, 0), ta.flow},
+      [n](const Scope& c, const Outs& v) -> absl::StatusOr<Output> { return ops::Less(c, v[0], ops::Const(c, n)); },
+      [](const Scope& b, const Outs& v) -> StatusOrOuts {
+        Output scale = ops::Cast(b, ops::Add(b, v[0], ops::Const(b, 1)), DT_DOUBLE);
+        return Outs{ops::Add(b, v[0], ops::Const(b, 1)),
+                    ops::TensorArrayWrite(b, v[2], v[0], ops::Mul(b, v[3], scale), v[1])};
+      },
+      opts);
+  EXPECT_TRUE(out.ok()) << out.status();
+  w.stacked = ops::TensorArrayStack(root, ta.handle, (*out)[1], DT_DOUBLE, PartialShape({width}));
+  auto g = Gradients(root, {ops::Sum(root, ops::Square(root, w.stacked), {0, 1})}, {w.x});
+  EXPECT_TRUE(g.ok()) << g.status();
+  w.grad = (*g)[0];
+  return w;
+}
+
+TEST(TensorArray, ALoopOfNWritesCopiesEachElementOnce) {
+  // A write stores the element; stack copies each once. With value
+  // semantics every write copied the whole array (N^2 / 2 elements).
+  constexpr int64_t kWidth = 256;
+  std::vector<int64_t> copied;
+  for (int n : {16, 64}) {
+    Scope root = Scope::NewRootScope();
+    WriteLoop w = BuildWriteLoop(root, n, kWidth);
+    ASSERT_TRUE(root.ok()) << root.status();
+    Session sess;
+    Tensor x(DT_DOUBLE, TensorShape({kWidth}));
+    for (int64_t i = 0; i < kWidth; ++i) x.flat<double>()[static_cast<size_t>(i)] = 0.01 * static_cast<double>(i);
+    const int64_t before = TensorArray::BytesCopied();
+    auto r = sess.Run({{w.x, x}}, {w.stacked, w.grad});
+    ASSERT_TRUE(r.ok()) << r.status();
+    copied.push_back(TensorArray::BytesCopied() - before);
+    // Values: out[t] = x (t + 1); d/dx sum_t (x (t+1))^2 = 2 x sum_t (t+1)^2.
+    EXPECT_DOUBLE_EQ((*r)[0].flat<double>()[static_cast<size_t>((n - 1) * kWidth + 3)], 0.03 * n);
+    double sq = 0;
+    for (int t = 1; t <= n; ++t) sq += t * t;
+    EXPECT_NEAR((*r)[1].flat<double>()[3], 2 * 0.03 * sq, 1e-9);
+  }
+  const int64_t element = kWidth * static_cast<int64_t>(sizeof(double));
+  EXPECT_EQ(copied[0], 16 * element);  // the stack's copy of each element, nothing per write
+  EXPECT_EQ(copied[1], 4 * copied[0]);
+}
+
+TEST(TensorArray, GradientThroughALoopThatReadsWritesAndStacks) {
+  // acc = sin(acc) * 0.7 + in[t]; out[t] = acc * acc; y = sum(stack(out)) + sum(acc).
+  for (bool dynamic : {false, true}) {
+    grad_test::CheckGradient(
+        {grad_test::Random(grad_test::S({4, 3}), -1, 1, 7)},
+        [dynamic](const Scope& s, const Outs& xs) {
+          auto in = ops::TensorArray(s, DT_DOUBLE, ops::Const(s, 4));
+          Output in_flow = ops::TensorArrayUnstack(s, in.handle, xs[0], in.flow);
+          auto out =
+              ops::TensorArray(s, DT_DOUBLE, ops::Const(s, dynamic ? 0 : 4), Options(dynamic, PartialShape({3})));
+          ops::WhileOptions opts;
+          opts.invariants = {in.handle, in_flow, out.handle};
+          opts.parallel_iterations = 3;
+          auto loop = ops::WhileLoop(
+              s, {ops::Const(s, 0), ops::Fill(s, {3}, ops::Const(s, 0.0)), out.flow},
+              [](const Scope& c, const Outs& v) -> absl::StatusOr<Output> {
+                return ops::Less(c, v[0], ops::Const(c, 4));
+              },
+              [](const Scope& b, const Outs& v) -> StatusOrOuts {
+                Output xt = ops::TensorArrayRead(b, v[3], v[0], v[4], DT_DOUBLE, PartialShape({3}));
+                Output acc = ops::Add(b, ops::Mul(b, grad_test::Op(b, "Sin", {v[1]}), ops::Const(b, 0.7)), xt);
+                return Outs{ops::Add(b, v[0], ops::Const(b, 1)), acc,
+                            ops::TensorArrayWrite(b, v[5], v[0], ops::Mul(b, acc, acc), v[2])};
+              },
+              opts);
+          EXPECT_TRUE(loop.ok()) << loop.status();
+          Output stacked = ops::TensorArrayStack(s, out.handle, (*loop)[2], DT_DOUBLE, PartialShape({3}));
+          return ops::Add(s, ops::Sum(s, stacked, {0, 1}), ops::Sum(s, (*loop)[1], {0}));
+        },
+        dynamic ? "dynamic_size output array" : "fixed-size output array", grad_test::kTol,
+        /*require_gradient=*/true);
+  }
+}
+
+TEST(TensorArray, GradientOfALoopReadingWhatItWroteBefore) {
+  // rec[0] = x[0]; rec[t] = sin(rec[t-1]) * x[t]: a dynamic_size array the
+  // body reads and writes. y = sum(stack(rec)^2).
+  grad_test::CheckGradient(
+      {grad_test::Random(grad_test::S({4, 2}), -1, 1, 9)},
+      [](const Scope& s, const Outs& xs) {
+        auto in = ops::TensorArray(s, DT_DOUBLE, ops::Const(s, 4));
+        Output in_flow = ops::TensorArrayUnstack(s, in.handle, xs[0], in.flow);
+        auto rec = ops::TensorArray(s, DT_DOUBLE, ops::Const(s, 1), Options(true));
+        Output first = ops::TensorArrayRead(s, in.handle, ops::Const(s, 0), in_flow, DT_DOUBLE, PartialShape({2}));
+        Output rec_flow = ops::TensorArrayWrite(s, rec.handle, ops::Const(s, 0), first, rec.flow);
+        ops::WhileOptions opts;
+        opts.invariants = {in.handle, in_flow, rec.handle};
+        auto loop = ops::WhileLoop(
+            s, {ops::Const(s, 1), rec_flow},
+            [](const Scope& c, const Outs& v) -> absl::StatusOr<Output> {
+              return ops::Less(c, v[0], ops::Const(c, 4));
+            },
+            [](const Scope& b, const Outs& v) -> StatusOrOuts {
+              Output prev = ops::TensorArrayRead(b, v[4], ops::Sub(b, v[0], ops::Const(b, 1)), v[1], DT_DOUBLE,
+                                                 PartialShape({2}));
+              Output xt = ops::TensorArrayRead(b, v[2], v[0], v[3], DT_DOUBLE, PartialShape({2}));
+              Output next = ops::Mul(b, grad_test::Op(b, "Sin", {prev}), xt);
+              return Outs{ops::Add(b, v[0], ops::Const(b, 1)), ops::TensorArrayWrite(b, v[4], v[0], next, v[1])};
+            },
+            opts);
+        EXPECT_TRUE(loop.ok()) << loop.status();
+        Output stacked = ops::TensorArrayStack(s, rec.handle, (*loop)[1], DT_DOUBLE, PartialShape({2}));
+        return ops::Sum(s, ops::Square(s, stacked), {0, 1});
+      },
+      "dynamic_size array read and written in the body", grad_test::kTol, /*require_gradient=*/true);
+}
+
+TEST(TensorArray, EachGradientsCallHasItsOwnGradientArray) {
+  // Two Gradients calls of one loss, run in one step: a shared gradient
+  // array would sum both calls' gradients into each.
+  Scope root = Scope::NewRootScope();
+  WriteLoop w = BuildWriteLoop(root, 3, 2);
+  auto again = Gradients(root, {ops::Sum(root, ops::Square(root, w.stacked), {0, 1})}, {w.x});
+  ASSERT_TRUE(again.ok()) << again.status();
+  Session sess;
+  auto r = sess.Run({{w.x, Doubles({0.5, -1.0}, {2})}}, {w.grad, (*again)[0]});
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_NEAR((*r)[i].flat<double>()[0], 2 * 0.5 * 14, 1e-12);  // 1 + 4 + 9 = 14
+    EXPECT_NEAR((*r)[i].flat<double>()[1], 2 * -1.0 * 14, 1e-12);
+  }
+}
+
+TEST(WhileLoopRandom, TheGradientUsesTheForwardLoopsDraws) {
+  // acc += x * u_t with u_t = RandomUniform([3]) drawn in the body: the
+  // gradient d(sum acc)/dx is sum_t u_t of the same step's draws, not of new
+  // ones drawn when the body is rebuilt for the gradient.
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT, PartialShape({3}));
+  auto draws = ops::TensorArray(root, DT_FLOAT, ops::Const(root, 5), Options(false, PartialShape({3})));
+  ops::WhileOptions opts;
+  opts.invariants = {x, draws.handle};
+  auto loop = ops::WhileLoop(
+      root, {ops::Const(root, 0), ops::Fill(root, {3}, ops::Const(root, 0.0f)), draws.flow},
+      [](const Scope& c, const Outs& v) -> absl::StatusOr<Output> { return ops::Less(c, v[0], ops::Const(c, 5)); },
+      [](const Scope& b, const Outs& v) -> StatusOrOuts {
+        Output u = ops::RandomUniform(b, {3});
+        return Outs{ops::Add(b, v[0], ops::Const(b, 1)), ops::Add(b, v[1], ops::Mul(b, v[3], u)),
+                    ops::TensorArrayWrite(b, v[4], v[0], u, v[2])};
+      },
+      opts);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  Output drawn = ops::TensorArrayStack(root, draws.handle, (*loop)[2], DT_FLOAT, PartialShape({3}));
+  auto g = Gradients(root, {ops::Sum(root, (*loop)[1], {0})}, {x});
+  ASSERT_TRUE(g.ok()) << g.status();
+  Session sess;
+  for (int run = 0; run < 2; ++run) {
+    auto r = sess.Run({{x, Tensor::FromVector<float>({1, 2, 3})}}, {drawn, (*g)[0]});
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int j = 0; j < 3; ++j) {
+      float sum = 0;
+      for (int t = 0; t < 5; ++t) sum += (*r)[0].flat<float>()[static_cast<size_t>(t * 3 + j)];
+      EXPECT_NEAR((*r)[1].flat<float>()[static_cast<size_t>(j)], sum, 1e-5) << "run " << run << ", element " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace distflow
