@@ -69,5 +69,14 @@ if hits=$(grep -nE '"(server|rpc|master|worker|bulk|coordination)/|GrpcSession|g
   echo "$hits" | sed 's/^/  /'
   failed=1
 fi
+# gRPC lives in the transport (rpc/) and in what assembles a server from it
+# (server/: the services, GrpcServer); every other layer of src/ (the
+# coordination agent included: rpc/coordinator_client) speaks none. Tests
+# that start real servers may.
+if hits=$(grep -rnE "${rules[gRPC]}" "$src" --include=*.h --include=*.cc | grep -vE "^$src/(rpc|server)/|_test\.cc:"); then
+  echo "FAIL: gRPC outside rpc/ and server/ (put the calls behind rpc/, as rpc/coordinator_client does):"
+  echo "$hits" | sed 's/^/  /'
+  failed=1
+fi
 [[ $failed == 0 ]] && echo "OK: ${#seam_files[@]} files behind the transport seam"
 exit $failed

@@ -1,9 +1,7 @@
 #include "launcher.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,39 +14,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/ports.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "proto/health.grpc.pb.h"
-#include "rpc/auth.h"
+#include "launcher_child.h"
+#include "launcher_health.h"
 
 namespace distflow {
 
-// One write per line, so lines of different tasks never mix.
-void WriteAll(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = write(fd, s.data() + off, s.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
-}
-
-void Say(const std::string& line) { WriteAll(STDOUT_FILENO, absl::StrCat("[launch] ", line, "\n")); }
-void Complain(const std::string& line) { WriteAll(STDERR_FILENO, absl::StrCat("[launch] ", line, "\n")); }
-
 namespace {
-
-struct Stream {
-  int fd = -1;
-  int out_fd;  // where its lines go
-  std::string partial;
-};
 
 struct Task {
   std::string job;
@@ -68,14 +43,6 @@ struct Task {
   std::string name() const { return joins ? absl::StrCat(job, ":+", index) : absl::StrCat(job, ":", index); }
   bool is_ps() const { return job == "ps"; }
 };
-
-std::string Describe(int status) {
-  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
-  }
-  return absl::StrCat("ended with wait status ", status);
-}
 
 class Launcher {
  public:
@@ -138,7 +105,7 @@ class Launcher {
     std::vector<std::string> status_urls;
     for (const Task& t : tasks_) status_urls.push_back(absl::StrCat(t.name(), " ", t.status_url));
     std::thread health([this, watched = std::move(watched), first_status_url, status_urls = std::move(status_urls)] {
-      WaitUntilUp(watched, first_status_url, status_urls);
+      WaitUntilUp(watched, options_.up_timeout_secs, first_status_url, status_urls, health_stop_);
     });
     int code = Loop();
     health_stop_ = true;
@@ -149,45 +116,14 @@ class Launcher {
  private:
   bool Start(Task& t) {
     if (t.joins && !PrepareJoin(t)) return false;
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-      Complain(absl::StrCat("pipe: ", strerror(errno)));
-      return false;
-    }
-    const std::string config = absl::StrCat("{\"cluster\": ", cluster_.ToJson(), ", \"task\": {\"type\": \"", t.job,
-                                            "\", \"index\": ", t.index, "}}");
-    std::vector<char*> argv;
-    for (std::string& a : t.argv) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-      Complain(absl::StrCat("fork: ", strerror(errno)));
-      return false;
-    }
-    if (pid == 0) {
-      // The child: its own process group, dead when the launcher dies.
-      setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);  // the launcher died before prctl
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      signal(SIGPIPE, SIG_DFL);
-      dup2(out[1], STDOUT_FILENO);
-      dup2(err[1], STDERR_FILENO);
-      if (!t.joins) setenv("DISTFLOW_CONFIG", config.c_str(), 1);
-      execvp(argv[0], argv.data());
-      std::string msg = absl::StrCat("cannot run ", argv[0], ": ", strerror(errno), "\n");
-      ssize_t ignored = write(STDERR_FILENO, msg.data(), msg.size());
-      (void)ignored;
-      _exit(127);
-    }
-    setpgid(pid, pid);  // also from here, so a signal sent right away finds the group
-    close(out[1]);
-    close(err[1]);
-    t.pid = pid;
-    t.out.fd = out[0];
-    t.err.fd = err[0];
+    const std::string config = t.joins ? ""
+                                       : absl::StrCat("{\"cluster\": ", cluster_.ToJson(), ", \"task\": {\"type\": \"",
+                                                      t.job, "\", \"index\": ", t.index, "}}");
+    Child child;
+    if (!StartChild(t.argv, config, &child)) return false;
+    t.pid = child.pid;
+    t.out.fd = child.out_fd;
+    t.err.fd = child.err_fd;
     t.running = true;
     return true;
   }
@@ -318,37 +254,7 @@ class Launcher {
   }
 
   // Copies whole lines of `s` with the task's prefix; at EOF, the rest too.
-  void Pump(Task& t, Stream& s) {
-    char buf[65536];
-    ssize_t n = read(s.fd, buf, sizeof(buf));
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-    const std::string prefix = absl::StrCat("[", t.name(), "] ");
-    if (n <= 0) {
-      if (!s.partial.empty()) WriteAll(s.out_fd, absl::StrCat(prefix, s.partial, "\n"));
-      s.partial.clear();
-      close(s.fd);
-      s.fd = -1;
-      return;
-    }
-    s.partial.append(buf, static_cast<size_t>(n));
-    size_t start = 0, nl;
-    std::string lines;
-    while ((nl = s.partial.find('\n', start)) != std::string::npos) {
-      absl::StrAppend(&lines, prefix, absl::string_view(s.partial).substr(start, nl - start + 1));
-      start = nl + 1;
-    }
-    s.partial.erase(0, start);
-    if (s.partial.size() > (1 << 20)) {  // a line that never ends is cut, not hoarded
-      absl::StrAppend(&lines, prefix, s.partial, "\n");
-      s.partial.clear();
-    }
-    // Lines go out one write each: a write of up to PIPE_BUF bytes is atomic.
-    size_t from = 0, end;
-    while ((end = lines.find('\n', from)) != std::string::npos) {
-      WriteAll(s.out_fd, lines.substr(from, end - from + 1));
-      from = end + 1;
-    }
-  }
+  void Pump(Task& t, Stream& s) { PumpLines(absl::StrCat("[", t.name(), "] "), s); }
 
   void DrainOutput(Task& t) {
     for (Stream* s : {&t.out, &t.err}) {
@@ -392,7 +298,7 @@ class Launcher {
           if (t.pid != pid || !t.running) continue;
           t.running = false;
           DrainOutput(t);
-          t.how = Describe(status);
+          t.how = DescribeWaitStatus(status);
           const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
           if (t.removing) {
             Say(absl::StrCat(t.name(), " stopped (", t.how, "); it is not replaced"));
@@ -518,7 +424,7 @@ class Launcher {
           if (t.pid == pid && t.running) {
             t.running = false;
             DrainOutput(t);
-            t.how = Describe(status);
+            t.how = DescribeWaitStatus(status);
           }
         }
       }
@@ -547,54 +453,6 @@ class Launcher {
     }
     if (!failed_.empty()) Complain(absl::StrCat("failed: ", failed_));
     return code;
-  }
-
-  // Prints "cluster up" once every task answers its health check.
-  void WaitUntilUp(const std::vector<std::pair<std::string, std::string>>& tasks, const std::string& first_status_url,
-                   const std::vector<std::string>& status_urls) {
-    const absl::Time start = absl::Now();
-    const absl::Time deadline = start + absl::Seconds(options_.up_timeout_secs);
-    std::vector<bool> up(tasks.size(), false);
-    std::vector<std::unique_ptr<grpc::health::v1::Health::Stub>> stubs;
-    grpc::ChannelArguments args;  // a task that starts late is seen soon after
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-    for (const auto& [name, address] : tasks) {
-      stubs.push_back(
-          grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(address, distflow::ClientCredentials(), args)));
-    }
-    while (!health_stop_) {
-      size_t n = 0;
-      for (size_t i = 0; i < tasks.size(); ++i) {
-        if (!up[i]) {
-          grpc::ClientContext ctx;
-          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-          ctx.set_wait_for_ready(true);
-          grpc::health::v1::HealthCheckRequest req;
-          grpc::health::v1::HealthCheckResponse resp;
-          grpc::Status s = stubs[i]->Check(&ctx, req, &resp);
-          up[i] = s.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
-        }
-        n += up[i] ? 1 : 0;
-      }
-      if (n == tasks.size()) {
-        Say(absl::StrFormat("cluster up: all %d tasks serving after %.1f s", static_cast<int>(n),
-                            absl::ToDoubleSeconds(absl::Now() - start)));
-        if (!first_status_url.empty()) Say(absl::StrCat("status pages: ", absl::StrJoin(status_urls, ", ")));
-        return;
-      }
-      if (absl::Now() > deadline) {
-        std::vector<std::string> down;
-        for (size_t i = 0; i < tasks.size(); ++i) {
-          if (!up[i]) down.push_back(absl::StrCat(tasks[i].first, " (", tasks[i].second, ")"));
-        }
-        Complain(absl::StrCat("after ", options_.up_timeout_secs,
-                              " s these tasks do not answer a health check: ", absl::StrJoin(down, ", ")));
-        return;
-      }
-      for (int i = 0; i < 5 && !health_stop_; ++i) absl::SleepFor(absl::Milliseconds(40));
-    }
   }
 
   ClusterSpec cluster_;

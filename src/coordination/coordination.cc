@@ -1,7 +1,6 @@
 #include "coordination/coordination.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -10,10 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/logging.h"
-#include "grpcpp/channel.h"
-#include "grpcpp/client_context.h"
-#include "proto/elastic.grpc.pb.h"
-#include "rpc/grpc_status.h"
+#include "rpc/coordinator_client.h"
 #include "rpc/worker_cache.h"
 
 namespace distflow {
@@ -184,16 +180,12 @@ void CoordinationAgent::Stop(bool leaving) {
   }
   if (thread_.joinable()) thread_.join();
   if (!leaving || local_ != nullptr || peers_ == nullptr) return;
-  absl::StatusOr<proto::WorkerService::Stub*> stub = peers_->Stub(coordinator_);
-  if (!stub.ok()) return;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.interval));
   proto::HeartbeatRequest req;
   req.set_task(task_);
   req.set_incarnation(incarnation_);
   req.set_leaving(true);
   proto::HeartbeatResponse resp;
-  (void)(*stub)->Heartbeat(&ctx, req, &resp);
+  (void)CoordinatorHeartbeat(peers_, coordinator_, req, &resp, options_.interval);
 }
 
 absl::Status CoordinationAgent::Beat(proto::HeartbeatResponse* resp) {
@@ -201,12 +193,7 @@ absl::Status CoordinationAgent::Beat(proto::HeartbeatResponse* resp) {
   req.set_task(task_);
   req.set_incarnation(incarnation_);
   if (local_ != nullptr) return local_->Heartbeat(req, resp);
-  absl::StatusOr<proto::WorkerService::Stub*> stub = peers_->Stub(coordinator_);
-  if (!stub.ok()) return stub.status();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   absl::ToChronoMilliseconds(std::max(options_.interval, absl::Milliseconds(500))));
-  return FromGrpcStatus((*stub)->Heartbeat(&ctx, req, resp));
+  return CoordinatorHeartbeat(peers_, coordinator_, req, resp, std::max(options_.interval, absl::Milliseconds(500)));
 }
 
 void CoordinationAgent::Tick() {
@@ -253,17 +240,10 @@ void CoordinationAgent::Tick() {
 }
 
 bool CoordinationAgent::RejoinCoordinator() {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = peers_->Channel(coordinator_);
-  if (!channel.ok()) return false;
-  auto stub = proto::ElasticService::NewStub(*channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   absl::ToChronoMilliseconds(std::max(options_.interval, absl::Milliseconds(500))));
   proto::RejoinRequest req;
   req.set_task(task_);
   req.set_address(options_.address);
-  proto::RejoinResponse resp;
-  absl::Status s = FromGrpcStatus(stub->Rejoin(&ctx, req, &resp));
+  absl::Status s = CoordinatorRejoin(peers_, coordinator_, req, std::max(options_.interval, absl::Milliseconds(500)));
   if (!s.ok()) {
     LOG(WARNING) << "The coordinator " << coordinator_ << " does not know " << task_
                  << " and did not take it back: " << s.message();

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/env.h"
 #include "base/metrics.h"
 #include "base/status_macros.h"
 #include "cluster/device_filters.h"
@@ -77,15 +78,16 @@ void Master::RunStepAsync(const proto::RunStepRequest* req, proto::RunStepRespon
     return done(s.status());
   }
   // The callback keeps the session alive for the step, even if it is closed meanwhile.
-  (*s)->RunAsync(req, resp, pool_.get(),
-                 [this, session = *s, start = absl::Now(), done = std::move(done)](absl::Status st) {
-                   RecordStep(start, st);
-                   done(st);
-                 });
+  (*s)->RunAsync(req, resp, pool_.get(), [this, session = *s, start = Now(), done = std::move(done)](absl::Status st) {
+    RecordStep(start, st);
+    done(st);
+  });
 }
 
+absl::Time Master::Now() const { return absl::FromUnixMicros(workers_->clock()->NowMicros()); }
+
 void Master::RecordStep(absl::Time start, const absl::Status& st) {
-  const absl::Time end = absl::Now();
+  const absl::Time end = Now();
   const double secs = absl::ToDoubleSeconds(end - start);
   Metrics* m = Metrics::Global();
   m->GetCounter("distflow_steps_total", "Steps this task's master ran, by outcome",

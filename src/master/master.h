@@ -87,6 +87,7 @@ class Master {
  private:
   absl::StatusOr<std::shared_ptr<MasterSession>> Find(const std::string& handle);
   void RecordStep(absl::Time start, const absl::Status& st);
+  absl::Time Now() const;  // on the worker cache's clock
 
   const std::string local_task_;
   WorkerCache* const workers_;

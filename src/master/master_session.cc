@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "base/env.h"
 #include "base/status_macros.h"
 #include "master/master_session_impl.h"
 #include "rpc/worker_cache.h"
@@ -184,13 +185,15 @@ absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::GetP
   return plan;
 }
 
+absl::Time MasterSessionImpl::Now() const { return absl::FromUnixMicros(workers_->clock()->NowMicros()); }
+
 absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::RegisterPartitions(
     std::map<std::string, Partition> parts) {
   struct Call {
     std::string device;
     Partition part;
     std::shared_ptr<WorkerInterface> worker;
-    std::shared_ptr<Registration> reg = std::make_shared<Registration>();
+    std::shared_ptr<Registration> reg;
     proto::RegisterGraphRequest req;
     proto::RegisterGraphResponse resp;
     absl::Status status;
@@ -198,6 +201,7 @@ absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::Regi
   std::vector<std::unique_ptr<Call>> calls;
   for (auto& [device, part] : parts) {
     auto c = std::make_unique<Call>();
+    c->reg = std::make_shared<Registration>(Now());
     ASSIGN_OR_RETURN(c->worker, workers_->GetWorker(part.task));
     c->device = device;
     c->req.set_session_handle(handle_);

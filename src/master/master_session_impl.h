@@ -49,6 +49,10 @@ class MasterSessionImpl final : public MasterSession {
   void LogStalledSteps(absl::Duration every) override;
 
  private:
+  // The session's clock: the worker cache's (a test's FakeClockEnv), which
+  // the stalled-step log measures with.
+  absl::Time Now() const;
+
   struct PartitionPlan {
     std::string task;
     std::string handle;
@@ -90,11 +94,12 @@ class MasterSessionImpl final : public MasterSession {
   // A RegisterGraph call in flight: what Close and a task's death cancel and
   // the stall logger reports.
   struct Registration {
+    explicit Registration(absl::Time now) : started(now), logged(now) {}
     std::string task;
     CallOptions opts;
-    absl::Time started = absl::Now();
+    const absl::Time started;
     absl::Mutex mu;
-    absl::Time logged ABSL_GUARDED_BY(mu) = absl::Now();
+    absl::Time logged ABSL_GUARDED_BY(mu);
     absl::Status aborted ABSL_GUARDED_BY(mu);  // why it was cancelled (else OK)
     void Abort(const absl::Status& why) {
       {
@@ -117,8 +122,8 @@ class MasterSessionImpl final : public MasterSession {
       RunGraphCall run;       // the partition's feeds and, once it returns, fetches
     };
     int64_t step_id = 0;
-    absl::Time started = absl::Now();
-    absl::Time logged = absl::Now();  // last stalled-step log, under `mu`
+    absl::Time started;  // on the session's clock (Now())
+    absl::Time logged;   // last stalled-step log, under `mu`
     std::shared_ptr<Plan> plan;
     std::vector<std::unique_ptr<Call>> calls;
     const proto::RunStepRequest* req = nullptr;

@@ -21,6 +21,7 @@ constexpr absl::Duration kRegistrationGraceOnClose = absl::Seconds(2);
 void MasterSessionImpl::RunOnceAsync(const proto::RunStepRequest* req, proto::RunStepResponse* resp, ThreadPool* pool,
                                      std::function<void(absl::Status)> done) {
   auto st = std::make_shared<StepState>();
+  st->started = st->logged = Now();
   st->req = req;
   st->resp = resp;
   st->pool = pool;
@@ -283,7 +284,7 @@ void MasterSessionImpl::LogStalledSteps(absl::Duration every) {
       if (std::shared_ptr<StepState> st = weak.lock()) steps.push_back(std::move(st));
     for (auto& [raw, reg] : registering_) registrations.push_back(reg);
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   for (const std::shared_ptr<Registration>& reg : registrations) {
     {
       absl::MutexLock lock(&reg->mu);

@@ -48,6 +48,9 @@ class WorkerCache {
   // over it. Call before any transfer.
   void EnableBulkTransfer(BulkServer* local = nullptr);
   BulkServer* local_bulk_server() const { return local_bulk_; }
+  // The clock the cache's waits read (never null), for its users' own
+  // timekeeping (the master's stalled-step log).
+  Env* clock() const { return clock_; }
 
   // `worker` (may be null: none; a LocalWorker, worker/local_worker.h) runs
   // `task`'s calls in memory from now on.

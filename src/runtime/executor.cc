@@ -4,22 +4,19 @@
 #include <deque>
 #include <optional>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/denormal.h"
 #include "base/status_macros.h"
 #include "base/timer.h"
-#include "graph/attr_value.h"
 #include "kernels/cpu/tensor_array.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/rendezvous.h"
 #include "kernels/resource_mgr.h"
-#include "runtime/control_flow_info.h"
 #include "runtime/executor_frames.h"
+#include "runtime/executor_plan.h"
 
 namespace distflow {
 
@@ -34,12 +31,6 @@ absl::StatusOr<std::shared_ptr<OpKernel>> KernelCache::Get(const Node& node, Dev
 }
 
 namespace {
-
-std::string NotFoundWithSuggestions(const Graph& g, const std::string& kind, const std::string& name) {
-  std::vector<std::string> close = ClosestNames(name, g.NodeNames());
-  return absl::StrCat(kind, " '", name, "' is not in the graph",
-                      close.empty() ? "" : absl::StrCat("; did you mean ", absl::StrJoin(close, ", "), "?"));
-}
 
 // The step's rendezvous for a _Send or _Recv inside a loop: its keys name
 // the frame instance and iteration too, so each iteration's tensor meets the
@@ -63,29 +54,9 @@ class InFrameRendezvous : public Rendezvous {
 
 }  // namespace
 
-struct Executor::Impl {
+// The plan (executor_plan.h) and what runs it.
+struct Executor::Impl : ExecutorPlan {
   ExecutorOptions options;
-  std::vector<NodeItem> items;
-  int total_slots = 0;
-  std::vector<TensorId> feeds;
-  std::vector<const Node*> feed_nodes;
-  std::vector<std::vector<int>> feed_slots;  // per feed: slots to fill
-  std::vector<std::vector<int>> feed_items;  // per feed: items whose pending count drops
-  struct FetchSrc {
-    int feed = -1;
-    int item = -1;
-    int output = 0;
-  };
-  std::vector<FetchSrc> fetches;
-  std::vector<int> initially_ready;  // before feeds are applied, items with zero pending
-  // The control-flow path (the graph has Switch, Merge or loop nodes): the
-  // static frames (0: the root), and the root items with nothing to wait for.
-  bool control_flow = false;
-  // The graph makes per-step resources (TensorArrays): the step's container
-  // is dropped when it ends.
-  bool step_resources = false;
-  std::vector<FrameInfo> frames;
-  std::vector<int> root_ready;
 
   // One step's state. Owned by itself (`self`) until it finishes, and by a
   // pending deadline closure, so neither the last node nor the timer can
@@ -467,126 +438,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, c
                                                            const std::vector<std::string>& targets) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->feeds = feeds;
-
-  // Validate names.
-  absl::flat_hash_map<std::pair<std::string, int>, int> fed;
-  for (size_t i = 0; i < feeds.size(); ++i) {
-    const Node* n = graph.FindNode(feeds[i].node);
-    if (n == nullptr) return absl::NotFoundError(NotFoundWithSuggestions(graph, "Feed tensor's node", feeds[i].node));
-    if (feeds[i].index >= n->num_outputs()) {
-      return absl::NotFoundError(absl::StrCat("Feed tensor '", feeds[i].node, ":", feeds[i].index, "': node has only ",
-                                              n->num_outputs(), " outputs"));
-    }
-    if (!fed.emplace(std::make_pair(feeds[i].node, feeds[i].index), static_cast<int>(i)).second) {
-      return absl::InvalidArgumentError(absl::StrCat("Tensor '", feeds[i].node, ":", feeds[i].index, "' is fed twice"));
-    }
-    impl->feed_nodes.push_back(n);
-  }
-  std::vector<const Node*> roots;
-  for (const TensorId& f : fetches) {
-    const Node* n = graph.FindNode(f.node);
-    if (n == nullptr) return absl::NotFoundError(NotFoundWithSuggestions(graph, "Fetch", f.node));
-    if (f.index >= n->num_outputs()) {
-      return absl::NotFoundError(
-          absl::StrCat("Fetch '", f.node, ":", f.index, "': node has only ", n->num_outputs(), " outputs"));
-    }
-    if (!fed.contains(std::make_pair(f.node, f.index))) roots.push_back(n);
-  }
-  for (const std::string& t : targets) {
-    const Node* n = graph.FindNode(t);
-    if (n == nullptr) return absl::NotFoundError(NotFoundWithSuggestions(graph, "Target", t));
-    roots.push_back(n);
-  }
-
-  // Prune: everything the roots need, not looking past fed tensors.
-  std::vector<int> item_of(static_cast<size_t>(graph.num_nodes()), -1);
-  std::vector<const Node*> stack = roots;
-  std::vector<const Node*> needed;
-  absl::flat_hash_set<int> seen;
-  while (!stack.empty()) {
-    const Node* n = stack.back();
-    stack.pop_back();
-    if (!seen.insert(n->id()).second) continue;
-    needed.push_back(n);
-    for (int i = 0; i < n->num_inputs(); ++i) {
-      const NodeOut& in = n->input(i);
-      if (!fed.contains(std::make_pair(in.node->name(), in.index))) stack.push_back(in.node);
-    }
-    for (const Node* c : n->control_inputs()) stack.push_back(c);
-  }
-  // Keep graph order (topological) for determinism.
-  std::sort(needed.begin(), needed.end(), [](const Node* a, const Node* b) { return a->id() < b->id(); });
-  for (const Node* n : needed) {
-    item_of[static_cast<size_t>(n->id())] = static_cast<int>(impl->items.size());
-    NodeItem item;
-    item.node = n;
-    ASSIGN_OR_RETURN(std::shared_ptr<OpKernel> k, kernels->Get(*n, options.device));
-    item.kernel = k;
-    item.expensive = item.kernel->IsExpensive();
-    item.async = item.kernel->IsAsync();
-    if (n->op() == "_Send" || n->op() == "_Recv") {
-      absl::StatusOr<std::string> key = GetAttrString(n->def(), "key");
-      if (key.ok()) item.transfer_key = *key;
-      item.transfer = true;
-    }
-    item.input_start = impl->total_slots;
-    impl->total_slots += n->num_inputs();
-    item.out_slots.resize(static_cast<size_t>(n->num_outputs()));
-    item.out_items.resize(static_cast<size_t>(n->num_outputs()));
-    item.out_fetches.resize(static_cast<size_t>(n->num_outputs()));
-    impl->items.push_back(std::move(item));
-  }
-  impl->control_flow = NeedsControlFlow(impl->items);
-  for (const NodeItem& item : impl->items) {
-    if (item.node->op() == "TensorArrayV3") impl->step_resources = true;
-  }
-  if (impl->control_flow) RETURN_IF_ERROR(BuildControlFlowInfo(graph, roots, &impl->items, &impl->frames));
-  impl->feed_slots.resize(feeds.size());
-  impl->feed_items.resize(feeds.size());
-  for (NodeItem& item : impl->items) {
-    const Node* n = item.node;
-    int id = item_of[static_cast<size_t>(n->id())];
-    for (int i = 0; i < n->num_inputs(); ++i) {
-      const NodeOut& in = n->input(i);
-      int slot = item.input_start + i;
-      auto f = fed.find(std::make_pair(in.node->name(), in.index));
-      if (f != fed.end()) {
-        impl->feed_slots[static_cast<size_t>(f->second)].push_back(slot);
-        impl->feed_items[static_cast<size_t>(f->second)].push_back(id);
-      } else {
-        NodeItem& src = impl->items[static_cast<size_t>(item_of[static_cast<size_t>(in.node->id())])];
-        src.out_slots[static_cast<size_t>(in.index)].push_back(slot);
-        src.out_items[static_cast<size_t>(in.index)].push_back(id);
-      }
-      ++item.initial_pending;
-    }
-    for (const Node* c : n->control_inputs()) {
-      impl->items[static_cast<size_t>(item_of[static_cast<size_t>(c->id())])].control_out.push_back(id);
-      ++item.initial_pending;
-    }
-  }
-  if (impl->control_flow) {
-    for (size_t i = 0; i < impl->items.size(); ++i) {
-      NodeItem& item = impl->items[i];
-      if (item.kind == CfKind::kMerge)
-        item.initial_pending = (static_cast<int>(item.node->control_inputs().size()) << 1) | 1;
-      if (item.frame == 0 && item.initial_pending == 0) impl->root_ready.push_back(static_cast<int>(i));
-    }
-  }
-  for (size_t f = 0; f < fetches.size(); ++f) {
-    Impl::FetchSrc src;
-    auto it = fed.find(std::make_pair(fetches[f].node, fetches[f].index));
-    if (it != fed.end()) {
-      src.feed = it->second;
-    } else {
-      src.item = item_of[static_cast<size_t>(graph.FindNode(fetches[f].node)->id())];
-      src.output = fetches[f].index;
-      impl->items[static_cast<size_t>(src.item)].out_fetches[static_cast<size_t>(src.output)].push_back(
-          static_cast<int>(f));
-    }
-    impl->fetches.push_back(src);
-  }
+  RETURN_IF_ERROR(BuildExecutorPlan(graph, options.device, kernels, feeds, fetches, targets, impl.get()));
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 

@@ -44,6 +44,9 @@ struct EventWriter::Rep {
   int pending ABSL_GUARDED_BY(mu) = 0;
   absl::Time last_flush ABSL_GUARDED_BY(mu);
 
+  absl::Time Now() const { return absl::FromUnixMicros(options.env->NowMicros()); }
+  double NowSeconds() const { return absl::ToDoubleSeconds(Now() - absl::UnixEpoch()); }
+
   ~Rep() {
     absl::MutexLock lock(&mu);
     if (file != nullptr) std::fclose(file);
@@ -52,7 +55,7 @@ struct EventWriter::Rep {
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (file == nullptr) return absl::OkStatus();
     pending = 0;
-    last_flush = absl::Now();
+    last_flush = Now();
     if (std::fflush(file) != 0) {
       return absl::InternalError(absl::StrCat("Cannot write event file '", path, "': ", std::strerror(errno)));
     }
@@ -74,7 +77,7 @@ struct EventWriter::Rep {
         std::fwrite(footer.data(), 1, footer.size(), file) != footer.size()) {
       return absl::InternalError(absl::StrCat("Cannot write event file '", path, "': ", std::strerror(errno)));
     }
-    if (++pending >= options.max_queue || absl::Now() - last_flush >= options.flush_every) return FlushLocked();
+    if (++pending >= options.max_queue || Now() - last_flush >= options.flush_every) return FlushLocked();
     return absl::OkStatus();
   }
 
@@ -99,7 +102,8 @@ absl::StatusOr<std::unique_ptr<EventWriter>> EventWriter::Open(const std::string
   rep->logdir = logdir;
   rep->options = options;
   if (rep->options.max_queue < 1) rep->options.max_queue = 1;
-  const double now = Now();
+  if (rep->options.env == nullptr) rep->options.env = Env::Default();
+  const double now = rep->NowSeconds();
   const std::string base = absl::StrCat(logdir, "/events.out.tfevents.", static_cast<int64_t>(now), ".", HostName(),
                                         options.filename_suffix);
   // A second writer in the same directory and second gets its own file.
@@ -120,7 +124,7 @@ absl::StatusOr<std::unique_ptr<EventWriter>> EventWriter::Open(const std::string
       ::close(fd);
       return absl::InternalError(absl::StrCat("Cannot open event file '", rep->path, "': ", std::strerror(errno)));
     }
-    rep->last_flush = absl::Now();
+    rep->last_flush = rep->Now();
   }
   tensorboard::Event first;
   first.set_wall_time(now);
@@ -136,7 +140,9 @@ absl::StatusOr<std::unique_ptr<EventWriter>> EventWriter::Open(const std::string
 const std::string& EventWriter::path() const { return rep_->path; }
 const std::string& EventWriter::logdir() const { return rep_->logdir; }
 
-double EventWriter::Now() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
+double EventWriter::Now() {
+  return absl::ToDoubleSeconds(absl::FromUnixMicros(Env::Default()->NowMicros()) - absl::UnixEpoch());
+}
 
 absl::Status EventWriter::WriteEvent(absl::string_view serialized_event) {
   tensorboard::Event e;
@@ -149,7 +155,7 @@ absl::Status EventWriter::WriteEvent(absl::string_view serialized_event) {
 
 absl::Status EventWriter::WriteSummary(int64_t step, absl::string_view serialized_summary, double wall_time) {
   tensorboard::Event e;
-  e.set_wall_time(wall_time < 0 ? Now() : wall_time);
+  e.set_wall_time(wall_time < 0 ? rep_->NowSeconds() : wall_time);
   e.set_step(step);
   if (!e.mutable_summary()->ParseFromArray(serialized_summary.data(), static_cast<int>(serialized_summary.size()))) {
     return absl::InvalidArgumentError(
@@ -160,7 +166,7 @@ absl::Status EventWriter::WriteSummary(int64_t step, absl::string_view serialize
 
 absl::Status EventWriter::WriteScalar(int64_t step, const std::string& tag, float value, double wall_time) {
   tensorboard::Event e;
-  e.set_wall_time(wall_time < 0 ? Now() : wall_time);
+  e.set_wall_time(wall_time < 0 ? rep_->NowSeconds() : wall_time);
   e.set_step(step);
   tensorboard::Summary::Value* v = e.mutable_summary()->add_value();
   v->set_tag(tag);
@@ -172,7 +178,7 @@ absl::Status EventWriter::WriteGraph(const Scope& scope, int64_t step) {
   proto::GraphDef graph;
   scope.ToGraphDef(&graph);
   tensorboard::Event e;
-  e.set_wall_time(Now());
+  e.set_wall_time(rep_->NowSeconds());
   e.set_step(step);
   e.set_graph_def(graph.SerializeAsString());
   return rep_->AppendEvent(e);
@@ -180,7 +186,7 @@ absl::Status EventWriter::WriteGraph(const Scope& scope, int64_t step) {
 
 absl::Status EventWriter::WriteRunMetadata(int64_t step, const std::string& tag, absl::string_view run_metadata) {
   tensorboard::Event e;
-  e.set_wall_time(Now());
+  e.set_wall_time(rep_->NowSeconds());
   e.set_step(step);
   e.mutable_tagged_run_metadata()->set_tag(tag);
   e.mutable_tagged_run_metadata()->set_run_metadata(std::string(run_metadata));

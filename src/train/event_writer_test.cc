@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
+#include "base/fake_clock_env.h"
 #include "distflow/ops.h"
 #include "gtest/gtest.h"
 #include "proto/event.pb.h"
@@ -99,6 +100,30 @@ TEST(EventWriter, FlushesAfterMaxQueueRecords) {
   ASSERT_TRUE((*w)->WriteScalar(3, "a", 3).ok());
   ASSERT_TRUE((*w)->Flush().ok());
   EXPECT_EQ(ReadEvents((*w)->path()).size(), 4u);
+}
+
+TEST(EventWriter, FlushesOnceFlushEveryHasPassedOnItsClockAndStampsEventsWithIt) {
+  FakeClockEnv clock;
+  EventWriterOptions options;
+  options.max_queue = 100;
+  options.flush_every = absl::Seconds(120);
+  options.env = &clock;
+  auto w = EventWriter::Open(TempDir("clock"), options);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->WriteScalar(1, "a", 1).ok());
+  clock.Advance(absl::Seconds(119));
+  ASSERT_TRUE((*w)->WriteScalar(2, "a", 2).ok());
+  EXPECT_EQ(ReadEvents((*w)->path()).size(), 1u) << "119 s on the writer's clock: still buffered";
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE((*w)->WriteScalar(3, "a", 3).ok());
+  std::vector<tensorboard::Event> events = ReadEvents((*w)->path());
+  ASSERT_EQ(events.size(), 4u) << "120 s: the write flushed all three";
+  const double start = absl::ToDoubleSeconds(absl::FromUnixMicros(1'000'000'000) - absl::UnixEpoch());
+  EXPECT_EQ(events[0].wall_time(), start);
+  EXPECT_EQ(events[1].wall_time(), start);
+  EXPECT_EQ(events[2].wall_time(), start + 119);
+  EXPECT_EQ(events[3].wall_time(), start + 120);
+  EXPECT_NE((*w)->path().find("/events.out.tfevents.1000."), std::string::npos) << (*w)->path();
 }
 
 TEST(EventWriter, ConcurrentWritersKeepRecordsWhole) {

@@ -198,7 +198,9 @@ absl::Status MonitoredSession::AddSummaryHooks() {
   const bool summaries = o.summary_op.ok() && (o.save_summaries_steps > 0 || o.save_summaries_secs > 0);
   const bool speed = o.global_step.ok() && o.log_step_count_steps > 0;
   if (!o.is_chief || o.logdir.empty() || !(summaries || speed)) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> writer, EventWriter::Open(o.logdir));
+  EventWriterOptions writer_options;
+  writer_options.env = o.env;  // the session's clock stamps the events its hooks write
+  ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> writer, EventWriter::Open(o.logdir, writer_options));
   summary_writer_ = std::move(writer);
   RETURN_IF_ERROR(summary_writer_->WriteGraph(scope_));
   if (summaries) {

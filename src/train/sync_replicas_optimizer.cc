@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "client/graph_state.h"
@@ -73,6 +74,7 @@ class SyncReplicasChiefHook : public SessionRunHook {
       return absl::Status(r.status().code(), absl::StrCat("Initialising synchronous training: ", r.status().message()));
     }
     if (!thread_.joinable()) {
+      env_ = session->env();
       target_ = session->target();
       session_options_ = session->session_options();
       thread_ = std::thread([this] { Loop(); });
@@ -107,6 +109,9 @@ class SyncReplicasChiefHook : public SessionRunHook {
     return stop_;
   }
 
+  // The session's clock (MonitoredSession::env()), which the logs' pacing reads.
+  absl::Time Now() const { return absl::FromUnixMicros((env_ != nullptr ? env_ : Env::Default())->NowMicros()); }
+
   bool Stopping() {
     absl::MutexLock lock(&mu_);
     return stop_;
@@ -121,9 +126,9 @@ class SyncReplicasChiefHook : public SessionRunHook {
       error_ = absl::Status(s.code(), absl::StrCat("Synchronous training cannot apply updates: ", s.message()));
       return false;
     }
-    if (absl::Now() - last_error_log_ > absl::Seconds(10)) {
+    if (Now() - last_error_log_ > absl::Seconds(10)) {
       LOG(WARNING) << "Synchronous training: applying a step failed (" << s.message() << "); retrying";
-      last_error_log_ = absl::Now();
+      last_error_log_ = Now();
     }
     // A task went away or restarted: a new session registers the graph again.
     (*session)->Close().IgnoreError();
@@ -139,11 +144,11 @@ class SyncReplicasChiefHook : public SessionRunHook {
     if (!o.live_replicas) return o.replicas_to_aggregate;
     absl::StatusOr<int> live = o.live_replicas();
     if (!live.ok()) {
-      if (absl::Now() - last_live_error_log_ > absl::Seconds(10)) {
+      if (Now() - last_live_error_log_ > absl::Seconds(10)) {
         LOG(WARNING) << "Synchronous training: cannot count the workers in the job (" << live.status().message()
                      << "); aggregating " << (required_ > 0 ? required_ : o.replicas_to_aggregate)
                      << " gradients per step meanwhile";
-        last_live_error_log_ = absl::Now();
+        last_live_error_log_ = Now();
       }
       return required_ > 0 ? required_ : o.replicas_to_aggregate;
     }
@@ -173,7 +178,7 @@ class SyncReplicasChiefHook : public SessionRunHook {
     run_options.timeout_ms = 60'000;
 
     std::unique_ptr<Session> session;
-    absl::Time last_progress = absl::Now(), last_wait_log = absl::InfinitePast(), last_drop_log = absl::InfinitePast();
+    absl::Time last_progress = Now(), last_wait_log = absl::InfinitePast(), last_drop_log = absl::InfinitePast();
     int64_t dropped_total = 0, dropped_logged = 0;
     while (!Stopping()) {
       if (session == nullptr) session = std::make_unique<Session>(target_, session_options_);
@@ -189,7 +194,7 @@ class SyncReplicasChiefHook : public SessionRunHook {
       bool all = true;
       for (int64_t i = 0; i < num_vars; ++i) all = all && (*ready)[static_cast<size_t>(i)].scalar<bool>();
       if (!all) {
-        const absl::Time now = absl::Now();
+        const absl::Time now = Now();
         if (now - last_progress > absl::Seconds(30) && now - last_wait_log > absl::Seconds(30)) {
           const Tensor& reported = (*ready)[static_cast<size_t>(num_vars) + 1];
           std::vector<int64_t> who(reported.flat<int64_t>().begin(), reported.flat<int64_t>().end());
@@ -205,7 +210,7 @@ class SyncReplicasChiefHook : public SessionRunHook {
         if (!OnError(applied.status(), &session)) return;
         continue;
       }
-      last_progress = absl::Now();
+      last_progress = Now();
       for (int64_t i = 0; i < num_vars; ++i) dropped_total += (*applied)[static_cast<size_t>(i)].scalar<int64_t>();
       const int64_t step = applied->back().scalar<int64_t>();
       opt_->stats_.steps_applied.fetch_add(1);
@@ -224,6 +229,7 @@ class SyncReplicasChiefHook : public SessionRunHook {
   SyncReplicasOptimizer* const opt_;
   std::string target_;
   SessionOptions session_options_;
+  Env* env_ = nullptr;  // set before the thread starts
   std::thread thread_;
   absl::Time last_error_log_ = absl::InfinitePast();
   // The hook thread's own.

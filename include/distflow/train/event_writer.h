@@ -37,12 +37,17 @@
 
 namespace distflow {
 
+class Env;  // the clock (src/base/env.h)
+
 struct DISTFLOW_EXPORT EventWriterOptions {
   // Appended to the file name (TensorFlow's filename_suffix).
   std::string filename_suffix;
   // Records buffered before a flush.
   int max_queue = 10;
   absl::Duration flush_every = absl::Seconds(120);
+  // The clock of wall_time and of flush_every (a MonitoredSession passes its
+  // own); null: Env::Default(). Must outlive the writer.
+  Env* env = nullptr;
 };
 
 class DISTFLOW_EXPORT EventWriter {
@@ -75,7 +80,8 @@ class DISTFLOW_EXPORT EventWriter {
   // Closing twice is fine.
   absl::Status Close();
 
-  // Seconds since the Unix epoch, as Events' wall_time.
+  // Seconds since the Unix epoch, as Events' wall_time, on Env::Default()'s
+  // clock (a writer stamps its events with its options' env).
   static double Now();
 
  private:

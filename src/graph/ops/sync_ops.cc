@@ -11,6 +11,9 @@
 // session's default container), created by whichever op touches them first;
 // they stay uninitialised, dropping every gradient, until the chief sets
 // their step (AccumulatorSetGlobalStep, SyncBarrierRelease).
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
@@ -33,6 +36,29 @@ absl::Status PositiveAttr(InferenceContext* c, const char* attr) {
   return absl::OkStatus();
 }
 
+// The accumulator ops that need `num_required` come twice: as `name` with it
+// as an attribute (TensorFlow's ops), and as `name`V2 with it as their first
+// input, so the chief can follow a changing membership (elastic synchronous
+// training: the SyncReplicasOptimizer's live_replicas) step by step. Both have
+// `outputs`, the accumulator's attributes and then `more_attrs`;
+// `set_outputs` gives the outputs' shapes once num_required is checked.
+void RegisterWithNumRequired(OpRegistry* r, const std::string& name, const std::vector<std::string>& outputs,
+                             const std::vector<std::string>& more_attrs, ShapeFn set_outputs) {
+  for (const bool v2 : {false, true}) {
+    OpDefBuilder b(v2 ? name + "V2" : name);
+    if (v2) b.Input("num_required: int64");
+    for (const std::string& o : outputs) b.Output(o);
+    b.Attr("T: {float, double}").Attr("shared_name: string").Attr("container: string = ''");
+    if (!v2) b.Attr("num_required: int");
+    for (const std::string& a : more_attrs) b.Attr(a);
+    b.SetIsStateful().SetShapeFn([v2, set_outputs](InferenceContext* c) {
+      RETURN_IF_ERROR(v2 ? ScalarInput(c, 0, "num_required") : PositiveAttr(c, "num_required"));
+      return set_outputs(c);
+    });
+    r->MustRegister(b);
+  }
+}
+
 }  // namespace
 
 void RegisterSyncOps(OpRegistry* r) {
@@ -52,35 +78,15 @@ void RegisterSyncOps(OpRegistry* r) {
   // True once the accumulator is initialised and holds `num_required`
   // gradients; false if that has not happened within `timeout_ms`. Consumes
   // nothing.
-  r->MustRegister(OpDefBuilder("AccumulatorWaitReady")
-                      .Output("ready: bool")
-                      .Attr("T: {float, double}")
-                      .Attr("shared_name: string")
-                      .Attr("container: string = ''")
-                      .Attr("num_required: int")
-                      .Attr("timeout_ms: int = 1000")
-                      .SetIsStateful()
-                      .SetShapeFn([](InferenceContext* c) {
-                        RETURN_IF_ERROR(PositiveAttr(c, "num_required"));
-                        return ScalarShape(c);
-                      }));
+  RegisterWithNumRequired(r, "AccumulatorWaitReady", {"ready: bool"}, {"timeout_ms: int = 1000"}, ScalarShape);
   // The average of the accumulated gradients (at least `num_required`, else
   // FailedPrecondition) and how many were dropped since the last take;
   // resets the accumulator and advances its step by one.
-  r->MustRegister(OpDefBuilder("AccumulatorTakeGradient")
-                      .Output("average: T")
-                      .Output("dropped: int64")
-                      .Attr("T: {float, double}")
-                      .Attr("shared_name: string")
-                      .Attr("container: string = ''")
-                      .Attr("num_required: int")
-                      .SetIsStateful()
-                      .SetShapeFn([](InferenceContext* c) {
-                        RETURN_IF_ERROR(PositiveAttr(c, "num_required"));
-                        c->set_output(0, PartialShape::Unknown());
-                        c->set_output(1, PartialShape::Scalar());
-                        return absl::OkStatus();
-                      }));
+  RegisterWithNumRequired(r, "AccumulatorTakeGradient", {"average: T", "dropped: int64"}, {}, [](InferenceContext* c) {
+    c->set_output(0, PartialShape::Unknown());
+    c->set_output(1, PartialShape::Scalar());
+    return absl::OkStatus();
+  });
   // AccumulatorApplyGradient for a sparse gradient (TF's
   // SparseAccumulatorApplyGradient): row values[i] belongs to row indices[i]
   // of a num_rows-row tensor. Only these rows travel to the accumulator.
@@ -102,71 +108,15 @@ void RegisterSyncOps(OpRegistry* r) {
   // SparseAccumulatorTakeGradient): the distinct indices in increasing
   // order, their rows averaged over the gradients taken, the row count, and
   // how many gradients were dropped since the last take.
-  r->MustRegister(OpDefBuilder("SparseAccumulatorTakeGradient")
-                      .Output("indices: int64")
-                      .Output("values: T")
-                      .Output("num_rows: int64")
-                      .Output("dropped: int64")
-                      .Attr("T: {float, double}")
-                      .Attr("shared_name: string")
-                      .Attr("container: string = ''")
-                      .Attr("num_required: int")
-                      .SetIsStateful()
-                      .SetShapeFn([](InferenceContext* c) {
-                        RETURN_IF_ERROR(PositiveAttr(c, "num_required"));
-                        c->set_output(0, PartialShape({PartialShape::kUnknownDim}));
-                        c->set_output(1, PartialShape::Unknown());
-                        c->set_output(2, PartialShape::Scalar());
-                        c->set_output(3, PartialShape::Scalar());
-                        return absl::OkStatus();
-                      }));
-  // The V2 ops take `num_required` as an input instead of an attribute, so
-  // the chief can follow a changing membership (elastic synchronous
-  // training: the SyncReplicasOptimizer's live_replicas) step by step.
-  r->MustRegister(OpDefBuilder("AccumulatorWaitReadyV2")
-                      .Input("num_required: int64")
-                      .Output("ready: bool")
-                      .Attr("T: {float, double}")
-                      .Attr("shared_name: string")
-                      .Attr("container: string = ''")
-                      .Attr("timeout_ms: int = 1000")
-                      .SetIsStateful()
-                      .SetShapeFn([](InferenceContext* c) {
-                        RETURN_IF_ERROR(ScalarInput(c, 0, "num_required"));
-                        return ScalarShape(c);
-                      }));
-  r->MustRegister(OpDefBuilder("AccumulatorTakeGradientV2")
-                      .Input("num_required: int64")
-                      .Output("average: T")
-                      .Output("dropped: int64")
-                      .Attr("T: {float, double}")
-                      .Attr("shared_name: string")
-                      .Attr("container: string = ''")
-                      .SetIsStateful()
-                      .SetShapeFn([](InferenceContext* c) {
-                        RETURN_IF_ERROR(ScalarInput(c, 0, "num_required"));
-                        c->set_output(0, PartialShape::Unknown());
-                        c->set_output(1, PartialShape::Scalar());
-                        return absl::OkStatus();
-                      }));
-  r->MustRegister(OpDefBuilder("SparseAccumulatorTakeGradientV2")
-                      .Input("num_required: int64")
-                      .Output("indices: int64")
-                      .Output("values: T")
-                      .Output("num_rows: int64")
-                      .Output("dropped: int64")
-                      .Attr("T: {float, double}")
-                      .Attr("shared_name: string")
-                      .Attr("container: string = ''")
-                      .SetIsStateful()
-                      .SetShapeFn([](InferenceContext* c) {
-                        RETURN_IF_ERROR(ScalarInput(c, 0, "num_required"));
-                        c->set_output(0, PartialShape({PartialShape::kUnknownDim}));
-                        c->set_output(1, PartialShape::Unknown());
-                        c->set_output(2, PartialShape::Scalar());
-                        c->set_output(3, PartialShape::Scalar());
-                        return absl::OkStatus();
-                      }));
+  RegisterWithNumRequired(r, "SparseAccumulatorTakeGradient",
+                          {"indices: int64", "values: T", "num_rows: int64", "dropped: int64"}, {},
+                          [](InferenceContext* c) {
+                            c->set_output(0, PartialShape({PartialShape::kUnknownDim}));
+                            c->set_output(1, PartialShape::Unknown());
+                            c->set_output(2, PartialShape::Scalar());
+                            c->set_output(3, PartialShape::Scalar());
+                            return absl::OkStatus();
+                          });
   // Initialises the accumulator at `new_step`; gradients accumulated for
   // another step are dropped.
   r->MustRegister(OpDefBuilder("AccumulatorSetGlobalStep")

@@ -13,6 +13,7 @@ void RegisterCoreKernels(KernelRegistry* r);
 void RegisterStateKernels(KernelRegistry* r);
 void RegisterMathKernels(KernelRegistry* r);
 void RegisterMathUnaryKernels(KernelRegistry* r);  // Log1p, Expm1, Reciprocal, Sin, Cos, Floor, Ceil, Round, Is*
+void RegisterCastSelectKernels(KernelRegistry* r);
 void RegisterArrayKernels(KernelRegistry* r);
 void RegisterSliceKernels(KernelRegistry* r);  // StridedSlice(Grad), Split, SplitV
 void RegisterDimsKernels(KernelRegistry* r);   // ExpandDims, Squeeze, Pad, PadV2, Where
@@ -44,6 +45,7 @@ inline void RegisterAllCpuKernels(KernelRegistry* r) {
   RegisterStateKernels(r);
   RegisterMathKernels(r);
   RegisterMathUnaryKernels(r);
+  RegisterCastSelectKernels(r);
   RegisterArrayKernels(r);
   RegisterSliceKernels(r);
   RegisterDimsKernels(r);
