@@ -1,27 +1,63 @@
 #include "collective/fp16_channel.h"
 
+#include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
 namespace distflow {
-namespace {
 
-// _Float16 (GCC >= 12, Clang >= 15 on x86-64 and AArch64) converts with the
-// hardware's instruction where there is one (F16C) and libgcc's correctly
-// rounded routine elsewhere.
-using Half = _Float16;
-static_assert(sizeof(Half) == 2);
+// IEEE binary16 by hand, correctly rounded (to nearest, ties to even):
+// _Float16 would do it in one cast, but Clang before 15 (the fuzz build's)
+// has no _Float16 on x86-64, and x86-64-v2 has no F16C. Both conversions
+// go through double, which holds every float and every half exactly, so
+// the only rounding is the one to 11 significant bits (nearbyint, in the
+// default rounding mode). fp16_channel_test checks these against the
+// compiler's _Float16.
+uint16_t ToHalfBits(double v) {
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  const double a = std::fabs(v);
+  if (std::isnan(a)) return sign | 0x7e00;
+  if (a >= 65520.0) return sign | 0x7c00;  // past the midpoint of 65504 and 65536: infinity
+  if (a < 0x1p-14) {                       // subnormal (or zero): multiples of 2^-24
+    // 1024 (rounded up to the smallest normal) is that normal's bit pattern.
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 0x1p24));
+  }
+  int k = 0;
+  std::frexp(a, &k);  // a = f * 2^k, f in [0.5, 1): a in [2^(k-1), 2^k)
+  int e = k - 1;
+  double m = std::nearbyint(std::ldexp(a, 10 - e));  // in [1024, 2048]
+  if (m == 2048.0) {
+    m = 1024.0;
+    ++e;
+  }
+  if (e > 15) return sign | 0x7c00;
+  return sign | static_cast<uint16_t>(((e + 15) << 10) | (static_cast<int>(m) - 1024));
+}
+
+double FromHalfBits(uint16_t h) {
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  const int e = (h >> 10) & 0x1f;
+  const int m = h & 0x3ff;
+  if (e == 0) return sign * std::ldexp(static_cast<double>(m), -24);
+  if (e == 31)
+    return m == 0 ? sign * std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+  return sign * std::ldexp(static_cast<double>(1024 + m), e - 25);
+}
+
+namespace {
 
 template <typename T>
 void Round(T* v, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<T>(static_cast<Half>(v[i]));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<T>(FromHalfBits(ToHalfBits(static_cast<double>(v[i]))));
 }
 
 template <typename T>
 void Pack(const T* in, unsigned char* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const Half h = static_cast<Half>(in[i]);
+    const uint16_t h = ToHalfBits(static_cast<double>(in[i]));
     std::memcpy(out + 2 * i, &h, 2);
   }
 }
@@ -29,9 +65,9 @@ void Pack(const T* in, unsigned char* out, int64_t n) {
 template <typename T>
 void Unpack(const unsigned char* in, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    Half h;
+    uint16_t h;
     std::memcpy(&h, in + 2 * i, 2);
-    out[i] = static_cast<T>(h);
+    out[i] = static_cast<T>(FromHalfBits(h));
   }
 }
 

@@ -19,11 +19,18 @@
 // Thread-safe like the channel it wraps.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "collective/transport.h"
 
 namespace distflow {
+
+// IEEE binary16 conversions, correctly rounded (to nearest, ties to even;
+// overflow to infinity, NaN kept): `v` to its fp16 bit pattern, and a bit
+// pattern to its exact value.
+uint16_t ToHalfBits(double v);
+double FromHalfBits(uint16_t h);
 
 // Rounds every element of a float32 or float64 tensor to the nearest fp16
 // number (ties to even), in place; other dtypes are left as they are.

@@ -4,6 +4,10 @@
 // element against arithmetic done here in _Float16.
 #include "collective/fp16_channel.h"
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -84,6 +88,48 @@ void CheckFp16AllReduce(int n, int64_t count) {
 // Empty, one element, not divisible by any n > 1, and the ring (40009
 // float32 is above kRingMinBytes).
 const int64_t kCounts[] = {0, 1, 7, 40009};
+
+// The hand-written conversions against the compiler's _Float16 (GCC's,
+// correctly rounded): every fp16 bit pattern back to its value, and
+// floats and doubles around every rounding boundary to their bits.
+TEST(Fp16Conversions, MatchTheCompilersFloat16) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    Half x;
+    const uint16_t bits = static_cast<uint16_t>(h);
+    std::memcpy(&x, &bits, 2);
+    const double want = static_cast<double>(x);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(FromHalfBits(bits))) << h;
+      continue;
+    }
+    ASSERT_EQ(FromHalfBits(bits), want) << h;
+    ASSERT_EQ(ToHalfBits(want), bits) << h;
+    // Just below, at and just above the midpoint to the next pattern up.
+    if ((h & 0x7fff) < 0x7bff) {
+      Half next_half;
+      const uint16_t up = static_cast<uint16_t>(h + 1);
+      std::memcpy(&next_half, &up, 2);
+      const double mid = (want + static_cast<double>(next_half)) / 2;
+      for (double v : {std::nextafter(mid, -1e9), mid, std::nextafter(mid, 1e9)}) {
+        const Half ref_d = static_cast<Half>(v);
+        const Half ref_f = static_cast<Half>(static_cast<float>(v));
+        uint16_t ref_d_bits, ref_f_bits;
+        std::memcpy(&ref_d_bits, &ref_d, 2);
+        std::memcpy(&ref_f_bits, &ref_f, 2);
+        ASSERT_EQ(ToHalfBits(v), ref_d_bits) << h << " " << v;
+        ASSERT_EQ(ToHalfBits(static_cast<double>(static_cast<float>(v))), ref_f_bits) << h << " " << v;
+      }
+    }
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double v : {65504.0, 65519.0, 65520.0, 1e6, -1e6, 0x1p-25, 0x1p-26, -0.0, inf, -inf}) {
+    const Half ref = static_cast<Half>(v);
+    uint16_t ref_bits;
+    std::memcpy(&ref_bits, &ref, 2);
+    EXPECT_EQ(ToHalfBits(v), ref_bits) << v;
+  }
+  EXPECT_TRUE(std::isnan(FromHalfBits(ToHalfBits(std::numeric_limits<double>::quiet_NaN()))));
+}
 
 TEST(Fp16AllReduce, Float32EverySizeAndGroup) {
   for (int n = 1; n <= 4; ++n)
