@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <deque>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -335,20 +336,26 @@ absl::StatusOr<std::unique_ptr<FileFormat>> MakeFixedLength(const proto::NodeDef
   return std::make_unique<FixedLengthFormat>(header, record, footer, hop, c);
 }
 
+// The reader (input 0) and the queue of file names (input 1) of a read op.
+absl::StatusOr<std::pair<std::shared_ptr<Reader>, std::shared_ptr<Queue>>> ReaderAndQueue(OpKernelContext* ctx) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Reader> r, LookupByHandle<Reader>(ctx, 0));
+  ASSIGN_OR_RETURN(std::shared_ptr<Queue> q, LookupByHandle<Queue>(ctx, 1));
+  return std::make_pair(std::move(r), std::move(q));
+}
+
 class ReaderReadOp : public AsyncOpKernel {
  public:
   using AsyncOpKernel::AsyncOpKernel;
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    absl::StatusOr<std::shared_ptr<Reader>> r = LookupByHandle<Reader>(ctx, 0);
-    if (!r.ok()) return done(r.status());
-    absl::StatusOr<std::shared_ptr<Queue>> q = LookupByHandle<Queue>(ctx, 1);
-    if (!q.ok()) return done(q.status());
-    (*r)->Read(*r, *q, ctx->cancellation_manager(),
-               [ctx, done = std::move(done)](absl::Status s, std::string key, std::string value) {
-                 if (s.ok()) s = ctx->set_output(0, Tensor::Scalar<std::string>(std::move(key)));
-                 if (s.ok()) s = ctx->set_output(1, Tensor::Scalar<std::string>(std::move(value)));
-                 done(s);
-               });
+    auto rq = ReaderAndQueue(ctx);
+    if (!rq.ok()) return done(rq.status());
+    auto& [r, q] = *rq;
+    r->Read(r, q, ctx->cancellation_manager(),
+            [ctx, done = std::move(done)](absl::Status s, std::string key, std::string value) {
+              if (s.ok()) s = ctx->set_output(0, Tensor::Scalar<std::string>(std::move(key)));
+              if (s.ok()) s = ctx->set_output(1, Tensor::Scalar<std::string>(std::move(value)));
+              done(s);
+            });
   }
   int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return 1; }
 };
@@ -361,18 +368,16 @@ class ReaderReadUpToOp : public AsyncOpKernel {
  public:
   using AsyncOpKernel::AsyncOpKernel;
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    absl::StatusOr<std::shared_ptr<Reader>> r = LookupByHandle<Reader>(ctx, 0);
-    if (!r.ok()) return done(r.status());
-    absl::StatusOr<std::shared_ptr<Queue>> q = LookupByHandle<Queue>(ctx, 1);
-    if (!q.ok()) return done(q.status());
+    auto rq = ReaderAndQueue(ctx);
+    if (!rq.ok()) return done(rq.status());
     const Tensor& n = ctx->input(2);
     if (n.dtype() != DT_INT64 || n.NumElements() != 1 || n.flat<int64_t>()[0] < 1) {
       return done(absl::InvalidArgumentError(
           absl::StrCat("ReaderReadUpTo '", name(), "': num_records must be a positive int64 scalar")));
     }
     auto st = std::make_shared<State>();
-    st->reader = *std::move(r);
-    st->queue = *std::move(q);
+    st->reader = std::move(rq->first);
+    st->queue = std::move(rq->second);
     st->ctx = ctx;
     st->want = n.flat<int64_t>()[0];
     st->done = std::move(done);

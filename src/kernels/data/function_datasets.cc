@@ -139,6 +139,25 @@ class FilterDataset : public Dataset {
   const std::shared_ptr<const FunctionInstance> fn_;
 };
 
+// The dataset `fn` makes of `element` (it gives the key of a dataset its
+// body made in `store`), checked against the components `want`; `what`
+// names the transformation in errors.
+absl::StatusOr<DatasetPtr> InnerDataset(const FunctionInstance& fn, DatasetStore& store, const Element& element,
+                                        const std::vector<DataType>& want, const char* what) {
+  DF_ASSIGN_OR_RETURN(std::vector<Tensor> key, fn.Run(element, nullptr));
+  if (key.size() != 1 || key[0].dtype() != DT_STRING || key[0].NumElements() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("The ", what, " function '", fn.def().name(), "' must give one dataset"));
+  }
+  DF_ASSIGN_OR_RETURN(DatasetPtr inner, store.Get(key[0].flat<std::string>()[0]));
+  if (inner->dtypes() != want) {
+    return absl::InvalidArgumentError(absl::StrCat("The ", what, " function '", fn.def().name(), "' gave ",
+                                                   inner->DebugName(),
+                                                   " whose components differ from the declared ones"));
+  }
+  return inner;
+}
+
 // Runs the function on each input element; the function gives the key of
 // a dataset its body made (in the same DatasetStore), which is read to its
 // end before the next element. Elements are mapped one at a time: the
@@ -169,17 +188,7 @@ class FlatMapDataset : public Dataset {
         Element e;
         RETURN_IF_ERROR(in_->GetNext(&e, end));
         if (*end) return absl::OkStatus();
-        DF_ASSIGN_OR_RETURN(std::vector<Tensor> key, d_->fn_->Run(e, nullptr));
-        if (key.size() != 1 || key[0].dtype() != DT_STRING || key[0].NumElements() != 1) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("The flat_map function '", d_->fn_->def().name(), "' must give one dataset"));
-        }
-        DF_ASSIGN_OR_RETURN(DatasetPtr inner, d_->store_->Get(key[0].flat<std::string>()[0]));
-        if (inner->dtypes() != d_->dtypes()) {
-          return absl::InvalidArgumentError(absl::StrCat("The flat_map function '", d_->fn_->def().name(), "' gave ",
-                                                         inner->DebugName(),
-                                                         " whose components differ from the declared ones"));
-        }
+        DF_ASSIGN_OR_RETURN(DatasetPtr inner, InnerDataset(*d_->fn_, *d_->store_, e, d_->dtypes(), "flat_map"));
         DF_ASSIGN_OR_RETURN(inner_, inner->MakeIterator());
       }
     }
@@ -255,17 +264,7 @@ class InterleaveDataset : public Dataset {
       cycle_index_ = (cycle_index_ + 1) % slots_.size();
     }
     absl::StatusOr<std::unique_ptr<DatasetIterator>> Open(const Element& e) {
-      DF_ASSIGN_OR_RETURN(std::vector<Tensor> key, d_->fn_->Run(e, nullptr));
-      if (key.size() != 1 || key[0].dtype() != DT_STRING || key[0].NumElements() != 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("The interleave function '", d_->fn_->def().name(), "' must give one dataset"));
-      }
-      DF_ASSIGN_OR_RETURN(DatasetPtr inner, d_->store_->Get(key[0].flat<std::string>()[0]));
-      if (inner->dtypes() != d_->dtypes()) {
-        return absl::InvalidArgumentError(absl::StrCat("The interleave function '", d_->fn_->def().name(), "' gave ",
-                                                       inner->DebugName(),
-                                                       " whose components differ from the declared ones"));
-      }
+      DF_ASSIGN_OR_RETURN(DatasetPtr inner, InnerDataset(*d_->fn_, *d_->store_, e, d_->dtypes(), "interleave"));
       return inner->MakeIterator();
     }
 
