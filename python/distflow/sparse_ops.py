@@ -120,6 +120,32 @@ def scatter_update(ref, indices, updates, use_locking=True, name=None):
     return _raw.ScatterUpdate(ref, _ids(indices), convert_to_tensor(updates, dtype=ref.dtype), name=name)
 
 
+def scatter_nd_update(ref, indices, updates, use_locking=True, name=None):
+    """tf.scatter_nd_update: the slices of updates assigned into the variable
+    at their index tuples, in place (of duplicate tuples the last wins)."""
+    return _raw.ScatterNdUpdate(ref, _ids(indices), convert_to_tensor(updates, dtype=ref.dtype),
+                                use_locking=use_locking, name=name)
+
+
+def scatter_nd_add(ref, indices, updates, use_locking=False, name=None):
+    """tf.scatter_nd_add: the slices of updates added into the variable at
+    their index tuples, in place (duplicates add up)."""
+    return _raw.ScatterNdAdd(ref, _ids(indices), convert_to_tensor(updates, dtype=ref.dtype),
+                             use_locking=use_locking, name=name)
+
+
+def tensor_scatter_update(tensor, indices, updates, name=None):
+    """tf.tensor_scatter_nd_update (TF1: tf.tensor_scatter_update): a copy of
+    tensor with the slices of updates assigned at their index tuples (of
+    duplicate tuples the last wins, and only it gets a gradient)."""
+    tensor = convert_to_tensor(tensor)
+    return _raw.TensorScatterUpdate(tensor, _ids(indices), convert_to_tensor(updates, dtype=tensor.dtype),
+                                    name=name)
+
+
+tensor_scatter_nd_update = tensor_scatter_update
+
+
 UniqueOutput = _collections.namedtuple("Unique", ["y", "idx"])
 
 

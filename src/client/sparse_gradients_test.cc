@@ -85,6 +85,32 @@ Output Raw1(const Scope& s, const std::string& op, const std::vector<Output>& in
   return Output(ops::Raw(s, op, in), 0, s);
 }
 
+// Where indices repeat, DynamicStitch's output holds the value written last
+// (later inputs, and later positions in one input, overwrite earlier ones):
+// only that value gets the gradient; the values it overwrote get zero.
+TEST(SparseGradientCheck, DynamicStitchWithRepeatedIndicesGivesTheLastWriterTheGradient) {
+  Check(
+      {Random(S({3, 2}), -1, 1, 10), Random(S({2, 2}), -1, 1, 11)},
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Square(s, ops::DynamicStitch(s, {Ids(s, {1, 0, 1}), Ids(s, {2, 0})}, {x[0], x[1]}));
+      },
+      "DynamicStitch with repeated indices");
+  Scope root = Scope::NewRootScope();
+  Output a = ops::Const(root, Tensor::FromVector<float>({1, 2, 3}));
+  Output b = ops::Const(root, Tensor::FromVector<float>({4, 5}));
+  Output stitched = ops::DynamicStitch(root, {Ids(root, {1, 0, 1}), Ids(root, {2, 0})}, {a, b});  // [5, 3, 4]
+  Output weights = ops::Const(root, Tensor::FromVector<float>({10, 20, 30}));
+  auto grads = Gradients(root, {ops::Sum(root, ops::Mul(root, stitched, weights), {0})}, {a, b});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  Session sess;
+  auto out = sess.Run({(*grads)[0], (*grads)[1], stitched});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // a[0] (row 1) is overwritten by a[2]; a[1] (row 0) by b[1].
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({5, 3, 4}), (*out)[2]);
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({0, 0, 20}), (*out)[0]);
+  EXPECT_TENSOR_EQ(Tensor::FromVector<float>({30, 10}), (*out)[1]);
+}
+
 TEST(SparseGradientCheck, GatherNdAndScatterNd) {
   // Tuples of full length (elements), of length 1 (rows) and repeated.
   Check(

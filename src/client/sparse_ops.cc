@@ -1,11 +1,12 @@
 // The sparse op wrappers of distflow/ops.h: Gather, Scatter*, Unique,
 // UnsortedSegmentSum, DynamicPartition/DynamicStitch, SparseSegment*,
-// GatherNd/ScatterNd.
+// GatherNd/ScatterNd; and those of distflow/scatter_nd.h.
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "client/graph_state.h"
 #include "distflow/ops.h"
+#include "distflow/scatter_nd.h"
 #include "graph/attr_value.h"
 
 namespace distflow {
@@ -85,6 +86,16 @@ Output ScatterNd(const Scope& s, const Output& indices, const Output& updates, c
     dims = Tensor::FromVector<int32_t>(std::vector<int32_t>(shape.begin(), shape.end()));
   }
   return ScatterNd(s, indices, updates, Const(s.WithOpName(""), dims));
+}
+
+Output ScatterNdUpdate(const Scope& s, const Output& ref, const Output& indices, const Output& updates) {
+  return Build(s, "ScatterNdUpdate", {ref, indices, updates});
+}
+Output ScatterNdAdd(const Scope& s, const Output& ref, const Output& indices, const Output& updates) {
+  return Build(s, "ScatterNdAdd", {ref, indices, updates});
+}
+Output TensorScatterUpdate(const Scope& s, const Output& tensor, const Output& indices, const Output& updates) {
+  return Build(s, "TensorScatterUpdate", {tensor, indices, updates});
 }
 
 Output EmbeddingLookup(const Scope& s, const std::vector<Output>& params, const Output& ids,

@@ -1,5 +1,6 @@
 #include "placement/partition.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -48,12 +49,129 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
     const std::string& op = n->op();
     if (op == "Switch" || op == "Merge" || op == "Enter" || op == "Exit" || op == "NextIteration") control_flow = true;
   }
-  absl::flat_hash_set<std::pair<std::string, int>> fed;
-  for (const TensorId& f : feeds) fed.insert({f.node, f.index});
   // Existing transfers, so one tensor crosses to a device once: (src, idx, dst device) -> recv name.
   std::map<std::tuple<std::string, int, std::string>, std::string> recvs;
+  // Control tokens, so one set of sources crosses to a device once:
+  // (the sources' names, dst device) -> recv name.
   std::map<std::pair<std::string, std::string>, std::string> control_recvs;
   int counter = 0;
+  // The _Recv on `dst` of `in` for `consumer`, made (with its _Send) the first time.
+  auto data_recv = [&](const NodeOut& in, Partition& dst, const Node* consumer) -> absl::StatusOr<std::string> {
+    const std::string& src_dev = placement[static_cast<size_t>(in.node->id())];
+    auto key = std::make_tuple(in.node->name(), in.index, dst.device);
+    auto it = recvs.find(key);
+    if (it != recvs.end()) return it->second;
+    std::string edge = absl::StrCat(in.node->name(), ";", in.index, ";", src_dev, ";", dst.device);
+    std::string base = absl::StrCat("_xfer", counter++);
+    Partition& src = part_of(in.node);
+    proto::NodeDef* send = src.graph.add_node();
+    send->set_name(base + "_send");
+    send->set_op("_Send");
+    send->set_device(src.device);
+    send->add_input(absl::StrCat(in.node->name(), ":", in.index));
+    SetAttrType(send, "T", in.node->output_type(in.index));
+    SetAttrString(send, "key", edge);
+    // In a loop, sends too run only in iterations that run (not for a
+    // loop invariant in the iteration that ends the loop).
+    ASSIGN_OR_RETURN(std::string send_frame, loops.RecvControl(consumer, src.device));
+    if (!send_frame.empty()) send->add_input(send_frame);
+    src.targets.push_back(send->name());
+    proto::NodeDef* recv = dst.graph.add_node();
+    recv->set_name(base + "_recv");
+    recv->set_op("_Recv");
+    recv->set_device(dst.device);
+    SetAttrType(recv, "tensor_type", in.node->output_type(in.index));
+    SetAttrString(recv, "key", edge);
+    SetAttrString(recv, "send_task", src.task);
+    SetAttrShape(recv, "shape", in.node->output_shape(in.index));
+    if (control_flow) SetAttrBool(recv, "_control_flow", true);
+    ASSIGN_OR_RETURN(std::string in_frame, loops.RecvControl(consumer, dst.device));
+    if (!in_frame.empty()) recv->add_input(in_frame);
+    return recvs.emplace(key, recv->name()).first->second;
+  };
+  // The _Recv on `dst` of a token sent after every one of `sources` (all on
+  // one other device) ran, for `consumer`.
+  auto control_recv = [&](const std::vector<const Node*>& sources, Partition& dst,
+                          const Node* consumer) -> absl::StatusOr<std::string> {
+    std::vector<std::string> names;
+    for (const Node* c : sources) names.push_back(c->name());
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    auto key = std::make_pair(absl::StrJoin(names, ","), dst.device);
+    auto it = control_recvs.find(key);
+    if (it != control_recvs.end()) return it->second;
+    // A control edge crosses as a tiny tensor produced after its sources ran.
+    const std::string& src_dev = placement[static_cast<size_t>(sources.front()->id())];
+    std::string base = absl::StrCat("_ctrl", counter++);
+    std::string edge = absl::StrCat("^", names.size() == 1 ? names.front() : base, ";", src_dev, ";", dst.device);
+    Partition& src = part_of(sources.front());
+    proto::NodeDef* token = src.graph.add_node();
+    token->set_name(base + "_token");
+    token->set_op("Const");
+    token->set_device(src.device);
+    for (const std::string& name : names) token->add_input("^" + name);
+    SetAttrTensor(token, "value", Tensor::Scalar<bool>(true));
+    SetAttrType(token, "dtype", DT_BOOL);
+    proto::NodeDef* send = src.graph.add_node();
+    send->set_name(base + "_send");
+    send->set_op("_Send");
+    send->set_device(src.device);
+    send->add_input(token->name());
+    SetAttrType(send, "T", DT_BOOL);
+    SetAttrString(send, "key", edge);
+    src.targets.push_back(send->name());
+    proto::NodeDef* recv = dst.graph.add_node();
+    recv->set_name(base + "_recv");
+    recv->set_op("_Recv");
+    recv->set_device(dst.device);
+    SetAttrType(recv, "tensor_type", DT_BOOL);
+    SetAttrString(recv, "key", edge);
+    SetAttrString(recv, "send_task", src.task);
+    SetAttrShape(recv, "shape", PartialShape::Scalar());
+    if (control_flow) SetAttrBool(recv, "_control_flow", true);
+    ASSIGN_OR_RETURN(std::string in_frame, loops.RecvControl(consumer, dst.device));
+    if (!in_frame.empty()) recv->add_input(in_frame);
+    return control_recvs.emplace(key, recv->name()).first->second;
+  };
+  // Without control flow, control edges cross in as few transfers as the
+  // data allow: a control source whose output already crosses to the
+  // node's device waits on that tensor's _Recv (it arrives only after the
+  // source ran), and a node's other control sources on one device cross as
+  // one token sent after all of them ran. The optimizers' gate (every update
+  // waits for every gradient) otherwise costs a transfer, one RPC each step,
+  // per gradient op and update device. With control flow every control edge
+  // crosses alone: a loop's frames and dead tensors follow the edge.
+  std::map<std::pair<std::string, std::string>, NodeOut> data_crossings;  // (src, dst device) -> a tensor of src
+  absl::flat_hash_set<std::pair<std::string, int>> fed;                   // a fed tensor does not wait for its node
+  for (const TensorId& f : feeds) fed.insert({f.node, f.index});
+  if (!control_flow) {
+    for (const Node* n : nodes) {
+      const std::string& dst_dev = placement[static_cast<size_t>(n->id())];
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        const NodeOut& in = n->input(i);
+        if (placement[static_cast<size_t>(in.node->id())] != dst_dev && !n->input_is_ref(i) &&
+            !fed.contains({in.node->name(), in.index}))
+          data_crossings.emplace(std::make_pair(in.node->name(), dst_dev), in);
+      }
+    }
+  }
+  // A sink NoOp: a target NoOp that nothing in the step consumes but
+  // control edges from other devices (which look through it, below). Its
+  // control sources on other devices become targets of their own
+  // partitions instead of crossing to it: the master waits for every
+  // partition that runs a target, so the step still ends after them.
+  absl::flat_hash_set<const Node*> consumed_locally;
+  for (const Node* n : nodes) {
+    for (const NodeOut& in : n->inputs()) consumed_locally.insert(in.node);
+    for (const Node* c : n->control_inputs())
+      if (placement[static_cast<size_t>(c->id())] == placement[static_cast<size_t>(n->id())])
+        consumed_locally.insert(c);
+  }
+  const std::set<std::string> target_names(targets.begin(), targets.end());
+  auto is_sink_noop = [&](const Node* n) {
+    return !control_flow && n->op() == "NoOp" && target_names.count(n->name()) != 0 && !consumed_locally.contains(n);
+  };
+  std::vector<const Node*> source_targets;
   for (const Node* n : nodes) {
     Partition& dst = part_of(n);
     proto::NodeDef def = n->def();
@@ -62,90 +180,66 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
     for (int i = 0; i < n->num_inputs(); ++i) {
       const NodeOut& in = n->input(i);
       const std::string& src_dev = placement[static_cast<size_t>(in.node->id())];
-      std::string name = absl::StrCat(in.node->name(), ":", in.index);
       if (src_dev == dst.device) {
-        def.add_input(name);
+        def.add_input(absl::StrCat(in.node->name(), ":", in.index));
         continue;
       }
       if (n->input_is_ref(i)) {
         return absl::InternalError(absl::StrCat("Node '", n->name(), "' on ", dst.device, " uses variable '",
                                                 in.node->name(), "' on ", src_dev, " by reference"));
       }
-      auto key = std::make_tuple(in.node->name(), in.index, dst.device);
-      auto it = recvs.find(key);
-      if (it == recvs.end()) {
-        std::string edge = absl::StrCat(in.node->name(), ";", in.index, ";", src_dev, ";", dst.device);
-        std::string base = absl::StrCat("_xfer", counter++);
-        Partition& src = part_of(in.node);
-        proto::NodeDef* send = src.graph.add_node();
-        send->set_name(base + "_send");
-        send->set_op("_Send");
-        send->set_device(src.device);
-        send->add_input(name);
-        SetAttrType(send, "T", in.node->output_type(in.index));
-        SetAttrString(send, "key", edge);
-        // In a loop, sends too run only in iterations that run (not for a
-        // loop invariant in the iteration that ends the loop).
-        ASSIGN_OR_RETURN(std::string send_frame, loops.RecvControl(n, src.device));
-        if (!send_frame.empty()) send->add_input(send_frame);
-        src.targets.push_back(send->name());
-        proto::NodeDef* recv = dst.graph.add_node();
-        recv->set_name(base + "_recv");
-        recv->set_op("_Recv");
-        recv->set_device(dst.device);
-        SetAttrType(recv, "tensor_type", in.node->output_type(in.index));
-        SetAttrString(recv, "key", edge);
-        SetAttrString(recv, "send_task", src.task);
-        SetAttrShape(recv, "shape", in.node->output_shape(in.index));
-        if (control_flow) SetAttrBool(recv, "_control_flow", true);
-        ASSIGN_OR_RETURN(std::string in_frame, loops.RecvControl(n, dst.device));
-        if (!in_frame.empty()) recv->add_input(in_frame);
-        it = recvs.emplace(key, recv->name()).first;
-      }
-      def.add_input(it->second + ":0");
+      ASSIGN_OR_RETURN(std::string recv, data_recv(in, dst, n));
+      def.add_input(recv + ":0");
     }
-    for (const Node* c : n->control_inputs()) {
+    // Without control flow a NoOp on another device stands for its inputs:
+    // the node waits for them directly, not through a hop to the NoOp's
+    // device (a train_op's group, fetched beside the global step).
+    std::vector<const Node*> sources;
+    std::vector<const Node*> stack(n->control_inputs().rbegin(), n->control_inputs().rend());
+    absl::flat_hash_set<const Node*> seen;
+    while (!stack.empty()) {
+      const Node* c = stack.back();
+      stack.pop_back();
+      if (!seen.insert(c).second) continue;
+      if (!control_flow && c->op() == "NoOp" && placement[static_cast<size_t>(c->id())] != dst.device) {
+        for (const NodeOut& in : c->inputs()) stack.push_back(in.node);
+        stack.insert(stack.end(), c->control_inputs().rbegin(), c->control_inputs().rend());
+        continue;
+      }
+      sources.push_back(c);
+    }
+    const bool sink = is_sink_noop(n);
+    std::map<std::string, std::vector<const Node*>> crossing;  // src device -> control sources there
+    std::set<std::string> waits;                               // control inputs added from other devices
+    auto wait_for = [&](const std::string& recv) {
+      if (waits.insert(recv).second) def.add_input("^" + recv);
+    };
+    for (const Node* c : sources) {
       const std::string& src_dev = placement[static_cast<size_t>(c->id())];
       if (src_dev == dst.device) {
         def.add_input("^" + c->name());
         continue;
       }
-      auto key = std::make_pair(c->name(), dst.device);
-      auto it = control_recvs.find(key);
-      if (it == control_recvs.end()) {
-        // A control edge crosses as a tiny tensor produced after its source ran.
-        std::string edge = absl::StrCat("^", c->name(), ";", src_dev, ";", dst.device);
-        std::string base = absl::StrCat("_ctrl", counter++);
-        Partition& src = part_of(c);
-        proto::NodeDef* token = src.graph.add_node();
-        token->set_name(base + "_token");
-        token->set_op("Const");
-        token->set_device(src.device);
-        token->add_input("^" + c->name());
-        SetAttrTensor(token, "value", Tensor::Scalar<bool>(true));
-        SetAttrType(token, "dtype", DT_BOOL);
-        proto::NodeDef* send = src.graph.add_node();
-        send->set_name(base + "_send");
-        send->set_op("_Send");
-        send->set_device(src.device);
-        send->add_input(token->name());
-        SetAttrType(send, "T", DT_BOOL);
-        SetAttrString(send, "key", edge);
-        src.targets.push_back(send->name());
-        proto::NodeDef* recv = dst.graph.add_node();
-        recv->set_name(base + "_recv");
-        recv->set_op("_Recv");
-        recv->set_device(dst.device);
-        SetAttrType(recv, "tensor_type", DT_BOOL);
-        SetAttrString(recv, "key", edge);
-        SetAttrString(recv, "send_task", src.task);
-        SetAttrShape(recv, "shape", PartialShape::Scalar());
-        if (control_flow) SetAttrBool(recv, "_control_flow", true);
-        ASSIGN_OR_RETURN(std::string in_frame, loops.RecvControl(n, dst.device));
-        if (!in_frame.empty()) recv->add_input(in_frame);
-        it = control_recvs.emplace(key, recv->name()).first;
+      if (control_flow) {
+        ASSIGN_OR_RETURN(std::string recv, control_recv({c}, dst, n));
+        wait_for(recv);
+        continue;
       }
-      def.add_input("^" + it->second);
+      if (sink) {
+        source_targets.push_back(c);  // the step waits for c's partition
+        continue;
+      }
+      auto data = data_crossings.find(std::make_pair(c->name(), dst.device));
+      if (data != data_crossings.end()) {
+        ASSIGN_OR_RETURN(std::string recv, data_recv(data->second, dst, n));
+        wait_for(recv);
+        continue;
+      }
+      crossing[src_dev].push_back(c);
+    }
+    for (const auto& [src_dev, sources] : crossing) {
+      ASSIGN_OR_RETURN(std::string recv, control_recv(sources, dst, n));
+      wait_for(recv);
     }
     *dst.graph.add_node() = std::move(def);
   }
@@ -158,6 +252,10 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
     part_of(n).fetches.push_back(absl::StrCat(f.node, ":", f.index));
   }
   for (const std::string& t : targets) part_of(graph.FindNode(t)).targets.push_back(t);
+  absl::flat_hash_set<const Node*> added;
+  for (const Node* c : source_targets) {
+    if (target_names.count(c->name()) == 0 && added.insert(c).second) part_of(c).targets.push_back(c->name());
+  }
   return parts;
 }
 

@@ -1,5 +1,8 @@
 #include "placement/placement.h"
 
+#include <algorithm>
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
@@ -186,14 +189,123 @@ TEST(Partition, CrossingEdgesGetSendRecvPairs) {
   int sends = 0, recvs = 0;
   for (auto& n : ps.graph.node()) sends += n.op() == "_Send", recvs += n.op() == "_Recv";
   EXPECT_EQ(sends, 1) << "w crosses to the worker once, shared by a and b";
-  EXPECT_EQ(recvs, 1) << "the control edge a -> n comes back as a token";
+  // n is a target NoOp nothing consumes: a becomes a target of the worker's
+  // partition (the step waits for it there) instead of crossing as a token.
+  EXPECT_EQ(recvs, 0);
   EXPECT_EQ(ps.task, "/job:ps/replica:0/task:0");
   EXPECT_EQ(wk.fetches, std::vector<std::string>{"b:0"});
   // Both partitions are valid graphs on their own.
   EXPECT_TRUE(Graph::FromGraphDef(ps.graph).ok());
   EXPECT_TRUE(Graph::FromGraphDef(wk.graph).ok());
-  EXPECT_FALSE(OnlyFeedsOtherPartitions(ps)) << "the NoOp target n runs on ps after the token arrives";
+  EXPECT_NE(std::find(wk.targets.begin(), wk.targets.end(), "a"), wk.targets.end());
+  EXPECT_FALSE(OnlyFeedsOtherPartitions(ps)) << "the NoOp target n runs on ps";
   EXPECT_FALSE(OnlyFeedsOtherPartitions(wk)) << "it has a fetch";
+}
+
+struct Partitioned {
+  Placed placed;
+  std::map<std::string, Partition> parts;
+};
+
+Partitioned PartitionAll(const proto::GraphDef& g, const std::vector<TensorId>& fetches,
+                         const std::vector<std::string>& targets) {
+  Partitioned out;
+  out.placed = Place(g);
+  EXPECT_TRUE(out.placed.status.ok()) << out.placed.status;
+  std::vector<const Node*> nodes;
+  for (auto& n : out.placed.graph->nodes()) nodes.push_back(n.get());
+  auto parts = PartitionGraph(*out.placed.graph, nodes, out.placed.devices, {}, fetches, targets);
+  EXPECT_TRUE(parts.ok()) << parts.status();
+  if (parts.ok()) out.parts = std::move(*parts);
+  for (const auto& [device, part] : out.parts) EXPECT_TRUE(Graph::FromGraphDef(part.graph).ok()) << device;
+  return out;
+}
+
+// The _Recv nodes of a partition, and the tasks they receive from.
+std::vector<std::string> RecvsFrom(const Partition& p) {
+  std::vector<std::string> from;
+  for (auto& n : p.graph.node()) {
+    if (n.op() != "_Recv") continue;
+    auto task = GetAttrString(n, "send_task");
+    from.push_back(task.ok() ? *task : "?");
+  }
+  return from;
+}
+
+const proto::NodeDef* FindIn(const Partition& p, const std::string& name) {
+  for (auto& n : p.graph.node())
+    if (n.name() == name) return &n;
+  return nullptr;
+}
+
+// The optimizers' gate: each update waits (control edges) for every
+// gradient. A gradient whose tensor already crosses to the update's device
+// needs no token; the others on one device cross as one token.
+TEST(Partition, ControlEdgesCrossWithTheDataOrAsOneTokenPerDevice) {
+  proto::GraphDef g;
+  Var(&g, "w1", "/job:ps/task:0");
+  Var(&g, "w2", "/job:ps/task:0");
+  Const(&g, "g1", "/job:worker/task:0");
+  Const(&g, "g2", "/job:worker/task:0");
+  Const(&g, "g3", "/job:worker/task:0");
+  Add(&g, "u1", "AssignSub", {"w1", "g1", "^g1", "^g2", "^g3"}, "/job:ps/task:0");
+  Add(&g, "u2", "AssignSub", {"w2", "g2", "^g1", "^g2", "^g3"}, "/job:ps/task:0");
+  Partitioned p = PartitionAll(g, {{"u1", 0}, {"u2", 0}}, {});
+  const Partition& ps = p.parts.at(kDevices[0]);
+  // g1 and g2 as tensors, then one token after g3 (shared by u1 and u2):
+  // not one transfer per control edge (6).
+  EXPECT_EQ(RecvsFrom(ps).size(), 3u);
+  const proto::NodeDef* u1 = FindIn(ps, "u1");
+  ASSERT_NE(u1, nullptr);
+  int controls = 0;
+  for (const std::string& in : u1->input()) controls += in[0] == '^';
+  EXPECT_EQ(controls, 3) << "u1 still waits for all three gradients";
+}
+
+// A train_op's group NoOp on the worker, fetched beside a variable on
+// ps:1 that depends on it: the read waits for the updates directly, and
+// the group, which nothing else consumes, makes the updates targets of
+// their partitions instead of receiving a token from each.
+TEST(Partition, AGroupNoOpIsLookedThroughAndASinkGroupWaitsThroughTheStep) {
+  proto::GraphDef g;
+  Var(&g, "w1", "/job:ps/task:0");
+  Var(&g, "w2", "/job:ps/task:1");
+  Const(&g, "g", "/job:worker/task:0");
+  Add(&g, "u1", "AssignSub", {"w1", "g"}, "/job:ps/task:0");
+  Add(&g, "u2", "AssignSub", {"w2", "g"}, "/job:ps/task:1");
+  Add(&g, "train", "NoOp", {"^u1", "^u2"}, "/job:worker/task:0");
+  Add(&g, "after", "Identity", {"w2", "^train"}, "/job:ps/task:1");
+  Partitioned p = PartitionAll(g, {{"after", 0}}, {"train"});
+  const Partition& ps0 = p.parts.at(kDevices[0]);
+  const Partition& ps1 = p.parts.at(kDevices[1]);
+  const Partition& wk = p.parts.at(kDevices[2]);
+  EXPECT_TRUE(RecvsFrom(wk).empty()) << "the group receives no tokens";
+  // ps:1 receives g and one token from ps:0 (u1), none from the worker.
+  std::vector<std::string> from = RecvsFrom(ps1);
+  std::sort(from.begin(), from.end());
+  EXPECT_EQ(from, (std::vector<std::string>{"/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0"}));
+  EXPECT_NE(std::find(ps0.targets.begin(), ps0.targets.end(), "u1"), ps0.targets.end());
+  EXPECT_NE(std::find(ps1.targets.begin(), ps1.targets.end(), "u2"), ps1.targets.end());
+  EXPECT_FALSE(OnlyFeedsOtherPartitions(ps0)) << "the step waits for u1";
+  const proto::NodeDef* after = FindIn(ps1, "after");
+  ASSERT_NE(after, nullptr);
+  EXPECT_NE(std::find(after->input().begin(), after->input().end(), "^u2"), after->input().end());
+}
+
+// With control flow every control edge crosses on its own (frames and dead
+// tensors follow the edge), as before.
+TEST(Partition, WithControlFlowEachControlEdgeCrossesAlone) {
+  proto::GraphDef g;
+  Var(&g, "w", "/job:ps/task:0");
+  Const(&g, "a", "/job:worker/task:0");
+  Const(&g, "b", "/job:worker/task:0");
+  Add(&g, "pred", "Const", {}, "/job:worker/task:0");
+  SetAttrTensor(g.mutable_node(g.node_size() - 1), "value", Tensor::Scalar<bool>(true));
+  SetAttrType(g.mutable_node(g.node_size() - 1), "dtype", DT_BOOL);
+  Add(&g, "sw", "Switch", {"a", "pred"}, "/job:worker/task:0");
+  Add(&g, "n", "Identity", {"w", "^a", "^b"}, "/job:ps/task:0");
+  Partitioned p = PartitionAll(g, {{"n", 0}, {"sw", 0}}, {});
+  EXPECT_EQ(RecvsFrom(p.parts.at(kDevices[0])).size(), 2u);
 }
 
 TEST(Partition, APartitionThatOnlySendsIsRecognised) {

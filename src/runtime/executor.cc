@@ -381,6 +381,11 @@ struct Executor::Impl : ExecutorPlan {
           return;
         }
         p.input_refs[static_cast<size_t>(k)] = std::move(e.ref);
+      } else if (e.ref != nullptr && k == 0 && (item.node->op() == "Gather" || item.node->op() == "GatherV2")) {
+        // A lookup reads its rows under the variable's lock instead of
+        // holding a snapshot (kernels/cpu/sparse_kernels.cc): a sparse
+        // update of the table running meanwhile would copy all of it.
+        p.input_refs[static_cast<size_t>(k)] = std::move(e.ref);
       } else if (e.ref != nullptr) {
         absl::StatusOr<Tensor> v = e.ref->Read();
         if (!v.ok()) {

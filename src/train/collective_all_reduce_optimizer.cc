@@ -154,7 +154,10 @@ absl::StatusOr<Operation> CollectiveAllReduceOptimizer::Minimize(const Scope& sc
 
 std::vector<Output> GraphVariables(const Scope& scope) {
   std::vector<Output> vars;
+  // Local variables (TF's LOCAL_VARIABLES: metrics' counters, a reader's
+  // position) are each replica's own; they are never broadcast.
   std::set<const Node*> seen;
+  for (const Output& local : ops::LocalVariables(scope)) seen.insert(local.node());
   for (const Operation& init : scope.Initializers()) {
     const Node* n = init.node();
     if (n == nullptr || n->num_inputs() < 1) continue;

@@ -74,9 +74,10 @@ struct DISTFLOW_EXPORT CollectiveAllReduceOptions {
 // float64 (InvalidArgument naming the variable otherwise). What
 // CollectiveAllReduceOptimizer::ApplyGradients reduces with; Horovod's
 // DistributedOptimizer in Python uses it too.
-// Every variable of the scope's graph that has an initializer (made by
-// MakeVariable, an optimizer's slots, the global step), in the order they
-// were made: the same on every worker that built the same graph.
+// Every global variable of the scope's graph that has an initializer (made
+// by MakeVariable, an optimizer's slots, the global step), in the order they
+// were made: the same on every worker that built the same graph. Local
+// variables (VariableOptions::local) are left out: each replica keeps its own.
 DISTFLOW_EXPORT std::vector<Output> GraphVariables(const Scope& scope);
 
 DISTFLOW_EXPORT absl::StatusOr<Optimizer::GradsAndVars> AllReduceGradients(

@@ -5,6 +5,8 @@
 // SparseSegmentMean give dense ones, as do GatherNd (a ScatterNd) and
 // ScatterNd (a GatherNd). Unique and the Scatter* updates have
 // none.
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "client/grad/grad_families.h"
 #include "client/graph_state.h"
@@ -112,10 +114,60 @@ GRAD_FN(DynamicPartitionGrad) {
   return s.status();
 }
 
+// Whether a DynamicStitch's indices are known to be distinct: each is a
+// different output of one DynamicPartition of a Range (embedding_lookup's
+// positions), so no value is overwritten.
+bool DistinctStitchIndices(const Node* stitch, int n) {
+  const Node* part = nullptr;
+  std::vector<bool> used;
+  for (int i = 0; i < n; ++i) {
+    const NodeOut& in = stitch->input(i);
+    if (in.node->op() != "DynamicPartition" || (part != nullptr && in.node != part)) return false;
+    part = in.node;
+    used.resize(static_cast<size_t>(part->num_outputs()), false);
+    if (in.index < 0 || in.index >= part->num_outputs() || used[static_cast<size_t>(in.index)]) return false;
+    used[static_cast<size_t>(in.index)] = true;
+  }
+  if (part == nullptr) return false;
+  const Node* data = part->input(0).node;
+  while (data->op() == "Reshape" || data->op() == "Identity") data = data->input(0).node;
+  return data->op() == "Range";  // Range's delta is never 0 (its kernel refuses it)
+}
+
+// Each value's rows of the output's gradient. Where indices repeat, the
+// output holds the value written last (the kernel writes in order), so the
+// values it overwrote get a zero gradient: a stitch of every value's
+// position says which one is in the output at each index.
 GRAD_FN(DynamicStitchGrad) {
   const int n = op.node()->num_inputs() / 2;
   out->assign(static_cast<size_t>(n), Output());
-  for (int i = 0; i < n; ++i) out->push_back(ops::Gather(s, g[0], Input(s, op, i)));
+  std::vector<Output> grads;
+  for (int i = 0; i < n; ++i) grads.push_back(ops::Gather(s, g[0], Input(s, op, i)));
+  if (!DistinctStitchIndices(op.node(), n)) {
+    std::vector<Output> indices, positions;
+    Output offset = ops::Const(s, 0), one = ops::Const(s, 1);
+    for (int i = 0; i < n; ++i) {
+      const Output idx = Input(s, op, i);
+      Output end = ops::Add(s, offset, ops::Size(s, idx));
+      indices.push_back(idx);
+      positions.push_back(ops::Reshape(s, ops::Range(s, offset, end, one), ops::Shape(s, idx)));
+      offset = end;
+    }
+    Output written = ops::DynamicStitch(s, indices, positions);  // the position of the value each row holds
+    for (int i = 0; i < n; ++i) {
+      const Output value = Input(s, op, n + i);
+      Output kept = ops::Cast(
+          s, ops::Equal(s, ops::Gather(s, written, indices[static_cast<size_t>(i)]), positions[static_cast<size_t>(i)]),
+          value.dtype());
+      // [indices shape] + ones for the value's row dimensions, to broadcast.
+      Output row_rank = ops::Reshape(s, ops::Sub(s, ops::Rank(s, value), ops::Rank(s, indices[static_cast<size_t>(i)])),
+                                     std::vector<int64_t>{1});
+      Output ones = Out(s, ops::Raw(s, "Fill", {row_rank, one}));
+      Output shape = ops::Concat(s, {ops::Shape(s, indices[static_cast<size_t>(i)]), ones}, 0);
+      grads[static_cast<size_t>(i)] = ops::Mul(s, grads[static_cast<size_t>(i)], ops::Reshape(s, kept, shape));
+    }
+  }
+  out->insert(out->end(), grads.begin(), grads.end());
   return s.status();
 }
 
@@ -147,6 +199,37 @@ GRAD_FN(ScatterNdGrad) {
   return s.status();
 }
 
+// TF's gradient, except for duplicate tuples: the tensor's gradient is g
+// with the written slices zeroed; an update's is g at its tuple, but only
+// for the update written last at that tuple (the one the output holds;
+// the kernel writes in order), zero for those it overwrote.
+GRAD_FN(TensorScatterUpdateGrad) {
+  const Output indices = Input(s, op, 1), updates = Input(s, op, 2);
+  Output tensor_grad = Out(s, ops::Raw(s, "TensorScatterUpdate", {g[0], indices, ops::ZerosLike(s, updates)}));
+  // Which update each tuple's slice holds: a scatter of the updates' positions.
+  Output one = ops::Const(s, 1), zero = ops::Const(s, 0);
+  Output index_shape = ops::Shape(s, indices);
+  Output tuples_shape =
+      Out(s, ops::Raw(s, "Slice",
+                      {index_shape, ops::Const(s, Tensor::FromVector<int32_t>({0})),
+                       ops::Reshape(s, ops::Sub(s, ops::Rank(s, indices), one), std::vector<int64_t>{1})}));
+  Output positions = ops::Reshape(s, ops::Range(s, zero, ops::Prod(s, tuples_shape, {0}), one), tuples_shape);
+  Output k =
+      ops::Reshape(s, ops::Gather(s, index_shape, ops::Sub(s, ops::Rank(s, indices), one)), std::vector<int64_t>{1});
+  Output addressed = Out(
+      s, ops::Raw(s, "Slice", {ops::Shape(s, Input(s, op, 0)), ops::Const(s, Tensor::FromVector<int32_t>({0})), k}));
+  Output none = Out(s, ops::Raw(s, "Fill", {addressed, ops::Const(s, -1)}));
+  Output written = Out(s, ops::Raw(s, "TensorScatterUpdate", {none, indices, positions}));
+  Output kept = ops::Cast(s, ops::Equal(s, ops::GatherNd(s, written, indices), positions), updates.dtype());
+  // [tuples shape] + ones for the slice's dimensions, to broadcast.
+  Output slice_rank =
+      ops::Reshape(s, ops::Sub(s, ops::Rank(s, updates), ops::Size(s, tuples_shape)), std::vector<int64_t>{1});
+  Output mask_shape = ops::Concat(s, {tuples_shape, Out(s, ops::Raw(s, "Fill", {slice_rank, one}))}, 0);
+  Output updates_grad = ops::Mul(s, ops::GatherNd(s, g[0], indices), ops::Reshape(s, kept, mask_shape));
+  *out = {tensor_grad, Output(), updates_grad};
+  return s.status();
+}
+
 #undef GRAD_FN
 
 }  // namespace
@@ -161,7 +244,9 @@ void RegisterSparseGradients(GradientRegistry* r) {
   r->Register("SparseSegmentMean", SparseSegmentMeanGrad);
   r->Register("GatherNd", GatherNdGrad);
   r->Register("ScatterNd", ScatterNdGrad);
-  for (const char* op : {"Unique", "ScatterAdd", "ScatterSub", "ScatterUpdate", "SparseSegmentMeanGrad"}) {
+  r->Register("TensorScatterUpdate", TensorScatterUpdateGrad);
+  for (const char* op : {"Unique", "ScatterAdd", "ScatterSub", "ScatterUpdate", "ScatterNdUpdate", "ScatterNdAdd",
+                         "SparseSegmentMeanGrad"}) {
     r->RegisterNoGradient(op);
   }
 }

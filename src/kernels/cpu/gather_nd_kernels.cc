@@ -4,6 +4,9 @@
 // so a bad tuple fails the step naming the op, the node, the position, the
 // tuple and the shape, and leaves nothing half-written. Slices are copied
 // (GatherNd) or added (ScatterNd, duplicates summed) as contiguous runs.
+// ScatterNdUpdate and ScatterNdAdd write into a variable in place under its
+// lock; TensorScatterUpdate writes into a copy of its input. Updates are
+// applied in order, so the last of duplicate tuples wins an update.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -15,6 +18,7 @@
 #include "base/status_macros.h"
 #include "kernels/cpu/sparse_index.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/resource_mgr.h"
 
 namespace distflow {
 namespace {
@@ -146,11 +150,93 @@ class ScatterNdOp : public OpKernel {
   }
 };
 
+// Writes the slices of `updates` into `target` at the tuples of `indices`:
+// assigned (add == false) or added. Checks every tuple and the shapes
+// before writing anything.
+absl::Status ScatterNdInto(Tensor* target, const Tensor& indices, const Tensor& updates, bool add,
+                           const std::string& op, const std::string& node, const std::string& what) {
+  if (updates.dtype() != target->dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, " (node '", node, "'): updates are ",
+                                                   DataTypeName(updates.dtype()), " but ", what, " is ",
+                                                   DataTypeName(target->dtype())));
+  }
+  const std::vector<int64_t> dims = DimsOf(target->shape());
+  ASSIGN_OR_RETURN(std::vector<int64_t> slices, FlatSlices(indices, dims, op, node));
+  const int64_t k = indices.dim_size(indices.dims() - 1);
+  std::vector<int64_t> want(indices.shape().dim_sizes().begin(), indices.shape().dim_sizes().end() - 1);
+  want.insert(want.end(), dims.begin() + k, dims.end());
+  if (DimsOf(updates.shape()) != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, " (node '", node, "'): updates of shape ", updates.shape().DebugString(),
+                     " do not match indices.shape[:-1] + shape[k:] = [", absl::StrJoin(want, ", "), "] (", what,
+                     " of shape ", target->shape().DebugString(), ")"));
+  }
+  const int64_t inner = Inner(dims, k);
+  absl::Status st;
+  VisitDataType(target->dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dst = target->flat<T>().data();
+    const T* src = updates.flat<T>().data();
+    for (size_t i = 0; i < slices.size(); ++i) {
+      T* to = dst + slices[i] * inner;
+      const T* from = src + static_cast<int64_t>(i) * inner;
+      if (!add) {
+        std::copy(from, from + inner, to);
+      } else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+        for (int64_t j = 0; j < inner; ++j) to[j] += from[j];
+      } else {
+        st = absl::InvalidArgumentError(
+            absl::StrCat(op, " (node '", node, "'): cannot add ", DataTypeName(target->dtype()), " values"));
+        return;
+      }
+    }
+  });
+  return st;
+}
+
+template <bool kAdd>
+class ScatterNdVariableOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const char* op = kAdd ? "ScatterNdAdd" : "ScatterNdUpdate";
+    const std::shared_ptr<Var>& var = ctx->input_ref_ptr(0);
+    if (var == nullptr)
+      return absl::InternalError(absl::StrCat(op, " (node '", name(), "'): input 0 is not a variable"));
+    {
+      absl::MutexLock lock(var->mu());
+      ASSIGN_OR_RETURN(Tensor * value, var->MutableValue());
+      RETURN_IF_ERROR(ScatterNdInto(value, ctx->input(1), ctx->input(2), kAdd, op, name(),
+                                    absl::StrCat("variable '", var->name(), "'")));
+    }
+    ctx->set_output_ref(0, var);
+    return absl::OkStatus();
+  }
+};
+
+class TensorScatterUpdateOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const Tensor& tensor = ctx->input(0);
+    ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, tensor.shape()));
+    VisitDataType(tensor.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* from = tensor.flat<T>().data();
+      std::copy(from, from + tensor.NumElements(), out->flat<T>().data());
+    });
+    return ScatterNdInto(out, ctx->input(1), ctx->input(2), /*add=*/false, "TensorScatterUpdate", name(), "tensor");
+  }
+};
+
 }  // namespace
 
 void RegisterGatherNdKernels(KernelRegistry* r) {
   r->Register<GatherNdOp>("GatherNd", kCpu, DT_INVALID);
   r->Register<ScatterNdOp>("ScatterNd", kCpu, DT_INVALID);
+  r->Register<ScatterNdVariableOp<false>>("ScatterNdUpdate", kCpu, DT_INVALID);
+  r->Register<ScatterNdVariableOp<true>>("ScatterNdAdd", kCpu, DT_INVALID);
+  r->Register<TensorScatterUpdateOp>("TensorScatterUpdate", kCpu, DT_INVALID);
 }
 
 }  // namespace distflow

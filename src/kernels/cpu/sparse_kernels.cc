@@ -7,6 +7,7 @@
 // kernels, which update variables, are in scatter_kernels.cc.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -17,6 +18,7 @@
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/sparse_index.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/resource_mgr.h"
 
 namespace distflow {
 namespace {
@@ -36,8 +38,24 @@ void CopyRun(const T* src, int64_t n, T* dst) {
 absl::StatusOr<TensorShape> ShapeOf(std::vector<int64_t> dims) { return TensorShape::FromDims(dims); }
 
 // out[o, i, :] = params[o, indices[i], :] with params viewed as [outer, n, inner].
+// Params read from a variable arrive as the variable itself (the executor
+// takes no snapshot, runtime/executor.cc): the rows are copied under its
+// reader lock. A snapshot held while the rows are copied would make a
+// sparse update of the same table that runs meanwhile (another worker's
+// step) copy the whole table before writing its rows.
 absl::Status GatherAt(OpKernelContext* ctx, const std::string& op, const std::string& node, int64_t axis) {
-  const Tensor& params = ctx->input(0);
+  Var* var = ctx->input_ref(0);
+  std::optional<absl::ReaderMutexLock> lock;
+  const Tensor* params_in = &ctx->input(0);
+  if (var != nullptr) {
+    lock.emplace(var->mu());
+    if (!var->value().IsInitialized()) {
+      lock.reset();
+      return var->Read().status();
+    }
+    params_in = &var->value();
+  }
+  const Tensor& params = *params_in;
   const Tensor& indices = ctx->input(1);
   const int64_t rank = params.dims();
   if (rank < 1) {

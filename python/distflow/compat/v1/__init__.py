@@ -81,9 +81,9 @@ from distflow import nn  # noqa: E402,F401  (tf.nn, a module)
 # sparse models (distflow/sparse_ops.py): lookups, scatters, segments, IndexedSlices
 from distflow import sparse_ops as _sparse  # noqa: E402
 from distflow.sparse_ops import (  # noqa: E402,F401
-    IndexedSlices, dynamic_partition, dynamic_stitch, gather, gather_nd, scatter_add, scatter_nd, scatter_sub,
-    scatter_update,
-    sparse_segment_mean, sparse_segment_sum, unique, unsorted_segment_sum)
+    IndexedSlices, dynamic_partition, dynamic_stitch, gather, gather_nd, scatter_add, scatter_nd, scatter_nd_add,
+    scatter_nd_update, scatter_sub, scatter_update, sparse_segment_mean, sparse_segment_sum,
+    tensor_scatter_nd_update, tensor_scatter_update, unique, unsorted_segment_sum)
 from distflow.partitioned_variables import (  # noqa: E402,F401
     PartitionedVariable, fixed_size_partitioner, min_max_variable_partitioner, variable_axis_size_partitioner)
 
