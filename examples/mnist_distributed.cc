@@ -382,14 +382,17 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
   if (auto r = raw->Run({finished}); !r.ok()) return Die("reporting completion", r.status());
   if (!chief) return sess.Close().ok() ? 0 : 1;
   if (told_to_stop && !stop_asked) {
-    // The others leave after their step; a synchronous step needs the
-    // chief's gradient too, so the chief contributes one more.
+    // The others leave after their step. In synchronous training a worker
+    // may already wait in its next step for the chief's gradient, so the
+    // chief contributes a few more steps, each bounded, through the
+    // monitored session (its SyncReplicas hook feeds the step its token and
+    // the gradients to aggregate); one that times out is needed by nobody.
     if (auto r = raw->Run({ask_workers_to_stop}); !r.ok()) return Die("asking the workers to stop", r.status());
-    if (sync) {
+    for (int extra = 0; sync && extra < 3; ++extra) {
       auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
-      if (auto r = raw->Run({{images, bx}, {labels, by}}, {}, {*train}); !r.ok()) {
-        std::fprintf(stderr, "the step that releases the workers: %s\n", r.status().ToString().c_str());
-      }
+      df::RunOptions bounded;
+      bounded.timeout_ms = 5000;
+      if (auto r = sess.Run({{images, bx}, {labels, by}}, {}, {*train}, bounded); !r.ok()) break;
     }
   }
 
