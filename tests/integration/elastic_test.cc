@@ -225,7 +225,8 @@ TEST(Elastic, SigtermMakesAWorkerLeaveCleanlyAndTheChiefEndTheJobWithACheckpoint
 // SIGTERM to the ps (its machine is being drained): it sets the job's stop
 // flag and keeps serving; every worker leaves after its step, the chief
 // saves a checkpoint and ends the cluster, and every process exits 0. A ps
-// told to stop before any worker started training just stops.
+// told to stop before any worker started training just stops, and one whose
+// chief is dead stops once the coordinator declares it so.
 TEST(Elastic, SigtermToThePsStopsTheJobCleanlyWithACheckpoint) {
   Job job;
   job.train_steps = 10'000'000;  // never reached: the job ends on SIGTERM
@@ -264,6 +265,22 @@ TEST(Elastic, SigtermToThePsStopsTheJobCleanlyWithACheckpoint) {
   EXPECT_EQ(Wait(lone_ps, 30), 0) << Output(lone_ps);
   EXPECT_NE(Output(lone_ps).find("ps 0: SIGTERM before the job started training; stopping"), std::string::npos)
       << Output(lone_ps);
+
+  // With its chief dead nobody would end the cluster: the ps stops once the
+  // coordinator declares the chief dead, not at the end of its grace.
+  Job orphaned;
+  orphaned.train_steps = 10'000'000;
+  Proc ps2 = orphaned.Task("ps", 0);
+  Proc w1b = orphaned.Task("worker", 1);
+  Proc chief2 = orphaned.Task("worker", 0);
+  ASSERT_TRUE(WaitForOutput(chief2, "Worker : 0, Step:", 120)) << Output(chief2);
+  kill(chief2.pid, SIGKILL);
+  Wait(chief2, 10);
+  kill(ps2.pid, SIGTERM);
+  EXPECT_EQ(Wait(ps2, 20), 0) << Output(ps2);
+  EXPECT_NE(Output(ps2).find("ps 0: SIGTERM: the chief is dead; stopping"), std::string::npos) << Output(ps2);
+  kill(w1b.pid, SIGKILL);
+  Wait(w1b, 10);
 }
 
 // A worker told to stop whose step cannot finish (its ps is frozen) does
