@@ -20,14 +20,20 @@
 #     declares worker 1 dead by name; the chief finishes and the ps exits 0;
 #     worker 1 gives up within its --recovery_timeout_secs (exit 1) naming
 #     the ps it could not reach, and is not left running.
+#   launch: 1 ps + 2 workers, one distflow-launch on each host with the
+#     whole --cluster_spec and --this_host=<its address>: each starts only
+#     its host's task; the job trains across the hosts, the chief ends it,
+#     and every launcher exits 0. A --this_host that no task is on exits 2
+#     naming the spec's hosts.
 #
-#   netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip|vanish|pspart]
+#   netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip|vanish|pspart|launch] [DISTFLOW_LAUNCH_BIN]
 #
 # Needs root (CI runs as root); without it the test fails saying so.
 # Everything it made is removed on exit, pass or fail.
 set -u
-BIN=${1:?usage: netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip|vanish|pspart]}
+BIN=${1:?usage: netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip|vanish|pspart|launch] [DISTFLOW_LAUNCH_BIN]}
 MODE=${2:-lost}
+LAUNCH=${3:-}
 HOSTS=(ps w0 w1)
 EXTRA=()
 STEPS=3000
@@ -36,7 +42,8 @@ case "$MODE" in
   blip) HB=6 ;;
   # Synchronous steps are slower: fewer of them, so the scenario stays short.
   vanish) HB=3; HOSTS=(ps w0 w1 w2); EXTRA=(--sync_replicas --replicas_to_aggregate=2); STEPS=400 ;;
-  *) echo "FAIL: unknown scenario '$MODE' (lost, blip, vanish or pspart)"; exit 1 ;;
+  launch) HB=10 ;;
+  *) echo "FAIL: unknown scenario '$MODE' (lost, blip, vanish, pspart or launch)"; exit 1 ;;
 esac
 P="dfns$$"  # namespace prefix, unique per run
 WORK=$(mktemp -d /tmp/distflow_netns.XXXXXX)
@@ -86,6 +93,42 @@ run() {  # host job task steps [flags...]
     --learning_rate=0.003 --train_steps="$steps" --logdir="$WORK/logs" --save_checkpoint_steps=50 --print_every=500 \
     --progress=false --wait_for_workers_secs=60 --heartbeat_timeout_secs=$HB ${EXTRA[@]+"${EXTRA[@]}"} "$@" >"$WORK/$host.log" 2>&1 &
 }
+wait_for() {  # pid seconds -> exit code, or 124 on timeout
+  for _ in $(seq 1 $(($2 * 10))); do
+    kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }
+    sleep 0.1
+  done
+  return 124
+}
+if [ "$MODE" = launch ]; then
+  [ -x "$LAUNCH" ] || fail "launch needs the distflow-launch binary as the third argument"
+  "$LAUNCH" --cluster_spec="$SPEC" --this_host=10.213.0.9 -- "$BIN" >"$WORK/nohost.log" 2>&1
+  rc=$?
+  [ $rc = 2 ] || { cat "$WORK/nohost.log"; fail "--this_host with no task on it exited $rc, not 2"; }
+  grep -q "no task of --cluster_spec is on --this_host=10.213.0.9; its hosts are: 10.213.0.1, 10.213.0.2, 10.213.0.3" \
+    "$WORK/nohost.log" || { cat "$WORK/nohost.log"; fail "--this_host with no task on it did not name the hosts"; }
+  i=1
+  for h in ps w0 w1; do
+    ip netns exec "${P}_$h" "$LAUNCH" --cluster_spec="$SPEC" --this_host="10.213.0.$i" --ps_program="$BIN" -- \
+      "$BIN" --model=softmax --learning_rate=0.003 --train_steps=600 --print_every=500 --progress=false \
+      --wait_for_workers_secs=60 >"$WORK/$h.log" 2>&1 &
+    eval "L_$h=\$!"
+    i=$((i + 1))
+  done
+  status=0
+  for h in w0 w1 ps; do
+    eval "pid=\$L_$h"
+    wait_for "$pid" 200; rc=$?
+    if [ $rc != 0 ]; then echo "--- $h"; cat "$WORK/$h.log"; echo "FAIL: the launcher on $h exited $rc"; status=1; fi
+    grep -q "\[launch\] started 1 tasks" "$WORK/$h.log" ||
+      { echo "--- $h"; cat "$WORK/$h.log"; echo "FAIL: the launcher on $h did not start exactly its one task"; status=1; }
+  done
+  grep -q "Test-Accuracy" "$WORK/w0.log" || { echo "FAIL: the chief did not finish training"; status=1; }
+  grep -q "All 2 workers are done" "$WORK/w0.log" || { echo "FAIL: the chief did not see both workers done"; status=1; }
+  grep -q "ps 0: the cluster was shut down" "$WORK/ps.log" || { echo "FAIL: the ps was not ended by the chief"; status=1; }
+  [ $status = 0 ] && echo "PASS: one launcher per host ran the job across 3 hosts; every launcher exited 0"
+  exit $status
+fi
 run ps ps 0 0; PS=$!
 # In pspart, worker 1 cannot reach the ps: it waits at most 15 s for it.
 W1_FLAGS=()
@@ -117,13 +160,6 @@ case "$MODE" in
   *) ip -n "${P}_w1" link set eth0 down || fail "cannot take w1's link down" ;;
 esac
 
-wait_for() {  # pid seconds -> exit code, or 124 on timeout
-  for _ in $(seq 1 $(($2 * 10))); do
-    kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }
-    sleep 0.1
-  done
-  return 124
-}
 if [ "$MODE" = blip ]; then
   # The outage itself, not a wait for a condition: the link stays down 1 s,
   # far below the heartbeat timeout (${HB} s) on a slow machine or a fast one.
