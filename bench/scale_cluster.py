@@ -3,6 +3,9 @@
 workers of examples/mnist_distributed (softmax model, asynchronous), every
 task its own process on loopback, for each N of --tasks. Reports, per N:
 
+- servers up: seconds from starting the tasks until every task's server
+  serves (its "Started server for" line; a worker starts its server before
+  it reads its shard of the data);
 - cluster up: seconds from starting the tasks until every worker trains
   (each worker prints "Worker i: model is ready" once the chief has
   initialised the variables and every task answered);
@@ -15,8 +18,8 @@ task its own process on loopback, for each N of --tasks. Reports, per N:
 
     bench/scale_cluster.py [--build build] [--tasks 8,32,64] [--train_steps N] [-- EXTRA FLAGS]
 
-Extra flags after `--` go to every task (e.g. --train_examples to bound
-each worker's copy of the data set). Only 127.0.0.1 is used. Prints a
+Extra flags after `--` go to every task (e.g. --intra_op_threads=1).
+Only 127.0.0.1 is used. Prints a
 Markdown table for docs/PERFORMANCE.md.
 """
 import argparse
@@ -69,6 +72,7 @@ def run(build, n, train_steps, extra, logs):
     procs, outs = [], []
     start = time.monotonic()
     first_step = {}
+    serving = {}
     for i in range(n):
         job, index = ("ps", 0) if i == 0 else ("worker", i - 1)
         args = common + [f"--job_name={job}", f"--task_index={index}"]
@@ -80,11 +84,15 @@ def run(build, n, train_steps, extra, logs):
 
     def watch():
         while len(first_step) < n - 1 and any(p.poll() is None for p in procs[1:]):
-            for i in range(1, n):
-                if i in first_step:
+            for i in range(n):
+                if i in first_step or (i == 0 and i in serving):
                     continue
                 with open(outs[i].name) as f:
                     text = f.read()
+                if i not in serving and "Started server for" in text:
+                    serving[i] = time.monotonic() - start
+                if i == 0:
+                    continue
                 if f"Worker {i - 1}: model is ready" in text or f"Worker {i - 1} (chief): model is ready" in text:
                     first_step[i] = time.monotonic() - start
             time.sleep(0.2)
@@ -93,6 +101,7 @@ def run(build, n, train_steps, extra, logs):
     watcher.start()
     watcher.join()
     up = max(first_step.values()) if len(first_step) == n - 1 else None
+    servers_up = max(serving.values()) if len(serving) == n else None
     # Memory and heartbeats while every task trains.
     rss = [rss_mib(p.pid) for p in procs]
     h0, t0 = heartbeats(status_port), time.monotonic()
@@ -108,7 +117,7 @@ def run(build, n, train_steps, extra, logs):
     acc = re.search(r"Test-Accuracy: ([0-9.]+)", chief)
     workers = [r for r in rss[1:] if r is not None]
     return {
-        "n": n, "up": up, "rate": rate, "ps_rss": rss[0], "worker_rss": statistics.median(workers) if workers else None,
+        "n": n, "servers_up": servers_up, "up": up, "rate": rate, "ps_rss": rss[0], "worker_rss": statistics.median(workers) if workers else None,
         "max_rss": max(workers) if workers else None, "codes": codes, "total": total,
         "acc": float(acc.group(1)) if acc else None,
     }
@@ -130,16 +139,16 @@ def main():
     ap.add_argument("--train_steps", type=int, default=5000)
     args = ap.parse_args(argv)
     logs = tempfile.mkdtemp(prefix="scale_cluster_")
-    print("| tasks | cluster up (s) | coordinator heartbeats/s | ps RSS (MiB) | worker RSS, median / max (MiB) | "
+    print("| tasks | servers up (s) | cluster up (s) | coordinator heartbeats/s | ps RSS (MiB) | worker RSS, median / max (MiB) | "
           "all exited 0 | wall (s) | test accuracy |")
-    print("| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
     failed = False
     for n in (int(t) for t in args.tasks.split(",")):
         r = run(args.build, n, args.train_steps, extra, logs)
         ok = all(c == 0 for c in r["codes"])
         failed |= not ok
         bad = "" if ok else " (exit codes " + ",".join(str(c) for c in r["codes"]) + ")"
-        print(f"| {n} | {fmt(r['up'], '.1f')} | {fmt(r['rate'], '.1f')} | {fmt(r['ps_rss'], '.0f')} | "
+        print(f"| {n} | {fmt(r['servers_up'], '.1f')} | {fmt(r['up'], '.1f')} | {fmt(r['rate'], '.1f')} | {fmt(r['ps_rss'], '.0f')} | "
               f"{fmt(r['worker_rss'], '.0f')} / {fmt(r['max_rss'], '.0f')} | {'yes' if ok else 'no' + bad} | "
               f"{r['total']:.0f} | {fmt(r['acc'], '.4f')} |", flush=True)
     print(f"(logs in {logs})")

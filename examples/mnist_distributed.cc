@@ -24,6 +24,16 @@
 // them; fewer makes the slowest workers backups). The chief then prints the test accuracy and, once every
 // worker is done (or --wait_for_workers_secs passed), shuts the cluster down.
 //
+// Data: a worker starts its server first (the cluster is up before any data
+// is read), then reads only its shard of Fashion-MNIST's 55,000 training
+// examples: with W workers in the cluster spec, worker k takes examples k,
+// k + W, k + 2W, ... (tf.data's shard(W, k)), about 55,000/W of them, and
+// walks them in an order reshuffled every epoch. Only the chief reads the
+// test set, for its evaluation. A worker that joined a running job (below)
+// takes shard (its index mod W) of the W workers in the cluster it was given,
+// so its examples overlap another worker's; nothing is re-sharded when
+// workers join or leave. --all_reduce shards the same way.
+//
 // --join=PS0_HOST:PORT --join_as=HOST:PORT starts a worker that is not in
 // the cluster spec and joins the running job (asynchronous, or synchronous
 // started with --sync_replicas --elastic): the job's
@@ -49,21 +59,21 @@
 // and exits 0. The chief on SIGTERM asks every worker to stop after its
 // step, waits for them as at the end of training (up to half of
 // --stop_grace_secs), saves a checkpoint if --logdir is set, ends the
-// cluster and exits 0, without the test evaluation. A task that has not
+// cluster and exits 0, without the test evaluation. A ps on SIGTERM asks
+// the job to stop the same way (it sets the job's stop flag, a variable on
+// the first ps task that every worker reads after its step): the workers
+// leave after their step, the chief saves a checkpoint if --logdir is set
+// and ends the cluster, and the ps exits 0 once ended (in synchronous
+// training a worker whose step started before the flag was set may then
+// end with a failed step). A task that has not
 // stopped --stop_grace_secs after the SIGTERM (its step waits for a task
 // that is gone) exits 1 saying so; a second SIGTERM kills at once.
 //
 // --start_server=false drives a worker task served by a separate
 // distflow-server process instead. --trace_step=N writes a timeline of one
 // step (every task's nodes, transfers linked) as Chrome trace-event JSON.
-#include <signal.h>
-#include <unistd.h>
-
-#include <csignal>
 #include <cstdio>
 #include <fstream>
-#include <functional>
-#include <optional>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -80,13 +90,13 @@
 #include "distflow/distflow.h"
 #include "distflow/elastic.h"
 #include "distflow/task_config.h"
-#include "distflow/train/collective_all_reduce_optimizer.h"
-#include "distflow/train/layers.h"
 #include "distflow/train/optimizer.h"
 #include "distflow/train/progress_hook.h"
 #include "distflow/train/replica_device_setter.h"
 #include "distflow/train/supervisor.h"
 #include "distflow/train/sync_replicas_optimizer.h"
+#include "mnist_distributed_common.h"
+#include "mnist_distributed_stop.h"
 
 ABSL_FLAG(std::string, job_name, "", "ps or worker (default: worker, unless DISTFLOW_CONFIG or --job_layout says)");
 ABSL_FLAG(
@@ -164,287 +174,308 @@ ABSL_FLAG(double, recovery_timeout_secs, 300,
           "(a restarted task is recovered from the last checkpoint), then exits 1 naming what it waited for");
 
 namespace df = distflow;
+using mnist_distributed::Die;
+using mnist_distributed::JoinedWorkersStillIn;
+using mnist_distributed::JoinRunningJob;
+using mnist_distributed::kStopFlagName;
+using mnist_distributed::Network;
+using mnist_distributed::ReadWorkerShard;
+using mnist_distributed::ResolveTask;
+using mnist_distributed::RunAllReduce;
+using mnist_distributed::RunPs;
+using mnist_distributed::SigtermReceived;
+using mnist_distributed::StartWorkerServer;
+using mnist_distributed::StopCleanlyOnSigterm;
+using mnist_distributed::StopFlagDevice;
+using mnist_distributed::TestAccuracy;
+using mnist_distributed::Usage;
+using mnist_distributed::WorkerServer;
 
 namespace {
 
-df::Output Network(const df::Scope& s, const df::Output& images, const std::string& model) {
-  if (model == "softmax") return df::layers::fully_connected(s, images, 10, df::layers::kNoActivation, "logits");
-  auto x = df::ops::Reshape(s, images, {-1, 28, 28, 1});
-  auto net = df::layers::conv2d(s, x, 32, {5, 5}, 1, "SAME", df::layers::kRelu, "conv1");
-  net = df::layers::max_pool2d(s, net, {2, 2}, 2, "VALID", "pool1");
-  net = df::layers::conv2d(s, net, 64, {5, 5}, 1, "SAME", df::layers::kRelu, "conv2");
-  net = df::layers::max_pool2d(s, net, {2, 2}, 2, "VALID", "pool2");
-  net = df::layers::flatten(s, net, "flatten");
-  net = df::layers::fully_connected(s, net, 500, df::layers::kRelu, "fully_connected");
-  return df::layers::fully_connected(s, net, 10, df::layers::kNoActivation, "pred");
-}
-
-// Set by the first SIGTERM (the handler resets itself: a second one kills),
-// which also starts the --stop_grace_secs alarm.
-volatile std::sig_atomic_t sigterm_received = 0;
-unsigned stop_grace_secs = 25;  // set before the handler is installed
-
-void OnSigterm(int) {
-  sigterm_received = 1;
-  alarm(stop_grace_secs);
-}
-
-void OnStopGraceOver(int) {
-  static const char kMessage[] =
-      "mnist_distributed: not stopped within --stop_grace_secs of the SIGTERM (a step waits for a task that is "
-      "gone?); exiting\n";
-  (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
-  _exit(1);
-}
-
-void StopCleanlyOnSigterm() {
-  stop_grace_secs = static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_stop_grace_secs)));
-  struct sigaction sa = {};
-  sigemptyset(&sa.sa_mask);
-  sa.sa_handler = OnStopGraceOver;
-  sigaction(SIGALRM, &sa, nullptr);
-  sa.sa_handler = OnSigterm;
-  sa.sa_flags = SA_RESTART | SA_RESETHAND;
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
-int Die(const std::string& what, const absl::Status& s) {
-  std::fprintf(stderr, "%s: %s\n", what.c_str(), s.ToString().c_str());
-  return 1;
-}
-
-int Usage(const std::string& what) {
-  std::fprintf(stderr, "mnist_distributed: %s\n", what.c_str());
-  return 2;
-}
-
-// This task's server: threads, status page and failure detection from the flags.
-df::ServerOptions BaseServerOptions() {
-  df::ServerOptions o;
-  o.worker.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
-  o.status_port = absl::GetFlag(FLAGS_status_port);
-  o.heartbeat_timeout_ms = static_cast<int>(absl::GetFlag(FLAGS_heartbeat_timeout_secs) * 1000);
-  o.orphan_grace_ms = static_cast<int>(absl::GetFlag(FLAGS_orphan_grace_secs) * 1000);
-  return o;
-}
-
-// The book's cluster in flag form, with the tasks of --ps_hosts/--worker_hosts where given.
-std::string BookCluster(std::string ps, std::string workers) {
-  if (ps.empty()) ps = "localhost:2222";
-  if (workers.empty()) workers = "localhost:2223,localhost:2224,localhost:2225";
-  return absl::StrCat("ps|", absl::StrJoin(absl::StrSplit(ps, ','), ";"), ",worker|",
-                      absl::StrJoin(absl::StrSplit(workers, ','), ";"));
-}
-
-// This task and its cluster (see cluster/task_config.cc): the cluster from
-// --cluster_spec or --ps_hosts/--worker_hosts, the task from --job_name and
-// --task_index, DISTFLOW_CONFIG, or a rank placed by --job_layout; the book's
-// cluster and worker 0 where nothing says.
-absl::StatusOr<df::TaskConfig> ResolveTask() {
-  df::TaskConfigFlags flags;
-  flags.cluster_spec = absl::GetFlag(FLAGS_cluster_spec);
-  const std::string ps = absl::GetFlag(FLAGS_ps_hosts), workers = absl::GetFlag(FLAGS_worker_hosts);
-  if (!ps.empty() || !workers.empty()) {
-    if (!flags.cluster_spec.empty()) {
-      return absl::InvalidArgumentError("give either --cluster_spec or --ps_hosts/--worker_hosts, not both");
-    }
-    flags.cluster_spec = BookCluster(ps, workers);
-    flags.cluster_spec_flag = "--ps_hosts/--worker_hosts";
-  }
-  flags.job_name = absl::GetFlag(FLAGS_job_name);
-  flags.task_index = absl::GetFlag(FLAGS_task_index);
-  flags.job_layout = absl::GetFlag(FLAGS_job_layout);
-  df::TaskConfigDefaults defaults;
-  defaults.cluster = *df::ClusterSpec::Parse(BookCluster("", ""));
-  defaults.job = "worker";
-  defaults.task_index = 0;
-  return df::ResolveTaskConfig(flags, df::ProcessEnvironment(), defaults);
-}
-
-// A worker joining a running job (--join): its task and the cluster come
-// from the job's coordinator.
-absl::StatusOr<df::TaskConfig> JoinRunningJob() {
-  const std::string job = absl::GetFlag(FLAGS_job_name);
-  if (!job.empty() && job != "worker") {
-    return absl::InvalidArgumentError(absl::StrCat("--join starts a worker; drop --job_name=", job));
-  }
-  if (!absl::GetFlag(FLAGS_task_index).empty()) {
-    return absl::InvalidArgumentError("--join takes the task index from the coordinator; drop --task_index");
-  }
-  if (absl::GetFlag(FLAGS_join_as).empty()) {
-    return absl::InvalidArgumentError("--join needs --join_as=host:port, the address this worker serves on");
-  }
-  absl::StatusOr<df::JoinedTask> me =
-      df::JoinCluster(absl::GetFlag(FLAGS_join), "worker", absl::GetFlag(FLAGS_join_as), absl::Seconds(60));
-  if (!me.ok()) return me.status();
-  df::TaskConfig config;
-  config.cluster = std::move(me->cluster);
-  config.job = "worker";
-  config.task_index = me->task_index;
-  config.placed_by = absl::StrCat("the coordinator at ", absl::GetFlag(FLAGS_join), ": joined the running job");
-  return config;
-}
-
-// The workers that joined the running job and are still in it, as the
-// coordinator says ("" entries when it cannot be asked).
-std::vector<std::string> JoinedWorkersStillIn(const std::string& coordinator, int* joined_total) {
-  std::vector<std::string> in;
-  absl::StatusOr<std::vector<df::ClusterMember>> members = df::ListClusterMembers(coordinator);
-  if (!members.ok()) return in;
-  int total = 0;
-  for (const df::ClusterMember& m : *members) {
-    if (!m.joined || !absl::StartsWith(m.task, "/job:worker/")) continue;
-    ++total;
-    if (m.state == "ALIVE") in.push_back(m.task);
-  }
-  *joined_total = std::max(*joined_total, total);
-  return in;
-}
-
-// A CollectiveReduce of 1 from every worker: returns once every worker
-// has started it, so every worker has finished what came before.
-df::Output Barrier(const df::Scope& s, int num_workers, int64_t instance) {
-  return df::Output(df::ops::Raw(s, "CollectiveReduce", {df::ops::Const(s, int32_t{1})},
-                                 {{"group_size", num_workers},
-                                  {"group_key", 2},
-                                  {"instance_key", instance},
-                                  {"merge_op", "Add"},
-                                  {"final_op", "Id"}}),
-                    0, s);
-}
-
-// FNV-1a over the bytes of every trainable variable: equal on every worker
-// if the replicas are identical.
-uint64_t Checksum(const std::vector<df::Tensor>& values) {
-  uint64_t h = 1469598103934665603ull;
-  for (const df::Tensor& t : values) {
-    const auto* p = static_cast<const unsigned char*>(t.raw_data());
-    for (size_t i = 0; i < t.TotalBytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  }
-  return h;
-}
-
-// --all_reduce: this worker's replica of the model on its own task; each
-// step's gradients are averaged across the workers (the ring for the large
-// ones), and the variables start as worker 0's (a broadcast after each
-// worker initialised its own). Every worker runs the same steps in lockstep;
-// at the end two barriers make sure no worker's exit breaks another's last
-// collective: the chief evaluates and shuts the cluster down, the others
-// serve until it does.
-int RunAllReduce(const df::ClusterSpec& cluster, int task, df::data::DataSets& data) {
+// Ps training (asynchronous, or --sync_replicas): this worker's variables
+// on the ps tasks, its steps through a MonitoredSession; the chief evaluates
+// and ends the cluster. Returns the process's exit code.
+int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& address, bool joining) {
+  const df::ClusterSpec* cluster = &spec;
   const bool chief = task == 0;
-  const int num_workers = cluster.num_tasks("worker");
-  const std::string worker_device = absl::StrCat("/job:worker/task:", task);
+  const int num_workers = cluster->num_tasks("worker");
+  const bool sync = absl::GetFlag(FLAGS_sync_replicas);
+  int to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
+  if (to_aggregate != 0 && !sync) return Usage("--replicas_to_aggregate needs --sync_replicas");
+  // A worker that joins a synchronous job takes part elastically (its
+  // replica id, its task index, is past the spec's workers).
+  const bool elastic_sync = sync && (absl::GetFlag(FLAGS_elastic) || joining);
+  if (elastic_sync && (!cluster->HasJob("ps") || absl::GetFlag(FLAGS_heartbeat_timeout_secs) <= 0)) {
+    return Usage(
+        "--elastic needs the membership kept by the coordinator on ps 0: a ps job and --heartbeat_timeout_secs above "
+        "0");
+  }
+  if (to_aggregate == 0) to_aggregate = num_workers;
+  if (to_aggregate < 1 || to_aggregate > num_workers) {
+    return Usage(absl::StrCat("--replicas_to_aggregate=", to_aggregate, " but the cluster has ", num_workers,
+                              " workers: a step could never collect enough gradients; use 1 to ", num_workers));
+  }
+  // The server first, so the cluster is up (and a joined worker heartbeats)
+  // while this worker reads its shard and builds its graph.
+  absl::StatusOr<WorkerServer> started = StartWorkerServer(*cluster, task, address);
+  if (!started.ok()) return Die("starting this task's server", started.status());
+  std::unique_ptr<df::Server> server = std::move(started->server);
+  const std::string target = started->target;
+  auto data = ReadWorkerShard(task, num_workers, chief);
+  if (!data.ok()) return Die("reading data", data.status());
+
   df::Scope root = df::Scope::NewRootScope();
-  df::Scope s = root.WithDevice(worker_device);
+  const std::string worker_device = absl::StrCat("/job:worker/task:", task);
+  df::Scope s = root.WithDeviceFunction(df::ReplicaDeviceSetter(*cluster, worker_device));
   auto global_step = df::CreateGlobalStep(s);
+  df::ops::VariableOptions counter_options;
+  counter_options.trainable = false;
+  auto done_workers =
+      df::ops::MakeVariable(s.WithOpName("done_workers"), df::ops::Const(s, int64_t{0}), counter_options);
+  // Set by a chief or a ps told to stop (SIGTERM): every worker leaves after its step. On the first ps, where a ps
+  // told to stop finds it.
+  const df::Scope flag_scope = root.WithDevice(StopFlagDevice(*cluster));
+  auto stop_workers = df::ops::MakeVariable(flag_scope.WithOpName(kStopFlagName),
+                                            df::ops::Const(flag_scope, int64_t{0}), counter_options);
   auto images = df::ops::Placeholder(s.WithOpName("x-input"), df::DT_FLOAT, {-1, 784});
   auto labels = df::ops::Placeholder(s.WithOpName("y-input"), df::DT_INT32, {-1});
   auto logits = Network(s, images, absl::GetFlag(FLAGS_model));
   auto xent = df::ops::Raw(s, "SparseSoftmaxCrossEntropyWithLogits", {logits, labels});
   auto loss = df::ops::Mean(s, df::Output(xent, 0, s), {0});
-  df::CollectiveAllReduceOptions o;
-  o.num_replicas = num_workers;
-  o.rank = task;
-  auto opt = df::CollectiveAllReduceOptimizer::Create(
-      std::make_unique<df::AdamOptimizer>(absl::GetFlag(FLAGS_learning_rate)), o);
-  if (!opt.ok()) return Die("building the optimizer", opt.status());
-  auto train = (*opt)->Minimize(s, loss, &global_step);
+  auto adam = std::make_unique<df::AdamOptimizer>(absl::GetFlag(FLAGS_learning_rate));
+  std::unique_ptr<df::SyncReplicasOptimizer> sync_opt;
+  absl::StatusOr<df::Operation> train;
+  if (sync) {
+    df::SyncReplicasOptions o;
+    o.replicas_to_aggregate = to_aggregate;
+    o.total_num_replicas = num_workers;
+    o.replica_id = task;
+    o.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_sync_step_timeout_secs));
+    if (elastic_sync) {
+      const std::string coordinator = cluster->task_address("ps", cluster->task_indices("ps").front()).value_or("");
+      o.live_replicas = df::LiveWorkerCounter(coordinator);
+    }
+    auto created = df::SyncReplicasOptimizer::Create(std::move(adam), o);
+    if (!created.ok()) return Die("building the optimizer", created.status());
+    sync_opt = std::move(*created);
+    train = sync_opt->Minimize(root, loss, &global_step);
+  } else {
+    train = adam->Minimize(root, loss, &global_step);
+  }
   if (!train.ok()) return Die("building the optimizer", train.status());
-  auto broadcast = (*opt)->BroadcastVariables(s);
-  if (!broadcast.ok()) return Die("building the broadcast", broadcast.status());
   auto correct = df::ops::Equal(s, df::ops::ArgMax(s, logits, 1), df::ops::Cast(s, labels, df::DT_INT64));
   auto accuracy = df::ops::Mean(s, df::ops::Cast(s, correct, df::DT_FLOAT), {0});
-  auto trained = Barrier(s, num_workers, 1), all_seen = Barrier(s, num_workers, 2);
-  const std::vector<df::Output> variables = s.TrainableVariables();
+  auto finished = df::ops::AssignAdd(s, done_workers, df::ops::Const(s, int64_t{1}));
+  auto ask_workers_to_stop = df::ops::Assign(s, stop_workers, df::ops::Const(s, int64_t{1}));
+  // Read after the step (in synchronous training, after its barrier), so a
+  // worker sees a stop set while it waited.
+  auto stop_seen = df::ops::Identity(s.WithControlDependencies({*train}), stop_workers);
   if (!root.ok()) return Die("building the graph", root.status());
 
-  std::unique_ptr<df::Server> server;
-  absl::StatusOr<std::string> address = cluster.task_address("worker", task);
-  std::string target = absl::StrCat("grpc://", address.value_or(""));
-  if (absl::GetFlag(FLAGS_start_server)) {
-    auto created = df::Server::Create(cluster, "worker", task, BaseServerOptions());
-    if (!created.ok()) return Die("creating this task's server", created.status());
-    if (absl::Status st = (*created)->Start(); !st.ok()) return Die("starting this task's server", st);
-    server = std::move(*created);
-    target = server->target();
-  }
   df::SupervisorOptions sv;
-  sv.is_chief = true;  // every worker initialises its own replica
-  sv.logdir = chief ? absl::GetFlag(FLAGS_logdir) : "";
+  sv.is_chief = chief;
+  sv.logdir = absl::GetFlag(FLAGS_logdir);
   sv.global_step = global_step;
   sv.save_checkpoint_steps = absl::GetFlag(FLAGS_save_checkpoint_steps);
+  sv.start_fresh_if_incompatible = absl::GetFlag(FLAGS_start_fresh_if_incompatible);
   sv.save_checkpoint_secs = 0;
-  sv.local_init_op = *broadcast;  // then every replica holds worker 0's values
+  sv.coordination_vars = {done_workers, stop_workers};
   sv.session_options.wait_for_cluster_ms = 120000;
-  // Wait for every worker (not just this one), so that the broadcast finds
-  // its peers up; the steps still run on this task alone.
-  sv.session_options.device_filters = {"/job:worker"};
   sv.recovery_timeout = absl::Seconds(absl::GetFlag(FLAGS_recovery_timeout_secs));
+  // This worker's steps touch only the ps tasks and its own task: do not
+  // wait for the other workers (TensorFlow's device_filters idiom).
+  sv.session_options.device_filters = {"/job:ps", worker_device};
   const int64_t train_steps = absl::GetFlag(FLAGS_train_steps);
   std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
   hooks.push_back(std::make_unique<df::StopAtStepHook>(train_steps));
+  if (sync_opt) hooks.push_back(sync_opt->MakeSessionRunHook(chief));
+  if (chief) {
+    // For the status page's curves and /metrics.
+    hooks.push_back(std::make_unique<df::ScalarSummaryHook>(
+        std::vector<std::pair<std::string, df::Output>>{{"loss", loss}, {"accuracy", accuracy}}));
+  }
+  df::ProgressHook* progress = nullptr;  // owned by the session's hooks
+  if (chief && absl::GetFlag(FLAGS_progress)) {
+    df::ProgressOptions p;
+    p.last_step = train_steps;
+    p.examples_per_step = static_cast<int64_t>(absl::GetFlag(FLAGS_batch_size)) * (sync ? to_aggregate : 1);
+    p.loss = loss;
+    auto hook = std::make_unique<df::ProgressHook>(p);
+    progress = hook.get();
+    hooks.push_back(std::move(hook));
+  }
+  // From here a SIGTERM lets the current step finish (see the top).
+  StopCleanlyOnSigterm(absl::GetFlag(FLAGS_stop_grace_secs));
   auto session = df::MonitoredSession::Create(root, target, sv, std::move(hooks));
   if (!session.ok()) return Die("creating the session", session.status());
   df::MonitoredSession& sess = **session;
-  std::printf("Worker %d%s: model is ready, training with all-reduce across %d workers\n", task,
-              chief ? " (chief)" : "", num_workers);
+  if (chief && !sess.restored_from().empty()) {
+    std::printf("Worker %d (chief): restored %s at global step %lld\n", task, sess.restored_from().c_str(),
+                static_cast<long long>(sess.global_step()));
+  } else {
+    std::printf("Worker %d%s: model is ready, training %s\n", task, chief ? " (chief)" : "",
+                sync ? absl::StrCat("synchronously (", to_aggregate, " of ", num_workers, " workers per step)").c_str()
+                     : "asynchronously");
+  }
   std::fflush(stdout);
+
   const int64_t every = absl::GetFlag(FLAGS_print_every);
-  int64_t step = sess.global_step();
-  const absl::Time start = absl::Now();
-  while (!sess.ShouldStop()) {
-    auto [bx, by] = data.train.NextBatch(absl::GetFlag(FLAGS_batch_size));
-    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy}, {*train});
+  const int64_t max_local_steps = absl::GetFlag(FLAGS_local_steps);
+  int64_t step = sess.global_step(), local_steps = 0;
+  const absl::Time train_start = absl::Now();
+  const int64_t trace_step = absl::GetFlag(FLAGS_trace_step);
+  bool traced = trace_step < 0;
+  bool stop_asked = false;  // the stop flag was set: by the chief, or by a ps told to stop
+  while (!sess.ShouldStop() && (max_local_steps == 0 || local_steps < max_local_steps) && !SigtermReceived() &&
+         !stop_asked) {
+    auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
+    df::StepStats trace;
+    df::RunOptions ro;
+    const bool tracing = !traced && step >= trace_step;
+    if (tracing) ro.trace = &trace;
+    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy, stop_seen}, {*train}, ro);
     if (!out.ok()) return Die("training step", out.status());
-    const int64_t now = sess.global_step();
+    stop_asked = (*out)[1].scalar<int64_t>() != 0;
+    if (tracing) {
+      traced = true;
+      std::string file = absl::GetFlag(FLAGS_trace_file);
+      if (file.empty()) {
+        const std::string dir = absl::GetFlag(FLAGS_logdir).empty() ? "." : absl::GetFlag(FLAGS_logdir);
+        file = absl::StrCat(dir, "/trace_step_", step, "_worker_{task}.json");
+      }
+      file = absl::StrReplaceAll(file, {{"{task}", absl::StrCat(task)}});
+      std::ofstream f(file, std::ios::binary | std::ios::trunc);
+      f << df::ChromeTraceJson(trace);
+      f.close();
+      if (!f) return Die("writing the trace", absl::UnavailableError(absl::StrCat("cannot write ", file)));
+      if (progress != nullptr) progress->ClearLine();
+      std::printf("Worker %d: traced global step %lld (%lld nodes on %zu devices) to %s\n", task,
+                  static_cast<long long>(step), static_cast<long long>(trace.num_nodes()), trace.devices.size(),
+                  file.c_str());
+      std::fflush(stdout);
+    }
+    int64_t now = sess.global_step();
+    ++local_steps;
     if (now / every != step / every) {
+      if (progress != nullptr) progress->ClearLine();
       std::printf("Worker : %d, Step: %lld, Accuracy (batch): %.3f\n", task, static_cast<long long>(now),
                   (*out)[0].scalar<float>());
       std::fflush(stdout);
     }
     step = now;
   }
-  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
-  df::Session* raw = sess.raw_session();
-  auto values = raw->Run(variables);
-  if (!values.ok()) return Die("reading the variables", values.status());
-  std::printf("Worker %d ran %lld steps in %.2f s; variables checksum %016llx\n", task, static_cast<long long>(step),
-              secs, static_cast<unsigned long long>(Checksum(*values)));
-  std::fflush(stdout);
-  double acc = 0;
-  if (chief) {
-    const df::Tensor& ti = data.test.images();
-    const df::Tensor& tl = data.test.labels();
-    const int64_t n = ti.dim_size(0), chunk = 1000;
-    double hits = 0;
-    for (int64_t b = 0; b < n; b += chunk) {
-      const int64_t e = std::min(n, b + chunk);
-      auto r = raw->Run({{images, ti.Slice(b, e)}, {labels, tl.Slice(b, e)}}, {accuracy});
-      if (!r.ok()) return Die("evaluating", r.status());
-      hits += (*r)[0].scalar<float>() * static_cast<double>(e - b);
-    }
-    acc = hits / static_cast<double>(n);
-    std::printf("Test-Accuracy: %.4f\n", acc);
+  if (progress != nullptr) progress->Finish();
+  const bool told_to_stop = SigtermReceived();
+  const bool stopping = told_to_stop || stop_asked;
+  if (stopping) {
+    std::printf("Worker %d: %s; leaving the job after global step %lld\n", task,
+                told_to_stop ? "SIGTERM" : "the job was asked to stop", static_cast<long long>(step));
     std::fflush(stdout);
   }
-  if (auto r = raw->Run({trained}); !r.ok()) return Die("waiting for the other workers", r.status());
-  if (!chief) {
-    // The chief may still read this worker's part of the last barrier; a
-    // shutdown that interrupts it is the normal end.
-    if (auto r = raw->Run({all_seen}); !r.ok())
-      std::printf("Worker %d: last barrier: %s\n", task, r.status().ToString().c_str());
-    (void)sess.Close();
-    if (server != nullptr) server->Join();
-    return 0;
+  const double secs = absl::ToDoubleSeconds(absl::Now() - train_start);
+  std::printf("Worker %d ran %lld of the %lld global steps in %.2f s (%.1f steps/s)%s\n", task,
+              static_cast<long long>(local_steps), static_cast<long long>(step), secs,
+              secs > 0 ? static_cast<double>(local_steps) / secs : 0.0,
+              sess.recoveries() > 0 ? absl::StrCat(", recovered ", sess.recoveries(), " times").c_str() : "");
+  df::Session* raw = sess.raw_session();
+  if (auto r = raw->Run({finished}); !r.ok()) return Die("reporting completion", r.status());
+  if (!chief) return sess.Close().ok() ? 0 : 1;
+  if (told_to_stop && !stop_asked) {
+    // The others leave after their step. In synchronous training a worker
+    // may already wait in its next step for the chief's gradient, so the
+    // chief contributes a few more steps, each bounded, through the
+    // monitored session (its SyncReplicas hook feeds the step its token and
+    // the gradients to aggregate); one that times out is needed by nobody.
+    if (auto r = raw->Run({ask_workers_to_stop}); !r.ok()) return Die("asking the workers to stop", r.status());
+    for (int extra = 0; sync && extra < 3; ++extra) {
+      auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
+      df::RunOptions bounded;
+      bounded.timeout_ms = 5000;
+      if (auto r = sess.Run({{images, bx}, {labels, by}}, {}, {*train}, bounded); !r.ok()) break;
+    }
   }
-  if (auto r = raw->Run({all_seen}); !r.ok()) return Die("waiting for the other workers", r.status());
-  if (absl::Status st = sess.Close(); !st.ok())
-    std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
+
+  // The test set (not when told to stop: be quick).
+  double acc = 0;
+  if (!stopping) {
+    absl::StatusOr<double> tested = TestAccuracy(raw, images, labels, accuracy, data->test);
+    if (!tested.ok()) return Die("evaluating", tested.status());
+    acc = *tested;
+    std::printf("Test-Accuracy: %.4f\n", acc);
+  }
+  std::fflush(stdout);
+
   if (absl::GetFlag(FLAGS_shutdown_cluster)) {
-    absl::Status st = df::ShutdownCluster(cluster, "training is over");
-    std::printf("All %d workers are done; cluster shut down%s\n", num_workers, st.ok() ? "" : " (with errors)");
+    // Workers that joined the running job are waited for too (the
+    // coordinator knows them); without failure detection there are none.
+    const bool elastic = absl::GetFlag(FLAGS_heartbeat_timeout_secs) > 0 && cluster->HasJob("ps");
+    const std::string coordinator =
+        elastic ? cluster->task_address("ps", cluster->task_indices("ps").front()).value_or("") : std::string();
+    int joined_total = 0;
+    std::vector<std::string> joined_in;
+    int64_t done = 0;
+    // Told to stop, the chief keeps half its grace for the checkpoint and the shutdown.
+    const int wait_secs = stopping ? std::min(absl::GetFlag(FLAGS_wait_for_workers_secs),
+                                              std::max(1, absl::GetFlag(FLAGS_stop_grace_secs) / 2))
+                                   : absl::GetFlag(FLAGS_wait_for_workers_secs);
+    const absl::Time deadline = absl::Now() + absl::Seconds(wait_secs);
+    std::vector<std::string> dead;  // workers declared dead: not waited for
+    while (absl::Now() < deadline) {
+      auto r = raw->Run({done_workers});
+      if (r.ok()) done = (*r)[0].scalar<int64_t>();
+      dead.clear();
+      if (server != nullptr) {
+        for (const std::string& t : server->DeadTasks())
+          if (absl::StartsWith(t, "/job:worker/")) dead.push_back(t);
+      }
+      joined_in = coordinator.empty() ? std::vector<std::string>{} : JoinedWorkersStillIn(coordinator, &joined_total);
+      // Every worker, joined ones too, reported done or was declared dead.
+      if (done + static_cast<int64_t>(dead.size()) >= num_workers + joined_total && joined_in.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (stopping && !sv.logdir.empty()) {
+      absl::StatusOr<std::string> saved = sess.SaveCheckpoint();
+      if (!saved.ok()) return Die("saving a checkpoint on SIGTERM", saved.status());
+      std::printf("Worker 0 (chief): %s: saved %s at global step %lld\n",
+                  told_to_stop ? "SIGTERM" : "the job was asked to stop", saved->c_str(),
+                  static_cast<long long>(sess.global_step()));
+    }
+    if (joined_total > 0) {
+      std::printf("%d worker(s) joined the running job%s\n", joined_total,
+                  joined_in.empty() ? "; all of them have left"
+                                    : absl::StrCat("; still in it: ", absl::StrJoin(joined_in, ", ")).c_str());
+    }
+    if (absl::Status st = sess.Close(); !st.ok())
+      std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
+    absl::Status s = df::ShutdownCluster(*cluster, told_to_stop ? "the chief was told to stop (SIGTERM)"
+                                                   : stop_asked ? "a ps task was told to stop (SIGTERM)"
+                                                                : "training is over");
+    const int all_workers = num_workers + joined_total;
+    if (done >= all_workers) {
+      std::printf("All %d workers are done; cluster shut down%s\n", all_workers, s.ok() ? "" : " (with errors)");
+    } else if (!dead.empty()) {
+      std::printf("%lld of %d workers reported done; %s declared dead; cluster shut down%s\n",
+                  static_cast<long long>(done), all_workers, absl::StrJoin(dead, ", ").c_str(),
+                  s.ok() ? "" : " (with errors)");
+    } else {
+      std::printf("%lld of %d workers reported done within %d s; cluster shut down%s\n", static_cast<long long>(done),
+                  all_workers, wait_secs, s.ok() ? "" : " (with errors)");
+    }
+  } else if (absl::Status st = sess.Close(); !st.ok()) {
+    std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
   }
+  if (sync_opt) {  // after Close, which stopped the chief's update thread
+    std::printf("Synchronous training: %lld steps applied, %lld stale gradients dropped\n",
+                static_cast<long long>(sync_opt->stats().steps_applied.load()),
+                static_cast<long long>(sync_opt->stats().stale_gradients_dropped.load()));
+    if (elastic_sync && chief) {
+      std::printf("Elastic: the gradients per step changed %lld times; the last step aggregated %lld\n",
+                  static_cast<long long>(sync_opt->stats().aggregation_changes.load()),
+                  static_cast<long long>(sync_opt->stats().replicas_aggregated.load()));
+    }
+  }
+  if (stopping) return 0;  // stopped on request: no test accuracy to judge
   return acc >= absl::GetFlag(FLAGS_min_accuracy) ? 0 : 3;
 }
 
@@ -491,15 +522,6 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_elastic) && !absl::GetFlag(FLAGS_sync_replicas)) {
     return Usage("--elastic makes synchronous training follow the membership; add --sync_replicas");
   }
-  // A joining worker reads its data first: from its join on, the
-  // coordinator counts it alive (and a synchronous chief waits for it), so
-  // its server should start soon after (before --heartbeat_timeout_secs).
-  std::optional<absl::StatusOr<df::data::DataSets>> joiner_data;
-  if (joining) {
-    const std::string join_as = absl::GetFlag(FLAGS_join_as);
-    joiner_data = df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000,
-                                         100 + static_cast<uint64_t>(std::hash<std::string>()(join_as) % 100000));
-  }
   absl::StatusOr<df::TaskConfig> config = joining ? JoinRunningJob() : ResolveTask();
   if (!config.ok()) {
     if (joining && !absl::IsInvalidArgument(config.status())) return Die("joining the job", config.status());
@@ -518,306 +540,19 @@ int main(int argc, char** argv) {
   if (job == "ps" && absl::GetFlag(FLAGS_all_reduce)) {
     return Usage("--all_reduce trains without ps tasks: start only workers (distflow-launch --ps 0 --workers N)");
   }
-  if (job == "ps") {
-    // The book's ps: serve, and join until the chief shuts the cluster down.
-    df::ServerOptions server_options = BaseServerOptions();
-    absl::StatusOr<std::unique_ptr<df::Server>> server = df::Server::Create(*cluster, "ps", task, server_options);
-    if (!server.ok()) return Die("creating the ps server", server.status());
-    if (absl::Status st = (*server)->Start(); !st.ok()) return Die("starting the ps server", st);
-    std::printf("ps %d serving on %s\n", task, address->c_str());
-    std::fflush(stdout);
-    (*server)->Join();
-    if (absl::Status why = (*server)->exit_status(); !why.ok()) return Die(absl::StrCat("ps ", task), why);
-    std::printf("ps %d: the cluster was shut down\n", task);
-    return 0;
-  }
+  if (job == "ps") return RunPs(*cluster, task, *address);
 
-  const bool chief = task == 0;
-  const int num_workers = cluster->num_tasks("worker");
-  const bool sync = absl::GetFlag(FLAGS_sync_replicas);
   if (absl::GetFlag(FLAGS_all_reduce)) {
-    if (sync) return Usage("--all_reduce and --sync_replicas are two kinds of synchronous training; pick one");
+    if (absl::GetFlag(FLAGS_sync_replicas)) {
+      return Usage("--all_reduce and --sync_replicas are two kinds of synchronous training; pick one");
+    }
     if (joining) return Usage("--join works with asynchronous ps training only: an all-reduce group is fixed at start");
-    auto data = df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000, 100 + static_cast<uint64_t>(task));
+    // The server first: the others' cluster-up does not wait for this worker's data.
+    absl::StatusOr<WorkerServer> server = StartWorkerServer(*cluster, task, *address);
+    if (!server.ok()) return Die("starting this task's server", server.status());
+    auto data = ReadWorkerShard(task, cluster->num_tasks("worker"), task == 0);
     if (!data.ok()) return Die("reading data", data.status());
-    return RunAllReduce(*cluster, task, *data);
+    return RunAllReduce(*cluster, task, *data, std::move(*server));
   }
-  int to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
-  if (to_aggregate != 0 && !sync) return Usage("--replicas_to_aggregate needs --sync_replicas");
-  // A worker that joins a synchronous job takes part elastically (its
-  // replica id, its task index, is past the spec's workers).
-  const bool elastic_sync = sync && (absl::GetFlag(FLAGS_elastic) || joining);
-  if (elastic_sync && (!cluster->HasJob("ps") || absl::GetFlag(FLAGS_heartbeat_timeout_secs) <= 0)) {
-    return Usage(
-        "--elastic needs the membership kept by the coordinator on ps 0: a ps job and --heartbeat_timeout_secs above "
-        "0");
-  }
-  if (to_aggregate == 0) to_aggregate = num_workers;
-  if (to_aggregate < 1 || to_aggregate > num_workers) {
-    return Usage(absl::StrCat("--replicas_to_aggregate=", to_aggregate, " but the cluster has ", num_workers,
-                              " workers: a step could never collect enough gradients; use 1 to ", num_workers));
-  }
-  auto data = joiner_data.has_value()
-                  ? std::move(*joiner_data)
-                  : df::data::ReadDataSets(absl::GetFlag(FLAGS_data_dir), 5000, 100 + static_cast<uint64_t>(task));
-  if (!data.ok()) return Die("reading data", data.status());
-
-  df::Scope root = df::Scope::NewRootScope();
-  const std::string worker_device = absl::StrCat("/job:worker/task:", task);
-  df::Scope s = root.WithDeviceFunction(df::ReplicaDeviceSetter(*cluster, worker_device));
-  auto global_step = df::CreateGlobalStep(s);
-  df::ops::VariableOptions counter_options;
-  counter_options.trainable = false;
-  auto done_workers =
-      df::ops::MakeVariable(s.WithOpName("done_workers"), df::ops::Const(s, int64_t{0}), counter_options);
-  // Set by a chief told to stop (SIGTERM): every worker leaves after its step.
-  auto stop_workers =
-      df::ops::MakeVariable(s.WithOpName("stop_workers"), df::ops::Const(s, int64_t{0}), counter_options);
-  auto images = df::ops::Placeholder(s.WithOpName("x-input"), df::DT_FLOAT, {-1, 784});
-  auto labels = df::ops::Placeholder(s.WithOpName("y-input"), df::DT_INT32, {-1});
-  auto logits = Network(s, images, absl::GetFlag(FLAGS_model));
-  auto xent = df::ops::Raw(s, "SparseSoftmaxCrossEntropyWithLogits", {logits, labels});
-  auto loss = df::ops::Mean(s, df::Output(xent, 0, s), {0});
-  auto adam = std::make_unique<df::AdamOptimizer>(absl::GetFlag(FLAGS_learning_rate));
-  std::unique_ptr<df::SyncReplicasOptimizer> sync_opt;
-  absl::StatusOr<df::Operation> train;
-  if (sync) {
-    df::SyncReplicasOptions o;
-    o.replicas_to_aggregate = to_aggregate;
-    o.total_num_replicas = num_workers;
-    o.replica_id = task;
-    o.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_sync_step_timeout_secs));
-    if (elastic_sync) {
-      const std::string coordinator = cluster->task_address("ps", cluster->task_indices("ps").front()).value_or("");
-      o.live_replicas = df::LiveWorkerCounter(coordinator);
-    }
-    auto created = df::SyncReplicasOptimizer::Create(std::move(adam), o);
-    if (!created.ok()) return Die("building the optimizer", created.status());
-    sync_opt = std::move(*created);
-    train = sync_opt->Minimize(root, loss, &global_step);
-  } else {
-    train = adam->Minimize(root, loss, &global_step);
-  }
-  if (!train.ok()) return Die("building the optimizer", train.status());
-  auto correct = df::ops::Equal(s, df::ops::ArgMax(s, logits, 1), df::ops::Cast(s, labels, df::DT_INT64));
-  auto accuracy = df::ops::Mean(s, df::ops::Cast(s, correct, df::DT_FLOAT), {0});
-  auto finished = df::ops::AssignAdd(s, done_workers, df::ops::Const(s, int64_t{1}));
-  auto ask_workers_to_stop = df::ops::Assign(s, stop_workers, df::ops::Const(s, int64_t{1}));
-  // Read after the step (in synchronous training, after its barrier), so a
-  // worker sees a stop set while it waited.
-  auto stop_seen = df::ops::Identity(s.WithControlDependencies({*train}), stop_workers);
-  if (!root.ok()) return Die("building the graph", root.status());
-
-  std::unique_ptr<df::Server> server;
-  std::string target = absl::StrCat("grpc://", *address);
-  if (absl::GetFlag(FLAGS_start_server)) {
-    df::ServerOptions server_options = BaseServerOptions();
-    absl::StatusOr<std::unique_ptr<df::Server>> created = df::Server::Create(*cluster, "worker", task, server_options);
-    if (!created.ok()) return Die("creating this task's server", created.status());
-    if (absl::Status st = (*created)->Start(); !st.ok()) return Die("starting this task's server", st);
-    server = std::move(*created);
-    target = server->target();
-  }
-  df::SupervisorOptions sv;
-  sv.is_chief = chief;
-  sv.logdir = absl::GetFlag(FLAGS_logdir);
-  sv.global_step = global_step;
-  sv.save_checkpoint_steps = absl::GetFlag(FLAGS_save_checkpoint_steps);
-  sv.start_fresh_if_incompatible = absl::GetFlag(FLAGS_start_fresh_if_incompatible);
-  sv.save_checkpoint_secs = 0;
-  sv.coordination_vars = {done_workers, stop_workers};
-  sv.session_options.wait_for_cluster_ms = 120000;
-  sv.recovery_timeout = absl::Seconds(absl::GetFlag(FLAGS_recovery_timeout_secs));
-  // This worker's steps touch only the ps tasks and its own task: do not
-  // wait for the other workers (TensorFlow's device_filters idiom).
-  sv.session_options.device_filters = {"/job:ps", worker_device};
-  const int64_t train_steps = absl::GetFlag(FLAGS_train_steps);
-  std::vector<std::unique_ptr<df::SessionRunHook>> hooks;
-  hooks.push_back(std::make_unique<df::StopAtStepHook>(train_steps));
-  if (sync_opt) hooks.push_back(sync_opt->MakeSessionRunHook(chief));
-  if (chief) {
-    // For the status page's curves and /metrics.
-    hooks.push_back(std::make_unique<df::ScalarSummaryHook>(
-        std::vector<std::pair<std::string, df::Output>>{{"loss", loss}, {"accuracy", accuracy}}));
-  }
-  df::ProgressHook* progress = nullptr;  // owned by the session's hooks
-  if (chief && absl::GetFlag(FLAGS_progress)) {
-    df::ProgressOptions p;
-    p.last_step = train_steps;
-    p.examples_per_step = static_cast<int64_t>(absl::GetFlag(FLAGS_batch_size)) * (sync ? to_aggregate : 1);
-    p.loss = loss;
-    auto hook = std::make_unique<df::ProgressHook>(p);
-    progress = hook.get();
-    hooks.push_back(std::move(hook));
-  }
-  // From here a SIGTERM lets the current step finish (see the top).
-  StopCleanlyOnSigterm();
-  auto session = df::MonitoredSession::Create(root, target, sv, std::move(hooks));
-  if (!session.ok()) return Die("creating the session", session.status());
-  df::MonitoredSession& sess = **session;
-  if (chief && !sess.restored_from().empty()) {
-    std::printf("Worker %d (chief): restored %s at global step %lld\n", task, sess.restored_from().c_str(),
-                static_cast<long long>(sess.global_step()));
-  } else {
-    std::printf("Worker %d%s: model is ready, training %s\n", task, chief ? " (chief)" : "",
-                sync ? absl::StrCat("synchronously (", to_aggregate, " of ", num_workers, " workers per step)").c_str()
-                     : "asynchronously");
-  }
-  std::fflush(stdout);
-
-  const int64_t every = absl::GetFlag(FLAGS_print_every);
-  const int64_t max_local_steps = absl::GetFlag(FLAGS_local_steps);
-  int64_t step = sess.global_step(), local_steps = 0;
-  const absl::Time train_start = absl::Now();
-  const int64_t trace_step = absl::GetFlag(FLAGS_trace_step);
-  bool traced = trace_step < 0;
-  bool chief_said_stop = false;
-  while (!sess.ShouldStop() && (max_local_steps == 0 || local_steps < max_local_steps) && !sigterm_received &&
-         !chief_said_stop) {
-    auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
-    df::StepStats trace;
-    df::RunOptions ro;
-    const bool tracing = !traced && step >= trace_step;
-    if (tracing) ro.trace = &trace;
-    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy, stop_seen}, {*train}, ro);
-    if (!out.ok()) return Die("training step", out.status());
-    chief_said_stop = !chief && (*out)[1].scalar<int64_t>() != 0;
-    if (tracing) {
-      traced = true;
-      std::string file = absl::GetFlag(FLAGS_trace_file);
-      if (file.empty()) {
-        const std::string dir = absl::GetFlag(FLAGS_logdir).empty() ? "." : absl::GetFlag(FLAGS_logdir);
-        file = absl::StrCat(dir, "/trace_step_", step, "_worker_{task}.json");
-      }
-      file = absl::StrReplaceAll(file, {{"{task}", absl::StrCat(task)}});
-      std::ofstream f(file, std::ios::binary | std::ios::trunc);
-      f << df::ChromeTraceJson(trace);
-      f.close();
-      if (!f) return Die("writing the trace", absl::UnavailableError(absl::StrCat("cannot write ", file)));
-      if (progress != nullptr) progress->ClearLine();
-      std::printf("Worker %d: traced global step %lld (%lld nodes on %zu devices) to %s\n", task,
-                  static_cast<long long>(step), static_cast<long long>(trace.num_nodes()), trace.devices.size(),
-                  file.c_str());
-      std::fflush(stdout);
-    }
-    int64_t now = sess.global_step();
-    ++local_steps;
-    if (now / every != step / every) {
-      if (progress != nullptr) progress->ClearLine();
-      std::printf("Worker : %d, Step: %lld, Accuracy (batch): %.3f\n", task, static_cast<long long>(now),
-                  (*out)[0].scalar<float>());
-      std::fflush(stdout);
-    }
-    step = now;
-  }
-  if (progress != nullptr) progress->Finish();
-  if (sigterm_received || chief_said_stop) {
-    std::printf("Worker %d: %s; leaving the job after global step %lld\n", task,
-                sigterm_received ? "SIGTERM" : "the chief asked every worker to stop", static_cast<long long>(step));
-    std::fflush(stdout);
-  }
-  const double secs = absl::ToDoubleSeconds(absl::Now() - train_start);
-  std::printf("Worker %d ran %lld of the %lld global steps in %.2f s (%.1f steps/s)%s\n", task,
-              static_cast<long long>(local_steps), static_cast<long long>(step), secs,
-              secs > 0 ? static_cast<double>(local_steps) / secs : 0.0,
-              sess.recoveries() > 0 ? absl::StrCat(", recovered ", sess.recoveries(), " times").c_str() : "");
-  df::Session* raw = sess.raw_session();
-  if (auto r = raw->Run({finished}); !r.ok()) return Die("reporting completion", r.status());
-  if (!chief) return sess.Close().ok() ? 0 : 1;
-  if (sigterm_received) {
-    // The others leave after their step; a synchronous step needs the
-    // chief's gradient too, so the chief contributes one more.
-    if (auto r = raw->Run({ask_workers_to_stop}); !r.ok()) return Die("asking the workers to stop", r.status());
-    if (sync) {
-      auto [bx, by] = data->train.NextBatch(absl::GetFlag(FLAGS_batch_size));
-      if (auto r = raw->Run({{images, bx}, {labels, by}}, {}, {*train}); !r.ok()) {
-        std::fprintf(stderr, "the step that releases the workers: %s\n", r.status().ToString().c_str());
-      }
-    }
-  }
-
-  // The test set in chunks, averaged (not when told to stop: be quick).
-  double hits = 0;
-  const df::Tensor& ti = data->test.images();
-  const df::Tensor& tl = data->test.labels();
-  const int64_t n = sigterm_received ? 0 : ti.dim_size(0), chunk = 1000;
-  for (int64_t b = 0; b < n; b += chunk) {
-    int64_t e = std::min(n, b + chunk);
-    auto r = raw->Run({{images, ti.Slice(b, e)}, {labels, tl.Slice(b, e)}}, {accuracy});
-    if (!r.ok()) return Die("evaluating", r.status());
-    hits += (*r)[0].scalar<float>() * static_cast<double>(e - b);
-  }
-  double acc = n > 0 ? hits / static_cast<double>(n) : 0;
-  if (n > 0) std::printf("Test-Accuracy: %.4f\n", acc);
-  std::fflush(stdout);
-
-  if (absl::GetFlag(FLAGS_shutdown_cluster)) {
-    // Workers that joined the running job are waited for too (the
-    // coordinator knows them); without failure detection there are none.
-    const bool elastic = absl::GetFlag(FLAGS_heartbeat_timeout_secs) > 0 && cluster->HasJob("ps");
-    const std::string coordinator =
-        elastic ? cluster->task_address("ps", cluster->task_indices("ps").front()).value_or("") : std::string();
-    int joined_total = 0;
-    std::vector<std::string> joined_in;
-    int64_t done = 0;
-    // Told to stop, the chief keeps half its grace for the checkpoint and the shutdown.
-    const int wait_secs = sigterm_received ? std::min(absl::GetFlag(FLAGS_wait_for_workers_secs),
-                                                      std::max(1, absl::GetFlag(FLAGS_stop_grace_secs) / 2))
-                                           : absl::GetFlag(FLAGS_wait_for_workers_secs);
-    const absl::Time deadline = absl::Now() + absl::Seconds(wait_secs);
-    std::vector<std::string> dead;  // workers declared dead: not waited for
-    while (absl::Now() < deadline) {
-      auto r = raw->Run({done_workers});
-      if (r.ok()) done = (*r)[0].scalar<int64_t>();
-      dead.clear();
-      if (server != nullptr) {
-        for (const std::string& t : server->DeadTasks())
-          if (absl::StartsWith(t, "/job:worker/")) dead.push_back(t);
-      }
-      joined_in = coordinator.empty() ? std::vector<std::string>{} : JoinedWorkersStillIn(coordinator, &joined_total);
-      // Every worker, joined ones too, reported done or was declared dead.
-      if (done + static_cast<int64_t>(dead.size()) >= num_workers + joined_total && joined_in.empty()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    if (sigterm_received && !sv.logdir.empty()) {
-      absl::StatusOr<std::string> saved = sess.SaveCheckpoint();
-      if (!saved.ok()) return Die("saving a checkpoint on SIGTERM", saved.status());
-      std::printf("Worker 0 (chief): SIGTERM: saved %s at global step %lld\n", saved->c_str(),
-                  static_cast<long long>(sess.global_step()));
-    }
-    if (joined_total > 0) {
-      std::printf("%d worker(s) joined the running job%s\n", joined_total,
-                  joined_in.empty() ? "; all of them have left"
-                                    : absl::StrCat("; still in it: ", absl::StrJoin(joined_in, ", ")).c_str());
-    }
-    if (absl::Status st = sess.Close(); !st.ok())
-      std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
-    absl::Status s =
-        df::ShutdownCluster(*cluster, sigterm_received ? "the chief was told to stop (SIGTERM)" : "training is over");
-    const int all_workers = num_workers + joined_total;
-    if (done >= all_workers) {
-      std::printf("All %d workers are done; cluster shut down%s\n", all_workers, s.ok() ? "" : " (with errors)");
-    } else if (!dead.empty()) {
-      std::printf("%lld of %d workers reported done; %s declared dead; cluster shut down%s\n",
-                  static_cast<long long>(done), all_workers, absl::StrJoin(dead, ", ").c_str(),
-                  s.ok() ? "" : " (with errors)");
-    } else {
-      std::printf("%lld of %d workers reported done within %d s; cluster shut down%s\n", static_cast<long long>(done),
-                  all_workers, wait_secs, s.ok() ? "" : " (with errors)");
-    }
-  } else if (absl::Status st = sess.Close(); !st.ok()) {
-    std::fprintf(stderr, "closing the session: %s\n", st.ToString().c_str());
-  }
-  if (sync_opt) {  // after Close, which stopped the chief's update thread
-    std::printf("Synchronous training: %lld steps applied, %lld stale gradients dropped\n",
-                static_cast<long long>(sync_opt->stats().steps_applied.load()),
-                static_cast<long long>(sync_opt->stats().stale_gradients_dropped.load()));
-    if (elastic_sync && chief) {
-      std::printf("Elastic: the gradients per step changed %lld times; the last step aggregated %lld\n",
-                  static_cast<long long>(sync_opt->stats().aggregation_changes.load()),
-                  static_cast<long long>(sync_opt->stats().replicas_aggregated.load()));
-    }
-  }
-  if (sigterm_received) return 0;  // stopped on request: no test accuracy to judge
-  return acc >= absl::GetFlag(FLAGS_min_accuracy) ? 0 : 3;
+  return RunPsWorker(*cluster, task, *address, joining);
 }

@@ -7,7 +7,11 @@
 // task, --ps_program (default: the distflow-server beside this binary) for
 // the ps tasks, each with --job_name, --task_index and --cluster_spec
 // appended and DISTFLOW_CONFIG set. Without --cluster_spec the tasks get
-// --host and consecutive ports from --base_port, or free ports.
+// --host and consecutive ports from --base_port, or free ports. With
+// --this_host=ADDRESS (and --cluster_spec) only the spec's tasks on that
+// host start: run one launcher on each machine of the spec; each ends when
+// its own tasks have (a launcher holding only ps tasks waits for the chief
+// to end them).
 //
 // Every line a task writes is copied to this process's stdout or stderr
 // with the task's name in front ("[worker:2] ..."), whole lines only. Once
@@ -74,6 +78,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/env.h"
@@ -101,6 +106,9 @@ ABSL_FLAG(int, host_failures_to_blacklist, 2,
 ABSL_FLAG(int, base_port, 0, "first port of consecutive ones for the tasks, ps first (0: free ports)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "host of every task (without --cluster_spec)");
 ABSL_FLAG(std::string, cluster_spec, "", "the cluster, as for distflow-server, instead of --ps/--workers");
+ABSL_FLAG(std::string, this_host, "",
+          "with --cluster_spec: start only the tasks whose host is this one (one launcher on each machine of the "
+          "spec); the launcher ends when its own tasks have");
 ABSL_FLAG(std::string, ps_program, "", "program of the ps tasks (default: distflow-server beside this binary)");
 ABSL_FLAG(int, status_base_port, 0,
           "give every task a status page (/status, /metrics) on consecutive ports from this one, ps first "
@@ -355,11 +363,31 @@ int main(int argc, char** argv) {
   if (cluster->HasJob("ps") && !Executable(ps_program)) {
     return Usage(absl::StrCat("the ps program '", ps_program, "' does not exist or is not executable (--ps_program)"));
   }
+  const std::string this_host = absl::GetFlag(FLAGS_this_host);
+  if (!this_host.empty()) {
+    if (spec.empty()) return Usage("--this_host picks this machine's tasks of --cluster_spec; give --cluster_spec");
+    std::vector<std::string> spec_hosts;
+    bool any = false;
+    for (const auto& [job, tasks] : cluster->job_map()) {
+      for (const auto& [index, address] : tasks) {
+        absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
+        if (!hp.ok()) continue;
+        any = any || hp->first == this_host;
+        if (std::find(spec_hosts.begin(), spec_hosts.end(), hp->first) == spec_hosts.end())
+          spec_hosts.push_back(hp->first);
+      }
+    }
+    if (!any) {
+      return Usage(absl::StrCat("no task of --cluster_spec is on --this_host=", this_host,
+                                "; its hosts are: ", absl::StrJoin(spec_hosts, ", ")));
+    }
+  }
   // Ports someone else holds: say so now rather than through a failing task.
   for (const auto& [job, tasks] : cluster->job_map()) {
     for (const auto& [index, address] : tasks) {
       absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
       if (!hp.ok()) continue;
+      if (!this_host.empty() && hp->first != this_host) continue;  // another machine's task
       if (absl::Status free = PortFree(hp->first, hp->second); !free.ok()) {
         return Usage(absl::StrCat("task ", job, ":", index, ": ", free.message()));
       }
@@ -382,6 +410,7 @@ int main(int argc, char** argv) {
   options.grace_secs = absl::GetFlag(FLAGS_grace_secs);
   options.ps_exit_secs = absl::GetFlag(FLAGS_ps_exit_secs);
   options.up_timeout_secs = absl::GetFlag(FLAGS_up_timeout_secs);
+  options.only_host = this_host;
   if (elastic) {
     options.join_workers = max_workers - min_workers;
     options.min_workers = min_workers;

@@ -54,6 +54,10 @@ class Launcher {
     const std::string spec = cluster_.ToFlagString().value_or(cluster_.ToJson());
     for (const auto& [job, tasks] : cluster_.job_map()) {
       for (const auto& [index, address] : tasks) {
+        if (!options_.only_host.empty()) {
+          absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
+          if (!hp.ok() || hp->first != options_.only_host) continue;  // another machine's launcher runs it
+        }
         Task t;
         t.job = job;
         t.index = index;
@@ -384,7 +388,7 @@ class Launcher {
           Say("every task finished");
           return 0;
         }
-        if (absl::Now() - workers_done_at > absl::Seconds(options_.ps_exit_secs)) {
+        if (HasWorkers() && absl::Now() - workers_done_at > absl::Seconds(options_.ps_exit_secs)) {
           std::vector<std::string> left;
           for (const Task& t : tasks_) {
             if (t.running) left.push_back(t.name());
@@ -395,6 +399,15 @@ class Launcher {
         }
       }
     }
+  }
+
+  // Whether any worker runs here (not so for the ps machine's launcher of a
+  // cluster spread over machines: its ps tasks end when the chief ends them).
+  bool HasWorkers() const {
+    for (const Task& t : tasks_) {
+      if (!t.is_ps()) return true;
+    }
+    return options_.only_host.empty();
   }
 
   bool AllWorkersDone() const {

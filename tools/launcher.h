@@ -37,6 +37,11 @@
 // `host_failures_to_blacklist` failures is blacklisted (no worker starts
 // there again), and a free slot elsewhere takes a new worker instead of
 // --restart_on_failure's replacements.
+//
+// One launcher per machine (`only_host` set): only the spec's tasks whose
+// host is `only_host` run here, and the launcher ends when they have; one
+// that holds no worker waits for its ps tasks to exit (the chief ends the
+// cluster) instead of stopping them `ps_exit_secs` after its (no) workers.
 // Not thread-safe: one RunCluster per process.
 #pragma once
 
@@ -57,8 +62,9 @@ struct LaunchOptions {
   int grace_secs = 10;
   int ps_exit_secs = 30;
   int up_timeout_secs = 120;
-  int join_workers = 0;  // elastic: workers that join the running job
-  int min_workers = 0;   // elastic: the job fails below this many workers
+  std::string only_host;  // one launcher per machine: run only the tasks on this host
+  int join_workers = 0;   // elastic: workers that join the running job
+  int min_workers = 0;    // elastic: the job fails below this many workers
   std::string join_host = "127.0.0.1";
   // Host discovery (see above).
   std::string host_discovery_script;

@@ -59,6 +59,52 @@ TEST(Mnist, ReadsDebianFashionMnist) {
   for (int c : counts) EXPECT_EQ(c, 1000);
 }
 
+TEST(Mnist, ShardsPartitionTheTrainingSetAsDatasetShardDoes) {
+  auto whole = ReadDataSets(kDefaultFashionMnistDir, 5000, 1);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const Tensor& wx = whole->train.images();
+  const Tensor& wy = whole->train.labels();
+  int64_t seen = 0;
+  for (int k = 0; k < 3; ++k) {
+    ShardOptions o;
+    o.num_shards = 3;
+    o.shard_index = k;
+    o.validation = false;
+    o.test = k == 0;  // the chief's evaluation set
+    auto shard = ReadDataSetShard(kDefaultFashionMnistDir, o);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    const int64_t n = shard->train.num_examples();
+    EXPECT_EQ(n, (55000 - k + 2) / 3) << "shard " << k;
+    EXPECT_EQ(shard->validation.num_examples(), 0);
+    EXPECT_EQ(shard->test.num_examples(), k == 0 ? 10000 : 0);
+    // Example i of the shard is example k + 3 i of the whole training split.
+    for (int64_t i : {int64_t{0}, n / 2, n - 1}) {
+      const int64_t j = k + 3 * i;
+      EXPECT_EQ(shard->train.labels().flat<int32_t>()[static_cast<size_t>(i)],
+                wy.flat<int32_t>()[static_cast<size_t>(j)]);
+      for (int64_t p = 0; p < 784; p += 97) {
+        EXPECT_EQ(shard->train.images().flat<float>()[static_cast<size_t>(i * 784 + p)],
+                  wx.flat<float>()[static_cast<size_t>(j * 784 + p)]);
+      }
+    }
+    seen += n;
+  }
+  EXPECT_EQ(seen, 55000) << "the shards together are the training split, each example once";
+}
+
+TEST(Mnist, RejectsAShardOutsideTheShardCount) {
+  ShardOptions o;
+  o.num_shards = 4;
+  o.shard_index = 4;
+  auto d = ReadDataSetShard(kDefaultFashionMnistDir, o);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(d.status().message().find("shard 4 of 4"), std::string::npos) << d.status();
+  o.num_shards = 0;
+  o.shard_index = 0;
+  EXPECT_FALSE(ReadDataSetShard(kDefaultFashionMnistDir, o).ok());
+}
+
 TEST(Mnist, NextBatchCoversAnEpochThenReshuffles) {
   Tensor images(DT_FLOAT, TensorShape({10, 1}));
   Tensor labels(DT_INT32, TensorShape({10}));

@@ -204,8 +204,7 @@ TEST(Elastic, SigtermMakesAWorkerLeaveCleanlyAndTheChiefEndTheJobWithACheckpoint
 
   const std::string out = Output(chief);
   EXPECT_NE(out.find("Worker 0: SIGTERM; leaving the job after global step "), std::string::npos) << out;
-  EXPECT_NE(Output(joiner).find("the chief asked every worker to stop; leaving the job after global step "),
-            std::string::npos)
+  EXPECT_NE(Output(joiner).find("the job was asked to stop; leaving the job after global step "), std::string::npos)
       << Output(joiner);
   // The chief waited for every worker, saved where the job stood and ended the cluster.
   EXPECT_NE(out.find("1 worker(s) joined the running job; all of them have left"), std::string::npos) << out;
@@ -221,6 +220,67 @@ TEST(Elastic, SigtermMakesAWorkerLeaveCleanlyAndTheChiefEndTheJobWithACheckpoint
   EXPECT_NE(ps_out.find("Shutdown requested: the chief was told to stop (SIGTERM)"), std::string::npos) << ps_out;
   EXPECT_NE(ps_out.find("ps 0: the cluster was shut down"), std::string::npos) << ps_out;
   std::system(("rm -rf " + logdir).c_str());
+}
+
+// SIGTERM to the ps (its machine is being drained): it sets the job's stop
+// flag and keeps serving; every worker leaves after its step, the chief
+// saves a checkpoint and ends the cluster, and every process exits 0. A ps
+// told to stop before any worker started training just stops, and one whose
+// chief is dead stops once the coordinator declares it so.
+TEST(Elastic, SigtermToThePsStopsTheJobCleanlyWithACheckpoint) {
+  Job job;
+  job.train_steps = 10'000'000;  // never reached: the job ends on SIGTERM
+  const std::string logdir = TempPath("logdir");
+  Proc ps = job.Task("ps", 0);
+  Proc w1 = job.Task("worker", 1);
+  Proc chief = job.Task("worker", 0, {"--logdir=" + logdir});
+  ASSERT_TRUE(WaitForOutput(w1, "Worker : 1, Step:", 120)) << Output(w1);
+  ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
+  kill(ps.pid, SIGTERM);
+  EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
+  EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
+  EXPECT_EQ(Wait(ps, 60), 0) << Output(ps);
+  const std::string out = Output(chief);
+  EXPECT_NE(Output(w1).find("Worker 1: the job was asked to stop; leaving the job after global step "),
+            std::string::npos)
+      << Output(w1);
+  EXPECT_NE(out.find("Worker 0: the job was asked to stop; leaving the job after global step "), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("All 2 workers are done; cluster shut down"), std::string::npos) << out;
+  const size_t saved = out.find("Worker 0 (chief): the job was asked to stop: saved " + logdir + "/model.ckpt-");
+  ASSERT_NE(saved, std::string::npos) << out;
+  EXPECT_GT(NumberAfter(out.substr(saved), " at global step "), 0) << out;
+  EXPECT_EQ(out.find("Test-Accuracy"), std::string::npos) << out;
+  const std::string ps_out = Output(ps);
+  EXPECT_NE(ps_out.find("ps 0: SIGTERM: asked the job to stop"), std::string::npos) << ps_out;
+  EXPECT_NE(ps_out.find("Shutdown requested: a ps task was told to stop (SIGTERM)"), std::string::npos) << ps_out;
+  EXPECT_NE(ps_out.find("ps 0: the cluster was shut down"), std::string::npos) << ps_out;
+  EXPECT_EQ(ps_out.find("declared dead"), std::string::npos) << ps_out;
+  std::system(("rm -rf " + logdir).c_str());
+
+  Job idle;
+  Proc lone_ps = idle.Task("ps", 0);
+  ASSERT_TRUE(WaitForOutput(lone_ps, "serving on", 60)) << Output(lone_ps);
+  kill(lone_ps.pid, SIGTERM);
+  EXPECT_EQ(Wait(lone_ps, 30), 0) << Output(lone_ps);
+  EXPECT_NE(Output(lone_ps).find("ps 0: SIGTERM before the job started training; stopping"), std::string::npos)
+      << Output(lone_ps);
+
+  // With its chief dead nobody would end the cluster: the ps stops once the
+  // coordinator declares the chief dead, not at the end of its grace.
+  Job orphaned;
+  orphaned.train_steps = 10'000'000;
+  Proc ps2 = orphaned.Task("ps", 0);
+  Proc w1b = orphaned.Task("worker", 1);
+  Proc chief2 = orphaned.Task("worker", 0);
+  ASSERT_TRUE(WaitForOutput(chief2, "Worker : 0, Step:", 120)) << Output(chief2);
+  kill(chief2.pid, SIGKILL);
+  Wait(chief2, 10);
+  kill(ps2.pid, SIGTERM);
+  EXPECT_EQ(Wait(ps2, 20), 0) << Output(ps2);
+  EXPECT_NE(Output(ps2).find("ps 0: SIGTERM: the chief is dead; stopping"), std::string::npos) << Output(ps2);
+  kill(w1b.pid, SIGKILL);
+  Wait(w1b, 10);
 }
 
 // A worker told to stop whose step cannot finish (its ps is frozen) does

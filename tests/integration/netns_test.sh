@@ -1,25 +1,51 @@
 #!/usr/bin/env bash
-# Test hosts in network namespaces: 1 ps + 2 workers of the book's program
-# (softmax), each task on its own "host" (a network namespace with its own
-# address in 10.213.0.0/24), joined by veth pairs to a bridge that lives in
-# a namespace of its own. Nothing is created in the caller's namespace and
-# no traffic leaves the namespaces. Then worker 1's host is taken off the
-# network (its link goes down):
-#   lost (default): for good. The chief must declare it dead by name and
+# Test hosts in network namespaces: the book's program (softmax), each task
+# on its own "host" (a network namespace with its own address in
+# 10.213.0.0/24), joined by veth pairs to a bridge that lives in a namespace
+# of its own. Nothing is created in the caller's namespace and no traffic
+# leaves the namespaces. The scenarios:
+#   lost (default): 1 ps + 2 workers; worker 1's host goes off the network
+#     (its link down) for good. The chief must declare it dead by name and
 #     finish, and the ps must exit 0.
-#   blip: for 1 s, well under the heartbeat timeout (6 s). Nobody may be
-#     declared dead; both workers finish and every task exits 0.
+#   blip: the same for 1 s, well under the heartbeat timeout (6 s). Nobody
+#     may be declared dead; both workers finish and every task exits 0.
+#   vanish: 1 ps + 3 workers (4 hosts), synchronous with a backup worker (2
+#     of 3 gradients per step); worker 2's host disappears (its namespace is
+#     deleted with its processes). The other two finish the job, the chief
+#     names worker 2 dead and does not wait for it; ps, chief and worker 1
+#     exit 0.
+#   pspart: 1 ps + 2 workers; the ps host and worker 1's host can no longer
+#     reach each other (a blackhole route on each side) while both still
+#     reach the chief and the chief reaches them. The coordinator (ps 0)
+#     declares worker 1 dead by name; the chief finishes and the ps exits 0;
+#     worker 1 gives up within its --recovery_timeout_secs (exit 1) naming
+#     the ps it could not reach, and is not left running.
+#   launch: 1 ps + 2 workers, one distflow-launch on each host with the
+#     whole --cluster_spec and --this_host=<its address>: each starts only
+#     its host's task; the job trains across the hosts, the chief ends it,
+#     and every launcher exits 0. A --this_host that no task is on exits 2
+#     naming the spec's hosts.
 #
-#   netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip]
+#   netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip|vanish|pspart|launch] [DISTFLOW_LAUNCH_BIN]
 #
 # Needs root (CI runs as root); without it the test fails saying so.
 # Everything it made is removed on exit, pass or fail.
 set -u
-BIN=${1:?usage: netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip]}
+BIN=${1:?usage: netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip|vanish|pspart|launch] [DISTFLOW_LAUNCH_BIN]}
 MODE=${2:-lost}
-case "$MODE" in lost) HB=3 ;; blip) HB=6 ;; *) echo "FAIL: unknown scenario '$MODE' (lost or blip)"; exit 1 ;; esac
-P="dfns$$"  # namespace prefix, unique per run
+LAUNCH=${3:-}
 HOSTS=(ps w0 w1)
+EXTRA=()
+STEPS=3000
+case "$MODE" in
+  lost | pspart) HB=3 ;;
+  blip) HB=6 ;;
+  # Synchronous steps are slower: fewer of them, so the scenario stays short.
+  vanish) HB=3; HOSTS=(ps w0 w1 w2); EXTRA=(--sync_replicas --replicas_to_aggregate=2); STEPS=400 ;;
+  launch) HB=10 ;;
+  *) echo "FAIL: unknown scenario '$MODE' (lost, blip, vanish, pspart or launch)"; exit 1 ;;
+esac
+P="dfns$$"  # namespace prefix, unique per run
 WORK=$(mktemp -d /tmp/distflow_netns.XXXXXX)
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -59,14 +85,57 @@ for h in "${HOSTS[@]}"; do
 done
 
 SPEC="ps|10.213.0.1:2222,worker|10.213.0.2:2222;10.213.0.3:2222"
-run() {  # host job task steps
-  ip netns exec "${P}_$1" "$BIN" --cluster_spec="$SPEC" --job_name="$2" --task_index="$3" --model=softmax \
-    --learning_rate=0.003 --train_steps="$4" --logdir="$WORK/logs" --save_checkpoint_steps=50 --print_every=500 \
-    --wait_for_workers_secs=60 --heartbeat_timeout_secs=$HB >"$WORK/$1.log" 2>&1 &
+[ "$MODE" = vanish ] && SPEC="$SPEC;10.213.0.4:2222"
+run() {  # host job task steps [flags...]
+  local host=$1 job=$2 task=$3 steps=$4
+  shift 4
+  ip netns exec "${P}_$host" "$BIN" --cluster_spec="$SPEC" --job_name="$job" --task_index="$task" --model=softmax \
+    --learning_rate=0.003 --train_steps="$steps" --logdir="$WORK/logs" --save_checkpoint_steps=50 --print_every=500 \
+    --progress=false --wait_for_workers_secs=60 --heartbeat_timeout_secs=$HB ${EXTRA[@]+"${EXTRA[@]}"} "$@" >"$WORK/$host.log" 2>&1 &
 }
+wait_for() {  # pid seconds -> exit code, or 124 on timeout
+  for _ in $(seq 1 $(($2 * 10))); do
+    kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }
+    sleep 0.1
+  done
+  return 124
+}
+if [ "$MODE" = launch ]; then
+  [ -x "$LAUNCH" ] || fail "launch needs the distflow-launch binary as the third argument"
+  "$LAUNCH" --cluster_spec="$SPEC" --this_host=10.213.0.9 -- "$BIN" >"$WORK/nohost.log" 2>&1
+  rc=$?
+  [ $rc = 2 ] || { cat "$WORK/nohost.log"; fail "--this_host with no task on it exited $rc, not 2"; }
+  grep -q "no task of --cluster_spec is on --this_host=10.213.0.9; its hosts are: 10.213.0.1, 10.213.0.2, 10.213.0.3" \
+    "$WORK/nohost.log" || { cat "$WORK/nohost.log"; fail "--this_host with no task on it did not name the hosts"; }
+  i=1
+  for h in ps w0 w1; do
+    ip netns exec "${P}_$h" "$LAUNCH" --cluster_spec="$SPEC" --this_host="10.213.0.$i" --ps_program="$BIN" -- \
+      "$BIN" --model=softmax --learning_rate=0.003 --train_steps=600 --print_every=500 --progress=false \
+      --wait_for_workers_secs=60 >"$WORK/$h.log" 2>&1 &
+    eval "L_$h=\$!"
+    i=$((i + 1))
+  done
+  status=0
+  for h in w0 w1 ps; do
+    eval "pid=\$L_$h"
+    wait_for "$pid" 200; rc=$?
+    if [ $rc != 0 ]; then echo "--- $h"; cat "$WORK/$h.log"; echo "FAIL: the launcher on $h exited $rc"; status=1; fi
+    grep -q "\[launch\] started 1 tasks" "$WORK/$h.log" ||
+      { echo "--- $h"; cat "$WORK/$h.log"; echo "FAIL: the launcher on $h did not start exactly its one task"; status=1; }
+  done
+  grep -q "Test-Accuracy" "$WORK/w0.log" || { echo "FAIL: the chief did not finish training"; status=1; }
+  grep -q "All 2 workers are done" "$WORK/w0.log" || { echo "FAIL: the chief did not see both workers done"; status=1; }
+  grep -q "ps 0: the cluster was shut down" "$WORK/ps.log" || { echo "FAIL: the ps was not ended by the chief"; status=1; }
+  [ $status = 0 ] && echo "PASS: one launcher per host ran the job across 3 hosts; every launcher exited 0"
+  exit $status
+fi
 run ps ps 0 0; PS=$!
-run w1 worker 1 3000; W1=$!
-run w0 worker 0 3000; W0=$!
+# In pspart, worker 1 cannot reach the ps: it waits at most 15 s for it.
+W1_FLAGS=()
+[ "$MODE" = pspart ] && W1_FLAGS=(--recovery_timeout_secs=15)
+run w1 worker 1 $STEPS ${W1_FLAGS[@]+"${W1_FLAGS[@]}"}; W1=$!
+[ "$MODE" = vanish ] && run w2 worker 2 $STEPS
+run w0 worker 0 $STEPS; W0=$!
 
 # Worker 1's host drops off the network once training is under way.
 for _ in $(seq 1 1200); do
@@ -75,21 +144,28 @@ for _ in $(seq 1 1200); do
   sleep 0.1
 done
 ls "$WORK/logs" 2>/dev/null | grep -q 'model.ckpt-[0-9]*.index' || { cat "$WORK/w0.log"; fail "no checkpoint within 120 s"; }
-ip -n "${P}_w1" link set eth0 down || fail "cannot take w1's link down"
+case "$MODE" in
+  vanish)
+    # The host disappears: its processes die with its namespace, its veth with them.
+    for pid in $(ip netns pids "${P}_w2"); do kill -9 "$pid"; done
+    ip netns del "${P}_w2" || fail "cannot delete w2's namespace"
+    # The kernel frees the namespace (and the veth with it) once its last process is gone.
+    for _ in $(seq 1 100); do ip -n "${P}_br" link show vw2 >/dev/null 2>&1 || break; sleep 0.1; done
+    ip -n "${P}_br" link show vw2 >/dev/null 2>&1 && fail "w2's veth outlived its namespace by 10 s"
+    ;;
+  pspart)
+    ip -n "${P}_w1" route add blackhole 10.213.0.1/32 || fail "cannot cut w1 off from the ps"
+    ip -n "${P}_ps" route add blackhole 10.213.0.3/32 || fail "cannot cut the ps off from w1"
+    ;;
+  *) ip -n "${P}_w1" link set eth0 down || fail "cannot take w1's link down" ;;
+esac
 
-wait_for() {  # pid seconds -> exit code, or 124 on timeout
-  for _ in $(seq 1 $(($2 * 10))); do
-    kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }
-    sleep 0.1
-  done
-  return 124
-}
 if [ "$MODE" = blip ]; then
   # The outage itself, not a wait for a condition: the link stays down 1 s,
   # far below the heartbeat timeout (${HB} s) on a slow machine or a fast one.
   sleep 1
   ip -n "${P}_w1" link set eth0 up || fail "cannot bring w1's link back up"
-  wait_for $W0 150; rc0=$?
+  wait_for $W0 200; rc0=$?
   wait_for $W1 60; rc1=$?
   wait_for $PS 30; rcps=$?
   status=0
@@ -106,7 +182,46 @@ if [ "$MODE" = blip ]; then
   [ $status = 0 ] && echo "PASS: a 1 s link blip of worker 1's host: nobody declared dead, every task exited 0"
   exit $status
 fi
-wait_for $W0 150; rc0=$?
+if [ "$MODE" = vanish ]; then
+  wait_for $W0 200; rc0=$?
+  wait_for $W1 60; rc1=$?
+  wait_for $PS 30; rcps=$?
+  status=0
+  for t in "w0 $rc0" "w1 $rc1" "ps $rcps"; do
+    set -- $t
+    if [ "$2" != 0 ]; then echo "--- $1"; cat "$WORK/$1.log"; echo "FAIL: $1 exited $2"; status=1; fi
+  done
+  grep "declared dead" "$WORK/w0.log" | grep -q "/job:worker/replica:0/task:2" ||
+    { echo "--- chief"; cat "$WORK/w0.log"; echo "FAIL: the chief did not name worker 2 as declared dead"; status=1; }
+  grep -q "Test-Accuracy" "$WORK/w0.log" || { echo "FAIL: the chief did not finish training"; status=1; }
+  grep -q "2 of 3 workers reported done" "$WORK/w0.log" ||
+    { echo "--- chief"; cat "$WORK/w0.log"; echo "FAIL: the chief did not report 2 of 3 workers done"; status=1; }
+  [ $status = 0 ] && echo "PASS: w2's host vanished during sync training with a backup worker; the job finished"
+  exit $status
+fi
+if [ "$MODE" = pspart ]; then
+  wait_for $W0 200; rc0=$?
+  wait_for $PS 30; rcps=$?
+  wait_for $W1 60; rc1=$?
+  status=0
+  for t in "w0 $rc0" "ps $rcps"; do
+    set -- $t
+    if [ "$2" != 0 ]; then echo "--- $1"; cat "$WORK/$1.log"; echo "FAIL: $1 exited $2"; status=1; fi
+  done
+  cat "$WORK/ps.log" "$WORK/w0.log" | grep "declared dead" | grep -q "/job:worker/replica:0/task:1" ||
+    { echo "--- ps"; cat "$WORK/ps.log"; echo "FAIL: worker 1 was not declared dead by name"; status=1; }
+  grep -q "Test-Accuracy" "$WORK/w0.log" || { echo "--- chief"; cat "$WORK/w0.log"; echo "FAIL: the chief did not finish training"; status=1; }
+  if [ "$rc1" = 124 ]; then
+    echo "--- w1"; cat "$WORK/w1.log"; echo "FAIL: worker 1 was still running 60 s after the ps exited"; status=1
+  elif [ "$rc1" = 0 ]; then
+    echo "--- w1"; cat "$WORK/w1.log"; echo "FAIL: worker 1 exited 0 although it could not reach the ps"; status=1
+  elif ! grep -q "/job:ps" "$WORK/w1.log"; then
+    echo "--- w1"; cat "$WORK/w1.log"; echo "FAIL: worker 1 exited $rc1 without naming the ps"; status=1
+  fi
+  [ $status = 0 ] && echo "PASS: the ps and worker 1 partitioned: worker 1 declared dead and gave up naming the ps; the job finished"
+  exit $status
+fi
+wait_for $W0 200; rc0=$?
 wait_for $PS 30; rcps=$?
 status=0
 if [ $rc0 != 0 ]; then echo "--- chief"; cat "$WORK/w0.log"; echo "FAIL: the chief exited $rc0"; status=1; fi

@@ -55,6 +55,25 @@ struct DISTFLOW_EXPORT DataSets {
 DISTFLOW_EXPORT absl::StatusOr<DataSets> ReadDataSets(const std::string& dir = kDefaultFashionMnistDir,
                                                       int64_t validation_size = 5000, uint64_t seed = 0);
 
+// What one task of a data-parallel job reads (ReadDataSetShard).
+struct DISTFLOW_EXPORT ShardOptions {
+  int num_shards = 1;   // usually the number of workers
+  int shard_index = 0;  // this worker's, in [0, num_shards)
+  int64_t validation_size = 5000;
+  uint64_t seed = 0;
+  bool validation = true;  // read the validation split (else it stays empty)
+  bool test = true;        // read the test split (else it stays empty)
+};
+
+// Like ReadDataSets, but `train` holds only the shard's examples: those at
+// positions i of the training split (what is left after the validation
+// examples are cut off) with i % num_shards == shard_index, as tf.data's
+// Dataset.shard(num_shards, index) picks them. Only the shard's images are
+// converted to float, so a task's memory for the training set is 1/num_shards
+// of the whole (the compressed file is still read, and inflated for a moment,
+// in full). The validation and test splits are whole, or skipped.
+DISTFLOW_EXPORT absl::StatusOr<DataSets> ReadDataSetShard(const std::string& dir, const ShardOptions& options);
+
 // One IDX file each; `path` may end in .gz.
 DISTFLOW_EXPORT absl::StatusOr<Tensor> ReadIdxImages(const std::string& path);  // float32 [N, rows*cols] in [0,1]
 DISTFLOW_EXPORT absl::StatusOr<Tensor> ReadIdxLabels(const std::string& path);  // int32 [N], each in [0, 9]

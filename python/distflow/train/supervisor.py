@@ -106,7 +106,9 @@ class Supervisor:
         self._session = None
         self._runner = None
         self._stopped = False
-        self._done = None  # (counter, increment) on ps 0, made once the cluster is known
+        # (counter, increment, workers, cluster, task, stop flag, set it) on ps 0, made once the cluster is known
+        self._done = None
+        self._told_to_stop = False  # SIGTERM (train/_sigterm.py)
         self._sync_hooks = []  # (SyncReplicasOptimizer, is_chief) from MonitoredTrainingSession
         self._threads = []
         self._coord = None
@@ -205,9 +207,13 @@ class Supervisor:
                 counter = _fw.Variable(_fw.constant(0, dtype=_fw._dtypes.int32), trainable=False,
                                        name="supervisor_workers_done")
                 inc = counter.assign_add(1)
+                # Set by a chief told to stop (SIGTERM): every worker stops after its step.
+                stop = _fw.Variable(_fw.constant(0, dtype=_fw._dtypes.int32), trainable=False,
+                                    name="supervisor_stop_requested")
+                set_stop = stop.assign(1)
         finally:
             g._device_stack, g._name_stack, g._control_stack = saved
-        return counter, inc, len(cluster["worker"]), cluster, server.task_name
+        return counter, inc, len(cluster["worker"]), cluster, server.task_name, stop, set_stop
 
     def prepare_or_wait_for_session(self, master="", config=None, wait_for_checkpoint=False, max_wait_secs=7200,
                                     start_standard_services=True):
@@ -218,11 +224,11 @@ class Supervisor:
         server = _servers_by_target.get(master)
         if server is not None and self._done is None:
             self._done = self._cluster_counter(server)
-        coordination = [self._done[0]._out] if self._done else []
+        coordination = [self._done[0]._out, self._done[5]._out] if self._done else []
         init_op = self._init_op
         if init_op is not None and self._done is not None:
             with self._graph.as_default():  # the counter is newer than the program's init_op
-                init_op = _fw.group(init_op, self._done[0].initializer)
+                init_op = _fw.group(init_op, self._done[0].initializer, self._done[5].initializer)
         if self._local_init_op is None and self._graph.get_collection(_fw.GraphKeys.LOCAL_VARIABLES):
             with self._graph.as_default():  # local variables made after the Supervisor
                 self._local_vars = self._graph.get_collection(_fw.GraphKeys.LOCAL_VARIABLES)
@@ -280,13 +286,31 @@ class Supervisor:
         session, self._session = self._session, None
         done = self._done
         if done is not None:
-            counter, inc, num_workers, cluster, task = done
+            counter, inc, num_workers, cluster, task = done[:5]
             session.run_raw([], [], [inc._out.op])
         session.close()
         if done is not None and self.is_chief:
-            self._shut_down_when_done(counter, num_workers, cluster, task)
+            if self._told_to_stop:  # the workers leave after their step: a short wait
+                self._shut_down_when_done(counter, num_workers, cluster, task,
+                                          wait_secs=max(1, min(600, self._stop_grace_secs / 2)),
+                                          reason="the chief was told to stop (SIGTERM)")
+            else:
+                self._shut_down_when_done(counter, num_workers, cluster, task)
 
-    def _shut_down_when_done(self, counter, num_workers, cluster, task, wait_secs=600):
+    def _stop_the_job(self):
+        """The chief was told to stop: sets the flag every worker reads (False without one)."""
+        if self._session is None or self._done is None:
+            return False
+        self._session.run_raw([], [], [self._done[6]._out.op])
+        return True
+
+    def _job_asked_to_stop(self):
+        """Whether the chief asked every worker to stop (False without the flag)."""
+        if self._session is None or self._done is None:
+            return False
+        return int(self._session.run_raw([], [self._done[5]._out], [])[0]) != 0
+
+    def _shut_down_when_done(self, counter, num_workers, cluster, task, wait_secs=600, reason="training is over"):
         # Only the ps holding the counter and this task: workers that are
         # done may have exited already.
         check = _distflow.Session(_servers_by_target_of_task(task),
@@ -323,7 +347,7 @@ class Supervisor:
                   + (f", {len(gone)} of them declared dead" if gone else ""), file=sys.stderr)
         print(f"Supervisor: {done} of {num_workers} workers done; shutting the cluster down", file=sys.stderr)
         try:
-            _distflow.shutdown_cluster(cluster, "training is over", [task])
+            _distflow.shutdown_cluster(cluster, reason, [task])
         except (_distflow.CancelledError, _distflow.UnavailableError) as e:
             # A worker that counted itself done may be exiting as it is asked
             # to stop; only a task that must be told (a ps) failing matters.
