@@ -181,7 +181,7 @@ absl::Status GrpcServer::Start() {
   if (hp->second == 0) SetAddressLocked(job_, task_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
   started_ = true;
   if (options_.status_port >= 0) {
-    StatusView view{task_name_,    host_port(),   cluster_,       absl::Now(),
+    StatusView view{task_name_,    host_port(),   cluster_,       absl::FromUnixMicros(workers_->clock()->NowMicros()),
                     master_.get(), worker_.get(), workers_.get(), bulk_.get()};
     absl::StatusOr<std::unique_ptr<StatusServer>> status = StatusServer::Start(view, host_, options_.status_port);
     if (status.ok()) {
