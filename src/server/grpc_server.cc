@@ -372,8 +372,10 @@ absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reas
   proto::ShutdownRequest req;
   req.set_reason(reason);
   std::vector<TaskAnswer<proto::ShutdownResponse>> answers = AskTasks<proto::ShutdownResponse>(
-      workers, tasks, req, absl::Seconds(5),
-      [](auto* a, auto* ctx, auto* r, auto* out, auto done) { a->Shutdown(ctx, r, out, std::move(done)); });
+      workers, tasks, absl::Seconds(5),
+      [&req](WorkerInterface* w, CallOptions* opts, proto::ShutdownResponse*, WorkerInterface::StatusCallback done) {
+        w->ShutdownAsync(opts, &req, std::move(done));
+      });
   std::vector<std::pair<std::string, absl::Status>> failed;
   for (const TaskAnswer<proto::ShutdownResponse>& answer : answers) {
     if (!answer.status.ok() && !absl::IsUnavailable(answer.status))
