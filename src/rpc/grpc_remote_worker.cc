@@ -36,6 +36,16 @@ struct Unary {
   Resp resp;
 };
 
+// Ends a call: drops the caller's hold on its context (and so on the
+// channel) before telling the caller, so that a caller who exits at once
+// (AskTasks in ShutdownCluster, at the end of a program) leaves no gRPC
+// object to be destroyed on gRPC's thread after it.
+template <typename Call, typename Done>
+void FinishAfterRelease(std::shared_ptr<Call> call, Done done, absl::Status status) {
+  call.reset();
+  done(std::move(status));
+}
+
 // The fetched tensors of a RunGraph answer into `call->recv`: decoded, or
 // read from the worker's bulk port (which blocks).
 absl::Status ReadFetches(WorkerCache* cache, const std::string& task, const proto::RunGraphResponse& resp,
@@ -85,10 +95,10 @@ void GrpcRemoteWorker::GetStatusAsync(CallOptions* opts, proto::GetStatusRespons
   call->ctx.set_deadline(DeadlineOf(opts, kGetStatusDeadline));
   DF_TSAN_HANDOFF(call.get());
   rpc_->stub->async()->GetStatus(&call->ctx, &call->req, &call->resp,
-                                 [call, resp, done = std::move(done)](grpc::Status s) {
+                                 [call, resp, done = std::move(done)](grpc::Status s) mutable {
                                    DF_TSAN_RECEIVE(call.get());
                                    if (s.ok()) resp->Swap(&call->resp);
-                                   done(FromGrpcStatus(s));
+                                   FinishAfterRelease(std::move(call), std::move(done), FromGrpcStatus(s));
                                  });
 }
 
@@ -138,10 +148,11 @@ void GrpcRemoteWorker::CleanupAllAsync(CallOptions* opts, const proto::CleanupAl
   call->ctx.set_deadline(DeadlineOf(opts, kCleanupDeadline));
   call->req = *req;
   DF_TSAN_HANDOFF(call.get());
-  rpc_->stub->async()->CleanupAll(&call->ctx, &call->req, &call->resp, [call, done = std::move(done)](grpc::Status s) {
-    DF_TSAN_RECEIVE(call.get());
-    done(FromGrpcStatus(s));
-  });
+  rpc_->stub->async()->CleanupAll(&call->ctx, &call->req, &call->resp,
+                                  [call, done = std::move(done)](grpc::Status s) mutable {
+                                    DF_TSAN_RECEIVE(call.get());
+                                    FinishAfterRelease(std::move(call), std::move(done), FromGrpcStatus(s));
+                                  });
 }
 
 void GrpcRemoteWorker::ShutdownAsync(CallOptions* opts, const proto::ShutdownRequest* req, StatusCallback done) {
@@ -149,10 +160,11 @@ void GrpcRemoteWorker::ShutdownAsync(CallOptions* opts, const proto::ShutdownReq
   call->ctx.set_deadline(DeadlineOf(opts, kCleanupDeadline));
   call->req = *req;
   DF_TSAN_HANDOFF(call.get());
-  rpc_->stub->async()->Shutdown(&call->ctx, &call->req, &call->resp, [call, done = std::move(done)](grpc::Status s) {
-    DF_TSAN_RECEIVE(call.get());
-    done(FromGrpcStatus(s));
-  });
+  rpc_->stub->async()->Shutdown(&call->ctx, &call->req, &call->resp,
+                                [call, done = std::move(done)](grpc::Status s) mutable {
+                                  DF_TSAN_RECEIVE(call.get());
+                                  FinishAfterRelease(std::move(call), std::move(done), FromGrpcStatus(s));
+                                });
 }
 
 void GrpcRemoteWorker::RunGraphAsync(CallOptions* opts, RunGraphCall* call, StatusCallback done) {
