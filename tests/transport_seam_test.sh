@@ -13,6 +13,7 @@ seam_files=(
   master/master_step.cc
   worker/worker.h worker/worker.cc
   rpc/worker_interface.h rpc/worker_interface.cc
+  rpc/ask_tasks.h rpc/ask_tasks.cc
   worker/local_worker.h worker/local_worker.cc
   server/grpc_session.h server/grpc_session.cc
   client/session.cc

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "bulk/bulk_wire.h"
 #include "cluster/credentials.h"
@@ -194,6 +195,10 @@ absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string&
 }
 
 namespace {
+// The clock of the server's connection bookkeeping (which idle connection is
+// the oldest) and of its refusal log's pacing.
+absl::Time ServerNow() { return absl::FromUnixMicros(Env::Default()->NowMicros()); }
+
 uint64_t HalfOfMemory() {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return uint64_t{4} << 30;
@@ -353,7 +358,7 @@ bool BulkServer::SetBusy(int fd, bool busy) {
   auto it = open_.find(fd);
   if (it == open_.end() || it->second.evicted) return false;
   it->second.busy = busy;
-  if (!busy) it->second.idle_since = absl::Now();
+  if (!busy) it->second.idle_since = ServerNow();
   return true;
 }
 
@@ -372,7 +377,7 @@ void BulkServer::AcceptLoop() {
       // Out of descriptors, or a network error of a pending connection that
       // accept reports (EPROTO, ENETUNREACH, EPERM...): keep serving.
       LOG(WARNING) << "Bulk transfer: accept failed: " << std::strerror(err) << "; retrying";
-      usleep(10000);
+      Env::Default()->SleepForMicros(10000);
       continue;
     }
     const std::string peer = PeerAddress(from);
@@ -382,8 +387,8 @@ void BulkServer::AcceptLoop() {
       return;
     }
     if (!MakeRoom(peer)) {
-      if (absl::Now() - last_refusal_log_ > absl::Seconds(10)) {
-        last_refusal_log_ = absl::Now();
+      if (const absl::Time now = ServerNow(); now - last_refusal_log_ > absl::Seconds(10)) {
+        last_refusal_log_ = now;
         LOG(WARNING) << "Bulk transfer: refused a connection from " << peer << ": " << kMaxConnections
                      << " connections (" << kMaxConnectionsPerPeer
                      << " from one address) are all busy; the peer falls back to gRPC";
@@ -406,7 +411,7 @@ void BulkServer::AcceptLoop() {
         ++i;
       }
     }
-    open_[fd] = Open{peer, absl::Now(), false, false};
+    open_[fd] = Open{peer, ServerNow(), false, false};
     ++per_peer_[peer];
     auto finished = std::make_shared<std::atomic<bool>>(false);
     conns_.push_back(Conn{std::thread([this, fd, finished] {

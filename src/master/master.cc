@@ -159,8 +159,10 @@ void Master::LogStalledSteps(absl::Duration every) {
 absl::Status Master::ListDevices(proto::ListDevicesResponse* resp) {
   // Tasks that do not answer within 2 s (all asked at once) are left out.
   std::vector<TaskAnswer<proto::GetStatusResponse>> answers = AskTasks<proto::GetStatusResponse>(
-      *workers_, workers_->TaskNames(), proto::GetStatusRequest(), absl::Seconds(2),
-      [](auto* a, auto* ctx, auto* req, auto* out, auto done) { a->GetStatus(ctx, req, out, std::move(done)); });
+      *workers_, workers_->TaskNames(), absl::Seconds(2),
+      [](WorkerInterface* w, CallOptions* opts, proto::GetStatusResponse* out, WorkerInterface::StatusCallback done) {
+        w->GetStatusAsync(opts, out, std::move(done));
+      });
   for (const TaskAnswer<proto::GetStatusResponse>& answer : answers) {
     if (!answer.status.ok()) continue;
     for (const auto& d : answer.response.devices()) *resp->add_devices() = d;
@@ -179,8 +181,10 @@ absl::Status Master::Reset(const proto::ResetRequest& req) {
   proto::CleanupAllRequest r;
   for (const std::string& c : req.container()) r.add_container(c);
   std::vector<TaskAnswer<proto::CleanupAllResponse>> answers = AskTasks<proto::CleanupAllResponse>(
-      *workers_, tasks, r, absl::Seconds(10),
-      [](auto* a, auto* ctx, auto* req, auto* out, auto done) { a->CleanupAll(ctx, req, out, std::move(done)); });
+      *workers_, tasks, absl::Seconds(10),
+      [&r](WorkerInterface* w, CallOptions* opts, proto::CleanupAllResponse*, WorkerInterface::StatusCallback done) {
+        w->CleanupAllAsync(opts, &r, std::move(done));
+      });
   std::vector<std::pair<std::string, absl::Status>> failed;
   for (const TaskAnswer<proto::CleanupAllResponse>& answer : answers) {
     if (!answer.status.ok()) failed.emplace_back(answer.task, answer.status);

@@ -28,8 +28,8 @@ namespace {
 class SilentRegistration final : public WorkerInterface {
  public:
   explicit SilentRegistration(std::shared_ptr<WorkerInterface> real) : real_(std::move(real)) {}
-  void GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) override {
-    real_->GetStatusAsync(resp, std::move(done));
+  void GetStatusAsync(CallOptions* opts, proto::GetStatusResponse* resp, StatusCallback done) override {
+    real_->GetStatusAsync(opts, resp, std::move(done));
   }
   void RegisterGraphAsync(CallOptions* opts, const proto::RegisterGraphRequest*, proto::RegisterGraphResponse*,
                           StatusCallback done) override {
@@ -45,6 +45,12 @@ class SilentRegistration final : public WorkerInterface {
   }
   void CleanupGraphAsync(const proto::CleanupGraphRequest* req, StatusCallback done) override {
     real_->CleanupGraphAsync(req, std::move(done));
+  }
+  void CleanupAllAsync(CallOptions* opts, const proto::CleanupAllRequest* req, StatusCallback done) override {
+    real_->CleanupAllAsync(opts, req, std::move(done));
+  }
+  void ShutdownAsync(CallOptions* opts, const proto::ShutdownRequest* req, StatusCallback done) override {
+    real_->ShutdownAsync(opts, req, std::move(done));
   }
   void RecvTensorAsync(int64_t step_id, const std::string& key, CancellationManager* cm,
                        Rendezvous::DoneCallback done) override {

@@ -1,14 +1,15 @@
-// AskTasks: one unary WorkerService call to each of several tasks, all at
-// once, each with its own deadline; waits for every answer. Used where the
-// master or a tool asks the whole cluster something (Reset, ListDevices,
+// AskTasks: one call to each of several tasks' workers, all at once, each
+// with its own deadline; waits for every answer. Used where the master or a
+// tool asks the whole cluster something (Reset, ListDevices,
 // ShutdownCluster), so that tasks that are down or hung cost one deadline
 // in all rather than one each, and one failure does not keep the other
-// tasks from being asked. FailedOnTasks turns the answers into one status
-// that names every task that failed. Thread-compatible (a call's answers
-// belong to its caller).
+// tasks from being asked. The calls go through WorkerInterface
+// (WorkerCache::GetWorker): this process's own task in memory, the others
+// over the transport. FailedOnTasks turns the answers into one status that
+// names every task that failed. Thread-compatible (a call's answers belong
+// to its caller).
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,9 +19,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "proto/worker.grpc.pb.h"
-#include "rpc/grpc_status.h"
 #include "rpc/worker_cache.h"
+#include "rpc/worker_interface.h"
 
 namespace distflow {
 
@@ -31,31 +31,35 @@ struct TaskAnswer {
   Response response;    // meaningful when `status` is OK
 };
 
-// `start(async, ctx, &request, &response, done)` starts the call on the
-// task's stub's async interface, e.g.
-//   [](auto* a, auto* ctx, auto* req, auto* resp, auto done) { a->CleanupAll(ctx, req, resp, std::move(done)); }
-// Answers come in the order of `tasks`.
-template <typename Response, typename Request, typename Start>
+// `start(worker, opts, &response, done)` starts the call on the task's
+// WorkerInterface, e.g.
+//   [&req](WorkerInterface* w, CallOptions* opts, auto* resp, auto done) {
+//     w->CleanupAllAsync(opts, &req, std::move(done));
+//   }
+// `opts` carries `timeout`. Answers come in the order of `tasks`.
+template <typename Response, typename Start>
 std::vector<TaskAnswer<Response>> AskTasks(WorkerCache& workers, const std::vector<std::string>& tasks,
-                                           const Request& request, absl::Duration timeout, Start start) {
+                                           absl::Duration timeout, Start start) {
   struct Call {
-    grpc::ClientContext ctx;
-    grpc::Status status;
+    std::shared_ptr<WorkerInterface> worker;
+    CallOptions opts;
+    absl::Status status;
     absl::Notification done;
   };
   std::vector<TaskAnswer<Response>> answers(tasks.size());  // not resized below: calls write into it
   std::vector<std::unique_ptr<Call>> calls(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
     answers[i].task = tasks[i];
-    absl::StatusOr<proto::WorkerService::Stub*> stub = workers.Stub(tasks[i]);
-    if (!stub.ok()) {
-      answers[i].status = stub.status();
+    absl::StatusOr<std::shared_ptr<WorkerInterface>> worker = workers.GetWorker(tasks[i]);
+    if (!worker.ok()) {
+      answers[i].status = worker.status();
       continue;
     }
     calls[i] = std::make_unique<Call>();
     Call* c = calls[i].get();
-    c->ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
-    start((*stub)->async(), &c->ctx, &request, &answers[i].response, [c](grpc::Status s) {
+    c->worker = std::move(*worker);
+    c->opts.SetTimeout(timeout);
+    start(c->worker.get(), &c->opts, &answers[i].response, [c](absl::Status s) {
       c->status = std::move(s);
       c->done.Notify();
     });
@@ -63,7 +67,7 @@ std::vector<TaskAnswer<Response>> AskTasks(WorkerCache& workers, const std::vect
   for (size_t i = 0; i < tasks.size(); ++i) {
     if (calls[i] == nullptr) continue;
     calls[i]->done.WaitForNotification();  // bounded by the call's deadline
-    answers[i].status = FromGrpcStatus(calls[i]->status);
+    answers[i].status = calls[i]->status;
   }
   return answers;
 }

@@ -30,8 +30,10 @@ TEST(AskTasks, EveryTaskIsAskedAndATaskThatIsDownFailsAlone) {
   const std::vector<std::string> tasks = {"/job:worker/replica:0/task:0", "/job:down/replica:0/task:0",
                                           "/job:ps/replica:0/task:0"};
   std::vector<TaskAnswer<proto::GetStatusResponse>> answers = AskTasks<proto::GetStatusResponse>(
-      workers, tasks, proto::GetStatusRequest(), absl::Seconds(30),
-      [](auto* a, auto* ctx, auto* req, auto* out, auto done) { a->GetStatus(ctx, req, out, std::move(done)); });
+      workers, tasks, absl::Seconds(30),
+      [](WorkerInterface* w, CallOptions* opts, proto::GetStatusResponse* out, WorkerInterface::StatusCallback done) {
+        w->GetStatusAsync(opts, out, std::move(done));
+      });
   ASSERT_EQ(answers.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(answers[i].task, tasks[i]);
   ASSERT_TRUE(answers[0].status.ok()) << answers[0].status;

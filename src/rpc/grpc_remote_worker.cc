@@ -22,12 +22,29 @@ constexpr auto kGetStatusDeadline = std::chrono::seconds(1);
 constexpr auto kRegisterGraphDeadline = std::chrono::seconds(120);
 constexpr auto kCleanupDeadline = std::chrono::seconds(5);
 
+// `opts`'s timeout, or `fallback` without one.
+std::chrono::system_clock::time_point DeadlineOf(const CallOptions* opts, std::chrono::milliseconds fallback) {
+  const absl::Duration timeout = opts != nullptr ? opts->timeout() : absl::ZeroDuration();
+  return std::chrono::system_clock::now() +
+         (timeout > absl::ZeroDuration() ? absl::ToChronoMilliseconds(timeout) : fallback);
+}
+
 template <typename Req, typename Resp>
 struct Unary {
   grpc::ClientContext ctx;
   Req req;
   Resp resp;
 };
+
+// Ends a call: drops the caller's hold on its context (and so on the
+// channel) before telling the caller, so that a caller who exits at once
+// (AskTasks in ShutdownCluster, at the end of a program) leaves no gRPC
+// object to be destroyed on gRPC's thread after it.
+template <typename Call, typename Done>
+void FinishAfterRelease(std::shared_ptr<Call> call, Done done, absl::Status status) {
+  call.reset();
+  done(std::move(status));
+}
 
 // The fetched tensors of a RunGraph answer into `call->recv`: decoded, or
 // read from the worker's bulk port (which blocks).
@@ -73,15 +90,15 @@ GrpcRemoteWorker::GrpcRemoteWorker(std::string task, std::shared_ptr<grpc::Chann
 
 GrpcRemoteWorker::~GrpcRemoteWorker() = default;
 
-void GrpcRemoteWorker::GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) {
+void GrpcRemoteWorker::GetStatusAsync(CallOptions* opts, proto::GetStatusResponse* resp, StatusCallback done) {
   auto call = std::make_shared<Unary<proto::GetStatusRequest, proto::GetStatusResponse>>();
-  call->ctx.set_deadline(std::chrono::system_clock::now() + kGetStatusDeadline);
+  call->ctx.set_deadline(DeadlineOf(opts, kGetStatusDeadline));
   DF_TSAN_HANDOFF(call.get());
   rpc_->stub->async()->GetStatus(&call->ctx, &call->req, &call->resp,
-                                 [call, resp, done = std::move(done)](grpc::Status s) {
+                                 [call, resp, done = std::move(done)](grpc::Status s) mutable {
                                    DF_TSAN_RECEIVE(call.get());
                                    if (s.ok()) resp->Swap(&call->resp);
-                                   done(FromGrpcStatus(s));
+                                   FinishAfterRelease(std::move(call), std::move(done), FromGrpcStatus(s));
                                  });
 }
 
@@ -124,6 +141,30 @@ void GrpcRemoteWorker::CleanupGraphAsync(const proto::CleanupGraphRequest* req, 
                                       DF_TSAN_RECEIVE(call.get());
                                       done(FromGrpcStatus(s));
                                     });
+}
+
+void GrpcRemoteWorker::CleanupAllAsync(CallOptions* opts, const proto::CleanupAllRequest* req, StatusCallback done) {
+  auto call = std::make_shared<Unary<proto::CleanupAllRequest, proto::CleanupAllResponse>>();
+  call->ctx.set_deadline(DeadlineOf(opts, kCleanupDeadline));
+  call->req = *req;
+  DF_TSAN_HANDOFF(call.get());
+  rpc_->stub->async()->CleanupAll(&call->ctx, &call->req, &call->resp,
+                                  [call, done = std::move(done)](grpc::Status s) mutable {
+                                    DF_TSAN_RECEIVE(call.get());
+                                    FinishAfterRelease(std::move(call), std::move(done), FromGrpcStatus(s));
+                                  });
+}
+
+void GrpcRemoteWorker::ShutdownAsync(CallOptions* opts, const proto::ShutdownRequest* req, StatusCallback done) {
+  auto call = std::make_shared<Unary<proto::ShutdownRequest, proto::ShutdownResponse>>();
+  call->ctx.set_deadline(DeadlineOf(opts, kCleanupDeadline));
+  call->req = *req;
+  DF_TSAN_HANDOFF(call.get());
+  rpc_->stub->async()->Shutdown(&call->ctx, &call->req, &call->resp,
+                                [call, done = std::move(done)](grpc::Status s) mutable {
+                                  DF_TSAN_RECEIVE(call.get());
+                                  FinishAfterRelease(std::move(call), std::move(done), FromGrpcStatus(s));
+                                });
 }
 
 void GrpcRemoteWorker::RunGraphAsync(CallOptions* opts, RunGraphCall* call, StatusCallback done) {

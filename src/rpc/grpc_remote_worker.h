@@ -32,12 +32,14 @@ class GrpcRemoteWorker final : public WorkerInterface {
   GrpcRemoteWorker(std::string task, std::shared_ptr<grpc::Channel> channel, WorkerCache* cache);
   ~GrpcRemoteWorker() override;
 
-  void GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) override;
+  void GetStatusAsync(CallOptions* opts, proto::GetStatusResponse* resp, StatusCallback done) override;
   void RegisterGraphAsync(CallOptions* opts, const proto::RegisterGraphRequest* req, proto::RegisterGraphResponse* resp,
                           StatusCallback done) override;
   void DeregisterGraphAsync(const proto::DeregisterGraphRequest* req, StatusCallback done) override;
   void RunGraphAsync(CallOptions* opts, RunGraphCall* call, StatusCallback done) override;
   void CleanupGraphAsync(const proto::CleanupGraphRequest* req, StatusCallback done) override;
+  void CleanupAllAsync(CallOptions* opts, const proto::CleanupAllRequest* req, StatusCallback done) override;
+  void ShutdownAsync(CallOptions* opts, const proto::ShutdownRequest* req, StatusCallback done) override;
   void RecvTensorAsync(int64_t step_id, const std::string& key, CancellationManager* cm,
                        Rendezvous::DoneCallback done) override;
 

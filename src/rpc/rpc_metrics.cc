@@ -1,6 +1,7 @@
 #include "rpc/rpc_metrics.h"
 
 #include "absl/time/clock.h"
+#include "base/env.h"
 #include "base/metrics.h"
 #include "grpcpp/support/interceptor.h"
 
@@ -50,7 +51,7 @@ const char* CodeName(grpc::StatusCode c) {
 
 class RpcMetricsInterceptor : public grpc::experimental::Interceptor {
  public:
-  explicit RpcMetricsInterceptor(const char* method) : method_(method ? method : "?"), start_(absl::Now()) {}
+  explicit RpcMetricsInterceptor(const char* method) : method_(method ? method : "?"), start_(Now()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
@@ -61,12 +62,14 @@ class RpcMetricsInterceptor : public grpc::experimental::Interceptor {
           ->Increment();
       m->GetHistogram("distflow_rpc_server_handling_seconds", "Time from an RPC's arrival to its answer, by method",
                       {{"method", method_}})
-          ->Observe(absl::ToDoubleSeconds(absl::Now() - start_));
+          ->Observe(absl::ToDoubleSeconds(Now() - start_));
     }
     methods->Proceed();
   }
 
  private:
+  static absl::Time Now() { return absl::FromUnixMicros(Env::Default()->NowMicros()); }
+
   const std::string method_;
   const absl::Time start_;
 };

@@ -47,7 +47,7 @@ void CallOptions::ClearCancelCallback() {
 }
 
 absl::Status WorkerInterface::GetStatus(proto::GetStatusResponse* resp) {
-  return Wait([&](StatusCallback done) { GetStatusAsync(resp, std::move(done)); });
+  return Wait([&](StatusCallback done) { GetStatusAsync(nullptr, resp, std::move(done)); });
 }
 
 absl::Status WorkerInterface::RegisterGraph(const proto::RegisterGraphRequest& req,

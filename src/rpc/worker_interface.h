@@ -74,7 +74,9 @@ class WorkerInterface {
   using StatusCallback = std::function<void(absl::Status)>;
   virtual ~WorkerInterface() = default;
 
-  virtual void GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) = 0;
+  // The task's devices and incarnation. `opts` (may be null) bounds the call
+  // (its timeout; without one the transport's short default).
+  virtual void GetStatusAsync(CallOptions* opts, proto::GetStatusResponse* resp, StatusCallback done) = 0;
   // Registers a partition. `opts` (may be null) cancels the call and bounds
   // it (its timeout; without one the transport allows a long default, as
   // building a large partition may take long).
@@ -88,6 +90,12 @@ class WorkerInterface {
   // With an abort message: aborts the step's partition and fails its waiting
   // receives, so nothing on the worker is left waiting.
   virtual void CleanupGraphAsync(const proto::CleanupGraphRequest* req, StatusCallback done) = 0;
+  // Clears the task's resource containers (Session::Reset); `opts` (may be
+  // null) bounds the call.
+  virtual void CleanupAllAsync(CallOptions* opts, const proto::CleanupAllRequest* req, StatusCallback done) = 0;
+  // Asks the task to stop (ShutdownCluster): with `failed`, its training
+  // loop is told the job failed for `reason`. `opts` (may be null) bounds it.
+  virtual void ShutdownAsync(CallOptions* opts, const proto::ShutdownRequest* req, StatusCallback done) = 0;
   // Receives the tensor the worker's rendezvous holds under `key` for
   // `step_id`; `cm` (may be null) cancels the wait.
   virtual void RecvTensorAsync(int64_t step_id, const std::string& key, CancellationManager* cm,

@@ -9,6 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/denormal.h"
+#include "base/env.h"
 #include "base/status_macros.h"
 #include "base/timer.h"
 #include "kernels/cpu/tensor_array.h"
@@ -315,7 +316,8 @@ struct Executor::Impl : ExecutorPlan {
     if (finish) Finish(s.get());
   }
 
-  static int64_t NowMicros() { return absl::GetCurrentTimeNanos() / 1000; }
+  // A traced step's timestamps: wall time through the Env, comparable across tasks.
+  static int64_t NowMicros() { return Env::Default()->NowMicros(); }
 
   static void RecordStats(Step* s, const NodeItem& item, int64_t start_us) {
     s->stats->Record({item.node->name(), item.node->op(), start_us, NowMicros(), item.transfer_key});

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/env.h"
 #include "base/status_macros.h"
 #include "coordination/coordination.h"
 #include "distflow/auth.h"
@@ -71,7 +72,9 @@ absl::StatusOr<JoinedTask> JoinCluster(const std::string& coordinator_address, c
         absl::StrCat("JoinCluster: the coordinator's address '", coordinator_address, "': ", hp.status().message()));
   }
   auto stub = StubFor(coordinator_address);
-  const absl::Time deadline = absl::Now() + wait;
+  Env* const env = Env::Default();
+  auto now = [env] { return absl::FromUnixMicros(env->NowMicros()); };
+  const absl::Time deadline = now() + wait;
   proto::JoinRequest req;
   req.set_job(job);
   req.set_address(address);
@@ -92,12 +95,12 @@ absl::StatusOr<JoinedTask> JoinCluster(const std::string& coordinator_address, c
     if (absl::IsUnimplemented(s)) return NotTheCoordinator(coordinator_address, s);
     const bool retry = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
     if (!retry) return s;
-    if (absl::Now() >= deadline) {
+    if (now() >= deadline) {
       return absl::UnavailableError(absl::StrCat("Could not join the job: its coordinator at ", coordinator_address,
                                                  " did not answer within ", absl::FormatDuration(wait), " (",
                                                  s.message(), ")"));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    env->SleepForMicros(250'000);
   }
 }
 

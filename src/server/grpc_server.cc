@@ -181,7 +181,7 @@ absl::Status GrpcServer::Start() {
   if (hp->second == 0) SetAddressLocked(job_, task_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
   started_ = true;
   if (options_.status_port >= 0) {
-    StatusView view{task_name_,    host_port(),   cluster_,       absl::Now(),
+    StatusView view{task_name_,    host_port(),   cluster_,       absl::FromUnixMicros(workers_->clock()->NowMicros()),
                     master_.get(), worker_.get(), workers_.get(), bulk_.get()};
     absl::StatusOr<std::unique_ptr<StatusServer>> status = StatusServer::Start(view, host_, options_.status_port);
     if (status.ok()) {
@@ -372,8 +372,10 @@ absl::Status ShutdownCluster(const ClusterSpec& cluster, const std::string& reas
   proto::ShutdownRequest req;
   req.set_reason(reason);
   std::vector<TaskAnswer<proto::ShutdownResponse>> answers = AskTasks<proto::ShutdownResponse>(
-      workers, tasks, req, absl::Seconds(5),
-      [](auto* a, auto* ctx, auto* r, auto* out, auto done) { a->Shutdown(ctx, r, out, std::move(done)); });
+      workers, tasks, absl::Seconds(5),
+      [&req](WorkerInterface* w, CallOptions* opts, proto::ShutdownResponse*, WorkerInterface::StatusCallback done) {
+        w->ShutdownAsync(opts, &req, std::move(done));
+      });
   std::vector<std::pair<std::string, absl::Status>> failed;
   for (const TaskAnswer<proto::ShutdownResponse>& answer : answers) {
     if (!answer.status.ok() && !absl::IsUnavailable(answer.status))

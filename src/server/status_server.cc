@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "bulk/bulk_transfer.h"
 #include "httplib.h"
@@ -173,7 +174,7 @@ absl::StatusOr<std::unique_ptr<StatusServer>> StatusServer::Start(StatusView vie
   s->collector_ = Metrics::Global()->AddCollector([self, task](MetricWriter* w) {
     const MetricLabels t{{"task", task}};
     w->Gauge("distflow_uptime_seconds", "Seconds since this task's server started", t,
-             absl::ToDoubleSeconds(absl::Now() - self->view_.started));
+             absl::ToDoubleSeconds(self->Now() - self->view_.started));
     w->Gauge("distflow_active_sessions", "Sessions open on this task's master", t,
              static_cast<double>(self->view_.master->num_sessions()));
     VarSummary v = SummarizeVars(self->view_.worker);
@@ -203,10 +204,14 @@ void StatusServer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+absl::Time StatusServer::Now() const {
+  return absl::FromUnixMicros((view_.peers != nullptr ? view_.peers->clock() : Env::Default())->NowMicros());
+}
+
 std::string StatusServer::MetricsText() const { return Metrics::Global()->PrometheusText(); }
 
 std::string StatusServer::StatusHtml() const {
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   std::string out = absl::StrCat("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>", Html(view_.task),
                                  " - distflow</title><style>", kStyle, "</style></head><body>");
   absl::StrAppend(&out, "<h1>", Html(view_.task), "</h1><div class=\"muted\">gRPC ", Html(view_.grpc_address),

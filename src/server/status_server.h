@@ -69,6 +69,9 @@ class StatusServer {
 
  private:
   explicit StatusServer(StatusView view);
+  // On the worker cache's clock (view_.peers; the real one without it), as
+  // the master's step times are.
+  absl::Time Now() const;
 
   const StatusView view_;
   std::unique_ptr<httplib::Server> http_;

@@ -1,10 +1,12 @@
 #include "worker/local_worker.h"
 
+#include "base/logging.h"
+#include "runtime/local_session.h"
 #include "worker/worker.h"
 
 namespace distflow {
 
-void LocalWorker::GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) {
+void LocalWorker::GetStatusAsync(CallOptions* /*opts*/, proto::GetStatusResponse* resp, StatusCallback done) {
   worker_->GetStatus(resp);
   done(absl::OkStatus());
 }
@@ -24,6 +26,20 @@ void LocalWorker::RunGraphAsync(CallOptions* /*opts*/, RunGraphCall* call, Statu
 
 void LocalWorker::CleanupGraphAsync(const proto::CleanupGraphRequest* req, StatusCallback done) {
   worker_->CleanupGraph(*req);
+  done(absl::OkStatus());
+}
+
+void LocalWorker::CleanupAllAsync(CallOptions* /*opts*/, const proto::CleanupAllRequest* req, StatusCallback done) {
+  ResetContainers(worker_->device(), std::vector<std::string>(req->container().begin(), req->container().end()));
+  done(absl::OkStatus());
+}
+
+// As the WorkerService's Shutdown: Cancelled, not Unavailable, for a failed
+// job, so that a training loop does not retry against a cluster that was
+// ended on purpose.
+void LocalWorker::ShutdownAsync(CallOptions* /*opts*/, const proto::ShutdownRequest* req, StatusCallback done) {
+  worker_->HandleShutdown(req->failed() ? absl::CancelledError(req->reason()) : absl::OkStatus());
+  if (!req->failed()) LOG(INFO) << "Shutdown requested: " << req->reason();
   done(absl::OkStatus());
 }
 

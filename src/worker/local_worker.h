@@ -18,12 +18,14 @@ class LocalWorker final : public WorkerInterface {
  public:
   explicit LocalWorker(Worker* worker) : worker_(worker) {}
 
-  void GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) override;
+  void GetStatusAsync(CallOptions* opts, proto::GetStatusResponse* resp, StatusCallback done) override;
   void RegisterGraphAsync(CallOptions* opts, const proto::RegisterGraphRequest* req, proto::RegisterGraphResponse* resp,
                           StatusCallback done) override;
   void DeregisterGraphAsync(const proto::DeregisterGraphRequest* req, StatusCallback done) override;
   void RunGraphAsync(CallOptions* opts, RunGraphCall* call, StatusCallback done) override;
   void CleanupGraphAsync(const proto::CleanupGraphRequest* req, StatusCallback done) override;
+  void CleanupAllAsync(CallOptions* opts, const proto::CleanupAllRequest* req, StatusCallback done) override;
+  void ShutdownAsync(CallOptions* opts, const proto::ShutdownRequest* req, StatusCallback done) override;
   void RecvTensorAsync(int64_t step_id, const std::string& key, CancellationManager* cm,
                        Rendezvous::DoneCallback done) override;
 

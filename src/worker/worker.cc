@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "collective/collective_executor_impl.h"
 #include "kernels/collective.h"
@@ -20,6 +21,12 @@ int64_t StepByteLimit(int64_t configured) {
   if (configured > 0) return configured;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 8 : 0;
+}
+
+// The clock of the stalled-partition log: the worker cache's (a test's
+// FakeClockEnv), as the master's stalled-step log reads it.
+absl::Time NowOn(const WorkerCache* peers) {
+  return absl::FromUnixMicros((peers != nullptr ? peers->clock() : Env::Default())->NowMicros());
 }
 
 uint64_t RandomIncarnation() {
@@ -120,7 +127,8 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
     auto it = graphs_.find(call->graph_handle);
     if (it != graphs_.end()) {
       session = it->second;
-      steps_[call->step_id] = RunningStep{cm, call->master_task, absl::Now(), absl::Now()};
+      const absl::Time now = NowOn(peers_);
+      steps_[call->step_id] = RunningStep{cm, call->master_task, now, now};
     }
   }
   if (session == nullptr) {
@@ -219,7 +227,7 @@ void Worker::AbortStepsOfMaster(const std::string& task, const absl::Status& rea
 }
 
 void Worker::LogStalledSteps(absl::Duration every) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = NowOn(peers_);
   std::vector<std::pair<int64_t, RunningStep>> stalled;
   {
     absl::MutexLock lock(&mu_);

@@ -44,7 +44,7 @@ TEST(CallOptions, AFinishedCallIsNotCancelled) {
 class AnsweringWorker final : public WorkerInterface {
  public:
   explicit AnsweringWorker(absl::Status status) : status_(std::move(status)) {}
-  void GetStatusAsync(proto::GetStatusResponse* resp, StatusCallback done) override {
+  void GetStatusAsync(CallOptions*, proto::GetStatusResponse* resp, StatusCallback done) override {
     resp->set_task_name("answering");
     done(status_);
   }
@@ -56,6 +56,8 @@ class AnsweringWorker final : public WorkerInterface {
   void DeregisterGraphAsync(const proto::DeregisterGraphRequest*, StatusCallback done) override { done(status_); }
   void RunGraphAsync(CallOptions*, RunGraphCall*, StatusCallback done) override { done(status_); }
   void CleanupGraphAsync(const proto::CleanupGraphRequest*, StatusCallback done) override { done(status_); }
+  void CleanupAllAsync(CallOptions*, const proto::CleanupAllRequest*, StatusCallback done) override { done(status_); }
+  void ShutdownAsync(CallOptions*, const proto::ShutdownRequest*, StatusCallback done) override { done(status_); }
   void RecvTensorAsync(int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) override {
     done(status_, Tensor());
   }

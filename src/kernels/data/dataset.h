@@ -11,6 +11,7 @@
 // consumer at a time (the IteratorResource serialises GetNext).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,6 +60,22 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
 };
 
 using DatasetPtr = std::shared_ptr<const Dataset>;
+
+// An iterator with a function for GetNext, for the small transformations
+// (the function's captures are the iterator's state).
+class FnIterator : public DatasetIterator {
+ public:
+  using Fn = std::function<absl::Status(Element*, bool*)>;
+  explicit FnIterator(Fn fn) : fn_(std::move(fn)) {}
+  absl::Status GetNext(Element* out, bool* end) override { return fn_(out, end); }
+
+ private:
+  Fn fn_;
+};
+
+inline absl::StatusOr<std::unique_ptr<DatasetIterator>> MakeFn(FnIterator::Fn fn) {
+  return std::unique_ptr<DatasetIterator>(new FnIterator(std::move(fn)));
+}
 
 // The datasets a task's dataset ops made, by key (the making node's name);
 // running the node again replaces its dataset.
