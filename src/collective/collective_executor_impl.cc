@@ -1,8 +1,10 @@
 #include "collective/collective_executor_impl.h"
 
 #include <atomic>
+#include <random>
 
 #include "absl/strings/str_cat.h"
+#include "base/logging.h"
 #include "base/timer.h"
 #include "collective/algorithms.h"
 #include "collective/fp16_channel.h"
@@ -37,9 +39,57 @@ struct RunEnd {
 
 }  // namespace
 
-int64_t CollectiveExecutorImpl::NextSeq(int64_t group_key, int64_t instance_key) {
+CollectiveExecutorImpl::CollectiveExecutorImpl(std::unique_ptr<CollectiveTransport> transport,
+                                               StallCheckOptions stall_check)
+    : transport_(std::move(transport)),
+      stall_check_(std::move(stall_check)),
+      pool_(std::make_unique<ThreadPool>("df_group", 3)) {}
+
+CollectiveExecutorImpl::~CollectiveExecutorImpl() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  pool_.reset();
+}
+
+void CollectiveExecutorImpl::SetRendezvous(GroupRendezvousFn rendezvous, absl::Duration rebuild_timeout) {
   absl::MutexLock lock(&mu_);
-  return next_seq_[{group_key, instance_key}]++;
+  rendezvous_ = std::move(rendezvous);
+  rebuild_timeout_ = rebuild_timeout;
+}
+
+void CollectiveExecutorImpl::MarkBroken(int group_size) {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(group_size);
+  if (it != groups_.end()) it->second.ready = false;
+}
+
+int64_t CollectiveExecutorImpl::generation(int group_size) {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(group_size);
+  return it == groups_.end() ? 0 : it->second.generation;
+}
+
+void CollectiveExecutorImpl::RunFailed(int group_size, int64_t generation) {
+  absl::MutexLock lock(&mu_);
+  if (!rendezvous_) return;
+  auto it = groups_.find(group_size);
+  // A late failure of an older generation says nothing about this one.
+  if (it == groups_.end() || it->second.generation != generation || !it->second.ready) return;
+  Group& g = it->second;
+  g.ready = false;
+  // Join the rebuild now rather than at the next run: the peers may be
+  // waiting in it already, and their runs after it wait for this rank.
+  if (!g.asking && !stopping_) {
+    g.asking = true;
+    pool_->Schedule([this, group_size] { Rebuild(group_size); });
+  }
+}
+
+int64_t CollectiveExecutorImpl::NextSeq(int64_t generation, int64_t group_key, int64_t instance_key) {
+  absl::MutexLock lock(&mu_);
+  return next_seq_[{generation, group_key, instance_key}]++;
 }
 
 void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& input, CancellationManager* cm,
@@ -51,7 +101,189 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
                                                  DataTypeName(input.dtype()))));
     return;
   }
-  const int64_t seq = NextSeq(params.group_key, params.instance_key);
+  CollectiveParams p = params;
+  int root = 0;
+  bool waiting = false, cancelled = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (rendezvous_ && params.group_size > 1) {
+      Group& g = groups_[params.group_size];
+      if (!g.ready) {
+        // Wait for the group to be (re)built, then run in its generation;
+        // the step's cancellation (its deadline) ends the wait.
+        struct Waiter {
+          std::atomic<bool> ended{false};
+          CancellationManager::Token token = CancellationManager::kInvalidToken;
+        };
+        auto w = std::make_shared<Waiter>();
+        auto end = [this, params, input, cm, done, w](absl::Status s, bool cancelled) {
+          if (w->ended.exchange(true)) return;
+          if (!cancelled && cm != nullptr && w->token != CancellationManager::kInvalidToken) cm->Deregister(w->token);
+          if (!s.ok()) {
+            done(absl::Status(s.code(), absl::StrCat(DescribeCollective(params), ": ", s.message())));
+            return;
+          }
+          Run(params, input, cm, done);
+        };
+        if (cm != nullptr) {
+          w->token = cm->Register([end, n = params.group_size] {
+            end(absl::CancelledError(absl::StrCat("the step was cancelled while the collective group of ", n,
+                                                  " ranks was being rebuilt (waiting for every rank to join it)")),
+                true);
+          });
+          cancelled = w->token == CancellationManager::kInvalidToken;
+        }
+        if (!cancelled) g.waiters.push_back([end](absl::Status s) { end(std::move(s), false); });
+        if (!g.asking && !cancelled) {
+          g.asking = true;
+          pool_->Schedule([this, n = params.group_size] { Rebuild(n); });
+        }
+        waiting = true;
+      }
+      p.generation = g.generation;
+      root = g.root;
+    }
+  }
+  if (cancelled) {
+    done(absl::CancelledError(
+        absl::StrCat(DescribeCollective(params), ": the step was cancelled before the collective started")));
+    return;
+  }
+  if (waiting) return;
+  RunIn(std::move(p), root, input, cm, std::move(done));
+}
+
+void CollectiveExecutorImpl::Rebuild(int group_size) {
+  GroupRendezvousFn rendezvous;
+  GroupAsk ask;
+  absl::Duration timeout;
+  {
+    absl::MutexLock lock(&mu_);
+    rendezvous = rendezvous_;
+    timeout = rebuild_timeout_;
+    ask.group_size = group_size;
+    ask.last_generation = groups_[group_size].generation;
+    ask.probe = ask.last_generation == 0;
+  }
+  std::random_device rd;
+  ask.nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  const absl::Time start = absl::Now(), deadline = start + timeout;
+  absl::Status status;
+  GroupAnswer answer;
+  std::string last;  // what the last unfinished ask said
+  while (true) {
+    absl::StatusOr<GroupAnswer> got = rendezvous(ask);
+    if (got.ok() && got->done) {
+      answer = *got;
+      break;
+    }
+    if (got.ok()) {
+      last = absl::StrCat("not joined yet: ", got->missing);
+    } else if (absl::IsUnavailable(got.status()) || absl::IsDeadlineExceeded(got.status())) {
+      last = absl::StrCat("the coordinator did not answer: ", got.status().message());  // starting or restarting
+    } else if (ask.probe) {
+      // Without the coordinator's word, start as a fresh group: the runs
+      // then fail (or not) on their own, naming the peers.
+      LOG(WARNING) << "Could not ask the coordinator about the collective group of " << group_size << " ranks ("
+                   << got.status().message() << "); starting it in generation 1";
+      answer.done = true;
+      answer.generation = 1;
+      answer.root = 0;
+      break;
+    } else {
+      status = got.status();
+      break;
+    }
+    bool stopping = false;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping = stopping_;
+    }
+    if (stopping) {
+      status = absl::CancelledError("this task's collective executor is shutting down");
+      break;
+    }
+    if (absl::Now() >= deadline) {
+      status = absl::DeadlineExceededError(absl::StrCat("rebuilding the collective group of ", group_size,
+                                                        " ranks did not finish within ", absl::FormatDuration(timeout),
+                                                        "; ", last));
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  std::vector<std::function<void(absl::Status)>> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    Group& g = groups_[group_size];
+    g.asking = false;
+    if (status.ok()) {
+      g.generation = answer.generation;
+      g.root = answer.root;
+      g.ready = true;
+    }
+    waiters.swap(g.waiters);
+  }
+  if (status.ok()) {
+    LOG(INFO) << "Collective group of " << group_size << " ranks is in generation " << answer.generation
+              << " (state from rank " << answer.root << "), rebuilt in " << absl::FormatDuration(absl::Now() - start);
+  }
+  for (auto& w : waiters) w(status);
+}
+
+void CollectiveExecutorImpl::WatchRuns() {
+  while (true) {
+    std::map<std::pair<int, int64_t>, std::vector<std::weak_ptr<CollectiveChannel>>> old;
+    GroupRendezvousFn rendezvous;
+    {
+      absl::MutexLock lock(&mu_);
+      auto stop = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || inflight_.empty(); };
+      mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1));
+      if (stopping_ || inflight_.empty()) {
+        watching_ = false;
+        return;
+      }
+      const absl::Time now = absl::Now();
+      for (const auto& [id, run] : inflight_) {
+        if (now - run.start >= absl::Seconds(1)) old[{run.group_size, run.generation}].push_back(run.channel);
+      }
+      rendezvous = rendezvous_;
+    }
+    for (auto& [group, channels] : old) {
+      GroupAsk ask;
+      ask.group_size = group.first;
+      ask.last_generation = group.second;
+      ask.query = true;
+      absl::StatusOr<GroupAnswer> got = rendezvous(ask);
+      if (!got.ok() || got->waiting.empty()) continue;
+      const absl::Status why = absl::UnavailableError(
+          absl::StrCat("the group has moved on: ", got->waiting, " left generation ", group.second,
+                       " after a failure and wait(s) to rebuild the group, so this run cannot finish"));
+      for (auto& weak : channels) {
+        if (std::shared_ptr<CollectiveChannel> ch = weak.lock()) ch->Abort(why);
+      }
+    }
+  }
+}
+
+void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tensor& input, CancellationManager* cm,
+                                   DoneCallback done) {
+  uint64_t run_id = 0;
+  if (params.group_size > 1) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (rendezvous_) run_id = next_run_++;
+    }
+    done = [this, n = params.group_size, gen = params.generation, run_id,
+            done = std::move(done)](absl::StatusOr<Tensor> r) {
+      if (!r.ok()) RunFailed(n, gen);
+      if (run_id != 0) {
+        absl::MutexLock lock(&mu_);
+        inflight_.erase(run_id);
+      }
+      done(std::move(r));
+    };
+  }
+  const int64_t seq = NextSeq(params.generation, params.group_key, params.instance_key);
   absl::StatusOr<std::shared_ptr<CollectiveChannel>> opened = transport_->Open(params, seq);
   if (!opened.ok()) {
     done(absl::Status(opened.status().code(),
@@ -80,6 +312,14 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
                                                          "; a rank of the group did not join or stopped")));
     });
   }
+  if (run_id != 0) {
+    absl::MutexLock lock(&mu_);
+    inflight_[run_id] = InFlight{params.group_size, params.generation, ch, absl::Now()};
+    if (!watching_) {
+      watching_ = true;
+      pool_->Schedule([this] { WatchRuns(); });
+    }
+  }
   auto tensor_done = [end](absl::StatusOr<Tensor> r) { end->Finish(std::move(r)); };
   switch (params.kind) {
     case CollectiveKind::kReduce: {
@@ -103,7 +343,7 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
       return;
     }
     case CollectiveKind::kBroadcastSend:
-      Broadcast(ch, true, input, input.dtype(), input.shape(), tensor_done);
+      Broadcast(ch, !params.from_group_root || ch->rank() == root, input, input.dtype(), input.shape(), tensor_done);
       return;
     case CollectiveKind::kBroadcastRecv:
       Broadcast(ch, false, Tensor(), params.dtype, params.shape, tensor_done);

@@ -1,11 +1,30 @@
 // CollectiveExecutorImpl: the CollectiveExecutor (kernels/collective.h) of
 // one task. It pairs runs across ranks by counting: the k-th run of an
-// instance (group_key, instance_key) on one rank meets the k-th run of it on
-// every other rank, which holds because every rank of a synchronous program
-// runs the same ops the same number of times. Each run gets a channel from
-// the transport, is cancelled with the step (the kernel's
-// CancellationManager) or after the op's timeout_seconds, and errors name
-// the op, the run and the rank they came from.
+// instance (group_key, instance_key) in one generation of the group on one
+// rank meets the k-th run of it on every other rank, which holds because
+// every rank of a synchronous program runs the same ops the same number of
+// times. Each run gets a channel from the transport, is cancelled with the
+// step (the kernel's CancellationManager) or after the op's
+// timeout_seconds, and errors name the op, the run and the rank they came
+// from.
+//
+// Generations. A rank that restarts counts from 0 again, so counting alone
+// cannot pair it with ranks that kept running. With a rendezvous (set by the
+// server: the coordinator's GroupRendezvous, proto/elastic.proto) a rank
+// probes before its first run (a fresh job starts in generation 1 at once;
+// a restarted rank joins a rebuild) and rebuilds as soon as a run failed:
+// every rank of the group asks the rendezvous, and all leave it with one
+// new generation, which goes into every run's ids (so runs of the old
+// generation never pair with the new), and with the root, the rank that
+// CollectiveBcastSend(from_group_root) sends from: the lowest of the ranks
+// that were in the newest generation (the oldest ranks hold the state).
+// Runs that arrive while the group is being built wait for it (the step's
+// cancellation ends the wait). A run of a generation that other ranks have
+// left (they wait to rebuild the group: their own run failed) can never
+// finish; a watcher asks the rendezvous about runs older than a second,
+// once a second, and fails such runs naming the ranks that left, so every
+// rank moves on to the rebuild. Without a rendezvous (in-process tests, a
+// task without coordination) every run is of generation 0, root rank 0.
 //
 // Every run is also watched by the stall check (stall_check.h), which
 // reports runs that wait on ranks of their group for longer than its
@@ -14,31 +33,91 @@
 // Owns its transport. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "base/thread_pool.h"
 #include "collective/stall_check.h"
 #include "collective/transport.h"
 #include "kernels/collective.h"
 
 namespace distflow {
 
+// One rank's ask to (re)build its group of `group_size`, and the answer.
+struct GroupAsk {
+  int group_size = 1;
+  int64_t last_generation = 0;  // 0: this rank holds no state of the group yet
+  uint64_t nonce = 0;           // the same while this ask is polled
+  bool query = false;           // only: is a rebuild under way? (see `waiting`)
+  bool probe = false;           // this process's first ask (proto/elastic.proto)
+};
+struct GroupAnswer {
+  bool done = false;
+  int64_t generation = 0;
+  int root = 0;
+  std::string missing;  // not done: the ranks that have not asked, named
+  std::string waiting;  // a query: the ranks waiting to rebuild, named ("": none)
+};
+// Asks once (never blocks for long); the executor polls until done.
+using GroupRendezvousFn = std::function<absl::StatusOr<GroupAnswer>(const GroupAsk&)>;
+
 class CollectiveExecutorImpl final : public CollectiveExecutor {
  public:
-  explicit CollectiveExecutorImpl(std::unique_ptr<CollectiveTransport> transport, StallCheckOptions stall_check = {})
-      : transport_(std::move(transport)), stall_check_(std::move(stall_check)) {}
+  explicit CollectiveExecutorImpl(std::unique_ptr<CollectiveTransport> transport, StallCheckOptions stall_check = {});
+  ~CollectiveExecutorImpl() override;
 
   void Run(const CollectiveParams& params, const Tensor& input, CancellationManager* cm, DoneCallback done) override;
 
+  // Turns generations on (see above); `rebuild_timeout` bounds one
+  // rebuild. Call before the first run.
+  void SetRendezvous(GroupRendezvousFn rendezvous, absl::Duration rebuild_timeout);
+  // The group of `group_size` must be rebuilt before its next run (a rank
+  // of it died).
+  void MarkBroken(int group_size);
+  // The generation the group of `group_size` is in (0: never built).
+  int64_t generation(int group_size);
+
  private:
-  int64_t NextSeq(int64_t group_key, int64_t instance_key);
+  struct Group {
+    int64_t generation = 0;
+    int root = 0;
+    bool ready = false;
+    bool asking = false;
+    std::vector<std::function<void(absl::Status)>> waiters;  // runs waiting for the rebuild
+  };
+  // Runs `params` in the generation it names, with `root` as the group's root.
+  void RunIn(CollectiveParams params, int root, const Tensor& input, CancellationManager* cm, DoneCallback done);
+  // Polls the rendezvous until the group of `group_size` is built (on pool_).
+  void Rebuild(int group_size);
+  void RunFailed(int group_size, int64_t generation);
+  // Fails runs of generations that other ranks have left (on pool_, while
+  // runs are in flight).
+  void WatchRuns();
+  struct InFlight {
+    int group_size = 0;
+    int64_t generation = 0;
+    std::weak_ptr<CollectiveChannel> channel;
+    absl::Time start;
+  };
+  int64_t NextSeq(int64_t generation, int64_t group_key, int64_t instance_key);
 
   const std::unique_ptr<CollectiveTransport> transport_;
   const StallCheckOptions stall_check_;
   absl::Mutex mu_;
-  std::map<std::pair<int64_t, int64_t>, int64_t> next_seq_ ABSL_GUARDED_BY(mu_);
+  GroupRendezvousFn rendezvous_ ABSL_GUARDED_BY(mu_);
+  absl::Duration rebuild_timeout_ ABSL_GUARDED_BY(mu_) = absl::Minutes(5);
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> next_seq_ ABSL_GUARDED_BY(mu_);
+  std::map<int, Group> groups_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, InFlight> inflight_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_run_ ABSL_GUARDED_BY(mu_) = 1;
+  bool watching_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<ThreadPool> pool_;  // rebuilds and the watcher; joined first on destruction
 };
 
 }  // namespace distflow

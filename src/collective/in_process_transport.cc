@@ -179,7 +179,8 @@ class InProcessTransport final : public CollectiveTransport {
     }
     std::vector<Mailbox*> group(boxes_.begin(), boxes_.begin() + params.group_size);
     return std::shared_ptr<CollectiveChannel>(std::make_shared<InProcessChannel>(
-        std::move(group), rank_, absl::StrCat(params.group_key, ";", params.instance_key, ";", seq, ";")));
+        std::move(group), rank_,
+        absl::StrCat(params.generation, ";", params.group_key, ";", params.instance_key, ";", seq, ";")));
   }
 
  private:

@@ -28,6 +28,11 @@
 // coordinator that restarted forgot who joined: an agent whose heartbeat
 // it refuses as unknown asks to Rejoin with its address, and is taken back.
 //
+// It also rebuilds collective groups (group_rendezvous.cc): the ranks of a
+// group meet here before their first collective and after a failure, and
+// leave with the same generation and the rank whose state they take
+// (proto/elastic.proto, GroupRendezvousRequest, says the rule).
+//
 // Time comes from an Env (base/env.h), so tests advance a fake clock.
 // Both classes are thread-safe.
 #pragma once
@@ -95,6 +100,11 @@ class CoordinationService {
   // a live task holds the address.
   absl::Status Rejoin(const std::string& task, const std::string& address);
 
+  // One rank's ask to (re)build its collective group; `resp->done` once
+  // every rank of the group has asked (elastic.proto says the rule).
+  // InvalidArgument for a rank outside the group.
+  absl::Status GroupRendezvous(const proto::GroupRendezvousRequest& req, proto::GroupRendezvousResponse* resp);
+
   // Records the sender's heartbeat, then answers with every task's health.
   // InvalidArgument for a task that is not in the cluster.
   absl::Status Heartbeat(const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp);
@@ -112,6 +122,14 @@ class CoordinationService {
     std::string address;  // "" if not known (the spec was not given)
     bool joined = false;  // joined the running job
   };
+  // The rendezvous of one collective group (job, group size).
+  struct GroupRound {
+    std::map<int, std::pair<int64_t, uint64_t>> waiting;  // rank -> (last generation, nonce)
+    int64_t generation = 0;                               // the last completed round's
+    int root = 0;
+    std::map<int, uint64_t> done_nonces;  // who completed it, with which ask
+    std::map<int, uint64_t> probed;       // each rank's first probe (a second one is a restart)
+  };
   // The members that are not dead or gone, with an address, as a cluster.
   absl::StatusOr<ClusterSpec> LiveClusterLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -122,6 +140,7 @@ class CoordinationService {
   Env* const env_;
   absl::Mutex mu_;
   std::map<std::string, Task> tasks_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int>, GroupRound> groups_ ABSL_GUARDED_BY(mu_);
 };
 
 class CoordinationAgent {

@@ -230,6 +230,110 @@ struct AgentFixture {
   }
 };
 
+proto::GroupRendezvousRequest Ask(int rank, int64_t last_generation, uint64_t nonce, int size = 3) {
+  proto::GroupRendezvousRequest r;
+  r.set_job("worker");
+  r.set_group_size(size);
+  r.set_rank(rank);
+  r.set_last_generation(last_generation);
+  r.set_nonce(nonce);
+  return r;
+}
+
+TEST(CoordinationGroupRendezvous, TheRoundEndsWhenEveryRankAskedAndEachLearnsTheSameGeneration) {
+  FakeClockEnv env;
+  CoordinationService service({kChief, kWorker1, "/job:worker/replica:0/task:2"}, absl::Seconds(10), 7, &env);
+  proto::GroupRendezvousResponse resp;
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 0, 100), &resp).ok());
+  EXPECT_FALSE(resp.done());
+  EXPECT_EQ(std::vector<int>(resp.missing().begin(), resp.missing().end()), (std::vector<int>{1, 2}));
+  ASSERT_TRUE(service.GroupRendezvous(Ask(2, 0, 102), &resp).ok());
+  EXPECT_FALSE(resp.done());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 0, 100), &resp).ok());  // polling
+  EXPECT_EQ(std::vector<int>(resp.missing().begin(), resp.missing().end()), (std::vector<int>{1}));
+  ASSERT_TRUE(service.GroupRendezvous(Ask(1, 0, 101), &resp).ok());
+  ASSERT_TRUE(resp.done());
+  EXPECT_EQ(resp.generation(), 1);
+  EXPECT_EQ(resp.root(), 0) << "a fresh group's state comes from rank 0";
+  for (int r : {0, 2}) {
+    ASSERT_TRUE(service.GroupRendezvous(Ask(r, 0, 100 + static_cast<uint64_t>(r)), &resp).ok());
+    EXPECT_TRUE(resp.done()) << "rank " << r << " polls the round it took part in";
+    EXPECT_EQ(resp.generation(), 1);
+  }
+}
+
+TEST(CoordinationGroupRendezvous, AFreshJobNeedsNoRoundButARestartedRankJoinsOne) {
+  FakeClockEnv env;
+  CoordinationService service({kChief, kWorker1, "/job:worker/replica:0/task:2"}, absl::Seconds(10), 7, &env);
+  proto::GroupRendezvousResponse resp;
+  for (int r = 0; r < 3; ++r) {
+    proto::GroupRendezvousRequest probe = Ask(r, 0, 50 + static_cast<uint64_t>(r));
+    probe.set_probe(true);
+    ASSERT_TRUE(service.GroupRendezvous(probe, &resp).ok());
+    EXPECT_TRUE(resp.done()) << "rank " << r << " of a fresh job starts at once";
+    EXPECT_EQ(resp.generation(), 1);
+  }
+  // Rank 2's second process probes: a restart, so it waits for the others.
+  proto::GroupRendezvousRequest again = Ask(2, 0, 99);
+  again.set_probe(true);
+  ASSERT_TRUE(service.GroupRendezvous(again, &resp).ok());
+  EXPECT_FALSE(resp.done());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 1, 60), &resp).ok());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(1, 1, 61), &resp).ok());
+  ASSERT_TRUE(resp.done());
+  EXPECT_EQ(resp.generation(), 2);
+  EXPECT_EQ(resp.root(), 0) << "rank 0 kept running; rank 2 has no state";
+  ASSERT_TRUE(service.GroupRendezvous(again, &resp).ok());
+  EXPECT_TRUE(resp.done());
+  EXPECT_EQ(resp.generation(), 2);
+}
+
+TEST(CoordinationGroupRendezvous, AfterARestartTheStateComesFromTheLowestSurvivor) {
+  FakeClockEnv env;
+  CoordinationService service({kChief, kWorker1, "/job:worker/replica:0/task:2"}, absl::Seconds(10), 7, &env);
+  proto::GroupRendezvousResponse resp;
+  // Rank 0 restarted (no state); ranks 1 and 2 were in generation 4. A
+  // restarted coordinator knows nothing of generation 4: the ranks carry it.
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 0, 1), &resp).ok());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(2, 4, 2), &resp).ok());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(1, 4, 3), &resp).ok());
+  ASSERT_TRUE(resp.done());
+  EXPECT_EQ(resp.generation(), 5);
+  EXPECT_EQ(resp.root(), 1);
+  proto::GroupRendezvousRequest query = Ask(2, 5, 0);
+  query.set_query(true);
+  ASSERT_TRUE(service.GroupRendezvous(query, &resp).ok());
+  EXPECT_EQ(resp.waiting_size(), 0) << "no round under way";
+  // A later round: an ask with an old nonce does not complete it.
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 5, 11), &resp).ok());
+  EXPECT_FALSE(resp.done());
+  ASSERT_TRUE(service.GroupRendezvous(query, &resp).ok());
+  EXPECT_EQ(std::vector<int>(resp.waiting().begin(), resp.waiting().end()), (std::vector<int>{0}))
+      << "rank 2 learns that rank 0 has left generation 5";
+  EXPECT_FALSE(resp.done());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(1, 4, 3), &resp).ok());
+  EXPECT_TRUE(resp.done()) << "rank 1 still polls the round it completed";
+  EXPECT_EQ(resp.generation(), 5);
+}
+
+TEST(CoordinationGroupRendezvous, ARankThatDiedWhileWaitingIsNotCountedAndABadRankIsRefused) {
+  FakeClockEnv env;
+  const std::string w2 = "/job:worker/replica:0/task:2";
+  CoordinationService service({kChief, kWorker1, w2}, absl::Seconds(10), 7, &env);
+  proto::HeartbeatResponse beat;
+  ASSERT_TRUE(service.Heartbeat(Beat(w2, 5), &beat).ok());
+  proto::GroupRendezvousResponse resp;
+  ASSERT_TRUE(service.GroupRendezvous(Ask(2, 3, 1), &resp).ok());
+  env.Advance(absl::Seconds(11));  // rank 2 is declared dead
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 3, 2), &resp).ok());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(1, 3, 3), &resp).ok());
+  EXPECT_FALSE(resp.done()) << "a dead rank's ask does not complete the round";
+  EXPECT_EQ(std::vector<int>(resp.missing().begin(), resp.missing().end()), (std::vector<int>{2}));
+  absl::Status bad = service.GroupRendezvous(Ask(3, 0, 4), &resp);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad));
+  EXPECT_TRUE(absl::StrContains(bad.message(), "rank 3 is not in a group of 3")) << bad.message();
+}
+
 TEST(CoordinationAgent, ReportsEachDeathOnceWithAMessageNamingTheTask) {
   AgentFixture f;
   f.Beat(kChief);

@@ -44,6 +44,14 @@ struct CollectiveParams {
   // float32/float64 reduction travels and is rounded as fp16
   // (collective/fp16_channel.h); other dtypes ignore it, as Horovod's does.
   bool compress_fp16 = false;
+  // CollectiveBcastSend's from_group_root: every rank runs the op and the
+  // group's root (the rank its state comes from, chosen when the group was
+  // last built; rank 0 at the start) is the sender.
+  bool from_group_root = false;
+  // Set by the executor, not by the kernel: the generation of the group the
+  // run belongs to (collective/collective_executor_impl.h). Runs of
+  // different generations never pair.
+  int64_t generation = 0;
 };
 
 // "CollectiveReduce 'name' (group 1, instance 7)": how errors name an op.

@@ -32,4 +32,15 @@ absl::Status CoordinatorRejoin(WorkerCache* peers, const std::string& coordinato
   return FromGrpcStatus(stub->Rejoin(&ctx, req, &resp));
 }
 
+absl::Status CoordinatorGroupRendezvous(WorkerCache* peers, const std::string& coordinator,
+                                        const proto::GroupRendezvousRequest& req, proto::GroupRendezvousResponse* resp,
+                                        absl::Duration timeout) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = peers->Channel(coordinator);
+  if (!channel.ok()) return channel.status();
+  auto stub = proto::ElasticService::NewStub(*channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+  return FromGrpcStatus(stub->GroupRendezvous(&ctx, req, resp));
+}
+
 }  // namespace distflow

@@ -1,5 +1,6 @@
 // The calls a task makes to its job's coordinator (coordination/): a
-// heartbeat, and a rejoin once the coordinator restarted and forgot the task.
+// heartbeat, a rejoin once the coordinator restarted and forgot the task,
+// and the rendezvous that rebuilds a collective group.
 // They are the gRPC half of the coordination agent, which therefore speaks
 // no gRPC (tests/transport_seam_test.sh checks it).
 //
@@ -27,5 +28,10 @@ absl::Status CoordinatorHeartbeat(WorkerCache* peers, const std::string& coordin
 // ElasticService.Rejoin to `coordinator`, bounded by `timeout`.
 absl::Status CoordinatorRejoin(WorkerCache* peers, const std::string& coordinator, const proto::RejoinRequest& req,
                                absl::Duration timeout);
+
+// ElasticService.GroupRendezvous to `coordinator`, bounded by `timeout`.
+absl::Status CoordinatorGroupRendezvous(WorkerCache* peers, const std::string& coordinator,
+                                        const proto::GroupRendezvousRequest& req, proto::GroupRendezvousResponse* resp,
+                                        absl::Duration timeout);
 
 }  // namespace distflow

@@ -41,6 +41,14 @@ class GrpcElasticService final : public proto::ElasticService::CallbackService {
     return r;
   }
 
+  grpc::ServerUnaryReactor* GroupRendezvous(grpc::CallbackServerContext* ctx, const proto::GroupRendezvousRequest* req,
+                                            proto::GroupRendezvousResponse* resp) override {
+    if (auto* refused = RefuseUnauthenticated(ctx, token_, task_)) return refused;
+    auto* r = ctx->DefaultReactor();
+    r->Finish(ToGrpcStatus(service_->GroupRendezvous(*req, resp)));
+    return r;
+  }
+
   grpc::ServerUnaryReactor* Members(grpc::CallbackServerContext* ctx, const proto::MembersRequest*,
                                     proto::MembersResponse* resp) override {
     if (auto* refused = RefuseUnauthenticated(ctx, token_, task_)) return refused;

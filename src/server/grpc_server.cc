@@ -16,6 +16,7 @@
 #include "grpcpp/server_builder.h"
 #include "rpc/ask_tasks.h"
 #include "rpc/auth.h"
+#include "rpc/coordinator_client.h"
 #include "rpc/grpc_status.h"
 #include "rpc/rpc_metrics.h"
 #include "server/elastic_client.h"
@@ -254,6 +255,39 @@ void GrpcServer::StartCoordination() {
                                                workers_.get(), coordination_.get());
   agent_->Start([this](const std::string& task, const absl::Status& why) { OnTaskDead(task, why); },
                 [this] { CheckOrphaned(); });
+  if (CollectiveExecutorImpl* collective = worker_->collective(); collective != nullptr) {
+    collective->SetRendezvous([this](const GroupAsk& ask) { return AskGroupRendezvous(ask); }, absl::Minutes(5));
+  }
+}
+
+absl::StatusOr<GroupAnswer> GrpcServer::AskGroupRendezvous(const GroupAsk& ask) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return absl::CancelledError(absl::StrCat(task_name_, " is shutting down"));
+  }
+  proto::GroupRendezvousRequest req;
+  req.set_job(job_);
+  req.set_group_size(ask.group_size);
+  req.set_rank(task_);
+  req.set_last_generation(ask.last_generation);
+  req.set_nonce(ask.nonce);
+  req.set_query(ask.query);
+  req.set_probe(ask.probe);
+  proto::GroupRendezvousResponse resp;
+  absl::Status s = coordination_ != nullptr ? coordination_->GroupRendezvous(req, &resp)
+                                            : CoordinatorGroupRendezvous(workers_.get(), agent_->coordinator(), req,
+                                                                         &resp, absl::Seconds(5));
+  if (!s.ok()) return s;
+  GroupAnswer answer;
+  answer.done = resp.done();
+  answer.generation = resp.generation();
+  answer.root = resp.root();
+  auto name = [this](std::string* to, int r) {
+    absl::StrAppend(to, to->empty() ? "" : ", ", "rank ", r, " (", TaskName(job_, r), ")");
+  };
+  for (int r : resp.missing()) name(&answer.missing, r);
+  for (int r : resp.waiting()) name(&answer.waiting, r);
+  return answer;
 }
 
 void GrpcServer::OnTaskDead(const std::string& task, const absl::Status& why) {

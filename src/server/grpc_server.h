@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "bulk/bulk_transfer.h"
+#include "collective/collective_executor_impl.h"
 #include "coordination/coordination.h"
 #include "distflow/cluster_spec.h"
 #include "distflow/server.h"
@@ -69,6 +70,8 @@ class GrpcServer {
   // Resolves options_.worker.intra_op_threads == 0 to this task's share of the machine.
   void SizeComputeThreads();
   void StartCoordination() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One ask of the collective group rendezvous, to the coordinator.
+  absl::StatusOr<GroupAnswer> AskGroupRendezvous(const GroupAsk& ask);
   // A task died: fail what waits on it.
   void OnTaskDead(const std::string& task, const absl::Status& why);
   // After each heartbeat: a ps whose job is gone gives up (orphan_grace_ms).

@@ -194,14 +194,14 @@ absl::StatusOr<Operation> CollectiveAllReduceOptimizer::BroadcastVariables(const
                               {"instance_key", instance},
                               {"shape", shape},
                               {"T", var.dtype()},
-                              {"timeout_seconds", options_.timeout_seconds}};
+                              {"timeout_seconds", options_.timeout_seconds},
+                              {"from_group_root", true}};
     if (options_.num_replicas == 1) break;  // nothing to send to
-    if (options_.rank == 0) {
-      assigns.push_back(ops::Raw(s, "CollectiveBcastSend", {var}, attrs));
-    } else {
-      Operation recv = ops::Raw(s, "CollectiveBcastRecv", {}, attrs);
-      assigns.push_back(ops::Assign(scope, var, Output(recv, 0, scope)).op());
-    }
+    // Every rank offers its value; the group's root (rank 0 at the start,
+    // the oldest rank after a rebuild) sends, and every rank assigns what
+    // it sent (the root its own value again).
+    Operation bcast = ops::Raw(s, "CollectiveBcastSend", {var}, attrs);
+    assigns.push_back(ops::Assign(scope, var, Output(bcast, 0, scope)).op());
   }
   if (!scope.ok()) return scope.status();
   return ops::Group(scope.WithOpName("broadcast_variables"), assigns);

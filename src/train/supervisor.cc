@@ -245,6 +245,16 @@ absl::Status MonitoredSession::InitialiseUnsaved() {
   return session_->Run({}, {}, todo).status();
 }
 
+bool MonitoredSession::ModelSurvived() {
+  if (ready_checks_.empty()) return false;
+  absl::StatusOr<std::vector<Tensor>> r = session_->Run(ready_checks_);
+  if (!r.ok()) return false;
+  for (const Tensor& t : *r) {
+    if (!t.scalar<bool>()) return false;
+  }
+  return true;
+}
+
 absl::Status MonitoredSession::WaitUntilReady(absl::Time recovery_deadline) {
   if (ready_checks_.empty()) return absl::OkStatus();
   const absl::Time deadline = std::min(NowOf(options_.env) + options_.ready_timeout, recovery_deadline);
@@ -292,6 +302,7 @@ absl::Status MonitoredSession::WaitUntilReady(absl::Time recovery_deadline) {
 }
 
 absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
+  const bool recreating = session_ != nullptr;
   if (session_ != nullptr) (void)session_->Close();
   SessionOptions session_options = options_.session_options;
   if (deadline != absl::InfiniteFuture()) {
@@ -302,7 +313,13 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
   }
   session_ = std::make_unique<Session>(target_, session_options);
   restored_from_.clear();
-  if (options_.is_chief) {
+  if (options_.is_chief && recreating && ModelSurvived()) {
+    // A recovery whose tasks kept the model (a peer died, not the task
+    // holding the variables): initialising or restoring it again would
+    // throw away the steps since the last checkpoint.
+    ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
+    LOG(INFO) << "The model survived on its tasks (global step " << global_step_ << "); keeping it";
+  } else if (options_.is_chief) {
     bool restored = false;
     if (saver_ != nullptr) {
       absl::StatusOr<std::string> from = saver_->RestoreLatest(session_.get(), options_.logdir);
@@ -332,7 +349,14 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
     ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
   }
   if (options_.local_init_op.ok()) {
-    absl::StatusOr<std::vector<Tensor>> r = session_->Run(options_.local_init_feed_dict, {}, {options_.local_init_op});
+    // Within the recovery's deadline: local_init_op may wait for peers (a
+    // collective group being rebuilt waits for every rank).
+    RunOptions within;
+    if (deadline != absl::InfiniteFuture()) {
+      within.timeout_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - NowOf(options_.env)));
+    }
+    absl::StatusOr<std::vector<Tensor>> r =
+        session_->Run(options_.local_init_feed_dict, {}, {options_.local_init_op}, within);
     if (!r.ok()) {
       return absl::Status(r.status().code(), absl::StrCat("Running the local_init_op failed: ", r.status().message()));
     }

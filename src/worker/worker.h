@@ -31,6 +31,7 @@ namespace distflow {
 
 class BulkServer;
 class CollectiveExecutor;
+class CollectiveExecutorImpl;
 class WorkerCache;
 
 class Worker {
@@ -62,6 +63,9 @@ class Worker {
   // Logs each partition that has run for longer than `every` (at most once
   // per `every`) with the receives it still waits for.
   void LogStalledSteps(absl::Duration every);
+  // The device's collective executor (null without peers): the server
+  // gives it the coordinator's group rendezvous.
+  CollectiveExecutorImpl* collective() { return collective_.get(); }
   // Partitions running now.
   int running_partitions() const;
   // Partitions registered (by every master's sessions) and not deregistered.
@@ -107,7 +111,7 @@ class Worker {
   // Runs the device's collective ops over the rendezvous and the peers'
   // WorkerInterfaces (worker_collective_transport.h); registered for the
   // device (kernels/collective.h) while the worker lives.
-  std::shared_ptr<CollectiveExecutor> collective_;
+  std::shared_ptr<CollectiveExecutorImpl> collective_;
   BulkServer* bulk_ = nullptr;
 
   // Partitions still running; the destructor cancels them and waits. Shared

@@ -81,10 +81,10 @@ WorkerCollectiveTransport::WorkerCollectiveTransport(std::string task, ClusterSp
       rendezvous_(rendezvous),
       get_worker_(std::move(get_worker)) {}
 
-int64_t WorkerCollectiveTransport::StepIdFor(int64_t group_key, int64_t instance_key, int64_t seq) {
-  // FNV-1a over the three numbers: stable across processes (absl::Hash is not).
+int64_t WorkerCollectiveTransport::StepIdFor(int64_t generation, int64_t group_key, int64_t instance_key, int64_t seq) {
+  // FNV-1a over the four numbers: stable across processes (absl::Hash is not).
   uint64_t h = 1469598103934665603ull;
-  for (int64_t v : {group_key, instance_key, seq}) {
+  for (int64_t v : {generation, group_key, instance_key, seq}) {
     for (int b = 0; b < 8; ++b) {
       h ^= (static_cast<uint64_t>(v) >> (8 * b)) & 0xff;
       h *= 1099511628211ull;
@@ -118,9 +118,9 @@ absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::Op
                                                    " is tasks ", tasks.front(), " to ", tasks.back()));
   }
   return std::shared_ptr<CollectiveChannel>(std::make_shared<WorkerCollectiveChannel>(
-      std::move(tasks), rank, StepIdFor(params.group_key, params.instance_key, seq),
-      absl::StrCat("collective;", params.group_key, ";", params.instance_key, ";", seq, ";"), rendezvous_,
-      get_worker_));
+      std::move(tasks), rank, StepIdFor(params.generation, params.group_key, params.instance_key, seq),
+      absl::StrCat("collective;", params.generation, ";", params.group_key, ";", params.instance_key, ";", seq, ";"),
+      rendezvous_, get_worker_));
 }
 
 }  // namespace distflow

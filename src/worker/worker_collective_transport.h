@@ -9,7 +9,7 @@
 // A group of size n is the tasks 0..n-1 of this task's job (the rank is the
 // task index): a worker job of N tasks is the group of an all-reduce over N
 // workers. Each run of a collective gets its own rendezvous step id (a
-// stable hash of the group, instance and run), so aborting a run drops
+// stable hash of the group's generation, the group, instance and run), so aborting a run drops
 // exactly its tensors and fails exactly its waiters, here and on the peers.
 // Thread-safe; the rendezvous must outlive the transport.
 #pragma once
@@ -36,9 +36,9 @@ class WorkerCollectiveTransport final : public CollectiveTransport {
 
   absl::StatusOr<std::shared_ptr<CollectiveChannel>> Open(const CollectiveParams& params, int64_t seq) override;
 
-  // The rendezvous step id of run `seq` of (group_key, instance_key): the
-  // same on every task.
-  static int64_t StepIdFor(int64_t group_key, int64_t instance_key, int64_t seq);
+  // The rendezvous step id of run `seq` of (group_key, instance_key) in the
+  // group's `generation`: the same on every task.
+  static int64_t StepIdFor(int64_t generation, int64_t group_key, int64_t instance_key, int64_t seq);
 
  private:
   const std::string task_;

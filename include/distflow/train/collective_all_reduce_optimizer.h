@@ -103,12 +103,16 @@ class DISTFLOW_EXPORT CollectiveAllReduceOptimizer {
                                            const Output* global_step = nullptr);
   absl::StatusOr<Operation> Minimize(const Scope& scope, const Output& loss, const Output* global_step = nullptr,
                                      const std::vector<Output>& var_list = {});
-  // Rank 0 sends the values of `vars` (empty: every variable of the graph
+  // The group's root sends the values of `vars` (empty: every variable of the graph
   // that has an initializer, GraphVariables: the model's, the optimizers'
   // slots, the global step) and every other rank assigns what it receives:
   // run once after initialisation or restore (SupervisorOptions::local_init_op)
   // so the replicas start equal, also when only rank 0 restored a
-  // checkpoint. Every variable needs a fully defined shape and a dtype the
+  // checkpoint. The root is rank 0 at the start and, once the group was
+  // rebuilt after a rank died and came back, the lowest of the ranks that
+  // kept running (their state is the newest; docs/COLLECTIVES.md), so
+  // running it again after every recovery (as local_init_op is) gives a
+  // restarted rank the survivors' values. Every variable needs a fully defined shape and a dtype the
   // collectives carry (float32, float64, int32, int64).
   absl::StatusOr<Operation> BroadcastVariables(const Scope& scope, const std::vector<Output>& vars = {});
 

@@ -203,6 +203,8 @@ class DISTFLOW_EXPORT MonitoredSession {
   MonitoredSession() = default;
   // Both give up at `deadline` (a recovery's), or at their own timeouts.
   absl::Status CreateSession(absl::Time deadline = absl::InfiniteFuture());
+  // Every variable is initialised on its task (checked after a recovery).
+  bool ModelSurvived();
   absl::Status WaitUntilReady(absl::Time deadline);
   absl::StatusOr<int64_t> ReadGlobalStep();
   absl::Status InitialiseUnsaved();

@@ -198,6 +198,16 @@ def _make_session(g, is_chief, checkpoint_dir, scaffold, hooks, save_checkpoint_
     with g.as_default():
         for h in hooks:
             h.begin()  # before the session finalizes the graph: hooks may add ops
+        # Ops that must run after every session creation, recoveries
+        # included (hvd.BroadcastGlobalVariablesHook's broadcast), join
+        # local_init_op, which the C++ session runs each time.
+        extra = [h._local_init_op() for h in hooks if hasattr(h, "_local_init_op")]
+        if extra:
+            local = sv._local_init_op
+            if local is None and g.get_collection(_fw.GraphKeys.LOCAL_VARIABLES):
+                sv._local_vars = g.get_collection(_fw.GraphKeys.LOCAL_VARIABLES)
+                local = _fw.local_variables_initializer()
+            sv._local_init_op = _fw.group(*([local] if local is not None else []), *extra)
     runner = sv.prepare_or_wait_for_session(master, config, start_standard_services=False)
     session = _HookedSession(runner._monitored, g, sv, hooks)
     # As TF's session creators, the graph's queue runners start with the session.

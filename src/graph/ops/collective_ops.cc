@@ -8,7 +8,10 @@
 //                        distflow's compression="fp16" makes a float
 //                        reduction travel and round as fp16 (Horovod's
 //                        Compression.fp16; collective/fp16_channel.h)
-//   CollectiveBcastSend  the sending rank: its input goes to every rank
+//   CollectiveBcastSend  the sending rank: its input goes to every rank;
+//                        with distflow's from_group_root=true every rank
+//                        runs it and the group's root (the oldest rank,
+//                        collective/collective_executor_impl.h) sends
 //   CollectiveBcastRecv  every other rank: receives a tensor of `shape`
 //   CollectiveGather     the ranks' inputs concatenated along dimension 0,
 //                        in rank order (every input has the same shape)
@@ -111,6 +114,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("instance_key: int")
                       .Attr("shape: shape")
                       .Attr("timeout_seconds: float = 0")
+                      .Attr("from_group_root: bool = false")
                       .SetIsStateful()
                       .SetShapeFn(ShapeAttrShape));
   r->MustRegister(OpDefBuilder("CollectiveBcastRecv")

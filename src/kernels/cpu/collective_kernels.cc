@@ -52,6 +52,11 @@ class CollectiveOp : public AsyncOpKernel {
         params_.compress_fp16 = *comp == "fp16";
       }
     }
+    if (params_.kind == CollectiveKind::kBroadcastSend) {
+      if (absl::StatusOr<bool> root = GetAttrBool(c->def(), "from_group_root"); root.ok()) {
+        params_.from_group_root = *root;
+      }
+    }
     if (params_.kind == CollectiveKind::kBroadcastRecv || params_.kind == CollectiveKind::kBroadcastSend) {
       ASSIGN_OR_RETURN(PartialShape shape, GetAttrShape(c->def(), "shape"));
       absl::StatusOr<TensorShape> full = shape.ToTensorShape();

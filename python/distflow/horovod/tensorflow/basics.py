@@ -5,7 +5,9 @@ N` gives every process ({"cluster": {"worker": [...]}, "task": {"type":
 "worker", "index": RANK}}). init() starts this task's server and makes it
 the target of every session made with target "" (tf.Session(),
 MonitoredTrainingSession(master="")), limited to this task's devices, then
-waits until every rank's server is up. At exit, every rank waits for the
+waits until every rank's server is up. The collective group is rebuilt
+at the job's coordinator after a rank died and was restarted
+(docs/COLLECTIVES.md). At exit, every rank waits for the
 others (two barriers), so no rank's exit breaks a collective another still
 runs; a rank that ends with an uncaught exception leaves at once, and the
 others' collectives fail naming it.
@@ -132,11 +134,26 @@ def init(comm=None, process_sets=None):
     _fw._default_session_task = (state.server.target, state.task)
     _state = state
     try:
-        _barrier("init", 1, ["/job:worker"])  # waits (up to 300 s) for every rank's server
+        _wait_for_ranks()
     except Exception:
         state.failed = True
         raise
     _install_exit_handlers()
+
+
+def _wait_for_ranks():
+    """Returns once every rank's server answers (up to 300 s): a session over
+    every worker waits for them when it is made. No collective: a rank that
+    was restarted into a running job must not run one the others do not run
+    (its first collective meets theirs once the group is rebuilt)."""
+    g = _fw.Graph()
+    with g.as_default():
+        op = _fw.constant(1, dtype=_fw._dtypes.int32, name="hvd_init_ranks_up")
+    sess = _fw.Session(_state.server.target, graph=g, config=_fw.ConfigProto(device_filters=["/job:worker"]))
+    try:
+        sess.run(op)
+    finally:
+        sess.close()
 
 
 def _barrier(what, instance, device_filters):

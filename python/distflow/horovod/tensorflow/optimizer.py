@@ -99,9 +99,23 @@ class DistributedOptimizer:
 
 
 def broadcast_variables(variables, root_rank):
-    """An op giving every variable of `variables` rank `root_rank`'s value."""
+    """An op giving every variable of `variables` rank `root_rank`'s value.
+    root_rank 0 means the group's root: rank 0 at the start and, after a
+    rank died and the group was rebuilt, the lowest of the ranks that kept
+    running (theirs is the newest state), so running the op again after a
+    recovery gives a restarted rank the survivors' values."""
     state = _basics._check("broadcast_variables")
     ops = []
+    if int(root_rank) == 0 and state.size > 1:
+        for v in variables:
+            t = _ops._tensor("broadcast_variables", v)
+            value = _raw.CollectiveBcastSend(input=t, group_size=state.size, group_key=_ops.GROUP_KEY,
+                                             instance_key=_ops._instance_keys(),
+                                             shape=_ops._static_shape("broadcast_variables", t),
+                                             from_group_root=True,
+                                             name="HorovodBroadcast_" + v.op.name.replace("/", "_"))
+            ops.append(_raw.Assign(ref=v, value=value).op)
+        return _fw.group(*ops)
     for v in variables:
         value = _ops.broadcast(v, root_rank, name="HorovodBroadcast_" + v.op.name.replace("/", "_"))
         if state.rank == int(root_rank) or state.size == 1:
@@ -138,7 +152,11 @@ def broadcast_global_variables(root_rank):
 
 class BroadcastGlobalVariablesHook(SessionRunHook):
     """Broadcasts the global variables from `root_rank` once the session is
-    made (MonitoredTrainingSession(hooks=[...]))."""
+    made (MonitoredTrainingSession(hooks=[...])). Under a monitored session
+    the broadcast runs with its local_init_op, so also each time the session
+    is recreated after a failure: a rank that died and was restarted takes
+    the survivors' variables (root_rank 0: the oldest rank's; see
+    broadcast_variables)."""
 
     def __init__(self, root_rank, device=""):
         super().__init__()
@@ -152,5 +170,12 @@ class BroadcastGlobalVariablesHook(SessionRunHook):
             self.bcast_op = broadcast_global_variables(self.root_rank)
             self._graph = g
 
+    def _local_init_op(self):
+        # MonitoredTrainingSession runs this with its local_init_op, after
+        # every session creation (recoveries included); see _make_session.
+        self._in_local_init = True
+        return self.bcast_op
+
     def after_create_session(self, session, coord):
-        session.run(self.bcast_op)
+        if not getattr(self, "_in_local_init", False):
+            session.run(self.bcast_op)

@@ -1,0 +1,245 @@
+// Generations of a collective group (collective_executor_impl.h), with N
+// ranks in one process: a rank that "restarts" (a fresh executor, counting
+// from 0 again) pairs with the ranks that kept running once every rank has
+// met at the rendezvous, and CollectiveBcastSend(from_group_root) sends the
+// oldest rank's value. The rendezvous here follows the coordinator's rule
+// (proto/elastic.proto); the coordinator's own is tested in
+// coordination_test, the whole path with real processes in
+// tests/python/test_horovod_recovery.py.
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "collective/collective_test_util.h"
+#include "gtest/gtest.h"
+
+namespace distflow {
+namespace {
+
+// One group's rendezvous for ranks of one process: rank r's function asks
+// for r.
+class TestRendezvous {
+ public:
+  explicit TestRendezvous(int n) : n_(n) {}
+  GroupRendezvousFn For(int rank) {
+    return [this, rank](const GroupAsk& ask) -> absl::StatusOr<GroupAnswer> {
+      absl::MutexLock lock(&mu_);
+      GroupAnswer a;
+      if (ask.query) {
+        for (const auto& [r, w] : waiting_) absl::StrAppend(&a.waiting, a.waiting.empty() ? "" : ", ", "rank ", r);
+        return a;
+      }
+      ++asks_;
+      if (ask.probe && generation_ == 0 && waiting_.empty() &&
+          probed_.emplace(rank, ask.nonce).first->second == ask.nonce) {
+        a.done = true;
+        a.generation = 1;
+        return a;
+      }
+      if (done_.count(rank) && done_[rank] == ask.nonce) {
+        a.done = true;
+        a.generation = generation_;
+        a.root = root_;
+        return a;
+      }
+      waiting_[rank] = {ask.last_generation, ask.nonce};
+      if (static_cast<int>(waiting_.size()) < n_) {
+        a.missing = absl::StrCat(n_ - static_cast<int>(waiting_.size()), " rank(s)");
+        return a;
+      }
+      int64_t newest = 0;
+      for (const auto& [r, w] : waiting_) newest = std::max(newest, w.first);
+      generation_ = newest + 1;
+      for (const auto& [r, w] : waiting_) {
+        if (w.first == newest) {
+          root_ = r;
+          break;
+        }
+      }
+      done_.clear();
+      for (const auto& [r, w] : waiting_) done_[r] = w.second;
+      waiting_.clear();
+      a.done = true;
+      a.generation = generation_;
+      a.root = root_;
+      return a;
+    };
+  }
+  int asks() {
+    absl::MutexLock lock(&mu_);
+    return asks_;
+  }
+
+ private:
+  const int n_;
+  absl::Mutex mu_;
+  std::map<int, std::pair<int64_t, uint64_t>> waiting_ ABSL_GUARDED_BY(mu_);
+  std::map<int, uint64_t> done_ ABSL_GUARDED_BY(mu_);
+  std::map<int, uint64_t> probed_ ABSL_GUARDED_BY(mu_);
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int root_ ABSL_GUARDED_BY(mu_) = 0;
+  int asks_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+CollectiveParams Sum(int n) {
+  CollectiveParams p;
+  p.kind = CollectiveKind::kReduce;
+  p.node_name = "allreduce";
+  p.group_size = n;
+  p.group_key = 1;
+  p.instance_key = 7;
+  p.dtype = DT_FLOAT;
+  return p;
+}
+
+CollectiveParams FromRoot(int n) {
+  CollectiveParams p;
+  p.kind = CollectiveKind::kBroadcastSend;
+  p.node_name = "broadcast";
+  p.group_size = n;
+  p.group_key = 1;
+  p.instance_key = 8;
+  p.dtype = DT_FLOAT;
+  p.shape = TensorShape({1});
+  p.from_group_root = true;
+  return p;
+}
+
+std::vector<Tensor> Values(std::vector<float> v) {
+  std::vector<Tensor> out;
+  for (float x : v) out.push_back(Tensor::FromVector<float>({x}));
+  return out;
+}
+
+// Rank `rank` starts again: a fresh executor with the same transport and
+// rendezvous, as a restarted process has.
+void Restart(Ranks* ranks, TestRendezvous* rendezvous, int rank) {
+  auto& e = ranks->executors[static_cast<size_t>(rank)];
+  e = std::make_unique<CollectiveExecutorImpl>(ranks->hub.TransportFor(rank));
+  e->SetRendezvous(rendezvous->For(rank), absl::Seconds(30));
+}
+
+void ExpectAll(const std::vector<absl::StatusOr<Tensor>>& out, float value) {
+  for (size_t r = 0; r < out.size(); ++r) {
+    ASSERT_TRUE(out[r].ok()) << "rank " << r << ": " << out[r].status();
+    EXPECT_EQ(out[r]->flat<float>()[0], value) << "rank " << r;
+  }
+}
+
+TEST(GroupRebuild, ARestartedRankPairsWithTheSurvivorsInANewGeneration) {
+  Ranks ranks(3);
+  TestRendezvous rendezvous(3);
+  for (int r = 0; r < 3; ++r)
+    ranks.executors[static_cast<size_t>(r)]->SetRendezvous(rendezvous.For(r), absl::Seconds(30));
+  for (int run = 0; run < 2; ++run) ExpectAll(ranks.Run(Sum(3), Values({1, 2, 3})), 6);
+  EXPECT_EQ(ranks.executors[0]->generation(3), 1);
+  // Rank 2 restarts: it counts from run 0 again, the survivors are at run 2
+  // (their failed run broke the group).
+  Restart(&ranks, &rendezvous, 2);
+  ranks.executors[0]->MarkBroken(3);
+  ranks.executors[1]->MarkBroken(3);
+  // The survivors hold the state (10); the restarted rank a fresh one (-1).
+  ExpectAll(ranks.Run(FromRoot(3), Values({10, 10, -1})), 10);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(ranks.executors[static_cast<size_t>(r)]->generation(3), 2) << "rank " << r;
+  ExpectAll(ranks.Run(Sum(3), Values({1, 2, 3})), 6);
+}
+
+TEST(GroupRebuild, WhenRankZeroRestartsTheStateComesFromRankOne) {
+  Ranks ranks(3);
+  TestRendezvous rendezvous(3);
+  for (int r = 0; r < 3; ++r)
+    ranks.executors[static_cast<size_t>(r)]->SetRendezvous(rendezvous.For(r), absl::Seconds(30));
+  ExpectAll(ranks.Run(FromRoot(3), Values({5, 6, 7})), 5);  // at the start: rank 0
+  Restart(&ranks, &rendezvous, 0);
+  ranks.executors[1]->MarkBroken(3);
+  ranks.executors[2]->MarkBroken(3);
+  ExpectAll(ranks.Run(FromRoot(3), Values({-1, 6, 7})), 6);
+}
+
+TEST(GroupRebuild, AFailedRunBreaksTheGroupAndTheNextRunRebuildsIt) {
+  Ranks ranks(3);
+  TestRendezvous rendezvous(3);
+  for (int r = 0; r < 3; ++r)
+    ranks.executors[static_cast<size_t>(r)]->SetRendezvous(rendezvous.For(r), absl::Seconds(30));
+  ExpectAll(ranks.Run(Sum(3), Values({1, 2, 3})), 6);
+  // Rank 2 runs another instance than its peers: every run times out,
+  // and the failures break the group on every rank.
+  std::vector<CollectiveParams> mismatched(3, Sum(3));
+  for (auto& p : mismatched) p.timeout_seconds = 0.2;
+  mismatched[2].instance_key = 9;
+  auto failed = ranks.RunEach(mismatched, Values({1, 2, 3}));
+  for (const auto& r : failed) EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
+  ExpectAll(ranks.Run(Sum(3), Values({1, 2, 3})), 6);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(ranks.executors[static_cast<size_t>(r)]->generation(3), 2) << "rank " << r;
+}
+
+TEST(GroupRebuild, ARunOfAGenerationOthersHaveLeftFailsNamingThem) {
+  Ranks ranks(3);
+  TestRendezvous rendezvous(3);
+  for (int r = 0; r < 3; ++r)
+    ranks.executors[static_cast<size_t>(r)]->SetRendezvous(rendezvous.For(r), absl::Seconds(30));
+  ExpectAll(ranks.Run(Sum(3), Values({1, 2, 3})), 6);
+  // Ranks 0 and 1 left generation 1 (their run failed, say) and wait to
+  // rebuild the group; rank 2's run of generation 1 waits for them. It
+  // fails naming them, and rank 2 joins the rebuild at once.
+  ranks.executors[0]->MarkBroken(3);
+  ranks.executors[1]->MarkBroken(3);
+  std::vector<absl::StatusOr<Tensor>> survivors;
+  std::thread peers([&] { survivors = ranks.Run(Sum(3), Values({1, 2, 3}), {0, 1}); });
+  auto failed = ranks.Run(Sum(3), Values({1, 2, 3}), {2});
+  ASSERT_FALSE(failed[2].ok());
+  EXPECT_TRUE(absl::IsUnavailable(failed[2].status())) << failed[2].status();
+  EXPECT_NE(failed[2].status().message().find("left generation 1"), std::string::npos) << failed[2].status();
+  EXPECT_NE(failed[2].status().message().find("rank 0, rank 1"), std::string::npos) << failed[2].status();
+  // Rank 2 runs its step again, now in generation 2 with its peers.
+  auto again = ranks.Run(Sum(3), Values({1, 2, 3}), {2});
+  peers.join();
+  ASSERT_TRUE(again[2].ok()) << again[2].status();
+  EXPECT_EQ(again[2]->flat<float>()[0], 6);
+  for (int r : {0, 1}) {
+    ASSERT_TRUE(survivors[static_cast<size_t>(r)].ok()) << survivors[static_cast<size_t>(r)].status();
+    EXPECT_EQ(survivors[static_cast<size_t>(r)]->flat<float>()[0], 6);
+  }
+  EXPECT_EQ(ranks.executors[2]->generation(3), 2);
+}
+
+TEST(GroupRebuild, ARebuildThatNeverCompletesFailsTheRunNamingWhoIsMissing) {
+  Ranks ranks(2);
+  TestRendezvous rendezvous(2);
+  for (int r = 0; r < 2; ++r)
+    ranks.executors[static_cast<size_t>(r)]->SetRendezvous(rendezvous.For(r), absl::Milliseconds(300));
+  ExpectAll(ranks.Run(Sum(2), Values({1, 2})), 3);  // a fresh group: generation 1, no round
+  ranks.executors[0]->MarkBroken(2);
+  auto out = ranks.Run(Sum(2), Values({1, 2}), {0});
+  ASSERT_FALSE(out[0].ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(out[0].status())) << out[0].status();
+  EXPECT_NE(out[0].status().message().find("CollectiveReduce 'allreduce'"), std::string::npos) << out[0].status();
+  EXPECT_NE(out[0].status().message().find("not joined yet: 1 rank(s)"), std::string::npos) << out[0].status();
+  EXPECT_GE(rendezvous.asks(), 3) << "the rank polls the rendezvous";
+}
+
+TEST(GroupRebuild, CancellingTheStepEndsAWaitForTheRebuild) {
+  Ranks ranks(2);
+  TestRendezvous rendezvous(2);
+  for (int r = 0; r < 2; ++r)
+    ranks.executors[static_cast<size_t>(r)]->SetRendezvous(rendezvous.For(r), absl::Minutes(5));
+  ExpectAll(ranks.Run(Sum(2), Values({1, 2})), 3);
+  ranks.executors[0]->MarkBroken(2);
+  CancellationManager cm;
+  absl::Notification done;
+  absl::StatusOr<Tensor> out = absl::UnknownError("did not run");
+  ranks.executors[0]->Run(Sum(2), Tensor::FromVector<float>({1}), &cm, [&](absl::StatusOr<Tensor> t) {
+    out = std::move(t);
+    done.Notify();
+  });
+  EXPECT_FALSE(done.HasBeenNotified()) << "rank 1 never asks: the run waits for the rebuild";
+  cm.StartCancel(absl::DeadlineExceededError("the step's deadline"));
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_TRUE(absl::IsCancelled(out.status())) << out.status();
+  EXPECT_NE(out.status().message().find("being rebuilt"), std::string::npos) << out.status();
+}
+
+}  // namespace
+}  // namespace distflow
