@@ -27,6 +27,14 @@
 // with a parent-death signal, so none outlives this process, even when it
 // is killed with SIGKILL.
 //
+// --evaluator adds TensorFlow's evaluator task (tf.estimator's
+// train_and_evaluate): PROGRAM once more, outside the cluster spec as in
+// TF_CONFIG, with --job_name=evaluator --task_index=0 --cluster_spec
+// appended and DISTFLOW_CONFIG's task {"type": "evaluator", "index": 0}. It
+// serves nothing; the job waits for it to exit 0 as for a worker.
+//
+//   distflow-launch --ps 1 --workers 2 --evaluator -- python3 examples/python/estimator_linear.py --model_dir=/tmp/m
+//
 // Elastic: --min_workers M --max_workers N (instead of --workers) starts
 // the ps tasks and M workers as the cluster spec, and N-M more workers that
 // join the running job through its coordinator (ps 0; the program gets
@@ -90,6 +98,10 @@
 
 ABSL_FLAG(int, ps, 1, "ps tasks (without --cluster_spec)");
 ABSL_FLAG(int, workers, 1, "worker tasks (without --cluster_spec); worker 0 is the chief");
+ABSL_FLAG(bool, evaluator, false,
+          "also run PROGRAM as TensorFlow's evaluator task (tf.estimator.train_and_evaluate): outside the cluster "
+          "spec, with --job_name=evaluator --task_index=0 and DISTFLOW_CONFIG's task type \"evaluator\"; the job "
+          "waits for it as for a worker");
 ABSL_FLAG(int, min_workers, 0,
           "elastic: the job needs at least this many workers; they are the cluster spec's (instead of --workers)");
 ABSL_FLAG(int, max_workers, 0,
@@ -229,13 +241,19 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "starts a cluster on this machine: distflow-launch --ps N --workers M [--base_port P] [--host H] -- PROGRAM "
-      "[ARGS...], or distflow-launch --cluster_spec=SPEC -- PROGRAM [ARGS...], or distflow-launch --emit "
+      "[ARGS...] (--evaluator: one more task evaluating, as TF_CONFIG's evaluator), or distflow-launch "
+      "--cluster_spec=SPEC -- PROGRAM [ARGS...], or distflow-launch --emit "
       "kubernetes|slurm --ps N --workers M -- PROGRAM [ARGS...] to print manifests instead");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   // What follows "--" is the program; absl leaves it as positional arguments.
   std::vector<std::string> program(rest.begin() + 1, rest.end());
   if (program.empty()) return Usage("no program: put it after --, e.g. distflow-launch --workers 2 -- ./trainer");
-  if (!absl::GetFlag(FLAGS_emit).empty()) return Emit(program);
+  if (!absl::GetFlag(FLAGS_emit).empty()) {
+    if (absl::GetFlag(FLAGS_evaluator)) {
+      return Usage("--evaluator and --emit: the manifests have no evaluator task yet; drop --evaluator");
+    }
+    return Emit(program);
+  }
   if (!absl::GetFlag(FLAGS_emit_file).empty()) return Usage("--emit_file needs --emit kubernetes or --emit slurm");
 
   // Elastic membership: checked before anything starts.
@@ -312,6 +330,11 @@ int main(int argc, char** argv) {
     if (absl::GetFlag(FLAGS_base_port) != 0) return Usage("--base_port and --cluster_spec: pass one of them");
     cluster = ClusterSpec::Parse(spec);
     if (!cluster.ok()) return Usage(absl::StrCat("bad --cluster_spec: ", cluster.status().message()));
+    if (cluster->HasJob("evaluator")) {
+      return Usage(
+          "--cluster_spec has an 'evaluator' job: TensorFlow's evaluator is not part of the cluster spec; drop "
+          "that job and pass --evaluator");
+    }
   } else {
     const int ps = absl::GetFlag(FLAGS_ps), workers = absl::GetFlag(FLAGS_workers);
     const int base = absl::GetFlag(FLAGS_base_port);
@@ -345,6 +368,9 @@ int main(int argc, char** argv) {
     if (ps == 0) jobs.erase("ps");
     cluster = ClusterSpec::FromJobs(std::move(jobs));
     if (!cluster.ok()) return Usage(absl::StrCat("bad --host: ", cluster.status().message()));
+  }
+  if (absl::GetFlag(FLAGS_evaluator) && !cluster->HasJob("worker") && !cluster->HasJob("chief")) {
+    return Usage("--evaluator: the cluster has no worker or chief job to train the model it evaluates");
   }
   const int status_base = absl::GetFlag(FLAGS_status_base_port);
   const int num_tasks = static_cast<int>(cluster->AllTaskNames().size());
@@ -406,6 +432,7 @@ int main(int argc, char** argv) {
   options.program = program;
   options.ps_program = ps_program;
   options.status_base_port = status_base;
+  options.evaluator = absl::GetFlag(FLAGS_evaluator);
   options.restart_on_failure = absl::GetFlag(FLAGS_restart_on_failure);
   options.grace_secs = absl::GetFlag(FLAGS_grace_secs);
   options.ps_exit_secs = absl::GetFlag(FLAGS_ps_exit_secs);

@@ -42,6 +42,8 @@ struct Task {
   bool removing = false;   // host discovery: stopped because its host went away
   std::string name() const { return joins ? absl::StrCat(job, ":+", index) : absl::StrCat(job, ":", index); }
   bool is_ps() const { return job == "ps"; }
+  bool is_evaluator() const { return job == "evaluator"; }
+  bool is_worker() const { return !is_ps() && !is_evaluator(); }
 };
 
 class Launcher {
@@ -79,6 +81,16 @@ class Launcher {
         tasks_.push_back(std::move(t));
       }
     }
+    if (options_.evaluator) {
+      // Not a task of the spec (TF_CONFIG's evaluator): no address, no server.
+      Task t;
+      t.job = "evaluator";
+      t.argv = program;
+      t.argv.push_back("--job_name=evaluator");
+      t.argv.push_back("--task_index=0");
+      t.argv.push_back("--cluster_spec=" + spec);
+      tasks_.push_back(std::move(t));
+    }
     hosts_ = options_.hosts;
     if ((options_.join_workers > 0 || Discovery()) && cluster_.HasJob("ps")) {
       coordinator_ = cluster_.task_address("ps", cluster_.task_indices("ps").front()).value_or("");
@@ -98,16 +110,20 @@ class Launcher {
     for (Task& t : tasks_) {
       if (!Start(t)) return Stop(1);
     }
-    Say(absl::StrCat("started ", tasks_.size(),
-                     " tasks: ", absl::StrJoin(tasks_, ", ", [](std::string* out, const Task& t) {
-                       absl::StrAppend(out, t.name(), " (", t.address, ", pid ", t.pid, ")");
-                     })));
+    Say(absl::StrCat(
+        "started ", tasks_.size(), " tasks: ", absl::StrJoin(tasks_, ", ", [](std::string* out, const Task& t) {
+          absl::StrAppend(out, t.name(), " (", t.address, t.address.empty() ? "" : ", ", "pid ", t.pid, ")");
+        })));
     // What the health checks need, copied: the loop may replace a worker meanwhile.
     std::vector<std::pair<std::string, std::string>> watched;
-    for (const Task& t : tasks_) watched.emplace_back(t.name(), t.address);
+    for (const Task& t : tasks_) {
+      if (!t.is_evaluator()) watched.emplace_back(t.name(), t.address);
+    }
     std::string first_status_url = tasks_.empty() ? "" : tasks_[0].status_url;
     std::vector<std::string> status_urls;
-    for (const Task& t : tasks_) status_urls.push_back(absl::StrCat(t.name(), " ", t.status_url));
+    for (const Task& t : tasks_) {
+      if (!t.status_url.empty()) status_urls.push_back(absl::StrCat(t.name(), " ", t.status_url));
+    }
     std::thread health([this, watched = std::move(watched), first_status_url, status_urls = std::move(status_urls)] {
       WaitUntilUp(watched, options_.up_timeout_secs, first_status_url, status_urls, health_stop_);
     });
@@ -157,12 +173,12 @@ class Launcher {
   }
 
   bool Discovery() const { return !options_.host_discovery_script.empty(); }
-  static bool IsChief(const Task& t) { return !t.is_ps() && !t.joins && t.index == 0; }
+  static bool IsChief(const Task& t) { return t.is_worker() && !t.joins && t.index == 0; }
 
   // Workers running that the launcher is not stopping.
   int ActiveWorkers() const {
     int n = 0;
-    for (const Task& t : tasks_) n += !t.is_ps() && t.running && !t.removing ? 1 : 0;
+    for (const Task& t : tasks_) n += t.is_worker() && t.running && !t.removing ? 1 : 0;
     return n;
   }
 
@@ -172,7 +188,7 @@ class Launcher {
     for (const DiscoveredHost& h : hosts_) {
       if (blacklisted_.count(h.host)) continue;
       int used = 0;
-      for (const Task& t : tasks_) used += !t.is_ps() && t.running && !t.removing && t.host == h.host ? 1 : 0;
+      for (const Task& t : tasks_) used += t.is_worker() && t.running && !t.removing && t.host == h.host ? 1 : 0;
       if (used < h.slots) return h.host;
     }
     return "";
@@ -212,7 +228,7 @@ class Launcher {
       if (!blacklisted_.count(h.host)) slots[h.host] = h.slots;
     }
     for (Task& t : tasks_) {
-      if (t.is_ps() || !t.running || t.removing) continue;
+      if (!t.is_worker() || !t.running || t.removing) continue;
       auto it = slots.find(t.host);
       if ((it != slots.end() && used[t.host] < it->second) || IsChief(t)) {
         ++used[t.host];
@@ -253,7 +269,7 @@ class Launcher {
   // Workers running or done (elastic: the job needs min_workers of them).
   int WorkersLeft() const {
     int n = 0;
-    for (const Task& t : tasks_) n += !t.is_ps() && (t.running || t.finished_ok) ? 1 : 0;
+    for (const Task& t : tasks_) n += t.is_worker() && (t.running || t.finished_ok) ? 1 : 0;
     return n;
   }
 
@@ -312,12 +328,12 @@ class Launcher {
           }
           if (ok || (t.is_ps() && AllWorkersDone() && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)) {
             t.finished_ok = true;
-            if (!t.is_ps()) ending_ = true;  // the job is ending: no more workers start or stop
+            if (t.is_worker()) ending_ = true;  // the job is ending: no more workers start or stop
             Say(absl::StrCat(t.name(), " finished"));
             continue;
           }
           const bool chief = IsChief(t);
-          if (Discovery() && !t.is_ps() && !chief && !coordinator_.empty()) {
+          if (Discovery() && t.is_worker() && !chief && !coordinator_.empty()) {
             // The host takes the blame; a free slot (maybe elsewhere) takes a new worker.
             const int failures = ++host_failures_[t.host];
             Say(absl::StrCat(t.name(), " on ", t.host, " ", t.how, " (", failures, " failure(s) on that host)"));
@@ -330,7 +346,7 @@ class Launcher {
             check_min_ = true;
             continue;
           }
-          if (!coordinator_.empty() && !t.is_ps() && !chief) {
+          if (!coordinator_.empty() && t.is_worker() && !chief) {
             // Elastic: a new worker joins in its place; nobody else restarts.
             if (replacements_ < options_.restart_on_failure) {
               ++replacements_;

@@ -17,6 +17,13 @@
 // `signals` counting them) stops every task the same way; a second kills
 // them at once.
 //
+// With `evaluator`, one more task runs `program` outside the cluster spec,
+// as TensorFlow's TF_CONFIG has it: task type "evaluator", index 0, the
+// cluster's spec in DISTFLOW_CONFIG and --job_name=evaluator --task_index=0
+// --cluster_spec appended; it serves nothing (no health check, no status
+// port) and the job waits for it as for a worker. tf.estimator's
+// train_and_evaluate evaluates the chief's checkpoints there.
+//
 // Elastic (`join_workers` > 0, the cluster has a ps job): besides the
 // cluster's tasks, `join_workers` more workers start with --join=<ps 0's
 // address> --join_as=<a free port on `join_host`> instead of a task of the
@@ -58,6 +65,7 @@ struct LaunchOptions {
   std::vector<std::string> program;  // every task that is not a ps task
   std::string ps_program;            // the ps tasks
   int status_base_port = 0;          // > 0: task i serves its status page on this + i
+  bool evaluator = false;            // one evaluator task besides the cluster's (see above)
   int restart_on_failure = 0;
   int grace_secs = 10;
   int ps_exit_secs = 30;

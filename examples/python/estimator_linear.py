@@ -3,6 +3,8 @@
 # task it is (ps, worker, chief or evaluator), e.g.
 #   TF_CONFIG='{"cluster": {"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]},
 #               "task": {"type": "worker", "index": 0}}' python3 estimator_linear.py --model_dir=/tmp/lin
+# or, every task at once (the ps tasks run distflow-server), with
+#   distflow-launch --ps 1 --workers 2 --evaluator -- python3 estimator_linear.py --model_dir=/tmp/lin
 # The model: softmax regression on a synthetic 3-class problem whose
 # classes a linear model separates. With TensorFlow 1, only the import differs.
 import numpy as np
@@ -11,6 +13,10 @@ import distflow.compat.v1 as tf
 
 tf.app.flags.DEFINE_string("model_dir", "/tmp/estimator_linear", "checkpoints and summaries (shared by the tasks)")
 tf.app.flags.DEFINE_integer("max_steps", 300, "train until the global step reaches this")
+# What distflow-launch appends; the task is read from DISTFLOW_CONFIG (RunConfig).
+tf.app.flags.DEFINE_string("job_name", "", "ignored: RunConfig reads the task from TF_CONFIG or DISTFLOW_CONFIG")
+tf.app.flags.DEFINE_integer("task_index", 0, "ignored, as --job_name")
+tf.app.flags.DEFINE_string("cluster_spec", "", "ignored, as --job_name")
 FLAGS = tf.app.flags.FLAGS
 
 

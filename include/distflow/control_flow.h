@@ -62,8 +62,9 @@ struct DISTFLOW_EXPORT WhileOptions {
   // them after the loop variables); their values are the same every iteration.
   std::vector<Output> invariants;
   // Keep what the loop's gradient needs: every iteration's values of the
-  // loop variables and the iteration count. Gradients through the loop need
-  // it (and every variable's rank known); false saves the memory.
+  // loop variables (written to TensorArrays, one write per iteration, no
+  // copy) and the iteration count. Gradients through the loop need it (and
+  // every variable's rank known); false saves the memory.
   bool back_prop = true;
   // Asked, once the body is built, for each loop variable (its index): true
   // if the gradient never needs the variable's values, only its shape, and
@@ -72,19 +73,18 @@ struct DISTFLOW_EXPORT WhileOptions {
   // zeros shaped like its final value. Unset: every variable keeps one.
   std::function<bool(int var)> history_not_needed;
   // One per loop variable, or empty (all false): the variable's shape may
-  // change from one iteration to the next (a dynamic_size TensorArray). Its
-  // values cannot be stacked into a history: if history_not_needed says so
-  // the loop keeps its shapes (the rebuilt body sees zeros of each
-  // iteration's shape), else the loop has no gradient for it (an error
-  // naming it when one is asked for).
+  // change from one iteration to the next (a dynamic_size TensorArray's
+  // flow). If history_not_needed says so the loop keeps its shapes (the
+  // rebuilt body sees zeros of each iteration's shape); else it keeps each
+  // iteration's value, of that iteration's shape.
   std::vector<bool> shape_varies;
 };
 
 // tf.while_loop: runs body while cond holds; returns the loop variables'
 // final values. With back_prop, Gradients calls `body` again later (to build
 // the gradient's loop), so it must not capture references to locals that are
-// gone by then; capture Outputs by value. The history back_prop keeps is
-// copied once per iteration (quadratic in the iteration count).
+// gone by then; capture Outputs by value. What back_prop keeps costs one
+// TensorArray write per variable and iteration (linear in the iterations).
 DISTFLOW_EXPORT absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& s, const std::vector<Output>& loop_vars,
                                                               const LoopCondFn& cond, const LoopBodyFn& body,
                                                               const WhileOptions& options = {});

@@ -207,12 +207,16 @@ def _adopt_outside(graph, cc_outputs):
 
 def _branch_outputs(ctx, result, what):
     """A branch's result as flat tensors of the branch (an Operation becomes a
-    scalar made after it), and the structure to rebuild."""
+    scalar made after it; a TensorArray its handle and its flow, so the
+    array the taken branch gives, its own or one from outside, comes out)."""
     from distflow import array_ops
     flat = []
     for x in _flatten(result):
         if x is None:
             raise ValueError(f"tf.cond: the {what} branch returned None; both branches must return tensors")
+        if _is_tensor_array(x):
+            flat += [array_ops.identity(x.handle), array_ops.identity(x.flow)]
+            continue
         if isinstance(x, _fw.Operation):
             with _fw.control_dependencies([x]):
                 x = _fw.constant(True)
@@ -251,14 +255,38 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
                 return [t._out for t in _branch_outputs(ctx, result, what)]
         return build
 
-    outs = _distflow.cond(g._scope(), pred._out, make(1, true_fn, "true"), make(0, false_fn, "false"))
-    if not _same_structure(structures[1], structures[0]):
-        raise ValueError(f"tf.cond: the branches return different structures: {structures[1]!r} and "
-                         f"{structures[0]!r}")
+    def check_structures():
+        if not _same_structure(structures[1], structures[0]):
+            raise ValueError(f"tf.cond: the branches return different structures: {structures[1]!r} and "
+                             f"{structures[0]!r}")
+        for a, b in zip(_flatten(structures[1]), _flatten(structures[0])):
+            if _is_tensor_array(a) != _is_tensor_array(b):
+                other = b if _is_tensor_array(a) else a
+                raise TypeError(f"tf.cond: one branch returns a TensorArray where the other returns {other!r}; "
+                                f"both must return a TensorArray there")
+
+    try:
+        outs = _distflow.cond(g._scope(), pred._out, make(1, true_fn, "true"), make(0, false_fn, "false"))
+    except _distflow.InvalidArgumentError:
+        if len(structures) == 2:
+            check_structures()  # the clearer error, if that is the cause
+        raise
+    check_structures()
+    leaves_t = _flatten(structures[1])
     merged = _adopt_outside(g, outs)
     if ops_returned[1] and ops_returned[0]:
         return merged[0].op
-    packed = _pack(structures[1], merged)
+    it = iter(merged)
+    results = []
+    for a in leaves_t:
+        if _is_tensor_array(a):
+            handle, flow = next(it), next(it)
+            ta = a._with_flow(flow)
+            ta._handle = handle
+            results.append(ta)
+        else:
+            results.append(next(it))
+    packed = _pack(structures[1], results)
     if strict:
         return packed
     return packed[0] if isinstance(packed, (list, tuple)) and len(packed) == 1 and \

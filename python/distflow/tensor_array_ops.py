@@ -7,11 +7,14 @@ variable through its flow); a write stores the element only, so a loop of N
 writes costs O(N). Gradients come from the ops' gradients (a gradient array
 per tf.gradients call, client/grad/tensor_array_grad.cc).
 
-Reading an element never written gives zeros when its shape is known (the
-array's element_shape, or the shape its written elements share), else an
-error naming the array. Writing an index twice keeps the last value (TF: an
-error); the gradient of the overwritten value is zero. close() frees
-nothing early: an array lives until its step ends.
+As in TensorFlow, an index takes one write: a second write fails the step
+with an error naming the array and the index. Reading an element never
+written gives zeros when its shape is known (the array's element_shape, or
+the shape its written elements share: TF's inferred element shape), else an
+error naming the array and the index. A TensorArray may go into and come out
+of tf.cond branches and while_loop bodies. clear_after_read is not enforced
+(an element may be read twice; TF: an error unless clear_after_read=False).
+close() frees nothing early: an array lives until its step ends.
 """
 from distflow import array_ops as _array
 from distflow import dtypes as _dtypes

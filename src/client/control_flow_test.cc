@@ -5,6 +5,7 @@
 // Cond and of a WhileLoop checked numerically.
 #include "distflow/control_flow.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,9 @@
 #include "distflow/gradients.h"
 #include "distflow/ops.h"
 #include "distflow/session.h"
+#include "distflow/step_stats.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/tensor_array.h"
 #include "tensor/tensor_testutil.h"
 
 namespace distflow {
@@ -339,6 +342,58 @@ TEST(WhileLoop, GradientReachesATensorMadeOutsideWhileTheBodyIsBuilt) {
         return ops::Sum(s, (*out)[0], {0});
       },
       "while capturing a tensor made during the body's build", grad_test::kTol, /*require_gradient=*/true);
+}
+
+TEST(WhileLoop, KeepsEachIterationsValueOnceForTheGradient) {
+  // v = v * 1.01 + 0.5 over n iterations, v a vector of kWidth doubles, and
+  // its gradient: the forward loop writes each iteration's v to an array
+  // once (no Concat of a growing history: that copied n^2 / 2 rows), and
+  // neither the writes nor the backward loop's reads copy a byte.
+  constexpr int64_t kWidth = 512;
+  for (int n : {16, 64}) {
+    Scope root = Scope::NewRootScope();
+    Output x = ops::Placeholder(root, DT_DOUBLE, PartialShape({kWidth}));
+    ops::WhileOptions opts;
+    opts.maximum_iterations = n;
+    auto out = ops::WhileLoop(
+        root, {x}, [](const Scope& c, const Outs& v) -> absl::StatusOr<Output> { return ops::Const(c, true); },
+        [](const Scope& b, const Outs& v) -> StatusOrOuts {
+          return Outs{ops::Add(b, ops::Mul(b, v[0], ops::Const(b, 1.01)), ops::Const(b, 0.5))};
+        },
+        opts);
+    ASSERT_TRUE(out.ok()) << out.status();
+    auto g = Gradients(root, {ops::Sum(root, ops::Square(root, (*out)[0]), {0})}, {x});
+    ASSERT_TRUE(g.ok()) << g.status();
+    Session sess;
+    StepStats trace;
+    RunOptions run;
+    run.trace = &trace;
+    Tensor xv(DT_DOUBLE, TensorShape({kWidth}));
+    for (int64_t i = 0; i < kWidth; ++i) xv.flat<double>()[static_cast<size_t>(i)] = 0.001 * static_cast<double>(i);
+    const int64_t before = TensorArray::BytesCopied();
+    auto r = sess.Run({{x, xv}}, {(*out)[0], (*g)[0]}, {}, run);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(TensorArray::BytesCopied() - before, 0) << "n = " << n;
+    int writes = 0, reads = 0, concats = 0;
+    for (const DeviceStepStats& d : trace.devices) {
+      for (const NodeExecStats& e : d.nodes) {
+        writes += e.op == "TensorArrayWriteV3" ? 1 : 0;
+        reads += e.op == "TensorArrayReadV3" ? 1 : 0;
+        concats += e.op.find("Concat") != std::string::npos ? 1 : 0;
+      }
+    }
+    EXPECT_EQ(writes, n);
+    EXPECT_EQ(reads, n);
+    EXPECT_EQ(concats, 0);
+    // d sum(v_n^2) / dx = 2 v_n 1.01^n.
+    const double scale = std::pow(1.01, n);
+    for (size_t i : {size_t{3}, size_t{500}}) {
+      double v = xv.flat<double>()[i];
+      for (int t = 0; t < n; ++t) v = v * 1.01 + 0.5;
+      EXPECT_NEAR((*r)[0].flat<double>()[i], v, 1e-9 * v);
+      EXPECT_NEAR((*r)[1].flat<double>()[i], 2 * v * scale, 1e-9 * v * scale);
+    }
+  }
 }
 
 TEST(WhileLoop, NoHistoryMeansAGradientErrorNamingTheExit) {

@@ -48,22 +48,36 @@ struct GraphState {
     Scope enter_scope;             // where the loop's own Enters were made
     std::vector<NodeOut> outer;    // captured tensors, in the order captured
     std::vector<NodeOut> entered;  // their Enters
-    // The random ops (IsRandomOp) made in this loop's frame itself, not in a
-    // loop nested in it, in the order made: the forward loop saves their
-    // values for its gradient.
+    // The random ops (IsRandomOp) made in this loop's body itself (also in
+    // a branch of a Cond there), not in a loop nested in it, in the order
+    // made: the forward loop saves their values for its gradient.
     std::vector<const Node*> random_ops;
+    // Per loop nested in this one's body (made in the order built): the
+    // arrays it saves its draws in (WhileLoopRecord::randoms), which it
+    // makes in this loop's frame, a new one every iteration. This loop saves
+    // their handles, so its own gradient can replay the nested draws.
+    std::vector<std::vector<SavedValues>> nested_draws;
   };
   std::vector<std::shared_ptr<LoopInConstruction>> loops_in_construction ABSL_GUARDED_BY(mu);
   // While a loop's gradient rebuilds its body inside the backward loop
   // (`frame`): the values the forward loop's random ops drew in this
   // iteration, in the order they were made. The rebuilt body's random ops,
-  // made in that order, become Identities of them (a Dropout: DropoutMasked
-  // on its saved mask), so the gradient sees the forward's draws instead of
+  // made in that order, become reads of them (a Dropout: DropoutMasked on
+  // its saved mask), so the gradient sees the forward's draws instead of
   // new ones (TensorFlow keeps forward values on stacks for the same reason).
+  // Its TensorArray writes are marked as rewrites (`_rewrite`): they write
+  // what the forward loop wrote again.
+  // A loop nested in the rebuilt body replays its draws from the arrays the
+  // forward's nested loop saved in this iteration (`nested`: per nested
+  // loop, per array, the array of its handles and, in `nested_draws`, the
+  // draws' dtype and shape).
   struct RandomReplay {
     std::string frame;
-    std::vector<NodeOut> values;
+    NodeOut index;                   // the iteration's index in the forward loop
+    std::vector<SavedValues> draws;  // the arrays of the draws (entered into the backward loop)
     size_t next = 0;
+    std::vector<std::vector<SavedValues>> nested, nested_draws;
+    size_t next_nested = 0;
   };
   std::vector<std::shared_ptr<RandomReplay>> random_replays ABSL_GUARDED_BY(mu);
   int64_t graph_seed ABSL_GUARDED_BY(mu) = 0;

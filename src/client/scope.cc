@@ -43,47 +43,72 @@ bool IsRandomOp(const std::string& op) {
 
 namespace {
 
-// The innermost loop being built whose body holds node `name` directly (not
-// inside a branch of a Cond there, whose op may not run every iteration), or
-// nullptr.
+// The innermost loop being built whose body holds node `name` (directly or
+// in a branch of a Cond there), or nullptr.
 GraphState::LoopInConstruction* InnermostLoop(GraphState& g, const std::string& name)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu) {
   GraphState::LoopInConstruction* loop = nullptr;
   for (const auto& l : g.loops_in_construction) {
     if (absl::StartsWith(name, l->frame + "/")) loop = l.get();
   }
-  if (loop == nullptr) return nullptr;
-  std::vector<std::string> parts = absl::StrSplit(name.substr(loop->frame.size() + 1), '/');
-  if (parts.empty() || parts[0] != "body") return nullptr;
-  for (size_t i = 1; i + 1 < parts.size(); ++i) {
-    if (absl::StartsWith(parts[i], "cond") && (parts[i + 1] == "true" || parts[i + 1] == "false")) return nullptr;
-  }
+  if (loop == nullptr || !absl::StartsWith(name.substr(loop->frame.size() + 1), "body/")) return nullptr;
   return loop;
 }
 
-// In a body a loop's gradient rebuilds: `def`, a random op, becomes an
-// Identity of the value the forward loop's op drew (GraphState::RandomReplay).
+std::string Ref(const NodeOut& o) { return o.index == 0 ? o.node->name() : absl::StrCat(o.node->name(), ":", o.index); }
+
+// In a body a loop's gradient rebuilds: `def`, a random op, becomes a read
+// of the value the forward loop's op drew in this iteration
+// (GraphState::RandomReplay). It keeps its control inputs, so in a Cond's
+// branch it reads only when the branch runs, as the forward op drew.
 void ReplayRandom(GraphState& g, const GraphState::LoopInConstruction& loop, proto::NodeDef* def)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu) {
   if (g.random_replays.empty() || g.random_replays.back()->frame != loop.frame) return;
   GraphState::RandomReplay& r = *g.random_replays.back();
-  if (r.next >= r.values.size()) return;
-  const NodeOut value = r.values[r.next++];
-  const DataType dtype = value.node->output_type(value.index);
+  if (r.next >= r.draws.size()) return;
+  const SavedValues& d = r.draws[r.next++];
+  if (!d.ok()) return;
   const bool dropout = def->op() == "Dropout";  // the saved value is its mask
   // (A Dropout's T is inferred from its inputs later, so it may be unset here.)
   absl::StatusOr<DataType> want = GetAttrType(*def, dropout ? "T" : "dtype");
-  if (want.ok() ? *want != dtype : !dropout) return;
+  if (want.ok() ? *want != d.dtype : !dropout) return;
   std::vector<std::string> data, control;
   for (const std::string& in : def->input()) (absl::StartsWith(in, "^") ? control : data).push_back(in);
-  if (!dropout) data.clear();
-  data.push_back(value.index == 0 ? value.node->name() : absl::StrCat(value.node->name(), ":", value.index));
+  proto::NodeDef read;
+  read.set_op("TensorArrayReadV3");
+  read.set_device(def->device());
+  for (const NodeOut& in : {d.handle, r.index, d.flow}) read.add_input(Ref(in));
+  for (const std::string& c : control) read.add_input(c);
+  SetAttrType(&read, "dtype", d.dtype);
+  SetAttrShape(&read, "element_shape", d.shape);
+  if (!dropout) {
+    read.set_name(def->name());
+    *def = std::move(read);
+    return;
+  }
+  read.set_name(def->name() + "/replayed_mask");
+  absl::StatusOr<const Node*> mask = g.graph.AddNode(read);
+  if (!mask.ok()) return;
   def->clear_input();
   for (const std::string& in : data) def->add_input(in);
+  def->add_input(read.name());
   for (const std::string& c : control) def->add_input(c);
-  def->set_op(dropout ? "DropoutMasked" : "Identity");
+  def->set_op("DropoutMasked");
   def->clear_attr();
-  SetAttrType(def, "T", dtype);
+  SetAttrType(def, "T", d.dtype);
+}
+
+// In a body a loop's gradient rebuilds: a TensorArray write writes again
+// what the forward loop wrote there, which the array allows of a rewrite.
+void MarkRewrite(const GraphState& g, proto::NodeDef* def) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g.mu) {
+  const std::string& op = def->op();
+  if (op != "TensorArrayWriteV3" && op != "TensorArrayScatterV3" && op != "TensorArraySplitV3") return;
+  for (const auto& r : g.random_replays) {
+    if (absl::StartsWith(def->name(), r->frame + "/")) {
+      SetAttrBool(def, "_rewrite", true);
+      return;
+    }
+  }
 }
 
 // `inner` over `outer` as nested device scopes merge: every field `inner`
@@ -199,13 +224,16 @@ Operation Scope::AddNode(proto::NodeDef def, const std::vector<Output>& inputs) 
     if (count == 0) count = 1;
   }
   GraphState::LoopInConstruction* loop = IsRandomOp(def.op()) ? InnermostLoop(*graph_, def.name()) : nullptr;
+  // (A replayed draw stays one of the loop's draws: a loop rebuilt in an
+  // enclosing loop's gradient saves it for its own gradient.)
   if (loop != nullptr) ReplayRandom(*graph_, *loop, &def);
+  if (!graph_->random_replays.empty()) MarkRewrite(*graph_, &def);
   absl::StatusOr<const Node*> n = graph_->graph.AddNode(std::move(def));
   if (!n.ok()) {
     if (graph_->status.ok()) graph_->status = n.status();
     return Operation();
   }
-  if (loop != nullptr && IsRandomOp((*n)->op())) loop->random_ops.push_back(*n);
+  if (loop != nullptr) loop->random_ops.push_back(*n);
   return Operation(*n, graph_);
 }
 

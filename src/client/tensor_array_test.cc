@@ -39,8 +39,6 @@ TEST(TensorArray, WritesReadsGathersStacksAndConcatenates) {
   Output x = ops::Const(root, Doubles({1, 2, 3, 4, 5, 6}, TensorShape({3, 2})));
   auto ta = ops::TensorArray(root, DT_DOUBLE, ops::Const(root, 3));
   Output f = ops::TensorArrayUnstack(root, ta.handle, x, ta.flow);
-  // Index 1 written again: the last write wins.
-  f = ops::TensorArrayWrite(root, ta.handle, ops::Const(root, 1), ops::Const(root, Doubles({10, 20}, {2})), f);
   Output read = ops::TensorArrayRead(root, ta.handle, ops::Const(root, 2), f, DT_DOUBLE);
   Output stack = ops::TensorArrayStack(root, ta.handle, f, DT_DOUBLE);
   Output gather = ops::TensorArrayGather(root, ta.handle, ops::Const(root, {2, 0, 2}), f, DT_DOUBLE);
@@ -59,7 +57,7 @@ TEST(TensorArray, WritesReadsGathersStacksAndConcatenates) {
   EXPECT_EQ((*r)[0].flat<double>()[0], 5);
   EXPECT_EQ((*r)[1].shape(), TensorShape({3, 2}));
   EXPECT_EQ(std::vector<double>((*r)[1].flat<double>().begin(), (*r)[1].flat<double>().end()),
-            (std::vector<double>{1, 2, 10, 20, 5, 6}));
+            (std::vector<double>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(std::vector<double>((*r)[2].flat<double>().begin(), (*r)[2].flat<double>().end()),
             (std::vector<double>{5, 6, 1, 2, 5, 6}));
   EXPECT_EQ((*r)[3].shape(), TensorShape({6}));
@@ -108,6 +106,31 @@ TEST(TensorArray, BadIndicesAreErrorsNamingTheArray) {
   r = sess.Run({unknown});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("not been written"), std::string::npos) << r.status();
+}
+
+TEST(TensorArray, AnIndexTakesOneWriteAsInTensorFlow) {
+  Scope root = Scope::NewRootScope();
+  auto ta = ops::TensorArray(root, DT_DOUBLE, ops::Const(root, 3), Options(false, PartialShape::Unknown(), "twice"));
+  Output f = ops::TensorArrayWrite(root, ta.handle, ops::Const(root, 1), ops::Const(root, 1.0), ta.flow);
+  Output again = ops::TensorArrayWrite(root, ta.handle, ops::Const(root, 1), ops::Const(root, 2.0), f);
+  Output other = ops::TensorArrayWrite(root, ta.handle, ops::Const(root, 2), ops::Const(root, 3.0), f);
+  Output stack = ops::TensorArrayStack(root, ta.handle, other, DT_DOUBLE);
+  Output scattered =
+      ops::TensorArrayScatter(root, ta.handle, ops::Const(root, {0, 1}), ops::Const(root, Doubles({4, 5}, {2})), f);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess;
+  for (const Output& twice : {again, scattered}) {
+    auto r = sess.Run({twice});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("TensorArray 'twice': cannot write index 1: it has already been written"),
+              std::string::npos)
+        << r.status();
+  }
+  // Index 0, never written, reads as zeros: the written elements share the shape [].
+  auto r = sess.Run({stack});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(std::vector<double>((*r)[0].flat<double>().begin(), (*r)[0].flat<double>().end()),
+            (std::vector<double>{0, 1, 3}));
 }
 
 // out[t] = x * (t + 1) for t < n in a loop, stacked, and d(sum out^2)/dx.
@@ -276,6 +299,97 @@ TEST(WhileLoopRandom, TheGradientUsesTheForwardLoopsDraws) {
     for (int j = 0; j < 3; ++j) {
       float sum = 0;
       for (int t = 0; t < 5; ++t) sum += (*r)[0].flat<float>()[static_cast<size_t>(t * 3 + j)];
+      EXPECT_NEAR((*r)[1].flat<float>()[static_cast<size_t>(j)], sum, 1e-5) << "run " << run << ", element " << j;
+    }
+  }
+}
+
+TEST(WhileLoopRandom, ADrawInACondBranchIsReplayedForTheGradient) {
+  // acc += cond(t < 3, x * u_t, x * 2) with u_t = RandomUniform([3]) drawn
+  // in the true branch: d(sum acc)/dx = sum of u_t over t < 3 of the same
+  // step (plus 2 for t = 3, 4), not of new draws.
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT, PartialShape({3}));
+  auto draws = ops::TensorArray(root, DT_FLOAT, ops::Const(root, 5), Options(false, PartialShape({3})));
+  ops::WhileOptions opts;
+  opts.invariants = {x, draws.handle};
+  auto loop = ops::WhileLoop(
+      root, {ops::Const(root, 0), ops::Fill(root, {3}, ops::Const(root, 0.0f)), draws.flow},
+      [](const Scope& c, const Outs& v) -> absl::StatusOr<Output> { return ops::Less(c, v[0], ops::Const(c, 5)); },
+      [](const Scope& b, const Outs& v) -> StatusOrOuts {
+        auto picked = ops::Cond(
+            b, ops::Less(b, v[0], ops::Const(b, 3)), {v[3]},
+            [](const Scope& s, const Outs& in) -> StatusOrOuts {
+              Output u = ops::RandomUniform(s, {3});
+              return Outs{ops::Mul(s, in[0], u), u};
+            },
+            [](const Scope& s, const Outs& in) -> StatusOrOuts {
+              return Outs{ops::Mul(s, in[0], ops::Const(s, 2.0f)), ops::Fill(s, {3}, ops::Const(s, 0.0f))};
+            });
+        if (!picked.ok()) return picked.status();
+        return Outs{ops::Add(b, v[0], ops::Const(b, 1)), ops::Add(b, v[1], (*picked)[0]),
+                    ops::TensorArrayWrite(b, v[4], v[0], (*picked)[1], v[2])};
+      },
+      opts);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  Output drawn = ops::TensorArrayStack(root, draws.handle, (*loop)[2], DT_FLOAT, PartialShape({3}));
+  auto g = Gradients(root, {ops::Sum(root, (*loop)[1], {0})}, {x});
+  ASSERT_TRUE(g.ok()) << g.status();
+  Session sess;
+  for (int run = 0; run < 2; ++run) {
+    auto r = sess.Run({{x, Tensor::FromVector<float>({1, 2, 3})}}, {drawn, (*g)[0]});
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int j = 0; j < 3; ++j) {
+      float sum = 2 * 2;  // t = 3, 4
+      for (int t = 0; t < 3; ++t) sum += (*r)[0].flat<float>()[static_cast<size_t>(t * 3 + j)];
+      EXPECT_NEAR((*r)[1].flat<float>()[static_cast<size_t>(j)], sum, 1e-5) << "run " << run << ", element " << j;
+    }
+  }
+}
+
+TEST(WhileLoopRandom, ADrawInANestedLoopIsReplayedForTheOuterLoopsGradient) {
+  // for t < 3: for j < 2: acc += x * u with u = RandomUniform([3]) drawn in
+  // the inner body: d(sum acc)/dx is the sum of the six draws of the same
+  // step, though the outer loop's gradient rebuilds the inner loop.
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT, PartialShape({3}));
+  auto draws = ops::TensorArray(root, DT_FLOAT, ops::Const(root, 6), Options(false, PartialShape({3})));
+  ops::WhileOptions outer;
+  outer.invariants = {x, draws.handle};
+  auto loop = ops::WhileLoop(
+      root, {ops::Const(root, 0), ops::Fill(root, {3}, ops::Const(root, 0.0f)), draws.flow},
+      [](const Scope& c, const Outs& v) -> absl::StatusOr<Output> { return ops::Less(c, v[0], ops::Const(c, 3)); },
+      [](const Scope& b, const Outs& v) -> StatusOrOuts {
+        ops::WhileOptions inner;
+        inner.name = "inner";
+        inner.invariants = {v[3], v[4], v[0]};
+        auto in = ops::WhileLoop(
+            b, {ops::Const(b, 0), v[1], v[2]},
+            [](const Scope& c, const Outs& w) -> absl::StatusOr<Output> {
+              return ops::Less(c, w[0], ops::Const(c, 2));
+            },
+            [](const Scope& d, const Outs& w) -> StatusOrOuts {
+              Output u = ops::RandomUniform(d, {3});
+              Output index = ops::Add(d, ops::Mul(d, w[5], ops::Const(d, 2)), w[0]);
+              return Outs{ops::Add(d, w[0], ops::Const(d, 1)), ops::Add(d, w[1], ops::Mul(d, w[3], u)),
+                          ops::TensorArrayWrite(d, w[4], index, u, w[2])};
+            },
+            inner);
+        if (!in.ok()) return in.status();
+        return Outs{ops::Add(b, v[0], ops::Const(b, 1)), (*in)[1], (*in)[2]};
+      },
+      outer);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  Output drawn = ops::TensorArrayStack(root, draws.handle, (*loop)[2], DT_FLOAT, PartialShape({3}));
+  auto g = Gradients(root, {ops::Sum(root, (*loop)[1], {0})}, {x});
+  ASSERT_TRUE(g.ok()) << g.status();
+  Session sess;
+  for (int run = 0; run < 2; ++run) {
+    auto r = sess.Run({{x, Tensor::FromVector<float>({1, 2, 3})}}, {drawn, (*g)[0]});
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int j = 0; j < 3; ++j) {
+      float sum = 0;
+      for (int t = 0; t < 6; ++t) sum += (*r)[0].flat<float>()[static_cast<size_t>(t * 3 + j)];
       EXPECT_NEAR((*r)[1].flat<float>()[static_cast<size_t>(j)], sum, 1e-5) << "run " << run << ", element " << j;
     }
   }

@@ -1,13 +1,14 @@
 // What ops::WhileLoop remembers of a loop for its gradient, kept in the
 // graph's GraphState by each of its Exit nodes. Internal to client/.
 //
-// The gradient is TensorFlow's in substance with history instead of stacks:
-// the forward loop also appends each iteration's values of the loop
-// variables to a history (a [N, ...] tensor per variable) and counts the
-// iterations; the backward loop runs k = N-1 .. 0, takes iteration k's values
-// from the histories, rebuilds the body on them and back-propagates through
-// it (Gradients inside the loop's frame), carrying the variables' gradients
-// from one iteration to the one before and summing the invariants'.
+// The gradient is TensorFlow's in substance: the forward loop also writes
+// each iteration's values of the loop variables to TensorArrays (TF: stacks;
+// a write keeps the value without copying it, so the history costs O(1) per
+// iteration) and counts the iterations; the backward loop runs
+// k = N-1 .. 0, reads iteration k's values back, rebuilds the body on them
+// and back-propagates through it (Gradients inside the loop's frame),
+// carrying the variables' gradients from one iteration to the one before and
+// summing the invariants'.
 #pragma once
 
 #include <memory>
@@ -20,20 +21,33 @@
 
 namespace distflow {
 
+// A TensorArray (made outside the loop) holding a value of every iteration:
+// its handle and flow, its elements' dtype and their shape as far as known.
+struct SavedValues {
+  NodeOut handle, flow;
+  DataType dtype = DT_FLOAT;
+  PartialShape shape = PartialShape::Unknown();
+  bool ok() const { return handle.node != nullptr; }
+};
+
 struct WhileLoopRecord {
   std::string name;
   std::vector<const Node*> exits;  // one per loop variable
   std::vector<NodeOut> loop_vars;  // their initial values
   std::vector<NodeOut> invariants;
-  std::vector<NodeOut> histories;   // per loop variable: every iteration's value, stacked
+  // Per loop variable: every iteration's value (with shape_history: its
+  // shape, an int32 vector), or none (!ok(): zeros_for without a shape
+  // history, where the body is rebuilt on zeros of the final value's shape).
+  std::vector<SavedValues> histories;
   std::vector<bool> zeros_for;      // per loop variable: the body is rebuilt on zeros of its shape
-  std::vector<bool> shape_history;  // per loop variable: its history holds shapes ([N, rank] int32)
-  std::vector<bool> no_history;     // per loop variable: none kept (its shape varies, its values are read)
-  // Per random op of the body (GraphState::RandomReplay): a TensorArray
-  // (handle and flow, made outside the loop) holding its value of each
-  // iteration, and the value's shape.
-  std::vector<NodeOut> random_handles, random_flows;
-  std::vector<PartialShape> random_shapes;
+  std::vector<bool> shape_history;  // per loop variable: its history holds shapes
+  // Per random op of the body (GraphState::RandomReplay): its value of
+  // every iteration.
+  std::vector<SavedValues> randoms;
+  // Per loop nested in the body (LoopInConstruction::nested_draws): per
+  // array of its draws, that array's handle of every iteration (`nested`),
+  // and the draws' dtype and shape (`nested_draws`).
+  std::vector<std::vector<SavedValues>> nested, nested_draws;
   NodeOut count;                         // the number of iterations that ran
   std::vector<PartialShape> var_shapes;  // the variables' shapes inside the loop
   int parallel_iterations = 10;

@@ -237,7 +237,9 @@ def test_a_variable_made_in_an_inner_loop_body_gets_its_gradient_and_trains():
 def test_tensor_array_ops_and_gradients():
     x = tf.placeholder(tf.float64, [4, 2])
     ta = tf.TensorArray(tf.float64, size=4).unstack(x)
-    ta2 = ta.write(1, ta.read(3) * 10.0).scatter([0, 2], tf.ones([2, 2], tf.float64))
+    # An index takes one write (as in TF): the result is a new array.
+    ta2 = tf.TensorArray(tf.float64, size=4).write(1, ta.read(3) * 10.0).scatter([0, 2], tf.ones([2, 2], tf.float64))
+    ta2 = ta2.write(3, ta.read(3))
     grown = tf.TensorArray(tf.float32, size=0, dynamic_size=True).write(2, [1.0, 2.0]).write(0, [5.0, 6.0])
     loss = tf.reduce_sum(ta2.stack() * ta2.stack()) + tf.reduce_sum(ta2.gather([1, 3]))
     (g,) = tf.gradients(loss, [x])
@@ -489,3 +491,73 @@ def test_dropout_in_a_loop_body_gets_the_gradient_of_its_own_mask():
     kept = (got != 0).sum(axis=0)
     np.testing.assert_allclose(gv, kept / 0.5, rtol=1e-6)
     assert 0 < (got != 0).sum() < got.size
+
+
+def test_a_tensor_array_goes_into_and_out_of_cond_branches_with_its_gradient():
+    # Element 1 is x[1] * 3 if p else sin(x[1]), written inside a branch into
+    # an array made outside; the other branch's own array comes out too.
+    p = tf.placeholder(tf.bool, [])
+    x = tf.placeholder(tf.float64, [3, 2])
+    ta = tf.TensorArray(tf.float64, size=3, element_shape=[2]).write(0, x[0]).write(2, x[2] * x[2])
+
+    def true_fn():
+        return ta.write(1, x[1] * 3.0), tf.TensorArray(tf.float64, size=1).write(0, x[0])
+
+    def false_fn():
+        return ta.write(1, tf.sin(x[1])), tf.TensorArray(tf.float64, size=1).write(0, -x[0])
+
+    out, own = tf.cond(p, true_fn, false_fn)
+    stacked = out.stack()
+    loss = tf.reduce_sum(stacked * stacked) + tf.reduce_sum(own.read(0) * [1.0, 2.0])
+    (g,) = tf.gradients(loss, [x])
+    x0 = np.arange(1.0, 7.0).reshape(3, 2) / 5
+    with tf.Session() as sess:
+        for pv in (True, False):
+            got, mine, gv = sess.run([stacked, own.read(0), g], {x: x0, p: pv})
+            row1 = x0[1] * 3 if pv else np.sin(x0[1])
+            np.testing.assert_allclose(got, [x0[0], row1, x0[2] ** 2])
+            np.testing.assert_allclose(mine, x0[0] if pv else -x0[0])
+            want = np.zeros_like(x0)
+            want[0] = 2 * x0[0] + (1 if pv else -1) * np.array([1.0, 2.0])
+            want[1] = 2 * row1 * (3 if pv else np.cos(x0[1]))
+            want[2] = 4 * x0[2] ** 3
+            np.testing.assert_allclose(gv, want, rtol=1e-9)
+    with pytest.raises(TypeError, match="both must return a TensorArray there"):
+        tf.cond(p, lambda: ta, lambda: x)
+
+
+def test_a_tensor_array_index_takes_one_write_as_in_tensorflow():
+    ta = tf.TensorArray(tf.float32, size=2, tensor_array_name="twice").write(0, 1.0).write(0, 2.0)
+    unknown = tf.TensorArray(tf.float32, size=2, tensor_array_name="unknown", infer_shape=False)
+    with tf.Session() as sess:
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="TensorArray 'twice': cannot write index 0: it has already been written"):
+            sess.run(ta.stack())
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="TensorArray 'unknown': cannot read index 1: it has not been written"):
+            sess.run(unknown.read(1))
+        # An element never written reads as zeros of the shape the others have (TF's inferred element shape).
+        np.testing.assert_allclose(sess.run(tf.TensorArray(tf.float32, size=3).write(1, [1.0, 2.0]).stack()),
+                                   [[0, 0], [1, 2], [0, 0]])
+
+
+def test_random_ops_in_a_cond_inside_a_loop_body_are_not_redrawn_for_the_gradient():
+    # acc += cond(t < 3, x * u_t, x * 2) with u_t drawn in the true branch:
+    # d(sum acc)/dx is the sum of the forward's draws (and 2 per later t).
+    x = tf.placeholder(tf.float32, [3])
+    draws = tf.TensorArray(tf.float32, size=6, element_shape=[3])
+
+    def body(t, acc, ta):
+        def drawn():
+            u = tf.random_uniform([3])
+            return x * u, u
+        step, u = tf.cond(t < 3, drawn, lambda: (x * 2.0, tf.zeros([3])))
+        return t + 1, acc + step, ta.write(t, u)
+
+    _, acc, draws = tf.while_loop(lambda t, *_: t < 6, body, [0, tf.zeros([3]), draws])
+    (g,) = tf.gradients(tf.reduce_sum(acc), [x])
+    with tf.Session() as sess:
+        for _ in range(2):
+            drawn, gv = sess.run([draws.stack(), g], {x: [1.0, 2.0, 3.0]})
+            np.testing.assert_allclose(gv, drawn.sum(axis=0) + 3 * 2.0, rtol=1e-5)
+            assert np.ptp(drawn[:3]) > 0 and not drawn[3:].any()

@@ -1,6 +1,7 @@
 """tf.estimator: an Estimator trained, evaluated and used for prediction
 in process (results against NumPy), RunConfig's TF_CONFIG, and
-train_and_evaluate as 1 ps + 2 workers + 1 evaluator processes."""
+train_and_evaluate as 1 ps + 2 workers + 1 evaluator processes, started by
+the test and by distflow-launch --evaluator."""
 import json
 import os
 import re
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 
 import distflow.compat.v1 as tf
-from test_seed_programs import SOURCE, free_port
+from test_seed_programs import BUILD, SOURCE, free_port
+from test_summaries import read_events
 
 sys.path.insert(0, os.path.join(SOURCE, "examples", "python"))
 import estimator_linear  # noqa: E402
@@ -116,3 +118,53 @@ def test_train_and_evaluate_as_ps_workers_and_evaluator(tmp_path):
     # Both workers trained: each logged its own steps.
     for w in (1, 2):
         assert "Loss for final step" in outputs[w], outputs[w][-3000:]
+
+
+def test_train_and_evaluate_under_distflow_launch_with_an_evaluator(tmp_path):
+    """distflow-launch --ps 1 --workers 2 --evaluator: the ps runs
+    distflow-server, the workers and the evaluator the example; every task
+    exits 0, the evaluator's last evaluation is of the final checkpoint, and
+    it wrote its metrics as summaries in model_dir/eval."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}  # the tasks read DISTFLOW_CONFIG
+    env["PYTHONPATH"] = os.path.join(BUILD, "python")
+    out = subprocess.run([os.path.join(BUILD, "tools", "distflow-launch"), "--ps", "1", "--workers", "2",
+                          "--evaluator", "--", sys.executable,
+                          os.path.join(SOURCE, "examples", "python", "estimator_linear.py"),
+                          f"--model_dir={tmp_path / 'model'}", "--max_steps=300"],
+                         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-4000:]
+    assert re.search(r"started 4 tasks: .*evaluator:0 \(pid \d+\)", text), text[-4000:]
+    for task in ("ps:0", "worker:0", "worker:1", "evaluator:0"):
+        assert f"[launch] {task} finished" in text, text[-4000:]
+    assert "[launch] every task finished" in text, text[-4000:]
+    m = re.search(r"\[evaluator:0\] Task evaluator:0 done: (\{.*\})", text)
+    assert m, text[-4000:]
+    step = int(re.search(r"'global_step': (\d+)", m.group(1)).group(1))
+    accuracy = float(re.search(r"'accuracy': (?:np\.float32\()?([0-9.]+)", m.group(1)).group(1))
+    assert step >= 300 and accuracy > 0.9, m.group(1)
+    # Its metrics are in model_dir/eval as summaries: the last event file holds the final step's accuracy.
+    eval_dir = tmp_path / "model" / "eval"
+    events = sorted(f for f in os.listdir(eval_dir) if f.startswith("events.out.tfevents"))
+    assert events, os.listdir(eval_dir)
+    steps_with_accuracy = set()
+    for f in events:
+        for e in read_events(str(eval_dir / f)):
+            if any(v.tag == "accuracy" for v in e.summary.value):
+                steps_with_accuracy.add(e.step)
+    assert max(steps_with_accuracy) >= 300, steps_with_accuracy
+    # The workers trained as the cluster's (the chief's checkpoints), the evaluator was no worker.
+    for w in (0, 1):
+        assert f"[worker:{w}] " in text and "Loss for final step" in text, text[-4000:]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--emit", "kubernetes", "--evaluator"], "--evaluator and --emit"),
+    (["--cluster_spec=ps|127.0.0.1:1,worker|127.0.0.1:2,evaluator|127.0.0.1:3", "--evaluator"],
+     "not part of the cluster spec"),
+    (["--ps", "-1", "--evaluator"], "need ps >= 0"),
+])
+def test_distflow_launch_refuses_a_bad_evaluator_setup(args, message):
+    out = subprocess.run([os.path.join(BUILD, "tools", "distflow-launch")] + args + ["--", "/bin/true"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and message in out.stderr, out.stderr

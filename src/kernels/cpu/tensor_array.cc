@@ -60,7 +60,7 @@ absl::Status TensorArray::CheckIndex(int64_t index, const char* what, bool growi
   return absl::OkStatus();
 }
 
-absl::Status TensorArray::Write(int64_t index, const Tensor& value) {
+absl::Status TensorArray::Write(int64_t index, const Tensor& value, bool rewrite) {
   if (value.dtype() != options_.dtype) {
     return absl::InvalidArgumentError(absl::StrCat("TensorArray '", options_.name, "' holds ",
                                                    DataTypeName(options_.dtype), " but a write gives ",
@@ -81,6 +81,12 @@ absl::Status TensorArray::Write(int64_t index, const Tensor& value) {
   RETURN_IF_ERROR(CheckIndex(index, "write", /*growing=*/true));
   if (index >= static_cast<int64_t>(elements_.size())) elements_.resize(static_cast<size_t>(index) + 1);
   Tensor& slot = elements_[static_cast<size_t>(index)];
+  if (!options_.gradient && slot.IsInitialized() && !rewrite) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TensorArray '", options_.name, "': cannot write index ", index,
+        ": it has already been written (a TensorArray takes one write per index, as in TensorFlow; write each index "
+        "once, or write to a new TensorArray)"));
+  }
   const bool summable = options_.dtype == DT_FLOAT || options_.dtype == DT_DOUBLE;
   if (!options_.gradient || !slot.IsInitialized() || !summable) {
     slot = std::move(own);

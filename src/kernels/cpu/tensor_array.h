@@ -9,12 +9,16 @@
 // Arrays live in the step's container (StepContainer(step_id)), which the
 // executor drops when the step ends.
 //
-// A gradient array (TensorArrayGrad: the array's name + "@" + source) adds
-// what is written twice at an index instead of replacing it, reads an
-// element never written as zeros of its forward element's shape, and a read
-// takes the element out. A forward
-// array accepts a second write to an index and keeps the last: the gradient
-// of a while loop rebuilds the loop body, which writes the same values again.
+// A forward array takes one write per index, as in TensorFlow: a second
+// one is an error naming the array and the index, except a rewrite (the
+// writes of a loop body that the loop's gradient rebuilds, which write the
+// same values again: it keeps the last). An element never written reads as
+// zeros when its shape is known (the array's element_shape, or the shape
+// its written elements share: TensorFlow's inferred element shape), else it
+// is an error naming the array and the index. A gradient array
+// (TensorArrayGrad: the array's name + "@" + source) adds what is written
+// twice at an index instead, reads an element never written as zeros of its
+// forward element's shape, and a read takes the element out.
 //
 // Closing an array frees nothing early: the gradient of a loop may read it
 // again later in the step. Thread-safe.
@@ -58,7 +62,8 @@ class TensorArray : public Resource {
   const std::string& name() const { return options_.name; }
   DataType dtype() const { return options_.dtype; }
 
-  absl::Status Write(int64_t index, const Tensor& value) ABSL_LOCKS_EXCLUDED(mu_);
+  // `rewrite`: a second write to the index replaces the first (see above).
+  absl::Status Write(int64_t index, const Tensor& value, bool rewrite = false) ABSL_LOCKS_EXCLUDED(mu_);
   // Reads of a gradient array take the element out (a later read gives
   // zeros): what a write's gradient read belongs to that write alone, and an
   // earlier write to the index, whose value was overwritten, gets zeros.

@@ -119,13 +119,29 @@ class TensorArrayGradOp : public OpKernel {
   std::string source_;
 };
 
-class WriteOp : public OpKernel {
+// The ops that write elements. `_rewrite` (set on the writes of a loop
+// body that a loop's gradient rebuilds, which write again what the forward
+// loop wrote) lets them write an index a second time.
+class WritingOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  absl::Status Init(OpKernelConstruction* c) override {
+    absl::StatusOr<bool> rewrite = GetAttrBool(c->def(), "_rewrite");
+    rewrite_ = rewrite.ok() && *rewrite;
+    return absl::OkStatus();
+  }
+
+ protected:
+  bool rewrite_ = false;
+};
+
+class WriteOp : public WritingOp {
+ public:
+  using WritingOp::WritingOp;
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(std::shared_ptr<TensorArray> ta, Lookup(ctx, 0));
     ASSIGN_OR_RETURN(int64_t index, ScalarIndex(ctx->input(1), "TensorArray write index"));
-    RETURN_IF_ERROR(ta->Write(index, ctx->input(2)));
+    RETURN_IF_ERROR(ta->Write(index, ctx->input(2), rewrite_));
     return SetFlow(ctx, 0);
   }
   bool IsExpensive() const override { return false; }
@@ -173,9 +189,9 @@ absl::StatusOr<Tensor> Row(const Tensor& value, int64_t begin, int64_t end, bool
   return rows.Reshaped(shape);
 }
 
-class ScatterOp : public OpKernel {
+class ScatterOp : public WritingOp {
  public:
-  using OpKernel::OpKernel;
+  using WritingOp::WritingOp;
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(std::shared_ptr<TensorArray> ta, Lookup(ctx, 0));
     const Tensor& value = ctx->input(2);
@@ -188,16 +204,16 @@ class ScatterOp : public OpKernel {
     }
     for (size_t i = 0; i < indices.size(); ++i) {
       ASSIGN_OR_RETURN(Tensor row, Row(value, static_cast<int64_t>(i), static_cast<int64_t>(i) + 1, true));
-      RETURN_IF_ERROR(ta->Write(indices[i], row));
+      RETURN_IF_ERROR(ta->Write(indices[i], row, rewrite_));
     }
     return SetFlow(ctx, 0);
   }
   bool IsExpensive() const override { return false; }
 };
 
-class SplitOp : public OpKernel {
+class SplitOp : public WritingOp {
  public:
-  using OpKernel::OpKernel;
+  using WritingOp::WritingOp;
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(std::shared_ptr<TensorArray> ta, Lookup(ctx, 0));
     const Tensor& value = ctx->input(1);
@@ -219,7 +235,7 @@ class SplitOp : public OpKernel {
     int64_t at = 0;
     for (size_t i = 0; i < lengths.size(); ++i) {
       ASSIGN_OR_RETURN(Tensor piece, Row(value, at, at + lengths[i], false));
-      RETURN_IF_ERROR(ta->Write(static_cast<int64_t>(i), piece));
+      RETURN_IF_ERROR(ta->Write(static_cast<int64_t>(i), piece, rewrite_));
       at += lengths[i];
     }
     return SetFlow(ctx, 0);
