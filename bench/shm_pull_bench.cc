@@ -2,6 +2,9 @@
 //
 //   memcpy      64 MiB copied between two buffers reused across rounds: the
 //               machine's copy bandwidth, the ceiling of any transport here
+//   alloc+copy  the same into a fresh tensor each round (Tensor::Allocate:
+//               its pages fault in on first touch), the ceiling of a pull,
+//               which receives into a new tensor
 //   bulk shm    a BulkClient fetch of a 64 MiB offer through shared memory
 //   bulk tcp    the same fetch over the loopback TCP bulk port
 //   pull shm    the ps -> worker pull of a 64 MiB variable in a step (1 ps +
@@ -109,9 +112,13 @@ int Main(int argc, char** argv) {
   fetch(shm_client);  // warm: connections, rings, pages
   fetch(tcp_client);
 
-  std::vector<double> t_copy, t_shm, t_tcp, t_pull_shm, t_pull_tcp, t_base_shm, t_base_tcp;
+  std::vector<double> t_copy, t_alloc, t_shm, t_tcp, t_pull_shm, t_pull_tcp, t_base_shm, t_base_tcp;
   for (int r = 0; r < rounds; ++r) {
     t_copy.push_back(Seconds([&] { std::memcpy(dst.data(), src.raw_data(), n); }));
+    t_alloc.push_back(Seconds([&] {
+      Tensor fresh = Tensor::Allocate(DT_UINT8, src.shape()).value();
+      std::memcpy(fresh.raw_data(), src.raw_data(), n);
+    }));
     t_shm.push_back(Seconds([&] { fetch(shm_client); }));
     t_tcp.push_back(Seconds([&] { fetch(tcp_client); }));
     t_pull_shm.push_back(Seconds([&] { pull_shm.Step(pull_shm.on_worker); }));
@@ -129,6 +136,7 @@ int Main(int argc, char** argv) {
   };
   std::printf("%lld MiB, %d rounds, medians\n", static_cast<long long>(mib), rounds);
   row("memcpy", Median(t_copy));
+  row("alloc+copy", Median(t_alloc));
   row("bulk shm", Median(t_shm));
   row("bulk tcp", Median(t_tcp));
   row("pull shm", Median(t_pull_shm) - Median(t_base_shm));

@@ -114,7 +114,9 @@ absl::StatusOr<BulkClient::ShmConn> BulkClient::ShmConnect(const std::string& pe
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     const int err = errno;
     close(fd);
-    return absl::UnavailableError(absl::StrCat("connect to @", socket, ": ", std::strerror(err)));
+    // Not reachable from here (another network namespace, or the peer
+    // restarted): NotFound, so the route turns to TCP for a while.
+    return absl::NotFoundError(absl::StrCat("connect to @", socket, ": ", std::strerror(err)));
   }
   SetIdleTimeout(fd, absl::Seconds(20));  // the hello's bound; the transfer sets its own next
   std::string hello(12, '\0');
@@ -181,6 +183,15 @@ absl::StatusOr<BulkClient::ShmConn> BulkClient::AcquireShm(const std::string& pe
     }
   }
   return ShmConnect(peer, socket);
+}
+
+void BulkClient::NoShmRoute(const std::string& peer, const absl::Status& why) {
+  absl::MutexLock lock(&mu_);
+  if (absl::IsNotFound(why)) {
+    shm_routes_[peer] = ShmRoute{"", Now() + kRouteTtl};  // unreachable socket: TCP for a while
+  } else {
+    shm_routes_.erase(peer);  // busy, or a broken hello: TCP this time, ask again next time
+  }
 }
 
 void BulkClient::ReleaseShm(const std::string& peer, ShmConn conn) {
@@ -253,8 +264,7 @@ std::optional<absl::Status> BulkClient::FetchShm(const std::string& host, int po
     if (absl::IsUnauthenticated(conn.status()))
       return absl::UnauthenticatedError(absl::StrCat(what, ": ", conn.status().message()));
     if (!conn.ok()) {
-      absl::MutexLock lock(&mu_);
-      shm_routes_.erase(peer);  // restarted, or another network namespace: ask again next time
+      NoShmRoute(peer, conn.status());
       return std::nullopt;
     }
     SetIdleTimeout(conn->fd, idle_timeout);
@@ -322,8 +332,7 @@ std::optional<absl::StatusOr<uint64_t>> BulkClient::PutShm(const std::string& ho
     if (absl::IsUnauthenticated(conn.status()))
       return absl::UnauthenticatedError(absl::StrCat(what, ": ", conn.status().message()));
     if (!conn.ok()) {
-      absl::MutexLock lock(&mu_);
-      shm_routes_.erase(peer);
+      NoShmRoute(peer, conn.status());
       return std::nullopt;
     }
     SetIdleTimeout(conn->fd, idle_timeout);

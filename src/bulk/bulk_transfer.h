@@ -34,7 +34,7 @@
 // through shared memory instead of TCP (shm_channel.h): the same get and put
 // requests, on an abstract Unix-domain socket whose hello carries the cluster
 // token and is answered with a memfd ring segment (SCM_RIGHTS); the bytes go
-// through the ring, the socket carries one byte per 1 MiB chunk. Tickets,
+// through the ring, the socket carries one byte per chunk. Tickets,
 // TTLs and budgets are the same. If the socket cannot be reached (another
 // network namespace) the client uses TCP. Off with BulkClient's
 // `shared_memory` (server: ServerOptions::shared_memory, --shared_memory,
@@ -309,6 +309,8 @@ class BulkClient {
   absl::StatusOr<ShmConn> ShmConnect(const std::string& peer, const std::string& socket);
   absl::StatusOr<ShmConn> AcquireShm(const std::string& peer, const std::string& socket, bool pooled_ok, bool* pooled);
   void ReleaseShm(const std::string& peer, ShmConn conn);
+  // The peer's socket could not be used (`why`): TCP for now.
+  void NoShmRoute(const std::string& peer, const absl::Status& why);
   // nullopt: the peer cannot be reached through shared memory; use TCP.
   std::optional<absl::Status> FetchShm(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
                                        CancellationManager* cm, absl::Duration idle_timeout);

@@ -35,8 +35,8 @@
 namespace distflow {
 namespace bulk_internal {
 
-inline constexpr size_t kShmSlotBytes = size_t{1} << 20;
-inline constexpr int kShmSlots = 4;
+inline constexpr size_t kShmSlotBytes = size_t{512} << 10;
+inline constexpr int kShmSlots = 8;
 // Bounds a client accepts for a segment a server hands over.
 inline constexpr size_t kShmMaxSlotBytes = size_t{64} << 20;
 inline constexpr int kShmMaxSlots = 64;
