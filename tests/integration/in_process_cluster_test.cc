@@ -360,14 +360,17 @@ double MetricValue(const std::string& page, const std::string& sample) {
 
 // A worker's pull of a ps tensor on one host: through shared memory by
 // default (the ps's bulk port counts it as such, and /metrics says so), over
-// TCP with ServerOptions::shared_memory off. The tensor is the same either way.
+// TCP with ServerOptions::shared_memory off or DISTFLOW_SHM=0. The tensor is
+// the same either way.
 TEST(Cluster, APsPullOnOneHostGoesThroughSharedMemoryUnlessTurnedOff) {
-  for (const bool shm : {true, false}) {
-    SCOPED_TRACE(shm ? "shared memory on" : "shared memory off");
+  for (const char* how : {"on", "option off", "DISTFLOW_SHM=0"}) {
+    SCOPED_TRACE(how);
+    const bool shm = std::string(how) == "on";
+    if (std::string(how) == "DISTFLOW_SHM=0") setenv("DISTFLOW_SHM", "0", 1);
     auto spec = MakeLocalClusterSpec(1, 1);
     ASSERT_TRUE(spec.ok());
     ServerOptions options;
-    options.shared_memory = shm;
+    options.shared_memory = std::string(how) != "option off";
     options.status_port = 0;
     auto servers = StartLocalCluster(*spec, options);
     ASSERT_TRUE(servers.ok()) << servers.status();
@@ -397,6 +400,7 @@ TEST(Cluster, APsPullOnOneHostGoesThroughSharedMemoryUnlessTurnedOff) {
     EXPECT_EQ(MetricValue(page, "distflow_bulk_bytes_served_total" + task), static_cast<double>(bytes)) << page;
     EXPECT_EQ(MetricValue(page, "distflow_bulk_shm_bytes_served_total" + task), shm ? static_cast<double>(bytes) : 0)
         << page;
+    unsetenv("DISTFLOW_SHM");
   }
 }
 
