@@ -11,3 +11,9 @@ distflow_binary(distributed_bench
 distflow_binary(collective_bench
   SRCS ${CMAKE_CURRENT_SOURCE_DIR}/collective_bench.cc
   DEPS distflow absl::flags absl::flags_parse)
+
+# Same-host shared memory vs TCP vs memcpy for a 64 MiB ps -> worker pull;
+# bench/run_shm_bench.sh runs it.
+distflow_binary(shm_pull_bench
+  SRCS ${CMAKE_CURRENT_SOURCE_DIR}/shm_pull_bench.cc
+  DEPS distflow_client distflow_distributed)

@@ -28,6 +28,7 @@ done
 declare -A rules=(
   [gRPC]='grpc::|grpcpp/|\.grpc\.pb\.h'
   ["bulk tickets"]='bulk_ticket|TakeOffer|TakeReceived|PutLocal|->Offer\(|FetchBulk|BulkRef|SetBulkNamedTensor|BulkTensorSpec|DropBulkFeeds'
+  ["shared memory"]='memfd|SCM_RIGHTS|ShmRing|shm_|SharedMemory'
   ["a local-or-remote branch"]='local_call|local_worker_|LocalMasterLease|InProcessMaster|dynamic_cast<Grpc'
 )
 failed=0
@@ -48,7 +49,7 @@ done
 # The rules must find what they look for where it belongs, or they prove nothing.
 for check in "gRPC:rpc/grpc_remote_worker.cc" "bulk tickets:rpc/grpc_remote_worker.cc" \
              "gRPC:rpc/grpc_remote_master.cc" "bulk tickets:rpc/grpc_remote_master.cc" \
-             "bulk tickets:master/local_master.cc"; do
+             "bulk tickets:master/local_master.cc" "shared memory:bulk/shm_channel.cc"; do
   what="${check%%:*}" f="${check#*:}"
   if ! grep -qE "${rules[$what]}" "$src/$f"; then
     echo "FAIL: the $what rule finds nothing in $f, where it should"

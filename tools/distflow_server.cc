@@ -44,6 +44,9 @@ ABSL_FLAG(std::string, auth_token_file, "",
 ABSL_FLAG(int, bulk_port, 0,
           "port for bulk tensor transfer on this task's host: 0 = any free one, -1 = off "
           "(large tensors then travel inside gRPC messages)");
+ABSL_FLAG(bool, shared_memory, true,
+          "move large tensors to and from tasks on this host through shared memory (memfd segments over a "
+          "Unix-domain socket, checked with the cluster token) instead of TCP; DISTFLOW_SHM=0 turns it off too");
 ABSL_FLAG(int, status_port, -1,
           "serve /status (an HTML page) and /metrics (Prometheus) over HTTP on this port of the task's host: "
           "0 = any free one, -1 = off");
@@ -125,6 +128,7 @@ int main(int argc, char** argv) {
   }
   if (absl::Status st = distflow::CheckTlsCanServe(); !st.ok()) return Fail(2, std::string(st.message()));
   options.bulk_port = absl::GetFlag(FLAGS_bulk_port);
+  options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
   if (options.bulk_port < -1 || options.bulk_port > 65535) {
     return Fail(2, absl::StrCat("bad --bulk_port=", options.bulk_port, ": use a port, 0 for any, or -1 for none"));
   }

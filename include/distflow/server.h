@@ -53,6 +53,12 @@ struct DISTFLOW_EXPORT ServerOptions {
   // The bulk port: 0 lets the system choose (a failure to listen then only
   // turns bulk transfer off); a fixed port for firewalled sites must be free.
   int bulk_port = 0;
+  // Tasks on one machine (same boot id and hostname) move those large
+  // tensors through shared memory (memfd segments handed over a Unix-domain
+  // socket, authenticated with the cluster token) instead of TCP. Off here
+  // turns it off for this task's bulk port and its own fetches; so does
+  // DISTFLOW_SHM=0. With TLS on it needs a cluster token (docs/TRANSPORT.md).
+  bool shared_memory = true;
   // An HTTP status page (/status) and Prometheus metrics (/metrics) on this
   // port of the task's host: -1 for none, 0 for a free port. A port that
   // cannot be had turns only the page off, with a warning; the task still

@@ -41,6 +41,8 @@ BulkClient::~BulkClient() {
   absl::MutexLock lock(&mu_);
   for (auto& [peer, conns] : idle_)
     for (const Idle& c : conns) CloseBulkConn(c.conn);
+  for (auto& [peer, conns] : shm_idle_)
+    for (const ShmIdle& c : conns) close(c.conn.fd);
 }
 
 void BulkClient::CloseExpired(absl::Time now) {
@@ -130,11 +132,16 @@ absl::StatusOr<BulkConn> BulkClient::Connect(const std::string& host, int port) 
 
 absl::Status BulkClient::Fetch(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
                                CancellationManager* cm, absl::Duration idle_timeout) {
+  if (shared_memory_) {
+    std::optional<absl::Status> shm = FetchShm(host, port, ticket, dst, n, cm, idle_timeout);
+    if (shm.has_value()) return *shm;
+  }
   bool stale = false;
   absl::Status s = FetchOnce(host, port, ticket, dst, n, cm, idle_timeout, /*pooled_ok=*/true, &stale);
   // A pooled connection the peer has closed (it restarted, or idled out)
   // fails before any byte of the answer: try once more on a new one.
   if (stale) s = FetchOnce(host, port, ticket, dst, n, cm, idle_timeout, /*pooled_ok=*/false, &stale);
+  if (s.ok()) bulk_internal::CountBulkClientBytes(/*shm=*/false, /*fetched=*/true, n);
   return s;
 }
 
@@ -256,6 +263,10 @@ void BulkClient::Release(const std::string& peer, BulkConn conn) {
 
 absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, const void* src, size_t n,
                                          absl::Duration idle_timeout) {
+  if (shared_memory_) {
+    std::optional<absl::StatusOr<uint64_t>> shm = PutShm(host, port, src, n, idle_timeout);
+    if (shm.has_value()) return *shm;
+  }
   const std::string peer = PeerName(host, port);
   auto fail = [&](absl::StatusCode code, const std::string& what) {
     return absl::Status(code, absl::StrCat("Bulk transfer of ", n, " bytes to ", peer, ": ", what,
@@ -287,6 +298,7 @@ absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, cons
         return fail(absl::StatusCode::kResourceExhausted, "the peer could not allocate the buffer");
       }
       Release(peer, conn);
+      bulk_internal::CountBulkClientBytes(/*shm=*/false, /*fetched=*/false, n);
       return ticket;
     }
     CloseBulkConn(conn);

@@ -16,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
 #include "base/logging.h"
+#include "bulk/bulk_offers.h"
 #include "bulk/bulk_wire.h"
+#include "bulk/shm_channel.h"
 #include "cluster/credentials.h"
 #include "tensor/tensor_codec.h"
 
@@ -26,6 +28,7 @@ using bulk_internal::GetU64;
 using bulk_internal::kHelloAccepted;
 using bulk_internal::kHelloMagic;
 using bulk_internal::kHelloRefused;
+using bulk_internal::kIdentifyMagic;
 using bulk_internal::kMagic;
 using bulk_internal::kMaxTokenBytes;
 using bulk_internal::kPutMagic;
@@ -69,85 +72,6 @@ absl::StatusOr<std::pair<DataType, TensorShape>> BulkTensorSpec(const proto::Nam
   }
   return std::make_pair(static_cast<DataType>(raw), *shape);
 }
-
-// The offered tensors; shared with expiry closures so they never outlive it.
-struct BulkServer::Offers {
-  struct Received {
-    std::shared_ptr<TensorBuffer> buffer;
-    size_t offset = 0;  // of the first byte in `buffer`
-    size_t bytes = 0;
-    bool local = false;  // put by PutLocal: shares the putter's memory, not budgeted
-    Timer::Id timer = 0;
-  };
-  explicit Offers(Timer* t) : timer(t) {}
-  Timer* const timer;  // expires offers and puts (Timer::Global() but in tests)
-  absl::Mutex mu;
-  absl::flat_hash_map<uint64_t, std::pair<Tensor, Timer::Id>> map ABSL_GUARDED_BY(mu);  // to send
-  absl::flat_hash_map<uint64_t, Received> received ABSL_GUARDED_BY(mu);                 // put by peers
-  uint64_t held_put_bytes ABSL_GUARDED_BY(mu) = 0;    // reserved by puts in flight and held in `received`
-  uint64_t held_offer_bytes ABSL_GUARDED_BY(mu) = 0;  // of the tensors in `map`
-  std::mt19937_64 gen ABSL_GUARDED_BY(mu){std::random_device{}()};
-
-  uint64_t NewTicket() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    uint64_t ticket = 0;
-    do {
-      ticket = gen();
-    } while (ticket == 0 || ticket == kUnknownTicket || map.contains(ticket) || received.contains(ticket));
-    return ticket;
-  }
-
-  // Drops the ticket from whichever table holds it once `ttl` has passed.
-  static Timer::Id Expire(const std::shared_ptr<Offers>& self, uint64_t ticket, absl::Duration ttl) {
-    std::weak_ptr<Offers> weak = self;
-    return self->timer->After(ttl, [weak, ticket] {
-      if (std::shared_ptr<Offers> o = weak.lock()) {
-        absl::MutexLock l(&o->mu);
-        o->EraseOffer(ticket);
-        o->EraseReceived(ticket);
-      }
-    });
-  }
-
-  // Removes an offer and releases its bytes from the budget; false if unknown.
-  bool EraseOffer(uint64_t ticket, std::pair<Tensor, Timer::Id>* out = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    auto it = map.find(ticket);
-    if (it == map.end()) return false;
-    held_offer_bytes -= it->second.first.TotalBytes();
-    if (out != nullptr) *out = std::move(it->second);
-    map.erase(it);
-    return true;
-  }
-
-  // Removes a put and releases its bytes from the budget; false if unknown.
-  bool EraseReceived(uint64_t ticket, Received* out = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    auto it = received.find(ticket);
-    if (it == received.end()) return false;
-    if (!it->second.local) held_put_bytes -= it->second.bytes;
-    if (out != nullptr) *out = std::move(it->second);
-    received.erase(it);
-    return true;
-  }
-
-  // Puts back an offer taken by a fetch that failed on the way (the peer
-  // asks for it again over gRPC), under the same ticket.
-  static void Restore(const std::shared_ptr<Offers>& self, uint64_t ticket, Tensor t, absl::Duration ttl) {
-    absl::MutexLock lock(&self->mu);
-    if (self->map.contains(ticket)) return;
-    self->held_offer_bytes += t.TotalBytes();
-    self->map.emplace(ticket, std::make_pair(std::move(t), Expire(self, ticket, ttl)));
-  }
-
-  bool Take(uint64_t ticket, Tensor* out) {
-    std::pair<Tensor, Timer::Id> offer;
-    {
-      absl::MutexLock lock(&mu);
-      if (!EraseOffer(ticket, &offer)) return false;
-    }
-    timer->Cancel(offer.second);
-    *out = std::move(offer.first);
-    return true;
-  }
-};
 
 absl::StatusOr<std::unique_ptr<BulkServer>> BulkServer::Start(const std::string& host, absl::Duration offer_ttl,
                                                               int port, std::string auth_token,
@@ -220,6 +144,7 @@ BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl, std::string 
 }
 
 BulkServer::~BulkServer() {
+  StopSharedMemory();
   std::vector<Conn> conns;
   {
     absl::MutexLock lock(&mu_);
@@ -467,44 +392,36 @@ void BulkServer::Serve(int fd) {
     // new connection, and an offer stays for it).
     if (!SetBusy(fd, true)) break;
     const uint32_t magic = GetU32(req);
-    if (GetU32(req + 4) != kVersion || (magic != kMagic && magic != kPutMagic)) break;  // not our protocol
+    if (GetU32(req + 4) != kVersion || (magic != kMagic && magic != kPutMagic && magic != kIdentifyMagic)) {
+      break;  // not our protocol
+    }
     char head[8];
+    if (magic == kIdentifyMagic) {
+      std::string id = absl::StrCat(bulk_internal::HostIdentity(), "\n", shm_socket_name());
+      std::string answer(4, '\0');
+      bulk_internal::PutU32(answer.data(), static_cast<uint32_t>(id.size()));
+      answer += id;
+      if (BulkWriteAll(conn, answer.data(), answer.size()) != 0) break;
+      if (!SetBusy(fd, false)) break;
+      continue;
+    }
     if (magic == kPutMagic) {
       const uint64_t n = GetU64(req + 8);
-      bool reserved = false;
-      {
-        absl::MutexLock lock(&offers_->mu);
-        const uint64_t limit = max_held_put_bytes_.load(std::memory_order_relaxed);
-        if (n <= limit && offers_->held_put_bytes <= limit - n) {
-          offers_->held_put_bytes += n;
-          reserved = true;
-        }
-      }
+      const bool reserved = offers_->Reserve(n, max_held_put_bytes_.load(std::memory_order_relaxed));
       absl::StatusOr<std::shared_ptr<TensorBuffer>> buf =
           reserved ? TensorBuffer::Allocate(DT_UINT8, static_cast<int64_t>(n))
                    : absl::StatusOr<std::shared_ptr<TensorBuffer>>(absl::ResourceExhaustedError("over budget"));
-      auto unreserve = [&] {
-        absl::MutexLock lock(&offers_->mu);
-        offers_->held_put_bytes -= n;
-      };
       if (!buf.ok()) {
-        if (reserved) unreserve();
+        if (reserved) offers_->Unreserve(n);
         PutU64(head, kUnknownTicket);
         (void)BulkWriteAll(conn, head, sizeof(head));
         break;  // the bytes that follow cannot be stored: drop the connection
       }
       if (n > 0 && BulkReadAll(conn, static_cast<char*>((*buf)->data()), n, &err) != n) {
-        unreserve();
+        offers_->Unreserve(n);
         break;  // truncated: drop it
       }
-      uint64_t ticket = 0;
-      {
-        absl::MutexLock lock(&offers_->mu);
-        ticket = offers_->NewTicket();
-        offers_->received.emplace(ticket,
-                                  Offers::Received{std::move(*buf), 0, n, /*local=*/false,
-                                                   Offers::Expire(offers_, ticket, std::min(ttl_, absl::Seconds(30)))});
-      }
+      const uint64_t ticket = Offers::Commit(offers_, std::move(*buf), n, std::min(ttl_, absl::Seconds(30)));
       bytes_received_.fetch_add(n, std::memory_order_relaxed);
       PutU64(head, ticket);
       if (BulkWriteAll(conn, head, sizeof(head)) != 0) break;

@@ -26,6 +26,22 @@
 //   put:  request  = u32 magic "DFBP", u32 version (1), u64 length, bytes
 //         response = u64 ticket (UINT64_MAX: refused, e.g. out of memory)
 //
+//   identify: request = u32 magic "DFBI", u32 version (1), u64 0
+//             response = u32 length, "<boot id>/<hostname>\n<socket name>"
+//
+// Same host: a client whose identify answer shows the peer on its own
+// machine (same boot id and hostname) and names a socket moves the bytes
+// through shared memory instead of TCP (shm_channel.h): the same get and put
+// requests, on an abstract Unix-domain socket whose hello carries the cluster
+// token and is answered with a memfd ring segment (SCM_RIGHTS); the bytes go
+// through the ring, the socket carries one byte per chunk. Tickets,
+// TTLs and budgets are the same. If the socket cannot be reached (another
+// network namespace) the client uses TCP. Off with BulkClient's
+// `shared_memory` (server: ServerOptions::shared_memory, --shared_memory,
+// DISTFLOW_SHM=0). With TLS on, the server offers shared memory only when a
+// cluster token is set: the token is then what authenticates a local peer
+// (the TLS certificate cannot, no TLS runs on the socket).
+//
 // Thread-safe. Each accepted connection is served by its own thread (at most
 // kMaxConnections, and kMaxConnectionsPerPeer from one address); connections
 // are persistent until idle for a minute. When a new connection finds the
@@ -36,6 +52,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,6 +69,9 @@
 #include "proto/worker.pb.h"
 
 namespace distflow {
+namespace bulk_internal {
+class ShmRing;
+}
 
 // Tensors smaller than this travel inside the gRPC answer.
 inline constexpr size_t kBulkMinBytes = size_t{1} << 20;
@@ -59,6 +79,10 @@ inline constexpr size_t kBulkMinBytes = size_t{1} << 20;
 // False if the environment variable DISTFLOW_BULK_TRANSFER is "0" (for
 // networks where only the cluster spec's ports are open).
 bool BulkTransferEnabledByEnv();
+
+// False if the environment variable DISTFLOW_SHM is "0": tasks on one host
+// then move bulk bytes over TCP too.
+bool SharedMemoryEnabledByEnv();
 
 // True for tensors that travel over a bulk port: numeric (not bool, whose
 // bytes must be validated) and at least kBulkMinBytes.
@@ -150,8 +174,38 @@ class BulkServer {
   uint64_t bytes_served() const { return bytes_served_.load(std::memory_order_relaxed); }
   uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
 
+  // Serves same-host peers through shared memory too, on an abstract
+  // Unix-domain socket that the identify answer names. FailedPrecondition
+  // with TLS on and no cluster token (nothing would authenticate a local
+  // peer); Unavailable if the socket cannot be made. Idempotent.
+  absl::Status EnableSharedMemory();
+  bool shared_memory_enabled() const {
+    absl::MutexLock lock(&mu_);
+    return !shm_name_.empty();
+  }
+  // The abstract socket same-host peers connect to ("" while shared memory is off).
+  std::string shm_socket_name() const {
+    absl::MutexLock lock(&mu_);
+    return shm_name_;
+  }
+  // Of bytes_served() and bytes_received(): those that went through shared memory.
+  uint64_t shm_bytes_served() const { return shm_bytes_served_.load(std::memory_order_relaxed); }
+  uint64_t shm_bytes_received() const { return shm_bytes_received_.load(std::memory_order_relaxed); }
+  size_t NumShmConnectionsForTest() const {
+    absl::MutexLock lock(&mu_);
+    return shm_open_.size();
+  }
+  // Runs `hook` after every chunk a shared-memory get announces (tests stop
+  // a transfer midway with it). Set before serving.
+  void set_shm_chunk_hook_for_test(void (*hook)()) { shm_chunk_hook_ = hook; }
+  // Connections served through shared memory at once (a ring segment each).
+  static constexpr int kMaxShmConnections = 256;
+
  private:
   struct Offers;
+  void ShmAcceptLoop(int listen_fd, int stop_fd);
+  void ServeShm(int fd);
+  void StopSharedMemory();
   BulkServer(int listen_fd, int port, absl::Duration ttl, std::string auth_token, std::shared_ptr<const BulkTls> tls,
              Timer* timer);
   // Runs the TLS handshake (with TLS on) and reads the connection's hello;
@@ -195,6 +249,17 @@ class BulkServer {
     std::shared_ptr<std::atomic<bool>> finished;
   };
   std::vector<Conn> conns_ ABSL_GUARDED_BY(mu_);
+  // Shared memory (bulk_shm_server.cc): the listener, a pipe that stops its
+  // accept loop, and the connections, like the TCP ones.
+  std::string shm_name_ ABSL_GUARDED_BY(mu_);
+  int shm_listen_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  int shm_stop_fd_ ABSL_GUARDED_BY(mu_) = -1;  // the pipe's write end
+  std::thread shm_acceptor_;
+  absl::flat_hash_map<int, bool> shm_open_ ABSL_GUARDED_BY(mu_);  // fd -> serving
+  std::vector<Conn> shm_conns_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> shm_bytes_served_{0};
+  std::atomic<uint64_t> shm_bytes_received_{0};
+  void (*shm_chunk_hook_)() = nullptr;
 };
 
 class BulkClient {
@@ -227,7 +292,31 @@ class BulkClient {
                                absl::Duration idle_timeout = absl::Seconds(60));
   size_t NumPooledForTest() const;
 
+  // Moves the bytes through shared memory when the peer is on this host and
+  // offers it (see the top of this file); otherwise, or off, over TCP. Call
+  // before any transfer.
+  void set_shared_memory(bool on) { shared_memory_ = on; }
+  size_t NumPooledShmForTest() const;
+
  private:
+  struct ShmConn {
+    int fd = -1;
+    std::shared_ptr<bulk_internal::ShmRing> ring;
+  };
+  // The peer's shared-memory socket ("" : use TCP), found by an identify
+  // request on its TCP port and kept for a minute.
+  std::string ShmSocketFor(const std::string& peer, const std::string& host, int port);
+  absl::StatusOr<ShmConn> ShmConnect(const std::string& peer, const std::string& socket);
+  absl::StatusOr<ShmConn> AcquireShm(const std::string& peer, const std::string& socket, bool pooled_ok, bool* pooled);
+  void ReleaseShm(const std::string& peer, ShmConn conn);
+  // The peer's socket could not be used (`why`): TCP for now.
+  void NoShmRoute(const std::string& peer, const absl::Status& why);
+  // nullopt: the peer cannot be reached through shared memory; use TCP.
+  std::optional<absl::Status> FetchShm(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
+                                       CancellationManager* cm, absl::Duration idle_timeout);
+  std::optional<absl::StatusOr<uint64_t>> PutShm(const std::string& host, int port, const void* src, size_t n,
+                                                 absl::Duration idle_timeout);
+
   // A connection to host:port, from the pool or new; `pooled` says which.
   absl::StatusOr<BulkConn> Acquire(const std::string& peer, const std::string& host, int port, bool pooled_ok,
                                    bool* pooled);
@@ -251,6 +340,17 @@ class BulkClient {
   Env* const clock_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::vector<Idle>> idle_ ABSL_GUARDED_BY(mu_);  // "host:port" -> connections
+  bool shared_memory_ = false;
+  struct ShmRoute {
+    std::string socket;  // "": TCP
+    absl::Time until;
+  };
+  absl::flat_hash_map<std::string, ShmRoute> shm_routes_ ABSL_GUARDED_BY(mu_);  // "host:port" ->
+  struct ShmIdle {
+    ShmConn conn;
+    absl::Time since;
+  };
+  absl::flat_hash_map<std::string, std::vector<ShmIdle>> shm_idle_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace distflow

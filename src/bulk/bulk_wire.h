@@ -20,13 +20,23 @@ namespace bulk_internal {
 constexpr uint32_t kMagic = 0x4B424644;       // "DFBK" little-endian: get
 constexpr uint32_t kPutMagic = 0x50424644;    // "DFBP": put
 constexpr uint32_t kHelloMagic = 0x48424644;  // "DFBH": first on every connection
+// Identify (TCP only): request = magic, version, u64 0; answer = u32 length,
+// then "<host identity>\n<abstract socket name>" (no name: no shared memory).
+constexpr uint32_t kIdentifyMagic = 0x49424644;  // "DFBI"
+constexpr uint32_t kMaxIdentifyBytes = 4096;
 constexpr uint32_t kVersion = 1;
 // The hello: magic, version, token length, the token (rpc/auth.h);
 // the server answers one byte, kHelloAccepted or kHelloRefused (then closes).
 constexpr uint32_t kMaxTokenBytes = 4096;
 constexpr char kHelloAccepted = 1;
 constexpr char kHelloRefused = 0;
+// On a shared-memory connection: the token was fine, but the server cannot
+// serve one more connection (or make a segment) now; use TCP.
+constexpr char kHelloBusy = 2;
 constexpr uint64_t kUnknownTicket = ~uint64_t{0};
+
+// Counts `n` bytes a BulkClient moved (distflow_bulk_client_bytes_total).
+void CountBulkClientBytes(bool shm, bool fetched, size_t n);
 
 inline void PutU32(char* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);

@@ -131,6 +131,7 @@ absl::Status GrpcRemoteMaster::CreateSession(CallOptions* opts, int64_t wait_ms,
       bulk_host_ = hp->first;
       bulk_port_ = resp->bulk_port();
       bulk_ = std::make_shared<BulkClient>(BulkClient::kClientIdleTimeout, ClusterToken(), *tls);
+      bulk_->set_shared_memory(SharedMemoryEnabledByEnv());  // a master on this host: through memory
     }
   }
   return absl::OkStatus();

@@ -48,7 +48,7 @@ WorkerCache::~WorkerCache() {
   bulk_pool_.reset();  // finishes in-flight bulk reads before the client goes
 }
 
-void WorkerCache::EnableBulkTransfer(BulkServer* local) {
+void WorkerCache::EnableBulkTransfer(BulkServer* local, bool shared_memory) {
   local_bulk_ = local;
   absl::StatusOr<std::shared_ptr<const BulkTls>> tls = BulkTls::ForProcess();
   if (!tls.ok()) {  // the server checked the same files first; a client-only process may not
@@ -56,6 +56,7 @@ void WorkerCache::EnableBulkTransfer(BulkServer* local) {
     return;
   }
   bulk_ = std::make_unique<BulkClient>(BulkClient::kClientIdleTimeout, auth_token_, *tls);
+  bulk_->set_shared_memory(shared_memory);
   bulk_pool_ = std::make_unique<ThreadPool>("df_bulk", 4);
 }
 

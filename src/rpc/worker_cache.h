@@ -45,8 +45,10 @@ class WorkerCache {
 
   // Lets large tensors arrive over the senders' bulk ports (bulk_transfer.h)
   // and, with `local` (this task's bulk server), large RunGraph feeds leave
-  // over it. Call before any transfer.
-  void EnableBulkTransfer(BulkServer* local = nullptr);
+  // over it. With `shared_memory`, the bytes of peers on this host come
+  // through shared memory instead of TCP (if they offer it). Call before any
+  // transfer.
+  void EnableBulkTransfer(BulkServer* local = nullptr, bool shared_memory = false);
   BulkServer* local_bulk_server() const { return local_bulk_; }
   // The clock the cache's waits read (never null), for its users' own
   // timekeeping (the master's stalled-step log).

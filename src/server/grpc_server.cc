@@ -117,8 +117,15 @@ absl::Status GrpcServer::Start() {
     }
   }
   SizeComputeThreads();
+  bool shm = bulk_ != nullptr && options_.shared_memory && SharedMemoryEnabledByEnv();
+  if (shm) {
+    if (absl::Status s = bulk_->EnableSharedMemory(); !s.ok()) {
+      LOG(WARNING) << "Task " << task_name_ << ": " << s.message() << "; tasks on this host use TCP";
+      shm = false;
+    }
+  }
   workers_ = std::make_unique<WorkerCache>(cluster_, token);
-  if (bulk_ != nullptr) workers_->EnableBulkTransfer(bulk_.get());
+  if (bulk_ != nullptr) workers_->EnableBulkTransfer(bulk_.get(), shm);
   worker_ = std::make_unique<Worker>(task_name_, workers_.get(), options_.worker);
   worker_->set_bulk_server(bulk_.get());
   worker_->set_auth_token(token);

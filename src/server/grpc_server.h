@@ -56,6 +56,9 @@ class GrpcServer {
   int bulk_port() const { return bulk_ ? bulk_->port() : 0; }
   uint64_t bulk_bytes_served() const { return bulk_ ? bulk_->bytes_served() : 0; }
   uint64_t bulk_bytes_received() const { return bulk_ ? bulk_->bytes_received() : 0; }
+  // Of those, the bytes that went through shared memory (same-host peers).
+  uint64_t bulk_shm_bytes_served() const { return bulk_ ? bulk_->shm_bytes_served() : 0; }
+  uint64_t bulk_shm_bytes_received() const { return bulk_ ? bulk_->shm_bytes_received() : 0; }
   // The status page's port, 0 if it is off.
   int status_port() const;
   // See Server::DeadTasks and Server::exit_status.

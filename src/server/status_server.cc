@@ -187,6 +187,12 @@ absl::StatusOr<std::unique_ptr<StatusServer>> StatusServer::Start(StatusView vie
                  static_cast<double>(self->view_.bulk->bytes_served()));
       w->Counter("distflow_bulk_bytes_received_total", "Bytes this task's bulk port received", t,
                  static_cast<double>(self->view_.bulk->bytes_received()));
+      w->Counter("distflow_bulk_shm_bytes_served_total",
+                 "Of the bytes this task's bulk port sent, those that went through shared memory", t,
+                 static_cast<double>(self->view_.bulk->shm_bytes_served()));
+      w->Counter("distflow_bulk_shm_bytes_received_total",
+                 "Of the bytes this task's bulk port received, those that came through shared memory", t,
+                 static_cast<double>(self->view_.bulk->shm_bytes_received()));
     }
   });
   s->thread_ = std::thread([self] { self->http_->listen_after_bind(); });

@@ -59,6 +59,30 @@ class BulkTlsTest : public ::testing::Test {
 std::string* BulkTlsTest::dir_ = nullptr;
 bool BulkTlsTest::ok_ = false;
 
+// With TLS on, same-host shared memory is offered only when the cluster
+// token can authenticate a local peer (docs/TRANSPORT.md); a TLS client then
+// learns the socket over TLS and moves the bytes through shared memory.
+TEST_F(BulkTlsTest, SharedMemoryUnderTlsNeedsTheToken) {
+  auto tokenless = BulkServer::Start("127.0.0.1", absl::Seconds(60), 0, "", Tls("", "ca.pem"));
+  ASSERT_TRUE(tokenless.ok()) << tokenless.status();
+  absl::Status refused = (*tokenless)->EnableSharedMemory();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "DISTFLOW_AUTH_TOKEN")) << refused;
+  EXPECT_FALSE((*tokenless)->shared_memory_enabled());
+
+  auto server = BulkServer::Start("127.0.0.1", absl::Seconds(60), 0, "tok", Tls("", "ca.pem"));
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->EnableSharedMemory().ok());
+  BulkClient client(BulkClient::kClientIdleTimeout, "tok", Tls("", "ca.pem"));
+  client.set_shared_memory(true);
+  Tensor t = Pattern((1 << 20) + 3);
+  std::vector<char> got(t.TotalBytes());
+  absl::Status s = client.Fetch("127.0.0.1", (*server)->port(), (*server)->Offer(t), got.data(), got.size(), nullptr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(std::memcmp(got.data(), t.raw_data(), got.size()), 0);
+  EXPECT_EQ((*server)->shm_bytes_served(), t.TotalBytes()) << "through shared memory, the token checked";
+}
+
 TEST_F(BulkTlsTest, TensorsCrossEncryptedBothWays) {
   auto server = BulkServer::Start("127.0.0.1", absl::Seconds(60), 0, "tok", Tls("", "ca.pem"));
   ASSERT_TRUE(server.ok()) << server.status();
