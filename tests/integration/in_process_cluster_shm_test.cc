@@ -1,45 +1,18 @@
 // in_process_cluster_test: between tasks of one host a large tensor travels
 // through shared memory (bulk/shm_channel.h) unless it is turned off, and a
 // scraper of the ps's /metrics sees which way it went.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <string>
 
 #include "in_process_cluster_test.h"
+#include "subprocess.h"
 
 namespace distflow {
 namespace cluster_test {
 namespace {
 
-// GET http://127.0.0.1:port/metrics, the body ("" on failure).
-std::string ScrapeMetrics(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string text;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[65536];
-      for (ssize_t r; (r = read(fd, buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(r));
-    }
-  }
-  close(fd);
-  return text;
-}
-
-// The value of the sample `name{labels}` in a metrics page, -1 if absent.
-double MetricValue(const std::string& page, const std::string& sample) {
-  const size_t at = page.find("\n" + sample + " ");
-  if (at == std::string::npos) return -1;
-  return std::strtod(page.c_str() + at + 1 + sample.size() + 1, nullptr);
-}
+using subprocess::MetricValue;
+using subprocess::ScrapeMetrics;
 
 // A worker's pull of a ps tensor on one host: through shared memory by
 // default (the ps's bulk port counts it as such, and /metrics says so), over

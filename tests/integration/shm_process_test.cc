@@ -3,11 +3,8 @@
 // process. The worker's pull of a 12 MiB ps tensor goes through shared memory
 // (the ps's /metrics says so) unless DISTFLOW_SHM=0, and /dev/shm is the
 // same after the tasks are gone.
-#include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -24,34 +21,12 @@ namespace distflow {
 namespace {
 
 using subprocess::FreePort;
+using subprocess::MetricValue;
 using subprocess::Output;
 using subprocess::Proc;
+using subprocess::ScrapeMetrics;
 using subprocess::Spawn;
 using subprocess::Wait;
-
-std::string ScrapeMetrics(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string text;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[65536];
-      for (ssize_t r; (r = read(fd, buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(r));
-    }
-  }
-  close(fd);
-  return text;
-}
-
-double MetricValue(const std::string& page, const std::string& sample) {
-  const size_t at = page.find("\n" + sample + " ");
-  if (at == std::string::npos) return -1;
-  return std::strtod(page.c_str() + at + 1 + sample.size() + 1, nullptr);
-}
 
 std::set<std::string> DevShm() {
   std::set<std::string> names;

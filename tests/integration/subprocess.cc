@@ -1,8 +1,11 @@
 #include "subprocess.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,6 +95,30 @@ bool MakeCertificates(const std::string& dir, const std::string& prefix) {
 }
 
 int FreePort() { return Env::Default()->PickUnusedPort().value_or(0); }
+
+std::string ScrapeMetrics(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string text;
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      for (ssize_t r; (r = read(fd, buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(r));
+    }
+  }
+  if (fd >= 0) close(fd);
+  return text;
+}
+
+double MetricValue(const std::string& page, const std::string& sample) {
+  const size_t at = page.find("\n" + sample + " ");
+  if (at == std::string::npos) return -1;
+  return std::strtod(page.c_str() + at + 1 + sample.size() + 1, nullptr);
+}
 
 }  // namespace subprocess
 }  // namespace distflow

@@ -33,6 +33,11 @@ int FreePort();
 // client use), made with the openssl tool in `dir`: ca.pem, node.pem,
 // node.key. With `prefix`, the files are named prefix_*. False if openssl failed.
 bool MakeCertificates(const std::string& dir, const std::string& prefix);
+// GET http://127.0.0.1:`port`/metrics as a scraper would: the whole response
+// ("" if nothing answers).
+std::string ScrapeMetrics(int port);
+// The value of the sample `name{labels}` in a metrics page, -1 if absent.
+double MetricValue(const std::string& page, const std::string& sample);
 
 }  // namespace subprocess
 }  // namespace distflow

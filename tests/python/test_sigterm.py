@@ -24,6 +24,17 @@ def saved_steps(ckpt):
     return [int(n) for n in re.findall(r"model\.ckpt-(\d+)", state)]
 
 
+def catches_sigterm(proc):
+    """Whether the process has a SIGTERM handler now (its session is open:
+    before that a SIGTERM would kill it, as it would any program)."""
+    try:
+        with open(f"/proc/{proc.pid}/status") as f:
+            caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
 def wait_until(cond, timeout, what, procs):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -54,6 +65,9 @@ def test_sigterm_stops_workers_and_the_chief_cleanly_with_a_checkpoint(tmp_path)
                 for i in range(4)]
         # Training is under way once the chief saved a checkpoint (every 50 steps).
         wait_until(lambda: saved_steps(tmp_path / "ckpt"), 300, "no checkpoint", procs)
+        # Worker 1 may still be reading its data: its session watches for
+        # SIGTERM once it is open (before, SIGTERM kills, as for any program).
+        wait_until(lambda: catches_sigterm(w1), 300, "worker 1 never opened its session", procs)
         w1.send_signal(signal.SIGTERM)
         assert w1.wait(timeout=60) == 0, text[2]()
         assert "distflow: SIGTERM: stopping after this step" in text[2](), text[2]()
