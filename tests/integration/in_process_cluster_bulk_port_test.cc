@@ -83,11 +83,8 @@ class BulkPortCrowded : public ::testing::Test {
       if (i == BulkServer::kMaxConnections && busy) {
         // The server marks a connection busy when it has read its request;
         // until then it would count as idle and could be evicted.
-        const absl::Time deadline = absl::Now() + absl::Seconds(30);
-        while (bulk->NumBusyConnectionsForTest() < static_cast<size_t>(BulkServer::kMaxConnections) &&
-               absl::Now() < deadline) {
-          absl::SleepFor(absl::Milliseconds(10));
-        }
+        WaitUntil([&] { return bulk->NumBusyConnectionsForTest() >= static_cast<size_t>(BulkServer::kMaxConnections); },
+                  absl::Seconds(30));
         ASSERT_EQ(bulk->NumBusyConnectionsForTest(), static_cast<size_t>(BulkServer::kMaxConnections));
       }
       const std::string source = absl::StrCat("127.0.0.", 2 + i / BulkServer::kMaxConnectionsPerPeer);
