@@ -12,7 +12,9 @@
 # is reported.
 #
 #   bench/run_replicated_bench.sh [BUILD_DIR]
-# Environment: STEPS=600 global steps per run, ROUNDS=3. Only 127.0.0.1 is used.
+# Environment: STEPS=600 global steps per run, ROUNDS=3, CONFIGS (comma-separated,
+# default "async 1,async 2,async 3,sync 3,local,torch"; without torch the ratio
+# column is left out). Only 127.0.0.1 is used; DISTFLOW_SHM=0 reaches the tasks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
@@ -64,7 +66,7 @@ torch_run() {
 median() { tr ' ' '\n' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
 
 declare -A result
-configs=("async 1" "async 2" "async 3" "sync 3" "local" "torch")
+IFS=, read -ra configs <<<"${CONFIGS:-async 1,async 2,async 3,sync 3,local,torch}"
 for ((r = 1; r <= ROUNDS; r++)); do
   for c in "${configs[@]}"; do
     set -- $c
@@ -77,7 +79,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r: $c: $v examples/s" >&2
   done
 done
-base=$(echo ${result[torch]} | median)
+base=$(echo ${result[torch]:-} | median)
 printf '%-48s %12s %10s\n' "configuration (book CNN, batch 50, 1 thread/process)" "examples/s" "vs torch"
 for c in "${configs[@]}"; do
   m=$(echo ${result[$c]} | median)
@@ -87,6 +89,10 @@ for c in "${configs[@]}"; do
     local) name="distflow single process (mnist_local)" ;;
     torch) name="PyTorch RPC ps, 1 ps + 3 async workers" ;;
   esac
-  printf '%-48s %12.1f %9.2fx\n' "$name" "$m" "$(echo "$m / $base" | bc -l)"
+  if [ -n "$base" ]; then
+    printf '%-48s %12.1f %9.2fx\n' "$name" "$m" "$(echo "$m / $base" | bc -l)"
+  else
+    printf '%-48s %12.1f %10s\n' "$name" "$m" "-"
+  fi
 done
 echo "(median of $ROUNDS rounds, $STEPS global steps each; logs in $LOGS)"
