@@ -7,8 +7,8 @@
 //   Output w = ops::Variable(ps0.WithOpName("weights_1"), {784, 100}, DT_FLOAT);
 //
 // Errors (a shape mismatch, an unknown input) are recorded in the scope's
-// graph: the first one is kept, later ops become no-ops, and status() or a
-// Session::Run reports it, naming the node.
+// graph: the first one is kept (until TakeScopeStatus, scope_status.h), later
+// ops become no-ops, and status() or a Session::Run reports it, naming the node.
 //
 // Scopes of one graph may be used from one thread at a time per graph.
 #pragma once

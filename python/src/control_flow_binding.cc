@@ -31,10 +31,14 @@ absl::Status Caught(const Raised& raised) {
 
 std::vector<df::Output> Outputs(const py::object& r) { return r.cast<std::vector<df::Output>>(); }
 
+// A failed build leaves the scope usable (see ScopeValue).
 template <typename T>
-T Finish(absl::StatusOr<T> r, const Raised& raised) {
-  if (*raised) std::rethrow_exception(*raised);
-  return Value(std::move(r));
+T Finish(const df::Scope& s, absl::StatusOr<T> r, const Raised& raised) {
+  if (*raised) {
+    (void)df::TakeScopeStatus(s);
+    std::rethrow_exception(*raised);
+  }
+  return ScopeValue(s, std::move(r));
 }
 
 }  // namespace
@@ -53,7 +57,7 @@ void BindControlFlow(py::module_& m) {
             }
           };
     };
-    return Finish(df::ops::Cond(s, pred, {}, branch(Keep(true_fn)), branch(Keep(false_fn))), raised);
+    return Finish(s, df::ops::Cond(s, pred, {}, branch(Keep(true_fn)), branch(Keep(false_fn))), raised);
   });
   m.def(
       "while_loop",
@@ -109,13 +113,13 @@ void BindControlFlow(py::module_& m) {
             }
           }
         };
-        return Finish(df::ops::WhileLoop(s, vars, cond_fn, body_fn, o), raised);
+        return Finish(s, df::ops::WhileLoop(s, vars, cond_fn, body_fn, o), raised);
       },
       py::arg("scope"), py::arg("loop_vars"), py::arg("cond"), py::arg("body"), py::arg("shape_invariants"),
       py::arg("maximum_iterations"), py::arg("parallel_iterations"), py::arg("back_prop"), py::arg("name"),
       py::arg("history_not_needed") = py::none(), py::arg("shape_varies") = std::vector<bool>());
   m.def("capture_into_loop",
-        [](const df::Scope& s, const df::Output& x) { return Value(df::ops::CaptureIntoLoop(s, x)); });
+        [](const df::Scope& s, const df::Output& x) { return ScopeValue(s, df::ops::CaptureIntoLoop(s, x)); });
 }
 
 }  // namespace distflow_py

@@ -24,6 +24,7 @@
 #include "distflow/op_registry.h"
 #include "distflow/ops.h"
 #include "distflow/scope.h"
+#include "distflow/scope_status.h"
 #include "distflow/server.h"
 #include "distflow/session.h"
 #include "distflow/step_stats.h"
@@ -61,6 +62,26 @@ inline void Check(const absl::Status& s) {
 template <typename T>
 inline T Value(absl::StatusOr<T> v) {
   if (!v.ok()) Throw(v.status());
+  return std::move(*v);
+}
+
+// Graph building. A failed op leaves its error in the scope's graph, where
+// it would fail every later op (distflow/scope.h); Python raises it instead,
+// once, and takes it out of the graph, so a program that catches the
+// exception goes on building in the same graph, as in TensorFlow 1
+// (distflow/scope_status.h).
+
+// Raises the error building left in `s`, if any.
+inline void CheckScope(const df::Scope& s) {
+  if (absl::Status st = df::TakeScopeStatus(s); !st.ok()) Throw(st);
+}
+// `v`'s value; if building failed, raises `v`'s error (or the scope's)
+// with the scope cleared.
+template <typename T>
+inline T ScopeValue(const df::Scope& s, absl::StatusOr<T> v) {
+  absl::Status recorded = df::TakeScopeStatus(s);
+  if (!v.ok()) Throw(v.status());
+  if (!recorded.ok()) Throw(recorded);
   return std::move(*v);
 }
 
@@ -352,10 +373,10 @@ struct PySession {
   bool closed = false;
 };
 
-// Checks what a C++ builder left in the scope: an invalid result means the
-// scope holds the error.
-inline df::Output Built(const df::Scope& s, df::Output out) {
-  if (!out.ok()) Check(s.status());
+// Checks what a C++ builder left in the scope (see CheckScope).
+template <typename T>
+inline T Built(const df::Scope& s, T out) {
+  CheckScope(s);
   return out;
 }
 

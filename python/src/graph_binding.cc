@@ -29,9 +29,7 @@ df::Operation AddOp(const df::Scope& scope, const std::string& op_type, const st
     }
     converted.emplace_back(name, AttrFromPython(op_type, *a, value));
   }
-  df::Operation op = df::ops::Raw(scope, op_type, inputs, converted);
-  if (!op.ok()) Check(scope.status());
-  return op;
+  return Built(scope, df::ops::Raw(scope, op_type, inputs, converted));
 }
 
 py::dict OpInfoToPython(const df::OpInfo& op) {
@@ -140,7 +138,7 @@ void BindGraph(py::module_& m) {
       .def("with_control_dependencies", &df::Scope::WithControlDependencies)
       .def("with_no_control_dependencies", &df::Scope::WithNoControlDependencies)
       .def("unique_name", &df::Scope::GetUniqueName)
-      .def("check", [](const df::Scope& s) { Check(s.status()); })
+      .def("check", [](const df::Scope& s) { CheckScope(s); })
       .def_property_readonly("num_nodes", &df::Scope::num_nodes)
       .def("find_operation",
            [](const df::Scope& s, const std::string& name) -> std::optional<df::Operation> {
@@ -162,7 +160,7 @@ void BindGraph(py::module_& m) {
   m.def(
       "import_graph_def",
       [](const df::Scope& s, const py::bytes& graph_def, const std::string& prefix, bool clear_devices) {
-        return Value(df::ImportGraph(s, std::string(graph_def), prefix, clear_devices));
+        return ScopeValue(s, df::ImportGraph(s, std::string(graph_def), prefix, clear_devices));
       },
       py::arg("scope"), py::arg("graph_def"), py::arg("prefix") = "", py::arg("clear_devices") = false);
   m.def("graph_def", [](const df::Scope& s) { return py::bytes(df::SerializeGraph(s)); });
@@ -174,18 +172,14 @@ void BindGraph(py::module_& m) {
       [](const df::Scope& s, const df::Output& initial, bool trainable) {
         df::ops::VariableOptions o;
         o.trainable = trainable;
-        df::Output v = df::ops::MakeVariable(s, initial, o);
-        if (!v.ok()) Check(s.status());
-        return v;
+        return Built(s, df::ops::MakeVariable(s, initial, o));
       },
       py::arg("scope"), py::arg("initial"), py::arg("trainable") = true);
-  m.def("global_variables_initializer", [](const df::Scope& s) {
-    df::Operation op = df::ops::GlobalVariablesInitializer(s);
-    if (!op.ok()) Check(s.status());
-    return op;
-  });
-  m.def("gradients", [](const df::Scope& s, const std::vector<df::Output>& ys, const std::vector<df::Output>& xs,
-                        const std::vector<df::Output>& grad_ys) { return Value(df::Gradients(s, ys, xs, grad_ys)); });
+  m.def("global_variables_initializer",
+        [](const df::Scope& s) { return Built(s, df::ops::GlobalVariablesInitializer(s)); });
+  m.def("gradients",
+        [](const df::Scope& s, const std::vector<df::Output>& ys, const std::vector<df::Output>& xs,
+           const std::vector<df::Output>& grad_ys) { return ScopeValue(s, df::Gradients(s, ys, xs, grad_ys)); });
   // IndexedSlices gradients (distflow/gradients.h): the parts of a marked
   // gradient as (values, indices, num_rows), None for a dense one; and the
   // marked dense form of given parts.
@@ -196,14 +190,12 @@ void BindGraph(py::module_& m) {
   });
   m.def("indexed_slices_gradient",
         [](const df::Scope& s, const df::Output& values, const df::Output& indices, const df::Output& num_rows) {
-          df::Output out = df::IndexedSlicesGradient(s, {values, indices, num_rows});
-          if (!out.ok()) Check(s.status());
-          return out;
+          return Built(s, df::IndexedSlicesGradient(s, {values, indices, num_rows}));
         });
   // Graph functions: the serialized FunctionDef of a body graph, as bytes.
   m.def("make_function_def", [](const df::Scope& body, const std::string& name, const std::vector<df::Output>& args,
                                 const std::vector<df::Output>& rets) {
-    return py::bytes(Value(df::MakeFunctionDef(body, name, args, rets)));
+    return py::bytes(ScopeValue(body, df::MakeFunctionDef(body, name, args, rets)));
   });
   m.def("make_gradient_function_def",
         [](const py::bytes& f) { return py::bytes(Value(df::MakeGradientFunctionDef(std::string(f)))); });

@@ -94,15 +94,15 @@ void BindTrain(py::module_& m) {
       .def_static("create", &MakeOptimizer)
       .def("minimize",
            [](df::Optimizer& opt, const df::Scope& s, const df::Output& loss, std::optional<df::Output> global_step) {
-             return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
+             return ScopeValue(s, opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
            })
       .def("apply_gradients",
            [](df::Optimizer& opt, const df::Scope& s, const std::vector<std::pair<df::Output, df::Output>>& gv,
               std::optional<df::Output> global_step) {
-             return Value(opt.ApplyGradients(s, gv, global_step ? &*global_step : nullptr));
+             return ScopeValue(s, opt.ApplyGradients(s, gv, global_step ? &*global_step : nullptr));
            })
       .def("compute_gradients", [](df::Optimizer& opt, const df::Scope& s, const df::Output& loss) {
-        return Value(opt.ComputeGradients(s, loss));
+        return ScopeValue(s, opt.ComputeGradients(s, loss));
       });
 
   // Synchronous replicas around an optimizer made like the ones above; its
@@ -128,15 +128,15 @@ void BindTrain(py::module_& m) {
       .def("minimize",
            [](df::SyncReplicasOptimizer& opt, const df::Scope& s, const df::Output& loss,
               std::optional<df::Output> global_step) {
-             return Value(opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
+             return ScopeValue(s, opt.Minimize(s, loss, global_step ? &*global_step : nullptr));
            })
       .def("apply_gradients",
            [](df::SyncReplicasOptimizer& opt, const df::Scope& s,
               const std::vector<std::pair<df::Output, df::Output>>& gv, std::optional<df::Output> global_step) {
-             return Value(opt.ApplyGradients(s, gv, global_step ? &*global_step : nullptr));
+             return ScopeValue(s, opt.ApplyGradients(s, gv, global_step ? &*global_step : nullptr));
            })
       .def("compute_gradients", [](df::SyncReplicasOptimizer& opt, const df::Scope& s,
-                                   const df::Output& loss) { return Value(opt.ComputeGradients(s, loss)); })
+                                   const df::Output& loss) { return ScopeValue(s, opt.ComputeGradients(s, loss)); })
       .def_property_readonly("steps_applied",
                              [](const df::SyncReplicasOptimizer& o) { return o.stats().steps_applied.load(); })
       .def_property_readonly(
@@ -163,7 +163,7 @@ void BindTrain(py::module_& m) {
         o.timeout_seconds = timeout_seconds;
         o.fusion_threshold_bytes = fusion_threshold_bytes;
         o.fp16_compression = fp16_compression;
-        return Value(df::AllReduceGradients(s, gv, o));
+        return ScopeValue(s, df::AllReduceGradients(s, gv, o));
       },
       py::arg("scope"), py::arg("grads_and_vars"), py::arg("num_replicas"), py::arg("rank"), py::arg("group_key"),
       py::arg("first_instance_key"), py::arg("average"), py::arg("timeout_seconds"), py::arg("fusion_threshold_bytes"),
@@ -213,7 +213,7 @@ void BindTrain(py::module_& m) {
                    py::gil_scoped_release release;
                    s = df::MonitoredSession::Create(scope, target, o, std::move(hooks));
                  }
-                 return Value(std::move(s));
+                 return ScopeValue(scope, std::move(s));
                }),
            py::arg("scope"), py::arg("target"), py::arg("is_chief"), py::arg("logdir"), py::arg("global_step"),
            py::arg("init_op"), py::arg("save_checkpoint_secs"), py::arg("coordination_vars"), py::arg("options"),
@@ -289,7 +289,7 @@ void BindTrain(py::module_& m) {
                  o.exclude = exclude;
                  o.max_to_keep = max_to_keep;
                  o.basename = basename;
-                 return Value(df::Saver::Create(scope, o));
+                 return ScopeValue(scope, df::Saver::Create(scope, o));
                }),
            py::arg("scope"), py::arg("var_list"), py::arg("max_to_keep"), py::arg("basename"),
            py::arg("exclude") = std::vector<df::Output>{}, py::arg("allow_extra") = false,

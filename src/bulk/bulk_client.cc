@@ -69,7 +69,7 @@ size_t BulkClient::NumPooledForTest() const {
   return n;
 }
 
-absl::StatusOr<BulkConn> BulkClient::Connect(const std::string& host, int port) {
+absl::StatusOr<BulkConn> BulkClient::Connect(const std::string& host, int port, absl::Duration hello_timeout) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -93,9 +93,11 @@ absl::StatusOr<BulkConn> BulkClient::Connect(const std::string& host, int port) 
   freeaddrinfo(res);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot connect: ", last_error));
   SetNoDelay(fd);
+  // The bound of the handshake and the hello (a peer may accept and never
+  // answer); the caller sets its own next.
+  SetIdleTimeout(fd, hello_timeout);
   BulkConn conn{fd, nullptr};
   if (tls_ != nullptr) {
-    SetIdleTimeout(fd, absl::Seconds(20));  // the handshake's bound; the caller sets its own next
     absl::StatusOr<ssl_st*> ssl = tls_->Connect(fd, host);
     if (!ssl.ok()) {
       close(fd);
@@ -120,6 +122,13 @@ absl::StatusOr<BulkConn> BulkClient::Connect(const std::string& host, int port) 
       return absl::UnauthenticatedError(
           absl::StrCat("the bulk port refused our certificate (", LastBulkTlsError(),
                        "): a server given --tls_ca accepts only clients whose certificate that CA signed"));
+    }
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          PeerName(host, port), " accepted the connection but did not answer the bulk hello within ",
+          absl::FormatDuration(hello_timeout),
+          ": the port is not a distflow bulk port (the task's --bulk_port; its log says \"bulk tensor transfer on "
+          "port N\"), or the task there is stopped or hung"));
     }
     if (err != 0)
       return absl::UnavailableError(absl::StrCat("the bulk port closed during the hello: ", std::strerror(err)));
@@ -155,9 +164,11 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
                                            "or set DISTFLOW_BULK_TRANSFER=0 on every task."));
   };
   bool pooled = false;
-  absl::StatusOr<BulkConn> acquired = Acquire(peer, host, port, pooled_ok, &pooled);
-  if (absl::IsUnauthenticated(acquired.status())) {  // a refused token: no firewall advice
-    return absl::UnauthenticatedError(absl::StrCat("Bulk transfer from ", peer, ": ", acquired.status().message()));
+  absl::StatusOr<BulkConn> acquired = Acquire(peer, host, port, pooled_ok, &pooled, idle_timeout);
+  if (absl::IsUnauthenticated(acquired.status()) || absl::IsDeadlineExceeded(acquired.status())) {
+    // A refused token or a silent peer: no firewall advice (the connection was made).
+    return absl::Status(acquired.status().code(),
+                        absl::StrCat("Bulk transfer of ", n, " bytes from ", peer, ": ", acquired.status().message()));
   }
   if (!acquired.ok()) return fail(absl::StatusCode::kUnavailable, std::string(acquired.status().message()));
   const BulkConn conn = *acquired;
@@ -231,7 +242,7 @@ absl::Status BulkClient::FetchOnce(const std::string& host, int port, uint64_t t
 }
 
 absl::StatusOr<BulkConn> BulkClient::Acquire(const std::string& peer, const std::string& host, int port, bool pooled_ok,
-                                             bool* pooled) {
+                                             bool* pooled, absl::Duration idle_timeout) {
   *pooled = false;
   if (pooled_ok) {
     absl::MutexLock lock(&mu_);
@@ -244,7 +255,9 @@ absl::StatusOr<BulkConn> BulkClient::Acquire(const std::string& peer, const std:
       return conn;
     }
   }
-  return Connect(host, port);
+  // (A zero bound would be none at all: SO_RCVTIMEO's 0 waits forever.)
+  return Connect(host, port,
+                 idle_timeout > absl::ZeroDuration() ? std::min(idle_timeout, kHelloTimeout) : kHelloTimeout);
 }
 
 void BulkClient::Release(const std::string& peer, BulkConn conn) {
@@ -275,9 +288,10 @@ absl::StatusOr<uint64_t> BulkClient::Put(const std::string& host, int port, cons
   };
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool pooled = false;
-    absl::StatusOr<BulkConn> acquired = Acquire(peer, host, port, /*pooled_ok=*/attempt == 0, &pooled);
-    if (absl::IsUnauthenticated(acquired.status())) {
-      return absl::UnauthenticatedError(absl::StrCat("Bulk transfer to ", peer, ": ", acquired.status().message()));
+    absl::StatusOr<BulkConn> acquired = Acquire(peer, host, port, /*pooled_ok=*/attempt == 0, &pooled, idle_timeout);
+    if (absl::IsUnauthenticated(acquired.status()) || absl::IsDeadlineExceeded(acquired.status())) {
+      return absl::Status(acquired.status().code(),
+                          absl::StrCat("Bulk transfer of ", n, " bytes to ", peer, ": ", acquired.status().message()));
     }
     if (!acquired.ok()) return fail(absl::StatusCode::kUnavailable, std::string(acquired.status().message()));
     const BulkConn conn = *acquired;

@@ -66,7 +66,8 @@ size_t BulkClient::NumPooledShmForTest() const {
   return n;
 }
 
-std::string BulkClient::ShmSocketFor(const std::string& peer, const std::string& host, int port) {
+absl::StatusOr<std::string> BulkClient::ShmSocketFor(const std::string& peer, const std::string& host, int port,
+                                                     absl::Duration idle_timeout) {
   {
     absl::MutexLock lock(&mu_);
     auto it = shm_routes_.find(peer);
@@ -75,7 +76,8 @@ std::string BulkClient::ShmSocketFor(const std::string& peer, const std::string&
   std::string socket;
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool pooled = false;
-    absl::StatusOr<BulkConn> conn = Acquire(peer, host, port, /*pooled_ok=*/attempt == 0, &pooled);
+    absl::StatusOr<BulkConn> conn = Acquire(peer, host, port, /*pooled_ok=*/attempt == 0, &pooled, idle_timeout);
+    if (absl::IsDeadlineExceeded(conn.status())) return conn.status();
     if (!conn.ok()) break;  // the TCP transfer that follows reports it
     char req[16];
     PutU32(req, kIdentifyMagic);
@@ -255,8 +257,13 @@ absl::Status Broken(const std::string& what, int err, size_t moved, size_t n, ab
 std::optional<absl::Status> BulkClient::FetchShm(const std::string& host, int port, uint64_t ticket, void* dst,
                                                  size_t n, CancellationManager* cm, absl::Duration idle_timeout) {
   const std::string peer = PeerName(host, port);
-  const std::string socket = ShmSocketFor(peer, host, port);
-  if (socket.empty()) return std::nullopt;
+  const absl::StatusOr<std::string> route = ShmSocketFor(peer, host, port, idle_timeout);
+  if (!route.ok()) {
+    return absl::Status(route.status().code(),
+                        absl::StrCat("Bulk transfer of ", n, " bytes from ", peer, ": ", route.status().message()));
+  }
+  if (route->empty()) return std::nullopt;
+  const std::string& socket = *route;
   const std::string what = absl::StrCat("Shared-memory transfer of ", n, " bytes from ", peer);
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool pooled = false;
@@ -323,8 +330,13 @@ std::optional<absl::Status> BulkClient::FetchShm(const std::string& host, int po
 std::optional<absl::StatusOr<uint64_t>> BulkClient::PutShm(const std::string& host, int port, const void* src, size_t n,
                                                            absl::Duration idle_timeout) {
   const std::string peer = PeerName(host, port);
-  const std::string socket = ShmSocketFor(peer, host, port);
-  if (socket.empty()) return std::nullopt;
+  const absl::StatusOr<std::string> route = ShmSocketFor(peer, host, port, idle_timeout);
+  if (!route.ok()) {
+    return absl::Status(route.status().code(),
+                        absl::StrCat("Bulk transfer of ", n, " bytes to ", peer, ": ", route.status().message()));
+  }
+  if (route->empty()) return std::nullopt;
+  const std::string& socket = *route;
   const std::string what = absl::StrCat("Shared-memory transfer of ", n, " bytes to ", peer);
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool pooled = false;

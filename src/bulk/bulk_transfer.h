@@ -269,6 +269,11 @@ class BulkClient {
   // its end after kServerIdleTimeout; a peer that restarted on another port
   // would otherwise leave its old connections here for good).
   static constexpr absl::Duration kClientIdleTimeout = absl::Seconds(50);
+  // The longest a new connection waits for the peer's answer to its hello
+  // (less if the transfer's idle_timeout is shorter). A peer that accepts the
+  // connection and never answers (not a bulk port, or a stopped process)
+  // fails the transfer with DeadlineExceeded then.
+  static constexpr absl::Duration kHelloTimeout = absl::Seconds(20);
   // Every new connection opens with a hello carrying `auth_token` (may be
   // empty), after a TLS handshake when `tls` is given. How long a pooled
   // connection has been idle is read from `clock` (null: the real clock; it
@@ -283,7 +288,8 @@ class BulkClient {
   // `n` bytes. Blocks; `cm` (may be null) cancels it by shutting the socket.
   // Errors name the peer: Unavailable (cannot connect), NotFound (ticket
   // unknown or expired), DataLoss (wrong length, connection closed early),
-  // DeadlineExceeded (no data for `idle_timeout`), Cancelled.
+  // DeadlineExceeded (no data for `idle_timeout`, or no answer to the
+  // hello of a new connection, see kHelloTimeout), Cancelled.
   absl::Status Fetch(const std::string& host, int port, uint64_t ticket, void* dst, size_t n, CancellationManager* cm,
                      absl::Duration idle_timeout = absl::Seconds(60));
   // Sends `n` bytes from `src` to host:port; returns the ticket that names
@@ -304,8 +310,11 @@ class BulkClient {
     std::shared_ptr<bulk_internal::ShmRing> ring;
   };
   // The peer's shared-memory socket ("" : use TCP), found by an identify
-  // request on its TCP port and kept for a minute.
-  std::string ShmSocketFor(const std::string& peer, const std::string& host, int port);
+  // request on its TCP port and kept for a minute. DeadlineExceeded if the
+  // peer accepts connections and does not answer their hello (TCP would only
+  // wait for it again).
+  absl::StatusOr<std::string> ShmSocketFor(const std::string& peer, const std::string& host, int port,
+                                           absl::Duration idle_timeout);
   absl::StatusOr<ShmConn> ShmConnect(const std::string& peer, const std::string& socket);
   absl::StatusOr<ShmConn> AcquireShm(const std::string& peer, const std::string& socket, bool pooled_ok, bool* pooled);
   void ReleaseShm(const std::string& peer, ShmConn conn);
@@ -318,10 +327,12 @@ class BulkClient {
                                                  absl::Duration idle_timeout);
 
   // A connection to host:port, from the pool or new; `pooled` says which.
+  // A new one waits for the hello's answer at most min(idle_timeout,
+  // kHelloTimeout).
   absl::StatusOr<BulkConn> Acquire(const std::string& peer, const std::string& host, int port, bool pooled_ok,
-                                   bool* pooled);
+                                   bool* pooled, absl::Duration idle_timeout);
   void Release(const std::string& peer, BulkConn conn);
-  absl::StatusOr<BulkConn> Connect(const std::string& host, int port);
+  absl::StatusOr<BulkConn> Connect(const std::string& host, int port, absl::Duration hello_timeout);
   absl::Status FetchOnce(const std::string& host, int port, uint64_t ticket, void* dst, size_t n,
                          CancellationManager* cm, absl::Duration idle_timeout, bool pooled_ok, bool* stale);
 

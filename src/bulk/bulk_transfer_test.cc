@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/fake_clock_env.h"
@@ -209,6 +210,62 @@ TEST(BulkTransfer, IdleTimeoutEndsAStalledFetch) {
   std::vector<char> buf(1000);
   absl::Status s = client.Fetch("127.0.0.1", peer.port(), 7, buf.data(), buf.size(), nullptr, absl::Milliseconds(100));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+}
+
+// A peer that accepts every connection and never sends a byte (another
+// program's port, or a stopped task: the kernel still accepts for it).
+class SilentPeer {
+ public:
+  SilentPeer() {
+    listen_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    listen(listen_, 4);
+    socklen_t len = sizeof(a);
+    getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      for (int c; (c = accept(listen_, nullptr, nullptr)) >= 0;) {
+        accepted_.fetch_add(1);
+        conns_.push_back(c);  // held open, unanswered, until the peer goes
+      }
+    });
+  }
+  ~SilentPeer() {
+    shutdown(listen_, SHUT_RDWR);
+    thread_.join();
+    for (int c : conns_) close(c);
+    close(listen_);
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  int listen_ = -1;
+  int port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::vector<int> conns_;  // the accepting thread's
+  std::thread thread_;
+};
+
+TEST(BulkTransfer, APeerThatAcceptsButNeverAnswersTheHelloFailsTheTransferNamingIt) {
+  SilentPeer peer;
+  BulkClient client;
+  const std::string where = absl::StrCat("127.0.0.1:", peer.port());
+  std::vector<char> buf(1000);
+  absl::Status s = client.Fetch("127.0.0.1", peer.port(), 7, buf.data(), buf.size(), nullptr, absl::Milliseconds(200));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find(where + " accepted the connection but did not answer the bulk hello"), std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find("--bulk_port"), std::string::npos) << s;
+  absl::StatusOr<uint64_t> put = client.Put("127.0.0.1", peer.port(), buf.data(), buf.size(), absl::Milliseconds(200));
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kDeadlineExceeded) << put.status();
+  EXPECT_NE(put.status().message().find(where), std::string::npos) << put.status();
+  EXPECT_TRUE(WaitUntil([&] { return peer.accepted() >= 2; }, absl::Seconds(10)));
+  EXPECT_EQ(peer.accepted(), 2) << "one connection per transfer, not retried";
+  EXPECT_EQ(client.NumPooledForTest(), 0u);
 }
 
 TEST(BulkTransfer, GarbageOnTheBulkPortIsDropped) {

@@ -5,6 +5,7 @@
 #include "distflow/gradients.h"
 #include "distflow/ops.h"
 #include "distflow/scope.h"
+#include "distflow/scope_status.h"
 #include "distflow/session.h"
 #include "gtest/gtest.h"
 #include "tensor/tensor_testutil.h"
@@ -128,6 +129,30 @@ TEST(Client, BuildErrorIsKeptAndReportedByRun) {
   EXPECT_NE(out.status().message().find("cannot assign a value of shape [3] to a variable of shape [2,2]"),
             std::string::npos)
       << out.status();
+}
+
+TEST(Client, TakingTheErrorOutLetsTheGraphGoOn) {
+  // What a client that reports each error as it happens does (Python raises
+  // it): the failed op is not in the graph, and later ops build and run.
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Const(root, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, TensorShape({2, 3}));
+  auto b = ops::Const(root, {1.0f, 2.0f}, TensorShape({1, 2}));
+  const int nodes = root.num_nodes();
+  EXPECT_FALSE(ops::MatMul(root, a, b).ok());
+  absl::Status taken = TakeScopeStatus(root);
+  EXPECT_TRUE(absl::IsInvalidArgument(taken)) << taken;
+  EXPECT_NE(taken.message().find("MatMul"), std::string::npos) << taken;
+  EXPECT_TRUE(root.ok());
+  EXPECT_TRUE(TakeScopeStatus(root).ok()) << "taken once";
+  EXPECT_EQ(root.num_nodes(), nodes) << "the failed op is not in the graph";
+  auto c = ops::Const(root, {1.0f, 0.0f, 0.0f}, TensorShape({3, 1}));
+  auto y = ops::MatMul(root, a, c);
+  ASSERT_TRUE(y.ok()) << root.status();
+  Session sess;
+  auto out = sess.Run({y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].flat<float>()[0], 1.0f);
+  EXPECT_EQ((*out)[0].flat<float>()[1], 4.0f);
 }
 
 TEST(Client, VariablesWithInitializers) {

@@ -157,7 +157,8 @@ Output MakeVariable(const Scope& s, const Output& initial, const VariableOptions
   if (!v.ok()) return v;
   Scope init_scope = s.WithFullOpName(v.op().name() + "/Assign").WithNoControlDependencies();
   Output a = Assign(init_scope, v, initial);
-  if (a.ok()) s.AddInitializer(a.op());
+  if (!a.ok()) return Output();  // not listed: a graph that goes on building never sees it
+  s.AddInitializer(a.op());
   if (options.trainable && !options.local) s.AddTrainableVariable(v);
   return v;
 }

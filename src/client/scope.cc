@@ -5,6 +5,7 @@
 #include "absl/strings/str_split.h"
 #include "client/graph_state.h"
 #include "cluster/device_name.h"
+#include "distflow/scope_status.h"
 #include "graph/attr_value.h"
 
 namespace distflow {
@@ -174,6 +175,14 @@ void Scope::UpdateStatus(const absl::Status& s) const {
   if (s.ok()) return;
   absl::MutexLock lock(&graph_->mu);
   if (graph_->status.ok()) graph_->status = s;
+}
+
+absl::Status TakeScopeStatus(const Scope& scope) {
+  GraphState& g = *scope.graph_state();
+  absl::MutexLock lock(&g.mu);
+  absl::Status s = std::move(g.status);
+  g.status = absl::OkStatus();
+  return s;
 }
 
 std::string Scope::GetUniqueName(const std::string& base) const {

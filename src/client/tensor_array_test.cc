@@ -6,9 +6,12 @@
 // and a loop's gradient seeing the random values its forward loop drew.
 #include "distflow/tensor_array.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "base/wait_until.h"
 #include "client/gradient_test_util.h"
 #include "distflow/control_flow.h"
 #include "distflow/gradients.h"
@@ -16,6 +19,9 @@
 #include "distflow/session.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/tensor_array.h"
+#include "kernels/device.h"
+#include "kernels/resource_mgr.h"
+#include "runtime/local_session.h"
 
 namespace distflow {
 namespace {
@@ -268,6 +274,46 @@ TEST(TensorArray, EachGradientsCallHasItsOwnGradientArray) {
     EXPECT_NEAR((*r)[i].flat<double>()[0], 2 * 0.5 * 14, 1e-12);  // 1 + 4 + 9 = 14
     EXPECT_NEAR((*r)[i].flat<double>()[1], 2 * -1.0 * 14, 1e-12);
   }
+}
+
+TEST(TensorArray, RunsWithTheSameStepIdDoNotFreeEachOthersArrays) {
+  // Two in-process sessions share the process's device and each numbers its
+  // steps from 1, so their first runs share a step container: the run that
+  // ends first must leave the other's array alone.
+  Scope root = Scope::NewRootScope();
+  auto ta = ops::TensorArray(root, DT_DOUBLE, ops::Const(root, 1));
+  Output written =
+      ops::TensorArrayWrite(root, ta.handle, ops::Const(root, 0), ops::Const(root, Doubles({42}, {1})), ta.flow);
+  // The read waits at a gate: an element of a queue.
+  const std::vector<DataType> types = {DT_FLOAT};
+  Output queue(ops::Raw(root, "FIFOQueue", {}, {{"component_types", types}}), 0, root);
+  Operation gate = ops::Raw(root, "QueueDequeue", {queue}, {{"component_types", types}});
+  Output read =
+      ops::TensorArrayRead(root.WithControlDependencies({gate}), ta.handle, ops::Const(root, 0), written, DT_DOUBLE);
+  Operation open = ops::Raw(root, "QueueEnqueue", {queue, ops::Const(root, 1.0f)}, ops::Attrs{});
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session a, b;
+  absl::StatusOr<std::vector<Tensor>> first;
+  std::thread run_a([&] { first = a.Run({read}); });
+  // Step 1 of session a has made its array and waits at the gate.
+  ResourceMgr* rm = LocalCpuDevice()->resource_manager();
+  auto holds_array = [&] {
+    std::vector<std::string> c = rm->Containers();
+    return std::find(c.begin(), c.end(), StepContainer(1)) != c.end();
+  };
+  EXPECT_TRUE(WaitUntil([&] { return StepContainerHoldersForTest(rm, 1) == 1 && holds_array(); }, absl::Seconds(30)));
+  // Step 1 of session b: the same graph's write, which ends at once.
+  auto second = b.Run({written});
+  EXPECT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(holds_array()) << "step 1 of session b dropped the array of step 1 of session a";
+  auto opened = a.Run({}, {}, {open});
+  EXPECT_TRUE(opened.ok()) << opened.status();
+  run_a.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ((*first)[0].flat<double>()[0], 42);
+  // The last run of the id dropped the container.
+  EXPECT_EQ(StepContainerHoldersForTest(rm, 1), 0);
+  EXPECT_FALSE(holds_array());
 }
 
 TEST(WhileLoopRandom, TheGradientUsesTheForwardLoopsDraws) {

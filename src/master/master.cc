@@ -153,7 +153,15 @@ void Master::LogStalledSteps(absl::Duration every) {
     absl::MutexLock lock(&mu_);
     for (auto& [h, s] : sessions_) all.push_back(s);
   }
-  for (auto& s : all) s->LogStalledSteps(every);
+  int64_t reports = 0;
+  for (auto& s : all) reports += s->LogStalledSteps(every);
+  absl::MutexLock lock(&mu_);
+  stalled_step_reports_ += reports;
+}
+
+int64_t Master::stalled_step_reports() const {
+  absl::MutexLock lock(&mu_);
+  return stalled_step_reports_;
 }
 
 absl::Status Master::ListDevices(proto::ListDevicesResponse* resp) {

@@ -55,6 +55,8 @@ class Master {
   void AbortStepsOnTask(const std::string& task, const absl::Status& why);
   // See MasterSession::LogStalledSteps.
   void LogStalledSteps(absl::Duration every);
+  // How many stalled-step reports were logged so far (tests wait for one).
+  int64_t stalled_step_reports() const;
 
   // The last kRecentSteps steps this master ran, oldest first (for the status
   // page; their counts and latencies are in the metrics registry).
@@ -102,6 +104,7 @@ class Master {
   // Sessions still waiting for the cluster in CreateSession: they count
   // against max_sessions_ from the start.
   int creating_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t stalled_step_reports_ ABSL_GUARDED_BY(mu_) = 0;
   mutable absl::Mutex steps_mu_;
   std::deque<StepRecord> recent_ ABSL_GUARDED_BY(steps_mu_);
 };

@@ -50,8 +50,9 @@ class MasterSession {
   // task died) and aborts their other partitions.
   virtual void AbortStepsOnTask(const std::string& task, const absl::Status& why) = 0;
   // Logs each step that has run for longer than `every` (at most once per
-  // `every`) with the tasks whose partitions have not returned.
-  virtual void LogStalledSteps(absl::Duration every) = 0;
+  // `every`) with the tasks whose partitions have not returned; returns how
+  // many reports it logged.
+  virtual int LogStalledSteps(absl::Duration every) = 0;
 };
 
 // A random positive step (or session) id.

@@ -46,7 +46,7 @@ class MasterSessionImpl final : public MasterSession {
 
   void Close() override;
   void AbortStepsOnTask(const std::string& task, const absl::Status& why) override;
-  void LogStalledSteps(absl::Duration every) override;
+  int LogStalledSteps(absl::Duration every) override;
 
  private:
   // The session's clock: the worker cache's (a test's FakeClockEnv), which

@@ -275,7 +275,7 @@ void MasterSessionImpl::AbortStepsOnTask(const std::string& task, const absl::St
   }
 }
 
-void MasterSessionImpl::LogStalledSteps(absl::Duration every) {
+int MasterSessionImpl::LogStalledSteps(absl::Duration every) {
   std::vector<std::shared_ptr<StepState>> steps;
   std::vector<std::shared_ptr<Registration>> registrations;
   {
@@ -285,6 +285,7 @@ void MasterSessionImpl::LogStalledSteps(absl::Duration every) {
     for (auto& [raw, reg] : registering_) registrations.push_back(reg);
   }
   const absl::Time now = Now();
+  int reports = 0;
   for (const std::shared_ptr<Registration>& reg : registrations) {
     {
       absl::MutexLock lock(&reg->mu);
@@ -294,6 +295,7 @@ void MasterSessionImpl::LogStalledSteps(absl::Duration every) {
     LOG(WARNING) << "A step of session " << handle_ << " has waited "
                  << absl::FormatDuration(absl::Trunc(now - reg->started, absl::Milliseconds(100))) << " for "
                  << reg->task << " to register its partition (RegisterGraph)";
+    ++reports;
   }
   for (const std::shared_ptr<StepState>& st : steps) {
     std::vector<std::string> waiting;
@@ -307,7 +309,9 @@ void MasterSessionImpl::LogStalledSteps(absl::Duration every) {
     LOG(WARNING) << "Step " << st->step_id << " of session " << handle_ << " has been running for "
                  << absl::FormatDuration(absl::Trunc(now - st->started, absl::Milliseconds(100)))
                  << "; waiting for the partitions on " << absl::StrJoin(waiting, ", ");
+    ++reports;
   }
+  return reports;
 }
 
 void MasterSessionImpl::CancelActiveSteps() {

@@ -266,7 +266,7 @@ struct Executor::Impl : ExecutorPlan {
   void Finish(Step* s) const {
     std::shared_ptr<Step> keep = std::move(s->self);
     if (step_resources && options.device != nullptr) {
-      options.device->resource_manager()->Cleanup(StepContainer(s->step_id));
+      ReleaseStepContainer(options.device->resource_manager(), s->step_id);
     }
     absl::Status status;
     {
@@ -495,6 +495,9 @@ void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values
   s->self = step;
   s->impl = &impl;
   s->step_id = options.step_id;
+  if (impl.step_resources && impl.options.device != nullptr) {
+    HoldStepContainer(impl.options.device->resource_manager(), s->step_id);
+  }
   if (impl.options.max_step_bytes > 0) s->held = std::make_shared<std::atomic<int64_t>>(0);
   s->done = std::move(done);
   s->slots.resize(static_cast<size_t>(impl.total_slots));

@@ -236,6 +236,7 @@ void Worker::LogStalledSteps(absl::Duration every) {
       run.logged = now;
       stalled.emplace_back(step, run);
     }
+    stalled_step_reports_ += static_cast<int64_t>(stalled.size());
   }
   for (const auto& [step, run] : stalled) {
     std::vector<std::string> waiting = rendezvous_.Waiting(step);
@@ -249,6 +250,11 @@ void Worker::LogStalledSteps(absl::Duration every) {
                  << (waiting.empty() ? std::string("; no receive is waiting (a kernel is running or waiting)")
                                      : absl::StrCat("; waiting for ", shown));
   }
+}
+
+int64_t Worker::stalled_step_reports() const {
+  absl::MutexLock lock(&mu_);
+  return stalled_step_reports_;
 }
 
 int Worker::running_partitions() const {

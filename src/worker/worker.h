@@ -63,6 +63,8 @@ class Worker {
   // Logs each partition that has run for longer than `every` (at most once
   // per `every`) with the receives it still waits for.
   void LogStalledSteps(absl::Duration every);
+  // How many such reports were logged so far (tests wait for one).
+  int64_t stalled_step_reports() const;
   // The device's collective executor (null without peers): the server
   // gives it the coordinator's group rendezvous.
   CollectiveExecutorImpl* collective() { return collective_.get(); }
@@ -131,6 +133,7 @@ class Worker {
     absl::Time logged;  // last stalled-step log
   };
   std::map<int64_t, RunningStep> steps_ ABSL_GUARDED_BY(mu_);
+  int64_t stalled_step_reports_ ABSL_GUARDED_BY(mu_) = 0;
   HeartbeatHandler heartbeat_handler_;
   std::string coordinator_;
   int64_t next_graph_ ABSL_GUARDED_BY(mu_) = 0;

@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "in_process_cluster_test.h"
+#include "master/master.h"
+#include "worker/worker.h"
 
 namespace distflow {
 namespace cluster_test {
@@ -52,12 +54,23 @@ absl::Status StepWaitingWhileWorker1GoesSilent(int client_task, const std::strin
     result = r.status();
     done.Notify();
   });
-  // Once the step waits at the barrier, silence worker 1.
-  Worker* barrier_worker = (*servers)[barrier_device == "/job:ps/task:0" ? 0 : 2]->impl()->worker();
-  WaitUntil([&] { return barrier_worker->running_partitions() > 0 || done.HasBeenNotified(); }, absl::Seconds(20));
-  // Worker 1 reports a stalled step on its own heartbeat, so it keeps
-  // beating until the step is older than stall_log_ms plus two beats.
-  absl::SleepFor(absl::Milliseconds(options.stall_log_ms + 2 * options.heartbeat_interval_ms));
+  // Once every task of the step has reported it as stalled (on its own
+  // heartbeat: the master, the barrier's worker and the consumer's),
+  // silence worker 1.
+  auto worker_on = [&](const std::string& device) {  // servers: ps 0, worker 0, worker 1
+    return (*servers)[device == "/job:ps/task:0" ? 0 : (device == "/job:worker/task:0" ? 1 : 2)]->impl()->worker();
+  };
+  Master* master = client.impl()->master();
+  Worker* barrier_worker = worker_on(barrier_device);
+  Worker* consumer = consumer_device.empty() ? nullptr : worker_on(consumer_device);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return done.HasBeenNotified() ||
+               (master->stalled_step_reports() > 0 && barrier_worker->stalled_step_reports() > 0 &&
+                (consumer == nullptr || consumer->stalled_step_reports() > 0));
+      },
+      absl::Seconds(30)))
+      << "the stalled step was not reported";
   EXPECT_FALSE(done.HasBeenNotified()) << result;
   if (done.HasBeenNotified()) {
     runner.join();

@@ -1,7 +1,9 @@
 #include "kernels/cpu/tensor_array.h"
 
 #include <cstring>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
@@ -10,6 +12,48 @@ namespace distflow {
 std::atomic<int64_t> TensorArray::bytes_copied_{0};
 
 std::string StepContainer(int64_t step_id) { return absl::StrCat("__step_", step_id); }
+
+namespace {
+
+// The runs holding each (device's resource manager, step id) container.
+struct StepHolders {
+  absl::Mutex mu;
+  absl::flat_hash_map<std::pair<ResourceMgr*, int64_t>, int> count ABSL_GUARDED_BY(mu);
+};
+
+StepHolders& Holders() {
+  static auto* holders = new StepHolders;
+  return *holders;
+}
+
+}  // namespace
+
+void HoldStepContainer(ResourceMgr* rm, int64_t step_id) {
+  StepHolders& h = Holders();
+  absl::MutexLock lock(&h.mu);
+  ++h.count[{rm, step_id}];
+}
+
+void ReleaseStepContainer(ResourceMgr* rm, int64_t step_id) {
+  StepHolders& h = Holders();
+  {
+    absl::MutexLock lock(&h.mu);
+    auto it = h.count.find({rm, step_id});
+    if (it == h.count.end()) return;
+    if (--it->second > 0) return;
+    h.count.erase(it);
+    // Dropped under the lock: a run of this id starting now must not create
+    // its arrays in the container before it goes.
+    rm->Cleanup(StepContainer(step_id));
+  }
+}
+
+int StepContainerHoldersForTest(ResourceMgr* rm, int64_t step_id) {
+  StepHolders& h = Holders();
+  absl::MutexLock lock(&h.mu);
+  auto it = h.count.find({rm, step_id});
+  return it == h.count.end() ? 0 : it->second;
+}
 
 namespace {
 

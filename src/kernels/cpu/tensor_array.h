@@ -7,7 +7,8 @@
 // The ops order themselves through a float scalar "flow" that every write
 // outputs and every read takes, as in TensorFlow; the values live here.
 // Arrays live in the step's container (StepContainer(step_id)), which the
-// executor drops when the step ends.
+// executor drops when the step ends (of every run using the step id, the
+// last to end: see HoldStepContainer).
 //
 // A forward array takes one write per index, as in TensorFlow: a second
 // one is an error naming the array and the index, except a rewrite (the
@@ -40,6 +41,19 @@ namespace distflow {
 
 // The ResourceMgr container of step `step_id`'s per-step resources.
 std::string StepContainer(int64_t step_id);
+
+// Runs that use one step id on one device share its step container, and
+// such runs may overlap: in-process sessions share the process's device and
+// each numbers its steps from 1, function calls run with step id 0, and a
+// master's random ids may collide. So each run holds the container from its
+// start to its end, and the container is dropped when the last holder lets
+// go: no run frees the arrays of another. (Each TensorArray op names its
+// arrays uniquely, so runs sharing a container never share an array.)
+// Thread-safe.
+void HoldStepContainer(ResourceMgr* rm, int64_t step_id);
+void ReleaseStepContainer(ResourceMgr* rm, int64_t step_id);
+// How many runs hold `step_id`'s container on `rm` now (tests).
+int StepContainerHoldersForTest(ResourceMgr* rm, int64_t step_id);
 
 class TensorArray : public Resource {
  public:

@@ -80,7 +80,10 @@ class TensorArrayOp : public OpKernel {
     TensorArray::Options o = options_;
     o.size = size;
     const std::string container = StepContainer(ctx->step_id());
-    const std::string unique = absl::StrCat(options_.name, "#", next_.fetch_add(1));
+    // Unique in the process: runs of other sessions' kernels may share the
+    // step container (HoldStepContainer).
+    static std::atomic<int64_t> next{0};
+    const std::string unique = absl::StrCat(options_.name, "#", next.fetch_add(1, std::memory_order_relaxed));
     ASSIGN_OR_RETURN(std::shared_ptr<TensorArray> ta,
                      ctx->resource_manager()->LookupOrCreate<TensorArray>(
                          container, unique, [&o] { return std::make_shared<TensorArray>(o); }));
@@ -92,7 +95,6 @@ class TensorArrayOp : public OpKernel {
 
  private:
   TensorArray::Options options_;
-  std::atomic<int64_t> next_{0};
 };
 
 class TensorArrayGradOp : public OpKernel {
