@@ -27,6 +27,10 @@
 // with a parent-death signal, so none outlives this process, even when it
 // is killed with SIGKILL.
 //
+// --shared_memory=false turns same-host shared memory off in every task
+// (DISTFLOW_SHM=0 in their environment; distflow-server as the ps program
+// also gets --shared_memory=false), so the tasks' large tensors take TCP.
+//
 // --evaluator adds TensorFlow's evaluator task (tf.estimator's
 // train_and_evaluate): PROGRAM once more, outside the cluster spec as in
 // TF_CONFIG, with --job_name=evaluator --task_index=0 --cluster_spec
@@ -125,6 +129,9 @@ ABSL_FLAG(std::string, ps_program, "", "program of the ps tasks (default: distfl
 ABSL_FLAG(int, status_base_port, 0,
           "give every task a status page (/status, /metrics) on consecutive ports from this one, ps first "
           "(--status_port=P appended; 0: none)");
+ABSL_FLAG(bool, shared_memory, true,
+          "tasks on this machine move large tensors through shared memory (docs/TRANSPORT.md); false turns it off "
+          "in every task: DISTFLOW_SHM=0 in each task's environment, and --shared_memory=false to distflow-server");
 ABSL_FLAG(int, restart_on_failure, 0, "restart a task that fails up to this many times");
 ABSL_FLAG(int, grace_secs, 10, "after SIGTERM, how long a task has before SIGKILL");
 ABSL_FLAG(int, ps_exit_secs, 30, "after the workers finished, how long the ps tasks have to exit by themselves");
@@ -433,6 +440,9 @@ int main(int argc, char** argv) {
   options.ps_program = ps_program;
   options.status_base_port = status_base;
   options.evaluator = absl::GetFlag(FLAGS_evaluator);
+  options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
+  // Every task's program reads it, whatever its language or flags.
+  if (!options.shared_memory) setenv("DISTFLOW_SHM", "0", 1);
   options.restart_on_failure = absl::GetFlag(FLAGS_restart_on_failure);
   options.grace_secs = absl::GetFlag(FLAGS_grace_secs);
   options.ps_exit_secs = absl::GetFlag(FLAGS_ps_exit_secs);

@@ -201,20 +201,35 @@ absl::StatusOr<std::string> SlurmScript(const EmitOptions& o) {
       "# The nodes in rank order.\n", "mapfile -t hosts < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")\n",
       "if [ \"${#hosts[@]}\" -lt ", tasks, " ]; then\n", "  echo \"distflow: the allocation has ${#hosts[@]} nodes; ",
       layout, " needs ", tasks, " (one task per node)\" >&2\n", "  exit 2\n", "fi\n");
-  std::vector<std::string> spec;
+  std::vector<std::string> spec, json;
   int first = 0;
   for (const auto& [job, n] : Jobs(o)) {
-    absl::StrAppend(&s, job, "=\"\"\n", "for ((r = ", first, "; r < ", first + n, "; r++)); do ", job, "=\"${", job,
-                    ":+$", job, ";}${hosts[r]}:", o.port, "\"; done\n");
+    absl::StrAppend(&s, job, "=\"\"\n", job, "_json=\"\"\n", "for ((r = ", first, "; r < ", first + n, "; r++)); do\n",
+                    "  ", job, "=\"${", job, ":+$", job, ";}${hosts[r]}:", o.port, "\"\n", "  ", job, "_json=\"${", job,
+                    "_json:+$", job, "_json, }\\\"${hosts[r]}:", o.port, "\\\"\"\n", "done\n");
     spec.push_back(absl::StrCat(job, "|$", job));
+    json.push_back(absl::StrCat("\\\"", job, "\\\": [$", job, "_json]"));
     first += n;
   }
   absl::StrAppend(&s, "export DISTFLOW_CLUSTER_SPEC=\"", absl::StrJoin(spec, ","), "\"\n",
+                  "# The cluster as JSON, for each rank's DISTFLOW_CONFIG (what distflow-launch gives a task).\n",
+                  "export DISTFLOW_CLUSTER_JSON=\"{", absl::StrJoin(json, ", "), "}\"\n",
                   "echo \"distflow: cluster $DISTFLOW_CLUSTER_SPEC\"\n\n");
   const std::string ps_ranks = o.ps == 1 ? "rank 0" : absl::StrCat("ranks 0..", o.ps - 1);
   absl::StrAppend(&s, "# What every rank runs: ",
-                  o.ps > 0 ? absl::StrCat(ps_ranks, " the ps program, the others the program.") : "the program.", "\n",
+                  o.ps > 0 ? absl::StrCat(ps_ranks, " the ps program, the others the program.") : "the program.",
+                  "\n# DISTFLOW_CONFIG names its task, so that a program that reads it (hvd.init()) needs no "
+                  "flags.\n",
                   "distflow_task() {\n");
+  if (o.ps > 0) {
+    absl::StrAppend(&s, "  local job=worker index=$((SLURM_PROCID - ", o.ps, "))\n", "  if [ \"$SLURM_PROCID\" -lt ",
+                    o.ps, " ]; then job=ps; index=$SLURM_PROCID; fi\n");
+  } else {
+    absl::StrAppend(&s, "  local job=worker index=$SLURM_PROCID\n");
+  }
+  absl::StrAppend(&s,
+                  "  export DISTFLOW_CONFIG=\"{\\\"cluster\\\": $DISTFLOW_CLUSTER_JSON, \\\"task\\\": "
+                  "{\\\"type\\\": \\\"$job\\\", \\\"index\\\": $index}}\"\n");
   if (o.ps > 0) {
     absl::StrAppend(&s, "  if [ \"$SLURM_PROCID\" -lt ", o.ps, " ]; then\n", "    exec ", ShellWord(o.ps_program), " ",
                     flags, "\n", "  fi\n");

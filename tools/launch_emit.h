@@ -8,7 +8,13 @@
 //   --cluster_spec; gRPC health probes on the task port. One multi-document
 //   YAML text.
 //   SLURM: an sbatch script, one task per node; srun starts every rank and
-//   each derives its task from SLURM_PROCID through --job_layout.
+//   each derives its task from SLURM_PROCID through --job_layout; each
+//   rank's DISTFLOW_CONFIG also names its task, as distflow-launch's do.
+//
+// --ps 0 (Horovod-style all-reduce training, no ps) is a cluster of the
+// worker job alone: its Service and StatefulSet only, or a script whose
+// every rank runs the program; a Horovod program's hvd.init() takes its
+// rank from DISTFLOW_CONFIG in either.
 //
 // Every address a task is given is PREFIX-JOB-I.PREFIX-JOB:PORT (Kubernetes)
 // or NODE:PORT (SLURM), so all tasks share one port.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -68,6 +69,9 @@ class Launcher {
         t.argv.push_back("--job_name=" + job);
         t.argv.push_back(absl::StrCat("--task_index=", index));
         t.argv.push_back("--cluster_spec=" + spec);
+        if (job == "ps" && !options_.shared_memory && absl::EndsWith(ps_program, "distflow-server")) {
+          t.argv.push_back("--shared_memory=false");
+        }
         if (status_base_port > 0) {
           const int port = status_base_port + static_cast<int>(tasks_.size());
           t.argv.push_back(absl::StrCat("--status_port=", port));

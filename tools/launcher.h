@@ -65,7 +65,10 @@ struct LaunchOptions {
   std::vector<std::string> program;  // every task that is not a ps task
   std::string ps_program;            // the ps tasks
   int status_base_port = 0;          // > 0: task i serves its status page on this + i
-  bool evaluator = false;            // one evaluator task besides the cluster's (see above)
+  // False: the ps tasks' distflow-server gets --shared_memory=false (the
+  // caller sets DISTFLOW_SHM=0 for every task).
+  bool shared_memory = true;
+  bool evaluator = false;  // one evaluator task besides the cluster's (see above)
   int restart_on_failure = 0;
   int grace_secs = 10;
   int ps_exit_secs = 30;

@@ -57,18 +57,21 @@ void BindSession(py::module_& m) {
       .def_property_readonly("closed", [](const PySession& s) { return s.closed; });
 
   py::class_<df::Server>(m, "Server")
-      .def(py::init([](const py::dict& cluster, const std::string& job, int task, int status_port) {
+      .def(py::init([](const py::dict& cluster, const std::string& job, int task, int status_port, bool shared_memory) {
              df::ServerOptions options;
              options.status_port = status_port;
+             options.shared_memory = shared_memory;
              return Value(df::Server::Create(ClusterFromPython(cluster), job, task, options));
            }),
-           py::arg("cluster"), py::arg("job_name"), py::arg("task_index"), py::arg("status_port") = -1)
+           py::arg("cluster"), py::arg("job_name"), py::arg("task_index"), py::arg("status_port") = -1,
+           py::arg("shared_memory") = true)
       .def("start", [](df::Server& s) { Check(s.Start()); })
       .def("join", &df::Server::Join, py::call_guard<py::gil_scoped_release>())
       .def("stop", &df::Server::Stop, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("target", &df::Server::target)
       .def_property_readonly("task_name", &df::Server::task_name)
       .def_property_readonly("port", &df::Server::port)
+      .def_property_readonly("status_port", &df::Server::status_port)
       .def_property_readonly("cluster", [](const df::Server& s) { return ClusterToPython(s.cluster()); });
   m.def("local_cluster_spec", [](int num_ps, int num_workers) {
     return ClusterToPython(Value(df::MakeLocalClusterSpec(num_ps, num_workers)));

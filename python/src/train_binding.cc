@@ -153,8 +153,10 @@ void BindTrain(py::module_& m) {
       "all_reduce_gradients",
       [](const df::Scope& s, const df::Optimizer::GradsAndVars& gv, int num_replicas, int rank, int64_t group_key,
          int64_t first_instance_key, bool average, double timeout_seconds, int64_t fusion_threshold_bytes,
-         bool fp16_compression) {
+         bool fp16_compression, std::vector<int64_t> group_members, bool adasum) {
         df::CollectiveAllReduceOptions o;
+        o.group_members = std::move(group_members);
+        o.adasum = adasum;
         o.num_replicas = num_replicas;
         o.rank = rank;
         o.group_key = group_key;
@@ -167,7 +169,8 @@ void BindTrain(py::module_& m) {
       },
       py::arg("scope"), py::arg("grads_and_vars"), py::arg("num_replicas"), py::arg("rank"), py::arg("group_key"),
       py::arg("first_instance_key"), py::arg("average"), py::arg("timeout_seconds"), py::arg("fusion_threshold_bytes"),
-      py::arg("fp16_compression") = false);
+      py::arg("fp16_compression") = false, py::arg("group_members") = std::vector<int64_t>(),
+      py::arg("adasum") = false);
   m.def("graph_variables", &df::GraphVariables, py::arg("scope"),
         "Every variable of the graph that has an initializer (optimizer slots too), in the order made.");
 

@@ -219,6 +219,10 @@ void DirectAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, MergeOp 
   direct->Start();
 }
 
+bool AllReduceUsesRing(const Tensor& buf, int n) {
+  return static_cast<int64_t>(buf.TotalBytes()) >= kRingMinBytes && buf.NumElements() >= n;
+}
+
 void AllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, MergeOp merge, FinalOp final_op,
                CollectiveStatusCallback done) {
   if (!IsCollectiveDtype(buf.dtype())) {
@@ -226,7 +230,7 @@ void AllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, MergeOp merge,
         absl::StrCat("collectives reduce float32, float64, int32 and int64, not ", DataTypeName(buf.dtype()))));
     return;
   }
-  if (static_cast<int64_t>(buf.TotalBytes()) >= kRingMinBytes && buf.NumElements() >= ch->size()) {
+  if (AllReduceUsesRing(buf, ch->size())) {
     RingAllReduce(std::move(ch), std::move(buf), merge, final_op, 0, std::move(done));
   } else {
     DirectAllReduce(std::move(ch), std::move(buf), merge, final_op, std::move(done));

@@ -34,6 +34,9 @@ inline constexpr int kMaxPipeline = 16;
 using CollectiveStatusCallback = std::function<void(absl::Status)>;
 using CollectiveTensorCallback = std::function<void(absl::StatusOr<Tensor>)>;
 
+// Whether AllReduce takes the ring for `buf` among `n` ranks.
+bool AllReduceUsesRing(const Tensor& buf, int n);
+
 // Reduces `buf` (owned by the caller, shared with no one) in place.
 void AllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, MergeOp merge, FinalOp final_op,
                CollectiveStatusCallback done);

@@ -4,8 +4,10 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "base/timer.h"
+#include "collective/adasum.h"
 #include "collective/algorithms.h"
 #include "collective/fp16_channel.h"
 #include "collective/reduce_ops.h"
@@ -59,22 +61,37 @@ void CollectiveExecutorImpl::SetRendezvous(GroupRendezvousFn rendezvous, absl::D
   rebuild_timeout_ = rebuild_timeout;
 }
 
+namespace {
+std::vector<int> FirstTasks(int group_size) {
+  CollectiveParams p;
+  p.group_size = group_size;
+  return GroupMembers(p);
+}
+// "group of 3 ranks", or "group of tasks 0, 2" for a process set.
+std::string GroupName(const std::vector<int>& group) {
+  if (group == FirstTasks(static_cast<int>(group.size()))) {
+    return absl::StrCat("collective group of ", group.size(), " ranks");
+  }
+  return absl::StrCat("collective group of tasks ", absl::StrJoin(group, ", "));
+}
+}  // namespace
+
 void CollectiveExecutorImpl::MarkBroken(int group_size) {
   absl::MutexLock lock(&mu_);
-  auto it = groups_.find(group_size);
+  auto it = groups_.find(FirstTasks(group_size));
   if (it != groups_.end()) it->second.ready = false;
 }
 
 int64_t CollectiveExecutorImpl::generation(int group_size) {
   absl::MutexLock lock(&mu_);
-  auto it = groups_.find(group_size);
+  auto it = groups_.find(FirstTasks(group_size));
   return it == groups_.end() ? 0 : it->second.generation;
 }
 
-void CollectiveExecutorImpl::RunFailed(int group_size, int64_t generation) {
+void CollectiveExecutorImpl::RunFailed(const GroupId& group, int64_t generation) {
   absl::MutexLock lock(&mu_);
   if (!rendezvous_) return;
-  auto it = groups_.find(group_size);
+  auto it = groups_.find(group);
   // A late failure of an older generation says nothing about this one.
   if (it == groups_.end() || it->second.generation != generation || !it->second.ready) return;
   Group& g = it->second;
@@ -83,7 +100,7 @@ void CollectiveExecutorImpl::RunFailed(int group_size, int64_t generation) {
   // waiting in it already, and their runs after it wait for this rank.
   if (!g.asking && !stopping_) {
     g.asking = true;
-    pool_->Schedule([this, group_size] { Rebuild(group_size); });
+    pool_->Schedule([this, group] { Rebuild(group); });
   }
 }
 
@@ -101,13 +118,18 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
                                                  DataTypeName(input.dtype()))));
     return;
   }
+  if (absl::Status s = CheckGroupMembers(params); !s.ok()) {
+    done(s);
+    return;
+  }
   CollectiveParams p = params;
   int root = 0;
   bool waiting = false, cancelled = false;
   {
     absl::MutexLock lock(&mu_);
     if (rendezvous_ && params.group_size > 1) {
-      Group& g = groups_[params.group_size];
+      const GroupId group = GroupMembers(params);
+      Group& g = groups_[group];
       if (!g.ready) {
         // Wait for the group to be (re)built, then run in its generation;
         // the step's cancellation (its deadline) ends the wait.
@@ -126,9 +148,9 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
           Run(params, input, cm, done);
         };
         if (cm != nullptr) {
-          w->token = cm->Register([end, n = params.group_size] {
-            end(absl::CancelledError(absl::StrCat("the step was cancelled while the collective group of ", n,
-                                                  " ranks was being rebuilt (waiting for every rank to join it)")),
+          w->token = cm->Register([end, group] {
+            end(absl::CancelledError(absl::StrCat("the step was cancelled while the ", GroupName(group),
+                                                  " was being rebuilt (waiting for every rank to join it)")),
                 true);
           });
           cancelled = w->token == CancellationManager::kInvalidToken;
@@ -136,7 +158,7 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
         if (!cancelled) g.waiters.push_back([end](absl::Status s) { end(std::move(s), false); });
         if (!g.asking && !cancelled) {
           g.asking = true;
-          pool_->Schedule([this, n = params.group_size] { Rebuild(n); });
+          pool_->Schedule([this, group] { Rebuild(group); });
         }
         waiting = true;
       }
@@ -153,7 +175,7 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
   RunIn(std::move(p), root, input, cm, std::move(done));
 }
 
-void CollectiveExecutorImpl::Rebuild(int group_size) {
+void CollectiveExecutorImpl::Rebuild(const GroupId& group) {
   GroupRendezvousFn rendezvous;
   GroupAsk ask;
   absl::Duration timeout;
@@ -161,8 +183,9 @@ void CollectiveExecutorImpl::Rebuild(int group_size) {
     absl::MutexLock lock(&mu_);
     rendezvous = rendezvous_;
     timeout = rebuild_timeout_;
-    ask.group_size = group_size;
-    ask.last_generation = groups_[group_size].generation;
+    ask.group_size = static_cast<int>(group.size());
+    ask.members = group;
+    ask.last_generation = groups_[group].generation;
     ask.probe = ask.last_generation == 0;
   }
   std::random_device rd;
@@ -184,8 +207,8 @@ void CollectiveExecutorImpl::Rebuild(int group_size) {
     } else if (ask.probe) {
       // Without the coordinator's word, start as a fresh group: the runs
       // then fail (or not) on their own, naming the peers.
-      LOG(WARNING) << "Could not ask the coordinator about the collective group of " << group_size << " ranks ("
-                   << got.status().message() << "); starting it in generation 1";
+      LOG(WARNING) << "Could not ask the coordinator about the " << GroupName(group) << " (" << got.status().message()
+                   << "); starting it in generation 1";
       answer.done = true;
       answer.generation = 1;
       answer.root = 0;
@@ -204,9 +227,8 @@ void CollectiveExecutorImpl::Rebuild(int group_size) {
       break;
     }
     if (absl::Now() >= deadline) {
-      status = absl::DeadlineExceededError(absl::StrCat("rebuilding the collective group of ", group_size,
-                                                        " ranks did not finish within ", absl::FormatDuration(timeout),
-                                                        "; ", last));
+      status = absl::DeadlineExceededError(absl::StrCat("rebuilding the ", GroupName(group), " did not finish within ",
+                                                        absl::FormatDuration(timeout), "; ", last));
       break;
     }
     absl::SleepFor(absl::Milliseconds(50));
@@ -214,7 +236,7 @@ void CollectiveExecutorImpl::Rebuild(int group_size) {
   std::vector<std::function<void(absl::Status)>> waiters;
   {
     absl::MutexLock lock(&mu_);
-    Group& g = groups_[group_size];
+    Group& g = groups_[group];
     g.asking = false;
     if (status.ok()) {
       g.generation = answer.generation;
@@ -224,15 +246,15 @@ void CollectiveExecutorImpl::Rebuild(int group_size) {
     waiters.swap(g.waiters);
   }
   if (status.ok()) {
-    LOG(INFO) << "Collective group of " << group_size << " ranks is in generation " << answer.generation
-              << " (state from rank " << answer.root << "), rebuilt in " << absl::FormatDuration(absl::Now() - start);
+    LOG(INFO) << GroupName(group) << " is in generation " << answer.generation << " (state from rank " << answer.root
+              << "), rebuilt in " << absl::FormatDuration(absl::Now() - start);
   }
   for (auto& w : waiters) w(status);
 }
 
 void CollectiveExecutorImpl::WatchRuns() {
   while (true) {
-    std::map<std::pair<int, int64_t>, std::vector<std::weak_ptr<CollectiveChannel>>> old;
+    std::map<std::pair<GroupId, int64_t>, std::vector<std::weak_ptr<CollectiveChannel>>> old;
     GroupRendezvousFn rendezvous;
     {
       absl::MutexLock lock(&mu_);
@@ -244,13 +266,14 @@ void CollectiveExecutorImpl::WatchRuns() {
       }
       const absl::Time now = absl::Now();
       for (const auto& [id, run] : inflight_) {
-        if (now - run.start >= absl::Seconds(1)) old[{run.group_size, run.generation}].push_back(run.channel);
+        if (now - run.start >= absl::Seconds(1)) old[{run.group, run.generation}].push_back(run.channel);
       }
       rendezvous = rendezvous_;
     }
     for (auto& [group, channels] : old) {
       GroupAsk ask;
-      ask.group_size = group.first;
+      ask.group_size = static_cast<int>(group.first.size());
+      ask.members = group.first;
       ask.last_generation = group.second;
       ask.query = true;
       absl::StatusOr<GroupAnswer> got = rendezvous(ask);
@@ -273,9 +296,9 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
       absl::MutexLock lock(&mu_);
       if (rendezvous_) run_id = next_run_++;
     }
-    done = [this, n = params.group_size, gen = params.generation, run_id,
+    done = [this, group = GroupMembers(params), gen = params.generation, run_id,
             done = std::move(done)](absl::StatusOr<Tensor> r) {
-      if (!r.ok()) RunFailed(n, gen);
+      if (!r.ok()) RunFailed(group, gen);
       if (run_id != 0) {
         absl::MutexLock lock(&mu_);
         inflight_.erase(run_id);
@@ -293,7 +316,15 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
   auto end = std::make_shared<RunEnd>();
   end->what = absl::StrCat(DescribeCollective(params), ", run ", seq, " on ", (*opened)->RankName((*opened)->rank()));
   end->done = std::move(done);
-  WatchedChannel watched = WatchForStalls(*opened, end->what, stall_check_);
+  // In the ring (and Adasum) a rank hears from only some others: announce
+  // the run so that the stall check can name every rank that has not joined.
+  Announce announce = Announce::kNone;
+  if (params.kind == CollectiveKind::kReduce && params.merge_op == MergeOp::kAdasum) {
+    announce = Announce::kAll;
+  } else if (params.kind == CollectiveKind::kReduce && AllReduceUsesRing(input, params.group_size)) {
+    announce = Announce::kRing;
+  }
+  WatchedChannel watched = WatchForStalls(*opened, end->what, stall_check_, announce);
   std::shared_ptr<CollectiveChannel> ch = std::move(watched.channel);
   end->stop_stall_check = std::move(watched.stop);
   if (cm != nullptr) {
@@ -314,7 +345,7 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
   }
   if (run_id != 0) {
     absl::MutexLock lock(&mu_);
-    inflight_[run_id] = InFlight{params.group_size, params.generation, ch, absl::Now()};
+    inflight_[run_id] = InFlight{GroupMembers(params), params.generation, ch, absl::Now()};
     if (!watching_) {
       watching_ = true;
       pool_->Schedule([this] { WatchRuns(); });
@@ -324,6 +355,22 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
   switch (params.kind) {
     case CollectiveKind::kReduce: {
       Tensor buf = input.DeepCopy();
+      if (params.merge_op == MergeOp::kAdasum) {
+        if (params.compress_fp16) {
+          end->Finish(absl::InvalidArgumentError(
+              "merge_op Adasum does not take compression fp16 (Horovod's Adasum does not either); use none"));
+          return;
+        }
+        AdasumAllReduce(ch, buf, [buf, end, final_op = params.final_op, n = params.group_size](absl::Status s) mutable {
+          if (s.ok()) s = ApplyFinal(final_op, n, &buf);
+          if (!s.ok()) {
+            end->Finish(s);
+            return;
+          }
+          end->Finish(buf);
+        });
+        return;
+      }
       const bool fp16 = params.compress_fp16 && (input.dtype() == DT_FLOAT || input.dtype() == DT_DOUBLE);
       if (fp16) {
         RoundToHalf(&buf);  // Horovod's cast to float16 before the all-reduce

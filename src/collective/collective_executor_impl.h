@@ -51,6 +51,9 @@ namespace distflow {
 // One rank's ask to (re)build its group of `group_size`, and the answer.
 struct GroupAsk {
   int group_size = 1;
+  // The group's tasks (indices in the job) in rank order: 0..group_size-1
+  // for the job's group, a process set's otherwise.
+  std::vector<int> members;
   int64_t last_generation = 0;  // 0: this rank holds no state of the group yet
   uint64_t nonce = 0;           // the same while this ask is polled
   bool query = false;           // only: is a rebuild under way? (see `waiting`)
@@ -76,10 +79,10 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   // Turns generations on (see above); `rebuild_timeout` bounds one
   // rebuild. Call before the first run.
   void SetRendezvous(GroupRendezvousFn rendezvous, absl::Duration rebuild_timeout);
-  // The group of `group_size` must be rebuilt before its next run (a rank
-  // of it died).
+  // The group of tasks 0..group_size-1 must be rebuilt before its next run
+  // (a rank of it died).
   void MarkBroken(int group_size);
-  // The generation the group of `group_size` is in (0: never built).
+  // The generation the group of tasks 0..group_size-1 is in (0: never built).
   int64_t generation(int group_size);
 
  private:
@@ -92,14 +95,17 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   };
   // Runs `params` in the generation it names, with `root` as the group's root.
   void RunIn(CollectiveParams params, int root, const Tensor& input, CancellationManager* cm, DoneCallback done);
-  // Polls the rendezvous until the group of `group_size` is built (on pool_).
-  void Rebuild(int group_size);
-  void RunFailed(int group_size, int64_t generation);
+  // A group is known by its members (GroupMembers: a process set's tasks,
+  // or 0..group_size-1); each is rebuilt on its own.
+  using GroupId = std::vector<int>;
+  // Polls the rendezvous until the group is built (on pool_).
+  void Rebuild(const GroupId& group);
+  void RunFailed(const GroupId& group, int64_t generation);
   // Fails runs of generations that other ranks have left (on pool_, while
   // runs are in flight).
   void WatchRuns();
   struct InFlight {
-    int group_size = 0;
+    GroupId group;
     int64_t generation = 0;
     std::weak_ptr<CollectiveChannel> channel;
     absl::Time start;
@@ -112,7 +118,7 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   GroupRendezvousFn rendezvous_ ABSL_GUARDED_BY(mu_);
   absl::Duration rebuild_timeout_ ABSL_GUARDED_BY(mu_) = absl::Minutes(5);
   std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> next_seq_ ABSL_GUARDED_BY(mu_);
-  std::map<int, Group> groups_ ABSL_GUARDED_BY(mu_);
+  std::map<GroupId, Group> groups_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, InFlight> inflight_ ABSL_GUARDED_BY(mu_);
   uint64_t next_run_ ABSL_GUARDED_BY(mu_) = 1;
   bool watching_ ABSL_GUARDED_BY(mu_) = false;

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace distflow {
 
@@ -173,13 +174,25 @@ class InProcessTransport final : public CollectiveTransport {
   InProcessTransport(std::vector<Mailbox*> boxes, int rank) : boxes_(std::move(boxes)), rank_(rank) {}
 
   absl::StatusOr<std::shared_ptr<CollectiveChannel>> Open(const CollectiveParams& params, int64_t seq) override {
-    if (params.group_size > static_cast<int>(boxes_.size()) || rank_ >= params.group_size) {
-      return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, " is not in a group of ", params.group_size,
-                                                     " of ", boxes_.size(), " in-process ranks"));
+    // A group's members are hub ranks (a process set's, or 0..group_size-1).
+    const std::vector<int> members = GroupMembers(params);
+    std::vector<Mailbox*> group;
+    int rank = -1;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i] < 0 || members[i] >= static_cast<int>(boxes_.size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("group member ", members[i], " is not one of the ", boxes_.size(), " in-process ranks"));
+      }
+      if (members[i] == rank_) rank = static_cast<int>(i);
+      group.push_back(boxes_[static_cast<size_t>(members[i])]);
     }
-    std::vector<Mailbox*> group(boxes_.begin(), boxes_.begin() + params.group_size);
+    if (rank < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, " is not in the group (members ",
+                                                     absl::StrJoin(members, ", "), ") of ", boxes_.size(),
+                                                     " in-process ranks"));
+    }
     return std::shared_ptr<CollectiveChannel>(std::make_shared<InProcessChannel>(
-        std::move(group), rank_,
+        std::move(group), rank,
         absl::StrCat(params.generation, ";", params.group_key, ";", params.instance_key, ";", seq, ";")));
   }
 

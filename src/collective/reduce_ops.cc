@@ -22,6 +22,8 @@ void Merge(MergeOp op, const T* src, T* dst, int64_t n) {
     case MergeOp::kMin:
       for (int64_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]);
       return;
+    case MergeOp::kAdasum:  // not element-wise: MergeInto refuses it
+      return;
   }
 }
 
@@ -36,6 +38,9 @@ void Divide(int group_size, T* dst, int64_t n) {
 bool IsCollectiveDtype(DataType dt) { return dt == DT_FLOAT || dt == DT_DOUBLE || dt == DT_INT32 || dt == DT_INT64; }
 
 absl::Status MergeInto(MergeOp op, const Tensor& src, Tensor* dst) {
+  if (op == MergeOp::kAdasum) {
+    return absl::InternalError("Adasum is not an element-wise merge; collective/adasum.h reduces it");
+  }
   if (src.dtype() != dst->dtype() || src.NumElements() != dst->NumElements()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot merge ", DataTypeName(src.dtype()), " ",
                                                    src.shape().DebugString(), " into ", DataTypeName(dst->dtype()), " ",

@@ -49,6 +49,22 @@ class StallWatch final : public CollectiveChannel, public std::enable_shared_fro
     });
   }
 
+  // Sends this rank's announcement to every rank (for the ring: but the
+  // next), and receives one from every rank (but the previous); see
+  // stall_check.h.
+  void AnnounceJoin(bool ring) {
+    const int n = size(), me = rank();
+    for (int r = 0; r < n; ++r) {
+      if (r == me || (ring && r == (me + 1) % n)) continue;
+      // A failed send fails the run's own sends too; nothing to do here.
+      (void)inner_->Send(r, kJoinedTag, Tensor(DT_INT32, TensorShape({0})));
+    }
+    for (int r = 0; r < n; ++r) {
+      if (r == me || (ring && r == (me + n - 1) % n)) continue;
+      RecvAsync(r, kJoinedTag, [](absl::Status, Tensor) {});  // counted in heard_
+    }
+  }
+
   void Schedule() {
     const Timer::Id id = Timer::Global()->After(options_.interval, [self = shared_from_this()] { self->Check(); });
     {
@@ -145,10 +161,11 @@ absl::StatusOr<absl::Duration> StallCheckIntervalFromEnv() {
   return StallCheckOptions().interval;
 }
 
-WatchedChannel WatchForStalls(std::shared_ptr<CollectiveChannel> ch, std::string what,
-                              const StallCheckOptions& options) {
+WatchedChannel WatchForStalls(std::shared_ptr<CollectiveChannel> ch, std::string what, const StallCheckOptions& options,
+                              Announce announce) {
   if (options.interval <= absl::ZeroDuration()) return {std::move(ch), [] {}};
   auto watch = std::make_shared<StallWatch>(std::move(ch), std::move(what), options);
+  if (announce != Announce::kNone && watch->size() >= 3) watch->AnnounceJoin(announce == Announce::kRing);
   watch->Schedule();
   return {watch, [watch] { watch->Stop(); }};
 }

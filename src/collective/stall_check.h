@@ -8,9 +8,16 @@
 //
 // A rank learns about its peers only from what it receives: in the direct
 // exchange (tensors under 64 KiB, broadcasts, gathers) every rank hears
-// from every other, so every waiting rank names the late one; in the ring a
-// rank hears only from the rank before it, so the rank after the late one
-// names it and the others name the neighbour they wait on as "joined".
+// from every other, so every waiting rank names every late one. In the ring
+// a rank hears only from the rank before it, so for a ring of 3 or more the
+// watch announces the run (Announce::kRing): as it starts, each rank sends
+// an empty tensor to every rank other than the one after it (that one gets
+// its data) and receives one from every rank other than the one before it.
+// A rank then knows of each peer whether it has joined, and names every
+// late one; the neighbour it waits on, joined, is named as "joined, but not
+// yet sent". That costs n-2 empty messages per rank and run, only with the
+// check on. Algorithms whose ranks hear from only some others (Adasum's
+// recursive doubling) announce to every rank (Announce::kAll, n-1).
 //
 // WatchForStalls wraps a run's channel; thread-safe.
 #pragma once
@@ -44,10 +51,17 @@ struct WatchedChannel {
   std::function<void()> stop;                  // call once when the run ends
 };
 
+// Whether the ranks of a run announce that they joined it (see above).
+enum class Announce { kNone, kRing, kAll };
+
 // Watches one run on `ch`; `what` names the run in reports (the op, its
-// group and instance, the run and this rank). With the check off, returns
-// `ch` itself and a stop that does nothing.
-WatchedChannel WatchForStalls(std::shared_ptr<CollectiveChannel> ch, std::string what,
-                              const StallCheckOptions& options);
+// group and instance, the run and this rank); `announce` for a run whose
+// ranks do not all hear from each other (see above). With the check off,
+// returns `ch` itself and a stop that does nothing.
+WatchedChannel WatchForStalls(std::shared_ptr<CollectiveChannel> ch, std::string what, const StallCheckOptions& options,
+                              Announce announce = Announce::kNone);
+
+// The tag of the announcements (no algorithm uses it).
+inline constexpr char kJoinedTag[] = "joined";
 
 }  // namespace distflow

@@ -63,57 +63,121 @@ CollectiveParams Reduce(int n) {
 
 bool Has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// The first `n` inputs for a reduction of `count` floats: rank r holds r + 1.
+std::vector<Tensor> Inputs(int n, int64_t count) {
+  std::vector<Tensor> inputs;
+  for (int r = 0; r < n; ++r) {
+    Tensor t(DT_FLOAT, TensorShape({count}));
+    for (int64_t i = 0; i < count; ++i) t.flat<float>()[static_cast<size_t>(i)] = static_cast<float>(r + 1);
+    inputs.push_back(t);
+  }
+  return inputs;
+}
+
+// Runs of one reduction started rank by rank, each ending into its slot.
+struct Started {
+  explicit Started(int n) : out(static_cast<size_t>(n), absl::UnknownError("did not run")) {
+    for (int r = 0; r < n; ++r) done.push_back(std::make_unique<absl::Notification>());
+  }
+  void Start(Ranks& ranks, const CollectiveParams& p, const Tensor& input, int r) {
+    ranks.executors[static_cast<size_t>(r)]->Run(p, input, nullptr, [this, r](absl::StatusOr<Tensor> t) {
+      out[static_cast<size_t>(r)] = std::move(t);
+      done[static_cast<size_t>(r)]->Notify();
+    });
+  }
+  // Every rank ends with `sum` in its first and last element.
+  void ExpectSum(float sum, int64_t count) {
+    for (size_t r = 0; r < out.size(); ++r) {
+      ASSERT_TRUE(done[r]->WaitForNotificationWithTimeout(kHang));
+      ASSERT_TRUE(out[r].ok()) << out[r].status();
+      EXPECT_EQ(out[r]->flat<float>()[0], sum);
+      EXPECT_EQ(out[r]->flat<float>()[static_cast<size_t>(count - 1)], sum);
+    }
+  }
+  std::vector<absl::StatusOr<Tensor>> out;
+  std::vector<std::unique_ptr<absl::Notification>> done;
+};
+
+// Waits until rank `rank` has reported at least twice and its latest report
+// names the ranks not joined as `absent` and those joined but waiting as
+// `behind` ("" for none). The report depends on which messages have arrived
+// by then, so the test waits for the state instead of for a time; a report
+// that never comes fails after kHang. Returns the report.
+std::string WaitForReport(Reports& reports, int rank, const std::string& absent, const std::string& behind) {
+  std::string last;
+  const bool got = WaitUntil(
+      [&] {
+        std::vector<std::string> mine = reports.Of(rank);
+        if (mine.size() < 2) return false;
+        last = mine.back();
+        const bool absent_ok =
+            absent.empty() ? !Has(last, "Not joined yet:") : Has(last, absl::StrCat("Not joined yet: ", absent, "."));
+        const bool behind_ok =
+            behind.empty()
+                ? !Has(last, "Joined, but")
+                : Has(last,
+                      absl::StrCat("Joined, but not yet sent the next part (waiting on another rank?): ", behind, "."));
+        return absent_ok && behind_ok;
+      },
+      kHang);
+  EXPECT_TRUE(got) << "rank " << rank << " never reported not joined: '" << absent << "', joined but waiting: '"
+                   << behind << "'; its last report: " << last;
+  return last;
+}
+
 // Rank 2 joins late; ranks 0 and 1 have entered the reduction. For the
 // direct exchange (4 floats) both name rank 2 as not joined; for the ring
-// (100000 floats) rank 0, after rank 2 in the ring, names it, and rank 1
-// names rank 0 as joined but waiting. Reports repeat, and the reduction
-// still gives the right sum once rank 2 joins.
+// (100000 floats) the ranks announce the run, so both name rank 2 too, and
+// rank 1 also names rank 0, the neighbour it waits on, as joined but
+// waiting. Reports repeat, and the reduction still gives the right sum once
+// rank 2 joins.
 TEST(StallCheck, NamesTheRankThatHasNotJoined) {
   for (int64_t count : {int64_t{4}, int64_t{100000}}) {
     SCOPED_TRACE(absl::StrCat("count=", count));
     Reports reports(3);
     Ranks ranks(3, [&](int r) { return reports.For(r, absl::Milliseconds(20)); });
     const CollectiveParams p = Reduce(3);
-    std::vector<Tensor> inputs;
-    for (int r = 0; r < 3; ++r) {
-      Tensor t(DT_FLOAT, TensorShape({count}));
-      for (int64_t i = 0; i < count; ++i) t.flat<float>()[static_cast<size_t>(i)] = static_cast<float>(r + 1);
-      inputs.push_back(t);
-    }
-    std::vector<absl::StatusOr<Tensor>> out(3, absl::UnknownError("did not run"));
-    std::vector<std::unique_ptr<absl::Notification>> done;
-    for (int r = 0; r < 3; ++r) done.push_back(std::make_unique<absl::Notification>());
-    auto start = [&](int r) {
-      ranks.executors[static_cast<size_t>(r)]->Run(p, inputs[static_cast<size_t>(r)], nullptr,
-                                                   [&, r](absl::StatusOr<Tensor> t) {
-                                                     out[static_cast<size_t>(r)] = std::move(t);
-                                                     done[static_cast<size_t>(r)]->Notify();
-                                                   });
-    };
-    start(0);
-    start(1);
-    ASSERT_TRUE(WaitUntil([&] { return reports.Of(0).size() >= 2 && reports.Of(1).size() >= 2; }, kHang));
-    const std::string r0 = reports.Of(0)[1], r1 = reports.Of(1)[1];
+    const std::vector<Tensor> inputs = Inputs(3, count);
+    Started started(3);
+    started.Start(ranks, p, inputs[0], 0);
+    started.Start(ranks, p, inputs[1], 1);
+    const std::string r0 = WaitForReport(reports, 0, "rank 2 (in-process)", "");
+    const std::string r1 = WaitForReport(reports, 1, "rank 2 (in-process)", count == 4 ? "" : "rank 0 (in-process)");
     for (const std::string& r : {r0, r1}) {
       EXPECT_TRUE(Has(r, "Stall check: CollectiveReduce 'grad_bucket_0' (group 4 of 3, instance 11), run 0")) << r;
       EXPECT_TRUE(Has(r, "HOROVOD_STALL_CHECK_TIME_SECONDS")) << r;
     }
     EXPECT_TRUE(Has(r0, "on rank 0 (in-process)")) << r0;
-    EXPECT_TRUE(Has(r0, "Not joined yet: rank 2 (in-process).")) << r0;
-    if (count == 4) {
-      EXPECT_TRUE(Has(r1, "Not joined yet: rank 2 (in-process).")) << r1;
-    } else {
-      EXPECT_TRUE(Has(r1, "Joined, but not yet sent the next part (waiting on another rank?): rank 0 (in-process)."))
-          << r1;
-    }
+    EXPECT_TRUE(Has(r1, "on rank 1 (in-process)")) << r1;
     EXPECT_TRUE(reports.Of(2).empty());
-    start(2);
-    for (int r = 0; r < 3; ++r) {
-      ASSERT_TRUE(done[static_cast<size_t>(r)]->WaitForNotificationWithTimeout(kHang));
-      ASSERT_TRUE(out[static_cast<size_t>(r)].ok()) << out[static_cast<size_t>(r)].status();
-      EXPECT_EQ(out[static_cast<size_t>(r)]->flat<float>()[0], 6.0f);
-      EXPECT_EQ(out[static_cast<size_t>(r)]->flat<float>()[static_cast<size_t>(count - 1)], 6.0f);
-    }
+    started.Start(ranks, p, inputs[2], 2);
+    started.ExpectSum(6.0f, count);
+    EXPECT_EQ(ranks.hub.NumPending(), 0u);
+  }
+}
+
+// Four ranks, two of them late: every waiting rank names both, in the
+// direct exchange and in the ring (where rank 0 hears of rank 2 only
+// through the announcements, and rank 1 of neither).
+TEST(StallCheck, NamesEveryRankThatHasNotJoined) {
+  for (int64_t count : {int64_t{4}, int64_t{100000}}) {
+    SCOPED_TRACE(absl::StrCat("count=", count));
+    Reports reports(4);
+    Ranks ranks(4, [&](int r) { return reports.For(r, absl::Milliseconds(20)); });
+    const CollectiveParams p = Reduce(4);
+    const std::vector<Tensor> inputs = Inputs(4, count);
+    Started started(4);
+    started.Start(ranks, p, inputs[0], 0);
+    started.Start(ranks, p, inputs[1], 1);
+    const std::string late = "rank 2 (in-process), rank 3 (in-process)";
+    WaitForReport(reports, 0, late, "");
+    WaitForReport(reports, 1, late, count == 4 ? "" : "rank 0 (in-process)");
+    started.Start(ranks, p, inputs[2], 2);
+    // Rank 2 has joined: rank 3 alone is late now, for everyone.
+    WaitForReport(reports, 0, "rank 3 (in-process)", "");
+    WaitForReport(reports, 2, "rank 3 (in-process)", count == 4 ? "" : "rank 1 (in-process)");
+    started.Start(ranks, p, inputs[3], 3);
+    started.ExpectSum(10.0f, count);
     EXPECT_EQ(ranks.hub.NumPending(), 0u);
   }
 }

@@ -122,7 +122,8 @@ class CoordinationService {
     std::string address;  // "" if not known (the spec was not given)
     bool joined = false;  // joined the running job
   };
-  // The rendezvous of one collective group (job, group size).
+  // The rendezvous of one collective group (job, its members: a process
+  // set's tasks, or 0..group_size-1).
   struct GroupRound {
     std::map<int, std::pair<int64_t, uint64_t>> waiting;  // rank -> (last generation, nonce)
     int64_t generation = 0;                               // the last completed round's
@@ -140,7 +141,7 @@ class CoordinationService {
   Env* const env_;
   absl::Mutex mu_;
   std::map<std::string, Task> tasks_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<std::string, int>, GroupRound> groups_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::vector<int>>, GroupRound> groups_ ABSL_GUARDED_BY(mu_);
 };
 
 class CoordinationAgent {

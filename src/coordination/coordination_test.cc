@@ -334,6 +334,43 @@ TEST(CoordinationGroupRendezvous, ARankThatDiedWhileWaitingIsNotCountedAndABadRa
   EXPECT_TRUE(absl::StrContains(bad.message(), "rank 3 is not in a group of 3")) << bad.message();
 }
 
+// A process set's group (tasks 0 and 2 of 3) is rebuilt on its own: its
+// round ends when its two members asked, apart from the whole group's, and
+// a dead member (task 2, its rank 1) is not counted.
+TEST(CoordinationGroupRendezvous, AProcessSetIsItsOwnGroup) {
+  FakeClockEnv env;
+  const std::string w2 = "/job:worker/replica:0/task:2";
+  CoordinationService service({kChief, kWorker1, w2}, absl::Seconds(10), 7, &env);
+  auto set_ask = [](int rank, uint64_t nonce) {
+    proto::GroupRendezvousRequest r = Ask(rank, 1, nonce, 2);
+    r.add_members(0);
+    r.add_members(2);
+    return r;
+  };
+  proto::GroupRendezvousResponse resp;
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 1, 10), &resp).ok());  // the whole group's round
+  ASSERT_TRUE(service.GroupRendezvous(set_ask(0, 20), &resp).ok());
+  EXPECT_FALSE(resp.done());
+  EXPECT_EQ(std::vector<int>(resp.missing().begin(), resp.missing().end()), (std::vector<int>{1}));
+  ASSERT_TRUE(service.GroupRendezvous(set_ask(1, 21), &resp).ok());
+  ASSERT_TRUE(resp.done()) << "the set's two members asked";
+  EXPECT_EQ(resp.generation(), 2);
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 1, 10), &resp).ok());
+  EXPECT_FALSE(resp.done()) << "the whole group still waits for tasks 1 and 2";
+  EXPECT_EQ(std::vector<int>(resp.missing().begin(), resp.missing().end()), (std::vector<int>{1, 2}));
+  // Task 2 (the set's rank 1) asks again and dies: not counted.
+  proto::HeartbeatResponse beat;
+  ASSERT_TRUE(service.Heartbeat(Beat(w2, 5), &beat).ok());
+  ASSERT_TRUE(service.GroupRendezvous(set_ask(1, 30), &resp).ok());
+  env.Advance(absl::Seconds(11));
+  ASSERT_TRUE(service.GroupRendezvous(set_ask(0, 31), &resp).ok());
+  EXPECT_FALSE(resp.done());
+  EXPECT_EQ(std::vector<int>(resp.missing().begin(), resp.missing().end()), (std::vector<int>{1}));
+  proto::GroupRendezvousRequest bad = set_ask(0, 40);
+  bad.add_members(1);
+  EXPECT_TRUE(absl::IsInvalidArgument(service.GroupRendezvous(bad, &resp)));
+}
+
 TEST(CoordinationAgent, ReportsEachDeathOnceWithAMessageNamingTheTask) {
   AgentFixture f;
   f.Beat(kChief);

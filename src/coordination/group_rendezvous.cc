@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "coordination/coordination.h"
 
@@ -27,10 +28,18 @@ absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRe
     return absl::InvalidArgumentError(absl::StrCat("GroupRendezvous: rank ", req.rank(), " is not in a group of ", n,
                                                    " (ranks 0..", n - 1, ") of job '", req.job(), "'"));
   }
+  // The group's tasks by rank: a process set's members, else 0..n-1.
+  std::vector<int> members(req.members().begin(), req.members().end());
+  if (members.empty()) {
+    for (int r = 0; r < n; ++r) members.push_back(r);
+  } else if (static_cast<int>(members.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("GroupRendezvous: the group of job '", req.job(), "' lists ",
+                                                   members.size(), " members but group_size is ", n));
+  }
   const int64_t now = env_->NowMicros();
   absl::MutexLock lock(&mu_);
   CheckLocked(now);
-  GroupRound& g = groups_[{req.job(), n}];
+  GroupRound& g = groups_[{req.job(), members}];
   resp->Clear();
   if (req.query()) {
     for (const auto& [rank, ask] : g.waiting) resp->add_waiting(rank);
@@ -57,7 +66,7 @@ absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRe
   // A rank that asked and then died will ask again with a new nonce once it
   // is back; until then it is not here.
   for (auto it = g.waiting.begin(); it != g.waiting.end();) {
-    auto t = tasks_.find(TaskName(req.job(), it->first));
+    auto t = tasks_.find(TaskName(req.job(), members[static_cast<size_t>(it->first)]));
     const bool dead = t != tasks_.end() && t->second.state == proto::TaskHealth::DEAD;
     it = dead && it->first != req.rank() ? g.waiting.erase(it) : std::next(it);
   }
@@ -80,8 +89,9 @@ absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRe
   g.done_nonces.clear();
   for (const auto& [rank, ask] : g.waiting) g.done_nonces[rank] = ask.second;
   g.waiting.clear();
-  LOG(INFO) << "Collective group of " << n << " task(s) of job '" << req.job() << "' rebuilt: generation "
-            << g.generation << ", state from rank " << g.root;
+  LOG(INFO) << "Collective group of " << n << " task(s) of job '" << req.job() << "' (tasks "
+            << absl::StrJoin(members, ", ") << ") rebuilt: generation " << g.generation << ", state from rank "
+            << g.root;
   resp->set_done(true);
   resp->set_generation(g.generation);
   resp->set_root(g.root);

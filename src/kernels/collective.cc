@@ -1,6 +1,8 @@
 #include "kernels/collective.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -44,13 +46,42 @@ absl::StatusOr<MergeOp> ParseMergeOp(const std::string& s) {
   if (s == "Mul") return MergeOp::kMul;
   if (s == "Max") return MergeOp::kMax;
   if (s == "Min") return MergeOp::kMin;
-  return absl::InvalidArgumentError(absl::StrCat("merge_op '", s, "' is not one of Add, Mul, Max, Min"));
+  if (s == "Adasum") return MergeOp::kAdasum;
+  return absl::InvalidArgumentError(absl::StrCat("merge_op '", s, "' is not one of Add, Mul, Max, Min, Adasum"));
 }
 
 absl::StatusOr<FinalOp> ParseFinalOp(const std::string& s) {
   if (s == "Id") return FinalOp::kId;
   if (s == "Div") return FinalOp::kDiv;
   return absl::InvalidArgumentError(absl::StrCat("final_op '", s, "' is not one of Id, Div"));
+}
+
+absl::Status CheckGroupMembers(const CollectiveParams& p) {
+  if (p.members.empty()) return absl::OkStatus();
+  if (static_cast<int>(p.members.size()) != p.group_size) {
+    return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(p), ": group_members lists ", p.members.size(),
+                                                   " task(s) but group_size is ", p.group_size,
+                                                   "; list every member of the group once"));
+  }
+  std::set<int> seen;
+  for (int m : p.members) {
+    if (m < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeCollective(p), ": group_members has ", m, ", which is not a task index"));
+    }
+    if (!seen.insert(m).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeCollective(p), ": group_members lists task ", m, " twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int> GroupMembers(const CollectiveParams& p) {
+  if (!p.members.empty()) return p.members;
+  std::vector<int> all(static_cast<size_t>(std::max(p.group_size, 0)));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return all;
 }
 
 void RegisterCollectiveExecutor(const Device* device, std::shared_ptr<CollectiveExecutor> executor) {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/cancellation.h"
@@ -25,7 +26,9 @@ namespace distflow {
 class Device;
 
 enum class CollectiveKind { kReduce, kBroadcastSend, kBroadcastRecv, kGather };
-enum class MergeOp { kAdd, kMul, kMax, kMin };
+// kAdasum: Horovod's adaptive summation (collective/adasum.h), float32 and
+// float64 only; it is not an element-wise merge.
+enum class MergeOp { kAdd, kMul, kMax, kMin, kAdasum };
 enum class FinalOp { kId, kDiv };
 
 // One collective op's attributes, as TensorFlow spells them.
@@ -33,6 +36,10 @@ struct CollectiveParams {
   CollectiveKind kind = CollectiveKind::kReduce;
   std::string node_name;  // for errors
   int group_size = 1;
+  // distflow's group_members (Horovod's process sets): the tasks of the
+  // job, by index, that form the group, in rank order (group_size of them,
+  // distinct). Empty: tasks 0..group_size-1.
+  std::vector<int> members;
   int64_t group_key = 0;
   int64_t instance_key = 0;
   MergeOp merge_op = MergeOp::kAdd;
@@ -59,6 +66,11 @@ std::string DescribeCollective(const CollectiveParams& p);
 const char* CollectiveKindName(CollectiveKind k);
 absl::StatusOr<MergeOp> ParseMergeOp(const std::string& s);
 absl::StatusOr<FinalOp> ParseFinalOp(const std::string& s);
+// group_members checked against group_size (empty is fine): InvalidArgument
+// naming the op and the culprit.
+absl::Status CheckGroupMembers(const CollectiveParams& p);
+// The members of a group: `members`, or 0..group_size-1 when empty.
+std::vector<int> GroupMembers(const CollectiveParams& p);
 
 class CollectiveExecutor {
  public:

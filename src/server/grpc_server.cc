@@ -1,5 +1,6 @@
 #include "server/grpc_server.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -275,7 +276,22 @@ absl::StatusOr<GroupAnswer> GrpcServer::AskGroupRendezvous(const GroupAsk& ask) 
   proto::GroupRendezvousRequest req;
   req.set_job(job_);
   req.set_group_size(ask.group_size);
-  req.set_rank(task_);
+  // Ranks are positions among the members (a process set's tasks, or
+  // 0..group_size-1, which travel as none).
+  std::vector<int> members = ask.members;
+  bool first_tasks = true;
+  for (size_t r = 0; r < members.size(); ++r) first_tasks = first_tasks && members[r] == static_cast<int>(r);
+  if (members.empty()) {
+    for (int r = 0; r < ask.group_size; ++r) members.push_back(r);
+  } else if (!first_tasks) {
+    for (int m : members) req.add_members(m);
+  }
+  auto mine = std::find(members.begin(), members.end(), task_);
+  if (mine == members.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(task_name_, " is not a member of the collective group it asked to rebuild"));
+  }
+  req.set_rank(static_cast<int>(mine - members.begin()));
   req.set_last_generation(ask.last_generation);
   req.set_nonce(ask.nonce);
   req.set_query(ask.query);
@@ -289,8 +305,9 @@ absl::StatusOr<GroupAnswer> GrpcServer::AskGroupRendezvous(const GroupAsk& ask) 
   answer.done = resp.done();
   answer.generation = resp.generation();
   answer.root = resp.root();
-  auto name = [this](std::string* to, int r) {
-    absl::StrAppend(to, to->empty() ? "" : ", ", "rank ", r, " (", TaskName(job_, r), ")");
+  auto name = [this, &members](std::string* to, int r) {
+    const int task = r >= 0 && r < static_cast<int>(members.size()) ? members[static_cast<size_t>(r)] : r;
+    absl::StrAppend(to, to->empty() ? "" : ", ", "rank ", r, " (", TaskName(job_, task), ")");
   };
   for (int r : resp.missing()) name(&answer.missing, r);
   for (int r : resp.waiting()) name(&answer.waiting, r);

@@ -187,6 +187,9 @@ absl::StatusOr<std::unique_ptr<StatusServer>> StatusServer::Start(StatusView vie
                  static_cast<double>(self->view_.bulk->bytes_served()));
       w->Counter("distflow_bulk_bytes_received_total", "Bytes this task's bulk port received", t,
                  static_cast<double>(self->view_.bulk->bytes_received()));
+      w->Gauge("distflow_bulk_shared_memory",
+               "1 if this task's bulk port serves peers on this host through shared memory, 0 if it is off", t,
+               self->view_.bulk->shared_memory_enabled() ? 1.0 : 0.0);
       w->Counter("distflow_bulk_shm_bytes_served_total",
                  "Of the bytes this task's bulk port sent, those that went through shared memory", t,
                  static_cast<double>(self->view_.bulk->shm_bytes_served()));
@@ -250,7 +253,8 @@ std::string StatusServer::StatusHtml() const {
   if (view_.bulk != nullptr) {
     absl::StrAppend(&out, "<tr><td>bulk port ", view_.bulk->port(), "</td><td>sent ",
                     Bytes(static_cast<double>(view_.bulk->bytes_served())), ", received ",
-                    Bytes(static_cast<double>(view_.bulk->bytes_received())), "</td></tr>");
+                    Bytes(static_cast<double>(view_.bulk->bytes_received())), "; shared memory ",
+                    view_.bulk->shared_memory_enabled() ? "on" : "off", "</td></tr>");
   }
   out += "</table>";
 

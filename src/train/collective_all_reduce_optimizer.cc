@@ -24,6 +24,11 @@ absl::Status CheckOptions(const CollectiveAllReduceOptions& options) {
         absl::StrCat("CollectiveAllReduceOptions::fusion_threshold_bytes must be 0 (no fusion) or more, got ",
                      options.fusion_threshold_bytes));
   }
+  if (!options.group_members.empty() && static_cast<int>(options.group_members.size()) != options.num_replicas) {
+    return absl::InvalidArgumentError(absl::StrCat("CollectiveAllReduceOptions::group_members lists ",
+                                                   options.group_members.size(), " task(s) but num_replicas is ",
+                                                   options.num_replicas));
+  }
   return absl::OkStatus();
 }
 
@@ -62,14 +67,15 @@ int64_t NumElements(const PartialShape& shape) {
 }
 
 Output Reduce(const Scope& scope, const Output& x, int64_t bucket, const CollectiveAllReduceOptions& options) {
-  Operation op = ops::Raw(scope.WithOpName(absl::StrCat("allreduce_", bucket)), "CollectiveReduce", {x},
-                          {{"group_size", options.num_replicas},
-                           {"group_key", options.group_key},
-                           {"instance_key", options.first_instance_key + bucket},
-                           {"merge_op", "Add"},
-                           {"final_op", options.average ? "Div" : "Id"},
-                           {"timeout_seconds", options.timeout_seconds},
-                           {"compression", options.fp16_compression ? "fp16" : "none"}});
+  ops::Attrs attrs = {{"group_size", options.num_replicas},
+                      {"group_key", options.group_key},
+                      {"instance_key", options.first_instance_key + bucket},
+                      {"merge_op", options.adasum ? "Adasum" : "Add"},
+                      {"final_op", options.average && !options.adasum ? "Div" : "Id"},
+                      {"timeout_seconds", options.timeout_seconds},
+                      {"compression", options.fp16_compression ? "fp16" : "none"}};
+  if (!options.group_members.empty()) attrs.emplace_back("group_members", options.group_members);
+  Operation op = ops::Raw(scope.WithOpName(absl::StrCat("allreduce_", bucket)), "CollectiveReduce", {x}, attrs);
   return Output(op, 0, scope);
 }
 
@@ -111,7 +117,8 @@ absl::StatusOr<Optimizer::GradsAndVars> AllReduceGradients(const Scope& scope,
                                                            const Optimizer::GradsAndVars& grads_and_vars,
                                                            const CollectiveAllReduceOptions& options) {
   if (absl::Status st = CheckOptions(options); !st.ok()) return st;
-  ASSIGN_OR_RETURN(std::vector<Bucket> made, MakeBuckets(grads_and_vars, options.fusion_threshold_bytes));
+  ASSIGN_OR_RETURN(std::vector<Bucket> made,
+                   MakeBuckets(grads_and_vars, options.adasum ? 0 : options.fusion_threshold_bytes));
   const std::vector<Bucket>& buckets = made;
   Optimizer::GradsAndVars reduced = grads_and_vars;
   for (size_t index = 0; index < buckets.size(); ++index) {
@@ -189,13 +196,14 @@ absl::StatusOr<Operation> CollectiveAllReduceOptimizer::BroadcastVariables(const
           absl::StrCat("cannot broadcast ", var.name(), ": its shape ", shape.DebugString(), " is not fully defined"));
     }
     const Scope s = scope.WithOpName(absl::StrCat("broadcast_", index - 1));
-    const ops::Attrs attrs = {{"group_size", options_.num_replicas},
-                              {"group_key", options_.group_key},
-                              {"instance_key", instance},
-                              {"shape", shape},
-                              {"T", var.dtype()},
-                              {"timeout_seconds", options_.timeout_seconds},
-                              {"from_group_root", true}};
+    ops::Attrs attrs = {{"group_size", options_.num_replicas},
+                        {"group_key", options_.group_key},
+                        {"instance_key", instance},
+                        {"shape", shape},
+                        {"T", var.dtype()},
+                        {"timeout_seconds", options_.timeout_seconds},
+                        {"from_group_root", true}};
+    if (!options_.group_members.empty()) attrs.emplace_back("group_members", options_.group_members);
     if (options_.num_replicas == 1) break;  // nothing to send to
     // Every rank offers its value; the group's root (rank 0 at the start,
     // the oldest rank after a rebuild) sends, and every rank assigns what

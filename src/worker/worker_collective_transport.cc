@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "cluster/device_name.h"
 #include "worker/worker_rendezvous.h"
@@ -101,7 +102,17 @@ absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::Op
   }
   std::vector<int> indices = cluster_.task_indices(me->job);
   std::sort(indices.begin(), indices.end());
-  if (static_cast<int>(indices.size()) < params.group_size) {
+  if (!params.members.empty()) {
+    // A process set: the tasks group_members names, in that order.
+    for (int m : params.members) {
+      if (!std::binary_search(indices.begin(), indices.end(), m)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("group_members names task ", m, " of job '", me->job,
+                         "', which has no such task (its tasks: ", absl::StrJoin(indices, ", "), ")"));
+      }
+    }
+    indices = params.members;
+  } else if (static_cast<int>(indices.size()) < params.group_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("group_size is ", params.group_size, " but job '", me->job, "' has ", indices.size(),
                      " task(s); a group is the first group_size tasks of the job that runs the op"));
@@ -114,6 +125,11 @@ absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::Op
     tasks.push_back(TaskName(me->job, indices[r]));
   }
   if (rank < 0) {
+    if (!params.members.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(task_, " is not in the group: its members are ",
+                                                     absl::StrJoin(tasks, ", "),
+                                                     "; only a member of a process set runs its collectives"));
+    }
     return absl::InvalidArgumentError(absl::StrCat(task_, " is not in the group: a group of ", params.group_size,
                                                    " is tasks ", tasks.front(), " to ", tasks.back()));
   }

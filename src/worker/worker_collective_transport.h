@@ -8,7 +8,8 @@
 //
 // A group of size n is the tasks 0..n-1 of this task's job (the rank is the
 // task index): a worker job of N tasks is the group of an all-reduce over N
-// workers. Each run of a collective gets its own rendezvous step id (a
+// workers. A process set's group (CollectiveParams::members) is the tasks
+// it lists, the rank being the position in that list. Each run of a collective gets its own rendezvous step id (a
 // stable hash of the group's generation, the group, instance and run), so aborting a run drops
 // exactly its tensors and fails exactly its waiters, here and on the peers.
 // Thread-safe; the rendezvous must outlive the transport.

@@ -230,12 +230,50 @@ exit $rc
             self.assertIn("distflow: cluster " + spec, p.stdout)
             with open(os.path.join(d, "srun_args")) as f:
                 self.assertTrue(f.read().startswith("--ntasks=4 --ntasks-per-node=1"))
-            program, args, _ = parse_echo(self.rank_output(d, 0))
+            cluster = {"ps": ["n1:2222"], "worker": ["n2:2222", "n3:2222", "n4:2222"]}
+            program, args, config = parse_echo(self.rank_output(d, 0))
             self.assertEqual((program, args), (ps, ["--job_layout=ps:1,worker:3", "--cluster_spec=" + spec]))
+            self.assertEqual(json.loads(config), {"cluster": cluster, "task": {"type": "ps", "index": 0}})
             for r in (1, 2, 3):
-                program, args, _ = parse_echo(self.rank_output(d, r))
+                program, args, config = parse_echo(self.rank_output(d, r))
                 self.assertEqual((program, args),
                                  (worker, [AWKWARD, "--job_layout=ps:1,worker:3", "--cluster_spec=" + spec]))
+                self.assertEqual(json.loads(config), {"cluster": cluster, "task": {"type": "worker", "index": r - 1}})
+
+    def test_without_a_ps_every_rank_is_a_worker(self):
+        """--ps 0 (Horovod-style all-reduce): no ps program anywhere; rank r
+        is worker r, in its flags and in DISTFLOW_CONFIG (what hvd.init()
+        reads)."""
+        with tempfile.TemporaryDirectory() as d:
+            worker = write_exe(d, "worker_prog", ECHO_ARGS)
+            script = self.emit("--ps", "0", "--workers", "3", program=(worker, AWKWARD))
+            self.assertIn("#SBATCH --ntasks=3\n", script)
+            self.assertIn("# What every rank runs: the program.", script)
+            self.assertNotIn("distflow-server", script)
+            self.assertNotIn("ps|", script)
+            p = self.run_script(d, script, ["n1", "n2", "n3"])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            spec = "worker|n1:2222;n2:2222;n3:2222"
+            self.assertIn("distflow: cluster " + spec, p.stdout)
+            for r in (0, 1, 2):
+                program, args, config = parse_echo(self.rank_output(d, r))
+                self.assertEqual((program, args), (worker, [AWKWARD, "--job_layout=worker:3", "--cluster_spec=" + spec]))
+                self.assertEqual(json.loads(config), {"cluster": {"worker": ["n1:2222", "n2:2222", "n3:2222"]},
+                                                      "task": {"type": "worker", "index": r}})
+
+    def test_all_reduce_training_without_a_ps_on_two_loopback_nodes(self):
+        """The emitted --ps 0 script runs mnist_distributed --all_reduce on
+        two nodes: both ranks train and end with the same variables."""
+        port = free_port("127.0.0.1", "127.0.0.2")
+        with tempfile.TemporaryDirectory() as d:
+            script = self.emit("--ps", "0", "--workers", "2", "--base_port", str(port),
+                               program=(BINS.mnist, "--all_reduce", "--model=softmax", "--train_steps=20",
+                                        "--learning_rate=0.003", "--print_every=1000", "--progress=false"))
+            p = self.run_script(d, script, ["127.0.0.1", "127.0.0.2"], timeout=240)
+            outs = [self.rank_output(d, r) for r in (0, 1)]
+            self.assertEqual(p.returncode, 0, f"{p.stderr}\nrank 0:\n{outs[0]}\nrank 1:\n{outs[1]}")
+            sums = [re.findall(r"variables checksum ([0-9a-f]+)", o) for o in outs]
+            self.assertTrue(sums[0] and sums[0] == sums[1], f"rank 0:\n{outs[0]}\nrank 1:\n{outs[1]}")
 
     def test_too_few_nodes_is_an_error(self):
         with tempfile.TemporaryDirectory() as d:

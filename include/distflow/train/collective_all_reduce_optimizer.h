@@ -65,6 +65,16 @@ struct DISTFLOW_EXPORT CollectiveAllReduceOptions {
   // docs/COLLECTIVES.md says how), halving the bytes of float32 gradients.
   // The fusion threshold still counts the gradients' own bytes.
   bool fp16_compression = false;
+  // Horovod's process sets: the group is these tasks of the job, in rank
+  // order (num_replicas of them; `rank` is this worker's position here).
+  // Empty: tasks 0..num_replicas-1.
+  std::vector<int64_t> group_members;
+  // Horovod's Adasum (op=hvd.Adasum): gradients combined by adaptive
+  // summation (CollectiveReduce merge_op="Adasum"; docs/COLLECTIVES.md)
+  // instead of summed; `average` is then ignored, and every gradient is
+  // reduced alone (its dot products span that gradient only), whatever the
+  // fusion threshold.
+  bool adasum = false;
 };
 
 // Each valid gradient of `grads_and_vars` all-reduced across the group

@@ -50,10 +50,14 @@ class Server:
     """tf.train.Server(cluster, job_name, task_index): this task of the
     cluster, serving on its address; join() returns once the cluster is shut
     down (the chief's end of training) or stop() is called. distflow's own
-    status_port (> 0) serves /status and /metrics over HTTP on that port."""
+    status_port (> 0; 0 for a free one, then .status_port) serves /status
+    and /metrics over HTTP on that port. distflow's own shared_memory=False
+    stops this task from moving large tensors to and from tasks on its host
+    through shared memory (TCP instead; docs/TRANSPORT.md), as
+    distflow-server --shared_memory=false and DISTFLOW_SHM=0 do."""
 
     def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol=None, config=None,
-                 start=True, status_port=-1):
+                 start=True, status_port=-1, shared_memory=True):
         if protocol not in (None, "grpc"):
             raise ValueError(f"protocol must be 'grpc', not {protocol!r}")
         cluster = ClusterSpec(server_or_cluster_def)
@@ -65,7 +69,9 @@ class Server:
             if cluster.num_tasks(job_name) != 1:
                 raise ValueError(f"task_index must be given: job '{job_name}' has several tasks")
             task_index = cluster.task_indices(job_name)[0]
-        self._server = _distflow.Server(cluster._jobs, job_name, int(task_index), int(status_port))
+        if not isinstance(shared_memory, bool):
+            raise TypeError(f"tf.train.Server(shared_memory=...) takes True or False, not {shared_memory!r}")
+        self._server = _distflow.Server(cluster._jobs, job_name, int(task_index), int(status_port), shared_memory)
         self._joined = False
         if start:
             self.start()
@@ -92,6 +98,11 @@ class Server:
     @property
     def target(self):
         return self._server.target
+
+    @property
+    def status_port(self):
+        """The port of this task's /status and /metrics page (0: none)."""
+        return self._server.status_port
 
     @property
     def server_def(self):

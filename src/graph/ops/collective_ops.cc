@@ -1,9 +1,12 @@
 // Collective ops in TensorFlow's form (its collective_ops.cc): every rank of
 // a group of `group_size` runs the same op with the same `group_key` and
-// `instance_key`, and each gets the result. The executor behind the kernels
+// `instance_key`, and each gets the result. The group is tasks
+// 0..group_size-1 of the job, or distflow's `group_members` (Horovod's
+// process sets: those tasks, in rank order). The executor behind the kernels
 // (collective/) pairs the ranks' contributions; docs/COLLECTIVES.md says how.
 //
-//   CollectiveReduce     merge_op (Add, Mul, Max, Min) over the ranks'
+//   CollectiveReduce     merge_op (Add, Mul, Max, Min; distflow's Adasum,
+//                        collective/adasum.h) over the ranks'
 //                        inputs, then final_op (Id, or Div by group_size);
 //                        distflow's compression="fp16" makes a float
 //                        reduction travel and round as fp16 (Horovod's
@@ -15,6 +18,11 @@
 //   CollectiveBcastRecv  every other rank: receives a tensor of `shape`
 //   CollectiveGather     the ranks' inputs concatenated along dimension 0,
 //                        in rank order (every input has the same shape)
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
@@ -27,6 +35,24 @@ namespace {
 absl::Status CheckGroupSize(InferenceContext* c) {
   ASSIGN_OR_RETURN(int64_t n, GetAttrInt(c->node(), "group_size"));
   if (n < 1) return absl::InvalidArgumentError(absl::StrCat("group_size must be at least 1, got ", n));
+  // distflow's group_members (a process set): group_size distinct task indices.
+  absl::StatusOr<std::vector<int64_t>> members = GetAttrIntList(c->node(), "group_members");
+  if (members.ok() && !members->empty()) {
+    if (static_cast<int64_t>(members->size()) != n) {
+      return absl::InvalidArgumentError(absl::StrCat("group_members lists ", members->size(),
+                                                     " task(s) but group_size is ", n,
+                                                     "; list every member of the group once"));
+    }
+    std::set<int64_t> seen;
+    for (int64_t m : *members) {
+      if (m < 0 || m > std::numeric_limits<int32_t>::max()) {
+        return absl::InvalidArgumentError(absl::StrCat("group_members has ", m, ", which is not a task index"));
+      }
+      if (!seen.insert(m).second) {
+        return absl::InvalidArgumentError(absl::StrCat("group_members lists task ", m, " twice"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -36,8 +62,15 @@ absl::Status CheckReduceOps(InferenceContext* c) {
   absl::StatusOr<std::string> final_op = GetAttrString(c->node(), "final_op");
   if (!merge.ok()) return merge.status();
   if (!final_op.ok()) return final_op.status();
-  if (*merge != "Add" && *merge != "Mul" && *merge != "Max" && *merge != "Min") {
-    return absl::InvalidArgumentError(absl::StrCat("merge_op '", *merge, "' is not one of Add, Mul, Max, Min"));
+  if (*merge != "Add" && *merge != "Mul" && *merge != "Max" && *merge != "Min" && *merge != "Adasum") {
+    return absl::InvalidArgumentError(absl::StrCat("merge_op '", *merge, "' is not one of Add, Mul, Max, Min, Adasum"));
+  }
+  if (*merge == "Adasum") {
+    absl::StatusOr<DataType> t = GetAttrType(c->node(), "T");
+    if (t.ok() && *t != DT_FLOAT && *t != DT_DOUBLE) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("merge_op Adasum reduces float32 and float64 tensors, not ", DataTypeName(*t)));
+    }
   }
   if (*final_op != "Id" && *final_op != "Div") {
     return absl::InvalidArgumentError(absl::StrCat("final_op '", *final_op, "' is not one of Id, Div"));
@@ -99,6 +132,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("subdiv_offsets: list(int) = []")
                       .Attr("timeout_seconds: float = 0")
                       .Attr("compression: string = 'none'")
+                      .Attr("group_members: list(int) = []")
                       .SetIsStateful()
                       .SetShapeFn([](InferenceContext* c) {
                         RETURN_IF_ERROR(CheckGroupSize(c));
@@ -115,6 +149,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("shape: shape")
                       .Attr("timeout_seconds: float = 0")
                       .Attr("from_group_root: bool = false")
+                      .Attr("group_members: list(int) = []")
                       .SetIsStateful()
                       .SetShapeFn(ShapeAttrShape));
   r->MustRegister(OpDefBuilder("CollectiveBcastRecv")
@@ -125,6 +160,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("instance_key: int")
                       .Attr("shape: shape")
                       .Attr("timeout_seconds: float = 0")
+                      .Attr("group_members: list(int) = []")
                       .SetIsStateful()
                       .SetShapeFn(ShapeAttrShape));
   r->MustRegister(OpDefBuilder("CollectiveGather")
@@ -135,6 +171,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("group_key: int")
                       .Attr("instance_key: int")
                       .Attr("timeout_seconds: float = 0")
+                      .Attr("group_members: list(int) = []")
                       .SetIsStateful()
                       .SetShapeFn(GatherShape));
 }

@@ -3,6 +3,10 @@
 // Each hands its input to its device's CollectiveExecutor
 // (kernels/collective.h) and finishes when the group has; without an
 // executor (a plain local session) only a group of one runs.
+#include <algorithm>
+#include <limits>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
@@ -33,6 +37,11 @@ class CollectiveOp : public AsyncOpKernel {
     params_.instance_key = *instance;
     params_.dtype = *dtype;
     if (absl::StatusOr<double> t = GetAttrFloat(c->def(), "timeout_seconds"); t.ok()) params_.timeout_seconds = *t;
+    if (absl::StatusOr<std::vector<int64_t>> m = GetAttrIntList(c->def(), "group_members"); m.ok()) {
+      for (int64_t task : *m) {
+        params_.members.push_back(static_cast<int>(std::clamp<int64_t>(task, -1, std::numeric_limits<int>::max())));
+      }
+    }
     if (params_.kind == CollectiveKind::kReduce) {
       absl::StatusOr<std::string> merge = GetAttrString(c->def(), "merge_op");
       absl::StatusOr<std::string> final_op = GetAttrString(c->def(), "final_op");
@@ -72,7 +81,13 @@ class CollectiveOp : public AsyncOpKernel {
       return absl::InvalidArgumentError(
           absl::StrCat(DescribeCollective(params_), ": group_size must be at least 1, got ", params_.group_size));
     }
-    return absl::OkStatus();
+    if (params_.kind == CollectiveKind::kReduce && params_.merge_op == MergeOp::kAdasum && params_.dtype != DT_FLOAT &&
+        params_.dtype != DT_DOUBLE) {
+      return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params_),
+                                                     ": merge_op Adasum reduces float32 and float64 tensors, not ",
+                                                     DataTypeName(params_.dtype)));
+    }
+    return CheckGroupMembers(params_);
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {

@@ -14,10 +14,14 @@ other processes (through the cluster's transport: its token, TLS). Every
 rank must build the same Horovod ops in the same order (as Horovod needs
 the same names): the ops are paired by the order they were made in.
 
+Process sets (hvd.ProcessSet, init(process_sets=...), add_process_set,
+process_set= of the collectives and DistributedOptimizer) and op=hvd.Adasum
+work as in Horovod (process_sets.py, docs/COLLECTIVES.md).
+
 What differs from Horovod: no MPI, NCCL or GPUs (nccl_built() etc. are
 False); allgather needs the same shape on every rank; compression other
-than none, Adasum, backward_passes_per_step and process sets are not
-supported and raise NotImplementedError naming the argument."""
+than none and fp16, and backward_passes_per_step, are not supported and
+raise NotImplementedError naming the argument."""
 from distflow.horovod.tensorflow.basics import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
                                                 is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
                                                 mpi_threads_supported, nccl_built, rank, rocm_built, shutdown,
@@ -26,9 +30,12 @@ from distflow.horovod.tensorflow.mpi_ops import (Adasum, Average, Compression, S
                                                  broadcast)
 from distflow.horovod.tensorflow.optimizer import (BroadcastGlobalVariablesHook, DistributedOptimizer,
                                                    broadcast_global_variables, broadcast_variables)
+from distflow.horovod.tensorflow.process_sets import (ProcessSet, add_process_set, global_process_set,
+                                                      remove_process_set)
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size", "mpi_built",
            "mpi_enabled", "mpi_threads_supported", "nccl_built", "gloo_built", "gloo_enabled", "ddl_built",
            "ccl_built", "cuda_built", "rocm_built", "allreduce", "allgather", "broadcast", "barrier", "Average",
            "Sum", "Adasum", "Compression", "DistributedOptimizer", "BroadcastGlobalVariablesHook",
-           "broadcast_global_variables", "broadcast_variables"]
+           "broadcast_global_variables", "broadcast_variables", "ProcessSet", "add_process_set",
+           "remove_process_set", "global_process_set"]

@@ -13,7 +13,7 @@ runs; a rank that ends with an uncaught exception leaves at once, and the
 others' collectives fail naming it.
 
 The launcher appends --job_name, --task_index, --cluster_spec (and
---status_port) to the program's arguments; importing this module removes
+--status_port; its SLURM script --job_layout and --cluster_spec) to the program's arguments; importing this module removes
 them from sys.argv when they agree with DISTFLOW_CONFIG, so a Horovod
 program's own argument parser never sees them."""
 import atexit
@@ -31,7 +31,8 @@ LAUNCH_COMMAND = "distflow-launch --ps 0 --workers N -- python3 PROGRAM [ARGS]"
 # The group of the init and exit barriers; the program's own collectives
 # use mpi_ops.GROUP_KEY.
 CONTROL_GROUP_KEY = 1 << 30
-_LAUNCHER_FLAGS = ("--job_name=", "--task_index=", "--cluster_spec=", "--status_port=")
+# (--job_layout: the SLURM script of distflow-launch --emit slurm.)
+_LAUNCHER_FLAGS = ("--job_name=", "--task_index=", "--cluster_spec=", "--status_port=", "--job_layout=")
 
 
 class _State:
@@ -66,7 +67,7 @@ def _strip_launcher_flags():
     while end > 1 and argv[end - 1].startswith(_LAUNCHER_FLAGS):
         end -= 1
     tail = argv[end:]
-    if not any(a.startswith("--job_name=") for a in tail):
+    if not any(a.startswith(("--job_name=", "--job_layout=")) for a in tail):
         return
     for a in tail:
         if a.startswith("--status_port="):
@@ -119,12 +120,15 @@ def _read_config():
 
 def init(comm=None, process_sets=None):
     """Starts this rank's task (its server) and waits for every other rank's.
-    comm: Horovod's list of ranks; only all of them (or None) is supported."""
+    comm: Horovod's list of ranks; only all of them (or None) is supported.
+    process_sets: hvd.ProcessSet objects (or lists of ranks) to register, in
+    the same order on every rank; "dynamic" (Horovod's) is accepted too:
+    hvd.add_process_set() works after init() either way."""
     global _state
     if _state is not None:
         return
-    if process_sets is not None:
-        raise NotImplementedError("hvd.init(process_sets=...): process sets are not supported by distflow")
+    if process_sets is not None and process_sets != "dynamic" and not isinstance(process_sets, (list, tuple)):
+        raise ValueError(f"hvd.init(process_sets={process_sets!r}): give a list of hvd.ProcessSet, or \"dynamic\"")
     cluster, my_rank = _read_config()
     state = _State(cluster, my_rank, _status_port)
     if comm is not None and sorted(comm) != list(range(state.size)):
@@ -133,6 +137,14 @@ def init(comm=None, process_sets=None):
     state.server = _server.Server(cluster, "worker", my_rank, status_port=state.status_port)
     _fw._default_session_task = (state.server.target, state.task)
     _state = state
+    if isinstance(process_sets, (list, tuple)):
+        from distflow.horovod.tensorflow import process_sets as _sets
+        try:
+            for ps in process_sets:
+                _sets.add_process_set(ps)
+        except Exception:
+            state.failed = True
+            raise
     try:
         _wait_for_ranks()
     except Exception:

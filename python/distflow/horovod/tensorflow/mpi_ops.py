@@ -1,11 +1,14 @@
 """hvd.allreduce, hvd.broadcast, hvd.allgather: distflow's collective ops
 (CollectiveReduce, CollectiveBcastSend/Recv, CollectiveGather) across every
-rank of the job. Each call adds one op with the next instance key, so every
-rank must make the same calls in the same order."""
+rank of the job, or of a process set (process_set=; process_sets.py). Each
+call adds one op with the next instance key of its set, so every member
+must make the same calls in the same order. op=hvd.Adasum is Horovod's
+adaptive summation (CollectiveReduce merge_op="Adasum"; docs/COLLECTIVES.md)."""
 from distflow import dtypes as _dtypes
 from distflow import framework as _fw
 from distflow import raw_ops as _raw
 from distflow.horovod.tensorflow import basics as _basics
+from distflow.horovod.tensorflow import process_sets as _sets
 
 GROUP_KEY = 1
 _SUPPORTED = (_dtypes.float32, _dtypes.float64, _dtypes.int32, _dtypes.int64)
@@ -56,15 +59,26 @@ class Compression:
             return tensor
 
 
-_next_instance = [1]
+_next_instance = {}  # process set id -> its next instance key
 
 
-def _instance_keys(count=1):
-    """The first of `count` fresh instance keys (the same on every rank that
-    makes the same calls in the same order)."""
-    first = _next_instance[0]
-    _next_instance[0] += count
+def _instance_keys(count=1, set_id=0):
+    """The first of `count` fresh instance keys of process set `set_id` (the
+    same on every member that makes the same calls in the same order)."""
+    first = _next_instance.get(set_id, 1)
+    _next_instance[set_id] = first + count
     return first
+
+
+def _group_attrs(what, process_set, count=1):
+    """The attributes every collective op of `process_set` takes, and this
+    rank's rank in it."""
+    size, key, members, rank, set_id = _sets._group(what, process_set)
+    attrs = dict(group_size=size, group_key=GROUP_KEY if key is None else key,
+                 instance_key=_instance_keys(count, set_id))
+    if members:
+        attrs["group_members"] = members
+    return attrs, rank
 
 
 def _reduce_op(what, average, op):
@@ -72,11 +86,8 @@ def _reduce_op(what, average, op):
         raise ValueError(f"hvd.{what}: give average= or op=, not both")
     if op is None:
         op = Sum if average is False else Average
-    if op is Adasum:
-        raise NotImplementedError(f"hvd.{what}(op=hvd.Adasum) is not supported by distflow; use hvd.Average or "
-                                  f"hvd.Sum")
-    if op not in (Average, Sum):
-        raise ValueError(f"hvd.{what}: op must be hvd.Average or hvd.Sum, not {op!r}")
+    if op not in (Average, Sum, Adasum):
+        raise ValueError(f"hvd.{what}: op must be hvd.Average, hvd.Sum or hvd.Adasum, not {op!r}")
     return op
 
 
@@ -99,19 +110,28 @@ def _tensor(what, tensor):
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=Compression.none, op=None,
-              prescale_factor=1.0, postscale_factor=1.0, name=None):
-    """The sum (op=hvd.Sum) or mean (hvd.Average, the default) of `tensor`
-    over every rank; every rank gets the same bytes. An IndexedSlices is
-    reduced in its dense form."""
-    state = _basics._check("allreduce")
+              prescale_factor=1.0, postscale_factor=1.0, name=None, process_set=None):
+    """The sum (op=hvd.Sum), mean (hvd.Average, the default) or Adasum
+    (hvd.Adasum: float32/float64 only, uncompressed) of `tensor` over every
+    rank of `process_set` (default: all); every member gets the same bytes.
+    An IndexedSlices is reduced in its dense form."""
+    _basics._check("allreduce")
     op = _reduce_op("allreduce", average, op)
     wire = _check_compression("allreduce", compression)
     t = _tensor("allreduce", tensor)
+    if op is Adasum:
+        if t.dtype not in (_dtypes.float32, _dtypes.float64):
+            raise TypeError(f"hvd.allreduce(op=hvd.Adasum): '{t.name}' is {t.dtype.name}; Adasum reduces float32 "
+                            f"and float64 tensors")
+        if wire != "none":
+            raise NotImplementedError("hvd.allreduce(op=hvd.Adasum, compression=hvd.Compression.fp16): Adasum runs "
+                                      "uncompressed; use Compression.none")
+    attrs, _ = _group_attrs("allreduce", process_set)
     if prescale_factor != 1.0:
         t = t * _fw.constant(prescale_factor, dtype=t.dtype)
-    out = _raw.CollectiveReduce(input=t, group_size=state.size, group_key=GROUP_KEY, instance_key=_instance_keys(),
-                                merge_op="Add", final_op="Div" if op is Average else "Id", compression=wire,
-                                name=name or "HorovodAllreduce")
+    merge, final = ("Adasum", "Id") if op is Adasum else ("Add", "Div" if op is Average else "Id")
+    out = _raw.CollectiveReduce(input=t, merge_op=merge, final_op=final, compression=wire,
+                                name=name or "HorovodAllreduce", **attrs)
     if postscale_factor != 1.0:
         out = out * _fw.constant(postscale_factor, dtype=out.dtype)
     return out
@@ -125,35 +145,41 @@ def _static_shape(what, t):
     return shape.as_list()
 
 
-def broadcast(tensor, root_rank, name=None):
-    """`tensor` of rank `root_rank`, on every rank (same dtype and shape,
-    fully known, everywhere)."""
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    """`tensor` of rank `root_rank`, on every rank of `process_set` (default:
+    all; root_rank is a rank of the job, and a member of the set), with the
+    same dtype and shape, fully known, everywhere."""
     state = _basics._check("broadcast")
     if not 0 <= int(root_rank) < state.size:
         raise ValueError(f"hvd.broadcast: root_rank {root_rank} is not a rank of the job (0..{state.size - 1})")
+    if process_set is not None and process_set is not _sets.global_process_set and \
+            isinstance(process_set, _sets.ProcessSet) and int(root_rank) not in process_set.ranks:
+        raise ValueError(f"hvd.broadcast: root_rank {root_rank} is not in process set {process_set.ranks}")
     t = _tensor("broadcast", tensor)
     shape = _static_shape("broadcast", t)
-    attrs = dict(group_size=state.size, group_key=GROUP_KEY, instance_key=_instance_keys(), shape=shape,
-                 name=name or "HorovodBroadcast")
-    if state.size == 1:
+    attrs, _ = _group_attrs("broadcast", process_set)
+    attrs.update(shape=shape, name=name or "HorovodBroadcast")
+    if attrs["group_size"] == 1:
         return _raw.Identity(input=t, name=name or "HorovodBroadcast")
     if state.rank == int(root_rank):
         return _raw.CollectiveBcastSend(input=t, **attrs)
     return _raw.CollectiveBcastRecv(T=t.dtype, **attrs)
 
 
-def allgather(tensor, name=None):
-    """Every rank's `tensor` concatenated along dimension 0 in rank order.
-    Unlike Horovod's, every rank's tensor must have the same shape."""
-    state = _basics._check("allgather")
+def allgather(tensor, name=None, process_set=None):
+    """Every member's `tensor` concatenated along dimension 0 in rank order
+    (of `process_set`; default: all ranks). Unlike Horovod's, every rank's
+    tensor must have the same shape."""
+    _basics._check("allgather")
     t = _tensor("allgather", tensor)
-    return _raw.CollectiveGather(input=t, group_size=state.size, group_key=GROUP_KEY,
-                                 instance_key=_instance_keys(), name=name or "HorovodAllgather")
+    attrs, _ = _group_attrs("allgather", process_set)
+    return _raw.CollectiveGather(input=t, name=name or "HorovodAllgather", **attrs)
 
 
-def barrier(name=None):
-    """An op that returns once every rank has run it (a CollectiveReduce of 1)."""
-    state = _basics._check("barrier")
-    return _raw.CollectiveReduce(input=_fw.constant(1, dtype=_dtypes.int32), group_size=state.size,
-                                 group_key=GROUP_KEY, instance_key=_instance_keys(), merge_op="Add",
-                                 final_op="Id", name=name or "HorovodBarrier").op
+def barrier(name=None, process_set=None):
+    """An op that returns once every rank (of `process_set`) has run it (a
+    CollectiveReduce of 1)."""
+    _basics._check("barrier")
+    attrs, _ = _group_attrs("barrier", process_set)
+    return _raw.CollectiveReduce(input=_fw.constant(1, dtype=_dtypes.int32), merge_op="Add", final_op="Id",
+                                 name=name or "HorovodBarrier", **attrs).op

@@ -4,7 +4,9 @@ DistributedOptimizer's compute_gradients all-reduces the gradients with
 C++'s AllReduceGradients (train/collective_all_reduce_optimizer.h): small
 ones are fused into buckets of up to HOROVOD_FUSION_THRESHOLD bytes (64 MiB
 by default; 0: every gradient alone), one CollectiveReduce per bucket;
-compression=hvd.Compression.fp16 sends them as float16."""
+compression=hvd.Compression.fp16 sends them as float16; op=hvd.Adasum combines
+each gradient alone by Horovod's adaptive summation; process_set= reduces
+among its members only."""
 import os
 
 from distflow import _distflow
@@ -12,6 +14,7 @@ from distflow import framework as _fw
 from distflow import raw_ops as _raw
 from distflow.horovod.tensorflow import basics as _basics
 from distflow.horovod.tensorflow import mpi_ops as _ops
+from distflow.horovod.tensorflow import process_sets as _sets
 from distflow.train.session_run_hook import SessionRunHook
 
 DEFAULT_FUSION_THRESHOLD = 64 << 20
@@ -40,10 +43,16 @@ class DistributedOptimizer:
     def __init__(self, optimizer, name=None, use_locking=False, device_dense="", device_sparse="",
                  compression=_ops.Compression.none, sparse_as_dense=False, backward_passes_per_step=1,
                  op=_ops.Average, gradient_predivide_factor=1.0, average_aggregated_gradients=False, num_groups=0,
-                 groups=None):
+                 groups=None, process_set=None):
         self._state = _basics._check("DistributedOptimizer")
         self._op = _ops._reduce_op("DistributedOptimizer", None, op)
         self._compression = _ops._check_compression("DistributedOptimizer", compression)
+        # Checked now (a rank outside the set is told at once); instance keys are taken per graph.
+        _sets._group("DistributedOptimizer", process_set)
+        self._process_set = process_set
+        if self._op is _ops.Adasum and self._compression != "none":
+            raise NotImplementedError("hvd.DistributedOptimizer(op=hvd.Adasum, compression=hvd.Compression.fp16): "
+                                      "Adasum runs uncompressed; use Compression.none")
         if backward_passes_per_step != 1:
             raise NotImplementedError("hvd.DistributedOptimizer(backward_passes_per_step=...) other than 1 is not "
                                       "supported by distflow")
@@ -62,8 +71,8 @@ class DistributedOptimizer:
         return self._allreduce(grads_and_vars)
 
     def _allreduce(self, grads_and_vars):
-        state = self._state
-        if state.size == 1:
+        size, key, members, rank, set_id = _sets._group("DistributedOptimizer", self._process_set)
+        if size == 1:
             return grads_and_vars
         g = _fw.get_default_graph()
         present = [(i, _fw.convert_to_tensor(gr), v) for i, (gr, v) in enumerate(grads_and_vars) if gr is not None]
@@ -75,12 +84,12 @@ class DistributedOptimizer:
             if self._predivide != 1.0:  # Horovod's: 1/f before the sum, f/size after
                 grads = [gr * _fw.constant(1.0 / self._predivide, dtype=gr.dtype) for gr in grads]
             pairs = _distflow.all_reduce_gradients(
-                g._scope(), [(gr._out, v._out) for gr, (_, _, v) in zip(grads, present)], state.size, state.rank,
-                _ops.GROUP_KEY, _ops._instance_keys(len(present)), average, 0.0, self._fusion_threshold,
-                self._compression == "fp16")
+                g._scope(), [(gr._out, v._out) for gr, (_, _, v) in zip(grads, present)], size, rank,
+                _ops.GROUP_KEY if key is None else key, _ops._instance_keys(len(present), set_id), average, 0.0,
+                self._fusion_threshold, self._compression == "fp16", members, self._op is _ops.Adasum)
             reduced = [_fw.Tensor(gr, g) for gr, _ in pairs]
             if self._predivide != 1.0:
-                reduced = [gr * _fw.constant(self._predivide / state.size, dtype=gr.dtype) for gr in reduced]
+                reduced = [gr * _fw.constant(self._predivide / size, dtype=gr.dtype) for gr in reduced]
         out = list(grads_and_vars)
         for (i, _, v), gr in zip(present, reduced):
             out[i] = (gr, v)
@@ -98,14 +107,22 @@ class DistributedOptimizer:
         return getattr(self._optimizer, name)
 
 
-def broadcast_variables(variables, root_rank):
+def broadcast_variables(variables, root_rank, process_set=None):
     """An op giving every variable of `variables` rank `root_rank`'s value.
     root_rank 0 means the group's root: rank 0 at the start and, after a
     rank died and the group was rebuilt, the lowest of the ranks that kept
     running (theirs is the newest state), so running the op again after a
-    recovery gives a restarted rank the survivors' values."""
+    recovery gives a restarted rank the survivors' values. With a process
+    set, its members take root_rank's values (a fixed root)."""
     state = _basics._check("broadcast_variables")
     ops = []
+    in_set = process_set is not None and process_set is not _sets.global_process_set
+    if in_set:
+        for v in variables:
+            value = _ops.broadcast(v, root_rank, name="HorovodBroadcast_" + v.op.name.replace("/", "_"),
+                                   process_set=process_set)
+            ops.append(value.op if state.rank == int(root_rank) else _raw.Assign(ref=v, value=value).op)
+        return _fw.group(*ops)
     if int(root_rank) == 0 and state.size > 1:
         for v in variables:
             t = _ops._tensor("broadcast_variables", v)

@@ -1,0 +1,163 @@
+#include "collective/adasum.h"
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace distflow {
+namespace {
+
+template <typename T>
+Tensor Combine(const Tensor& a, const Tensor& b) {
+  absl::Span<const T> x = a.flat<T>(), y = b.flat<T>();
+  double dot = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    dot += static_cast<double>(x[i]) * static_cast<double>(y[i]);
+    aa += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    bb += static_cast<double>(y[i]) * static_cast<double>(y[i]);
+  }
+  // A zero vector has no direction to project out: the other stays as it is.
+  const double ca = aa > 0 ? 1.0 - dot / (2.0 * aa) : 1.0;
+  const double cb = bb > 0 ? 1.0 - dot / (2.0 * bb) : 1.0;
+  Tensor out(a.dtype(), a.shape());
+  absl::Span<T> z = out.flat<T>();
+  for (size_t i = 0; i < z.size(); ++i) {
+    z[i] = static_cast<T>(ca * static_cast<double>(x[i]) + cb * static_cast<double>(y[i]));
+  }
+  return out;
+}
+
+int LargestPowerOfTwoAtMost(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+class Adasum : public std::enable_shared_from_this<Adasum> {
+ public:
+  Adasum(std::shared_ptr<CollectiveChannel> ch, Tensor buf, CollectiveStatusCallback done)
+      : ch_(std::move(ch)),
+        buf_(std::move(buf)),
+        cur_(buf_.DeepCopy()),  // sent to peers: never written after
+        n_(ch_->size()),
+        rank_(ch_->rank()),
+        p_(LargestPowerOfTwoAtMost(n_)),
+        done_(std::move(done)) {}
+
+  void Start() {
+    if (rank_ >= p_) {  // folded into rank - p, which sends the result back
+      if (!Sent(rank_ - p_, "adasum_fold")) return;
+      ch_->RecvAsync(rank_ - p_, "adasum_unfold", [self = shared_from_this()](absl::Status s, Tensor got) {
+        if (s.ok()) s = self->Check(self->rank_ - self->p_, got);
+        if (!s.ok()) return self->Fail(s);
+        self->cur_ = std::move(got);
+        self->Finish();
+      });
+      return;
+    }
+    if (rank_ + p_ < n_) {
+      ch_->RecvAsync(rank_ + p_, "adasum_fold", [self = shared_from_this()](absl::Status s, Tensor got) {
+        if (s.ok()) s = self->Check(self->rank_ + self->p_, got);
+        if (s.ok()) s = self->CombineInto(self->cur_, got);
+        if (!s.ok()) return self->Fail(s);
+        self->Round(1);
+      });
+      return;
+    }
+    Round(1);
+  }
+
+ private:
+  // Round k of recursive doubling among ranks 0..p-1; after the last, the
+  // result goes back to the folded rank, if any.
+  void Round(int k) {
+    if (k >= p_) {
+      if (rank_ + p_ < n_ && !Sent(rank_ + p_, "adasum_unfold")) return;
+      Finish();
+      return;
+    }
+    const int partner = rank_ ^ k;
+    const std::string tag = absl::StrCat("adasum_", k);
+    if (!Sent(partner, tag)) return;
+    ch_->RecvAsync(partner, tag, [self = shared_from_this(), partner, k](absl::Status s, Tensor got) {
+      if (s.ok()) s = self->Check(partner, got);
+      // The lower rank's operand first on both ranks: the same bytes.
+      if (s.ok()) s = self->rank_ < partner ? self->CombineInto(self->cur_, got) : self->CombineInto(got, self->cur_);
+      if (!s.ok()) return self->Fail(s);
+      self->Round(2 * k);
+    });
+  }
+
+  bool Sent(int to, const std::string& tag) {
+    absl::Status s = ch_->Send(to, tag, cur_);
+    if (!s.ok()) Fail(s);
+    return s.ok();
+  }
+
+  absl::Status CombineInto(const Tensor& a, const Tensor& b) {
+    absl::StatusOr<Tensor> c = AdasumCombine(a, b);
+    if (!c.ok()) return c.status();
+    cur_ = std::move(*c);
+    return absl::OkStatus();
+  }
+
+  absl::Status Check(int from, const Tensor& got) const {
+    if (got.dtype() == buf_.dtype() && got.NumElements() == buf_.NumElements()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(ch_->RankName(from), " sent ", DataTypeName(got.dtype()), " ", got.shape().DebugString(),
+                     " where ", ch_->RankName(rank_), " expected ", buf_.NumElements(), " elements of ",
+                     DataTypeName(buf_.dtype()), ": every rank must run the op with the same dtype and shape"));
+  }
+
+  void Finish() {
+    if (buf_.TotalBytes() > 0) std::memcpy(buf_.raw_data(), cur_.raw_data(), buf_.TotalBytes());
+    done_(absl::OkStatus());
+  }
+
+  void Fail(const absl::Status& s) {
+    ch_->Abort(s);
+    done_(s);
+  }
+
+  const std::shared_ptr<CollectiveChannel> ch_;
+  Tensor buf_;  // the caller's: the result goes here
+  Tensor cur_;  // what this rank holds now
+  const int n_, rank_, p_;
+  CollectiveStatusCallback done_;
+};
+
+}  // namespace
+
+absl::StatusOr<Tensor> AdasumCombine(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.NumElements() != b.NumElements()) {
+    return absl::InvalidArgumentError(absl::StrCat("Adasum combines tensors of one dtype and size, not ",
+                                                   DataTypeName(a.dtype()), " ", a.shape().DebugString(), " and ",
+                                                   DataTypeName(b.dtype()), " ", b.shape().DebugString()));
+  }
+  switch (a.dtype()) {
+    case DT_FLOAT:
+      return Combine<float>(a, b);
+    case DT_DOUBLE:
+      return Combine<double>(a, b);
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("Adasum reduces float32 and float64 tensors, not ", DataTypeName(a.dtype())));
+  }
+}
+
+void AdasumAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, CollectiveStatusCallback done) {
+  if (buf.dtype() != DT_FLOAT && buf.dtype() != DT_DOUBLE) {
+    done(absl::InvalidArgumentError(
+        absl::StrCat("merge_op Adasum reduces float32 and float64 tensors, not ", DataTypeName(buf.dtype()))));
+    return;
+  }
+  if (ch->size() == 1 || buf.NumElements() == 0) {
+    done(absl::OkStatus());
+    return;
+  }
+  auto run = std::make_shared<Adasum>(std::move(ch), std::move(buf), std::move(done));
+  run->Start();
+}
+
+}  // namespace distflow
