@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "distflow/status.h"
 #include "distflow/train/layers.h"
 #include "mnist_distributed_flags.h"
 
@@ -47,11 +48,8 @@ absl::StatusOr<WorkerServer> StartWorkerServer(const df::ClusterSpec& cluster, i
   WorkerServer out;
   out.target = absl::StrCat("grpc://", address);
   if (!absl::GetFlag(FLAGS_start_server)) return out;
-  absl::StatusOr<std::unique_ptr<df::Server>> created =
-      df::Server::Create(cluster, "worker", task, BaseServerOptions());
-  if (!created.ok()) return created.status();
-  if (absl::Status st = (*created)->Start(); !st.ok()) return st;
-  out.server = std::move(*created);
+  DF_ASSIGN_OR_RETURN(out.server, df::Server::Create(cluster, "worker", task, BaseServerOptions()));
+  DF_RETURN_IF_ERROR(out.server->Start());
   out.target = out.server->target();
   return out;
 }
@@ -73,9 +71,10 @@ absl::StatusOr<double> TestAccuracy(df::Session* session, const df::Output& imag
   double hits = 0;
   for (int64_t b = 0; b < n; b += chunk) {
     const int64_t e = std::min(n, b + chunk);
-    auto r = session->Run({{images, test.images().Slice(b, e)}, {labels, test.labels().Slice(b, e)}}, {accuracy});
-    if (!r.ok()) return r.status();
-    hits += (*r)[0].scalar<float>() * static_cast<double>(e - b);
+    DF_ASSIGN_OR_RETURN(
+        std::vector<df::Tensor> r,
+        session->Run({{images, test.images().Slice(b, e)}, {labels, test.labels().Slice(b, e)}}, {accuracy}));
+    hits += r[0].scalar<float>() * static_cast<double>(e - b);
   }
   return hits / static_cast<double>(n);
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "distflow/elastic.h"
+#include "distflow/status.h"
 #include "mnist_distributed_common.h"
 #include "mnist_distributed_flags.h"
 
@@ -63,13 +64,12 @@ absl::StatusOr<df::TaskConfig> JoinRunningJob() {
   if (absl::GetFlag(FLAGS_join_as).empty()) {
     return absl::InvalidArgumentError("--join needs --join_as=host:port, the address this worker serves on");
   }
-  absl::StatusOr<df::JoinedTask> me =
-      df::JoinCluster(absl::GetFlag(FLAGS_join), "worker", absl::GetFlag(FLAGS_join_as), absl::Seconds(60));
-  if (!me.ok()) return me.status();
+  DF_ASSIGN_OR_RETURN(df::JoinedTask me, df::JoinCluster(absl::GetFlag(FLAGS_join), "worker",
+                                                         absl::GetFlag(FLAGS_join_as), absl::Seconds(60)));
   df::TaskConfig config;
-  config.cluster = std::move(me->cluster);
+  config.cluster = std::move(me.cluster);
   config.job = "worker";
-  config.task_index = me->task_index;
+  config.task_index = me.task_index;
   config.placed_by = absl::StrCat("the coordinator at ", absl::GetFlag(FLAGS_join), ": joined the running job");
   return config;
 }

@@ -80,5 +80,69 @@ if hits=$(grep -rnE "${rules[gRPC]}" "$src" --include=*.h --include=*.cc | grep 
   echo "$hits" | sed 's/^/  /'
   failed=1
 fi
-[[ $failed == 0 ]] && echo "OK: ${#seam_files[@]} files behind the transport seam"
+# Nor through the headers they include: a file outside rpc/ and server/ (and
+# the grpc:// session) includes no project header that reaches, however
+# deeply, a generated *.grpc.pb.h or gRPC's own headers. The master and the
+# worker hold a WorkerCacheInterface (rpc/worker_cache_interface.h), not the
+# gRPC WorkerCache (rpc/worker_cache.h); the session gets its remote master
+# from rpc/remote_master.h, not rpc/grpc_remote_master.h.
+declare -A grpc_chain=()  # file (relative to src/) -> its include chain to gRPC, "" if none
+declare -A includes_of=()  # file (relative to src/) -> what it #includes, one a line
+include_re='^([^:]*):[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^">]+)[">]'
+while IFS= read -r line; do
+  [[ $line =~ $include_re ]] || continue
+  f=${BASH_REMATCH[1]#"$src"/}
+  includes_of[$f]+="${BASH_REMATCH[2]}"$'\n'
+done < <(grep -rHE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]' "$src" "$src/../include" --include=*.h --include=*.cc)
+# Sets REPLY to the include chain from src/$1 to a gRPC header, or "".
+find_grpc_include() {
+  local f=$1 inc path result=""
+  if [[ -n ${grpc_chain[$f]+set} ]]; then
+    REPLY=${grpc_chain[$f]}
+    return
+  fi
+  grpc_chain[$f]=""  # while being read: an include cycle adds nothing
+  while IFS= read -r inc; do
+    if [[ $inc =~ \.grpc\.pb\.h$|^grpcpp/|^grpc/ ]]; then
+      result="$f > $inc"
+      break
+    fi
+    if [[ -f "$src/$inc" ]]; then
+      path=$inc
+    elif [[ -f "$src/../include/$inc" ]]; then
+      path="../include/$inc"
+    else
+      continue  # the standard library, abseil, protobuf, a generated *.pb.h
+    fi
+    find_grpc_include "$path"
+    if [[ -n $REPLY ]]; then
+      result="$f > $REPLY"
+      break
+    fi
+  done <<<"${includes_of[$f]-}"
+  grpc_chain[$f]=$result
+  REPLY=$result
+}
+gRPC_free=(server/grpc_session.h server/grpc_session.cc)
+while IFS= read -r f; do
+  gRPC_free+=("${f#"$src"/}")
+done < <(find "$src" \( -name '*.h' -o -name '*.cc' \) ! -path "$src/rpc/*" ! -path "$src/server/*" \
+  ! -name '*test*' | sort)
+for f in "${gRPC_free[@]}"; do
+  find_grpc_include "$f"
+  if [[ -n $REPLY ]]; then
+    echo "FAIL: $f includes gRPC through project headers: $REPLY"
+    echo "  (hold the seam instead: rpc/worker_cache_interface.h, rpc/worker_interface.h, rpc/master_interface.h, rpc/remote_master.h)"
+    failed=1
+  fi
+done
+# ... and the walk must find gRPC where it is, or it proves nothing.
+for f in rpc/worker_cache.h rpc/grpc_remote_master.h server/grpc_server.h master/master_test_fixture.h; do
+  find_grpc_include "$f"
+  if [[ -z $REPLY ]]; then
+    echo "FAIL: the include walk finds no gRPC header under $f, where there is one"
+    failed=1
+  fi
+done
+[[ $failed == 0 ]] && echo "OK: ${#seam_files[@]} files behind the transport seam; ${#gRPC_free[@]} files include no gRPC, however deeply"
 exit $failed

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "distflow/cluster_spec.h"
 
 namespace distflow {
@@ -177,12 +178,11 @@ absl::StatusOr<std::string> KubernetesManifests(const EmitOptions& o) {
     for (int i = 0; i < n; ++i)
       jobs[job][i] = absl::StrCat(o.name, "-", job, "-", i, ".", o.name, "-", job, ":", o.port);
   }
-  absl::StatusOr<ClusterSpec> cluster = ClusterSpec::FromJobs(std::move(jobs));
-  if (!cluster.ok()) return cluster.status();
+  ASSIGN_OR_RETURN(ClusterSpec cluster, ClusterSpec::FromJobs(std::move(jobs)));
   std::string out = absl::StrCat("# distflow cluster for Kubernetes: ", Layout(o), ", every task on port ", o.port,
                                  ".\n# Apply with: kubectl apply -f FILE\n");
   for (const auto& [job, n] : Jobs(o)) {
-    absl::StrAppend(&out, "---\n", Service(o, job), "---\n", StatefulSet(o, job, n, *cluster));
+    absl::StrAppend(&out, "---\n", Service(o, job), "---\n", StatefulSet(o, job, n, cluster));
   }
   return out;
 }

@@ -16,8 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/env.h"
 #include "base/ports.h"
 #include "launcher_child.h"
 #include "launcher_health.h"
@@ -50,7 +50,11 @@ struct Task {
 class Launcher {
  public:
   Launcher(ClusterSpec cluster, LaunchOptions options, int signal_fd, const std::atomic<int>* signals)
-      : cluster_(std::move(cluster)), options_(std::move(options)), signal_fd_(signal_fd), signals_(signals) {
+      : cluster_(std::move(cluster)),
+        options_(std::move(options)),
+        env_(options_.env != nullptr ? options_.env : Env::Default()),
+        signal_fd_(signal_fd),
+        signals_(signals) {
     const std::vector<std::string>& program = options_.program;
     const std::string& ps_program = options_.ps_program;
     const int status_base_port = options_.status_base_port;
@@ -129,7 +133,7 @@ class Launcher {
       if (!t.status_url.empty()) status_urls.push_back(absl::StrCat(t.name(), " ", t.status_url));
     }
     std::thread health([this, watched = std::move(watched), first_status_url, status_urls = std::move(status_urls)] {
-      WaitUntilUp(watched, options_.up_timeout_secs, first_status_url, status_urls, health_stop_);
+      WaitUntilUp(watched, options_.up_timeout_secs, first_status_url, status_urls, health_stop_, env_);
     });
     int code = Loop();
     health_stop_ = true;
@@ -177,6 +181,7 @@ class Launcher {
   }
 
   bool Discovery() const { return !options_.host_discovery_script.empty(); }
+  absl::Time Now() const { return absl::FromUnixMicros(env_->NowMicros()); }
   static bool IsChief(const Task& t) { return t.is_worker() && !t.joins && t.index == 0; }
 
   // Workers running that the launcher is not stopping.
@@ -385,9 +390,9 @@ class Launcher {
           return Stop(1);
         }
       }
-      if (Discovery() && !ending_ && absl::Now() >= next_discovery_) {
+      if (Discovery() && !ending_ && Now() >= next_discovery_) {
         Discover();
-        next_discovery_ = absl::Now() + absl::Seconds(options_.discovery_interval_secs);
+        next_discovery_ = Now() + absl::Seconds(options_.discovery_interval_secs);
       }
       if (rebalance_ && !Rebalance()) return Stop(1);
       if (check_min_) {
@@ -401,14 +406,14 @@ class Launcher {
         }
       }
       if (AllWorkersDone()) {
-        if (workers_done_at == absl::InfinitePast()) workers_done_at = absl::Now();
+        if (workers_done_at == absl::InfinitePast()) workers_done_at = Now();
         bool ps_running = false;
         for (const Task& t : tasks_) ps_running = ps_running || t.running;
         if (!ps_running) {
           Say("every task finished");
           return 0;
         }
-        if (HasWorkers() && absl::Now() - workers_done_at > absl::Seconds(options_.ps_exit_secs)) {
+        if (HasWorkers() && Now() - workers_done_at > absl::Seconds(options_.ps_exit_secs)) {
           std::vector<std::string> left;
           for (const Task& t : tasks_) {
             if (t.running) left.push_back(t.name());
@@ -447,7 +452,7 @@ class Launcher {
       if (t.running) kill(-t.pid, SIGTERM);
     }
     const int signals_before = signals_->load();
-    const absl::Time deadline = absl::Now() + absl::Seconds(options_.grace_secs);
+    const absl::Time deadline = Now() + absl::Seconds(options_.grace_secs);
     bool killed = false;
     for (;;) {
       int status;
@@ -464,7 +469,7 @@ class Launcher {
       bool any = false;
       for (const Task& t : tasks_) any = any || t.running;
       if (!any) break;
-      if (!killed && (absl::Now() > deadline || signals_->load() > signals_before)) {
+      if (!killed && (Now() > deadline || signals_->load() > signals_before)) {
         for (Task& t : tasks_) {
           if (t.running) {
             Say(absl::StrCat(t.name(), " did not stop", signals_->load() > signals_before ? "" : " in time",
@@ -482,7 +487,7 @@ class Launcher {
           }
         }
       }
-      absl::SleepFor(absl::Milliseconds(20));
+      env_->SleepForMicros(20000);
     }
     if (!failed_.empty()) Complain(absl::StrCat("failed: ", failed_));
     return code;
@@ -490,6 +495,7 @@ class Launcher {
 
   ClusterSpec cluster_;
   const LaunchOptions options_;
+  Env* const env_;  // options_.env or the real clock
   const int signal_fd_;
   const std::atomic<int>* const signals_;
   std::vector<Task> tasks_;

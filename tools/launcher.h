@@ -61,6 +61,8 @@
 
 namespace distflow {
 
+class Env;
+
 struct LaunchOptions {
   std::vector<std::string> program;  // every task that is not a ps task
   std::string ps_program;            // the ps tasks
@@ -84,6 +86,12 @@ struct LaunchOptions {
   int discovery_interval_secs = 3;
   int discovery_timeout_secs = 10;
   int host_failures_to_blacklist = 2;
+  // The clock of the launcher's own timekeeping (the grace period, the ps
+  // tasks' exit wait, the discovery interval, the wait for "cluster up") and
+  // its pauses; null: the real one (Env::Default()). It must outlive the run.
+  // The host discovery script's timeout and the health checks' deadlines are
+  // the kernel's and gRPC's, on the real clock.
+  Env* env = nullptr;
 };
 
 // Runs `cluster` to its end; the launcher's exit status.

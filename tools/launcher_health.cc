@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/env.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "launcher.h"
@@ -18,8 +18,9 @@ namespace distflow {
 
 void WaitUntilUp(const std::vector<std::pair<std::string, std::string>>& tasks, int up_timeout_secs,
                  const std::string& first_status_url, const std::vector<std::string>& status_urls,
-                 const std::atomic<bool>& stop) {
-  const absl::Time start = absl::Now();
+                 const std::atomic<bool>& stop, Env* env) {
+  auto now = [env] { return absl::FromUnixMicros(env->NowMicros()); };
+  const absl::Time start = now();
   const absl::Time deadline = start + absl::Seconds(up_timeout_secs);
   std::vector<bool> up(tasks.size(), false);
   std::vector<std::unique_ptr<grpc::health::v1::Health::Stub>> stubs;
@@ -47,11 +48,11 @@ void WaitUntilUp(const std::vector<std::pair<std::string, std::string>>& tasks, 
     }
     if (n == tasks.size()) {
       Say(absl::StrFormat("cluster up: all %d tasks serving after %.1f s", static_cast<int>(n),
-                          absl::ToDoubleSeconds(absl::Now() - start)));
+                          absl::ToDoubleSeconds(now() - start)));
       if (!first_status_url.empty()) Say(absl::StrCat("status pages: ", absl::StrJoin(status_urls, ", ")));
       return;
     }
-    if (absl::Now() > deadline) {
+    if (now() > deadline) {
       std::vector<std::string> down;
       for (size_t i = 0; i < tasks.size(); ++i) {
         if (!up[i]) down.push_back(absl::StrCat(tasks[i].first, " (", tasks[i].second, ")"));
@@ -60,7 +61,7 @@ void WaitUntilUp(const std::vector<std::pair<std::string, std::string>>& tasks, 
                             " s these tasks do not answer a health check: ", absl::StrJoin(down, ", ")));
       return;
     }
-    for (int i = 0; i < 5 && !stop; ++i) absl::SleepFor(absl::Milliseconds(40));
+    for (int i = 0; i < 5 && !stop; ++i) env->SleepForMicros(40000);
   }
 }
 

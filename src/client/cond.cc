@@ -1,5 +1,6 @@
 // ops::Cond: TensorFlow's Switch/Merge form of a conditional.
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "client/control_flow_internal.h"
 #include "distflow/control_flow.h"
 
@@ -12,7 +13,7 @@ using cf::ScopeName;
 
 absl::StatusOr<std::vector<Output>> Cond(const Scope& scope, const Output& pred, const std::vector<Output>& inputs,
                                          const BranchFn& true_fn, const BranchFn& false_fn) {
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
   Scope s = scope.NewSubScope("cond");
   const std::string name = ScopeName(s);
   if (pred.dtype() != DT_BOOL) {
@@ -33,7 +34,7 @@ absl::StatusOr<std::vector<Output>> Cond(const Scope& scope, const Output& pred,
     for (const Operation& sw : switches) in.push_back(Output(sw, branch, inside));
     absl::StatusOr<std::vector<Output>> r = (branch == 1 ? true_fn : false_fn)(inside, in);
     if (!r.ok()) return Fail(s, r.status());
-    if (!scope.ok()) return scope.status();
+    RETURN_IF_ERROR(scope.status());
     // An output the branch passed through from outside is made the branch's own.
     for (const Output& o : *r) outs[static_cast<size_t>(branch)].push_back(Op(inside, "Identity", {o}));
   }
@@ -51,7 +52,7 @@ absl::StatusOr<std::vector<Output>> Cond(const Scope& scope, const Output& pred,
     }
     result.push_back(Op(s.WithOpName(i == 0 ? "merge" : absl::StrCat("merge_", i)), "Merge", {outs[0][i], outs[1][i]}));
   }
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
   return result;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "client/gradient_test_util.h"
 #include "distflow/gradients.h"
 #include "distflow/ops.h"
@@ -171,7 +172,7 @@ TEST(WhileLoop, NestedLoopsRunPerOuterIteration) {
               return Outs{ops::Add(t, w[0], ops::Const(t, 1)), ops::Add(t, w[1], w[0])};
             },
             inner);
-        if (!in.ok()) return in.status();
+        RETURN_IF_ERROR(in.status());
         return Outs{ops::Add(s, v[0], ops::Const(s, 1)), ops::Add(s, v[1], (*in)[1])};
       },
       outer);
@@ -234,7 +235,7 @@ TEST(WhileLoop, CondInsideALoopBody) {
         auto c = ops::Cond(
             s, even, {v[0]}, [](const Scope& b, const Outs& in) -> StatusOrOuts { return Outs{in[0]}; },
             [](const Scope& b, const Outs& in) -> StatusOrOuts { return Outs{ops::Const(b, -1)}; });
-        if (!c.ok()) return c.status();
+        RETURN_IF_ERROR(c.status());
         return Outs{ops::Add(s, v[0], ops::Const(s, 1)), ops::Add(s, v[1], (*c)[0]),
                     ops::Sub(s, ops::Const(s, 1), v[2])};
       });
@@ -331,9 +332,7 @@ TEST(WhileLoop, GradientReachesATensorMadeOutsideWhileTheBodyIsBuilt) {
               if (v.size() > 1) {
                 w = v[1];
               } else {
-                absl::StatusOr<Output> captured = ops::CaptureIntoLoop(b, ops::Mul(s, x1, ops::Const(s, 2.0)));
-                if (!captured.ok()) return captured.status();
-                w = *captured;
+                ASSIGN_OR_RETURN(w, ops::CaptureIntoLoop(b, ops::Mul(s, x1, ops::Const(s, 2.0))));
               }
               return Outs{ops::Mul(b, ops::Square(b, v[0]), w)};
             },

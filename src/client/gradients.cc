@@ -129,7 +129,7 @@ std::vector<int> PropagationOrder(const std::shared_ptr<GraphState>& gs, const s
 absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vector<Output>& ys,
                                               const std::vector<Output>& xs, const std::vector<Output>& grad_ys,
                                               const GradientOptions& options) {
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
   if (!grad_ys.empty() && grad_ys.size() != ys.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Gradients: ", grad_ys.size(), " grad_ys given for ", ys.size(), " ys"));
@@ -333,7 +333,7 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
       return absl::Status(st.code(),
                           absl::StrCat("Gradient of node '", n->name(), "' (op '", n->op(), "'): ", st.message()));
     }
-    if (!s.ok()) return s.status();
+    RETURN_IF_ERROR(s.status());
     if (static_cast<int>(grad_inputs.size()) != n->num_inputs()) {
       return absl::InternalError(absl::StrCat("Gradient function of op '", n->op(), "' returned ", grad_inputs.size(),
                                               " gradients for ", n->num_inputs(), " inputs (node '", n->name(), "')"));
@@ -353,7 +353,7 @@ absl::StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vec
     auto it = summed.find({x.node()->id(), x.index()});
     result.push_back(it == summed.end() ? Output() : it->second);
   }
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
   return result;
 }
 

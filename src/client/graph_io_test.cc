@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "distflow/control_flow.h"
 #include "distflow/ops.h"
 #include "distflow/session.h"
@@ -66,7 +67,7 @@ TEST(GraphIo, GraphsWithWhileLoopsImportAndRun) {
               return std::vector<Output>{ops::Add(t, w[0], ops::Const(t, 1)), ops::Add(t, w[1], ops::Const(t, 1))};
             },
             inner_opts);
-        if (!inner.ok()) return inner.status();
+        RETURN_IF_ERROR(inner.status());
         return std::vector<Output>{ops::Add(s, v[0], ops::Const(s, 1)), ops::Add(s, v[1], v[0]), (*inner)[1]};
       },
       opts);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "base/wait_until.h"
 #include "client/gradient_test_util.h"
 #include "distflow/control_flow.h"
@@ -372,7 +373,7 @@ TEST(WhileLoopRandom, ADrawInACondBranchIsReplayedForTheGradient) {
             [](const Scope& s, const Outs& in) -> StatusOrOuts {
               return Outs{ops::Mul(s, in[0], ops::Const(s, 2.0f)), ops::Fill(s, {3}, ops::Const(s, 0.0f))};
             });
-        if (!picked.ok()) return picked.status();
+        RETURN_IF_ERROR(picked.status());
         return Outs{ops::Add(b, v[0], ops::Const(b, 1)), ops::Add(b, v[1], (*picked)[0]),
                     ops::TensorArrayWrite(b, v[4], v[0], (*picked)[1], v[2])};
       },
@@ -421,7 +422,7 @@ TEST(WhileLoopRandom, ADrawInANestedLoopIsReplayedForTheOuterLoopsGradient) {
                           ops::TensorArrayWrite(d, w[4], index, u, w[2])};
             },
             inner);
-        if (!in.ok()) return in.status();
+        RETURN_IF_ERROR(in.status());
         return Outs{ops::Add(b, v[0], ops::Const(b, 1)), (*in)[1], (*in)[2]};
       },
       outer);

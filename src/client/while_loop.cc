@@ -3,6 +3,7 @@
 // back_prop what its gradient needs (while_loop_record.h).
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "client/control_flow_internal.h"
 #include "distflow/control_flow.h"
 
@@ -169,7 +170,7 @@ void RegisterWithEnclosingLoop(GraphState& g, const std::string& name, std::vect
 absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vector<Output>& loop_vars,
                                               const LoopCondFn& cond, const LoopBodyFn& body,
                                               const WhileOptions& options) {
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
   Scope s = scope.NewSubScope(options.name.empty() ? "while" : options.name);
   const std::string name = ScopeName(s);
   if (!options.shape_invariants.empty() && options.shape_invariants.size() != loop_vars.size()) {
@@ -220,7 +221,7 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
   }
   std::vector<Output> entered;
   for (const Output& x : options.invariants) entered.push_back(Enter(s, x, frame, true, parallel, nullptr));
-  if (!s.ok()) return s.status();
+  RETURN_IF_ERROR(s.status());
   // Tensors the condition and body capture (CaptureIntoLoop) while they are built.
   auto building = std::make_shared<GraphState::LoopInConstruction>(s);
   building->frame = frame;
@@ -235,7 +236,7 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
   Scope cond_scope = in.NewSubScope("cond").WithControlDependencies({merges[0].op()});
   absl::StatusOr<Output> c = cond(cond_scope, user(merges));
   if (!c.ok()) return Fail(s, c.status());
-  if (!s.ok()) return s.status();
+  RETURN_IF_ERROR(s.status());
   if (c->dtype() != DT_BOOL || !(c->shape().unknown_rank() || c->shape().rank() == 0)) {
     return Fail(s, absl::InvalidArgumentError(absl::StrCat("WhileLoop '", name, "': the condition returns ",
                                                            DataTypeName(c->dtype()), " of shape ",
@@ -254,7 +255,7 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
     exits.push_back(Op(in, "Exit", {Output(sw, 0, in)}));
     body_in.push_back(Op(in, "Identity", {Output(sw, 1, in)}));
   }
-  if (!s.ok()) return s.status();
+  RETURN_IF_ERROR(s.status());
   Scope body_scope = in.NewSubScope("body").WithControlDependencies({body_in[0].op()});
   // Rebuilt in the body of an enclosing loop's gradient: this loop's draws
   // are those the forward's loop drew in that iteration.
@@ -264,7 +265,7 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
   absl::StatusOr<std::vector<Output>> next = body(body_scope, user(body_in));
   replaying.Pop();
   if (!next.ok()) return Fail(s, next.status());
-  if (!s.ok()) return s.status();
+  RETURN_IF_ERROR(s.status());
   if (next->size() != loop_vars.size()) {
     return Fail(s, absl::InvalidArgumentError(absl::StrCat("WhileLoop '", name, "': the body returns ", next->size(),
                                                            " values for ", loop_vars.size(), " loop variables")));
@@ -306,7 +307,7 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
   if (!checked.ok()) return Fail(s, checked);
   for (size_t i = 0; i < vars.size(); ++i) {
     Output n = Op(in, "NextIteration", {(*next)[i]});
-    if (!s.ok()) return s.status();
+    RETURN_IF_ERROR(s.status());
     GraphState& g = *s.graph_state();
     absl::Status st;
     {
@@ -345,7 +346,7 @@ absl::StatusOr<std::vector<Output>> WhileLoop(const Scope& scope, const std::vec
 }
 
 absl::StatusOr<Output> CaptureIntoLoop(const Scope& s, const Output& outer) {
-  if (!s.ok()) return s.status();
+  RETURN_IF_ERROR(s.status());
   if (!outer.ok()) return absl::InvalidArgumentError("CaptureIntoLoop: an invalid Output");
   // The loop is the innermost one being built whose name scope holds `s`
   // (its condition's and body's scopes are "<loop>/cond" and "<loop>/body").
@@ -369,7 +370,7 @@ absl::StatusOr<Output> CaptureIntoLoop(const Scope& s, const Output& outer) {
     }
   }
   Output e = Enter(loop->enter_scope, outer, loop->frame, true, loop->parallel_iterations, nullptr);
-  if (!loop->enter_scope.ok()) return loop->enter_scope.status();
+  RETURN_IF_ERROR(loop->enter_scope.status());
   loop->outer.push_back(NodeOut{outer.node(), outer.index()});
   loop->entered.push_back(NodeOut{e.node(), e.index()});
   return e;

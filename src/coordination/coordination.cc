@@ -10,7 +10,6 @@
 #include "absl/strings/strip.h"
 #include "base/logging.h"
 #include "rpc/coordinator_client.h"
-#include "rpc/worker_cache.h"
 
 namespace distflow {
 namespace {

@@ -68,7 +68,7 @@ struct CoordinationOptions {
 
 // The task that hosts the coordination service: ps 0 if there is a ps job
 // (it outlives the workers), else the chief. Canonical task names
-// (TaskName in worker_cache.h).
+// (TaskName in distflow/cluster_spec.h).
 std::string CoordinatorTask(const ClusterSpec& cluster);
 // The chief: /job:chief/task:0 if there is such a job, else worker 0, else
 // the first task of the first job.

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "tensor/tensor_codec.h"
 
 namespace distflow {
@@ -27,9 +28,8 @@ absl::StatusOr<const proto::AttrValue*> Find(const proto::NodeDef& node, absl::s
 
 absl::StatusOr<const proto::AttrValue::ListValue*> FindList(const proto::NodeDef& node, absl::string_view name,
                                                             const char* kind) {
-  auto v = Find(node, name, proto::AttrValue::kList, kind);
-  if (!v.ok()) return v.status();
-  return &(*v)->list();
+  ASSIGN_OR_RETURN(const proto::AttrValue* v, Find(node, name, proto::AttrValue::kList, kind));
+  return &v->list();
 }
 
 }  // namespace
@@ -74,29 +74,24 @@ void SetAttrStringList(proto::NodeDef* n, absl::string_view name, const std::vec
 }
 
 absl::StatusOr<int64_t> GetAttrInt(const proto::NodeDef& n, absl::string_view name) {
-  auto v = Find(n, name, proto::AttrValue::kI, "int");
-  if (!v.ok()) return v.status();
-  return (*v)->i();
+  ASSIGN_OR_RETURN(const proto::AttrValue* v, Find(n, name, proto::AttrValue::kI, "int"));
+  return v->i();
 }
 absl::StatusOr<double> GetAttrFloat(const proto::NodeDef& n, absl::string_view name) {
-  auto v = Find(n, name, proto::AttrValue::kF, "float");
-  if (!v.ok()) return v.status();
-  return (*v)->f();
+  ASSIGN_OR_RETURN(const proto::AttrValue* v, Find(n, name, proto::AttrValue::kF, "float"));
+  return v->f();
 }
 absl::StatusOr<bool> GetAttrBool(const proto::NodeDef& n, absl::string_view name) {
-  auto v = Find(n, name, proto::AttrValue::kB, "bool");
-  if (!v.ok()) return v.status();
-  return (*v)->b();
+  ASSIGN_OR_RETURN(const proto::AttrValue* v, Find(n, name, proto::AttrValue::kB, "bool"));
+  return v->b();
 }
 absl::StatusOr<std::string> GetAttrString(const proto::NodeDef& n, absl::string_view name) {
-  auto v = Find(n, name, proto::AttrValue::kS, "string");
-  if (!v.ok()) return v.status();
-  return (*v)->s();
+  ASSIGN_OR_RETURN(const proto::AttrValue* v, Find(n, name, proto::AttrValue::kS, "string"));
+  return v->s();
 }
 absl::StatusOr<DataType> GetAttrType(const proto::NodeDef& n, absl::string_view name) {
-  auto v = Find(n, name, proto::AttrValue::kType, "type");
-  if (!v.ok()) return v.status();
-  int t = (*v)->type();
+  ASSIGN_OR_RETURN(const proto::AttrValue* v, Find(n, name, proto::AttrValue::kType, "type"));
+  int t = v->type();
   if (!IsValidDataType(t)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Attribute '", name, "' of node '", n.name(), "' names unknown dtype ", t));
@@ -104,9 +99,8 @@ absl::StatusOr<DataType> GetAttrType(const proto::NodeDef& n, absl::string_view 
   return static_cast<DataType>(t);
 }
 absl::StatusOr<PartialShape> GetAttrShape(const proto::NodeDef& n, absl::string_view name) {
-  auto v = Find(n, name, proto::AttrValue::kShape, "shape");
-  if (!v.ok()) return v.status();
-  auto s = PartialShape::FromProto((*v)->shape());
+  ASSIGN_OR_RETURN(const proto::AttrValue* v, Find(n, name, proto::AttrValue::kShape, "shape"));
+  auto s = PartialShape::FromProto(v->shape());
   if (!s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Attribute '", name, "' of node '", n.name(), "': ", s.status().message()));
@@ -114,9 +108,8 @@ absl::StatusOr<PartialShape> GetAttrShape(const proto::NodeDef& n, absl::string_
   return s;
 }
 absl::StatusOr<Tensor> GetAttrTensor(const proto::NodeDef& n, absl::string_view name) {
-  auto v = Find(n, name, proto::AttrValue::kTensor, "tensor");
-  if (!v.ok()) return v.status();
-  auto t = DecodeTensor((*v)->tensor());
+  ASSIGN_OR_RETURN(const proto::AttrValue* v, Find(n, name, proto::AttrValue::kTensor, "tensor"));
+  auto t = DecodeTensor(v->tensor());
   if (!t.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Attribute '", name, "' of node '", n.name(), "': ", t.status().message()));
@@ -124,20 +117,17 @@ absl::StatusOr<Tensor> GetAttrTensor(const proto::NodeDef& n, absl::string_view 
   return t;
 }
 absl::StatusOr<std::vector<int64_t>> GetAttrIntList(const proto::NodeDef& n, absl::string_view name) {
-  auto l = FindList(n, name, "list(int)");
-  if (!l.ok()) return l.status();
-  return std::vector<int64_t>((*l)->i().begin(), (*l)->i().end());
+  ASSIGN_OR_RETURN(const proto::AttrValue::ListValue* l, FindList(n, name, "list(int)"));
+  return std::vector<int64_t>(l->i().begin(), l->i().end());
 }
 absl::StatusOr<std::vector<double>> GetAttrFloatList(const proto::NodeDef& n, absl::string_view name) {
-  auto l = FindList(n, name, "list(float)");
-  if (!l.ok()) return l.status();
-  return std::vector<double>((*l)->f().begin(), (*l)->f().end());
+  ASSIGN_OR_RETURN(const proto::AttrValue::ListValue* l, FindList(n, name, "list(float)"));
+  return std::vector<double>(l->f().begin(), l->f().end());
 }
 absl::StatusOr<std::vector<DataType>> GetAttrTypeList(const proto::NodeDef& n, absl::string_view name) {
-  auto l = FindList(n, name, "list(type)");
-  if (!l.ok()) return l.status();
+  ASSIGN_OR_RETURN(const proto::AttrValue::ListValue* l, FindList(n, name, "list(type)"));
   std::vector<DataType> out;
-  for (int t : (*l)->type()) {
+  for (int t : l->type()) {
     if (!IsValidDataType(t)) {
       return absl::InvalidArgumentError(
           absl::StrCat("Attribute '", name, "' of node '", n.name(), "' names unknown dtype ", t));
@@ -148,9 +138,8 @@ absl::StatusOr<std::vector<DataType>> GetAttrTypeList(const proto::NodeDef& n, a
 }
 
 absl::StatusOr<std::vector<std::string>> GetAttrStringList(const proto::NodeDef& n, absl::string_view name) {
-  auto l = FindList(n, name, "list(string)");
-  if (!l.ok()) return l.status();
-  return std::vector<std::string>((*l)->s().begin(), (*l)->s().end());
+  ASSIGN_OR_RETURN(const proto::AttrValue::ListValue* l, FindList(n, name, "list(string)"));
+  return std::vector<std::string>(l->s().begin(), l->s().end());
 }
 
 std::string AttrKind(const proto::AttrValue& v) {

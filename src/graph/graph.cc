@@ -399,7 +399,7 @@ absl::Status Graph::ExtendInPlace(const proto::GraphDef& def) {
       for (int k : b->second) stand_in.set_input(k, stand_in.input(forward));
       n = AddNode(std::move(stand_in));
     }
-    if (!n.ok()) return n.status();
+    RETURN_IF_ERROR(n.status());
     ++added;
     for (int c : consumers[def.node(i).name()]) {
       if (--missing[c] == 0) ready.push_back(c);

@@ -9,12 +9,12 @@
 #include "master/master_session.h"
 #include "rpc/ask_tasks.h"
 #include "rpc/step_tensor_codec.h"
-#include "rpc/worker_cache.h"
+#include "rpc/worker_cache_interface.h"
 #include "worker/local_worker.h"
 
 namespace distflow {
 
-Master::Master(std::string local_task, WorkerCache* workers, Worker* local_worker)
+Master::Master(std::string local_task, WorkerCacheInterface* workers, Worker* local_worker)
     : local_task_(std::move(local_task)), workers_(workers), pool_(std::make_unique<ThreadPool>("df_master", 8)) {
   if (local_worker != nullptr) workers_->SetLocalWorker(local_task_, NewLocalWorker(local_worker));
 }

@@ -28,14 +28,14 @@ namespace distflow {
 class BulkServer;
 class MasterSession;
 class Worker;
-class WorkerCache;
+class WorkerCacheInterface;
 
 class Master {
  public:
   // `local_task`: this server's task, where unconstrained nodes go;
   // `local_worker` (may be null) runs that task's partitions without an RPC
   // (it is registered with `workers`: WorkerCache::SetLocalWorker).
-  Master(std::string local_task, WorkerCache* workers, Worker* local_worker = nullptr);
+  Master(std::string local_task, WorkerCacheInterface* workers, Worker* local_worker = nullptr);
   ~Master();
 
   absl::Status CreateSession(const proto::CreateSessionRequest& req, proto::CreateSessionResponse* resp);
@@ -92,7 +92,7 @@ class Master {
   absl::Time Now() const;  // on the worker cache's clock
 
   const std::string local_task_;
-  WorkerCache* const workers_;
+  WorkerCacheInterface* const workers_;
   BulkServer* bulk_ = nullptr;
   int max_sessions_ = 0;
   std::string auth_token_;

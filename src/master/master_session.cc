@@ -6,7 +6,7 @@
 #include "base/env.h"
 #include "base/status_macros.h"
 #include "master/master_session_impl.h"
-#include "rpc/worker_cache.h"
+#include "rpc/worker_cache_interface.h"
 #include "worker/local_worker.h"
 
 namespace distflow {
@@ -44,8 +44,9 @@ int64_t RandomStepId() {
 }
 
 std::shared_ptr<MasterSession> MasterSession::Create(std::string handle, proto::SessionConfig config,
-                                                     WorkerCache* workers, std::string local_task, Worker* local_worker,
-                                                     BulkServer* bulk, const absl::Notification* closing) {
+                                                     WorkerCacheInterface* workers, std::string local_task,
+                                                     Worker* local_worker, BulkServer* bulk,
+                                                     const absl::Notification* closing) {
   if (local_worker != nullptr) workers->SetLocalWorker(local_task, NewLocalWorker(local_worker));
   return std::make_shared<MasterSessionImpl>(std::move(handle), std::move(config), workers, std::move(local_task), bulk,
                                              closing);
@@ -134,10 +135,9 @@ void MasterSessionImpl::Close() {
 absl::Status MasterSessionImpl::Discover() {
   std::vector<std::string> filters(config_.device_filters().begin(), config_.device_filters().end());
   int64_t wait_ms = config_.wait_for_tasks_ms() > 0 ? config_.wait_for_tasks_ms() : kDefaultWaitForTasksMs;
-  absl::StatusOr<std::vector<std::string>> devices =
-      workers_->WaitForDevices(filters, absl::Milliseconds(wait_ms), closing_);
-  if (!devices.ok()) return devices.status();
-  devices_ = std::move(*devices);
+  ASSIGN_OR_RETURN(std::vector<std::string> devices,
+                   workers_->WaitForDevices(filters, absl::Milliseconds(wait_ms), closing_));
+  devices_ = std::move(devices);
   default_device_ = local_task_ + "/device:CPU:0";
   if (std::find(devices_.begin(), devices_.end(), default_device_) == devices_.end() && !devices_.empty()) {
     default_device_ = devices_.front();
@@ -162,10 +162,8 @@ absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::GetP
     po.allow_soft_placement = config_.allow_soft_placement();
     po.log_device_placement = config_.log_device_placement();
     ASSIGN_OR_RETURN(std::vector<std::string> placement, PlaceNodes(*graph_, nodes, po));
-    absl::StatusOr<std::map<std::string, Partition>> partitioned =
-        PartitionGraph(*graph_, nodes, placement, feeds, fetches, targets);
-    if (!partitioned.ok()) return partitioned.status();
-    parts = std::move(*partitioned);
+    ASSIGN_OR_RETURN(auto partitioned, PartitionGraph(*graph_, nodes, placement, feeds, fetches, targets));
+    parts = std::move(partitioned);
   }
   ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, RegisterPartitions(std::move(parts)));
   std::shared_ptr<Plan> unused;

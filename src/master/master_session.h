@@ -2,7 +2,7 @@
 // may use (discovered with backoff), a plan per (feeds, fetches, targets)
 // signature (placement, partitions registered with their workers), and the
 // asynchronous step: RunGraph on every partition's WorkerInterface (which
-// WorkerCache gives, in memory for this task's own worker), aborted everywhere
+// WorkerCacheInterface gives, in memory for this task's own worker), aborted everywhere
 // on the first error, answered from the last partition's completion; retried
 // requests (same request id) run once. Thread-safe.
 #pragma once
@@ -22,15 +22,16 @@ namespace distflow {
 
 class BulkServer;
 class Worker;
-class WorkerCache;
+class WorkerCacheInterface;
 
 class MasterSession {
  public:
   // `local_worker` (may be null) is registered with `workers` as
   // `local_task`'s in-process worker (WorkerCache::SetLocalWorker); `bulk` (may be null) takes large feeds and serves
   // large fetches; `closing` (may be null), once notified, ends Init's wait for the cluster.
-  static std::shared_ptr<MasterSession> Create(std::string handle, proto::SessionConfig config, WorkerCache* workers,
-                                               std::string local_task, Worker* local_worker, BulkServer* bulk,
+  static std::shared_ptr<MasterSession> Create(std::string handle, proto::SessionConfig config,
+                                               WorkerCacheInterface* workers, std::string local_task,
+                                               Worker* local_worker, BulkServer* bulk,
                                                const absl::Notification* closing = nullptr);
   virtual ~MasterSession() = default;
 

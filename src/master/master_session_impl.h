@@ -24,8 +24,8 @@ namespace distflow {
 
 class MasterSessionImpl final : public MasterSession {
  public:
-  MasterSessionImpl(std::string handle, proto::SessionConfig config, WorkerCache* workers, std::string local_task,
-                    BulkServer* bulk, const absl::Notification* closing)
+  MasterSessionImpl(std::string handle, proto::SessionConfig config, WorkerCacheInterface* workers,
+                    std::string local_task, BulkServer* bulk, const absl::Notification* closing)
       : handle_(std::move(handle)),
         config_(std::move(config)),
         workers_(workers),
@@ -182,7 +182,7 @@ class MasterSessionImpl final : public MasterSession {
 
   const std::string handle_;
   const proto::SessionConfig config_;
-  WorkerCache* const workers_;
+  WorkerCacheInterface* const workers_;
   const std::string local_task_;
   BulkServer* const bulk_;                   // may be null
   const absl::Notification* const closing_;  // the master is closing (may be null)

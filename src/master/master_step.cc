@@ -8,7 +8,7 @@
 #include "master/master_session_impl.h"
 #include "rpc/step_stats_proto.h"
 #include "rpc/step_tensor_codec.h"
-#include "rpc/worker_cache.h"
+#include "rpc/worker_cache_interface.h"
 
 namespace distflow {
 namespace {

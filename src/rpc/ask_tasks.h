@@ -4,7 +4,7 @@
 // ShutdownCluster), so that tasks that are down or hung cost one deadline
 // in all rather than one each, and one failure does not keep the other
 // tasks from being asked. The calls go through WorkerInterface
-// (WorkerCache::GetWorker): this process's own task in memory, the others
+// (WorkerCacheInterface::GetWorker): this process's own task in memory, the others
 // over the transport. FailedOnTasks turns the answers into one status that
 // names every task that failed. Thread-compatible (a call's answers belong
 // to its caller).
@@ -19,7 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "rpc/worker_cache.h"
+#include "rpc/worker_cache_interface.h"
 #include "rpc/worker_interface.h"
 
 namespace distflow {
@@ -38,7 +38,7 @@ struct TaskAnswer {
 //   }
 // `opts` carries `timeout`. Answers come in the order of `tasks`.
 template <typename Response, typename Start>
-std::vector<TaskAnswer<Response>> AskTasks(WorkerCache& workers, const std::vector<std::string>& tasks,
+std::vector<TaskAnswer<Response>> AskTasks(WorkerCacheInterface& workers, const std::vector<std::string>& tasks,
                                            absl::Duration timeout, Start start) {
   struct Call {
     std::shared_ptr<WorkerInterface> worker;

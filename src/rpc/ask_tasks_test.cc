@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/ports.h"
 #include "gtest/gtest.h"
+#include "rpc/worker_cache.h"
 #include "server/session_test_util.h"
 
 namespace distflow {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 
+#include "base/status_macros.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "proto/elastic.grpc.pb.h"
@@ -14,18 +15,16 @@ namespace distflow {
 absl::Status CoordinatorHeartbeat(WorkerCache* peers, const std::string& coordinator,
                                   const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp,
                                   absl::Duration timeout) {
-  absl::StatusOr<proto::WorkerService::Stub*> stub = peers->Stub(coordinator);
-  if (!stub.ok()) return stub.status();
+  ASSIGN_OR_RETURN(proto::WorkerService::Stub * stub, peers->Stub(coordinator));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
-  return FromGrpcStatus((*stub)->Heartbeat(&ctx, req, resp));
+  return FromGrpcStatus(stub->Heartbeat(&ctx, req, resp));
 }
 
 absl::Status CoordinatorRejoin(WorkerCache* peers, const std::string& coordinator, const proto::RejoinRequest& req,
                                absl::Duration timeout) {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = peers->Channel(coordinator);
-  if (!channel.ok()) return channel.status();
-  auto stub = proto::ElasticService::NewStub(*channel);
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, peers->Channel(coordinator));
+  auto stub = proto::ElasticService::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
   proto::RejoinResponse resp;
@@ -35,9 +34,8 @@ absl::Status CoordinatorRejoin(WorkerCache* peers, const std::string& coordinato
 absl::Status CoordinatorGroupRendezvous(WorkerCache* peers, const std::string& coordinator,
                                         const proto::GroupRendezvousRequest& req, proto::GroupRendezvousResponse* resp,
                                         absl::Duration timeout) {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = peers->Channel(coordinator);
-  if (!channel.ok()) return channel.status();
-  auto stub = proto::ElasticService::NewStub(*channel);
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, peers->Channel(coordinator));
+  auto stub = proto::ElasticService::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
   return FromGrpcStatus(stub->GroupRendezvous(&ctx, req, resp));

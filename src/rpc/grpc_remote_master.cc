@@ -13,11 +13,16 @@
 #include "proto/health.grpc.pb.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_status.h"
+#include "rpc/remote_master.h"
 #include "rpc/step_stats_proto.h"
 #include "rpc/worker_cache.h"
 #include "tensor/tensor_codec.h"
 
 namespace distflow {
+
+std::unique_ptr<MasterInterface> NewGrpcRemoteMaster(std::string address) {
+  return std::make_unique<GrpcRemoteMaster>(std::move(address));
+}
 
 GrpcRemoteMaster::GrpcRemoteMaster(std::string address) : address_(std::move(address)) {
   channel_ = NewAuthenticatedChannel(address_, UnlimitedChannelArguments(), ClusterToken());
@@ -216,12 +221,11 @@ absl::Status GrpcRemoteMaster::RunStep(RunStepCall* call) {
   if (call->trace != nullptr) AppendStepStats(resp.step_stats(), call->trace);
   for (const proto::NamedTensor& nt : resp.tensor()) {
     if (nt.bulk_ticket() != 0) {
-      absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
-      if (!spec.ok()) return spec.status();
+      ASSIGN_OR_RETURN(auto spec, BulkTensorSpec(nt));
       if (bulk == nullptr) {
         return absl::DataLossError(absl::StrCat("Fetched tensor '", nt.name(), "' came as a bulk ticket"));
       }
-      ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(spec->first, spec->second));
+      ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(spec.first, spec.second));
       absl::Status got =
           bulk->Fetch(bulk_host, nt.bulk_port(), nt.bulk_ticket(), t.raw_data(), t.TotalBytes(), nullptr);
       if (!got.ok()) return absl::Status(got.code(), absl::StrCat("Fetched tensor '", nt.name(), "': ", got.message()));

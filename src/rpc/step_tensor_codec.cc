@@ -1,6 +1,7 @@
 #include "rpc/step_tensor_codec.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "bulk/bulk_transfer.h"
 #include "tensor/tensor_codec.h"
 
@@ -13,9 +14,8 @@ absl::StatusOr<std::optional<Tensor>> TakeBulkFeed(BulkServer* bulk, const proto
     return absl::InvalidArgumentError(
         absl::StrCat("Feed '", name, "' names a bulk ticket, but bulk transfer is off on ", local_task));
   }
-  absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(f);
-  if (!spec.ok()) return spec.status();
-  absl::StatusOr<Tensor> t = bulk->TakeReceived(f.bulk_ticket(), spec->first, spec->second);
+  ASSIGN_OR_RETURN(auto spec, BulkTensorSpec(f));
+  absl::StatusOr<Tensor> t = bulk->TakeReceived(f.bulk_ticket(), spec.first, spec.second);
   if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat("Feed '", name, "': ", t.status().message()));
   return std::optional<Tensor>(std::move(*t));
 }

@@ -285,9 +285,8 @@ absl::Status WorkerCache::FetchBulkInto(const std::string& task, uint64_t ticket
         absl::StrCat("A bulk ticket from ", task, " arrived, but bulk transfer is off here"));
   }
   ASSIGN_OR_RETURN(std::string addr, AddressOf(task));
-  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(addr);
-  if (!hp.ok()) return hp.status();
-  return FetchOffer(task, hp->first, port, ticket, t, cm);
+  ASSIGN_OR_RETURN(auto hp, SplitHostPort(addr));
+  return FetchOffer(task, hp.first, port, ticket, t, cm);
 }
 
 absl::Status WorkerCache::FetchOffer(const std::string& task, const std::string& host, int port, uint64_t ticket,

@@ -1,8 +1,10 @@
-// WorkerCache: every task of the cluster as a WorkerInterface, and the gRPC
-// channels and stubs under them, created on first use. It decides how a task
-// is reached: this process's own task (SetLocalWorker) in memory through a
-// LocalWorker, every other one through a GrpcRemoteWorker. Channels have no
-// message-size limit. Thread-safe.
+// WorkerCache: the gRPC WorkerCacheInterface (worker_cache_interface.h):
+// every task of the cluster as a WorkerInterface, and the gRPC channels and
+// stubs under them, created on first use. It decides how a task is reached:
+// this process's own task (SetLocalWorker) in memory through a LocalWorker,
+// every other one through a GrpcRemoteWorker. Channels have no message-size
+// limit. Only rpc/ and server/ include this header (it pulls in gRPC's);
+// the master and the worker hold the interface. Thread-safe.
 #pragma once
 
 #include <functional>
@@ -22,6 +24,7 @@
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_status.h"
 #include "rpc/tensor_transfer.h"
+#include "rpc/worker_cache_interface.h"
 #include "rpc/worker_interface.h"
 
 namespace distflow {
@@ -34,14 +37,14 @@ class Worker;
 // peer that is down at least every second.
 grpc::ChannelArguments UnlimitedChannelArguments();
 
-class WorkerCache {
+class WorkerCache final : public WorkerCacheInterface {
  public:
   // Calls carry `auth_token` (rpc/auth.h); by default the process's.
   // Waits read the time from `clock` (null: the real clock; it must outlive
   // the cache), so a test can give them a FakeClockEnv.
   explicit WorkerCache(ClusterSpec cluster);
   WorkerCache(ClusterSpec cluster, std::string auth_token, Env* clock = nullptr);
-  ~WorkerCache();
+  ~WorkerCache() override;
 
   // Lets large tensors arrive over the senders' bulk ports (bulk_transfer.h)
   // and, with `local` (this task's bulk server), large RunGraph feeds leave
@@ -50,19 +53,14 @@ class WorkerCache {
   // transfer.
   void EnableBulkTransfer(BulkServer* local = nullptr, bool shared_memory = false);
   BulkServer* local_bulk_server() const { return local_bulk_; }
-  // The clock the cache's waits read (never null), for its users' own
-  // timekeeping (the master's stalled-step log).
-  Env* clock() const { return clock_; }
+  Env* clock() const override { return clock_; }
 
-  // `worker` (may be null: none; a LocalWorker, worker/local_worker.h) runs
-  // `task`'s calls in memory from now on.
-  void SetLocalWorker(const std::string& task, std::shared_ptr<WorkerInterface> worker);
-  // How to reach `task`: its in-process worker, or its worker service.
-  absl::StatusOr<std::shared_ptr<WorkerInterface>> GetWorker(const std::string& task_name);
-
-  const ClusterSpec& cluster() const { return cluster_; }
-  // Every task name in the cluster, sorted.
-  std::vector<std::string> TaskNames() const;
+  // WorkerCacheInterface. GetWorker: this task's in-process worker, or a
+  // GrpcRemoteWorker on the task's worker service.
+  void SetLocalWorker(const std::string& task, std::shared_ptr<WorkerInterface> worker) override;
+  absl::StatusOr<std::shared_ptr<WorkerInterface>> GetWorker(const std::string& task_name) override;
+  const ClusterSpec& cluster() const override { return cluster_; }
+  std::vector<std::string> TaskNames() const override;
   absl::StatusOr<std::string> AddressOf(const std::string& task_name) const;
   // Overrides a task's address (a server bound to port 0 learns its real port).
   void SetTaskAddress(const std::string& task_name, const std::string& address);
@@ -77,15 +75,10 @@ class WorkerCache {
   absl::StatusOr<proto::WorkerService::Stub*> Stub(const std::string& task_name);
   absl::StatusOr<grpc::GenericStub*> GenericStub(const std::string& task_name);
 
-  // Asks every task that passes `filters` for its devices, retrying tasks
-  // that are not up yet with backoff (a log line every few seconds names
-  // them) until `wait` runs out; then Unavailable names the missing tasks and
-  // their addresses. Returns the device names, sorted. `stop` (may be null)
-  // ends the wait early with Cancelled, e.g. when the server shuts down.
-  // The deadline is on the cache's clock; the pauses between rounds (50 ms,
+  // WaitForDevices (worker_cache_interface.h): the deadline is on the cache's clock; the pauses between rounds (50 ms,
   // doubling to 1 s) are the clock's sleeps, or waits on `stop` if given.
   absl::StatusOr<std::vector<std::string>> WaitForDevices(const std::vector<std::string>& filters, absl::Duration wait,
-                                                          const absl::Notification* stop = nullptr);
+                                                          const absl::Notification* stop = nullptr) override;
 
   // Reads the bytes of a tensor that `task` offered on its bulk port into
   // `t` (already allocated with the announced dtype and shape). Blocks.
@@ -99,7 +92,7 @@ class WorkerCache {
 
   // Pulls a tensor from `task` (its RecvTensor service) for the rendezvous.
   void RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
-                       Rendezvous::DoneCallback done);
+                       Rendezvous::DoneCallback done) override;
 
  private:
   struct Peer {

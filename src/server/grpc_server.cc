@@ -83,9 +83,8 @@ absl::Status GrpcServer::Start() {
   }
   if (started_) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::string address, cluster_.task_address(job_, task_));
-  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address);
-  if (!hp.ok()) return hp.status();
-  host_ = hp->first;
+  ASSIGN_OR_RETURN(auto hp, SplitHostPort(address));
+  host_ = hp.first;
   const std::string token = options_.auth_token.value_or(ClusterToken());
   if (token.empty() && !IsLoopbackHost(host_)) {
     LOG(WARNING) << "\n*** " << task_name_ << " listens on " << host_
@@ -158,7 +157,7 @@ absl::Status GrpcServer::Start() {
   grpc::ServerBuilder builder;
   // Bind the host the spec names (bracketed IPv6 stays bracketed).
   std::string bind =
-      absl::StrCat(host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_, ":", hp->second);
+      absl::StrCat(host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_, ":", hp.second);
   builder.AddListeningPort(bind, *credentials, &bound_port_);
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
@@ -167,7 +166,7 @@ absl::Status GrpcServer::Start() {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(NewRpcMetricsInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  worker_service_ = NewGrpcWorkerService(worker_.get());
+  worker_service_ = NewGrpcWorkerService(worker_.get(), workers_.get());
   master_service_ = NewGrpcMasterService(master_.get());
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(master_service_.get());
@@ -187,7 +186,7 @@ absl::Status GrpcServer::Start() {
                                                ": the port is already in use or the address is not on this machine. "
                                                "Stop the other process or change the cluster spec."));
   }
-  if (hp->second == 0) SetAddressLocked(job_, task_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
+  if (hp.second == 0) SetAddressLocked(job_, task_, absl::StrCat(bind.substr(0, bind.rfind(':')), ":", bound_port_));
   started_ = true;
   if (options_.status_port >= 0) {
     StatusView view{task_name_,    host_port(),   cluster_,       absl::FromUnixMicros(workers_->clock()->NowMicros()),

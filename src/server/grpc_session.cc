@@ -8,7 +8,7 @@
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
 #include "master/local_master.h"
-#include "rpc/grpc_remote_master.h"
+#include "rpc/remote_master.h"
 #include "runtime/session_factory.h"
 
 namespace distflow {
@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(const std::stri
   std::string address(rest);
   // A server of this process that serves the address is called in memory.
   std::unique_ptr<MasterInterface> master = options.in_process_master ? LocalMaster::Lookup(address) : nullptr;
-  if (master == nullptr) master = std::make_unique<GrpcRemoteMaster>(address);
+  if (master == nullptr) master = NewGrpcRemoteMaster(address);
   return std::make_unique<GrpcSession>(std::move(address), std::move(options), std::move(master));
 }
 

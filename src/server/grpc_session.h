@@ -2,7 +2,7 @@
 // through the master of that task, reached through a MasterInterface
 // (rpc/master_interface.h): a LocalMaster when a server of this process
 // serves the address (master/local_master.h: no network, tensors handed over
-// in memory), else a GrpcRemoteMaster (rpc/grpc_remote_master.h). The session
+// in memory), else a GrpcRemoteMaster (rpc/remote_master.h). The session
 // itself never sees the transport. The first Extend creates the master
 // session; later ones extend it. Calls wait for the server to come up
 // (bounded by wait_for_cluster_ms), so a client may start before its

@@ -22,19 +22,18 @@ namespace {
 constexpr size_t kInlineFeedBytes = 1 << 20;
 
 // A feed from a RunGraph request: decoded, or read from the master's bulk port.
-absl::StatusOr<Tensor> ReceiveFeed(Worker* w, const proto::NamedTensor& nt, const std::string& master_task) {
+absl::StatusOr<Tensor> ReceiveFeed(WorkerCache* peers, const proto::NamedTensor& nt, const std::string& master_task) {
   if (nt.bulk_ticket() == 0) return DecodeTensor(nt.tensor());
-  absl::StatusOr<std::pair<DataType, TensorShape>> spec = BulkTensorSpec(nt);
-  if (!spec.ok()) return spec.status();
-  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(spec->first, spec->second));
-  RETURN_IF_ERROR(w->peers()->FetchBulkInto(master_task, nt.bulk_ticket(), nt.bulk_port(), &t, nullptr));
+  ASSIGN_OR_RETURN(auto spec, BulkTensorSpec(nt));
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(spec.first, spec.second));
+  RETURN_IF_ERROR(peers->FetchBulkInto(master_task, nt.bulk_ticket(), nt.bulk_port(), &t, nullptr));
   return t;
 }
 
 // A RunGraph request into a RunGraphCall: feeds decoded or read from the
 // master's bulk port, fetches encoded or offered on ours.
-// Captures only `w` (which outlives the service and its pool), not the service.
-void RunGraphFromRpc(Worker* w, const proto::RunGraphRequest* req, proto::RunGraphResponse* resp,
+// Captures only `w` and `peers` (which outlive the service and its pool), not the service.
+void RunGraphFromRpc(Worker* w, WorkerCache* peers, const proto::RunGraphRequest* req, proto::RunGraphResponse* resp,
                      std::function<void(absl::Status)> done) {
   auto call = std::make_shared<RunGraphCall>();
   call->graph_handle = req->graph_handle();
@@ -45,9 +44,9 @@ void RunGraphFromRpc(Worker* w, const proto::RunGraphRequest* req, proto::RunGra
   call->targets.assign(req->target().begin(), req->target().end());
   call->trace = req->trace();
   BulkServer* bulk = req->accept_bulk() ? w->bulk_server() : nullptr;
-  auto start = [w, req, resp, call, bulk, done = std::move(done)]() mutable {
+  auto start = [w, peers, req, resp, call, bulk, done = std::move(done)]() mutable {
     for (const proto::NamedTensor& nt : req->send()) {
-      absl::StatusOr<Tensor> t = ReceiveFeed(w, nt, req->master_task());
+      absl::StatusOr<Tensor> t = ReceiveFeed(peers, nt, req->master_task());
       if (!t.ok()) {
         done(absl::Status(t.status().code(),
                           absl::StrCat("[", w->task_name(), "] Feed '", nt.name(), "': ", t.status().message())));
@@ -106,7 +105,7 @@ class RecvTensorReactor : public grpc::ServerUnaryReactor {
 class GrpcWorkerService final
     : public proto::WorkerService::WithRawCallbackMethod_RecvTensor<proto::WorkerService::CallbackService> {
  public:
-  explicit GrpcWorkerService(Worker* w) : w_(w) {}
+  GrpcWorkerService(Worker* w, WorkerCache* peers) : w_(w), peers_(peers) {}
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx, const proto::GetStatusRequest*,
                                       proto::GetStatusResponse* resp) override {
@@ -122,7 +121,7 @@ class GrpcWorkerService final
     auto* r = ctx->DefaultReactor();
     absl::Status s = w_->RegisterGraph(*req, resp);
     // Large feeds may come over the master's bulk port if we can read them.
-    if (s.ok()) resp->set_accepts_bulk(w_->peers()->bulk_enabled());
+    if (s.ok()) resp->set_accepts_bulk(peers_->bulk_enabled());
     r->Finish(ToGrpcStatus(s));
     return r;
   }
@@ -137,7 +136,7 @@ class GrpcWorkerService final
                                      proto::RunGraphResponse* resp) override {
     if (auto* refused = Refuse(ctx)) return refused;
     auto* r = ctx->DefaultReactor();
-    RunGraphFromRpc(w_, req, resp, [r](absl::Status s) { r->Finish(ToGrpcStatus(s)); });
+    RunGraphFromRpc(w_, peers_, req, resp, [r](absl::Status s) { r->Finish(ToGrpcStatus(s)); });
     return r;
   }
   grpc::ServerUnaryReactor* CleanupGraph(grpc::CallbackServerContext* ctx, const proto::CleanupGraphRequest* req,
@@ -228,12 +227,13 @@ class GrpcWorkerService final
 
  private:
   Worker* w_;
+  WorkerCache* peers_;
 };
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> NewGrpcWorkerService(Worker* worker) {
-  return std::make_unique<GrpcWorkerService>(worker);
+std::unique_ptr<grpc::Service> NewGrpcWorkerService(Worker* worker, WorkerCache* peers) {
+  return std::make_unique<GrpcWorkerService>(worker, peers);
 }
 
 }  // namespace distflow

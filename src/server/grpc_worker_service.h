@@ -5,7 +5,8 @@
 // worker's pool when large) and encodes fetches (offering large ones on this
 // task's bulk port); RecvTensor answers from the rendezvous without a
 // protobuf copy (tensor_transfer.h), as a bulk header for large tensors.
-// Thread-safe; the Worker must outlive the service.
+// Thread-safe; the Worker and `peers` (the worker's WorkerCache, from which
+// bulk feeds are read) must outlive the service.
 #pragma once
 
 #include <memory>
@@ -17,7 +18,8 @@ class Service;
 namespace distflow {
 
 class Worker;
+class WorkerCache;
 
-std::unique_ptr<grpc::Service> NewGrpcWorkerService(Worker* worker);
+std::unique_ptr<grpc::Service> NewGrpcWorkerService(Worker* worker, WorkerCache* peers);
 
 }  // namespace distflow

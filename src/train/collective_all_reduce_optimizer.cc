@@ -141,7 +141,7 @@ absl::StatusOr<Optimizer::GradsAndVars> AllReduceGradients(const Scope& scope,
       offset += n;
     }
   }
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
   return reduced;
 }
 
@@ -211,7 +211,7 @@ absl::StatusOr<Operation> CollectiveAllReduceOptimizer::BroadcastVariables(const
     Operation bcast = ops::Raw(s, "CollectiveBcastSend", {var}, attrs);
     assigns.push_back(ops::Assign(scope, var, Output(bcast, 0, scope)).op());
   }
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
   return ops::Group(scope.WithOpName("broadcast_variables"), assigns);
 }
 

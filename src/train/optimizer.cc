@@ -131,7 +131,7 @@ absl::StatusOr<Optimizer::GradsAndVars> Optimizer::ComputeGradients(const Scope&
 
 absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const GradsAndVars& grads_and_vars,
                                                     const Output* global_step) {
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
   GradsAndVars pairs;
   std::vector<std::string> no_grad;
   for (const auto& [g, v] : grads_and_vars) {
@@ -164,7 +164,7 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
     RETURN_IF_ERROR(CreateSlots(Colocated(scope, v).WithNoControlDependencies(), v));
   }
   { RETURN_IF_ERROR(Prepare(scope, pairs.front().second)); }
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
 
   // Every update waits for every gradient (TensorFlow gates the gradients
   // too, GATE_OP by default). A variable read is a snapshot taken when the
@@ -215,7 +215,7 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
     all.push_back(inc.op());
   }
   Operation group = ops::Group(update_scope.WithOpName("update"), all);
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
   return group;
 }
 

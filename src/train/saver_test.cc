@@ -400,11 +400,10 @@ std::string SaveTable(const std::string& dir, int parts) {
 // Restores `prefix` into a zeroed Table of `parts` parts.
 absl::Status RestoreTable(const std::string& prefix, int parts, std::vector<float>* rows, int64_t full_rows = 10) {
   Table t(parts, /*zeros=*/true, full_rows);
-  auto saver = Saver::Create(t.root, t.options);
-  if (!saver.ok()) return saver.status();
+  ASSIGN_OR_RETURN(auto saver, Saver::Create(t.root, t.options));
   Session sess;
   if (auto r = sess.Run({}, {}, {ops::GlobalVariablesInitializer(t.root)}); !r.ok()) return r.status();
-  RETURN_IF_ERROR((*saver)->Restore(&sess, prefix));
+  RETURN_IF_ERROR(saver->Restore(&sess, prefix));
   *rows = t.Rows(&sess);
   return absl::OkStatus();
 }

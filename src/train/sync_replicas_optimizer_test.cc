@@ -7,6 +7,7 @@
 
 #include "absl/time/clock.h"
 #include "base/metrics.h"
+#include "base/wait_until.h"
 #include "client/graph_state.h"
 #include "distflow/ops.h"
 #include "distflow/session.h"
@@ -227,15 +228,16 @@ struct BarrierGraph {
   // barrier's current step, i.e. its wait is parked; false after 30 s.
   bool WaitUntilReported(int64_t replica) {
     Operation status = ops::Raw(root, "SyncBarrierStatus", {}, Barrier());
-    for (int i = 0; i < 3000; ++i) {
-      auto r = sess.Run({Output(status, 1, root)});
-      if (!r.ok()) return false;
-      for (int64_t who : (*r)[0].flat<int64_t>()) {
-        if (who == replica) return true;
-      }
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return false;
+    bool reported = false;
+    WaitUntil(
+        [&] {
+          auto r = sess.Run({Output(status, 1, root)});
+          if (!r.ok()) return true;  // gives up: not reported
+          for (int64_t who : (*r)[0].flat<int64_t>()) reported = reported || who == replica;
+          return reported;
+        },
+        absl::Seconds(30), absl::Milliseconds(10));
+    return reported;
   }
   Session sess;
 };

@@ -9,7 +9,7 @@
 #include "base/logging.h"
 #include "collective/collective_executor_impl.h"
 #include "kernels/collective.h"
-#include "rpc/worker_cache.h"
+#include "rpc/worker_cache_interface.h"
 #include "worker/worker_collective_transport.h"
 
 namespace distflow {
@@ -25,7 +25,7 @@ int64_t StepByteLimit(int64_t configured) {
 
 // The clock of the stalled-partition log: the worker cache's (a test's
 // FakeClockEnv), as the master's stalled-step log reads it.
-absl::Time NowOn(const WorkerCache* peers) {
+absl::Time NowOn(const WorkerCacheInterface* peers) {
   return absl::FromUnixMicros((peers != nullptr ? peers->clock() : Env::Default())->NowMicros());
 }
 
@@ -36,7 +36,7 @@ uint64_t RandomIncarnation() {
 
 }  // namespace
 
-Worker::Worker(std::string task_name, WorkerCache* peers, WorkerOptions options)
+Worker::Worker(std::string task_name, WorkerCacheInterface* peers, WorkerOptions options)
     : task_name_(std::move(task_name)),
       incarnation_(RandomIncarnation()),
       options_(options),

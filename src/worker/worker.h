@@ -32,11 +32,11 @@ namespace distflow {
 class BulkServer;
 class CollectiveExecutor;
 class CollectiveExecutorImpl;
-class WorkerCache;
+class WorkerCacheInterface;
 
 class Worker {
  public:
-  Worker(std::string task_name, WorkerCache* peers, WorkerOptions options = {});
+  Worker(std::string task_name, WorkerCacheInterface* peers, WorkerOptions options = {});
   ~Worker();
 
   const std::string& task_name() const { return task_name_; }
@@ -81,7 +81,7 @@ class Worker {
   BulkServer* bulk_server() const { return bulk_; }
   const std::string& auth_token() const { return auth_token_; }
   // The task's connections to its peers (and their bulk ports).
-  WorkerCache* peers() const { return peers_; }
+  WorkerCacheInterface* peers() const { return peers_; }
   // Decodes large RunGraph feeds off the RPC threads.
   ThreadPool* compute_pool() const { return compute_.get(); }
   // Called when a Shutdown request arrives (the server decides what to do):
@@ -106,7 +106,7 @@ class Worker {
   std::string auth_token_;
   WorkerOptions options_;
   const int64_t max_step_bytes_;  // resolved: 0 is no limit
-  WorkerCache* const peers_;
+  WorkerCacheInterface* const peers_;
   std::unique_ptr<ThreadPool> compute_;  // decodes large RunGraph feeds off gRPC's threads
   std::unique_ptr<Device> device_;
   WorkerRendezvous rendezvous_;

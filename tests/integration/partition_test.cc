@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/wait_until.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
 #include "tcp_proxy.h"
@@ -71,14 +72,16 @@ class PartitionedBook {
   // writes have landed), for at most 2 s; returns the bytes that crossed.
   uint64_t WaitForQuiet() {
     uint64_t last = Traffic();
-    const absl::Time give_up = absl::Now() + absl::Seconds(2);
-    for (absl::Time still = absl::Now(); absl::Now() - still < absl::Milliseconds(200) && absl::Now() < give_up;) {
-      absl::SleepFor(absl::Milliseconds(20));
-      if (uint64_t now = Traffic(); now != last) {
-        last = now;
-        still = absl::Now();
-      }
-    }
+    absl::Time still = absl::Now();  // when `last` was first seen
+    WaitUntil(
+        [&] {
+          if (uint64_t now = Traffic(); now != last) {
+            last = now;
+            still = absl::Now();
+          }
+          return absl::Now() - still >= absl::Milliseconds(200);
+        },
+        absl::Seconds(2), absl::Milliseconds(20));
     return last;
   }
   // Connections the tasks have opened to each other so far.

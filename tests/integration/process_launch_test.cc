@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/wait_until.h"
 #include "gtest/gtest.h"
 #include "process_test_util.h"
 
@@ -34,14 +36,16 @@ std::string WriteScript(const std::string& tag, const std::string& body) {
 // Waits until `p`'s output holds `n` lines "pid N" and returns the pids.
 std::vector<pid_t> WaitForPids(const Proc& p, size_t n, int seconds) {
   std::vector<pid_t> pids;
-  for (int i = 0; i < seconds * 20 && pids.size() < n; ++i) {
-    pids.clear();
-    std::string out = Output(p);
-    for (size_t at = out.find("pid="); at != std::string::npos; at = out.find("pid=", at + 1)) {
-      pids.push_back(static_cast<pid_t>(std::atoi(out.c_str() + at + 4)));
-    }
-    if (pids.size() < n) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  WaitUntil(
+      [&] {
+        pids.clear();
+        std::string out = Output(p);
+        for (size_t at = out.find("pid="); at != std::string::npos; at = out.find("pid=", at + 1)) {
+          pids.push_back(static_cast<pid_t>(std::atoi(out.c_str() + at + 4)));
+        }
+        return pids.size() >= n;
+      },
+      absl::Seconds(seconds), absl::Milliseconds(50));
   return pids;
 }
 
@@ -49,13 +53,14 @@ bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
 
 // True once none of `pids` is alive (within `seconds`).
 bool AllGone(const std::vector<pid_t>& pids, int seconds) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    bool any = false;
-    for (pid_t p : pids) any = any || Alive(p);
-    if (!any) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+  return WaitUntil(
+      [&] {
+        for (pid_t p : pids) {
+          if (Alive(p)) return false;
+        }
+        return true;
+      },
+      absl::Seconds(seconds), absl::Milliseconds(50));
 }
 
 TEST(Launch, OneCommandRunsTheBooksProgramOnOnePsAndThreeWorkers) {
@@ -188,11 +193,12 @@ TEST(Launch, BadCommandLinesExitTwo) {
   Cluster holder;
   holder.Start({absl::StrCat("--cluster_spec=worker|127.0.0.1:", port), "--job_name=worker", "--task_index=0"});
   Proc taken;
-  for (int i = 0; i < 100; ++i) {  // until the holder listens
-    taken = Spawn({DISTFLOW_LAUNCH_BIN, absl::StrCat("--cluster_spec=worker|127.0.0.1:", port), "--", "/bin/true"});
-    if (Wait(taken, 30) == 2) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitUntil(  // until the holder listens
+      [&] {
+        taken = Spawn({DISTFLOW_LAUNCH_BIN, absl::StrCat("--cluster_spec=worker|127.0.0.1:", port), "--", "/bin/true"});
+        return Wait(taken, 30) == 2;
+      },
+      absl::Seconds(60), absl::Milliseconds(100));
   EXPECT_NE(Output(taken).find(absl::StrCat("task worker:0: port ", port, " on 127.0.0.1 is taken")), std::string::npos)
       << Output(taken);
 }
@@ -221,12 +227,12 @@ TEST(Terminal, TheProgressLineIsRedrawnInPlaceUnderTmux) {
     if (p != nullptr) pclose(p);
     return text;
   };
-  bool finished = false;
-  for (int i = 0; i < 120 * 20 && !finished; ++i) {
-    std::ifstream f(done);
-    finished = f.good() && f.peek() != EOF;
-    if (!finished) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const bool finished = WaitUntil(
+      [&] {
+        std::ifstream f(done);
+        return f.good() && f.peek() != EOF;
+      },
+      absl::Seconds(120), absl::Milliseconds(50));
   const std::string screen = pane();
   std::system(absl::StrCat("tmux -L ", socket, " kill-server").c_str());
   ASSERT_TRUE(finished) << screen;

@@ -222,12 +222,7 @@ TEST(Recovery, TasksStartInAnyOrderEvenTheParameterServerLast) {
   Proc chief = Spawn(c.Args("worker", 0, 200));
   Proc w1 = Spawn(c.Args("worker", 1, 200));
   // The ps starts once the chief is waiting for it.
-  bool waiting = false;
-  for (int i = 0; i < 60 * 20 && !waiting; ++i) {
-    waiting = Output(chief).find("Waiting for /job:ps") != std::string::npos;
-    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_TRUE(waiting) << Output(chief);
+  EXPECT_TRUE(WaitForOutput(chief, "Waiting for /job:ps", 60)) << Output(chief);
   Proc ps = Spawn(c.Args("ps", 0, 0));
   EXPECT_EQ(Wait(chief, 180), 0) << Output(chief);
   EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);

@@ -9,15 +9,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/wait_until.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
 
@@ -73,11 +73,8 @@ inline int64_t NewestCheckpointStep(const std::string& logdir) {
 
 // Waits until `logdir` holds a checkpoint of at least `step`; false after `seconds`.
 inline bool WaitForCheckpoint(const std::string& logdir, int64_t step, int seconds) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    if (NewestCheckpointStep(logdir) >= step) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+  return WaitUntil([&] { return NewestCheckpointStep(logdir) >= step; }, absl::Seconds(seconds),
+                   absl::Milliseconds(50));
 }
 
 inline std::string NewLogdir(const std::string& tag) {

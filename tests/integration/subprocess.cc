@@ -9,15 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/env.h"
+#include "base/wait_until.h"
 
 extern char** environ;
 
@@ -51,14 +50,12 @@ Proc Spawn(const std::vector<std::string>& argv, const std::vector<std::string>&
 }
 
 int Wait(Proc& p, int seconds) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    int status = 0;
-    pid_t r = waitpid(p.pid, &status, WNOHANG);
-    if (r == p.pid) {
-      p.pid = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  int status = 0;
+  const bool exited = WaitUntil([&] { return waitpid(p.pid, &status, WNOHANG) == p.pid; }, absl::Seconds(seconds),
+                                absl::Milliseconds(50));
+  if (exited) {
+    p.pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   kill(p.pid, SIGKILL);
   waitpid(p.pid, nullptr, 0);
@@ -74,12 +71,8 @@ std::string Output(const Proc& p) {
 }
 
 bool WaitForOutput(const Proc& p, const std::string& text, int seconds) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(seconds);
-  while (absl::Now() < deadline) {
-    if (Output(p).find(text) != std::string::npos) return true;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return false;
+  return WaitUntil([&] { return Output(p).find(text) != std::string::npos; }, absl::Seconds(seconds),
+                   absl::Milliseconds(100));
 }
 
 bool MakeCertificates(const std::string& dir, const std::string& prefix) {

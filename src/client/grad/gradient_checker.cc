@@ -27,7 +27,7 @@ absl::StatusOr<GradientCheckResult> CheckGradients(const Scope& scope, const std
       return absl::InvalidArgumentError(absl::StrCat("y ", i, " must be a valid double tensor"));
     }
   }
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
   Session sess;
   FeedDict feeds;
   for (size_t i = 0; i < xs.size(); ++i) feeds.push_back({xs[i], x_values[i]});
@@ -38,7 +38,7 @@ absl::StatusOr<GradientCheckResult> CheckGradients(const Scope& scope, const std
     dys.push_back(ops::Placeholder(scope, DT_DOUBLE, PartialShape(y0[k].shape())));
   }
   ASSIGN_OR_RETURN(std::vector<Output> grads, Gradients(scope, ys, xs, dys));
-  if (!scope.ok()) return scope.status();
+  RETURN_IF_ERROR(scope.status());
 
   int64_t nx = 0, ny = 0;
   for (const Tensor& t : x_values) nx += t.NumElements();

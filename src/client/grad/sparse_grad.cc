@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "client/grad/grad_families.h"
 #include "client/graph_state.h"
 #include "graph/attr_value.h"
@@ -55,12 +56,11 @@ GRAD_FN(GatherGrad) {
 GRAD_FN(GatherV2Grad) {
   const Output params = Input(s, op, 0), indices = Input(s, op, 1), axis_in = Input(s, op, 2);
   Tensor axis_t;
-  absl::StatusOr<Tensor> axis_value =
-      axis_in.node()->op() == "Const"
-          ? GetAttrTensor(axis_in.node()->def(), "value")
-          : absl::StatusOr<Tensor>(absl::InvalidArgumentError("the gradient of GatherV2 needs a constant axis"));
-  if (!axis_value.ok()) return axis_value.status();
-  int64_t axis = axis_value->dtype() == DT_INT64 ? axis_value->flat<int64_t>()[0] : axis_value->flat<int32_t>()[0];
+  if (axis_in.node()->op() != "Const") {
+    return absl::InvalidArgumentError("the gradient of GatherV2 needs a constant axis");
+  }
+  ASSIGN_OR_RETURN(Tensor axis_value, GetAttrTensor(axis_in.node()->def(), "value"));
+  int64_t axis = axis_value.dtype() == DT_INT64 ? axis_value.flat<int64_t>()[0] : axis_value.flat<int32_t>()[0];
   const int rank = params.shape().rank();
   if (axis < 0) {
     if (rank < 0) return absl::InvalidArgumentError("the gradient of GatherV2 with a negative axis needs params' rank");

@@ -179,14 +179,13 @@ absl::Status PackShape(InferenceContext* c) {
     }
     s = *m;
   }
-  absl::StatusOr<int64_t> axis = GetAttrInt(c->node(), "axis");
-  if (!axis.ok()) return axis.status();
+  ASSIGN_OR_RETURN(int64_t axis, GetAttrInt(c->node(), "axis"));
   if (s.unknown_rank()) {
     c->set_output(0, PartialShape::Unknown());
     return absl::OkStatus();
   }
   int64_t r = s.rank() + 1;
-  int64_t a = *axis;
+  int64_t a = axis;
   if (a < -r || a >= r) {
     return absl::InvalidArgumentError(absl::StrCat("axis = ", a, " not in [", -r, ", ", r, ")"));
   }
@@ -199,12 +198,11 @@ absl::Status PackShape(InferenceContext* c) {
 
 absl::Status UnpackShape(InferenceContext* c) {
   const PartialShape& in = c->input(0);
-  absl::StatusOr<int64_t> axis = GetAttrInt(c->node(), "axis");
-  if (!axis.ok()) return axis.status();
+  ASSIGN_OR_RETURN(int64_t axis, GetAttrInt(c->node(), "axis"));
   PartialShape out = PartialShape::Unknown();
   if (!in.unknown_rank()) {
     int64_t r = in.rank();
-    int64_t a = *axis;
+    int64_t a = axis;
     if (a < -r || a >= r) {
       return absl::InvalidArgumentError(absl::StrCat("axis = ", a, " not in [", -r, ", ", r, ")"));
     }
@@ -304,7 +302,7 @@ absl::Status RangeShape(InferenceContext* c) {
     default:
       break;
   }
-  if (!n.ok()) return n.status();
+  RETURN_IF_ERROR(n.status());
   c->set_output(0, PartialShape({*n}));
   return absl::OkStatus();
 }

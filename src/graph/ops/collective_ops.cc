@@ -58,22 +58,20 @@ absl::Status CheckGroupSize(InferenceContext* c) {
 
 // merge_op and final_op as TensorFlow spells them.
 absl::Status CheckReduceOps(InferenceContext* c) {
-  absl::StatusOr<std::string> merge = GetAttrString(c->node(), "merge_op");
-  absl::StatusOr<std::string> final_op = GetAttrString(c->node(), "final_op");
-  if (!merge.ok()) return merge.status();
-  if (!final_op.ok()) return final_op.status();
-  if (*merge != "Add" && *merge != "Mul" && *merge != "Max" && *merge != "Min" && *merge != "Adasum") {
-    return absl::InvalidArgumentError(absl::StrCat("merge_op '", *merge, "' is not one of Add, Mul, Max, Min, Adasum"));
+  ASSIGN_OR_RETURN(std::string merge, GetAttrString(c->node(), "merge_op"));
+  ASSIGN_OR_RETURN(std::string final_op, GetAttrString(c->node(), "final_op"));
+  if (merge != "Add" && merge != "Mul" && merge != "Max" && merge != "Min" && merge != "Adasum") {
+    return absl::InvalidArgumentError(absl::StrCat("merge_op '", merge, "' is not one of Add, Mul, Max, Min, Adasum"));
   }
-  if (*merge == "Adasum") {
+  if (merge == "Adasum") {
     absl::StatusOr<DataType> t = GetAttrType(c->node(), "T");
     if (t.ok() && *t != DT_FLOAT && *t != DT_DOUBLE) {
       return absl::InvalidArgumentError(
           absl::StrCat("merge_op Adasum reduces float32 and float64 tensors, not ", DataTypeName(*t)));
     }
   }
-  if (*final_op != "Id" && *final_op != "Div") {
-    return absl::InvalidArgumentError(absl::StrCat("final_op '", *final_op, "' is not one of Id, Div"));
+  if (final_op != "Id" && final_op != "Div") {
+    return absl::InvalidArgumentError(absl::StrCat("final_op '", final_op, "' is not one of Id, Div"));
   }
   if (absl::StatusOr<std::string> compression = GetAttrString(c->node(), "compression");
       compression.ok() && *compression != "none" && *compression != "fp16") {

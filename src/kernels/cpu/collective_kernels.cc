@@ -24,18 +24,14 @@ class CollectiveOp : public AsyncOpKernel {
 
   absl::Status Init(OpKernelConstruction* c) override {
     params_.node_name = c->def().name();
-    absl::StatusOr<int64_t> size = GetAttrInt(c->def(), "group_size");
-    absl::StatusOr<int64_t> group = GetAttrInt(c->def(), "group_key");
-    absl::StatusOr<int64_t> instance = GetAttrInt(c->def(), "instance_key");
-    absl::StatusOr<DataType> dtype = GetAttrType(c->def(), "T");
-    if (!size.ok()) return size.status();
-    if (!group.ok()) return group.status();
-    if (!instance.ok()) return instance.status();
-    if (!dtype.ok()) return dtype.status();
-    params_.group_size = static_cast<int>(*size);
-    params_.group_key = *group;
-    params_.instance_key = *instance;
-    params_.dtype = *dtype;
+    ASSIGN_OR_RETURN(int64_t size, GetAttrInt(c->def(), "group_size"));
+    ASSIGN_OR_RETURN(int64_t group, GetAttrInt(c->def(), "group_key"));
+    ASSIGN_OR_RETURN(int64_t instance, GetAttrInt(c->def(), "instance_key"));
+    ASSIGN_OR_RETURN(DataType dtype, GetAttrType(c->def(), "T"));
+    params_.group_size = static_cast<int>(size);
+    params_.group_key = group;
+    params_.instance_key = instance;
+    params_.dtype = dtype;
     if (absl::StatusOr<double> t = GetAttrFloat(c->def(), "timeout_seconds"); t.ok()) params_.timeout_seconds = *t;
     if (absl::StatusOr<std::vector<int64_t>> m = GetAttrIntList(c->def(), "group_members"); m.ok()) {
       for (int64_t task : *m) {
@@ -43,16 +39,12 @@ class CollectiveOp : public AsyncOpKernel {
       }
     }
     if (params_.kind == CollectiveKind::kReduce) {
-      absl::StatusOr<std::string> merge = GetAttrString(c->def(), "merge_op");
-      absl::StatusOr<std::string> final_op = GetAttrString(c->def(), "final_op");
-      if (!merge.ok()) return merge.status();
-      if (!final_op.ok()) return final_op.status();
-      absl::StatusOr<MergeOp> m = ParseMergeOp(*merge);
-      absl::StatusOr<FinalOp> f = ParseFinalOp(*final_op);
-      if (!m.ok()) return m.status();
-      if (!f.ok()) return f.status();
-      params_.merge_op = *m;
-      params_.final_op = *f;
+      ASSIGN_OR_RETURN(std::string merge, GetAttrString(c->def(), "merge_op"));
+      ASSIGN_OR_RETURN(std::string final_op, GetAttrString(c->def(), "final_op"));
+      ASSIGN_OR_RETURN(MergeOp m, ParseMergeOp(merge));
+      ASSIGN_OR_RETURN(FinalOp f, ParseFinalOp(final_op));
+      params_.merge_op = m;
+      params_.final_op = f;
       if (absl::StatusOr<std::string> comp = GetAttrString(c->def(), "compression"); comp.ok()) {
         if (*comp != "none" && *comp != "fp16") {
           return absl::InvalidArgumentError(

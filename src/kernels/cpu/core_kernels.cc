@@ -78,12 +78,10 @@ class RecvOp : public AsyncOpKernel {
  public:
   using AsyncOpKernel::AsyncOpKernel;
   absl::Status Init(OpKernelConstruction* c) override {
-    absl::StatusOr<std::string> key = GetAttrString(c->def(), "key");
-    absl::StatusOr<std::string> task = GetAttrString(c->def(), "send_task");
-    if (!key.ok()) return key.status();
-    if (!task.ok()) return task.status();
-    key_ = *key;
-    send_task_ = *task;
+    ASSIGN_OR_RETURN(std::string key, GetAttrString(c->def(), "key"));
+    ASSIGN_OR_RETURN(std::string task, GetAttrString(c->def(), "send_task"));
+    key_ = key;
+    send_task_ = task;
     return absl::OkStatus();
   }
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {

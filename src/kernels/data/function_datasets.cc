@@ -84,7 +84,7 @@ class MapDataset : public Dataset {
       if (*end) return absl::OkStatus();
       absl::StatusOr<Element> r = pending_.front().get();
       pending_.pop_front();
-      if (!r.ok()) return r.status();
+      RETURN_IF_ERROR(r.status());
       *out = std::move(*r);
       return absl::OkStatus();
     }
