@@ -166,6 +166,8 @@ absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::GetP
         PartitionGraph(*graph_, nodes, placement, feeds, fetches, targets);
     if (!partitioned.ok()) return partitioned.status();
     parts = std::move(*partitioned);
+    // The step lets its workers prefetch the variables it updates (one step stale).
+    if (StepAllowsStaleReads(nodes)) MarkPrefetchableReads(nodes, &parts);
   }
   ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, RegisterPartitions(std::move(parts)));
   std::shared_ptr<Plan> unused;
