@@ -14,7 +14,9 @@
 #   bench/run_replicated_bench.sh [BUILD_DIR]
 # Environment: STEPS=600 global steps per run, ROUNDS=3, CONFIGS (comma-separated,
 # default "async 1,async 2,async 3,sync 3,local,torch"; without torch the ratio
-# column is left out). Only 127.0.0.1 is used; DISTFLOW_SHM=0 reaches the tasks.
+# column is left out; "async 3 noprefetch" runs 3 async workers with
+# --prefetch_variables=false, the workers reading every step's variables
+# afresh). Only 127.0.0.1 is used; DISTFLOW_SHM=0 reaches the tasks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
@@ -31,12 +33,13 @@ free_port() {  # outside the kernel's ephemeral range: see tests/py/ports.py
     "$(dirname "${BASH_SOURCE[0]}")/../tests/py"
 }
 
-# distflow W MODE: prints aggregate examples/s of one run.
+# distflow W MODE [noprefetch]: prints aggregate examples/s of one run.
 distflow() {
-  local workers=$1 mode=$2 spec pids=() extra=()
+  local workers=$1 mode=$2 variant=${3:-} spec pids=() extra=()
   spec="ps|127.0.0.1:$(free_port),worker|127.0.0.1:$(free_port)"
   for ((i = 1; i < workers; i++)); do spec="$spec;127.0.0.1:$(free_port)"; done
   [ "$mode" = sync ] && extra=(--sync_replicas --replicas_to_aggregate="$workers")
+  [ "$variant" = noprefetch ] && extra+=(--prefetch_variables=false)
   local common=(--cluster_spec="$spec" --intra_op_threads=1 --model=cnn --batch_size=50 --print_every=100000)
   "$TRAIN" "${common[@]}" --job_name=ps --task_index=0 >"$LOGS/ps.log" 2>&1 &
   pids+=($!)
@@ -71,7 +74,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for c in "${configs[@]}"; do
     set -- $c
     case $1 in
-      async | sync) v=$(distflow "$2" "$1") ;;
+      async | sync) v=$(distflow "$2" "$1" "${3:-}") ;;
       local) v=$(local_run) ;;
       torch) v=$(torch_run) ;;
     esac
@@ -84,6 +87,7 @@ printf '%-48s %12s %10s\n' "configuration (book CNN, batch 50, 1 thread/process)
 for c in "${configs[@]}"; do
   m=$(echo ${result[$c]} | median)
   case $c in
+    "async "*" noprefetch") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, no prefetch" ;;
     "async "*) name="distflow 1 ps + ${c#async } async workers" ;;
     "sync "*) name="distflow 1 ps + ${c#sync } sync workers (all aggregated)" ;;
     local) name="distflow single process (mnist_local)" ;;

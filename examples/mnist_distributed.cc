@@ -91,6 +91,7 @@
 #include "distflow/elastic.h"
 #include "distflow/task_config.h"
 #include "distflow/train/optimizer.h"
+#include "distflow/train/prefetch.h"
 #include "distflow/train/progress_hook.h"
 #include "distflow/train/replica_device_setter.h"
 #include "distflow/train/supervisor.h"
@@ -134,6 +135,10 @@ ABSL_FLAG(int, replicas_to_aggregate, 0,
 ABSL_FLAG(bool, elastic, false,
           "with --sync_replicas: the gradients per step follow the workers in the job (joins, leaves, deaths, as "
           "the coordinator on ps 0 sees them) instead of staying --replicas_to_aggregate");
+ABSL_FLAG(bool, prefetch_variables, true,
+          "asynchronous training: a worker reads the variables of its next step while it computes the current "
+          "one, so each step computes on weights one step older (distflow/train/prefetch.h); off: every step reads "
+          "afresh. Never with --sync_replicas");
 ABSL_FLAG(int, sync_step_timeout_secs, 120, "with --sync_replicas: how long a worker waits for its step to be applied");
 ABSL_FLAG(bool, all_reduce, false,
           "synchronous training without ps tasks: every worker holds the variables and averages its gradients "
@@ -264,6 +269,10 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
     train = adam->Minimize(root, loss, &global_step);
   }
   if (!train.ok()) return Die("building the optimizer", train.status());
+  // What a training step runs: with prefetching, a NoOp after `train` that
+  // lets this worker read the next step's variables during this one.
+  const bool prefetch = !sync && absl::GetFlag(FLAGS_prefetch_variables);
+  df::Operation step_op = prefetch ? df::PrefetchVariableReads(s, *train) : *train;
   auto correct = df::ops::Equal(s, df::ops::ArgMax(s, logits, 1), df::ops::Cast(s, labels, df::DT_INT64));
   auto accuracy = df::ops::Mean(s, df::ops::Cast(s, correct, df::DT_FLOAT), {0});
   auto finished = df::ops::AssignAdd(s, done_workers, df::ops::Const(s, int64_t{1}));
@@ -316,7 +325,8 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
   } else {
     std::printf("Worker %d%s: model is ready, training %s\n", task, chief ? " (chief)" : "",
                 sync ? absl::StrCat("synchronously (", to_aggregate, " of ", num_workers, " workers per step)").c_str()
-                     : "asynchronously");
+                : prefetch ? "asynchronously, prefetching its variables"
+                           : "asynchronously");
   }
   std::fflush(stdout);
 
@@ -334,7 +344,7 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
     df::RunOptions ro;
     const bool tracing = !traced && step >= trace_step;
     if (tracing) ro.trace = &trace;
-    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy, stop_seen}, {*train}, ro);
+    auto out = sess.Run({{images, bx}, {labels, by}}, {accuracy, stop_seen}, {step_op}, ro);
     if (!out.ok()) return Die("training step", out.status());
     stop_asked = (*out)[1].scalar<int64_t>() != 0;
     if (tracing) {

@@ -164,6 +164,8 @@ absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::GetP
     ASSIGN_OR_RETURN(std::vector<std::string> placement, PlaceNodes(*graph_, nodes, po));
     ASSIGN_OR_RETURN(auto partitioned, PartitionGraph(*graph_, nodes, placement, feeds, fetches, targets));
     parts = std::move(partitioned);
+    // The step lets its workers prefetch the variables it updates (one step stale).
+    if (StepAllowsStaleReads(nodes)) MarkPrefetchableReads(nodes, &parts);
   }
   ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, RegisterPartitions(std::move(parts)));
   std::shared_ptr<Plan> unused;

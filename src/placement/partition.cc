@@ -7,8 +7,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "cluster/device_name.h"
@@ -280,6 +282,57 @@ bool OnlyFeedsOtherPartitions(const Partition& p) {
   for (const proto::NodeDef& n : p.graph.node())
     if (!consumed.contains(n.name()) && !sends.contains(n.name())) return false;
   return true;
+}
+
+namespace {
+
+bool IsVariableOp(const Node* n) { return n->op() == "Variable" || n->op() == "VariableV2"; }
+
+bool UpdatesByReference(const std::string& op) {
+  return absl::StartsWith(op, "Apply") || absl::StartsWith(op, "SparseApply") || absl::StartsWith(op, "Assign") ||
+         absl::StartsWith(op, "Scatter");
+}
+
+}  // namespace
+
+bool StepAllowsStaleReads(const std::vector<const Node*>& nodes) {
+  for (const Node* n : nodes) {
+    absl::StatusOr<bool> on = GetAttrBool(n->def(), kPrefetchVariableReadsAttr);
+    if (on.ok() && *on) return true;
+  }
+  return false;
+}
+
+int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::string, Partition>* parts) {
+  // The variables the step updates by reference.
+  absl::flat_hash_set<const Node*> updated;
+  for (const Node* n : nodes) {
+    if (!UpdatesByReference(n->op())) continue;
+    for (int i = 0; i < n->num_inputs(); ++i)
+      if (n->input_is_ref(i) && IsVariableOp(n->input(i).node)) updated.insert(n->input(i).node);
+  }
+  if (updated.empty()) return 0;
+  // The nodes whose output 0 is such a variable's value: the variable, or an Identity of it.
+  absl::flat_hash_set<std::string> reads;
+  for (const Node* n : nodes) {
+    if (IsVariableOp(n) && updated.contains(n)) reads.insert(n->name());
+    if (n->op() == "Identity" && n->num_inputs() == 1 && updated.contains(n->input(0).node)) reads.insert(n->name());
+  }
+  int marked = 0;
+  for (auto& [device, part] : *parts) {
+    for (proto::NodeDef& n : *part.graph.mutable_node()) {
+      if (n.op() != "_Recv" || n.input_size() != 0 || HasAttr(n, "_control_flow")) continue;
+      absl::StatusOr<std::string> key = GetAttrString(n, "key");
+      absl::StatusOr<std::string> from = GetAttrString(n, "send_task");
+      if (!key.ok() || !from.ok() || *from == part.task) continue;
+      // The key of a data edge is "node;index;source device;destination device".
+      std::vector<std::string> fields = absl::StrSplit(*key, ';');
+      if (fields.size() != 4 || fields[1] != "0" || !reads.contains(fields[0])) continue;
+      SetAttrBool(&n, kPrefetchRecvAttr, true);
+      ++marked;
+    }
+  }
+  return marked;
 }
 
 }  // namespace distflow

@@ -30,6 +30,26 @@ struct Partition {
 // a step need not wait for its RunGraph answer to succeed (only for errors).
 bool OnlyFeedsOtherPartitions(const Partition& p);
 
+// Prefetched variable reads (docs/PERFORMANCE.md, "Prefetching the next
+// step's variables"). A step that runs a node with the attribute
+// kPrefetchVariableReadsAttr = true (distflow/train/prefetch.h makes one)
+// lets its workers read the variables it updates one step early.
+inline constexpr char kPrefetchVariableReadsAttr[] = "_prefetch_variable_reads";
+// Set on such a _Recv: the worker may answer it with the value it received
+// for the same key in its previous step, while this step's value comes.
+inline constexpr char kPrefetchRecvAttr[] = "_prefetch";
+
+// True if one of the step's nodes asks for prefetched variable reads.
+bool StepAllowsStaleReads(const std::vector<const Node*>& nodes);
+
+// Marks with kPrefetchRecvAttr each _Recv of `parts` that receives, from
+// another task, the read of a variable (its value: `Variable` itself or an
+// Identity of it) that the same step updates (an Apply*, SparseApply*,
+// Assign* or Scatter* op takes it by reference): a model's weights in a
+// training step. Receives inside loops or with control flow stay
+// unmarked. Returns how many were marked.
+int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::string, Partition>* parts);
+
 // Splits the placed nodes into per-device partitions.
 absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
     const Graph& graph, const std::vector<const Node*>& nodes, const std::vector<std::string>& placement,

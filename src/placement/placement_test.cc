@@ -332,5 +332,48 @@ TEST(Partition, APartitionThatOnlySendsIsRecognised) {
   EXPECT_FALSE(OnlyFeedsOtherPartitions(qparts->at(kDevices[0])));
 }
 
+// Prefetched reads (partition.h): only the step's reads of variables it
+// updates, received from another task, and only when the step asks.
+TEST(Partition, PrefetchMarksOnlyReadsOfVariablesTheStepUpdates) {
+  proto::GraphDef g;
+  Var(&g, "w", "/job:ps/task:0");          // updated: its read is marked
+  Var(&g, "flag", "/job:ps/task:0");       // only read: never marked
+  Var(&g, "local", "/job:worker/task:0");  // updated, but on the reading task
+  Add(&g, "w_read", "Identity", {"w"}, "/job:ps/task:0");
+  Add(&g, "grad", "Add", {"w_read", "flag"}, "/job:worker/task:0");
+  Add(&g, "g2", "Add", {"grad", "local"}, "/job:worker/task:0");
+  Add(&g, "apply", "ApplyGradientDescent", {"w", "lr", "g2"}, "/job:ps/task:0");
+  proto::NodeDef* lr = Add(&g, "lr", "Const", {}, "/job:ps/task:0");
+  SetAttrTensor(lr, "value", Tensor::Scalar<float>(0.1f));
+  SetAttrType(lr, "dtype", DT_FLOAT);
+  Add(&g, "assign_local", "Assign", {"local", "g2"}, "/job:worker/task:0");
+  Add(&g, "train", "NoOp", {"^apply", "^assign_local"}, "/job:worker/task:0");
+  proto::NodeDef* marker = Add(&g, "train_prefetching_reads", "NoOp", {"^train"}, "/job:worker/task:0");
+  SetAttrBool(marker, kPrefetchVariableReadsAttr, true);
+
+  // Without the marker in the step: nothing is marked.
+  Partitioned plain = PartitionAll(g, {}, {"train"});
+  std::vector<const Node*> plain_nodes;
+  for (auto& n : plain.placed.graph->nodes())
+    if (n->name() != "train_prefetching_reads") plain_nodes.push_back(n.get());
+  EXPECT_FALSE(StepAllowsStaleReads(plain_nodes));
+
+  Partitioned p = PartitionAll(g, {}, {"train_prefetching_reads"});
+  std::vector<const Node*> nodes;
+  for (auto& n : p.placed.graph->nodes()) nodes.push_back(n.get());
+  ASSERT_TRUE(StepAllowsStaleReads(nodes));
+  EXPECT_EQ(MarkPrefetchableReads(nodes, &p.parts), 1);
+  std::vector<std::string> marked;
+  for (const auto& n : p.parts.at(kDevices[2]).graph.node()) {
+    if (n.op() != "_Recv") continue;
+    auto on = GetAttrBool(n, kPrefetchRecvAttr);
+    if (on.ok() && *on) marked.push_back(*GetAttrString(n, "key"));
+  }
+  ASSERT_EQ(marked.size(), 1u);
+  EXPECT_EQ(marked[0].substr(0, marked[0].find(';')), "w_read") << marked[0];
+  // Still valid graphs.
+  for (const auto& [device, part] : p.parts) EXPECT_TRUE(Graph::FromGraphDef(part.graph).ok()) << device;
+}
+
 }  // namespace
 }  // namespace distflow

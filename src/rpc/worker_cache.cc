@@ -20,6 +20,7 @@
 #include "rpc/grpc_remote_worker.h"
 #include "rpc/rpc_metrics.h"
 #include "rpc/tensor_transfer.h"
+#include "runtime/kernel_threads.h"
 
 namespace distflow {
 
@@ -348,6 +349,9 @@ void WorkerCache::FetchBulk(const std::string& task, const std::string& key, Ten
   }
   bulk_pool_->Schedule(
       [this, task, key, host = hp->first, t = std::move(t), ref, cm, done = std::move(done)]() mutable {
+        // The step continues here, with the kernel that consumes the tensor
+        // (runtime/kernel_threads.h): no hand-off to an inter-op thread.
+        ScopedLongKernelsAllowed continue_here;
         absl::Status s = FetchOffer(task, host, ref.port, ref.ticket, &t, cm);
         if (!s.ok()) {
           done(absl::Status(s.code(), absl::StrCat("RecvTensor '", key, "' from ", task, ": ", s.message())), Tensor());

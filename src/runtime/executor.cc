@@ -18,6 +18,7 @@
 #include "kernels/resource_mgr.h"
 #include "runtime/executor_frames.h"
 #include "runtime/executor_plan.h"
+#include "runtime/kernel_threads.h"
 
 namespace distflow {
 
@@ -408,15 +409,18 @@ struct Executor::Impl : ExecutorPlan {
         std::vector<TaggedNode> ready;
         Complete(s, t, ctx, st, &ready);
         delete ctx;
-        // This is the kernel's completion thread (often an RPC thread): it
-        // continues with cheap successors only.
+        // This is the kernel's completion thread: an RPC thread continues
+        // with cheap successors only; a thread of ours that may run long
+        // kernels (kernel_threads.h: the bulk pool's) keeps the first
+        // expensive one too, as an inter-op thread would.
+        const bool owned = MayRunLongKernelsHere();
         std::deque<TaggedNode> more;
-        Schedule(s, ready, /*owned=*/false, &more);
+        Schedule(s, ready, owned, &more);
         NodeDone(s);
         while (!more.empty()) {
           TaggedNode next = more.front();
           more.pop_front();
-          Process(s, next, /*owned=*/false, &more);
+          Process(s, next, owned, &more);
         }
       });
       return;

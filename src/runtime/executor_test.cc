@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <map>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "kernels/op_test_util.h"
 #include "kernels/rendezvous.h"
 #include "runtime/graph_def_builder_for_test.h"
+#include "runtime/kernel_threads.h"
 #include "runtime/local_session.h"
 #include "tensor/tensor_testutil.h"
 
@@ -262,6 +264,59 @@ TEST(Executor, AReceiveCompletesWhenItsTensorIsSentAfterTheStepStarted) {
   const auto& result = step.Wait();
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TENSOR_EQ(Tensor::Scalar<float>(-2), (*result)[0]);
+}
+
+// "out = recv x recv" (a 256 x 256 MatMul: an expensive kernel, too much
+// work to inline anywhere), its inter-op pool held busy: when the receive
+// completes on a thread marked by ScopedLongKernelsAllowed (the bulk
+// pool's), the MatMul runs right there, so the step has ended when the
+// send returns; on an unmarked thread (gRPC's) it waits for the pool.
+void SendAndSeeWhetherTheStepEnded(bool marked, bool* ended_in_send) {
+  proto::GraphDef g;
+  SetAttrShape(AddRecv(&g, "recv", "edge_1"), "shape", PartialShape({256, 256}));
+  AddNode(&g, "out", "MatMul", {"recv", "recv"});
+  ThreadPool pool("executor_test", 2);
+  absl::Notification release;
+  for (int i = 0; i < pool.NumThreads(); ++i) pool.Schedule([&release] { release.WaitForNotification(); });
+  TestRendezvous rendezvous;
+  Built b;
+  Build(g, &pool, &rendezvous, {}, {{"out", 0}}, {}, &b);
+  ASSERT_NE(b.executor, nullptr);
+  absl::Notification finished;
+  absl::StatusOr<std::vector<Tensor>> result;
+  StepOptions so;
+  so.step_id = 1;
+  b.executor->RunAsync(so, {}, [&](absl::StatusOr<std::vector<Tensor>> r) {
+    result = std::move(r);
+    finished.Notify();
+  });
+  while (rendezvous.receives_waiting() == 0) std::this_thread::yield();
+  std::thread send([&] {
+    std::optional<ScopedLongKernelsAllowed> allowed;
+    if (marked) allowed.emplace();
+    ASSERT_TRUE(
+        rendezvous
+            .Send(1, "edge_1", Tensor::FromVector<float>(std::vector<float>(256 * 256, 1.0f), TensorShape({256, 256})))
+            .ok());
+    *ended_in_send = finished.HasBeenNotified();
+  });
+  send.join();
+  release.Notify();
+  finished.WaitForNotification();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ((*result)[0].flat<float>()[0], 256.0f);
+}
+
+TEST(Executor, AReceiveCompletedOnABulkThreadRunsItsExpensiveConsumerThere) {
+  bool ended_in_send = false;
+  ASSERT_NO_FATAL_FAILURE(SendAndSeeWhetherTheStepEnded(/*marked=*/true, &ended_in_send));
+  EXPECT_TRUE(ended_in_send) << "the MatMul ran on the thread that completed the receive, not on the busy pool";
+}
+
+TEST(Executor, AReceiveCompletedOnAnRpcThreadHandsItsExpensiveConsumerToThePool) {
+  bool ended_in_send = true;
+  ASSERT_NO_FATAL_FAILURE(SendAndSeeWhetherTheStepEnded(/*marked=*/false, &ended_in_send));
+  EXPECT_FALSE(ended_in_send) << "the MatMul waited for the inter-op pool";
 }
 
 TEST(Executor, ATargetOnlyNodeRunsAndControlEdgesOrderIt) {

@@ -44,10 +44,9 @@ Worker::Worker(std::string task_name, WorkerCacheInterface* peers, WorkerOptions
       peers_(peers),
       compute_(std::make_unique<ThreadPool>("df_worker", 8)),
       device_(std::make_unique<Device>(task_name_ + "/device:CPU:0", "CPU", nullptr)),
-      rendezvous_(task_name_, [peers](const std::string& task, int64_t step, const std::string& key,
-                                      CancellationManager* cm, Rendezvous::DoneCallback done) {
-        peers->RecvTensorAsync(task, step, key, cm, std::move(done));
-      }) {
+      rendezvous_(task_name_,
+                  [this](const std::string& task, int64_t step, const std::string& key, CancellationManager* cm,
+                         Rendezvous::DoneCallback done) { RemoteRecv(task, step, key, cm, std::move(done)); }) {
   if (peers_ != nullptr) {
     StallCheckOptions stall_check;
     if (absl::StatusOr<absl::Duration> interval = StallCheckIntervalFromEnv(); interval.ok()) {
@@ -80,8 +79,9 @@ Worker::~Worker() {
     rendezvous_.AbortStep(step, reason);
     run.cm->StartCancel(reason);
   }
+  CancelFetches(reason);
   absl::MutexLock lock(&inflight_->mu);
-  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return inflight_->count == 0; };
+  auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return inflight_->count == 0 && inflight_->fetches.empty(); };
   if (!inflight_->mu.AwaitWithTimeout(absl::Condition(&idle), absl::Seconds(30))) {
     LOG(ERROR) << task_name_ << ": " << inflight_->count << " partition run(s) did not end within 30 s of shutdown";
   }
@@ -108,6 +108,7 @@ absl::Status Worker::RegisterGraph(const proto::RegisterGraphRequest& req, proto
   absl::MutexLock lock(&mu_);
   std::string handle = absl::StrCat(req.session_handle(), "/", incarnation_, "/", next_graph_++);
   graphs_[handle] = std::move(session);
+  if (std::shared_ptr<ReadPrefetcher> p = ReadPrefetcher::ForGraph(req.graph_def())) prefetchers_[handle] = p;
   resp->set_graph_handle(handle);
   resp->set_incarnation(incarnation_);
   return absl::OkStatus();
@@ -116,6 +117,7 @@ absl::Status Worker::RegisterGraph(const proto::RegisterGraphRequest& req, proto
 absl::Status Worker::DeregisterGraph(const std::string& handle) {
   absl::MutexLock lock(&mu_);
   graphs_.erase(handle);
+  prefetchers_.erase(handle);
   return absl::OkStatus();
 }
 
@@ -128,7 +130,9 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
     if (it != graphs_.end()) {
       session = it->second;
       const absl::Time now = NowOn(peers_);
-      steps_[call->step_id] = RunningStep{cm, call->master_task, now, now};
+      auto p = prefetchers_.find(call->graph_handle);
+      steps_[call->step_id] =
+          RunningStep{cm, p != prefetchers_.end() ? p->second : nullptr, ++runs_, call->master_task, now, now};
     }
   }
   if (session == nullptr) {
@@ -183,6 +187,54 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
       partition);
 }
 
+void Worker::RemoteRecv(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
+                        Rendezvous::DoneCallback done) {
+  std::shared_ptr<ReadPrefetcher> prefetcher;
+  std::shared_ptr<CancellationManager> step_cm;
+  int64_t run = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = steps_.find(step_id);
+    if (it != steps_.end() && it->second.prefetcher != nullptr && it->second.cm.get() == cm &&
+        it->second.prefetcher->Covers(key)) {
+      prefetcher = it->second.prefetcher;
+      step_cm = it->second.cm;
+      run = it->second.run;
+    }
+  }
+  if (peers_ == nullptr) {
+    done(absl::FailedPreconditionError(absl::StrCat(task_name_, " has no peers to receive '", key, "' from")),
+         Tensor());
+    return;
+  }
+  if (prefetcher == nullptr) {
+    peers_->RecvTensorAsync(task, step_id, key, cm, std::move(done));
+    return;
+  }
+  // The run's own receive may outlive the run (the next run uses it): it
+  // keeps the run's cancellation manager alive, and the worker's
+  // destructor cancels and waits for it.
+  WorkerCache* peers = peers_;
+  prefetcher->Recv(
+      run, key,
+      [peers, task, step_id, key, step_cm, inflight = inflight_](Rendezvous::DoneCallback got) {
+        uint64_t id = 0;
+        {
+          absl::MutexLock lock(&inflight->mu);
+          id = inflight->next_fetch++;
+          inflight->fetches.emplace(id, step_cm);
+        }
+        peers->RecvTensorAsync(task, step_id, key, step_cm.get(),
+                               [inflight, id, got = std::move(got)](absl::Status s, Tensor t) {
+                                 got(std::move(s), std::move(t));
+                                 // The last touch: the shared count, not the Worker.
+                                 absl::MutexLock lock(&inflight->mu);
+                                 inflight->fetches.erase(id);
+                               });
+      },
+      step_cm, std::move(done));
+}
+
 void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {
   if (req.abort_message().empty()) return;
   absl::Status reason(static_cast<absl::StatusCode>(req.abort_code() == 0 ? 10 : req.abort_code()),
@@ -207,7 +259,17 @@ void Worker::AbortAll(const absl::Status& reason) {
     rendezvous_.AbortStep(step, reason);
     run.cm->StartCancel(reason);
   }
+  CancelFetches(reason);
   rendezvous_.AbortAll(reason);
+}
+
+void Worker::CancelFetches(const absl::Status& reason) {
+  std::vector<std::shared_ptr<CancellationManager>> cms;
+  {
+    absl::MutexLock lock(&inflight_->mu);
+    for (const auto& [id, cm] : inflight_->fetches) cms.push_back(cm);
+  }
+  for (auto& cm : cms) cm->StartCancel(reason);
 }
 
 void Worker::AbortStepsOfMaster(const std::string& task, const absl::Status& reason) {

@@ -25,6 +25,7 @@
 #include "proto/worker.pb.h"
 #include "rpc/worker_interface.h"
 #include "runtime/local_session.h"
+#include "worker/read_prefetcher.h"
 #include "worker/worker_rendezvous.h"
 
 namespace distflow {
@@ -101,6 +102,11 @@ class Worker {
   absl::Status Heartbeat(const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp);
 
  private:
+  // The rendezvous's receive from another task: prefetched (read_prefetcher.h)
+  // if the step's partition marked `key`, else a RecvTensor call.
+  void RemoteRecv(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
+                  Rendezvous::DoneCallback done);
+
   const std::string task_name_;
   const uint64_t incarnation_;
   std::string auth_token_;
@@ -121,13 +127,24 @@ class Worker {
   struct InFlight {
     absl::Mutex mu;
     int count ABSL_GUARDED_BY(mu) = 0;
+    // Prefetched receives that may outlive their step (read_prefetcher.h),
+    // by id, with their step's cancellation: cancelled and waited for too.
+    std::map<uint64_t, std::shared_ptr<CancellationManager>> fetches ABSL_GUARDED_BY(mu);
+    uint64_t next_fetch ABSL_GUARDED_BY(mu) = 0;
   };
+  // Cancels the prefetched receives in flight with `reason`.
+  void CancelFetches(const absl::Status& reason);
   std::shared_ptr<InFlight> inflight_ = std::make_shared<InFlight>();
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<LocalSession>> graphs_ ABSL_GUARDED_BY(mu_);
+  // The registered partitions with prefetched reads.
+  std::map<std::string, std::shared_ptr<ReadPrefetcher>> prefetchers_ ABSL_GUARDED_BY(mu_);
+  int64_t runs_ ABSL_GUARDED_BY(mu_) = 0;  // partition runs started, every partition's
   struct RunningStep {
     std::shared_ptr<CancellationManager> cm;
+    std::shared_ptr<ReadPrefetcher> prefetcher;  // null: none
+    int64_t run = 0;                             // its number among runs_
     std::string master_task;
     absl::Time started;
     absl::Time logged;  // last stalled-step log
