@@ -14,6 +14,7 @@
 #include "cluster/device_name.h"
 #include "graph/attr_value.h"
 #include "placement/loop_skeletons.h"
+#include "placement/transfer_bundles.h"
 
 namespace distflow {
 
@@ -171,6 +172,23 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
   auto is_sink_noop = [&](const Node* n) {
     return !control_flow && n->op() == "NoOp" && target_names.count(n->name()) != 0 && !consumed_locally.contains(n);
   };
+  // A fed placeholder read on another device is fed there too (a copy of
+  // the placeholder in that partition): the value rides with the RunGraph
+  // call instead of being fetched back from the feeding partition.
+  absl::flat_hash_set<std::pair<std::string, std::string>> fed_copies;  // (placeholder, device)
+  auto fed_here = [&](const NodeOut& in, Partition& dst) {
+    if (control_flow || in.index != 0 || in.node->op() != "Placeholder" || !fed.contains({in.node->name(), 0})) {
+      return false;
+    }
+    if (fed_copies.insert({in.node->name(), dst.device}).second) {
+      proto::NodeDef* copy = dst.graph.add_node();
+      *copy = in.node->def();
+      copy->set_device(dst.device);
+      copy->clear_input();
+      dst.feeds.push_back(absl::StrCat(in.node->name(), ":0"));
+    }
+    return true;
+  };
   std::vector<const Node*> source_targets;
   for (const Node* n : nodes) {
     Partition& dst = part_of(n);
@@ -182,6 +200,10 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
       const std::string& src_dev = placement[static_cast<size_t>(in.node->id())];
       if (src_dev == dst.device) {
         def.add_input(absl::StrCat(in.node->name(), ":", in.index));
+        continue;
+      }
+      if (fed_here(in, dst)) {
+        def.add_input(absl::StrCat(in.node->name(), ":0"));
         continue;
       }
       if (n->input_is_ref(i)) {
@@ -256,6 +278,8 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
   for (const Node* c : source_targets) {
     if (target_names.count(c->name()) == 0 && added.insert(c).second) part_of(c).targets.push_back(c->name());
   }
+  // Tensors between two tasks travel in as few calls as is safe.
+  if (!control_flow) BundleTransfers(&parts);
   return parts;
 }
 

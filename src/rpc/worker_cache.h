@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -100,6 +101,10 @@ class WorkerCache {
   // Pulls a tensor from `task` (its RecvTensor service) for the rendezvous.
   void RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
                        Rendezvous::DoneCallback done);
+  // Pulls a bundle, the tensors sent under each of `keys`, in one call.
+  using BundleCallback = std::function<void(absl::Status, std::vector<Tensor>)>;
+  void RecvTensorBundleAsync(const std::string& task, int64_t step_id, const std::vector<std::string>& keys,
+                             CancellationManager* cm, BundleCallback done);
 
  private:
   struct Peer {

@@ -44,10 +44,14 @@ Worker::Worker(std::string task_name, WorkerCache* peers, WorkerOptions options)
       peers_(peers),
       compute_(std::make_unique<ThreadPool>("df_worker", 8)),
       device_(std::make_unique<Device>(task_name_ + "/device:CPU:0", "CPU", nullptr)),
-      rendezvous_(task_name_, [peers](const std::string& task, int64_t step, const std::string& key,
-                                      CancellationManager* cm, Rendezvous::DoneCallback done) {
-        peers->RecvTensorAsync(task, step, key, cm, std::move(done));
-      }) {
+      rendezvous_(
+          task_name_,
+          [peers](const std::string& task, int64_t step, const std::string& key, CancellationManager* cm,
+                  Rendezvous::DoneCallback done) { peers->RecvTensorAsync(task, step, key, cm, std::move(done)); },
+          [peers](const std::string& task, int64_t step, const std::vector<std::string>& keys, CancellationManager* cm,
+                  WorkerCache::BundleCallback done) {
+            peers->RecvTensorBundleAsync(task, step, keys, cm, std::move(done));
+          }) {
   if (peers_ != nullptr) {
     StallCheckOptions stall_check;
     if (absl::StatusOr<absl::Duration> interval = StallCheckIntervalFromEnv(); interval.ok()) {
