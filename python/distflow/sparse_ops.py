@@ -231,15 +231,18 @@ def _embedding_lookup(params, ids, partition_strategy, name):
     if n == 1:
         with _colocate(params[0]):
             return _raw.Gather(params[0], ids, name=name)
-    flat = _raw.Reshape(ids, _fw.constant([-1]))
-    nn = _fw.constant(n, dtype=ids.dtype)
-    if partition_strategy == "mod":
-        assign = _int_mod(flat, nn)
-        new_ids = _raw.Div(flat, nn)
-    else:
+    if partition_strategy == "div":
         rows = [p.shape.as_list()[0] if p.shape.ndims else None for p in params]
         if any(r is None for r in rows):
             raise ValueError("embedding_lookup(partition_strategy='div') needs every shard's number of rows")
+    else:
+        rows = None
+
+    def assign_and_new_ids(flat):
+        """(the shard of each id, its row in that shard)."""
+        if partition_strategy == "mod":
+            nn = _fw.constant(n, dtype=ids.dtype)
+            return _int_mod(flat, nn), _raw.Div(flat, nn)
         total = sum(rows)
         per, extras = total // n, total % n
         c = lambda v: _fw.constant(v, dtype=ids.dtype)  # noqa: E731
@@ -247,12 +250,22 @@ def _embedding_lookup(params, ids, partition_strategy, name):
         assign = _raw.Maximum(big, _raw.Div(flat - c(extras), c(max(per, 1))))
         in_first = _raw.Less(assign, c(extras))
         new_ids = _raw.Select(in_first, _int_mod(flat, c(per + 1)), _int_mod(flat - c(extras), c(max(per, 1))))
-    assign = _raw.Cast(assign, DstT=_dtypes.int32) if assign.dtype != _dtypes.int32 else assign
-    gather_ids = dynamic_partition(new_ids, assign, n)
-    positions = dynamic_partition(_raw.Range(_fw.constant(0), _raw.Size(flat), _fw.constant(1)), assign, n)
+        return assign, new_ids
+
+    def as_int32(assign):
+        return _raw.Cast(assign, DstT=_dtypes.int32) if assign.dtype != _dtypes.int32 else assign
+
+    flat = _raw.Reshape(ids, _fw.constant([-1]))
+    assign, _ = assign_and_new_ids(flat)
+    positions = dynamic_partition(_raw.Range(_fw.constant(0), _raw.Size(flat), _fw.constant(1)), as_int32(assign), n)
     parts = []
-    for p, pid in zip(params, gather_ids):
+    for i, p in enumerate(params):
         with _colocate(p):
+            # Each shard works out its own rows from the ids where it lives:
+            # the ids reach it once (with the step when they are fed), and
+            # the gradient's indices are already there for the update.
+            shard_assign, shard_ids = assign_and_new_ids(_raw.Reshape(ids, _fw.constant([-1])))
+            pid = dynamic_partition(shard_ids, as_int32(shard_assign), n)[i]
             parts.append(_raw.Gather(p, pid))
     stitched = dynamic_stitch(positions, parts)
     # ids.shape + the row shape, static where it is known (as TF's set_shape).

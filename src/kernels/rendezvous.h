@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "base/cancellation.h"
@@ -25,6 +27,16 @@ class Rendezvous {
   // `cm` ends the wait with Cancelled.
   virtual void RecvAsync(int64_t step_id, const std::string& key, const std::string& send_task, CancellationManager* cm,
                          DoneCallback done) = 0;
+  // The same for a tensor that travels in a bundle (`bundle`: the keys of
+  // every tensor of the step sent from `send_task` to this partition with
+  // it, `key` among them): a rendezvous that can fetches the whole bundle
+  // from the peer in one call when the first of its receives asks and
+  // leaves the other tensors for their receives. By default, a receive of
+  // its own.
+  virtual void RecvBundleAsync(int64_t step_id, const std::string& key, const std::vector<std::string>& bundle,
+                               const std::string& send_task, CancellationManager* cm, DoneCallback done) {
+    RecvAsync(step_id, key, send_task, cm, std::move(done));
+  }
 };
 
 }  // namespace distflow

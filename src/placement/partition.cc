@@ -16,6 +16,7 @@
 #include "cluster/device_name.h"
 #include "graph/attr_value.h"
 #include "placement/loop_skeletons.h"
+#include "placement/transfer_bundles.h"
 
 namespace distflow {
 
@@ -173,6 +174,23 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
   auto is_sink_noop = [&](const Node* n) {
     return !control_flow && n->op() == "NoOp" && target_names.count(n->name()) != 0 && !consumed_locally.contains(n);
   };
+  // A fed placeholder read on another device is fed there too (a copy of
+  // the placeholder in that partition): the value rides with the RunGraph
+  // call instead of being fetched back from the feeding partition.
+  absl::flat_hash_set<std::pair<std::string, std::string>> fed_copies;  // (placeholder, device)
+  auto fed_here = [&](const NodeOut& in, Partition& dst) {
+    if (control_flow || in.index != 0 || in.node->op() != "Placeholder" || !fed.contains({in.node->name(), 0})) {
+      return false;
+    }
+    if (fed_copies.insert({in.node->name(), dst.device}).second) {
+      proto::NodeDef* copy = dst.graph.add_node();
+      *copy = in.node->def();
+      copy->set_device(dst.device);
+      copy->clear_input();
+      dst.feeds.push_back(absl::StrCat(in.node->name(), ":0"));
+    }
+    return true;
+  };
   std::vector<const Node*> source_targets;
   for (const Node* n : nodes) {
     Partition& dst = part_of(n);
@@ -184,6 +202,10 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
       const std::string& src_dev = placement[static_cast<size_t>(in.node->id())];
       if (src_dev == dst.device) {
         def.add_input(absl::StrCat(in.node->name(), ":", in.index));
+        continue;
+      }
+      if (fed_here(in, dst)) {
+        def.add_input(absl::StrCat(in.node->name(), ":0"));
         continue;
       }
       if (n->input_is_ref(i)) {
@@ -258,6 +280,8 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
   for (const Node* c : source_targets) {
     if (target_names.count(c->name()) == 0 && added.insert(c).second) part_of(c).targets.push_back(c->name());
   }
+  // Tensors between two tasks travel in as few calls as is safe.
+  if (!control_flow) BundleTransfers(&parts);
   return parts;
 }
 
@@ -319,6 +343,7 @@ int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::s
     if (n->op() == "Identity" && n->num_inputs() == 1 && updated.contains(n->input(0).node)) reads.insert(n->name());
   }
   int marked = 0;
+  absl::flat_hash_set<std::string> prefetched;  // their keys
   for (auto& [device, part] : *parts) {
     for (proto::NodeDef& n : *part.graph.mutable_node()) {
       if (n.op() != "_Recv" || n.input_size() != 0 || HasAttr(n, "_control_flow")) continue;
@@ -329,7 +354,29 @@ int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::s
       std::vector<std::string> fields = absl::StrSplit(*key, ';');
       if (fields.size() != 4 || fields[1] != "0" || !reads.contains(fields[0])) continue;
       SetAttrBool(&n, kPrefetchRecvAttr, true);
+      prefetched.insert(*key);
       ++marked;
+    }
+  }
+  // A prefetched read is answered by the worker's prefetcher, one receive at
+  // a time: it leaves its transfer bundle (placement/transfer_bundles.h), and
+  // a bundle left with one member is no bundle.
+  if (!prefetched.empty()) {
+    for (auto& [device, part] : *parts) {
+      for (proto::NodeDef& n : *part.graph.mutable_node()) {
+        if (n.op() != "_Recv") continue;
+        absl::StatusOr<std::vector<std::string>> bundle = GetAttrStringList(n, "bundle");
+        if (!bundle.ok()) continue;
+        absl::StatusOr<std::string> key = GetAttrString(n, "key");
+        std::vector<std::string> kept;
+        for (std::string& k : *bundle)
+          if (!prefetched.contains(k)) kept.push_back(std::move(k));
+        if (!key.ok() || prefetched.contains(*key) || kept.size() < 2) {
+          n.mutable_attr()->erase("bundle");
+        } else if (kept.size() != bundle->size()) {
+          SetAttrStringList(&n, "bundle", kept);
+        }
+      }
     }
   }
   return marked;

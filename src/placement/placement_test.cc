@@ -308,6 +308,75 @@ TEST(Partition, WithControlFlowEachControlEdgeCrossesAlone) {
   EXPECT_EQ(RecvsFrom(p.parts.at(kDevices[0])).size(), 2u);
 }
 
+// The `bundle` attr of each _Recv of a partition, by the name of the node
+// it feeds (its first consumer), "" for a _Recv of its own.
+std::map<std::string, std::vector<std::string>> Bundles(const Partition& p) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (auto& n : p.graph.node()) {
+    if (n.op() != "_Recv") continue;
+    auto key = GetAttrString(n, "key");
+    auto bundle = GetAttrStringList(n, "bundle");
+    out[key.ok() ? *key : "?"] = bundle.ok() ? *bundle : std::vector<std::string>{};
+  }
+  return out;
+}
+
+// Tensors that cross from one task to another partition together travel in
+// one call: every _Recv names the whole bundle, its own key included.
+TEST(Partition, TensorsBetweenTwoTasksTravelAsOneBundle) {
+  proto::GraphDef g;
+  Var(&g, "w1", "/job:ps/task:0");
+  Var(&g, "w2", "/job:ps/task:0");
+  Add(&g, "r1", "Identity", {"w1"}, "/job:ps/task:0");
+  Add(&g, "r2", "Identity", {"w2"}, "/job:ps/task:0");
+  Add(&g, "sum", "Add", {"r1", "r2"}, "/job:worker/task:0");
+  Partitioned p = PartitionAll(g, {{"sum", 0}}, {});
+  std::map<std::string, std::vector<std::string>> bundles = Bundles(p.parts.at(kDevices[2]));
+  ASSERT_EQ(bundles.size(), 2u);
+  std::vector<std::string> keys;
+  for (const auto& [key, bundle] : bundles) keys.push_back(key);
+  for (const auto& [key, bundle] : bundles) {
+    std::vector<std::string> sorted = bundle;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, keys) << key;
+  }
+  EXPECT_TRUE(Bundles(p.parts.at(kDevices[0])).empty()) << "ps receives nothing";
+}
+
+// A tensor computed from what the receiving task sent back (a gradient
+// from a looked-up row) cannot wait in one bundle with what that task
+// needed first (the ids): each travels alone. Two bundles that would wait
+// on each other across tasks are never made either.
+TEST(Partition, ATensorThatDependsOnTheReceiverTravelsApart) {
+  proto::GraphDef g;
+  Var(&g, "table", "/job:ps/task:0");
+  Const(&g, "ids", "/job:worker/task:0");
+  Add(&g, "rows", "Add", {"table", "ids"}, "/job:ps/task:0");
+  Add(&g, "grad", "Neg", {"rows"}, "/job:worker/task:0");
+  Add(&g, "update", "AssignSub", {"table", "grad"}, "/job:ps/task:0");
+  Partitioned p = PartitionAll(g, {{"update", 0}}, {});
+  std::map<std::string, std::vector<std::string>> on_ps = Bundles(p.parts.at(kDevices[0]));
+  ASSERT_EQ(on_ps.size(), 2u) << "ids and grad cross";
+  for (const auto& [key, bundle] : on_ps) EXPECT_TRUE(bundle.empty()) << key << " travels alone";
+
+  // ps:0 -> worker: x, and y, which needs b, the worker's answer to x: x
+  // and y travel alone. Worker -> ps:0: a and b, which y needs together:
+  // one bundle.
+  proto::GraphDef h;
+  Const(&h, "x", "/job:ps/task:0");
+  Const(&h, "a", "/job:worker/task:0");
+  Add(&h, "b", "Neg", {"x"}, "/job:worker/task:0");
+  Add(&h, "y", "Add", {"a", "b"}, "/job:ps/task:0");
+  Add(&h, "out", "Add", {"x", "y"}, "/job:worker/task:0");
+  Partitioned q = PartitionAll(h, {{"out", 0}}, {});
+  std::map<std::string, std::vector<std::string>> on_worker = Bundles(q.parts.at(kDevices[2]));
+  ASSERT_EQ(on_worker.size(), 2u);
+  for (const auto& [key, bundle] : on_worker) EXPECT_TRUE(bundle.empty()) << key << " travels alone";
+  std::map<std::string, std::vector<std::string>> to_ps = Bundles(q.parts.at(kDevices[0]));
+  ASSERT_EQ(to_ps.size(), 2u);
+  for (const auto& [key, bundle] : to_ps) EXPECT_EQ(bundle.size(), 2u) << key << " travels with the other";
+}
+
 TEST(Partition, APartitionThatOnlySendsIsRecognised) {
   proto::GraphDef g;
   Var(&g, "w", "/job:ps/task:0");

@@ -8,6 +8,7 @@
 #include "grpcpp/channel.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/grpc_status.h"
+#include "rpc/rpc_metrics.h"
 #include "rpc/step_stats_proto.h"
 #include "rpc/worker_cache.h"
 #include "tensor/tensor_codec.h"
@@ -68,6 +69,7 @@ absl::Status ReadFetches(WorkerCache* cache, const std::string& task, const prot
       return absl::Status(t.status().code(),
                           absl::StrCat("Fetch '", nt.name(), "' from ", task, ": ", t.status().message()));
     }
+    CountTensorBytesReceived(TaskOfDevice(task), t->TotalBytes());
     call->recv.push_back(std::move(*t));
   }
   if (call->recv.size() != call->recv_keys.size()) {
@@ -180,6 +182,7 @@ void GrpcRemoteWorker::RunGraphAsync(CallOptions* opts, RunGraphCall* call, Stat
   // Large feeds wait on our bulk port for the worker to read them.
   BulkServer* feed_bulk = accepts_bulk_.load() ? local_bulk : nullptr;
   for (const auto& [name, t] : call->send) {
+    CountTensorBytesSent(TaskOfDevice(task_), t.TotalBytes());  // fed tensors are the step's traffic too
     proto::NamedTensor* nt = req.add_send();
     const uint64_t ticket = feed_bulk != nullptr && IsBulkCandidate(t) ? feed_bulk->Offer(t) : 0;
     if (ticket != 0) {

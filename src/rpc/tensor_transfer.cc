@@ -154,3 +154,74 @@ absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer
 }
 
 }  // namespace distflow
+
+namespace distflow {
+
+grpc::ByteBuffer EncodeTensorBundle(const std::vector<Tensor>& tensors) {
+  std::vector<grpc::Slice> slices;
+  for (const Tensor& t : tensors) {
+    std::vector<grpc::Slice> one;
+    (void)EncodeTensorToByteBuffer(t).Dump(&one);  // a buffer built from slices always dumps
+    uint64_t len = 0;
+    for (const grpc::Slice& s : one) len += s.size();
+    char prefix[8];
+    for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+    slices.emplace_back(prefix, sizeof(prefix));
+    for (grpc::Slice& s : one) slices.push_back(std::move(s));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& buffer, size_t count) {
+  std::vector<grpc::Slice> slices;
+  grpc::Status st = buffer.Dump(&slices);
+  if (!st.ok()) return absl::DataLossError(absl::StrCat("Cannot read the bundle's payload: ", st.error_message()));
+  size_t total = 0;
+  for (const grpc::Slice& s : slices) total += s.size();
+  std::vector<Tensor> out;
+  size_t offset = 0;
+  while (out.size() < count) {
+    if (total - offset < 8) {
+      return absl::DataLossError(
+          absl::StrCat("A bundle of ", count, " tensors is truncated after ", out.size(), " (", total, " bytes)"));
+    }
+    char len_bytes[8];
+    Gather(slices, offset, 8, len_bytes);
+    uint64_t len = 0;
+    for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<uint8_t>(len_bytes[i])) << (8 * i);
+    offset += 8;
+    if (len > total - offset) {
+      return absl::DataLossError(
+          absl::StrCat("Tensor ", out.size(), " of a bundle claims ", len, " bytes but ", total - offset, " remain"));
+    }
+    // The tensor's own slices: views of the received ones, not copies.
+    std::vector<grpc::Slice> part;
+    size_t skip = offset, need = static_cast<size_t>(len);
+    for (const grpc::Slice& s : slices) {
+      if (need == 0) break;
+      if (skip >= s.size()) {
+        skip -= s.size();
+        continue;
+      }
+      size_t take = std::min(need, s.size() - skip);
+      part.push_back(s.sub(skip, skip + take));
+      need -= take;
+      skip = 0;
+    }
+    grpc::ByteBuffer one(part.data(), part.size());
+    absl::StatusOr<Tensor> t = DecodeTensorFromByteBuffer(one);
+    if (!t.ok()) {
+      return absl::Status(t.status().code(),
+                          absl::StrCat("Tensor ", out.size(), " of a bundle: ", t.status().message()));
+    }
+    out.push_back(std::move(*t));
+    offset += static_cast<size_t>(len);
+  }
+  if (offset != total) {
+    return absl::DataLossError(
+        absl::StrCat("A bundle of ", count, " tensors carries ", total - offset, " extra bytes"));
+  }
+  return out;
+}
+
+}  // namespace distflow

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "distflow/tensor.h"
@@ -28,5 +29,11 @@ struct BulkRef {
 // Decodes an answer. If `bulk` is non-null a header-only answer is accepted:
 // the tensor is allocated but not filled and `bulk` says where its bytes are.
 absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer, BulkRef* bulk = nullptr);
+
+// A bundle's answer (RecvTensorRequest.bundle_keys): per tensor, an 8-byte
+// little-endian length, then the tensor encoded as above (always inline).
+grpc::ByteBuffer EncodeTensorBundle(const std::vector<Tensor>& tensors);
+// Decodes a bundle of exactly `count` tensors (DataLoss otherwise).
+absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& buffer, size_t count);
 
 }  // namespace distflow

@@ -35,6 +35,39 @@ TEST(TensorTransfer, EncodingDoesNotCopyTheElements) {
   EXPECT_EQ(static_cast<const void*>(slices[1].begin()), t.raw_data()) << "the payload slice points at the tensor";
 }
 
+// A bundle's answer: its tensors, in order, each as a lone tensor would be;
+// bytes flattened into one slice (as a network read may deliver them)
+// decode the same; a cut anywhere, a wrong count or extra bytes are DataLoss.
+TEST(TensorTransfer, BundlesRoundTripAndRejectTruncationAndExtraBytes) {
+  std::vector<Tensor> tensors = {Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape({2, 2})),
+                                 Tensor::FromVector<int64_t>({7, 8}), Tensor::Scalar<bool>(true),
+                                 Tensor::FromVector<std::string>({"id"})};
+  grpc::ByteBuffer b = EncodeTensorBundle(tensors);
+  absl::StatusOr<std::vector<Tensor>> back = DecodeTensorBundle(b, tensors.size());
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) EXPECT_TENSOR_EQ(tensors[i], (*back)[i]);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(b.Dump(&slices).ok());
+  std::string all;
+  for (auto& s : slices) all.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  grpc::Slice flat(all.data(), all.size());
+  grpc::ByteBuffer one(&flat, 1);
+  absl::StatusOr<std::vector<Tensor>> again = DecodeTensorBundle(one, tensors.size());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TENSOR_EQ(tensors[1], (*again)[1]);
+  for (size_t cut : {size_t{0}, size_t{5}, size_t{8}, size_t{20}, all.size() - 1}) {
+    grpc::Slice part(all.data(), cut);
+    grpc::ByteBuffer truncated(&part, 1);
+    EXPECT_EQ(DecodeTensorBundle(truncated, tensors.size()).status().code(), absl::StatusCode::kDataLoss)
+        << "cut at " << cut;
+  }
+  EXPECT_EQ(DecodeTensorBundle(one, tensors.size() + 1).status().code(), absl::StatusCode::kDataLoss);
+  absl::Status extra = DecodeTensorBundle(one, tensors.size() - 1).status();
+  EXPECT_EQ(extra.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(extra.message().find("extra bytes"), std::string::npos) << extra;
+}
+
 TEST(TensorTransfer, TruncatedPayloadIsAnErrorNamingSizes) {
   Tensor t = Tensor::FromVector<float>({1, 2, 3, 4});
   grpc::ByteBuffer b = EncodeTensorToByteBuffer(t);

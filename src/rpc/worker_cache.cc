@@ -279,6 +279,60 @@ void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, cons
       });
 }
 
+void WorkerCache::RecvTensorBundleAsync(const std::string& task, int64_t step_id, const std::vector<std::string>& keys,
+                                        CancellationManager* cm, BundleCallback done) {
+  absl::StatusOr<grpc::GenericStub*> stub = GenericStub(task);
+  if (!stub.ok()) {
+    done(stub.status(), {});
+    return;
+  }
+  struct Call {
+    grpc::ClientContext ctx;
+    grpc::ByteBuffer request, response;
+    CancellationManager::Token token = CancellationManager::kInvalidToken;
+  };
+  auto call = std::make_shared<Call>();
+  proto::RecvTensorRequest req;
+  req.set_step_id(step_id);
+  for (const std::string& key : keys) req.add_bundle_keys(key);
+  bool own = false;
+  grpc::Status ser =
+      grpc::GenericSerialize<grpc::ProtoBufferWriter, proto::RecvTensorRequest>(req, &call->request, &own);
+  if (!ser.ok()) {
+    done(FromGrpcStatus(ser), {});
+    return;
+  }
+  if (cm != nullptr) {
+    call->token = cm->Register([call] { call->ctx.TryCancel(); });
+    if (call->token == CancellationManager::kInvalidToken) {
+      done(absl::CancelledError("step cancelled before RecvTensor"), {});
+      return;
+    }
+  }
+  DF_TSAN_HANDOFF(call.get());
+  (*stub)->UnaryCall(&call->ctx, "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &call->request,
+                     &call->response,
+                     [call, cm, task, n = keys.size(), first = keys.front(), done = std::move(done)](grpc::Status s) {
+                       DF_TSAN_RECEIVE(call.get());
+                       if (cm != nullptr) cm->Deregister(call->token);
+                       auto named = [&](const absl::Status& e) {
+                         return absl::Status(e.code(), absl::StrCat("RecvTensor of a bundle of ", n, " tensors ('",
+                                                                    first, "', ...) from ", task, ": ", e.message()));
+                       };
+                       if (!s.ok()) {
+                         done(named(FromGrpcStatus(s)), {});
+                         return;
+                       }
+                       absl::StatusOr<std::vector<Tensor>> t = DecodeTensorBundle(call->response, n);
+                       if (!t.ok()) {
+                         done(named(t.status()), {});
+                         return;
+                       }
+                       for (const Tensor& one : *t) CountTensorBytesReceived(TaskOfDevice(task), one.TotalBytes());
+                       done(absl::OkStatus(), std::move(*t));
+                     });
+}
+
 absl::Status WorkerCache::FetchBulkInto(const std::string& task, uint64_t ticket, int port, Tensor* t,
                                         CancellationManager* cm) {
   if (bulk_ == nullptr) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -93,6 +94,9 @@ class WorkerCache final : public WorkerCacheInterface {
   // Pulls a tensor from `task` (its RecvTensor service) for the rendezvous.
   void RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
                        Rendezvous::DoneCallback done) override;
+  // Pulls a bundle, the tensors sent under each of `keys`, in one call.
+  void RecvTensorBundleAsync(const std::string& task, int64_t step_id, const std::vector<std::string>& keys,
+                             CancellationManager* cm, BundleCallback done) override;
 
  private:
   struct Peer {

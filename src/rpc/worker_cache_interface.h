@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,12 @@ class WorkerCacheInterface {
   // Pulls a tensor from `task` for the rendezvous.
   virtual void RecvTensorAsync(const std::string& task, int64_t step_id, const std::string& key,
                                CancellationManager* cm, Rendezvous::DoneCallback done) = 0;
+  // Pulls a bundle, the tensors `task` sent under each of `keys` (the
+  // partitioner's transfer bundles, placement/transfer_bundles.h), in one
+  // call; `done` gets them in the order of `keys`.
+  using BundleCallback = std::function<void(absl::Status, std::vector<Tensor>)>;
+  virtual void RecvTensorBundleAsync(const std::string& task, int64_t step_id, const std::vector<std::string>& keys,
+                                     CancellationManager* cm, BundleCallback done) = 0;
 };
 
 }  // namespace distflow

@@ -167,6 +167,7 @@ class GrpcWorkerService final
       r->Finish(ToGrpcStatus(t.status()));
       return r;
     }
+    if (req.bundle_keys_size() > 0) return RecvBundle(req, response);
     // The wait ends when the tensor is sent, the step is aborted, or the
     // caller gives up (its deadline, cancel or disconnect): then the waiter
     // leaves the rendezvous, so calls for keys that never come cannot pile up.
@@ -217,6 +218,47 @@ class GrpcWorkerService final
     if (auto* refused = Refuse(ctx)) return refused;
     auto* r = ctx->DefaultReactor();
     r->Finish(ToGrpcStatus(w_->Heartbeat(*req, resp)));
+    return r;
+  }
+
+  // A bundle: answered once every key has been sent here (or with the first
+  // error), all tensors inline in one response.
+  grpc::ServerUnaryReactor* RecvBundle(const proto::RecvTensorRequest& req, grpc::ByteBuffer* response) {
+    auto* r = new RecvTensorReactor();
+    struct Bundle {
+      absl::Mutex mu;
+      std::vector<Tensor> tensors;
+      size_t remaining;
+      absl::Status status;
+    };
+    const size_t n = static_cast<size_t>(req.bundle_keys_size());
+    auto bundle = std::make_shared<Bundle>();
+    bundle->tensors.resize(n);
+    bundle->remaining = n;
+    const std::string& last = req.bundle_keys(req.bundle_keys_size() - 1);
+    std::string peer = TaskOfDevice(last.substr(last.rfind(';') == std::string::npos ? 0 : last.rfind(';') + 1));
+    for (size_t i = 0; i < n; ++i) {
+      w_->rendezvous()->RecvLocalAsync(req.step_id(), req.bundle_keys(static_cast<int>(i)), &r->cancel->cm,
+                                       [r, cancel = r->cancel, response, bundle, i, peer](absl::Status s, Tensor t) {
+                                         bool finish = false;
+                                         {
+                                           absl::MutexLock lock(&bundle->mu);
+                                           if (s.ok()) {
+                                             bundle->tensors[i] = std::move(t);
+                                           } else if (bundle->status.ok()) {
+                                             bundle->status = s;
+                                           }
+                                           finish = --bundle->remaining == 0;
+                                         }
+                                         if (!finish) return;
+                                         if (bundle->status.ok()) {
+                                           for (const Tensor& sent : bundle->tensors)
+                                             CountTensorBytesSent(peer, sent.TotalBytes());
+                                           *response = EncodeTensorBundle(bundle->tensors);
+                                         }
+                                         r->Finish(ToGrpcStatus(bundle->status));
+                                       });
+    }
     return r;
   }
 

@@ -1,6 +1,8 @@
 #include "distflow/train/optimizer.h"
 
 #include <cmath>
+#include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -44,6 +46,21 @@ const std::string& DeviceOf(const Output& o) { return o.node()->def().device(); 
 // The scope for ops colocated with `var`: its device, the caller's control
 // dependencies kept.
 Scope Colocated(const Scope& scope, const Output& var) { return scope.WithDevice(DeviceOf(var)); }
+
+// Whether `a` runs before `b` in every step (an input of b, transitively).
+bool RunsBefore(const Node* a, const Node* b) {
+  std::vector<const Node*> stack = {b};
+  std::set<const Node*> seen;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (n == a) return true;
+    if (!seen.insert(n).second) continue;
+    for (const NodeOut& in : n->inputs()) stack.push_back(in.node);
+    for (const Node* c : n->control_inputs()) stack.push_back(c);
+  }
+  return false;
+}
 
 absl::Status CheckVariable(const Output& var) {
   if (!var.ok()) return absl::InvalidArgumentError("an invalid variable was passed to the optimizer");
@@ -179,7 +196,10 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
     IndexedSlices parts;
     if (AsIndexedSlices(g, &parts)) {
       grad_ops.push_back(parts.values.op());
-      grad_ops.push_back(parts.indices.op());
+      // Indices the values are computed from (a lookup's ids) have run by
+      // then: a gate on them too would only add a transfer where they are
+      // computed on another device (a sharded lookup's ids, on each shard).
+      if (!RunsBefore(parts.indices.node(), parts.values.node())) grad_ops.push_back(parts.indices.op());
     } else {
       grad_ops.push_back(g.op());
     }

@@ -44,9 +44,20 @@ Worker::Worker(std::string task_name, WorkerCacheInterface* peers, WorkerOptions
       peers_(peers),
       compute_(std::make_unique<ThreadPool>("df_worker", 8)),
       device_(std::make_unique<Device>(task_name_ + "/device:CPU:0", "CPU", nullptr)),
-      rendezvous_(task_name_,
-                  [this](const std::string& task, int64_t step, const std::string& key, CancellationManager* cm,
-                         Rendezvous::DoneCallback done) { RemoteRecv(task, step, key, cm, std::move(done)); }) {
+      rendezvous_(
+          task_name_,
+          [this](const std::string& task, int64_t step, const std::string& key, CancellationManager* cm,
+                 Rendezvous::DoneCallback done) { RemoteRecv(task, step, key, cm, std::move(done)); },
+          [this](const std::string& task, int64_t step, const std::vector<std::string>& keys, CancellationManager* cm,
+                 WorkerCacheInterface::BundleCallback done) {
+            if (peers_ == nullptr) {
+              done(absl::FailedPreconditionError(
+                       absl::StrCat(task_name_, " has no peers to receive ", keys.size(), " tensors from")),
+                   {});
+              return;
+            }
+            peers_->RecvTensorBundleAsync(task, step, keys, cm, std::move(done));
+          }) {
   if (peers_ != nullptr) {
     StallCheckOptions stall_check;
     if (absl::StatusOr<absl::Duration> interval = StallCheckIntervalFromEnv(); interval.ok()) {

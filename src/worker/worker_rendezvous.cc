@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace distflow {
 namespace {
 constexpr size_t kMaxAbortedSteps = 4096;
@@ -21,7 +23,7 @@ absl::Status WorkerRendezvous::Send(int64_t step_id, const std::string& key, con
     }
     w = std::move(slot.waiters.front());
     slot.waiters.pop_front();
-    if (slot.waiters.empty() && slot.values.empty()) table_.erase({step_id, key});
+    if (slot.Empty()) table_.erase({step_id, key});
   }
   if (w.cm != nullptr && w.token >= 0) w.cm->Deregister(w.token);
   w.done(absl::OkStatus(), value);
@@ -47,6 +49,67 @@ void WorkerRendezvous::RecvAsync(int64_t step_id, const std::string& key, const 
     }
     done(std::move(s), std::move(t));
   });
+}
+
+void WorkerRendezvous::RecvBundleAsync(int64_t step_id, const std::string& key, const std::vector<std::string>& bundle,
+                                       const std::string& send_task, CancellationManager* cm, DoneCallback done) {
+  if (send_task == local_task_ || send_task.empty() || bundle.size() < 2 || !remote_bundle_) {
+    RecvAsync(step_id, key, send_task, cm, std::move(done));
+    return;
+  }
+  bool first = false;
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    // An aborted or closed step fails in RecvLocalAsync below.
+    if (closed_.ok() && aborted_.find(step_id) == aborted_.end()) {
+      auto it = table_.find({step_id, key});
+      // Neither fetching nor fetched (nor taken: each key is received once a step).
+      first = it == table_.end() || (it->second.values.empty() && !it->second.fetching);
+      if (first) {
+        for (const std::string& k : bundle) table_[{step_id, k}].fetching = true;
+        id = next_waiter_id_++;
+        remote_pending_[id] = {step_id, absl::StrCat(bundle.size(), " tensors ('", key, "', ...) from ", send_task)};
+      }
+    }
+  }
+  if (first) {
+    remote_bundle_(
+        send_task, step_id, bundle, cm, [this, id, step_id, bundle](absl::Status s, std::vector<Tensor> tensors) {
+          if (s.ok() && tensors.size() != bundle.size()) {
+            s = absl::InternalError(absl::StrCat("A bundle of ", bundle.size(), " tensors brought ", tensors.size()));
+          }
+          std::vector<std::pair<Waiter, Tensor>> ready;
+          {
+            // One critical section: a receive of the bundle never
+            // sees it neither fetching nor fetched.
+            absl::MutexLock lock(&mu_);
+            remote_pending_.erase(id);
+            const bool open = closed_.ok() && aborted_.find(step_id) == aborted_.end();
+            for (size_t i = 0; i < bundle.size(); ++i) {
+              auto it = table_.find({step_id, bundle[i]});
+              if (it == table_.end()) continue;
+              Slot& slot = it->second;
+              slot.fetching = false;
+              if (s.ok() && open) {
+                if (slot.waiters.empty()) {
+                  slot.values.push_back(std::move(tensors[i]));
+                } else {
+                  ready.emplace_back(std::move(slot.waiters.front()), std::move(tensors[i]));
+                  slot.waiters.pop_front();
+                }
+              }
+              if (slot.Empty()) table_.erase(it);
+            }
+          }
+          for (auto& [w, value] : ready) {
+            if (w.cm != nullptr && w.token >= 0) w.cm->Deregister(w.token);
+            w.done(absl::OkStatus(), std::move(value));
+          }
+          if (!s.ok()) AbortStep(step_id, s);
+        });
+  }
+  RecvLocalAsync(step_id, key, cm, std::move(done));
 }
 
 std::vector<std::string> WorkerRendezvous::Waiting(int64_t step_id) const {
@@ -76,7 +139,7 @@ void WorkerRendezvous::RecvLocalAsync(int64_t step_id, const std::string& key, C
       if (!slot.values.empty()) {
         value = std::move(slot.values.front());
         slot.values.pop_front();
-        if (slot.values.empty() && slot.waiters.empty()) table_.erase({step_id, key});
+        if (slot.Empty()) table_.erase({step_id, key});
       } else {
         Waiter w;
         w.done = std::move(done);
@@ -99,7 +162,7 @@ void WorkerRendezvous::RecvLocalAsync(int64_t step_id, const std::string& key, C
                   break;
                 }
               }
-              if (it->second.values.empty() && it->second.waiters.empty()) table_.erase(it);
+              if (it->second.Empty()) table_.erase(it);
             }
             if (cb) cb(absl::CancelledError("Recv of '" + key + "' cancelled"), Tensor());
           });
@@ -112,7 +175,7 @@ void WorkerRendezvous::RecvLocalAsync(int64_t step_id, const std::string& key, C
           return;
         }
         done = std::move(w.done);
-        if (slot.values.empty() && slot.waiters.empty()) table_.erase({step_id, key});
+        if (slot.Empty()) table_.erase({step_id, key});
       }
     }
   }

@@ -25,12 +25,23 @@ class WorkerRendezvous : public Rendezvous {
   using RemoteRecvFn = std::function<void(const std::string& task, int64_t step_id, const std::string& key,
                                           CancellationManager* cm, DoneCallback done)>;
 
-  WorkerRendezvous(std::string local_task, RemoteRecvFn remote)
-      : local_task_(std::move(local_task)), remote_(std::move(remote)) {}
+  // Fetches a bundle (Rendezvous::RecvBundleAsync) from `task` in one call.
+  using RemoteBundleFn =
+      std::function<void(const std::string& task, int64_t step_id, const std::vector<std::string>& keys,
+                         CancellationManager* cm, std::function<void(absl::Status, std::vector<Tensor>)> done)>;
+
+  // Without `remote_bundle`, each tensor of a bundle is received alone.
+  WorkerRendezvous(std::string local_task, RemoteRecvFn remote, RemoteBundleFn remote_bundle = nullptr)
+      : local_task_(std::move(local_task)), remote_(std::move(remote)), remote_bundle_(std::move(remote_bundle)) {}
 
   absl::Status Send(int64_t step_id, const std::string& key, const Tensor& value) override;
   void RecvAsync(int64_t step_id, const std::string& key, const std::string& send_task, CancellationManager* cm,
                  DoneCallback done) override;
+  // The first receive of a bundle fetches all of it from `send_task` and
+  // leaves each tensor here under its key, where every receive of the
+  // bundle (the first one too) takes its own. A failed fetch aborts the step.
+  void RecvBundleAsync(int64_t step_id, const std::string& key, const std::vector<std::string>& bundle,
+                       const std::string& send_task, CancellationManager* cm, DoneCallback done) override;
   // Waits for a tensor sent on this task (served to peers by RecvTensor).
   void RecvLocalAsync(int64_t step_id, const std::string& key, CancellationManager* cm, DoneCallback done);
 
@@ -55,11 +66,14 @@ class WorkerRendezvous : public Rendezvous {
   struct Slot {
     std::deque<Tensor> values;
     std::deque<Waiter> waiters;
+    bool fetching = false;  // its bundle's fetch is in flight: the value comes from it
+    bool Empty() const { return values.empty() && waiters.empty() && !fetching; }
   };
   using Key = std::pair<int64_t, std::string>;
 
   const std::string local_task_;
   const RemoteRecvFn remote_;
+  const RemoteBundleFn remote_bundle_;
   mutable absl::Mutex mu_;
   std::map<Key, Slot> table_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, absl::Status> aborted_ ABSL_GUARDED_BY(mu_);  // bounded: oldest dropped

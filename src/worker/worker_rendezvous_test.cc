@@ -1,5 +1,7 @@
 #include "worker/worker_rendezvous.h"
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -48,6 +50,71 @@ TEST(WorkerRendezvous, AbortAllFailsEveryWaiterNowAndLater) {
   ASSERT_EQ(results.size(), 4u);
   EXPECT_EQ(results.back().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(r.Send(9, "late", Tensor::Scalar<float>(1)).code(), absl::StatusCode::kCancelled);
+}
+
+// A bundle's receives: the first asks the peer once for every key, the
+// others wait for that one answer, whichever order they come in.
+TEST(WorkerRendezvous, ABundleIsFetchedOnceForAllItsReceives) {
+  const std::vector<std::string> keys = {"a;0;ps;w", "b;0;ps;w", "c;0;ps;w"};
+  std::vector<std::vector<std::string>> asked;
+  std::function<void(absl::Status, std::vector<Tensor>)> answer;
+  WorkerRendezvous r(
+      "/job:worker/replica:0/task:0",
+      [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
+        done(absl::UnavailableError("a single receive was not expected"), Tensor());
+      },
+      [&](const std::string& task, int64_t, const std::vector<std::string>& ks, CancellationManager*,
+          std::function<void(absl::Status, std::vector<Tensor>)> done) {
+        EXPECT_EQ(task, "/job:ps/replica:0/task:0");
+        asked.push_back(ks);
+        answer = std::move(done);
+      });
+  std::vector<float> got(3, 0);
+  auto recv = [&](int i) {
+    r.RecvBundleAsync(7, keys[static_cast<size_t>(i)], keys, "/job:ps/replica:0/task:0", nullptr,
+                      [&got, i](const absl::Status& s, const Tensor& t) {
+                        ASSERT_TRUE(s.ok()) << s;
+                        got[static_cast<size_t>(i)] = t.scalar<float>();
+                      });
+  };
+  recv(1);
+  recv(0);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], keys);
+  answer(absl::OkStatus(), {Tensor::Scalar<float>(1), Tensor::Scalar<float>(2), Tensor::Scalar<float>(3)});
+  EXPECT_EQ(got, (std::vector<float>{1, 2, 0}));
+  recv(2);  // after the answer: takes what it left, asks nothing
+  EXPECT_EQ(asked.size(), 1u);
+  EXPECT_EQ(got, (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(r.NumPendingForTest(), 0u);
+}
+
+// A failed fetch fails the step: the receives waiting now and those to come.
+TEST(WorkerRendezvous, AFailedBundleFailsEveryReceiveOfItsStep) {
+  const std::vector<std::string> keys = {"a;0;ps;w", "b;0;ps;w"};
+  int asked = 0;
+  WorkerRendezvous r(
+      "/job:worker/replica:0/task:0",
+      [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
+        done(absl::UnavailableError("a single receive was not expected"), Tensor());
+      },
+      [&](const std::string&, int64_t, const std::vector<std::string>&, CancellationManager*,
+          std::function<void(absl::Status, std::vector<Tensor>)> done) {
+        ++asked;
+        done(absl::UnavailableError("ps:0 is gone"), {});
+      });
+  std::vector<absl::Status> results;
+  for (const std::string& k : keys) {
+    r.RecvBundleAsync(3, k, keys, "/job:ps/replica:0/task:0", nullptr,
+                      [&](const absl::Status& s, const Tensor&) { results.push_back(s); });
+  }
+  EXPECT_EQ(asked, 1);
+  ASSERT_EQ(results.size(), 2u);
+  for (const absl::Status& s : results) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(s.message().find("ps:0 is gone"), std::string::npos) << s;
+  }
+  EXPECT_EQ(r.NumPendingForTest(), 0u);
 }
 
 }  // namespace

@@ -43,7 +43,11 @@ std::pair<Output, Output> RowsAndRowShape(const Scope& s, const Output& params) 
 Output RowsGradient(const Scope& s, const Output& params, const Output& indices, const Output& g) {
   auto [rows, row_shape] = RowsAndRowShape(s, params);
   Output values = ops::Reshape(s, g, ops::Concat(s, {ops::Const(s, Tensor::FromVector<int64_t>({-1})), row_shape}, 0));
-  return IndexedSlicesGradient(s, {values, ops::Reshape(s, indices, std::vector<int64_t>{-1}), rows});
+  // Vector indices are used as they are: a reshape would run on the
+  // gradient's device, and ids computed where the table lives (a sharded
+  // lookup) would cross to it and back.
+  Output flat = indices.shape().rank() == 1 ? indices : ops::Reshape(s, indices, std::vector<int64_t>{-1});
+  return IndexedSlicesGradient(s, {values, flat, rows});
 }
 
 GRAD_FN(GatherGrad) {

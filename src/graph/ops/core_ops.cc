@@ -47,7 +47,8 @@ void RegisterCoreOps(OpRegistry* r) {
   r->MustRegister(OpDefBuilder("NoOp").SetShapeFn(UnknownShape));
 
   // Transfers across partitions, inserted by the partitioner. `key` names the
-  // edge; `send_task` is the task that produces it.
+  // edge; `send_task` is the task that produces it; `bundle` (if any) the
+  // keys of the step's transfers from that task fetched with it in one call.
   r->MustRegister(OpDefBuilder("_Send")
                       .Input("tensor: T")
                       .Attr("T: type")
@@ -60,6 +61,7 @@ void RegisterCoreOps(OpRegistry* r) {
                       .Attr("key: string")
                       .Attr("send_task: string")
                       .Attr("shape: shape")
+                      .Attr("bundle: list(string) = []")
                       .SetIsStateful()
                       .SetShapeFn([](InferenceContext* c) {
                         absl::StatusOr<PartialShape> s = GetAttrShape(c->node(), "shape");

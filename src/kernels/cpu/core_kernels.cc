@@ -82,6 +82,10 @@ class RecvOp : public AsyncOpKernel {
     ASSIGN_OR_RETURN(std::string task, GetAttrString(c->def(), "send_task"));
     key_ = key;
     send_task_ = task;
+    // The partitioner's bundle: the keys that travel with this one.
+    if (absl::StatusOr<std::vector<std::string>> bundle = GetAttrStringList(c->def(), "bundle"); bundle.ok()) {
+      bundle_ = std::move(*bundle);
+    }
     return absl::OkStatus();
   }
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
@@ -89,16 +93,22 @@ class RecvOp : public AsyncOpKernel {
       done(absl::FailedPreconditionError("_Recv needs a distributed step"));
       return;
     }
-    ctx->rendezvous()->RecvAsync(ctx->step_id(), key_, send_task_, ctx->cancellation_manager(),
-                                 [ctx, done = std::move(done)](absl::Status s, Tensor t) {
-                                   // A dead send arrives as no tensor: the output stays unset (dead).
-                                   if (s.ok() && t.IsInitialized()) s = ctx->set_output(0, std::move(t));
-                                   done(s);
-                                 });
+    auto got = [ctx, done = std::move(done)](absl::Status s, Tensor t) {
+      // A dead send arrives as no tensor: the output stays unset (dead).
+      if (s.ok() && t.IsInitialized()) s = ctx->set_output(0, std::move(t));
+      done(s);
+    };
+    if (bundle_.size() > 1) {
+      ctx->rendezvous()->RecvBundleAsync(ctx->step_id(), key_, bundle_, send_task_, ctx->cancellation_manager(),
+                                         std::move(got));
+    } else {
+      ctx->rendezvous()->RecvAsync(ctx->step_id(), key_, send_task_, ctx->cancellation_manager(), std::move(got));
+    }
   }
 
  private:
   std::string key_, send_task_;
+  std::vector<std::string> bundle_;
 };
 
 }  // namespace

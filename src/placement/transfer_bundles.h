@@ -1,0 +1,31 @@
+// BundleTransfers lets the tensors of one step that cross from one task to
+// one partition travel in as few RecvTensor calls as is safe: it groups the
+// partitions' _Recv nodes by (sending task, receiving device) into bundles
+// and names each bundle's keys in its members' `bundle` attr; at run time
+// the first receive of a bundle fetches all of it in one call
+// (WorkerRendezvous::RecvBundleAsync), which the sender answers once every
+// member has been sent.
+//
+// Waiting for a whole bundle must not deadlock the step: a tensor joins a
+// bundle only if nothing it depends on waits (through any partition) for
+// that bundle, and nothing that waits for it is needed by the bundle. The
+// pass models each bundle as a node that every member's _Send precedes and
+// every member's _Recv follows, and keeps that graph acyclic; tensors are
+// considered in dependency order, so the tensors ready early in a step
+// (fed ids, variable reads) and those ready late (gradients) form separate
+// bundles. Large tensors of a known shape stay alone (they may take the bulk
+// port). Only for steps without control flow (the partitioner's caller
+// decides). Stateless; thread-safe.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "placement/partition.h"
+
+namespace distflow {
+
+// Sets the `bundle` attr of the _Recv nodes of `parts` that travel together.
+void BundleTransfers(std::map<std::string, Partition>* parts);
+
+}  // namespace distflow
