@@ -225,7 +225,7 @@ void Worker::RemoteRecv(const std::string& task, int64_t step_id, const std::str
   // The run's own receive may outlive the run (the next run uses it): it
   // keeps the run's cancellation manager alive, and the worker's
   // destructor cancels and waits for it.
-  WorkerCache* peers = peers_;
+  WorkerCacheInterface* peers = peers_;
   prefetcher->Recv(
       run, key,
       [peers, task, step_id, key, step_cm, inflight = inflight_](Rendezvous::DoneCallback got) {
