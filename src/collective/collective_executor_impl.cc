@@ -246,8 +246,8 @@ void CollectiveExecutorImpl::Rebuild(const GroupId& group) {
     waiters.swap(g.waiters);
   }
   if (status.ok()) {
-    LOG(INFO) << GroupName(group) << " is in generation " << answer.generation << " (state from rank " << answer.root
-              << "), rebuilt in " << absl::FormatDuration(absl::Now() - start);
+    LOG(INFO) << "C" << GroupName(group).substr(1) << " is in generation " << answer.generation << " (state from rank "
+              << answer.root << "), rebuilt in " << absl::FormatDuration(absl::Now() - start);
   }
   for (auto& w : waiters) w(status);
 }
