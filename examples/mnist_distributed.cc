@@ -30,9 +30,17 @@
 // k + W, k + 2W, ... (tf.data's shard(W, k)), about 55,000/W of them, and
 // walks them in an order reshuffled every epoch. Only the chief reads the
 // test set, for its evaluation. A worker that joined a running job (below)
-// takes shard (its index mod W) of the W workers in the cluster it was given,
-// so its examples overlap another worker's; nothing is re-sharded when
-// workers join or leave. --all_reduce shards the same way.
+// With a ps and failure detection the shards follow the live workers: a
+// worker takes shard k of W, W the workers the coordinator (ps 0) holds
+// in the job (alive, or not heard from yet; not dead, not left) and k its
+// position among them by task index, when it starts and again every
+// --reshard_every_steps (50) steps of its own, re-reading its new shard when
+// k or W changed. Once every worker has checked since the last join or
+// leave, the shards are disjoint and cover the training set; until then
+// (at most --reshard_every_steps local steps per worker) two may overlap
+// or some examples wait, and a dead worker's examples are taken over once
+// the coordinator declares it dead. --all_reduce keeps the spec's shard
+// (its group is fixed).
 //
 // --join=PS0_HOST:PORT --join_as=HOST:PORT starts a worker that is not in
 // the cluster spec and joins the running job (asynchronous, or synchronous
@@ -116,6 +124,9 @@ ABSL_FLAG(std::string, join, "",
           "--elastic; needs --join_as)");
 ABSL_FLAG(std::string, join_as, "", "with --join: host:port this worker serves on");
 ABSL_FLAG(int, local_steps, 0, "leave after this many steps of this worker (0: train until --train_steps)");
+ABSL_FLAG(int, reshard_every_steps, 50,
+          "with a ps and failure detection: every this many steps of its own, a worker asks the coordinator for the "
+          "live workers and takes its shard among them (0: the spec's shard, never changed)");
 ABSL_FLAG(std::string, model, "cnn", "cnn (the book's network) or softmax");
 ABSL_FLAG(int, train_steps, 5000, "stop when the global step reaches this");
 ABSL_FLAG(int, batch_size, 50, "examples per step");
@@ -183,7 +194,9 @@ using mnist_distributed::Die;
 using mnist_distributed::JoinedWorkersStillIn;
 using mnist_distributed::JoinRunningJob;
 using mnist_distributed::kStopFlagName;
+using mnist_distributed::LiveShard;
 using mnist_distributed::Network;
+using mnist_distributed::ReadShard;
 using mnist_distributed::ReadWorkerShard;
 using mnist_distributed::ResolveTask;
 using mnist_distributed::RunAllReduce;
@@ -227,8 +240,23 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
   if (!started.ok()) return Die("starting this task's server", started.status());
   std::unique_ptr<df::Server> server = std::move(started->server);
   const std::string target = started->target;
-  auto data = ReadWorkerShard(task, num_workers, chief);
+  // The shard follows the live workers (see the top): at the start, and
+  // every --reshard_every_steps local steps.
+  const std::string membership = cluster->HasJob("ps") && absl::GetFlag(FLAGS_heartbeat_timeout_secs) > 0 &&
+                                         absl::GetFlag(FLAGS_reshard_every_steps) > 0
+                                     ? cluster->task_address("ps", cluster->task_indices("ps").front()).value_or("")
+                                     : "";
+  std::pair<int, int> shard = {task % std::max(1, num_workers), std::max(1, num_workers)};
+  if (!membership.empty()) {
+    if (absl::StatusOr<std::pair<int, int>> live = LiveShard(membership, task); live.ok()) shard = *live;
+  }
+  auto data = ReadShard(shard.first, shard.second, task, chief);
   if (!data.ok()) return Die("reading data", data.status());
+  if (!membership.empty()) {
+    std::printf("Worker %d: training on shard %d of %d (%lld examples)\n", task, shard.first, shard.second,
+                static_cast<long long>(data->train.num_examples()));
+    std::fflush(stdout);
+  }
 
   df::Scope root = df::Scope::NewRootScope();
   const std::string worker_device = absl::StrCat("/job:worker/task:", task);
@@ -367,6 +395,23 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
     }
     int64_t now = sess.global_step();
     ++local_steps;
+    if (!membership.empty() && local_steps % absl::GetFlag(FLAGS_reshard_every_steps) == 0) {
+      absl::StatusOr<std::pair<int, int>> live = LiveShard(membership, task);
+      if (live.ok() && *live != shard) {
+        absl::StatusOr<df::data::DataSets> next = ReadShard(live->first, live->second, task, false);
+        if (next.ok()) {
+          shard = *live;
+          data->train = std::move(next->train);
+          if (progress != nullptr) progress->ClearLine();
+          std::printf(
+              "Worker %d: the job has %d live workers; training on shard %d of %d (%lld examples) from "
+              "global step %lld\n",
+              task, shard.second, shard.first, shard.second, static_cast<long long>(data->train.num_examples()),
+              static_cast<long long>(now));
+          std::fflush(stdout);
+        }
+      }
+    }
     if (now / every != step / every) {
       if (progress != nullptr) progress->ClearLine();
       std::printf("Worker : %d, Step: %lld, Accuracy (batch): %.3f\n", task, static_cast<long long>(now),

@@ -4,7 +4,9 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "distflow/elastic.h"
 #include "distflow/status.h"
 #include "distflow/train/layers.h"
 #include "mnist_distributed_flags.h"
@@ -55,9 +57,31 @@ absl::StatusOr<WorkerServer> StartWorkerServer(const df::ClusterSpec& cluster, i
 }
 
 absl::StatusOr<df::data::DataSets> ReadWorkerShard(int task, int num_workers, bool with_test_set) {
+  return ReadShard(task % std::max(1, num_workers), num_workers, task, with_test_set);
+}
+
+absl::StatusOr<std::pair<int, int>> LiveShard(const std::string& coordinator_address, int task) {
+  absl::StatusOr<std::vector<df::ClusterMember>> members = df::ListClusterMembers(coordinator_address);
+  if (!members.ok()) return members.status();
+  std::vector<int> live;
+  for (const df::ClusterMember& m : *members) {
+    if (m.state != "ALIVE" && m.state != "UNKNOWN") continue;
+    const std::string prefix = "/job:worker/replica:0/task:";
+    int index = -1;
+    if (m.task.rfind(prefix, 0) == 0 && absl::SimpleAtoi(m.task.substr(prefix.size()), &index)) live.push_back(index);
+  }
+  std::sort(live.begin(), live.end());
+  auto me = std::find(live.begin(), live.end(), task);
+  if (me == live.end()) {
+    return absl::NotFoundError(absl::StrCat("the coordinator does not hold worker ", task, " as alive"));
+  }
+  return std::make_pair(static_cast<int>(me - live.begin()), static_cast<int>(live.size()));
+}
+
+absl::StatusOr<df::data::DataSets> ReadShard(int shard, int num_shards, int task, bool with_test_set) {
   df::data::ShardOptions o;
-  o.num_shards = std::max(1, num_workers);
-  o.shard_index = task % o.num_shards;
+  o.num_shards = std::max(1, num_shards);
+  o.shard_index = shard % o.num_shards;
   o.seed = 100 + static_cast<uint64_t>(task);
   o.validation = false;
   o.test = with_test_set;

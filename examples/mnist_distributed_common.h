@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,15 @@ absl::StatusOr<WorkerServer> StartWorkerServer(const distflow::ClusterSpec& clus
 // when `with_test_set` (the chief's evaluation). Batches are shuffled from a
 // seed of the task's.
 absl::StatusOr<distflow::data::DataSets> ReadWorkerShard(int task, int num_workers, bool with_test_set);
+// Shard `shard` of `num_shards` of the training set (tf.data's
+// shard(num_shards, shard)), walked in an order seeded by `task`.
+absl::StatusOr<distflow::data::DataSets> ReadShard(int shard, int num_shards, int task, bool with_test_set);
+
+// The shard a worker takes in the job as its coordinator (at
+// `coordinator_address`) holds it now: {its position among the workers
+// that are alive or not heard from yet (not dead, not left) by task index,
+// their count}. NotFound if the coordinator does not hold `task` as such.
+absl::StatusOr<std::pair<int, int>> LiveShard(const std::string& coordinator_address, int task);
 
 // The accuracy over `test` of `accuracy` fed with `images`/`labels`, in chunks of 1000 examples.
 absl::StatusOr<double> TestAccuracy(distflow::Session* session, const distflow::Output& images,

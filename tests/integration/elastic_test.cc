@@ -132,6 +132,42 @@ TEST(Elastic, WorkersJoinAndLeaveARunningAsyncJobWithoutRestartingAnyone) {
   ExpectNobodyRestartedAndTheJobLearned(job, out, Output(w1));
 }
 
+// The shards follow the live workers (mnist_distributed's
+// --reshard_every_steps): two workers train on halves of the data; a worker
+// joins and everyone takes a third; worker 1 dies and, once it is declared
+// dead, the two left take halves again. The chief's SIGTERM ends the job.
+TEST(Elastic, ShardsFollowTheLiveWorkersAsTheyJoinAndDie) {
+  Job job;
+  job.train_steps = 10000000;  // the chief's SIGTERM ends the job
+  const std::vector<std::string> reshard = {"--reshard_every_steps=10"};
+  Proc ps = job.Task("ps", 0);
+  Proc chief = job.Task("worker", 0, reshard);
+  Proc w1 = job.Task("worker", 1, reshard);
+  ASSERT_TRUE(WaitForOutput(chief, "Worker 0: training on shard 0 of 2 (27500 examples)", 120)) << Output(chief);
+  ASSERT_TRUE(WaitForOutput(w1, "Worker 1: training on shard 1 of 2 (27500 examples)", 120)) << Output(w1);
+  ASSERT_TRUE(WaitForOutput(chief, "Worker : 0, Step:", 120)) << Output(chief);
+  Proc joiner = job.Joiner(reshard);
+  ASSERT_TRUE(WaitForOutput(joiner, "Worker 2: training on shard 2 of 3 (18333 examples)", 120)) << Output(joiner);
+  ASSERT_TRUE(WaitForOutput(chief, "training on shard 0 of 3 (18334 examples)", 120)) << Output(chief);
+  ASSERT_TRUE(WaitForOutput(w1, "training on shard 1 of 3 (18333 examples)", 120)) << Output(w1);
+  kill(w1.pid, SIGKILL);
+  EXPECT_EQ(Wait(w1, 10), 128 + SIGKILL);
+  ASSERT_TRUE(WaitForOutput(chief, "training on shard 0 of 2 (27500 examples)", 120)) << Output(chief);
+  ASSERT_TRUE(WaitForOutput(joiner, "training on shard 1 of 2 (27500 examples)", 120)) << Output(joiner);
+  kill(chief.pid, SIGTERM);
+  EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
+  EXPECT_EQ(Wait(joiner, 60), 0) << Output(joiner);
+  EXPECT_EQ(Wait(ps, 60), 0) << Output(ps);
+  // The chief's re-shards, in order: a third when the joiner came, a half
+  // when worker 1 was gone.
+  const std::string out = Output(chief);
+  const size_t third = out.find("the job has 3 live workers; training on shard 0 of 3");
+  const size_t half = out.find("the job has 2 live workers; training on shard 0 of 2");
+  ASSERT_NE(third, std::string::npos) << out;
+  ASSERT_NE(half, std::string::npos) << out;
+  EXPECT_LT(third, half) << out;
+}
+
 // Synchronous training that follows the membership: 2 workers aggregate 2
 // gradients per step; a third joins and is waited for from then on (3);
 // worker 1 is SIGKILLed and, once the coordinator declares it dead, is not
