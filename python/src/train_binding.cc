@@ -233,12 +233,13 @@ void BindTrain(py::module_& m) {
       .def(
           "run",
           [](df::MonitoredSession& self, const std::vector<std::pair<df::Output, py::object>>& feeds,
-             const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets,
-             bool trace) -> py::object {
+             const std::vector<df::Output>& fetches, const std::vector<df::Operation>& targets, bool trace,
+             int64_t timeout_ms) -> py::object {
             df::FeedDict feed_dict = ToFeedDict(feeds);
             df::RunOptions options;
             df::StepStats stats;
             if (trace) options.trace = &stats;
+            if (timeout_ms > 0) options.timeout_ms = timeout_ms;
             absl::StatusOr<std::vector<df::Tensor>> result;
             {
               py::gil_scoped_release release;
@@ -248,7 +249,7 @@ void BindTrain(py::module_& m) {
             if (!trace) return values;
             return py::make_tuple(values, py::bytes(df::ChromeTraceJson(stats)));
           },
-          py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("trace") = false)
+          py::arg("feeds"), py::arg("fetches"), py::arg("targets"), py::arg("trace") = false, py::arg("timeout_ms") = 0)
       // A run of the current session without the hooks (no summary or step
       // counting): the Supervisor's own bookkeeping.
       .def("run_raw",

@@ -96,3 +96,60 @@ def test_sigterm_stops_workers_and_the_chief_cleanly_with_a_checkpoint(tmp_path)
                 p.wait()
         for log in logs:
             log.close()
+
+
+def _cluster(tmp_path, program, extra):
+    """1 ps + 2 workers of `program` as real processes, logs in tmp_path."""
+    ports = [free_port() for _ in range(3)]
+    flags = [f"--ps_hosts=127.0.0.1:{ports[0]}", f"--worker_hosts=127.0.0.1:{ports[1]},127.0.0.1:{ports[2]}",
+             "--train_steps=100000000", f"--logdir={tmp_path / 'ckpt'}", *extra]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    procs, logs = [], []
+    for job, index in [("ps", 0), ("worker", 0), ("worker", 1)]:
+        log = open(tmp_path / f"{job}{index}.log", "w+")
+        logs.append(log)
+        procs.append(subprocess.Popen([sys.executable, program, *flags, f"--job_name={job}", f"--task_index={index}"],
+                                      stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env))
+    return procs, logs
+
+
+def _sigterm_the_chief_and_expect_a_clean_end(tmp_path, procs, logs, training=None):
+    ps, chief, w1 = procs
+    text = {name: (lambda name=name: (tmp_path / f"{name}.log").read_text()) for name in ("ps0", "worker0", "worker1")}
+    try:
+        # Both workers train (their sessions watch for SIGTERM) and steps are applied.
+        wait_until(lambda: catches_sigterm(chief) and catches_sigterm(w1), 300, "the sessions never opened", procs)
+        if training is not None:
+            wait_until(lambda: re.search(training, text["worker0"]()), 300, "no step", procs)
+        chief.send_signal(signal.SIGTERM)
+        assert chief.wait(timeout=120) == 0, text["worker0"]()
+        assert w1.wait(timeout=60) == 0, text["worker1"]()
+        assert ps.wait(timeout=60) == 0, text["ps0"]()
+        out = text["worker0"]()
+        assert "distflow: SIGTERM: stopping after this step, and every worker after its own" in out, out
+        assert "the chief asked every worker to stop; stopping after this step" in text["worker1"](), text["worker1"]()
+        assert re.search(r"Supervisor: 2 of 2 workers done; shutting the cluster down", out), out
+        # The chief saved a checkpoint on its way out.
+        assert saved_steps(tmp_path / "ckpt"), out
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for log in logs:
+            log.close()
+
+
+def test_sigterm_stops_synchronous_training_cleanly_with_a_checkpoint(tmp_path):
+    # SyncReplicasOptimizer under MonitoredTrainingSession: the worker may
+    # wait in a step for the chief's gradient; the chief runs its last step
+    # again (bounded) so that step completes, then every task exits 0.
+    procs, logs = _cluster(tmp_path, os.path.join(SOURCE, "examples", "python", "sync_mnist.py"), [])
+    _sigterm_the_chief_and_expect_a_clean_end(tmp_path, procs, logs, r"Worker 0: global step [1-9]\d*")
+
+
+def test_sigterm_stops_a_supervisor_managed_session_cleanly_with_a_checkpoint(tmp_path):
+    # Supervisor.managed_session: no hooks run there; sv.should_stop() turns
+    # true after the step in progress.
+    procs, logs = _cluster(tmp_path, os.path.join(SOURCE, "examples", "python", "layers_mnist.py"), [])
+    _sigterm_the_chief_and_expect_a_clean_end(tmp_path, procs, logs)

@@ -1,5 +1,8 @@
-"""SIGTERM for programs that train in a MonitoredTrainingSession (what
-Kubernetes, SLURM and distflow-launch send on scale-down or preemption).
+"""SIGTERM for programs that train in a MonitoredTrainingSession or a
+Supervisor's managed_session (what Kubernetes, SLURM and distflow-launch
+send on scale-down or preemption). In synchronous training the chief
+runs its last step again (bounded) so that a step the workers began
+completes (Supervisor._finish_sync_steps).
 
 While such a session is open, the first SIGTERM only sets a flag (Python
 runs the handler once the step in progress returns, so that step

@@ -1,6 +1,4 @@
 """tf.train.MonitoredTrainingSession: a Supervisor's session with hooks."""
-import sys
-import time
 
 from distflow import framework as _fw
 from distflow.train import _sigterm
@@ -26,8 +24,6 @@ class _HookedSession(_MonitoredRunner):
         # SIGTERM stops this session after its step (train/_sigterm.py); a
         # worker also looks, once a second, whether the chief asked it to.
         self._watching = _sigterm.install(self)
-        self._stopping = False
-        self._last_look = time.monotonic()
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         context = SessionRunContext(SessionRunArgs(fetches, feed_dict, options), self._raw)
@@ -59,25 +55,9 @@ class _HookedSession(_MonitoredRunner):
             h.after_run(context, SessionRunValues(results=r, options=options, run_metadata=run_metadata))
         if context.stop_requested:
             self._sv.request_stop()
-        if self._watching and not self._stopping:
-            self._look_for_a_stop()
+        if self._watching and not self._sv._stopping:
+            self._sv._look_for_a_stop()
         return results
-
-    def _look_for_a_stop(self):
-        if _sigterm.received():
-            self._stopping = True
-            self._sv._told_to_stop = True
-            everyone = self._sv.is_chief and self._sv._stop_the_job()
-            print("distflow: SIGTERM: stopping after this step" + (", and every worker after its own" if everyone
-                                                                   else ""), file=sys.stderr, flush=True)
-            self._sv.request_stop()
-        elif not self._sv.is_chief and time.monotonic() - self._last_look >= 1.0:
-            self._last_look = time.monotonic()
-            if self._sv._job_asked_to_stop():
-                self._stopping = True
-                print("distflow: the chief asked every worker to stop; stopping after this step", file=sys.stderr,
-                      flush=True)
-                self._sv.request_stop()
 
     def request_stop(self):
         self._sv.request_stop()

@@ -7,6 +7,7 @@ import types
 
 from distflow import _distflow
 from distflow import framework as _fw
+from distflow.train import _sigterm
 from distflow.train.server import _servers_by_target, _servers_by_target_of_task
 
 
@@ -112,6 +113,11 @@ class Supervisor:
         self._sync_hooks = []  # (SyncReplicasOptimizer, is_chief) from MonitoredTrainingSession
         self._threads = []
         self._coord = None
+        # SIGTERM (train/_sigterm.py) under managed_session or a monitored session:
+        self._watching_sigterm = False
+        self._stopping = False  # acting on a SIGTERM or the chief's stop flag
+        self._last_look = 0.0
+        self._last_step = None  # (feeds, outputs, targets) of the last step, for the chief's extra sync steps
 
     # TF1's read-only attributes.
     init_op = property(lambda self: self._init_op)
@@ -186,8 +192,45 @@ class Supervisor:
         return self._global_step
 
     def should_stop(self):
+        if self._watching_sigterm and not self._stopping:
+            self._look_for_a_stop()
         return (self._stopped or (self._coord is not None and self._coord.should_stop())
                 or (self._session is not None and self._session.should_stop()))
+
+    def _look_for_a_stop(self):
+        """After a step: a SIGTERM stops this task after it (the chief also
+        asks every worker to stop after theirs); a worker also looks whether
+        the chief asked it to (after every step in synchronous training,
+        where its next step would wait for the chief's tokens, else once a
+        second)."""
+        if _sigterm.received():
+            self._stopping = True
+            self._told_to_stop = True
+            everyone = self.is_chief and self._stop_the_job()
+            print("distflow: SIGTERM: stopping after this step" + (", and every worker after its own" if everyone
+                                                                   else ""), file=sys.stderr, flush=True)
+            self.request_stop()
+        elif not self.is_chief and (self._sync_hooks or time.monotonic() - self._last_look >= 1.0):
+            self._last_look = time.monotonic()
+            if self._job_asked_to_stop():
+                self._stopping = True
+                print("distflow: the chief asked every worker to stop; stopping after this step", file=sys.stderr,
+                      flush=True)
+                self.request_stop()
+
+    def _finish_sync_steps(self):
+        """A chief of synchronous training told to stop: workers may already
+        wait in a step for its gradient and tokens, so it runs its last step
+        again, up to 3 times, each bounded to 5 s (one that times out is
+        needed by nobody)."""
+        if not (self._told_to_stop and self.is_chief and self._sync_hooks and self._last_step is not None):
+            return
+        feeds, outputs, targets = self._last_step
+        for _ in range(3):
+            try:
+                self._session.run(feeds, outputs, targets, False, 5000)
+            except _distflow.Error:
+                break
 
     def request_stop(self, ex=None):
         self._stopped = True
@@ -268,14 +311,24 @@ class Supervisor:
 
     @contextlib.contextmanager
     def managed_session(self, master="", config=None, start_standard_services=True, close_summary_writer=True):
+        """The session of prepare_or_wait_for_session, stopped on exit. While
+        it is open a SIGTERM (train/_sigterm.py) makes should_stop() true
+        after the step in progress: the program's loop ends, the chief saves
+        its last checkpoint, and the job ends as under
+        MonitoredTrainingSession."""
         sess = self.prepare_or_wait_for_session(master, config, start_standard_services=start_standard_services)
+        self._watching_sigterm = _sigterm.install(self)
         try:
             yield sess
         except Exception as e:  # noqa: B902 (reported to the threads, then raised, as TF)
             self.request_stop(e)
             raise
         finally:
-            self.stop(close_summary_writer=close_summary_writer)
+            try:
+                self.stop(close_summary_writer=close_summary_writer)
+            finally:
+                self._watching_sigterm = False
+                _sigterm.uninstall(self)
 
     def wait_for_stop(self):
         self.coord.wait_for_stop()
@@ -283,6 +336,7 @@ class Supervisor:
     def _end(self):
         if self._session is None:
             return
+        self._finish_sync_steps()
         session, self._session = self._session, None
         done = self._done
         if done is not None:
@@ -414,6 +468,8 @@ class _MonitoredRunner(_fw.Session):
         return self._monitored.global_step
 
     def _run_raw(self, feeds, outputs, targets, timeout, trace=False):
+        if not self._sv._stopping:  # a training step (after a stop: the program's evaluation, say)
+            self._sv._last_step = (feeds, outputs, targets)
         return self._monitored.run(feeds, outputs, targets, trace)
 
     def should_stop(self):
