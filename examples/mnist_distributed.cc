@@ -29,7 +29,8 @@
 // examples: with W workers in the cluster spec, worker k takes examples k,
 // k + W, k + 2W, ... (tf.data's shard(W, k)), about 55,000/W of them, and
 // walks them in an order reshuffled every epoch. Only the chief reads the
-// test set, for its evaluation. A worker that joined a running job (below)
+// test set, for its evaluation.
+//
 // With a ps and failure detection the shards follow the live workers: a
 // worker takes shard k of W, W the workers the coordinator (ps 0) holds
 // in the job (alive, or not heard from yet; not dead, not left) and k its
@@ -105,41 +106,15 @@
 #include "distflow/train/supervisor.h"
 #include "distflow/train/sync_replicas_optimizer.h"
 #include "mnist_distributed_common.h"
+#include "mnist_distributed_flags.h"
 #include "mnist_distributed_stop.h"
 
-ABSL_FLAG(std::string, job_name, "", "ps or worker (default: worker, unless DISTFLOW_CONFIG or --job_layout says)");
-ABSL_FLAG(
-    std::string, task_index, "",
-    "this task's index in its job; worker 0 is the chief (default: 0, unless DISTFLOW_CONFIG or --job_layout says)");
-ABSL_FLAG(std::string, ps_hosts, "", "comma-separated host:port of the ps tasks (default localhost:2222)");
-ABSL_FLAG(std::string, worker_hosts, "",
-          "comma-separated host:port of the worker tasks (default localhost:2223,localhost:2224,localhost:2225)");
-ABSL_FLAG(std::string, cluster_spec, "", "the whole cluster, as for distflow-server (instead of the *_hosts flags)");
-ABSL_FLAG(std::string, job_layout, "",
-          "jobs in rank order, e.g. ps:1,worker:3: the task is the one of rank SLURM_PROCID, "
-          "OMPI_COMM_WORLD_RANK or PMI_RANK (rank 0 is ps 0, ranks 1..3 workers 0..2)");
-ABSL_FLAG(std::string, join, "",
-          "host:port of the running job's coordinator (ps task 0): join that job as a new worker instead of "
-          "taking a task of the cluster spec (asynchronous training, or --sync_replicas of a job started with "
-          "--elastic; needs --join_as)");
-ABSL_FLAG(std::string, join_as, "", "with --join: host:port this worker serves on");
 ABSL_FLAG(int, local_steps, 0, "leave after this many steps of this worker (0: train until --train_steps)");
 ABSL_FLAG(int, reshard_every_steps, 50,
           "with a ps and failure detection: every this many steps of its own, a worker asks the coordinator for the "
           "live workers and takes its shard among them (0: the spec's shard, never changed)");
-ABSL_FLAG(std::string, model, "cnn", "cnn (the book's network) or softmax");
-ABSL_FLAG(int, train_steps, 5000, "stop when the global step reaches this");
-ABSL_FLAG(int, batch_size, 50, "examples per step");
-ABSL_FLAG(double, learning_rate, 1e-3, "Adam learning rate");
-ABSL_FLAG(std::string, data_dir, distflow::data::kDefaultFashionMnistDir, "directory of the IDX files");
-ABSL_FLAG(std::string, logdir, "", "checkpoint directory (empty: no checkpoints)");
 ABSL_FLAG(bool, start_fresh_if_incompatible, false,
           "if --logdir holds checkpoints of another model, start afresh instead of failing");
-ABSL_FLAG(int, save_checkpoint_steps, 500, "the chief saves a checkpoint every this many global steps");
-ABSL_FLAG(int, print_every, 100, "print when the global step crosses a multiple of this");
-ABSL_FLAG(double, min_accuracy, 0.0, "the chief exits 3 if test accuracy ends below this");
-ABSL_FLAG(bool, start_server, true, "run this worker task's server in this process, as the book does");
-ABSL_FLAG(bool, shutdown_cluster, true, "the chief stops every task when all workers are done");
 ABSL_FLAG(bool, sync_replicas, false, "synchronous training: average the workers' gradients for each global step");
 ABSL_FLAG(int, replicas_to_aggregate, 0,
           "with --sync_replicas: gradients averaged per step (default: the number of workers; fewer: backup workers)");
@@ -162,32 +137,15 @@ ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA certificate: peers must present certificates it signed (mutual TLS), and servers too");
 ABSL_FLAG(std::string, auth_token_file, "",
           "file holding the cluster's secret token (else DISTFLOW_AUTH_TOKEN); every task and client needs the same");
-ABSL_FLAG(int, status_port, -1,
-          "serve this task's status page (/status) and Prometheus metrics (/metrics) over HTTP on this port: "
-          "0 = any free one, -1 = off; the chief's page draws loss and accuracy");
-ABSL_FLAG(
-    int, intra_op_threads, 0,
-    "threads of one op in this task's server (0: its share of the cores: those it may use / the tasks on its host)");
 ABSL_FLAG(int64_t, trace_step, -1,
           "trace the first step this worker runs once the global step reaches this, on every task it touches, "
           "and write it as Chrome trace-event JSON (open it in Perfetto or chrome://tracing)");
 ABSL_FLAG(std::string, trace_file, "",
           "where --trace_step writes; {task} becomes the worker's index (default: "
           "trace_step_N_worker_{task}.json in --logdir or .)");
-ABSL_FLAG(int, stop_grace_secs, 25,
-          "after a SIGTERM, how long a worker may take to finish its step and leave (the chief: to stop the "
-          "workers, save and end the cluster) before it exits 1 anyway; below the SIGKILL grace of the "
-          "launcher or Kubernetes");
 ABSL_FLAG(int, wait_for_workers_secs, 120,
           "how long the chief waits for the other workers before shutting down (workers declared dead are not "
           "waited for)");
-ABSL_FLAG(double, heartbeat_timeout_secs, 10,
-          "a task silent this long is declared dead and steps waiting on it fail naming it (0: no failure detection)");
-ABSL_FLAG(double, orphan_grace_secs, 60,
-          "the ps gives up (exits 1) this long after its chief died without coming back, or every worker died");
-ABSL_FLAG(double, recovery_timeout_secs, 300,
-          "a worker whose step failed because a task died waits this long in all for the cluster to come back "
-          "(a restarted task is recovered from the last checkpoint), then exits 1 naming what it waited for");
 
 namespace df = distflow;
 using mnist_distributed::Die;

@@ -1,4 +1,4 @@
-// The flags of mnist_distributed (defined in mnist_distributed.cc) that its
+// The flags of mnist_distributed (defined in mnist_distributed_flags.cc) that its
 // other files read. Flags are process-wide; read them only from main's thread.
 #pragma once
 
