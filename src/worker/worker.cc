@@ -141,7 +141,9 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
     if (it != graphs_.end()) {
       session = it->second;
       const absl::Time now = NowOn(peers_);
-      auto p = prefetchers_.find(call->graph_handle);
+      // A traced run reads its variables afresh, so its trace shows each
+      // transfer of the step (a prefetched read is the previous step's).
+      auto p = call->trace ? prefetchers_.end() : prefetchers_.find(call->graph_handle);
       steps_[call->step_id] =
           RunningStep{cm, p != prefetchers_.end() ? p->second : nullptr, ++runs_, call->master_task, now, now};
     }
