@@ -45,7 +45,10 @@
 // --join=ADDRESS --join_as=HOST:PORT instead of a task of the spec: the
 // book's mnist_distributed takes them). A worker that fails, other than the
 // chief, is replaced by a new joining worker, up to --restart_on_failure
-// times in all; the job fails once fewer than M workers are left.
+// times in all; the job fails once fewer than M workers are left. With
+// --ps 0 (all-reduce training) the coordinator is worker 0, and every task
+// gets DISTFLOW_ELASTIC=1: a Horovod program's hvd.elastic then rebuilds its
+// group as workers join and leave (docs/COLLECTIVES.md, Elastic groups).
 //
 // --host_discovery_script SCRIPT (with --min_workers/--max_workers; Horovod
 // elastic's format: it prints `host[:slots]` lines) places the workers on
@@ -283,11 +286,9 @@ int main(int argc, char** argv) {
     if (!absl::GetFlag(FLAGS_cluster_spec).empty()) {
       return Usage("--min_workers/--max_workers build the cluster from --ps and --host; drop --cluster_spec");
     }
-    if (absl::GetFlag(FLAGS_ps) < 1) {
-      return Usage(absl::StrCat("--ps=", absl::GetFlag(FLAGS_ps),
-                                ": elastic membership needs a ps task (ps 0 is the coordinator workers join through)"));
-    }
     absl::SetFlag(&FLAGS_workers, min_workers);
+    // Read by a Horovod program's hvd.init() (its group is elastic).
+    setenv("DISTFLOW_ELASTIC", "1", 1);
   }
   const std::string discovery_script = absl::GetFlag(FLAGS_host_discovery_script);
   std::vector<distflow::DiscoveredHost> hosts;

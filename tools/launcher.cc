@@ -100,8 +100,11 @@ class Launcher {
       tasks_.push_back(std::move(t));
     }
     hosts_ = options_.hosts;
-    if ((options_.join_workers > 0 || Discovery()) && cluster_.HasJob("ps")) {
-      coordinator_ = cluster_.task_address("ps", cluster_.task_indices("ps").front()).value_or("");
+    if (options_.join_workers > 0 || Discovery()) {
+      // ps 0, else the chief (worker 0): CoordinatorTask's rule.
+      const std::string job = cluster_.HasJob("ps") ? "ps" : "worker";
+      coordinator_ =
+          cluster_.HasJob(job) ? cluster_.task_address(job, cluster_.task_indices(job).front()).value_or("") : "";
       joined_ = options_.join_workers;
       for (int i = 1; i <= options_.join_workers; ++i) {
         Task t;

@@ -12,6 +12,7 @@
 // calls carry the process's cluster token (auth.h). Thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -56,5 +57,38 @@ DISTFLOW_EXPORT absl::StatusOr<std::vector<ClusterMember>> ListClusterMembers(co
 // channel the counter keeps.
 DISTFLOW_EXPORT std::function<absl::StatusOr<int>()> LiveWorkerCounter(const std::string& coordinator_address,
                                                                        const std::string& job = "worker");
+
+class Server;
+
+// The elastic collective group of a task (Horovod's hvd.elastic): every
+// live worker of the job, in the collectives whose group_size is 0. The
+// group is built at the job's coordinator with the workers alive at that
+// moment; rank 0 is the lowest task among those that were in the newest
+// generation before (they hold the state), the ones that joined or
+// restarted come after it.
+struct ElasticGroup {
+  int64_t generation = 0;
+  int rank = -1;                     // this task's
+  std::vector<std::string> members;  // task names in rank order ("/job:worker/replica:0/task:3")
+};
+
+// (Re)builds `server`'s elastic group now and returns it: every live
+// worker of the job must call this (at the same step: after a failure, or
+// when ElasticGroupUpdates says members are waiting); it returns once each
+// has, or after `timeout` (DeadlineExceeded naming who is missing). A
+// worker that dies meanwhile is not waited for once the heartbeats have
+// declared it dead. FailedPrecondition for a server without failure
+// detection (heartbeat_timeout_ms 0).
+DISTFLOW_EXPORT absl::StatusOr<ElasticGroup> RebuildElasticGroup(Server& server,
+                                                                 absl::Duration timeout = absl::Minutes(5));
+
+// What changed since the generation `server`'s elastic group is in: the
+// workers waiting to enter it (joined or restarted) and the members of that
+// generation that died or left. One call to the coordinator.
+struct ElasticGroupChanges {
+  std::vector<std::string> waiting;
+  std::vector<std::string> gone;
+};
+DISTFLOW_EXPORT absl::StatusOr<ElasticGroupChanges> ElasticGroupUpdates(Server& server);
 
 }  // namespace distflow

@@ -2,6 +2,7 @@
 // (feeds lent, fetches shared with numpy, optional step trace), Server,
 // local cluster specs, ShutdownCluster, and elastic membership (a worker
 // joining a running job, the coordinator's member list).
+#include <algorithm>
 #include <tuple>
 
 #include "conversions.h"
@@ -57,14 +58,19 @@ void BindSession(py::module_& m) {
       .def_property_readonly("closed", [](const PySession& s) { return s.closed; });
 
   py::class_<df::Server>(m, "Server")
-      .def(py::init([](const py::dict& cluster, const std::string& job, int task, int status_port, bool shared_memory) {
+      .def(py::init([](const py::dict& cluster, const std::string& job, int task, int status_port, bool shared_memory,
+                       int heartbeat_timeout_ms) {
              df::ServerOptions options;
              options.status_port = status_port;
              options.shared_memory = shared_memory;
+             if (heartbeat_timeout_ms > 0) {
+               options.heartbeat_timeout_ms = heartbeat_timeout_ms;
+               options.heartbeat_interval_ms = std::max(100, std::min(1000, heartbeat_timeout_ms / 4));
+             }
              return Value(df::Server::Create(ClusterFromPython(cluster), job, task, options));
            }),
            py::arg("cluster"), py::arg("job_name"), py::arg("task_index"), py::arg("status_port") = -1,
-           py::arg("shared_memory") = true)
+           py::arg("shared_memory") = true, py::arg("heartbeat_timeout_ms") = 0)
       .def("start", [](df::Server& s) { Check(s.Start()); })
       .def("join", &df::Server::Join, py::call_guard<py::gil_scoped_release>())
       .def("stop", &df::Server::Stop, py::call_guard<py::gil_scoped_release>())
@@ -105,6 +111,29 @@ void BindSession(py::module_& m) {
         return py::make_tuple(me.task_index, ClusterToPython(me.cluster));
       },
       py::arg("coordinator"), py::arg("job"), py::arg("address"), py::arg("wait_secs") = 60.0);
+  // The elastic collective group (distflow/elastic.h): (generation, rank,
+  // members) once rebuilt, and (waiting, gone) since the last build.
+  m.def(
+      "rebuild_elastic_group",
+      [](df::Server& server, double timeout_secs) {
+        absl::StatusOr<df::ElasticGroup> group;
+        {
+          py::gil_scoped_release release;
+          group = df::RebuildElasticGroup(server, absl::Seconds(timeout_secs));
+        }
+        df::ElasticGroup g = Value(std::move(group));
+        return py::make_tuple(g.generation, g.rank, g.members);
+      },
+      py::arg("server"), py::arg("timeout_secs") = 300.0);
+  m.def("elastic_group_updates", [](df::Server& server) {
+    absl::StatusOr<df::ElasticGroupChanges> changes;
+    {
+      py::gil_scoped_release release;
+      changes = df::ElasticGroupUpdates(server);
+    }
+    df::ElasticGroupChanges c = Value(std::move(changes));
+    return py::make_tuple(c.waiting, c.gone);
+  });
   m.def("list_cluster_members", [](const std::string& coordinator) {
     absl::StatusOr<std::vector<df::ClusterMember>> members;
     {

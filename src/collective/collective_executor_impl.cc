@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "base/logging.h"
 #include "base/timer.h"
 #include "collective/adasum.h"
@@ -67,8 +68,10 @@ std::vector<int> FirstTasks(int group_size) {
   p.group_size = group_size;
   return GroupMembers(p);
 }
-// "group of 3 ranks", or "group of tasks 0, 2" for a process set.
+// "group of 3 ranks", "group of tasks 0, 2" for a process set, or the
+// elastic group (no members: they are decided at each build).
 std::string GroupName(const std::vector<int>& group) {
+  if (group.empty()) return "elastic collective group of the job's live tasks";
   if (group == FirstTasks(static_cast<int>(group.size()))) {
     return absl::StrCat("collective group of ", group.size(), " ranks");
   }
@@ -86,6 +89,42 @@ int64_t CollectiveExecutorImpl::generation(int group_size) {
   absl::MutexLock lock(&mu_);
   auto it = groups_.find(FirstTasks(group_size));
   return it == groups_.end() ? 0 : it->second.generation;
+}
+
+absl::StatusOr<GroupState> CollectiveExecutorImpl::RebuildNow(int group_size, absl::Duration timeout) {
+  struct Result {
+    absl::Notification done;
+    absl::Status status;
+  };
+  auto result = std::make_shared<Result>();
+  const GroupId group = FirstTasks(group_size);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!rendezvous_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the ", GroupName(group), " cannot be rebuilt: this task has no coordinator (failure detection is off)"));
+    }
+    if (stopping_) return absl::CancelledError("this task's collective executor is shutting down");
+    Group& g = groups_[group];
+    g.ready = false;
+    g.waiters.push_back([result](absl::Status s) {
+      result->status = std::move(s);
+      result->done.Notify();
+    });
+    if (!g.asking) {
+      g.asking = true;
+      pool_->Schedule([this, group] { Rebuild(group); });
+    }
+  }
+  if (!result->done.WaitForNotificationWithTimeout(timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat("the ", GroupName(group), " was not rebuilt within ",
+                                                    absl::FormatDuration(timeout),
+                                                    ": not every live task of the group asked to rebuild it"));
+  }
+  if (!result->status.ok()) return result->status;
+  absl::MutexLock lock(&mu_);
+  const Group& g = groups_[group];
+  return GroupState{g.generation, g.root, g.members};
 }
 
 void CollectiveExecutorImpl::RunFailed(const GroupId& group, int64_t generation) {
@@ -127,8 +166,15 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
   bool waiting = false, cancelled = false;
   {
     absl::MutexLock lock(&mu_);
-    if (rendezvous_ && params.group_size > 1) {
-      const GroupId group = GroupMembers(params);
+    if (params.group_size == 0 && !rendezvous_) {
+      done(absl::FailedPreconditionError(
+          absl::StrCat(DescribeCollective(params),
+                       ": an elastic group (group_size 0) is built at the job's coordinator, and this task has "
+                       "none (failure detection is off); give group_size the number of ranks")));
+      return;
+    }
+    if (rendezvous_ && params.group_size != 1) {
+      const GroupId group = GroupMembers(params);  // empty: the elastic group
       Group& g = groups_[group];
       if (!g.ready) {
         // Wait for the group to be (re)built, then run in its generation;
@@ -164,6 +210,11 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
       }
       p.generation = g.generation;
       root = g.root;
+      if (params.group_size == 0) {
+        p.group_size = static_cast<int>(g.members.size());
+        p.members = g.members;
+        p.elastic = true;
+      }
     }
   }
   if (cancelled) {
@@ -186,7 +237,7 @@ void CollectiveExecutorImpl::Rebuild(const GroupId& group) {
     ask.group_size = static_cast<int>(group.size());
     ask.members = group;
     ask.last_generation = groups_[group].generation;
-    ask.probe = ask.last_generation == 0;
+    ask.probe = ask.last_generation == 0 && !group.empty();  // the elastic group never probes
   }
   std::random_device rd;
   ask.nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -241,11 +292,20 @@ void CollectiveExecutorImpl::Rebuild(const GroupId& group) {
     if (status.ok()) {
       g.generation = answer.generation;
       g.root = answer.root;
+      g.members = answer.members;
       g.ready = true;
+      if (group.empty() && g.members.empty()) {
+        g.ready = false;
+        status = absl::InternalError("the coordinator built an elastic group without members");
+      }
     }
     waiters.swap(g.waiters);
   }
-  if (status.ok()) {
+  if (status.ok() && group.empty()) {
+    LOG(INFO) << "Elastic collective group is in generation " << answer.generation << " with " << answer.members.size()
+              << " rank(s) (tasks " << absl::StrJoin(answer.members, ",") << "), rebuilt in "
+              << absl::FormatDuration(absl::Now() - start);
+  } else if (status.ok()) {
     LOG(INFO) << "C" << GroupName(group).substr(1) << " is in generation " << answer.generation << " (state from rank "
               << answer.root << "), rebuilt in " << absl::FormatDuration(absl::Now() - start);
   }
@@ -291,13 +351,14 @@ void CollectiveExecutorImpl::WatchRuns() {
 void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tensor& input, CancellationManager* cm,
                                    DoneCallback done) {
   uint64_t run_id = 0;
+  // The group's key: its members, or none for the elastic group.
+  const GroupId group = params.elastic ? GroupId() : GroupMembers(params);
   if (params.group_size > 1) {
     {
       absl::MutexLock lock(&mu_);
       if (rendezvous_) run_id = next_run_++;
     }
-    done = [this, group = GroupMembers(params), gen = params.generation, run_id,
-            done = std::move(done)](absl::StatusOr<Tensor> r) {
+    done = [this, group, gen = params.generation, run_id, done = std::move(done)](absl::StatusOr<Tensor> r) {
       if (!r.ok()) RunFailed(group, gen);
       if (run_id != 0) {
         absl::MutexLock lock(&mu_);
@@ -345,7 +406,7 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
   }
   if (run_id != 0) {
     absl::MutexLock lock(&mu_);
-    inflight_[run_id] = InFlight{GroupMembers(params), params.generation, ch, absl::Now()};
+    inflight_[run_id] = InFlight{group, params.generation, ch, absl::Now()};
     if (!watching_) {
       watching_ = true;
       pool_->Schedule([this] { WatchRuns(); });

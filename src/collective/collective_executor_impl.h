@@ -26,6 +26,14 @@
 // rank moves on to the rebuild. Without a rendezvous (in-process tests, a
 // task without coordination) every run is of generation 0, root rank 0.
 //
+// Elastic groups. A kernel's group_size 0 is the elastic group (Horovod's
+// hvd.elastic): every live task of the job, rebuilt at the coordinator with
+// the tasks alive at that moment. Its runs take the size and the ranks
+// (task indices in rank order, rank 0 the oldest: it holds the state) of
+// the group's last build, so one graph serves every size the group takes.
+// The program rebuilds it at a step boundary (RebuildNow) when members
+// joined, and after a failure as any group.
+//
 // Every run is also watched by the stall check (stall_check.h), which
 // reports runs that wait on ranks of their group for longer than its
 // interval.
@@ -63,8 +71,15 @@ struct GroupAnswer {
   bool done = false;
   int64_t generation = 0;
   int root = 0;
-  std::string missing;  // not done: the ranks that have not asked, named
-  std::string waiting;  // a query: the ranks waiting to rebuild, named ("": none)
+  std::string missing;       // not done: the ranks that have not asked, named
+  std::string waiting;       // a query: the ranks waiting to rebuild, named ("": none)
+  std::vector<int> members;  // an elastic group: its task indices in rank order
+};
+// A group as last built.
+struct GroupState {
+  int64_t generation = 0;
+  int root = 0;
+  std::vector<int> members;  // an elastic group's task indices in rank order
 };
 // Asks once (never blocks for long); the executor polls until done.
 using GroupRendezvousFn = std::function<absl::StatusOr<GroupAnswer>(const GroupAsk&)>;
@@ -82,8 +97,14 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   // The group of tasks 0..group_size-1 must be rebuilt before its next run
   // (a rank of it died).
   void MarkBroken(int group_size);
-  // The generation the group of tasks 0..group_size-1 is in (0: never built).
+  // The generation the group of tasks 0..group_size-1 (0: the elastic
+  // group) is in (0: never built).
   int64_t generation(int group_size);
+  // Rebuilds the group of `group_size` (0: the elastic group) now, joining
+  // a rebuild under way if there is one, and waits up to `timeout` for it:
+  // how every rank of an elastic group takes in the members that joined, at
+  // the same step. FailedPrecondition without a rendezvous.
+  absl::StatusOr<GroupState> RebuildNow(int group_size, absl::Duration timeout);
 
  private:
   struct Group {
@@ -91,12 +112,14 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
     int root = 0;
     bool ready = false;
     bool asking = false;
+    std::vector<int> members;                                // an elastic group's
     std::vector<std::function<void(absl::Status)>> waiters;  // runs waiting for the rebuild
   };
   // Runs `params` in the generation it names, with `root` as the group's root.
   void RunIn(CollectiveParams params, int root, const Tensor& input, CancellationManager* cm, DoneCallback done);
   // A group is known by its members (GroupMembers: a process set's tasks,
-  // or 0..group_size-1); each is rebuilt on its own.
+  // or 0..group_size-1); each is rebuilt on its own. The elastic group,
+  // whose members change with each build, is known by none.
   using GroupId = std::vector<int>;
   // Polls the rendezvous until the group is built (on pool_).
   void Rebuild(const GroupId& group);

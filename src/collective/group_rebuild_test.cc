@@ -241,5 +241,184 @@ TEST(GroupRebuild, CancellingTheStepEndsAWaitForTheRebuild) {
   EXPECT_NE(out.status().message().find("being rebuilt"), std::string::npos) << out.status();
 }
 
+// The coordinator's elastic rule for in-process ranks: a round completes
+// once every rank in `live` has asked; members are the oldest first.
+class ElasticRendezvous {
+ public:
+  void SetLive(std::set<int> live) {
+    absl::MutexLock lock(&mu_);
+    live_ = std::move(live);
+  }
+  // Asks about groups other than the elastic one.
+  int fixed_asks() {
+    absl::MutexLock lock(&mu_);
+    return fixed_asks_;
+  }
+  GroupRendezvousFn For(int task) {
+    return [this, task](const GroupAsk& ask) -> absl::StatusOr<GroupAnswer> {
+      absl::MutexLock lock(&mu_);
+      GroupAnswer a;
+      if (ask.query) return a;
+      if (ask.group_size != 0) {  // a fixed group or a process set: a fresh job's first probe
+        ++fixed_asks_;
+        a.done = true;
+        a.generation = 1;
+        return a;
+      }
+      if (done_.count(task) && done_[task] == ask.nonce) {
+        a.done = true;
+        a.generation = generation_;
+        a.members = members_;
+        return a;
+      }
+      waiting_[task] = {ask.last_generation, ask.nonce};
+      for (int t : live_) {
+        if (!waiting_.count(t)) {
+          a.missing = absl::StrCat("task ", t);
+          return a;
+        }
+      }
+      int64_t newest = 0;
+      for (const auto& [t, w] : waiting_) newest = std::max(newest, w.first);
+      members_.clear();
+      for (const auto& [t, w] : waiting_) {
+        if (w.first == newest) members_.push_back(t);
+      }
+      for (const auto& [t, w] : waiting_) {
+        if (w.first != newest) members_.push_back(t);
+      }
+      generation_ = newest + 1;
+      done_.clear();
+      for (const auto& [t, w] : waiting_) done_[t] = w.second;
+      waiting_.clear();
+      a.done = true;
+      a.generation = generation_;
+      a.members = members_;
+      return a;
+    };
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::set<int> live_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::pair<int64_t, uint64_t>> waiting_ ABSL_GUARDED_BY(mu_);
+  std::map<int, uint64_t> done_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> members_ ABSL_GUARDED_BY(mu_);
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int fixed_asks_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// RebuildNow on each rank of `which` at once; each rank's group.
+std::map<int, GroupState> RebuildAll(Ranks* ranks, const std::vector<int>& which) {
+  std::map<int, GroupState> out;
+  absl::Mutex mu;
+  std::vector<std::thread> threads;
+  for (int r : which) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<GroupState> g = ranks->executors[static_cast<size_t>(r)]->RebuildNow(0, kHang);
+      ASSERT_TRUE(g.ok()) << "rank " << r << ": " << g.status();
+      absl::MutexLock lock(&mu);
+      out[r] = *g;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+TEST(ElasticGroup, GrowsWithAJoinerAndShrinksWithoutTheDeadAndTheStateComesFromTheOldest) {
+  Ranks ranks(3);
+  ElasticRendezvous rendezvous;
+  for (int r = 0; r < 3; ++r)
+    ranks.executors[static_cast<size_t>(r)]->SetRendezvous(rendezvous.For(r), absl::Seconds(30));
+  CollectiveParams mean = Sum(0);  // group_size 0: the elastic group
+  mean.final_op = FinalOp::kDiv;
+  // Tasks 0 and 1 start; the mean divides by the group's size at run time.
+  rendezvous.SetLive({0, 1});
+  std::map<int, GroupState> built = RebuildAll(&ranks, {0, 1});
+  EXPECT_EQ(built[0].members, (std::vector<int>{0, 1}));
+  EXPECT_EQ(built[0].generation, 1);
+  auto two = ranks.Run(mean, Values({1, 2, 0}), {0, 1});
+  for (int r : {0, 1}) EXPECT_EQ(two[static_cast<size_t>(r)]->flat<float>()[0], 1.5f) << "rank " << r;
+  // Task 2 joins: the group grows to 3, and task 2 takes task 0's value.
+  rendezvous.SetLive({0, 1, 2});
+  built = RebuildAll(&ranks, {0, 1, 2});
+  EXPECT_EQ(built[2].members, (std::vector<int>{0, 1, 2})) << "the joiner comes after the oldest";
+  EXPECT_EQ(built[2].generation, 2);
+  ExpectAll(ranks.Run(FromRoot(0), Values({10, 10, -1})), 10);
+  ExpectAll(ranks.Run(mean, Values({1, 2, 6})), 3);
+  // Task 0 dies: tasks 1 and 2 go on as a group of 2 with task 1 as rank 0.
+  rendezvous.SetLive({1, 2});
+  built = RebuildAll(&ranks, {1, 2});
+  EXPECT_EQ(built[1].members, (std::vector<int>{1, 2}));
+  auto survivors = ranks.Run(FromRoot(0), Values({-1, 20, 20}), {1, 2});
+  for (int r : {1, 2}) EXPECT_EQ(survivors[static_cast<size_t>(r)]->flat<float>()[0], 20) << "rank " << r;
+  survivors = ranks.Run(mean, Values({0, 2, 6}), {1, 2});
+  for (int r : {1, 2}) EXPECT_EQ(survivors[static_cast<size_t>(r)]->flat<float>()[0], 4) << "rank " << r;
+}
+
+// The elastic group is a group of its own: a process set and the fixed
+// group of the same tasks keep their generations while it grows and shrinks.
+TEST(ElasticGroup, RunsBesideAProcessSetAndAFixedGroupEachInItsOwnGeneration) {
+  Ranks ranks(3);
+  ElasticRendezvous rendezvous;
+  for (int r = 0; r < 3; ++r)
+    ranks.executors[static_cast<size_t>(r)]->SetRendezvous(rendezvous.For(r), absl::Seconds(30));
+  rendezvous.SetLive({0, 1, 2});
+  RebuildAll(&ranks, {0, 1, 2});
+  CollectiveParams elastic = Sum(0);
+  CollectiveParams set = Sum(2);  // a process set: tasks 0 and 2
+  set.members = {0, 2};
+  set.group_key = 2;
+  CollectiveParams fixed = Sum(3);
+  fixed.group_key = 3;
+  ExpectAll(ranks.Run(elastic, Values({1, 2, 3})), 6);
+  auto in_set = ranks.Run(set, Values({1, -1, 4}), {0, 2});
+  for (int r : {0, 2}) {
+    ASSERT_TRUE(in_set[static_cast<size_t>(r)].ok()) << "rank " << r << ": " << in_set[static_cast<size_t>(r)].status();
+    EXPECT_EQ(in_set[static_cast<size_t>(r)]->flat<float>()[0], 5) << "rank " << r;
+  }
+  ExpectAll(ranks.Run(fixed, Values({1, 2, 4})), 7);
+  EXPECT_EQ(rendezvous.fixed_asks(), 5) << "each of the set's 2 and the fixed group's 3 ranks probed once";
+  // Task 1 leaves: the elastic group shrinks to tasks 0 and 2; the process
+  // set goes on in its generation, without a rebuild.
+  rendezvous.SetLive({0, 2});
+  std::map<int, GroupState> built = RebuildAll(&ranks, {0, 2});
+  EXPECT_EQ(built[0].members, (std::vector<int>{0, 2}));
+  EXPECT_EQ(ranks.executors[0]->generation(0), 2);
+  auto two = ranks.Run(elastic, Values({1, -1, 4}), {0, 2});
+  in_set = ranks.Run(set, Values({2, -1, 3}), {0, 2});
+  for (int r : {0, 2}) {
+    ASSERT_TRUE(two[static_cast<size_t>(r)].ok()) << "rank " << r << ": " << two[static_cast<size_t>(r)].status();
+    EXPECT_EQ(two[static_cast<size_t>(r)]->flat<float>()[0], 5) << "rank " << r;
+    ASSERT_TRUE(in_set[static_cast<size_t>(r)].ok()) << "rank " << r << ": " << in_set[static_cast<size_t>(r)].status();
+    EXPECT_EQ(in_set[static_cast<size_t>(r)]->flat<float>()[0], 5) << "rank " << r;
+  }
+  EXPECT_EQ(rendezvous.fixed_asks(), 5) << "the process set was not rebuilt";
+  EXPECT_EQ(ranks.executors[0]->generation(3), 1) << "the fixed group of 3 keeps its generation";
+}
+
+TEST(ElasticGroup, TakesNoGroupMembers) {
+  Ranks ranks(2);
+  CollectiveParams listed = Sum(0);
+  listed.members = {0, 1};
+  auto out = ranks.Run(listed, Values({1, 2}));
+  for (const auto& r : out) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+    EXPECT_NE(r.status().message().find("takes no group_members"), std::string::npos) << r.status();
+  }
+}
+
+TEST(ElasticGroup, WithoutARendezvousAnElasticRunFailsSayingWhy) {
+  Ranks ranks(2);
+  auto out = ranks.Run(Sum(0), Values({1, 2}));
+  for (const auto& r : out) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+    EXPECT_NE(r.status().message().find("elastic group"), std::string::npos) << r.status();
+  }
+  EXPECT_TRUE(absl::IsFailedPrecondition(ranks.executors[0]->RebuildNow(0, absl::Seconds(1)).status()));
+}
+
 }  // namespace
 }  // namespace distflow

@@ -174,7 +174,8 @@ class InProcessTransport final : public CollectiveTransport {
   InProcessTransport(std::vector<Mailbox*> boxes, int rank) : boxes_(std::move(boxes)), rank_(rank) {}
 
   absl::StatusOr<std::shared_ptr<CollectiveChannel>> Open(const CollectiveParams& params, int64_t seq) override {
-    // A group's members are hub ranks (a process set's, or 0..group_size-1).
+    // A group's members are hub ranks (a process set's, the elastic group's
+    // last build, or 0..group_size-1).
     const std::vector<int> members = GroupMembers(params);
     std::vector<Mailbox*> group;
     int rank = -1;

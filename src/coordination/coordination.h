@@ -101,8 +101,10 @@ class CoordinationService {
   absl::Status Rejoin(const std::string& task, const std::string& address);
 
   // One rank's ask to (re)build its collective group; `resp->done` once
-  // every rank of the group has asked (elastic.proto says the rule).
-  // InvalidArgument for a rank outside the group.
+  // every rank of the group has asked (elastic.proto says the rule; group
+  // size 0 is the elastic group of the job's live tasks).
+  // InvalidArgument for a rank outside the group (elastic: a task the
+  // service does not know).
   absl::Status GroupRendezvous(const proto::GroupRendezvousRequest& req, proto::GroupRendezvousResponse* resp);
 
   // Records the sender's heartbeat, then answers with every task's health.
@@ -130,7 +132,13 @@ class CoordinationService {
     int root = 0;
     std::map<int, uint64_t> done_nonces;  // who completed it, with which ask
     std::map<int, uint64_t> probed;       // each rank's first probe (a second one is a restart)
+    std::vector<int> members;             // an elastic group's last round: task indices in rank order
   };
+  // GroupRendezvous for an elastic group (group_size 0).
+  absl::Status ElasticRendezvousLocked(const proto::GroupRendezvousRequest& req, GroupRound& g,
+                                       proto::GroupRendezvousResponse* resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task of `job` with `index` that is dead or left (unknown tasks are not).
+  bool GoneLocked(const std::string& job, int index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The members that are not dead or gone, with an address, as a cluster.
   absl::StatusOr<ClusterSpec> LiveClusterLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

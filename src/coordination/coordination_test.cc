@@ -371,6 +371,73 @@ TEST(CoordinationGroupRendezvous, AProcessSetIsItsOwnGroup) {
   EXPECT_TRUE(absl::IsInvalidArgument(service.GroupRendezvous(bad, &resp)));
 }
 
+std::vector<int> Ints(const google::protobuf::RepeatedField<int32_t>& r) { return {r.begin(), r.end()}; }
+
+TEST(CoordinationGroupRendezvous, AnElasticGroupTakesInAJoinerAndGoesOnWithoutTheDead) {
+  FakeClockEnv env;
+  CoordinationService service({kChief, kWorker1}, absl::Seconds(10), 7, &env);
+  proto::GroupRendezvousResponse resp;
+  // A fresh job: both spec workers (not heard from yet) are waited for.
+  ASSERT_TRUE(service.GroupRendezvous(Ask(1, 0, 11, 0), &resp).ok());
+  EXPECT_FALSE(resp.done());
+  EXPECT_EQ(Ints(resp.missing()), (std::vector<int>{0}));
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 0, 10, 0), &resp).ok());
+  ASSERT_TRUE(resp.done());
+  EXPECT_EQ(resp.generation(), 1);
+  EXPECT_EQ(Ints(resp.members()), (std::vector<int>{0, 1}));
+  ASSERT_TRUE(service.GroupRendezvous(Ask(1, 0, 11, 0), &resp).ok());
+  EXPECT_TRUE(resp.done()) << "task 1 polls the round it took part in";
+  // A worker joins (task 2) and asks; the others learn it at their next query.
+  ASSERT_TRUE(service.Join("worker", "127.0.0.1:7002", nullptr).ok());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(2, 0, 20, 0), &resp).ok());
+  EXPECT_FALSE(resp.done());
+  EXPECT_EQ(Ints(resp.missing()), (std::vector<int>{0, 1}));
+  proto::GroupRendezvousRequest query = Ask(0, 1, 0, 0);
+  query.set_query(true);
+  ASSERT_TRUE(service.GroupRendezvous(query, &resp).ok());
+  EXPECT_EQ(Ints(resp.pending()), (std::vector<int>{2})) << "task 2 waits to enter the group";
+  EXPECT_TRUE(resp.waiting().empty()) << "nobody left generation 1: its runs go on";
+  EXPECT_TRUE(resp.gone().empty());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(1, 1, 12, 0), &resp).ok());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 1, 13, 0), &resp).ok());
+  ASSERT_TRUE(resp.done());
+  EXPECT_EQ(resp.generation(), 2);
+  EXPECT_EQ(Ints(resp.members()), (std::vector<int>{0, 1, 2})) << "the joiner comes after the oldest";
+  // Task 0 dies (it heartbeated once, then fell silent): task 1 and task 2
+  // rebuild without it once it is declared dead, and the state now comes
+  // from task 1, the lowest of the oldest, which is rank 0.
+  proto::HeartbeatResponse beat;
+  ASSERT_TRUE(service.Heartbeat(Beat(kChief, 3), &beat).ok());
+  env.Advance(absl::Seconds(5));
+  ASSERT_TRUE(service.Heartbeat(Beat(kWorker1, 3), &beat).ok());
+  ASSERT_TRUE(service.Heartbeat(Beat("/job:worker/replica:0/task:2", 3), &beat).ok());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(2, 2, 21, 0), &resp).ok());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(1, 2, 14, 0), &resp).ok());
+  EXPECT_FALSE(resp.done()) << "task 0 is not declared dead yet";
+  EXPECT_EQ(Ints(resp.missing()), (std::vector<int>{0}));
+  env.Advance(absl::Seconds(6));
+  ASSERT_TRUE(service.Heartbeat(Beat(kWorker1, 3), &beat).ok());
+  ASSERT_TRUE(service.Heartbeat(Beat("/job:worker/replica:0/task:2", 3), &beat).ok());
+  query = Ask(1, 2, 0, 0);
+  query.set_query(true);
+  ASSERT_TRUE(service.GroupRendezvous(query, &resp).ok());
+  EXPECT_EQ(Ints(resp.gone()), (std::vector<int>{0}));
+  EXPECT_EQ(Ints(resp.waiting()), (std::vector<int>{1, 2})) << "both left generation 2";
+  ASSERT_TRUE(service.GroupRendezvous(Ask(2, 2, 21, 0), &resp).ok());
+  ASSERT_TRUE(resp.done());
+  EXPECT_EQ(resp.generation(), 3);
+  EXPECT_EQ(Ints(resp.members()), (std::vector<int>{1, 2}));
+  // A task the service does not know is refused by name.
+  absl::Status bad = service.GroupRendezvous(Ask(7, 0, 30, 0), &resp);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad));
+  EXPECT_TRUE(absl::StrContains(bad.message(), "/job:worker/replica:0/task:7 is not a task of the job"))
+      << bad.message();
+  // The elastic group takes no member list: the coordinator decides it.
+  proto::GroupRendezvousRequest listed = Ask(1, 3, 31, 0);
+  listed.add_members(1);
+  EXPECT_TRUE(absl::IsInvalidArgument(service.GroupRendezvous(listed, &resp)));
+}
+
 TEST(CoordinationAgent, ReportsEachDeathOnceWithAMessageNamingTheTask) {
   AgentFixture f;
   f.Beat(kChief);

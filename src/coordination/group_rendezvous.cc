@@ -12,6 +12,11 @@
 // come. The generation is one more than the newest generation any rank of
 // the round held, so it needs no memory that a restarted coordinator would
 // have lost: every rank that survived carries the generation it was in.
+//
+// An elastic group (group size 0) has no fixed ranks: each round takes
+// every task of the job that is not dead and has not left, so a worker that
+// joined the job enters at the next round and one that died is not waited
+// for once the heartbeats have declared it dead.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +29,17 @@ namespace distflow {
 absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRequest& req,
                                                   proto::GroupRendezvousResponse* resp) {
   const int n = req.group_size();
+  if (n == 0) {
+    if (req.members_size() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("GroupRendezvous: the elastic group (group_size 0) of job '",
+                                                     req.job(), "' takes no members: the coordinator decides them"));
+    }
+    const int64_t now = env_->NowMicros();
+    absl::MutexLock lock(&mu_);
+    CheckLocked(now);
+    // Known by no members (a fixed group always has some).
+    return ElasticRendezvousLocked(req, groups_[{req.job(), std::vector<int>()}], resp);
+  }
   if (n < 1 || req.rank() < 0 || req.rank() >= n) {
     return absl::InvalidArgumentError(absl::StrCat("GroupRendezvous: rank ", req.rank(), " is not in a group of ", n,
                                                    " (ranks 0..", n - 1, ") of job '", req.job(), "'"));
@@ -95,6 +111,77 @@ absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRe
   resp->set_done(true);
   resp->set_generation(g.generation);
   resp->set_root(g.root);
+  return absl::OkStatus();
+}
+
+bool CoordinationService::GoneLocked(const std::string& job, int index) const {
+  auto t = tasks_.find(TaskName(job, index));
+  return t != tasks_.end() &&
+         (t->second.state == proto::TaskHealth::DEAD || t->second.state == proto::TaskHealth::LEFT);
+}
+
+absl::Status CoordinationService::ElasticRendezvousLocked(const proto::GroupRendezvousRequest& req, GroupRound& g,
+                                                          proto::GroupRendezvousResponse* resp) {
+  const std::string& job = req.job();
+  if (tasks_.find(TaskName(job, req.rank())) == tasks_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("GroupRendezvous: ", TaskName(job, req.rank()),
+                                                   " is not a task of the job; a worker that was not in the cluster "
+                                                   "spec joins it first (Join)"));
+  }
+  resp->Clear();
+  // Asks of tasks that died or left since: they will not come.
+  for (auto it = g.waiting.begin(); it != g.waiting.end();) {
+    it = GoneLocked(job, it->first) && it->first != req.rank() ? g.waiting.erase(it) : std::next(it);
+  }
+  if (req.query()) {
+    for (const auto& [task, ask] : g.waiting) {
+      if (req.last_generation() > 0 && ask.first >= req.last_generation()) resp->add_waiting(task);
+      if (ask.first < g.generation || g.generation == 0) resp->add_pending(task);
+    }
+    for (int m : g.members) {
+      if (GoneLocked(job, m)) resp->add_gone(m);
+    }
+    return absl::OkStatus();
+  }
+  if (auto it = g.done_nonces.find(req.rank()); it != g.done_nonces.end() && it->second == req.nonce()) {
+    resp->set_done(true);
+    resp->set_generation(g.generation);
+    resp->set_root(0);
+    for (int m : g.members) resp->add_members(m);
+    return absl::OkStatus();
+  }
+  g.waiting[req.rank()] = {req.last_generation(), req.nonce()};
+  bool complete = true;
+  for (const auto& [name, t] : tasks_) {
+    if (t.job != job || t.index < 0 || GoneLocked(job, t.index)) continue;
+    if (!g.waiting.count(t.index)) {
+      resp->add_missing(t.index);
+      complete = false;
+    }
+  }
+  if (!complete) return absl::OkStatus();
+  int64_t newest = 0;
+  for (const auto& [task, ask] : g.waiting) newest = std::max(newest, ask.first);
+  std::vector<int> members;
+  for (const auto& [task, ask] : g.waiting) {
+    if (ask.first == newest) members.push_back(task);  // the oldest first: rank 0 holds the newest state
+  }
+  for (const auto& [task, ask] : g.waiting) {
+    if (ask.first != newest) members.push_back(task);
+  }
+  g.generation = newest + 1;
+  g.root = 0;
+  g.members = members;
+  g.done_nonces.clear();
+  for (const auto& [task, ask] : g.waiting) g.done_nonces[task] = ask.second;
+  g.waiting.clear();
+  LOG(INFO) << "Elastic collective group of job '" << job << "' built: generation " << g.generation << ", "
+            << members.size() << " rank(s), tasks " << absl::StrJoin(members, ",") << " in rank order (state from task "
+            << members.front() << ")";
+  resp->set_done(true);
+  resp->set_generation(g.generation);
+  resp->set_root(0);
+  for (int m : members) resp->add_members(m);
   return absl::OkStatus();
 }
 

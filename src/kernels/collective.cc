@@ -37,8 +37,12 @@ const char* CollectiveKindName(CollectiveKind k) {
 }
 
 std::string DescribeCollective(const CollectiveParams& p) {
-  return absl::StrCat(CollectiveKindName(p.kind), " '", p.node_name, "' (group ", p.group_key, " of ", p.group_size,
-                      ", instance ", p.instance_key, ")");
+  if (p.group_size == 0) {
+    return absl::StrCat(CollectiveKindName(p.kind), " '", p.node_name, "' (elastic group ", p.group_key, ", instance ",
+                        p.instance_key, ")");
+  }
+  return absl::StrCat(CollectiveKindName(p.kind), " '", p.node_name, "' (", p.elastic ? "elastic " : "", "group ",
+                      p.group_key, " of ", p.group_size, ", instance ", p.instance_key, ")");
 }
 
 absl::StatusOr<MergeOp> ParseMergeOp(const std::string& s) {
@@ -58,6 +62,12 @@ absl::StatusOr<FinalOp> ParseFinalOp(const std::string& s) {
 
 absl::Status CheckGroupMembers(const CollectiveParams& p) {
   if (p.members.empty()) return absl::OkStatus();
+  if (p.group_size == 0 && !p.elastic) {
+    return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(p),
+                                                   ": group_size 0 is the elastic group (the job's live tasks), "
+                                                   "which takes no group_members; give group_size the number of "
+                                                   "members for a process set"));
+  }
   if (static_cast<int>(p.members.size()) != p.group_size) {
     return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(p), ": group_members lists ", p.members.size(),
                                                    " task(s) but group_size is ", p.group_size,

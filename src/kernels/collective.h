@@ -59,6 +59,11 @@ struct CollectiveParams {
   // run belongs to (collective/collective_executor_impl.h). Runs of
   // different generations never pair.
   int64_t generation = 0;
+  // Set by the executor for a run of the elastic group (the kernel's
+  // group_size 0: the job's live tasks, decided at run time): `members` then
+  // holds the task indices of the group's last build in rank order, and
+  // group_size their count.
+  bool elastic = false;
 };
 
 // "CollectiveReduce 'name' (group 1, instance 7)": how errors name an op.

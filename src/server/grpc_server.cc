@@ -276,41 +276,57 @@ absl::StatusOr<GroupAnswer> GrpcServer::AskGroupRendezvous(const GroupAsk& ask) 
   req.set_job(job_);
   req.set_group_size(ask.group_size);
   // Ranks are positions among the members (a process set's tasks, or
-  // 0..group_size-1, which travel as none).
+  // 0..group_size-1, which travel as none). The elastic group (group size
+  // 0) has no fixed ranks: each task asks as its task index.
   std::vector<int> members = ask.members;
-  bool first_tasks = true;
-  for (size_t r = 0; r < members.size(); ++r) first_tasks = first_tasks && members[r] == static_cast<int>(r);
-  if (members.empty()) {
-    for (int r = 0; r < ask.group_size; ++r) members.push_back(r);
-  } else if (!first_tasks) {
-    for (int m : members) req.add_members(m);
+  if (ask.group_size == 0) {
+    req.set_rank(task_);
+  } else {
+    bool first_tasks = true;
+    for (size_t r = 0; r < members.size(); ++r) first_tasks = first_tasks && members[r] == static_cast<int>(r);
+    if (members.empty()) {
+      for (int r = 0; r < ask.group_size; ++r) members.push_back(r);
+    } else if (!first_tasks) {
+      for (int m : members) req.add_members(m);
+    }
+    auto mine = std::find(members.begin(), members.end(), task_);
+    if (mine == members.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(task_name_, " is not a member of the collective group it asked to rebuild"));
+    }
+    req.set_rank(static_cast<int>(mine - members.begin()));
   }
-  auto mine = std::find(members.begin(), members.end(), task_);
-  if (mine == members.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(task_name_, " is not a member of the collective group it asked to rebuild"));
-  }
-  req.set_rank(static_cast<int>(mine - members.begin()));
   req.set_last_generation(ask.last_generation);
   req.set_nonce(ask.nonce);
   req.set_query(ask.query);
   req.set_probe(ask.probe);
   proto::GroupRendezvousResponse resp;
-  absl::Status s = coordination_ != nullptr ? coordination_->GroupRendezvous(req, &resp)
-                                            : CoordinatorGroupRendezvous(workers_.get(), agent_->coordinator(), req,
-                                                                         &resp, absl::Seconds(5));
-  if (!s.ok()) return s;
+  if (absl::Status s = CallGroupRendezvous(req, &resp); !s.ok()) return s;
   GroupAnswer answer;
   answer.done = resp.done();
   answer.generation = resp.generation();
   answer.root = resp.root();
-  auto name = [this, &members](std::string* to, int r) {
+  answer.members.assign(resp.members().begin(), resp.members().end());
+  // An elastic group's answers name tasks (it has no fixed ranks); a fixed
+  // group's name ranks and the tasks they are.
+  auto name = [this, &members, elastic = ask.group_size == 0](std::string* to, int r) {
+    if (elastic) {
+      absl::StrAppend(to, to->empty() ? "" : ", ", TaskName(job_, r));
+      return;
+    }
     const int task = r >= 0 && r < static_cast<int>(members.size()) ? members[static_cast<size_t>(r)] : r;
     absl::StrAppend(to, to->empty() ? "" : ", ", "rank ", r, " (", TaskName(job_, task), ")");
   };
   for (int r : resp.missing()) name(&answer.missing, r);
   for (int r : resp.waiting()) name(&answer.waiting, r);
   return answer;
+}
+
+absl::Status GrpcServer::CallGroupRendezvous(const proto::GroupRendezvousRequest& req,
+                                             proto::GroupRendezvousResponse* resp) {
+  if (coordination_ != nullptr) return coordination_->GroupRendezvous(req, resp);
+  if (agent_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(task_name_, " has no coordinator"));
+  return CoordinatorGroupRendezvous(workers_.get(), agent_->coordinator(), req, resp, absl::Seconds(5));
 }
 
 void GrpcServer::OnTaskDead(const std::string& task, const absl::Status& why) {

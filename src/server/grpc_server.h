@@ -66,6 +66,10 @@ class GrpcServer {
   absl::Status exit_status() const;
   // The failure detector; null when it is off or before Start.
   CoordinationAgent* coordination() { return agent_.get(); }
+  // The elastic collective group (distflow/elastic.h; elastic_group.cc):
+  // rebuilt now, and the coordinator's word on what changed since.
+  absl::StatusOr<GroupState> RebuildElasticGroup(absl::Duration timeout);
+  absl::StatusOr<proto::GroupRendezvousResponse> QueryElasticGroup();
 
  private:
   GrpcServer(ClusterSpec cluster, std::string job, int task, ServerOptions options);
@@ -75,6 +79,7 @@ class GrpcServer {
   void StartCoordination() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One ask of the collective group rendezvous, to the coordinator.
   absl::StatusOr<GroupAnswer> AskGroupRendezvous(const GroupAsk& ask);
+  absl::Status CallGroupRendezvous(const proto::GroupRendezvousRequest& req, proto::GroupRendezvousResponse* resp);
   // A task died: fail what waits on it.
   void OnTaskDead(const std::string& task, const absl::Status& why);
   // After each heartbeat: a ps whose job is gone gives up (orphan_grace_ms).

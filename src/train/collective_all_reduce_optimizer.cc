@@ -11,11 +11,13 @@ namespace distflow {
 namespace {
 
 absl::Status CheckOptions(const CollectiveAllReduceOptions& options) {
-  if (options.num_replicas < 1) {
+  if (options.num_replicas < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("CollectiveAllReduceOptions::num_replicas must be at least 1, got ", options.num_replicas));
+        absl::StrCat("CollectiveAllReduceOptions::num_replicas must be at least 1 (or 0: the elastic group), got ",
+                     options.num_replicas));
   }
-  if (options.rank < 0 || options.rank >= options.num_replicas) {
+  // The elastic group's ranks are decided at run time: any rank will do.
+  if (options.num_replicas > 0 && (options.rank < 0 || options.rank >= options.num_replicas)) {
     return absl::InvalidArgumentError(absl::StrCat("CollectiveAllReduceOptions::rank is ", options.rank,
                                                    " but the group has ranks 0..", options.num_replicas - 1));
   }

@@ -102,7 +102,20 @@ absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::Op
   }
   std::vector<int> indices = cluster_.task_indices(me->job);
   std::sort(indices.begin(), indices.end());
-  if (!params.members.empty()) {
+  if (params.elastic) {
+    // The elastic group: its ranks are the tasks the coordinator put in it
+    // (joined ones too, which the cluster spec may lack).
+    indices = params.members;
+    if (static_cast<int>(indices.size()) != params.group_size) {
+      return absl::InternalError(
+          absl::StrCat("an elastic group of ", params.group_size, " ranks lists ", indices.size(), " members"));
+    }
+    if (std::find(indices.begin(), indices.end(), me->task) == indices.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          task_, " is not in generation ", params.generation, " of the elastic group (tasks ",
+          absl::StrJoin(indices, ","), " of job '", me->job, "'): it asked to join after the group was built"));
+    }
+  } else if (!params.members.empty()) {
     // A process set: the tasks group_members names, in that order.
     for (int m : params.members) {
       if (!std::binary_search(indices.begin(), indices.end(), m)) {

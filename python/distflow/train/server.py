@@ -54,10 +54,12 @@ class Server:
     and /metrics over HTTP on that port. distflow's own shared_memory=False
     stops this task from moving large tensors to and from tasks on its host
     through shared memory (TCP instead; docs/TRANSPORT.md), as
-    distflow-server --shared_memory=false and DISTFLOW_SHM=0 do."""
+    distflow-server --shared_memory=false and DISTFLOW_SHM=0 do.
+    heartbeat_timeout_secs (distflow's) is how long a silent task of the
+    cluster lives before it is declared dead (10 s by default)."""
 
     def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol=None, config=None,
-                 start=True, status_port=-1, shared_memory=True):
+                 start=True, status_port=-1, shared_memory=True, heartbeat_timeout_secs=None):
         if protocol not in (None, "grpc"):
             raise ValueError(f"protocol must be 'grpc', not {protocol!r}")
         cluster = ClusterSpec(server_or_cluster_def)
@@ -71,7 +73,9 @@ class Server:
             task_index = cluster.task_indices(job_name)[0]
         if not isinstance(shared_memory, bool):
             raise TypeError(f"tf.train.Server(shared_memory=...) takes True or False, not {shared_memory!r}")
-        self._server = _distflow.Server(cluster._jobs, job_name, int(task_index), int(status_port), shared_memory)
+        hb_ms = 0 if heartbeat_timeout_secs is None else max(1, int(float(heartbeat_timeout_secs) * 1000))
+        self._server = _distflow.Server(cluster._jobs, job_name, int(task_index), int(status_port), shared_memory,
+                                        hb_ms)
         self._joined = False
         if start:
             self.start()

@@ -18,6 +18,11 @@
 //   CollectiveBcastRecv  every other rank: receives a tensor of `shape`
 //   CollectiveGather     the ranks' inputs concatenated along dimension 0,
 //                        in rank order (every input has the same shape)
+//
+// group_size 0 (distflow's) is the elastic group: every live task of the
+// job, its size and ranks decided at run time at the job's coordinator
+// (Horovod's hvd.elastic; Div divides by the size the run has). It takes
+// no group_members.
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -34,10 +39,18 @@ namespace {
 
 absl::Status CheckGroupSize(InferenceContext* c) {
   ASSIGN_OR_RETURN(int64_t n, GetAttrInt(c->node(), "group_size"));
-  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("group_size must be at least 1, got ", n));
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group_size must be at least 1 (or 0: the elastic group of the job's live tasks), got ", n));
+  }
   // distflow's group_members (a process set): group_size distinct task indices.
   absl::StatusOr<std::vector<int64_t>> members = GetAttrIntList(c->node(), "group_members");
   if (members.ok() && !members->empty()) {
+    if (n == 0) {
+      return absl::InvalidArgumentError(
+          "group_size 0 is the elastic group (the job's live tasks), which takes no group_members; give group_size "
+          "the number of members for a process set");
+    }
     if (static_cast<int64_t>(members->size()) != n) {
       return absl::InvalidArgumentError(absl::StrCat("group_members lists ", members->size(),
                                                      " task(s) but group_size is ", n,
@@ -109,7 +122,7 @@ absl::Status GatherShape(InferenceContext* c) {
     return absl::InvalidArgumentError("CollectiveGather needs an input of rank 1 or more, got a scalar");
   const int64_t n = *GetAttrInt(c->node(), "group_size");
   PartialShape out = PartialShape::Scalar();
-  out.AppendDim(in.dim(0) < 0 ? PartialShape::kUnknownDim : in.dim(0) * n);
+  out.AppendDim(in.dim(0) < 0 || n == 0 ? PartialShape::kUnknownDim : in.dim(0) * n);
   for (int i = 1; i < in.rank(); ++i) out.AppendDim(in.dim(i));
   c->set_output(0, out);
   return absl::OkStatus();
@@ -122,7 +135,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Input("input: T")
                       .Output("data: T")
                       .Attr("T: {float, double, int32, int64}")
-                      .Attr("group_size: int >= 1")
+                      .Attr("group_size: int >= 0")
                       .Attr("group_key: int")
                       .Attr("instance_key: int")
                       .Attr("merge_op: string")
@@ -141,7 +154,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Input("input: T")
                       .Output("data: T")
                       .Attr("T: {float, double, int32, int64}")
-                      .Attr("group_size: int >= 1")
+                      .Attr("group_size: int >= 0")
                       .Attr("group_key: int")
                       .Attr("instance_key: int")
                       .Attr("shape: shape")
@@ -153,7 +166,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
   r->MustRegister(OpDefBuilder("CollectiveBcastRecv")
                       .Output("data: T")
                       .Attr("T: {float, double, int32, int64}")
-                      .Attr("group_size: int >= 1")
+                      .Attr("group_size: int >= 0")
                       .Attr("group_key: int")
                       .Attr("instance_key: int")
                       .Attr("shape: shape")
@@ -165,7 +178,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Input("input: T")
                       .Output("data: T")
                       .Attr("T: {float, double, int32, int64}")
-                      .Attr("group_size: int >= 1")
+                      .Attr("group_size: int >= 0")
                       .Attr("group_key: int")
                       .Attr("instance_key: int")
                       .Attr("timeout_seconds: float = 0")

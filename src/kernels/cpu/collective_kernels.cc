@@ -69,9 +69,11 @@ class CollectiveOp : public AsyncOpKernel {
       }
       params_.shape = *full;
     }
-    if (params_.group_size < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(DescribeCollective(params_), ": group_size must be at least 1, got ", params_.group_size));
+    if (params_.group_size < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params_),
+                                                     ": group_size must be at least 1 (or 0: the elastic group of "
+                                                     "the job's live tasks), got ",
+                                                     params_.group_size));
     }
     if (params_.kind == CollectiveKind::kReduce && params_.merge_op == MergeOp::kAdasum && params_.dtype != DT_FLOAT &&
         params_.dtype != DT_DOUBLE) {

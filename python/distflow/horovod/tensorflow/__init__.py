@@ -21,7 +21,13 @@ work as in Horovod (process_sets.py, docs/COLLECTIVES.md).
 What differs from Horovod: no MPI, NCCL or GPUs (nccl_built() etc. are
 False); allgather needs the same shape on every rank; compression other
 than none and fp16, and backward_passes_per_step, are not supported and
-raise NotImplementedError naming the argument."""
+raise NotImplementedError naming the argument; process sets other than the
+global one are not supported in elastic mode (their ranks would change).
+
+hvd.elastic (run, TensorFlowState, State with commit/restore/sync/
+check_host_updates/register_reset_callbacks) runs under `distflow-launch
+--ps 0 --min_workers M --max_workers N`: workers join and leave, the group
+is rebuilt at a commit (see distflow/horovod/tensorflow/elastic.py)."""
 from distflow.horovod.tensorflow.basics import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
                                                 is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
                                                 mpi_threads_supported, nccl_built, rank, rocm_built, shutdown,
@@ -32,10 +38,14 @@ from distflow.horovod.tensorflow.optimizer import (BroadcastGlobalVariablesHook,
                                                    broadcast_global_variables, broadcast_variables)
 from distflow.horovod.tensorflow.process_sets import (ProcessSet, add_process_set, global_process_set,
                                                       remove_process_set)
+from distflow.horovod.tensorflow import elastic  # noqa: E402 (hvd.elastic.run, hvd.elastic.TensorFlowState)
+from distflow.horovod.tensorflow.elastic import broadcast_object
+from distflow.horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size", "mpi_built",
            "mpi_enabled", "mpi_threads_supported", "nccl_built", "gloo_built", "gloo_enabled", "ddl_built",
            "ccl_built", "cuda_built", "rocm_built", "allreduce", "allgather", "broadcast", "barrier", "Average",
            "Sum", "Adasum", "Compression", "DistributedOptimizer", "BroadcastGlobalVariablesHook",
            "broadcast_global_variables", "broadcast_variables", "ProcessSet", "add_process_set",
-           "remove_process_set", "global_process_set"]
+           "remove_process_set", "global_process_set", "elastic", "broadcast_object", "HorovodInternalError",
+           "HostsUpdatedInterrupt"]

@@ -13,9 +13,22 @@ runs; a rank that ends with an uncaught exception leaves at once, and the
 others' collectives fail naming it.
 
 The launcher appends --job_name, --task_index, --cluster_spec (and
---status_port; its SLURM script --job_layout and --cluster_spec) to the program's arguments; importing this module removes
-them from sys.argv when they agree with DISTFLOW_CONFIG, so a Horovod
-program's own argument parser never sees them."""
+--status_port; its SLURM script --job_layout and --cluster_spec) to the
+program's arguments, or --join and --join_as to a worker that joins a
+running elastic job; importing this module removes them from sys.argv when
+they agree with DISTFLOW_CONFIG, so a Horovod program's own argument parser
+never sees them.
+
+Elastic mode (Horovod's hvd.elastic; docs/COLLECTIVES.md, Elastic groups):
+under `distflow-launch --ps 0 --min_workers M --max_workers N` (which sets
+DISTFLOW_ELASTIC=1, as horovodrun sets HOROVOD_ELASTIC=1) every collective
+runs in the elastic group (group_size 0): every live worker of the job,
+built at the job's coordinator (worker 0) by init() and again by each
+reset of hvd.elastic.run. rank() and size() are those of the group's last
+build; rank 0 is the oldest worker (it holds the state every other takes
+in State.sync()). A worker that joins (--join) enters the group when the
+others next check for host updates (State.commit()). Process sets (fixed
+lists of ranks) are not supported in elastic mode."""
 import atexit
 import json
 import os
@@ -27,47 +40,67 @@ from distflow import raw_ops as _raw
 from distflow.train import server as _server
 
 LAUNCH_COMMAND = "distflow-launch --ps 0 --workers N -- python3 PROGRAM [ARGS]"
+ELASTIC_TIMEOUT_SECS = 300.0  # how long a rebuild of the elastic group waits for every live worker
 
 # The group of the init and exit barriers; the program's own collectives
 # use mpi_ops.GROUP_KEY.
 CONTROL_GROUP_KEY = 1 << 30
-# (--job_layout: the SLURM script of distflow-launch --emit slurm.)
-_LAUNCHER_FLAGS = ("--job_name=", "--task_index=", "--cluster_spec=", "--status_port=", "--job_layout=")
+# (--job_layout: the SLURM script of distflow-launch --emit slurm; --join and
+# --join_as: a worker joining a running elastic job.)
+_LAUNCHER_FLAGS = ("--job_name=", "--task_index=", "--cluster_spec=", "--status_port=", "--job_layout=", "--join=",
+                   "--join_as=")
 
 
 class _State:
-    def __init__(self, cluster, rank, status_port):
+    def __init__(self, cluster, rank, status_port, elastic=False):
         workers = cluster["worker"]
         self.cluster = cluster
+        self.task_index = rank  # the task's index in the job (its rank, unless elastic)
         self.rank = rank
         self.size = len(workers)
         self.task = f"/job:worker/task:{rank}"
-        host = workers[rank].rsplit(":", 1)[0]
-        same_host = [i for i, a in enumerate(workers) if a.rsplit(":", 1)[0] == host]
-        self.local_rank = same_host.index(rank)
-        self.local_size = len(same_host)
+        self.elastic = elastic
+        self.generation = 0
+        self.members = []  # elastic: task names in rank order
+        addresses = dict(enumerate(workers)) if isinstance(workers, list) else dict(workers)
+        self._set_local(addresses, sorted(addresses))
         self.status_port = status_port
         self.server = None
         self.failed = False  # an uncaught exception: leave without the exit barriers
         self.finished = False
 
+    def _set_local(self, addresses, ranks_tasks):
+        """local_rank/local_size: the ranks (tasks in `ranks_tasks` order) on this task's host."""
+        host = str(addresses.get(self.task_index, "")).rsplit(":", 1)[0]
+        same = [t for t in ranks_tasks if str(addresses.get(t, "")).rsplit(":", 1)[0] == host]
+        self.local_rank = same.index(self.task_index) if self.task_index in same else 0
+        self.local_size = max(1, len(same))
+
+    @property
+    def group_size(self):
+        """The collectives' group_size attribute: 0 (the elastic group) or the job's workers."""
+        return 0 if self.elastic else self.size
+
 
 _state = None
 _status_port = -1
+_join = None  # (coordinator address, this task's address) of a worker joining a running elastic job
 
 
 def _strip_launcher_flags():
     """Removes the flags distflow-launch appends (the last arguments) from
     sys.argv, remembering --status_port for the server."""
     global _status_port
-    if not os.environ.get("DISTFLOW_CONFIG"):
+    # A joining worker has no DISTFLOW_CONFIG: its --join/--join_as say where to join.
+    if not os.environ.get("DISTFLOW_CONFIG") and not any(a.startswith("--join=") for a in sys.argv):
         return
     argv = sys.argv
     end = len(argv)
     while end > 1 and argv[end - 1].startswith(_LAUNCHER_FLAGS):
         end -= 1
     tail = argv[end:]
-    if not any(a.startswith(("--job_name=", "--job_layout=")) for a in tail):
+    joins = dict(a[2:].split("=", 1) for a in tail if a.startswith(("--join=", "--join_as=")))
+    if not any(a.startswith(("--job_name=", "--job_layout=")) for a in tail) and sorted(joins) != ["join", "join_as"]:
         return
     for a in tail:
         if a.startswith("--status_port="):
@@ -75,6 +108,9 @@ def _strip_launcher_flags():
                 _status_port = int(a.split("=", 1)[1])
             except ValueError:
                 return
+    if joins:
+        global _join
+        _join = (joins["join"], joins["join_as"])
     del argv[end:]
 
 
@@ -118,23 +154,59 @@ def _read_config():
     return {"worker": list(workers)}, rank
 
 
+def _elastic_requested():
+    return _join is not None or os.environ.get("DISTFLOW_ELASTIC") == "1" or \
+        os.environ.get("HOROVOD_ELASTIC") == "1"
+
+
+def _heartbeat_timeout_secs():
+    """DISTFLOW_HEARTBEAT_TIMEOUT_SECS: how long a silent rank lives before the
+    others' coordinator declares it dead (in elastic mode, how long the
+    survivors of a death wait before they go on without it); default 10."""
+    raw = os.environ.get("DISTFLOW_HEARTBEAT_TIMEOUT_SECS", "")
+    if raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise ValueError(f"DISTFLOW_HEARTBEAT_TIMEOUT_SECS is {raw!r}; it must be a number of seconds above 0")
+    return value
+
+
 def init(comm=None, process_sets=None):
     """Starts this rank's task (its server) and waits for every other rank's.
-    comm: Horovod's list of ranks; only all of them (or None) is supported.
-    process_sets: hvd.ProcessSet objects (or lists of ranks) to register, in
-    the same order on every rank; "dynamic" (Horovod's) is accepted too:
-    hvd.add_process_set() works after init() either way."""
+    In elastic mode, builds the elastic group with every live worker (see
+    the module's doc). comm: Horovod's list of ranks; only all of them (or
+    None) is supported. process_sets: hvd.ProcessSet objects (or lists of
+    ranks) to register, in the same order on every rank; "dynamic"
+    (Horovod's) is accepted too: hvd.add_process_set() works after init()
+    either way. Not in elastic mode, whose ranks change."""
     global _state
     if _state is not None:
         return
     if process_sets is not None and process_sets != "dynamic" and not isinstance(process_sets, (list, tuple)):
         raise ValueError(f"hvd.init(process_sets={process_sets!r}): give a list of hvd.ProcessSet, or \"dynamic\"")
-    cluster, my_rank = _read_config()
-    state = _State(cluster, my_rank, _status_port)
+    elastic = _elastic_requested()
+    if elastic and isinstance(process_sets, (list, tuple)) and process_sets:
+        raise NotImplementedError("hvd.init(process_sets=...) in elastic mode: a process set is a fixed list of "
+                                  "ranks, and an elastic job's ranks change as workers join and leave; use the "
+                                  "global process set (process_set=None)")
+    heartbeat = _heartbeat_timeout_secs()
+    if _join is not None:
+        from distflow import elastic as _elastic
+        task_index, spec = _elastic.join_cluster(_join[0], _join[1])
+        cluster = {"worker": spec.as_dict()["worker"]}
+        my_rank = task_index
+    else:
+        cluster, my_rank = _read_config()
+    state = _State(cluster, my_rank, _status_port, elastic=elastic)
     if comm is not None and sorted(comm) != list(range(state.size)):
         raise ValueError(f"hvd.init(comm={comm!r}): the job has {state.size} ranks (0..{state.size - 1}) and "
                          f"distflow runs every collective across all of them; give comm=None")
-    state.server = _server.Server(cluster, "worker", my_rank, status_port=state.status_port)
+    state.server = _server.Server(cluster, "worker", my_rank, status_port=state.status_port,
+                                  heartbeat_timeout_secs=heartbeat)
     _fw._default_session_task = (state.server.target, state.task)
     _state = state
     if isinstance(process_sets, (list, tuple)):
@@ -146,11 +218,40 @@ def init(comm=None, process_sets=None):
             state.failed = True
             raise
     try:
-        _wait_for_ranks()
+        if elastic:
+            rebuild()
+        else:
+            _wait_for_ranks()
     except Exception:
         state.failed = True
         raise
     _install_exit_handlers()
+
+
+def rebuild():
+    """Elastic mode: (re)builds the group with every live worker of the job
+    (each must call it at the same point: init, and hvd.elastic.run's reset)
+    and takes this rank's rank and size from it."""
+    state = _check("elastic reset")
+    if not state.elastic:
+        raise ValueError("hvd: the collective group is elastic only under distflow-launch --min_workers/"
+                         "--max_workers (DISTFLOW_ELASTIC=1)")
+    generation, rank_, members = _distflow.rebuild_elastic_group(state.server._server, ELASTIC_TIMEOUT_SECS)
+    state.generation, state.rank, state.size, state.members = generation, rank_, len(members), list(members)
+    tasks = [int(m.rsplit(":", 1)[1]) for m in members]
+    addresses = {}
+    try:
+        from distflow import elastic as _elastic
+        workers = state.cluster["worker"]
+        coordinator = _join[0] if _join is not None else (workers[0] if isinstance(workers, list) else workers[0])
+        for m in _elastic.cluster_members(coordinator):
+            if m.task.startswith("/job:worker/") and m.address:
+                addresses[int(m.task.rsplit(":", 1)[1])] = m.address
+    except Exception:  # noqa: B902 (local ranks are a hint; the group is built)
+        addresses = {state.task_index: "?"}
+    state._set_local(addresses, tasks)
+    print(f"hvd: task {state.task_index} is rank {state.rank} of {state.size} in generation {generation} of the "
+          f"elastic group", file=sys.stderr, flush=True)
 
 
 def _wait_for_ranks():
@@ -173,7 +274,7 @@ def _barrier(what, instance, device_filters):
     returns once every rank has started it."""
     g = _fw.Graph()
     with g.as_default():
-        op = _raw.CollectiveReduce(input=_fw.constant(1, dtype=_fw._dtypes.int32), group_size=_state.size,
+        op = _raw.CollectiveReduce(input=_fw.constant(1, dtype=_fw._dtypes.int32), group_size=_state.group_size,
                                    group_key=CONTROL_GROUP_KEY, instance_key=instance, merge_op="Add",
                                    final_op="Id", name=f"hvd_{what}_barrier")
     sess = _fw.Session(_state.server.target, graph=g, config=_fw.ConfigProto(device_filters=device_filters))
@@ -214,7 +315,7 @@ def shutdown():
     if _state is None or _state.finished:
         return
     _state.finished = True
-    if _state.size == 1:
+    if _state.size == 1 and not _state.elastic:
         return
     own = [_state.task]
     # Every rank got here, so every rank finished the collectives before.

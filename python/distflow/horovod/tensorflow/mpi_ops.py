@@ -3,7 +3,9 @@
 rank of the job, or of a process set (process_set=; process_sets.py). Each
 call adds one op with the next instance key of its set, so every member
 must make the same calls in the same order. op=hvd.Adasum is Horovod's
-adaptive summation (CollectiveReduce merge_op="Adasum"; docs/COLLECTIVES.md)."""
+adaptive summation (CollectiveReduce merge_op="Adasum"; docs/COLLECTIVES.md).
+In elastic mode the ops run in the elastic group (group_size 0): their size
+is the group's at run time, so one graph serves every size the job takes."""
 from distflow import dtypes as _dtypes
 from distflow import framework as _fw
 from distflow import raw_ops as _raw
@@ -150,6 +152,10 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
     all; root_rank is a rank of the job, and a member of the set), with the
     same dtype and shape, fully known, everywhere."""
     state = _basics._check("broadcast")
+    if state.elastic and int(root_rank) != 0:
+        raise ValueError(f"hvd.broadcast: root_rank {root_rank} in an elastic job: ranks change as workers join "
+                         f"and leave, so distflow broadcasts from rank 0 only (the oldest rank, whose state the "
+                         f"others take); give root_rank=0")
     if not 0 <= int(root_rank) < state.size:
         raise ValueError(f"hvd.broadcast: root_rank {root_rank} is not a rank of the job (0..{state.size - 1})")
     if process_set is not None and process_set is not _sets.global_process_set and \
@@ -159,6 +165,8 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
     shape = _static_shape("broadcast", t)
     attrs, _ = _group_attrs("broadcast", process_set)
     attrs.update(shape=shape, name=name or "HorovodBroadcast")
+    if state.elastic:  # every rank runs the op; rank 0 of the group's last build sends
+        return _raw.CollectiveBcastSend(input=t, from_group_root=True, **attrs)
     if attrs["group_size"] == 1:
         return _raw.Identity(input=t, name=name or "HorovodBroadcast")
     if state.rank == int(root_rank):

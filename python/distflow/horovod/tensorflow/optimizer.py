@@ -59,6 +59,9 @@ class DistributedOptimizer:
         if num_groups or groups is not None:
             raise NotImplementedError("hvd.DistributedOptimizer(num_groups=/groups=): distflow fuses by "
                                       "HOROVOD_FUSION_THRESHOLD only")
+        if gradient_predivide_factor != 1.0 and self._state.elastic:
+            raise NotImplementedError("hvd.DistributedOptimizer(gradient_predivide_factor=...) in an elastic job: "
+                                      "the group's size is known only at run time")
         if gradient_predivide_factor != 1.0 and self._op is not _ops.Average:
             raise ValueError("hvd.DistributedOptimizer: gradient_predivide_factor needs op=hvd.Average")
         self._optimizer = optimizer
@@ -123,16 +126,19 @@ def broadcast_variables(variables, root_rank, process_set=None):
                                    process_set=process_set)
             ops.append(value.op if state.rank == int(root_rank) else _raw.Assign(ref=v, value=value).op)
         return _fw.group(*ops)
-    if int(root_rank) == 0 and state.size > 1:
+    if int(root_rank) == 0 and (state.size > 1 or state.elastic):
         for v in variables:
             t = _ops._tensor("broadcast_variables", v)
-            value = _raw.CollectiveBcastSend(input=t, group_size=state.size, group_key=_ops.GROUP_KEY,
+            value = _raw.CollectiveBcastSend(input=t, group_size=state.group_size, group_key=_ops.GROUP_KEY,
                                              instance_key=_ops._instance_keys(),
                                              shape=_ops._static_shape("broadcast_variables", t),
                                              from_group_root=True,
                                              name="HorovodBroadcast_" + v.op.name.replace("/", "_"))
             ops.append(_raw.Assign(ref=v, value=value).op)
         return _fw.group(*ops)
+    if state.elastic:
+        raise ValueError(f"hvd.broadcast_variables: root_rank {root_rank} in an elastic job: distflow broadcasts "
+                         f"from rank 0 only (the oldest rank, whose state the others take); give root_rank=0")
     for v in variables:
         value = _ops.broadcast(v, root_rank, name="HorovodBroadcast_" + v.op.name.replace("/", "_"))
         if state.rank == int(root_rank) or state.size == 1:

@@ -13,7 +13,9 @@ keys counted per set, so that ranks outside the set, which do not build its
 ops, do not shift the others' keys. Only members build a set's ops: an op
 for a set that this rank is not in raises ValueError. A set's group is
 rebuilt on its own after a member died and came back (docs/COLLECTIVES.md).
-The global process set (every rank) is hvd.global_process_set."""
+The global process set (every rank) is hvd.global_process_set; in elastic
+mode (hvd.elastic) it is the elastic group, and it is the only set: a set is
+a fixed list of ranks, and an elastic job's ranks change."""
 from distflow.horovod.tensorflow import basics as _basics
 
 # The group key of process set i (i >= 1); the global set uses mpi_ops.GROUP_KEY.
@@ -76,6 +78,7 @@ def add_process_set(process_set):
     """Registers `process_set` (a ProcessSet or a list of ranks) and returns
     it. Every rank must register the same sets in the same order."""
     state = _basics._check("add_process_set")
+    _refuse_in_elastic("add_process_set", state)
     if not isinstance(process_set, ProcessSet):
         process_set = ProcessSet(process_set)
     if process_set.process_set_id is not None:
@@ -106,12 +109,21 @@ def remove_process_set(process_set):
     return True
 
 
+def _refuse_in_elastic(what, state):
+    if state.elastic:
+        raise NotImplementedError(f"hvd.{what} with a process set in elastic mode: a process set is a fixed list of "
+                                  f"ranks, and an elastic job's ranks change as workers join and leave; use the "
+                                  f"global process set (process_set=None)")
+
+
 def _group(what, process_set):
     """(group_size, group_key, members, this rank's rank in the group, set id)
     for the collectives of `process_set` (None: the global set)."""
     state = _basics._check(what)
     if process_set is None or process_set is global_process_set:
-        return state.size, None, [], state.rank, 0
+        # group_size 0 in elastic mode: the elastic group, sized at run time.
+        return state.group_size, None, [], state.rank, 0
+    _refuse_in_elastic(what, state)
     if not isinstance(process_set, ProcessSet):
         raise TypeError(f"hvd.{what}: process_set must be an hvd.ProcessSet, not {type(process_set).__name__}")
     if process_set.process_set_id is None or _registered.get(process_set.process_set_id) is not process_set:

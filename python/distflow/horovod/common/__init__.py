@@ -1,0 +1,2 @@
+"""What Horovod's frameworks share (horovod.common): the elastic State and
+run loop, and the exceptions that drive them."""

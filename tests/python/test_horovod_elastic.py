@@ -1,0 +1,109 @@
+"""Elastic all-reduce in Horovod's shape (hvd.elastic; docs/COLLECTIVES.md,
+Elastic groups) with real processes: `distflow-launch --ps 0 --min_workers 2
+--max_workers 3` starts two ranks and a third worker that joins the running
+job; the group grows to 3 at a commit and the joiner takes rank 0's state;
+then one rank is SIGKILLed while the others wait for it in a reduction; the
+survivors go back to their last commit, the group shrinks to 2 and the job
+finishes with equal variables on the survivors and a lower loss."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+SOURCE = os.environ.get("DISTFLOW_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("DISTFLOW_BUILD_DIR", os.path.join(SOURCE, "build"))
+LAUNCH = os.path.join(BUILD, "tools", "distflow-launch")
+PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horovod_elastic_program.py")
+TIMEOUT = 240  # generous: a loaded machine is slow, never wrong
+
+
+class Job:
+    """The launcher's output, read as it comes."""
+
+    def __init__(self, launcher_args, program_args):
+        env = dict(os.environ)
+        env.pop("DISTFLOW_CONFIG", None)
+        env["DISTFLOW_HEARTBEAT_TIMEOUT_SECS"] = "2"  # a death is noticed after 2 s
+        self.lines, self.cond = [], threading.Condition()
+        self.proc = subprocess.Popen([LAUNCH] + launcher_args + ["--", sys.executable, PROGRAM] + program_args,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append(line)
+                self.cond.notify_all()
+        with self.cond:
+            self.lines.append(None)
+            self.cond.notify_all()
+
+    def wait_for(self, pattern, deadline):
+        """The first match of `pattern` in a line, waiting for it."""
+        seen = 0
+        with self.cond:
+            while time.monotonic() < deadline:
+                for line in self.lines[seen:]:
+                    if line is None:
+                        return None
+                    m = re.search(pattern, line)
+                    if m:
+                        return m
+                seen = len(self.lines)
+                self.cond.wait(1)
+        return None
+
+    def output(self):
+        with self.cond:
+            return "".join(line for line in self.lines if line is not None)
+
+
+def test_a_worker_joins_and_one_dies_and_the_survivors_finish_equal(tmp_path):
+    marker = tmp_path / "join"
+    job = Job(["--ps", "0", "--min_workers", "2", "--max_workers", "3"],
+              ["--num-steps", "40", "--join-marker", str(marker), "--wait-join-step", "10", "--wait-join-size", "3",
+               "--hold-task", "1", "--hold-step", "20"])
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        # Two ranks train; at step 10 they wait for the joiner, let go now.
+        assert job.wait_for(r"task 0: waiting for a join at step 10 with 2 ranks", deadline), job.output()[-6000:]
+        marker.touch()
+        held = job.wait_for(r"task 1 holding at step 20, pid (\d+)", deadline)
+        assert held is not None, job.output()[-6000:]
+        os.kill(int(held.group(1)), signal.SIGKILL)
+        job.proc.wait(timeout=max(1, deadline - time.monotonic()))
+    finally:
+        if job.proc.poll() is None:
+            job.proc.kill()
+            job.proc.wait()
+    job.reader.join(10)
+    out = job.output()
+    assert job.proc.returncode == 0, out[-6000:]
+    # Process sets (fixed lists of ranks) are refused in elastic mode, naming why.
+    assert re.search(r"task 0: process set refused: .*an elastic job's ranks change", out), out[-6000:]
+    assert "accepted in elastic mode" not in out, out[-6000:]
+    # The group grew from 2 to 3 at the join: the joined worker (task 2)
+    # trained from step 11 with rank 0's state, as rank 2 of 3.
+    assert re.search(r"\[worker:0\].*task 0 rank 0 of 2 step 10\b", out), out[-6000:]
+    assert re.search(r"\[worker:0\].*task 0 rank 0 of 3 step 11\b", out), out[-6000:]
+    assert re.search(r"\[worker:\+1\].*task 2 rank 2 of 3 step 11\b", out), out[-6000:]
+    # Task 1's death failed the others' reduction, which went back to the
+    # commit at step 20 and rebuilt the group without it.
+    for name in ("0", r"\+1"):
+        assert re.search(rf"\[worker:{name}\].*hvd.elastic: a collective failed", out), out[-6000:]
+    assert re.search(r"\[worker:0\].*task 0 rank 0 of 2 step 21\b", out), out[-6000:]
+    assert re.search(r"\[worker:\+1\].*task 2 rank 1 of 2 step 21\b", out), out[-6000:]
+    assert re.search(r"worker:1 killed by signal 9", out) or re.search(r"worker:1 .*signal 9", out), out[-6000:]
+    # The survivors end at the same step with the same variables, and learnt.
+    done = {int(m.group(1)): m for m in re.finditer(
+        r"task (\d) rank \d of 2 done at step (\d+) \(global step (\d+)\): loss ([0-9.]+) -> ([0-9.]+); "
+        r"variables ([0-9a-f]+)", out)}
+    assert sorted(done) == [0, 2], out[-6000:]
+    assert {m.group(2) for m in done.values()} == {"40"}, out[-6000:]
+    assert len({m.group(3) for m in done.values()}) == 1, out[-6000:]
+    assert len({m.group(6) for m in done.values()}) == 1, f"the survivors' variables differ:\n{out[-6000:]}"
+    assert float(done[0].group(5)) < 0.8 * float(done[0].group(4)), out[-6000:]
