@@ -191,17 +191,20 @@ def test_fp16_compression_matches_none_within_fp16_tolerance(tmp_path):
 
 def test_a_rank_that_raises_fails_the_others_naming_it(tmp_path):
     """Ranks started by hand with the launcher's DISTFLOW_CONFIG: rank 1
-    raises after init; rank 0's all-reduce fails naming it instead of
-    waiting."""
+    raises after their first all-reduce; rank 0's next all-reduce fails
+    naming it instead of waiting. (Rank 1 dies after a first reduction so
+    that rank 0's session exists: a session created after a peer died
+    waits for that peer's devices, up to its wait_for_tasks.)"""
     program = tmp_path / "dies.py"
     program.write_text(textwrap.dedent("""
         import distflow.compat.v1 as tf
         import distflow.horovod.tensorflow as hvd
         hvd.init()
-        if hvd.rank() == 1:
-            raise RuntimeError("rank 1 gives up")
         with tf.Session() as sess:
             sess.run(hvd.allreduce(tf.constant([1.0])))
+            if hvd.rank() == 1:
+                raise RuntimeError("rank 1 gives up")
+            sess.run(hvd.allreduce(tf.constant([2.0])))
     """))
     cluster = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]}
     procs = []
