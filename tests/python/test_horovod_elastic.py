@@ -8,10 +8,10 @@ finishes with equal variables on the survivors and a lower loss."""
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
+
+from launched_job import LaunchedJob
 
 SOURCE = os.environ.get("DISTFLOW_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("DISTFLOW_BUILD_DIR", os.path.join(SOURCE, "build"))
@@ -20,46 +20,10 @@ PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horovod_elas
 TIMEOUT = 240  # generous: a loaded machine is slow, never wrong
 
 
-class Job:
-    """The launcher's output, read as it comes."""
-
-    def __init__(self, launcher_args, program_args):
-        env = dict(os.environ)
-        env.pop("DISTFLOW_CONFIG", None)
-        env["DISTFLOW_HEARTBEAT_TIMEOUT_SECS"] = "2"  # a death is noticed after 2 s
-        self.lines, self.cond = [], threading.Condition()
-        self.proc = subprocess.Popen([LAUNCH] + launcher_args + ["--", sys.executable, PROGRAM] + program_args,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cond:
-                self.lines.append(line)
-                self.cond.notify_all()
-        with self.cond:
-            self.lines.append(None)
-            self.cond.notify_all()
-
-    def wait_for(self, pattern, deadline):
-        """The first match of `pattern` in a line, waiting for it."""
-        seen = 0
-        with self.cond:
-            while time.monotonic() < deadline:
-                for line in self.lines[seen:]:
-                    if line is None:
-                        return None
-                    m = re.search(pattern, line)
-                    if m:
-                        return m
-                seen = len(self.lines)
-                self.cond.wait(1)
-        return None
-
-    def output(self):
-        with self.cond:
-            return "".join(line for line in self.lines if line is not None)
+def Job(launcher_args, program_args):
+    """The launcher's output, read as it comes; a death is noticed after 2 s."""
+    return LaunchedJob([LAUNCH] + launcher_args + ["--", sys.executable, PROGRAM] + program_args,
+                       env={"DISTFLOW_HEARTBEAT_TIMEOUT_SECS": "2"})
 
 
 def test_a_worker_joins_and_one_dies_and_the_survivors_finish_equal(tmp_path):

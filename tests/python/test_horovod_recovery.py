@@ -7,10 +7,10 @@ rank takes the survivors' variables, and training goes on to the end."""
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
+
+from launched_job import LaunchedJob
 
 SOURCE = os.environ.get("DISTFLOW_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("DISTFLOW_BUILD_DIR", os.path.join(SOURCE, "build"))
@@ -19,46 +19,10 @@ PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horovod_reco
 TIMEOUT = 240  # generous: a loaded machine is slow, never wrong
 
 
-class Job:
+def Job(args, hold_rank):
     """The launcher's output, read as it comes."""
-
-    def __init__(self, args, hold_rank):
-        env = dict(os.environ)
-        env.pop("DISTFLOW_CONFIG", None)
-        self.lines, self.cond = [], threading.Condition()
-        self.proc = subprocess.Popen([LAUNCH, "--ps", "0", "--workers", "3", "--restart_on_failure", "1", "--",
-                                      sys.executable, PROGRAM] + args, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=env)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cond:
-                self.lines.append(line)
-                self.cond.notify_all()
-        with self.cond:
-            self.lines.append(None)
-            self.cond.notify_all()
-
-    def wait_for(self, pattern, deadline):
-        """The first match of `pattern` in a line, waiting for it."""
-        seen = 0
-        with self.cond:
-            while time.monotonic() < deadline:
-                for line in self.lines[seen:]:
-                    if line is None:
-                        return None
-                    m = re.search(pattern, line)
-                    if m:
-                        return m
-                seen = len(self.lines)
-                self.cond.wait(1)
-        return None
-
-    def output(self):
-        with self.cond:
-            return "".join(line for line in self.lines if line is not None)
+    return LaunchedJob([LAUNCH, "--ps", "0", "--workers", "3", "--restart_on_failure", "1", "--", sys.executable,
+                        PROGRAM] + args)
 
 
 def test_killed_rank_is_restarted_and_rejoins_with_the_survivors_variables(tmp_path):
