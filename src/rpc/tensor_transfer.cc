@@ -158,10 +158,17 @@ absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer
 namespace distflow {
 
 grpc::ByteBuffer EncodeTensorBundle(const std::vector<Tensor>& tensors) {
+  std::vector<grpc::ByteBuffer> parts;
+  parts.reserve(tensors.size());
+  for (const Tensor& t : tensors) parts.push_back(EncodeTensorToByteBuffer(t));
+  return EncodeTensorBundle(parts);
+}
+
+grpc::ByteBuffer EncodeTensorBundle(const std::vector<grpc::ByteBuffer>& parts) {
   std::vector<grpc::Slice> slices;
-  for (const Tensor& t : tensors) {
+  for (const grpc::ByteBuffer& part : parts) {
     std::vector<grpc::Slice> one;
-    (void)EncodeTensorToByteBuffer(t).Dump(&one);  // a buffer built from slices always dumps
+    (void)part.Dump(&one);  // a buffer built from slices always dumps
     uint64_t len = 0;
     for (const grpc::Slice& s : one) len += s.size();
     char prefix[8];
@@ -172,7 +179,9 @@ grpc::ByteBuffer EncodeTensorBundle(const std::vector<Tensor>& tensors) {
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& buffer, size_t count) {
+absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& buffer, size_t count,
+                                                       std::vector<BulkRef>* bulk) {
+  if (bulk != nullptr) bulk->assign(count, BulkRef());
   std::vector<grpc::Slice> slices;
   grpc::Status st = buffer.Dump(&slices);
   if (!st.ok()) return absl::DataLossError(absl::StrCat("Cannot read the bundle's payload: ", st.error_message()));
@@ -209,7 +218,7 @@ absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& b
       skip = 0;
     }
     grpc::ByteBuffer one(part.data(), part.size());
-    absl::StatusOr<Tensor> t = DecodeTensorFromByteBuffer(one);
+    absl::StatusOr<Tensor> t = DecodeTensorFromByteBuffer(one, bulk != nullptr ? &(*bulk)[out.size()] : nullptr);
     if (!t.ok()) {
       return absl::Status(t.status().code(),
                           absl::StrCat("Tensor ", out.size(), " of a bundle: ", t.status().message()));

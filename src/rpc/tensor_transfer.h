@@ -31,9 +31,15 @@ struct BulkRef {
 absl::StatusOr<Tensor> DecodeTensorFromByteBuffer(const grpc::ByteBuffer& buffer, BulkRef* bulk = nullptr);
 
 // A bundle's answer (RecvTensorRequest.bundle_keys): per tensor, an 8-byte
-// little-endian length, then the tensor encoded as above (always inline).
-grpc::ByteBuffer EncodeTensorBundle(const std::vector<Tensor>& tensors);
-// Decodes a bundle of exactly `count` tensors (DataLoss otherwise).
-absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& buffer, size_t count);
+// little-endian length, then the tensor encoded as above: inline, or a
+// bulk header when the receiver accepts the bulk port and the tensor is
+// large (the caller encodes each part and passes the parts in order).
+grpc::ByteBuffer EncodeTensorBundle(const std::vector<grpc::ByteBuffer>& parts);
+grpc::ByteBuffer EncodeTensorBundle(const std::vector<Tensor>& tensors);  // all inline
+// Decodes a bundle of exactly `count` tensors (DataLoss otherwise). With
+// `bulk` non-null, parts may be bulk headers: (*bulk)[i] says where tensor
+// i's bytes are (ticket 0: they arrived inline).
+absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& buffer, size_t count,
+                                                       std::vector<BulkRef>* bulk = nullptr);
 
 }  // namespace distflow

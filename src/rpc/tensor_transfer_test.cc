@@ -68,6 +68,34 @@ TEST(TensorTransfer, BundlesRoundTripAndRejectTruncationAndExtraBytes) {
   EXPECT_NE(extra.message().find("extra bytes"), std::string::npos) << extra;
 }
 
+// A large member of a bundle may travel as a bulk header (its bytes over the
+// bulk port): the decoder reports where to fetch it, allocates the tensor
+// with its shape, and keeps the inline members; a receiver that did not
+// accept the bulk port gets DataLoss instead of an empty tensor.
+TEST(TensorTransfer, BundlePartsMayBeBulkHeaders) {
+  Tensor small = Tensor::FromVector<int64_t>({7, 8});
+  Tensor large(DT_FLOAT, TensorShape({512, 1024}));
+  std::vector<grpc::ByteBuffer> parts = {EncodeTensorToByteBuffer(small), EncodeBulkTensorHeader(large, 42, 5001)};
+  grpc::ByteBuffer b = EncodeTensorBundle(parts);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(b.Dump(&slices).ok());
+  size_t total = 0;
+  for (auto& s : slices) total += s.size();
+  EXPECT_LT(total, 200u) << "the large tensor's bytes are not in the answer";
+  std::vector<BulkRef> refs;
+  absl::StatusOr<std::vector<Tensor>> back = DecodeTensorBundle(b, 2, &refs);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(refs.size(), 2u);
+  EXPECT_EQ(refs[0].ticket, 0u);
+  EXPECT_TENSOR_EQ(small, (*back)[0]);
+  EXPECT_EQ(refs[1].ticket, 42u);
+  EXPECT_EQ(refs[1].port, 5001);
+  EXPECT_EQ((*back)[1].shape(), large.shape());
+  absl::Status refused = DecodeTensorBundle(b, 2).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(refused.message().find("Tensor 1 of a bundle"), std::string::npos) << refused;
+}
+
 TEST(TensorTransfer, TruncatedPayloadIsAnErrorNamingSizes) {
   Tensor t = Tensor::FromVector<float>({1, 2, 3, 4});
   grpc::ByteBuffer b = EncodeTensorToByteBuffer(t);

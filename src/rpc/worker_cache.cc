@@ -295,6 +295,7 @@ void WorkerCache::RecvTensorBundleAsync(const std::string& task, int64_t step_id
   proto::RecvTensorRequest req;
   req.set_step_id(step_id);
   for (const std::string& key : keys) req.add_bundle_keys(key);
+  req.set_accept_bulk(bulk_ != nullptr);
   bool own = false;
   grpc::Status ser =
       grpc::GenericSerialize<grpc::ProtoBufferWriter, proto::RecvTensorRequest>(req, &call->request, &own);
@@ -311,8 +312,9 @@ void WorkerCache::RecvTensorBundleAsync(const std::string& task, int64_t step_id
   }
   DF_TSAN_HANDOFF(call.get());
   (*stub)->UnaryCall(&call->ctx, "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &call->request,
-                     &call->response,
-                     [call, cm, task, n = keys.size(), first = keys.front(), done = std::move(done)](grpc::Status s) {
+                     &call->response, [this, call, cm, task, keys, done = std::move(done)](grpc::Status s) mutable {
+                       const size_t n = keys.size();
+                       const std::string& first = keys.front();
                        DF_TSAN_RECEIVE(call.get());
                        if (cm != nullptr) cm->Deregister(call->token);
                        auto named = [&](const absl::Status& e) {
@@ -323,14 +325,64 @@ void WorkerCache::RecvTensorBundleAsync(const std::string& task, int64_t step_id
                          done(named(FromGrpcStatus(s)), {});
                          return;
                        }
-                       absl::StatusOr<std::vector<Tensor>> t = DecodeTensorBundle(call->response, n);
+                       std::vector<BulkRef> refs;
+                       absl::StatusOr<std::vector<Tensor>> t =
+                           DecodeTensorBundle(call->response, n, bulk_ != nullptr ? &refs : nullptr);
                        if (!t.ok()) {
                          done(named(t.status()), {});
                          return;
                        }
-                       for (const Tensor& one : *t) CountTensorBytesReceived(TaskOfDevice(task), one.TotalBytes());
-                       done(absl::OkStatus(), std::move(*t));
+                       FetchBundleParts(task, keys, std::move(*t), refs, cm, std::move(done));
                      });
+}
+
+void WorkerCache::FetchBundleParts(const std::string& task, const std::vector<std::string>& keys,
+                                   std::vector<Tensor> tensors, const std::vector<BulkRef>& refs,
+                                   CancellationManager* cm, BundleCallback done) {
+  // The parts that arrived as bulk headers are fetched from the sender's bulk
+  // port (each as a single receive's would be); the bundle is complete when
+  // the last of them is.
+  struct Pending {
+    absl::Mutex mu;
+    std::vector<Tensor> tensors;
+    size_t remaining = 0;
+    absl::Status status;
+    BundleCallback done;
+  };
+  auto p = std::make_shared<Pending>();
+  p->tensors = std::move(tensors);
+  p->done = std::move(done);
+  std::vector<size_t> fetch;
+  for (size_t i = 0; i < refs.size(); ++i)
+    if (refs[i].ticket != 0) fetch.push_back(i);
+  auto finish = [task](const std::shared_ptr<Pending>& p) {
+    if (!p->status.ok()) {
+      p->done(p->status, {});
+      return;
+    }
+    for (const Tensor& one : p->tensors) CountTensorBytesReceived(TaskOfDevice(task), one.TotalBytes());
+    p->done(absl::OkStatus(), std::move(p->tensors));
+  };
+  if (fetch.empty()) {
+    finish(p);
+    return;
+  }
+  p->remaining = fetch.size();
+  for (size_t i : fetch) {
+    FetchBulk(task, keys[i], std::move(p->tensors[i]), refs[i], cm, [p, i, finish](absl::Status s, Tensor got) {
+      bool last = false;
+      {
+        absl::MutexLock lock(&p->mu);
+        if (s.ok()) {
+          p->tensors[i] = std::move(got);
+        } else if (p->status.ok()) {
+          p->status = std::move(s);
+        }
+        last = --p->remaining == 0;
+      }
+      if (last) finish(p);
+    });
+  }
 }
 
 absl::Status WorkerCache::FetchBulkInto(const std::string& task, uint64_t ticket, int port, Tensor* t,

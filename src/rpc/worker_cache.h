@@ -107,6 +107,10 @@ class WorkerCache final : public WorkerCacheInterface {
   };
   absl::StatusOr<Peer*> GetPeer(const std::string& task_name);
 
+  // Completes a decoded bundle: fetches its parts that arrived as bulk
+  // headers (`refs`), then calls `done` with every tensor.
+  void FetchBundleParts(const std::string& task, const std::vector<std::string>& keys, std::vector<Tensor> tensors,
+                        const std::vector<BulkRef>& refs, CancellationManager* cm, BundleCallback done);
   void FetchBulk(const std::string& task, const std::string& key, Tensor t, BulkRef ref, CancellationManager* cm,
                  Rendezvous::DoneCallback done);
   // The bulk read of `ticket` from `task`, falling back to a RecvTensor call

@@ -222,9 +222,11 @@ class GrpcWorkerService final
   }
 
   // A bundle: answered once every key has been sent here (or with the first
-  // error), all tensors inline in one response.
+  // error) in one response; small tensors inline, large ones (as a single
+  // receive would send them) over the bulk port when the caller accepts it.
   grpc::ServerUnaryReactor* RecvBundle(const proto::RecvTensorRequest& req, grpc::ByteBuffer* response) {
     auto* r = new RecvTensorReactor();
+    BulkServer* bulk = req.accept_bulk() ? w_->bulk_server() : nullptr;
     struct Bundle {
       absl::Mutex mu;
       std::vector<Tensor> tensors;
@@ -238,26 +240,33 @@ class GrpcWorkerService final
     const std::string& last = req.bundle_keys(req.bundle_keys_size() - 1);
     std::string peer = TaskOfDevice(last.substr(last.rfind(';') == std::string::npos ? 0 : last.rfind(';') + 1));
     for (size_t i = 0; i < n; ++i) {
-      w_->rendezvous()->RecvLocalAsync(req.step_id(), req.bundle_keys(static_cast<int>(i)), &r->cancel->cm,
-                                       [r, cancel = r->cancel, response, bundle, i, peer](absl::Status s, Tensor t) {
-                                         bool finish = false;
-                                         {
-                                           absl::MutexLock lock(&bundle->mu);
-                                           if (s.ok()) {
-                                             bundle->tensors[i] = std::move(t);
-                                           } else if (bundle->status.ok()) {
-                                             bundle->status = s;
-                                           }
-                                           finish = --bundle->remaining == 0;
-                                         }
-                                         if (!finish) return;
-                                         if (bundle->status.ok()) {
-                                           for (const Tensor& sent : bundle->tensors)
-                                             CountTensorBytesSent(peer, sent.TotalBytes());
-                                           *response = EncodeTensorBundle(bundle->tensors);
-                                         }
-                                         r->Finish(ToGrpcStatus(bundle->status));
-                                       });
+      w_->rendezvous()->RecvLocalAsync(
+          req.step_id(), req.bundle_keys(static_cast<int>(i)), &r->cancel->cm,
+          [r, cancel = r->cancel, response, bundle, i, peer, bulk](absl::Status s, Tensor t) {
+            bool finish = false;
+            {
+              absl::MutexLock lock(&bundle->mu);
+              if (s.ok()) {
+                bundle->tensors[i] = std::move(t);
+              } else if (bundle->status.ok()) {
+                bundle->status = s;
+              }
+              finish = --bundle->remaining == 0;
+            }
+            if (!finish) return;
+            if (bundle->status.ok()) {
+              std::vector<grpc::ByteBuffer> parts;
+              parts.reserve(bundle->tensors.size());
+              for (const Tensor& sent : bundle->tensors) {
+                CountTensorBytesSent(peer, sent.TotalBytes());
+                uint64_t ticket = bulk != nullptr && IsBulkCandidate(sent) ? bulk->Offer(sent) : 0;
+                parts.push_back(ticket != 0 ? EncodeBulkTensorHeader(sent, ticket, bulk->port())
+                                            : EncodeTensorToByteBuffer(sent));
+              }
+              *response = EncodeTensorBundle(parts);
+            }
+            r->Finish(ToGrpcStatus(bundle->status));
+          });
     }
     return r;
   }

@@ -214,6 +214,30 @@ TEST_P(ClusterTest, LargeTensorCrossesTasksWithoutSizeLimit) {
   EXPECT_EQ(served, static_cast<uint64_t>(n) * 4) << "the tensor should travel over the bulk port";
 }
 
+TEST_P(ClusterTest, ALargeTensorInATransferBundleTravelsOverTheBulkPort) {
+  // Fill's shape is known only at run time, so the partitioner bundles it
+  // with the small tensor from the same ps to the same worker; the bundle's
+  // answer must still send the large one over the bulk port, not inline.
+  const int64_t n = int64_t{4} << 20;
+  Scope root = Scope::NewRootScope();
+  auto ps = root.WithDevice("/job:ps/task:0");
+  auto w1 = root.WithDevice("/job:worker/task:1");
+  auto dims = ops::Placeholder(ps.WithOpName("dims"), DT_INT64);
+  auto big = ops::Reshape(ps, ops::Fill(ps, {n}, ops::Const(ps, 0.5f)), dims);
+  auto small = ops::Add(ps, ops::Const(ps, Tensor::FromVector<float>({1, 2, 3})),
+                        ops::Const(ps, Tensor::FromVector<float>({1, 1, 1})));
+  auto sum_big = ops::Sum(w1, big, {0});
+  auto sum_small = ops::Sum(w1, small, {0});
+  Session sess(Target("worker", 1), Options());
+  auto out = sess.Run({{dims, Tensor::FromVector<int64_t>({n})}}, {sum_big, sum_small});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NEAR((*out)[0].scalar<float>(), n * 0.5, n * 0.5 * 1e-3);
+  EXPECT_EQ((*out)[1].scalar<float>(), 9.0f);
+  uint64_t served = 0;
+  for (auto& s : servers_) served += s->impl()->bulk_bytes_served();
+  EXPECT_EQ(served, static_cast<uint64_t>(n) * 4) << "only the large tensor travels over the bulk port";
+}
+
 TEST_P(ClusterTest, LargeFeedsAndFetchesTravelOverTheMastersBulkPort) {
   // A 2M-element float feed (8 MiB) to a placeholder on the worker whose
   // master the client talks to; the doubled tensor comes back as a fetch.
