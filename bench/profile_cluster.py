@@ -396,21 +396,25 @@ def main():
                     shutil.rmtree(logs, ignore_errors=True)
             cpu = sum(p["cpu_ms"] for p in r["procs"])
             cs = sum(p["cs"] for p in r["procs"])
-            summary[name].append((r["steps"] * 50 / r["wall"], cpu, cs, r["load"][0]))
+            ps = r["procs"][0]  # the ps is started (and listed) first
+            summary[name].append((r["steps"] * 50 / r["wall"], cpu, cs, r["load"][0], ps["cpu_ms"], ps["cs"]))
             print(f"round {rnd}: {name or 'cluster'}: {r['steps'] * 50 / r['wall']:.0f} examples/s, "
-                  f"{cpu:.1f} CPU ms/step, {cs:.1f} ctx sw/step", file=sys.stderr)
+                  f"{cpu:.1f} CPU ms/step, {cs:.1f} ctx sw/step; ps {ps['cpu_ms']:.1f} CPU ms/step, "
+                  f"{ps['cs']:.1f} ctx sw/step", file=sys.stderr)
             if rnd == args.rounds:
                 print(report(r, args))
                 print()
     if len(configs) > 1 or args.rounds > 1:
         print(f"Medians over {args.rounds} interleaved round(s), {args.steps} global steps each:")
         print()
-        print("| configuration | examples/s | CPU ms / global step (4 processes) | ctx sw / global step | load (1 min) |")
-        print("|---|---|---|---|---|")
+        print("| configuration | examples/s | CPU ms / global step (4 processes) | ctx sw / global step | "
+              "ps CPU ms / global step | ps ctx sw / global step | load (1 min) |")
+        print("|---|---|---|---|---|---|---|")
         for name, _ in configs:
             rows = summary[name]
             print(f"| {name or 'cluster'} | {median([x[0] for x in rows]):.0f} | {median([x[1] for x in rows]):.1f} | "
-                  f"{median([x[2] for x in rows]):.1f} | {median([x[3] for x in rows]):.1f} |")
+                  f"{median([x[2] for x in rows]):.1f} | {median([x[4] for x in rows]):.1f} | "
+                  f"{median([x[5] for x in rows]):.1f} | {median([x[3] for x in rows]):.1f} |")
 
 
 if __name__ == "__main__":

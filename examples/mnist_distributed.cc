@@ -235,6 +235,7 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
   auto xent = df::ops::Raw(s, "SparseSoftmaxCrossEntropyWithLogits", {logits, labels});
   auto loss = df::ops::Mean(s, df::Output(xent, 0, s), {0});
   auto adam = std::make_unique<df::AdamOptimizer>(absl::GetFlag(FLAGS_learning_rate));
+  adam->SetFusedDenseUpdates(absl::GetFlag(FLAGS_fused_adam));
   std::unique_ptr<df::SyncReplicasOptimizer> sync_opt;
   absl::StatusOr<df::Operation> train;
   if (sync) {

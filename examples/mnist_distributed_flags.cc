@@ -12,6 +12,8 @@ ABSL_FLAG(std::string, model, "cnn", "cnn (the book's network) or softmax");
 ABSL_FLAG(int, train_steps, 5000, "stop when the global step reaches this");
 ABSL_FLAG(int, batch_size, 50, "examples per step");
 ABSL_FLAG(double, learning_rate, 1e-3, "Adam learning rate");
+ABSL_FLAG(bool, fused_adam, true,
+          "update the variables of each ps task with one FusedApplyAdam (false: one ApplyAdam per variable)");
 ABSL_FLAG(std::string, data_dir, distflow::data::kDefaultFashionMnistDir, "directory of the IDX files");
 ABSL_FLAG(std::string, logdir, "", "checkpoint directory (empty: no checkpoints)");
 ABSL_FLAG(int, save_checkpoint_steps, 500, "the chief saves a checkpoint every this many global steps");

@@ -11,6 +11,7 @@ ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int, train_steps);
 ABSL_DECLARE_FLAG(int, batch_size);
 ABSL_DECLARE_FLAG(double, learning_rate);
+ABSL_DECLARE_FLAG(bool, fused_adam);
 ABSL_DECLARE_FLAG(std::string, data_dir);
 ABSL_DECLARE_FLAG(std::string, logdir);
 ABSL_DECLARE_FLAG(int, save_checkpoint_steps);

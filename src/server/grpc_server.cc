@@ -10,6 +10,7 @@
 #include "base/cpu_budget.h"
 #include "base/env.h"
 #include "base/logging.h"
+#include "base/mutex_checks.h"
 #include "base/status_macros.h"
 #include "cluster/device_name.h"
 #include "cluster/host_share.h"
@@ -117,6 +118,10 @@ absl::Status GrpcServer::Start() {
     }
   }
   SizeComputeThreads();
+  // Abseil's deadlock detector (on in Debian's build) off unless asked for:
+  // see base/mutex_checks.h. Once per process.
+  static const absl::OnDeadlockCycle mutex_checks = ConfigureMutexDeadlockDetection();
+  if (mutex_checks != absl::OnDeadlockCycle::kIgnore) LOG(INFO) << "abseil's mutex deadlock detection is on";
   bool shm = bulk_ != nullptr && options_.shared_memory && SharedMemoryEnabledByEnv();
   if (shm) {
     if (absl::Status s = bulk_->EnableSharedMemory(); !s.ok()) {

@@ -1,6 +1,7 @@
 #include "distflow/train/optimizer.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -205,13 +206,29 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
     }
   }
   Scope update_scope = scope.NewSubScope(name()).WithControlDependencies(grad_ops);
+  // Sparse updates one by one; dense ones by (requested device, dtype), in
+  // the order each group first appears, so an optimizer can fuse a task's.
   std::vector<Operation> updates;
+  std::vector<GradsAndVars> dense;
+  std::map<std::pair<std::string, DataType>, size_t> group_of;
   for (const auto& [g, v] : pairs) {
     IndexedSlices slices;
-    ASSIGN_OR_RETURN(Operation op, AsIndexedSlices(g, &slices) ? ApplySparse(Colocated(update_scope, v), g, slices, v)
-                                                               : ApplyDense(Colocated(update_scope, v), g, v));
+    if (!AsIndexedSlices(g, &slices)) {
+      auto [it, fresh] = group_of.try_emplace({DeviceOf(v), v.dtype()}, dense.size());
+      if (fresh) dense.emplace_back();
+      dense[it->second].emplace_back(g, v);
+      continue;
+    }
+    ASSIGN_OR_RETURN(Operation op, ApplySparse(Colocated(update_scope, v), g, slices, v));
     if (!op.ok()) return scope.ok() ? absl::InternalError("the update op is invalid") : scope.status();
     updates.push_back(op);
+  }
+  for (const GradsAndVars& group : dense) {
+    ASSIGN_OR_RETURN(std::vector<Operation> ops, ApplyDenseGroup(Colocated(update_scope, group.front().second), group));
+    for (const Operation& op : ops) {
+      if (!op.ok()) return scope.ok() ? absl::InternalError("the update op is invalid") : scope.status();
+      updates.push_back(op);
+    }
   }
   std::vector<Operation> all = updates;
   ASSIGN_OR_RETURN(std::vector<Operation> finish, Finish(update_scope.WithControlDependencies(updates)));
@@ -237,6 +254,15 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
   Operation group = ops::Group(update_scope.WithOpName("update"), all);
   RETURN_IF_ERROR(scope.status());
   return group;
+}
+
+absl::StatusOr<std::vector<Operation>> Optimizer::ApplyDenseGroup(const Scope& scope, const GradsAndVars& pairs) {
+  std::vector<Operation> ops;
+  for (const auto& [g, v] : pairs) {
+    ASSIGN_OR_RETURN(Operation op, ApplyDense(Colocated(scope, v), g, v));
+    ops.push_back(op);
+  }
+  return ops;
 }
 
 absl::StatusOr<Operation> Optimizer::Minimize(const Scope& scope, const Output& loss, const Output* global_step,
@@ -356,6 +382,29 @@ absl::StatusOr<Operation> AdamOptimizer::ApplyDense(const Scope& scope, const Ou
   return ops::Raw(scope, "ApplyAdam",
                   {var, GetSlot(var, "m"), GetSlot(var, "v"), b1p, b2p, LearningRate(scope, lr_, dt),
                    Scalar(scope, beta1_, dt), Scalar(scope, beta2_, dt), Scalar(scope, epsilon_, dt), grad});
+}
+
+absl::StatusOr<std::vector<Operation>> AdamOptimizer::ApplyDenseGroup(const Scope& scope, const GradsAndVars& pairs) {
+  if (!fused_ || pairs.size() < 2) return Optimizer::ApplyDenseGroup(scope, pairs);
+  const DataType dt = pairs.front().second.dtype();
+  Output b1p = beta1_power_, b2p = beta2_power_;
+  if (b1p.dtype() != dt) {
+    b1p = ops::Cast(scope, b1p, dt);
+    b2p = ops::Cast(scope, b2p, dt);
+  }
+  std::vector<Output> in;
+  for (const auto& [g, v] : pairs) in.push_back(v);
+  for (const auto& [g, v] : pairs) in.push_back(GetSlot(v, "m"));
+  for (const auto& [g, v] : pairs) in.push_back(GetSlot(v, "v"));
+  for (const Output& s : {b1p, b2p, LearningRate(scope, lr_, dt), Scalar(scope, beta1_, dt), Scalar(scope, beta2_, dt),
+                          Scalar(scope, epsilon_, dt)}) {
+    in.push_back(s);
+  }
+  for (const auto& [g, v] : pairs) in.push_back(g);
+  const int64_t n = static_cast<int64_t>(pairs.size());
+  Operation op = ops::Raw(scope, "FusedApplyAdam", in, [n](proto::NodeDef* d) { SetAttrInt(d, "N", n); });
+  if (!op.ok()) return scope.ok() ? absl::InternalError("could not build FusedApplyAdam") : scope.status();
+  return std::vector<Operation>{op};
 }
 
 absl::StatusOr<Operation> AdamOptimizer::ApplySparse(const Scope& scope, const Output& grad,

@@ -40,7 +40,7 @@ def check_trace(path, worker):
     w_ops = ops.get(pid_of.get(w_dev), set())
     ps_ops = ops.get(pid_of.get(ps_dev), set())
     check({"Conv2D", "MatMul", "_Recv", "_Send"} <= w_ops, "%s: the worker ran the model: %r" % (path, sorted(w_ops)))
-    check("ApplyAdam" in ps_ops and {"_Recv", "_Send"} <= ps_ops,
+    check(bool({"ApplyAdam", "FusedApplyAdam"} & ps_ops) and {"_Recv", "_Send"} <= ps_ops,
           "%s: the ps applied Adam and exchanged tensors: %r" % (path, sorted(ps_ops)))
     starts = {e["id"]: e for e in events if e["ph"] == "s"}
     ends = {e["id"]: e for e in events if e["ph"] == "f"}

@@ -52,7 +52,8 @@ class DISTFLOW_EXPORT Optimizer {
   absl::StatusOr<GradsAndVars> ComputeGradients(const Scope& scope, const Output& loss,
                                                 const std::vector<Output>& var_list = {});
 
-  // One update op per pair with a valid gradient, grouped into the returned
+  // The update ops of the pairs with a valid gradient (one per pair, or one
+  // per device for an optimizer that fuses them: Adam), grouped into the returned
   // op; then, after every update, the optimizer's own bookkeeping (Adam's
   // beta powers) and `global_step` += 1 if given. InvalidArgument if no pair
   // has a gradient, a variable is not a variable reference, or dtypes or
@@ -84,6 +85,10 @@ class DISTFLOW_EXPORT Optimizer {
   virtual absl::Status Prepare(const Scope& scope, const Output& first_var) { return absl::OkStatus(); }
   // The update of one variable, built on `scope` (the variable's device).
   virtual absl::StatusOr<Operation> ApplyDense(const Scope& scope, const Output& grad, const Output& var) = 0;
+  // The dense updates of `pairs`, whose variables all request one device
+  // and have one dtype, built on `scope` (that device). The default is one
+  // ApplyDense per pair; an optimizer may update them all in one op.
+  virtual absl::StatusOr<std::vector<Operation>> ApplyDenseGroup(const Scope& scope, const GradsAndVars& pairs);
   // The update of one variable from an IndexedSlices gradient (`grad` is its
   // dense form, `slices` its parts; see distflow/gradients.h), built on the
   // variable's device so only the touched rows travel there. The default
@@ -202,10 +207,18 @@ class DISTFLOW_EXPORT AdamOptimizer : public Optimizer {
   // looked-up rows' m, v and values change.
   void SetLazySparseUpdates(bool lazy) { lazy_ = lazy; }
 
+  // How dense gradients are applied. true (the default): the variables of
+  // one device and dtype are updated by one FusedApplyAdam op (one op for a
+  // parameter server's share instead of one per variable); false: one
+  // ApplyAdam per variable, as TF builds it. The results are the same,
+  // element for element.
+  void SetFusedDenseUpdates(bool fused) { fused_ = fused; }
+
  protected:
   absl::Status CreateSlots(const Scope& slot_scope, const Output& var) override;
   absl::Status Prepare(const Scope& scope, const Output& first_var) override;
   absl::StatusOr<Operation> ApplyDense(const Scope& scope, const Output& grad, const Output& var) override;
+  absl::StatusOr<std::vector<Operation>> ApplyDenseGroup(const Scope& scope, const GradsAndVars& pairs) override;
   absl::StatusOr<Operation> ApplySparse(const Scope& scope, const Output& grad, const IndexedSlices& slices,
                                         const Output& var) override;
   absl::StatusOr<std::vector<Operation>> Finish(const Scope& scope) override;
@@ -213,6 +226,7 @@ class DISTFLOW_EXPORT AdamOptimizer : public Optimizer {
  private:
   double lr_, beta1_, beta2_, epsilon_;
   bool lazy_ = false;
+  bool fused_ = true;
   Output beta1_power_, beta2_power_;
 };
 

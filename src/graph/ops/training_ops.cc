@@ -1,6 +1,6 @@
 // Fused in-place optimizer updates, with TensorFlow 1.x names and semantics:
 // ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam,
-// ApplyFtrl, ApplyFtrlV2.
+// ApplyFtrl, ApplyFtrlV2; and FusedApplyAdam, Adam over N variables in one op.
 // Each takes the variable (and its slots) as Ref(T) inputs, updates them in
 // place and outputs the variable reference. Hyper-parameters are scalars.
 #include <string>
@@ -72,6 +72,31 @@ void RegisterApply(OpRegistry* r, const std::string& op, const std::vector<std::
   r->MustRegister(b);
 }
 
+// FusedApplyAdam: var[i], m[i], v[i] and grad[i] of one shape for each i;
+// the six hyper-parameters scalars. No outputs.
+absl::Status FusedAdamShape(InferenceContext* c) {
+  const int n = (c->num_inputs() - 6) / 4;
+  static const char* const kScalars[] = {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"};
+  for (int k = 0; k < 6; ++k) {
+    if (!c->WithRank(c->input(3 * n + k), 0, kScalars[k]).ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kScalars[k], " is not a scalar: ", c->input(3 * n + k).DebugString()));
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const int others[] = {n + i, 2 * n + i, 3 * n + 6 + i};
+    const char* const names[] = {"m", "v", "grad"};
+    for (int k = 0; k < 3; ++k) {
+      if (!c->input(i).Merge(c->input(others[k])).ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("var[", i, "] and ", names[k], "[", i,
+                                                       "] do not have the same shape: ", c->input(i).DebugString(),
+                                                       " vs ", c->input(others[k]).DebugString()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterTrainingOps(OpRegistry* r) {
@@ -89,6 +114,27 @@ void RegisterTrainingOps(OpRegistry* r) {
   RegisterApply(r, "ApplyAdam", {"var", "m", "v"},
                 {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon", "grad"},
                 {"use_nesterov: bool = false"});
+  // ApplyAdam over N variables of one device in one op (not a TensorFlow op):
+  // var[i], m[i], v[i] and grad[i] as ApplyAdam's, the hyper-parameters once.
+  // The optimizer builds it for the dense updates of each device (one op
+  // to schedule, and one set of hyper-parameter inputs, instead of N); the
+  // result is ApplyAdam's on each variable, element for element.
+  r->MustRegister(OpDefBuilder("FusedApplyAdam")
+                      .Input("var: Ref(N * T)")
+                      .Input("m: Ref(N * T)")
+                      .Input("v: Ref(N * T)")
+                      .Input("beta1_power: T")
+                      .Input("beta2_power: T")
+                      .Input("lr: T")
+                      .Input("beta1: T")
+                      .Input("beta2: T")
+                      .Input("epsilon: T")
+                      .Input("grad: N * T")
+                      .Attr("N: int >= 1")
+                      .Attr("T: {float, double}")
+                      .Attr("use_locking: bool = false")
+                      .Attr("use_nesterov: bool = false")
+                      .SetShapeFn(FusedAdamShape));
   // FTRL-Proximal (lr_power <= 0): accum_new = accum + g^2;
   // linear += g - (accum_new^-lr_power - accum^-lr_power) / lr * var;
   // var = |linear| > l1 ? (sign(linear) * l1 - linear) / (accum_new^-lr_power / lr + 2 l2) : 0

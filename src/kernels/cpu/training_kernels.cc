@@ -1,6 +1,6 @@
 // Kernels for the fused optimizer updates (graph/ops/training_ops.cc):
 // ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam,
-// ApplyFtrl.
+// ApplyFtrl; and FusedApplyAdam (ApplyAdam over N variables in one kernel).
 //
 // Each kernel locks every variable it updates (in address order, so two
 // updates sharing variables never deadlock), takes their values for in-place
@@ -234,12 +234,38 @@ DISTFLOW_ISA_INLINE void AdamLoop(T* __restrict var, T* __restrict m, T* __restr
   }
 }
 
+// Adam's hyper-parameters as the loop takes them.
+template <typename T>
+struct AdamScalars {
+  T alpha, beta1, one_minus_beta1, one_minus_beta2, epsilon;
+  // beta1_power, beta2_power, lr, beta1, beta2, epsilon, in the ops' order.
+  static AdamScalars Of(const T* s) {
+    const T beta1_power = s[0], beta2_power = s[1], lr = s[2], beta1 = s[3], beta2 = s[4], epsilon = s[5];
+    return {lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power), beta1, T(1) - beta1, T(1) - beta2, epsilon};
+  }
+};
+
+// Elements [begin, begin + n) of one variable; ApplyAdam and FusedApplyAdam
+// both update through this, so the two agree element for element.
+template <typename T>
+void AdamBlock(T* var, T* m, T* v, const T* g, int64_t begin, int64_t n, const AdamScalars<T>& s, bool nesterov) {
+  if (nesterov) {
+    DispatchIsa<AdamLoop<T, true>>(var + begin, m + begin, v + begin, g + begin, n, s.alpha, s.beta1, s.one_minus_beta1,
+                                   s.one_minus_beta2, s.epsilon);
+  } else {
+    DispatchIsa<AdamLoop<T, false>>(var + begin, m + begin, v + begin, g + begin, n, s.alpha, s.beta1,
+                                    s.one_minus_beta1, s.one_minus_beta2, s.epsilon);
+  }
+}
+
+constexpr int64_t kAdamCostPerElement = 30;
+
 template <typename T>
 class ApplyAdamOp : public ApplyOpBase<T> {
  public:
   explicit ApplyAdamOp(OpKernelConstruction* c)
-      : ApplyOpBase<T>(c, {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, 9, 30) {
-  }
+      : ApplyOpBase<T>(c, {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, 9,
+                       kAdamCostPerElement) {}
   absl::Status Init(OpKernelConstruction* c) override {
     absl::StatusOr<bool> n = GetAttrBool(c->def(), "use_nesterov");
     nesterov_ = n.ok() && *n;
@@ -248,21 +274,85 @@ class ApplyAdamOp : public ApplyOpBase<T> {
 
  protected:
   void Update(const Block<T>& b) const override {
-    const T beta1_power = b.s(0), beta2_power = b.s(1), lr = b.s(2), beta1 = b.s(3), beta2 = b.s(4), epsilon = b.s(5);
-    const T alpha = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
-    const T one_minus_beta1 = T(1) - beta1, one_minus_beta2 = T(1) - beta2;
-    T* var = b.refs[0] + b.begin;
-    T* m = b.refs[1] + b.begin;
-    T* v = b.refs[2] + b.begin;
-    const T* g = b.grad + b.begin;
-    if (nesterov_) {
-      DispatchIsa<AdamLoop<T, true>>(var, m, v, g, b.n, alpha, beta1, one_minus_beta1, one_minus_beta2, epsilon);
-    } else {
-      DispatchIsa<AdamLoop<T, false>>(var, m, v, g, b.n, alpha, beta1, one_minus_beta1, one_minus_beta2, epsilon);
-    }
+    AdamBlock(b.refs[0], b.refs[1], b.refs[2], b.grad, b.begin, b.n, AdamScalars<T>::Of(b.scalars->data()), nesterov_);
   }
 
  private:
+  bool nesterov_ = false;
+};
+
+// FusedApplyAdam: inputs var[N], m[N], v[N] (refs), the six scalars of
+// ApplyAdam, grad[N]. Each variable is updated as ApplyAdam would (its three
+// variables locked while it is, the same blocks of the intra-op pool), one
+// after the other; one kernel for all of them saves the scheduling of N ops
+// and their 6N hyper-parameter inputs on the ps.
+template <typename T>
+class FusedApplyAdamOp : public OpKernel {
+ public:
+  explicit FusedApplyAdamOp(OpKernelConstruction* c) : OpKernel(c) {}
+  absl::Status Init(OpKernelConstruction* c) override {
+    absl::StatusOr<bool> n = GetAttrBool(c->def(), "use_nesterov");
+    nesterov_ = n.ok() && *n;
+    return absl::OkStatus();
+  }
+
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const int n = (ctx->num_inputs() - 6) / 4;
+    if (n < 1 || ctx->num_inputs() != 4 * n + 6) {
+      return absl::InternalError(absl::StrCat("FusedApplyAdam has ", ctx->num_inputs(), " inputs; 4 N + 6 expected"));
+    }
+    static const char* const kScalars[] = {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"};
+    T scalars[6];
+    for (int k = 0; k < 6; ++k) {
+      const Tensor& t = ctx->input(3 * n + k);
+      if (t.NumElements() != 1 || t.dims() != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(kScalars[k], " is not a scalar: ", t.shape().DebugString()));
+      }
+      scalars[k] = t.flat<T>()[0];
+    }
+    const AdamScalars<T> s = AdamScalars<T>::Of(scalars);
+    for (int i = 0; i < n; ++i) {
+      RETURN_IF_ERROR(UpdateOne(ctx, {ctx->input_ref(i), ctx->input_ref(n + i), ctx->input_ref(2 * n + i)},
+                                ctx->input(3 * n + 6 + i), s));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status UpdateOne(OpKernelContext* ctx, const std::vector<Var*>& vars, const Tensor& grad,
+                         const AdamScalars<T>& s) const {
+    static const char* const kNames[] = {"var", "m", "v"};
+    for (size_t k = 0; k < vars.size(); ++k) {
+      if (vars[k] == nullptr) return absl::InternalError(absl::StrCat("an input ", kNames[k], " is not a variable"));
+    }
+    VarLocks locks(vars);
+    Tensor* values[3];
+    for (size_t k = 0; k < 3; ++k) {
+      ASSIGN_OR_RETURN(values[k], vars[k]->MutableValue());
+    }
+    const TensorShape& shape = values[0]->shape();
+    for (size_t k = 1; k < 3; ++k) {
+      if (values[k]->shape() != shape) {
+        return absl::InvalidArgumentError(absl::StrCat("var and ", kNames[k], " do not have the same shape: var '",
+                                                       vars[0]->name(), "' has shape ", shape.DebugString(), ", ",
+                                                       kNames[k], " '", vars[k]->name(), "' has shape ",
+                                                       values[k]->shape().DebugString()));
+      }
+    }
+    if (grad.shape() != shape) {
+      return absl::InvalidArgumentError(absl::StrCat("var and grad do not have the same shape: var '", vars[0]->name(),
+                                                     "' has shape ", shape.DebugString(), ", grad has shape ",
+                                                     grad.shape().DebugString()));
+    }
+    T* var = values[0]->flat<T>().data();
+    T* m = values[1]->flat<T>().data();
+    T* v = values[2]->flat<T>().data();
+    const T* g = grad.flat<T>().data();
+    ctx->ParallelFor(values[0]->NumElements(), kAdamCostPerElement,
+                     [&](int64_t begin, int64_t end) { AdamBlock(var, m, v, g, begin, end - begin, s, nesterov_); });
+    return absl::OkStatus();
+  }
+
   bool nesterov_ = false;
 };
 
@@ -307,6 +397,7 @@ void RegisterFor(KernelRegistry* r) {
   r->Register<ApplyAdagradOp<T>>("ApplyAdagrad", kCpu, dt);
   r->Register<ApplyRMSPropOp<T>>("ApplyRMSProp", kCpu, dt);
   r->Register<ApplyAdamOp<T>>("ApplyAdam", kCpu, dt);
+  r->Register<FusedApplyAdamOp<T>>("FusedApplyAdam", kCpu, dt);
   r->Register<ApplyFtrlOp<T, false>>("ApplyFtrl", kCpu, dt);
   r->Register<ApplyFtrlOp<T, true>>("ApplyFtrlV2", kCpu, dt);
 }
