@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "collective/adasum_internal.h"
 
 namespace distflow {
 namespace {
@@ -28,15 +29,9 @@ Tensor Combine(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-int LargestPowerOfTwoAtMost(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
-
-class Adasum : public std::enable_shared_from_this<Adasum> {
+class WholeTensorAdasum : public std::enable_shared_from_this<WholeTensorAdasum> {
  public:
-  Adasum(std::shared_ptr<CollectiveChannel> ch, Tensor buf, CollectiveStatusCallback done)
+  WholeTensorAdasum(std::shared_ptr<CollectiveChannel> ch, Tensor buf, CollectiveStatusCallback done)
       : ch_(std::move(ch)),
         buf_(std::move(buf)),
         cur_(buf_.DeepCopy()),  // sent to peers: never written after
@@ -146,7 +141,12 @@ absl::StatusOr<Tensor> AdasumCombine(const Tensor& a, const Tensor& b) {
   }
 }
 
-void AdasumAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, CollectiveStatusCallback done) {
+bool AdasumUsesVectorHalving(const Tensor& buf, int n) {
+  return static_cast<int64_t>(buf.TotalBytes()) >= kAdasumHalvingMinBytes && buf.NumElements() >= n;
+}
+
+void AdasumAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, CollectiveStatusCallback done,
+                     AdasumAlgorithm algorithm) {
   if (buf.dtype() != DT_FLOAT && buf.dtype() != DT_DOUBLE) {
     done(absl::InvalidArgumentError(
         absl::StrCat("merge_op Adasum reduces float32 and float64 tensors, not ", DataTypeName(buf.dtype()))));
@@ -156,7 +156,15 @@ void AdasumAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, Collecti
     done(absl::OkStatus());
     return;
   }
-  auto run = std::make_shared<Adasum>(std::move(ch), std::move(buf), std::move(done));
+  if (algorithm == AdasumAlgorithm::kAuto) {
+    algorithm =
+        AdasumUsesVectorHalving(buf, ch->size()) ? AdasumAlgorithm::kVectorHalving : AdasumAlgorithm::kWholeTensor;
+  }
+  if (algorithm == AdasumAlgorithm::kVectorHalving) {
+    StartVectorHalvingAdasum(std::move(ch), std::move(buf), std::move(done));
+    return;
+  }
+  auto run = std::make_shared<WholeTensorAdasum>(std::move(ch), std::move(buf), std::move(done));
   run->Start();
 }
 

@@ -1,13 +1,16 @@
 // Adasum (merge_op Adasum) and process sets (CollectiveParams::members),
 // N ranks in one process: every rank gets the same bytes, equal to a
 // computation of Adasum's tree written here from its definition; a process
-// set's collectives run among its members only, beside the whole group's.
+// set's collectives run among its members only, beside the whole group's;
+// the vector-halving form agrees with the whole-tensor form and sends less.
 #include "collective/adasum.h"
 
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "collective/collective_test_util.h"
 #include "gtest/gtest.h"
 
@@ -118,11 +121,121 @@ TEST(AdasumCombine, OrthogonalAddsEqualAveragesZeroLeavesTheOther) {
 // Powers of two (recursive doubling alone) and not (ranks folded first).
 TEST(AdasumAllReduce, MatchesTheDefinitionOnEveryRank) {
   for (int n : {1, 2, 3, 4, 5, 6, 8}) {
-    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}}) {
+    // 20,000 elements: the executor takes the vector-halving form.
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{20000}}) {
       CheckAdasum<float>(n, count, 1e-5);
       CheckAdasum<double>(n, count, 1e-12);
     }
   }
+}
+
+// AdasumAllReduce with a chosen algorithm on n ranks of a fresh in-process
+// hub, each rank on its own thread: every rank's result and bytes sent.
+struct AlgorithmRun {
+  std::vector<Tensor> out;
+  std::vector<int64_t> bytes_sent;
+};
+
+AlgorithmRun RunAlgorithm(AdasumAlgorithm algorithm, const std::vector<Tensor>& inputs) {
+  const int n = static_cast<int>(inputs.size());
+  InProcessCollectives hub(n);
+  std::vector<std::unique_ptr<CollectiveTransport>> transports;
+  for (int r = 0; r < n; ++r) transports.push_back(hub.TransportFor(r));
+  CollectiveParams params = Adasum(n, inputs[0].dtype());
+  AlgorithmRun run;
+  std::vector<absl::Status> status(static_cast<size_t>(n), absl::UnknownError("did not run"));
+  for (const Tensor& t : inputs) run.out.push_back(t.DeepCopy());
+  std::vector<std::unique_ptr<absl::Notification>> done;
+  for (int r = 0; r < n; ++r) done.push_back(std::make_unique<absl::Notification>());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::shared_ptr<CollectiveChannel>> ch = transports[static_cast<size_t>(r)]->Open(params, 0);
+      if (!ch.ok()) {
+        status[static_cast<size_t>(r)] = ch.status();
+        done[static_cast<size_t>(r)]->Notify();
+        return;
+      }
+      AdasumAllReduce(
+          *ch, run.out[static_cast<size_t>(r)],
+          [&, r](absl::Status s) {
+            status[static_cast<size_t>(r)] = s;
+            done[static_cast<size_t>(r)]->Notify();
+          },
+          algorithm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(done[static_cast<size_t>(r)]->WaitForNotificationWithTimeout(kHang)) << "rank " << r;
+    EXPECT_TRUE(status[static_cast<size_t>(r)].ok()) << "rank " << r << ": " << status[static_cast<size_t>(r)];
+    run.bytes_sent.push_back(hub.BytesSent(r));
+  }
+  EXPECT_EQ(hub.NumPending(), 0u);
+  return run;
+}
+
+// The vector-halving form gives what the whole-tensor form gives, within
+// rounding (only the order the partial dot products are summed in
+// differs), the same bytes on every rank, for every group size and for
+// sizes that do not divide evenly (fewer elements than ranks included).
+template <typename T>
+void CheckHalvingMatchesWholeTensor(int n, int64_t count, double tolerance) {
+  SCOPED_TRACE(absl::StrCat(DataTypeName(DataTypeToEnum<T>::value), " n=", n, " count=", count));
+  std::vector<Tensor> inputs;
+  for (int r = 0; r < n; ++r) inputs.push_back(Gradient<T>(count, r));
+  const AlgorithmRun whole = RunAlgorithm(AdasumAlgorithm::kWholeTensor, inputs);
+  const AlgorithmRun halving = RunAlgorithm(AdasumAlgorithm::kVectorHalving, inputs);
+  for (int r = 0; r < n; ++r) {
+    auto got = halving.out[static_cast<size_t>(r)].template flat<T>();
+    auto want = whole.out[static_cast<size_t>(r)].template flat<T>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(static_cast<double>(got[i]), static_cast<double>(want[i]),
+                  tolerance * (1 + std::abs(static_cast<double>(want[i]))))
+          << "rank " << r << " [" << i << "]";
+      ASSERT_EQ(got[i], halving.out[0].template flat<T>()[i]) << "rank " << r << " [" << i << "]";
+    }
+  }
+}
+
+TEST(AdasumVectorHalving, MatchesTheWholeTensorFormOnEveryRank) {
+  for (int n : {2, 3, 4, 5, 6, 8}) {
+    for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{1001}, int64_t{20000}}) {
+      CheckHalvingMatchesWholeTensor<float>(n, count, 1e-5);
+      CheckHalvingMatchesWholeTensor<double>(n, count, 1e-12);
+    }
+  }
+}
+
+// Bytes each rank sends, counted by the in-process transport: log2(p) whole
+// tensors for the whole-tensor form; for vector halving 2 (1 - 1/p) of the
+// tensor plus 32 bytes per dot-product message (round d of the halving
+// sends log2(d) + 1 of them), so 3/4 of the whole-tensor bytes at p = 4
+// and 7/12 at p = 8 (equal at p = 2, where halving does half the arithmetic).
+TEST(AdasumVectorHalving, EachRankSendsLessThanTheWholeTensorForm) {
+  constexpr int64_t kCount = 40000;  // 160,000 bytes of float32: kAuto takes halving
+  for (int n : {2, 4, 8}) {
+    SCOPED_TRACE(absl::StrCat("n=", n));
+    std::vector<Tensor> inputs;
+    for (int r = 0; r < n; ++r) inputs.push_back(Gradient<float>(kCount, r));
+    ASSERT_TRUE(AdasumUsesVectorHalving(inputs[0], n));
+    const AlgorithmRun whole = RunAlgorithm(AdasumAlgorithm::kWholeTensor, inputs);
+    const AlgorithmRun halving = RunAlgorithm(AdasumAlgorithm::kVectorHalving, inputs);
+    int log2p = 0, dot_messages = 0;
+    for (int d = 1; d < n; d *= 2) dot_messages += ++log2p;
+    const int64_t bytes = 4 * kCount;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(whole.bytes_sent[static_cast<size_t>(r)], log2p * bytes) << "rank " << r;
+      EXPECT_EQ(halving.bytes_sent[static_cast<size_t>(r)], 2 * (bytes - bytes / n) + 32 * dot_messages)
+          << "rank " << r;
+      if (n > 2) {
+        EXPECT_LT(halving.bytes_sent[static_cast<size_t>(r)], whole.bytes_sent[static_cast<size_t>(r)]) << "rank " << r;
+      }
+    }
+  }
+  // Small tensors keep the whole-tensor form (fewer rounds).
+  EXPECT_FALSE(AdasumUsesVectorHalving(Gradient<float>(1000, 0), 4));
 }
 
 TEST(AdasumAllReduce, RefusesIntegersAndMismatchedSizes) {

@@ -51,8 +51,9 @@ void DirectAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, MergeOp 
 // one rank must send).
 void Broadcast(std::shared_ptr<CollectiveChannel> ch, bool is_sender, const Tensor& value, DataType dtype,
                const TensorShape& shape, CollectiveTensorCallback done);
-// Every rank's `value` (same shape everywhere) concatenated along dimension
-// 0 in rank order.
+// Every rank's `value` concatenated along dimension 0 in rank order: same
+// dtype and dimensions after the first everywhere, the first may differ
+// (InvalidArgument naming both ranks and shapes otherwise).
 void AllGather(std::shared_ptr<CollectiveChannel> ch, const Tensor& value, CollectiveTensorCallback done);
 
 }  // namespace distflow

@@ -1,6 +1,8 @@
 // Broadcast and all-gather (algorithms.h): direct sends between every pair,
 // which suits the small group sizes and the one-off broadcasts of initial
-// values they serve today.
+// values they serve today. A gather's inputs may differ in their first
+// dimension (Horovod's allgather): every rank sends its own shape with its
+// data, so no extra round is needed.
 #include <cstring>
 #include <vector>
 
@@ -70,6 +72,15 @@ class FromEveryRank : public std::enable_shared_from_this<FromEveryRank> {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   Finish finish_;
 };
+
+// Whether `a` can be concatenated with `b` along dimension 0.
+bool SameAfterFirstDim(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.dims() != b.dims() || a.dims() == 0) return false;
+  for (int d = 1; d < a.dims(); ++d) {
+    if (a.dim_size(d) != b.dim_size(d)) return false;
+  }
+  return true;
+}
 
 absl::Status Fail(CollectiveChannel* ch, absl::Status s) {
   ch->Abort(s);
@@ -144,20 +155,21 @@ void AllGather(std::shared_ptr<CollectiveChannel> ch, const Tensor& value, Colle
   auto gather = std::make_shared<FromEveryRank>(
       ch, "gather", value, [ch, value, done = std::move(done)](absl::Status s, std::vector<Tensor> parts) {
         if (!s.ok()) return done(s);
+        int64_t rows = 0;
         for (size_t r = 0; r < parts.size(); ++r) {
-          if (parts[r].dtype() != value.dtype() || parts[r].shape() != value.shape()) {
+          if (!SameAfterFirstDim(parts[r], value)) {
             return done(
                 Fail(ch.get(), absl::InvalidArgumentError(absl::StrCat(
                                    ch->RankName(static_cast<int>(r)), " gathers ", DataTypeName(parts[r].dtype()), " ",
                                    parts[r].shape().DebugString(), " but ", ch->RankName(ch->rank()), " gathers ",
                                    DataTypeName(value.dtype()), " ", value.shape().DebugString(),
-                                   ": every rank must gather the same dtype and shape"))));
+                                   ": every rank must gather the same dtype and the same dimensions after the first "
+                                   "(the first may differ)"))));
           }
+          rows += parts[r].dim_size(0);
         }
         TensorShape out_shape = value.shape();
-        if (absl::Status st = out_shape.SetDim(0, value.dim_size(0) * static_cast<int64_t>(parts.size())); !st.ok()) {
-          return done(st);
-        }
+        if (absl::Status st = out_shape.SetDim(0, rows); !st.ok()) return done(st);
         Tensor out(value.dtype(), out_shape);
         char* dst = static_cast<char*>(out.raw_data());
         for (const Tensor& part : parts) {

@@ -450,9 +450,23 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
       });
       return;
     }
-    case CollectiveKind::kBroadcastSend:
-      Broadcast(ch, !params.from_group_root || ch->rank() == root, input, input.dtype(), input.shape(), tensor_done);
+    case CollectiveKind::kBroadcastSend: {
+      bool sends = !params.from_group_root || ch->rank() == root;
+      if (params.root_rank >= 0) {
+        if (params.root_rank >= ch->size()) {
+          // Every rank runs this op with the same root_rank and group: all fail alike.
+          const absl::Status s = absl::InvalidArgumentError(absl::StrCat(end->what, ": root_rank ", params.root_rank,
+                                                                         " is not a rank of the group of size ",
+                                                                         ch->size(), " (0..", ch->size() - 1, ")"));
+          ch->Abort(s);
+          end->Finish(s);
+          return;
+        }
+        sends = ch->rank() == params.root_rank;
+      }
+      Broadcast(ch, sends, input, input.dtype(), input.shape(), tensor_done);
       return;
+    }
     case CollectiveKind::kBroadcastRecv:
       Broadcast(ch, false, Tensor(), params.dtype, params.shape, tensor_done);
       return;

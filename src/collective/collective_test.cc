@@ -249,6 +249,44 @@ TEST(Broadcast, TwoSendersFailOnEveryRankNamingThem) {
   }
 }
 
+// root_rank (Horovod's broadcast when every rank runs CollectiveBcastSend):
+// rank k's value reaches every rank, for every k; a root_rank outside the
+// group fails on every rank naming it and the size.
+TEST(Broadcast, RootRankSendsWhenEveryRankRunsTheSendOp) {
+  for (int n = 2; n <= 3; ++n) {
+    for (int root = 0; root <= n; ++root) {
+      SCOPED_TRACE(absl::StrCat("n=", n, " root_rank=", root));
+      Ranks ranks(n);
+      CollectiveParams send;
+      send.kind = CollectiveKind::kBroadcastSend;
+      send.group_size = n;
+      send.group_key = 2;
+      send.instance_key = 3;
+      send.dtype = DT_INT64;
+      send.shape = TensorShape({2});
+      send.root_rank = root;
+      std::vector<Tensor> inputs;
+      for (int r = 0; r < n; ++r) inputs.push_back(Tensor::FromVector<int64_t>({10 * r, 10 * r + 1}));
+      auto out = ranks.Run(send, inputs);
+      for (int r = 0; r < n; ++r) {
+        const auto& got = out[static_cast<size_t>(r)];
+        if (root == n) {
+          ASSERT_FALSE(got.ok());
+          EXPECT_NE(got.status().message().find(
+                        absl::StrCat("root_rank ", n, " is not a rank of the group of size ", n, " (0..", n - 1, ")")),
+                    std::string::npos)
+              << got.status();
+          continue;
+        }
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(got->flat<int64_t>()[0], 10 * root) << "rank " << r;
+        EXPECT_EQ(got->flat<int64_t>()[1], 10 * root + 1) << "rank " << r;
+      }
+      EXPECT_EQ(ranks.hub.NumPending(), 0u);
+    }
+  }
+}
+
 TEST(AllGather, ConcatenatesInRankOrder) {
   Ranks ranks(3);
   CollectiveParams p;
@@ -273,6 +311,40 @@ TEST(AllGather, ConcatenatesInRankOrder) {
   }
 }
 
+// Horovod's allgather: the first dimension may differ per rank (0 rows
+// included); the result is NumPy's concatenation in rank order.
+TEST(AllGather, FirstDimensionsMayDiffer) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(absl::StrCat("n=", n));
+    Ranks ranks(n);
+    CollectiveParams p;
+    p.kind = CollectiveKind::kGather;
+    p.group_size = n;
+    p.group_key = 3;
+    p.instance_key = 4;
+    p.dtype = DT_FLOAT;
+    std::vector<Tensor> inputs;
+    std::vector<float> want;
+    for (int r = 0; r < n; ++r) {
+      const int rows = r == 1 ? 0 : r + 2;  // rank 1 gathers no rows
+      Tensor t(DT_FLOAT, TensorShape({rows, 3}));
+      for (int i = 0; i < rows * 3; ++i) {
+        t.flat<float>()[static_cast<size_t>(i)] = static_cast<float>(100 * r + i);
+        want.push_back(static_cast<float>(100 * r + i));
+      }
+      inputs.push_back(t);
+    }
+    auto out = ranks.Run(p, inputs);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(out[static_cast<size_t>(r)].ok()) << out[static_cast<size_t>(r)].status();
+      ASSERT_EQ(out[static_cast<size_t>(r)]->shape(), TensorShape({static_cast<int64_t>(want.size() / 3), 3}));
+      auto got = out[static_cast<size_t>(r)]->flat<float>();
+      EXPECT_EQ(std::vector<float>(got.begin(), got.end()), want) << "rank " << r;
+    }
+    EXPECT_EQ(ranks.hub.NumPending(), 0u);
+  }
+}
+
 TEST(AllGather, MismatchedShapesFailNamingTheRank) {
   Ranks ranks(2);
   CollectiveParams p;
@@ -281,10 +353,18 @@ TEST(AllGather, MismatchedShapesFailNamingTheRank) {
   p.group_key = 3;
   p.instance_key = 2;
   p.dtype = DT_FLOAT;
-  std::vector<Tensor> inputs = {Tensor::FromVector<float>({1, 2}), Tensor::FromVector<float>({1, 2, 3})};
-  auto out = ranks.Run(p, inputs);
-  ASSERT_FALSE(out[0].ok());
-  EXPECT_NE(out[0].status().message().find("rank 1"), std::string::npos) << out[0].status();
+  Tensor a(DT_FLOAT, TensorShape({2, 3})), b(DT_FLOAT, TensorShape({2, 4}));
+  auto out = ranks.Run(p, {a, b});
+  // Each rank fails with its own finding or the other's, which names both
+  // ranks and shapes alike.
+  const std::string one = "rank 1 (in-process) gathers float32 [2,4] but rank 0 (in-process) gathers float32 [2,3]";
+  const std::string other = "rank 0 (in-process) gathers float32 [2,3] but rank 1 (in-process) gathers float32 [2,4]";
+  for (const auto& r : out) {
+    ASSERT_FALSE(r.ok());
+    const std::string m(r.status().message());
+    EXPECT_TRUE(m.find(one) != std::string::npos || m.find(other) != std::string::npos) << r.status();
+    EXPECT_NE(m.find("same dimensions after the first"), std::string::npos) << r.status();
+  }
 }
 
 // A dead rank fails the collective on the others, naming it, for the ring

@@ -107,6 +107,16 @@ CollectiveParams FromRoot(int n) {
   return p;
 }
 
+// Horovod's broadcast from root_rank in an elastic group: rank `root` of
+// the group's last build sends.
+CollectiveParams FromRank(int root) {
+  CollectiveParams p = FromRoot(0);
+  p.from_group_root = false;
+  p.root_rank = root;
+  p.instance_key = 9;
+  return p;
+}
+
 std::vector<Tensor> Values(std::vector<float> v) {
   std::vector<Tensor> out;
   for (float x : v) out.push_back(Tensor::FromVector<float>({x}));
@@ -346,6 +356,7 @@ TEST(ElasticGroup, GrowsWithAJoinerAndShrinksWithoutTheDeadAndTheStateComesFromT
   EXPECT_EQ(built[2].generation, 2);
   ExpectAll(ranks.Run(FromRoot(0), Values({10, 10, -1})), 10);
   ExpectAll(ranks.Run(mean, Values({1, 2, 6})), 3);
+  ExpectAll(ranks.Run(FromRank(2), Values({-1, -2, 30})), 30);
   // Task 0 dies: tasks 1 and 2 go on as a group of 2 with task 1 as rank 0.
   rendezvous.SetLive({1, 2});
   built = RebuildAll(&ranks, {1, 2});
@@ -354,6 +365,24 @@ TEST(ElasticGroup, GrowsWithAJoinerAndShrinksWithoutTheDeadAndTheStateComesFromT
   for (int r : {1, 2}) EXPECT_EQ(survivors[static_cast<size_t>(r)]->flat<float>()[0], 20) << "rank " << r;
   survivors = ranks.Run(mean, Values({0, 2, 6}), {1, 2});
   for (int r : {1, 2}) EXPECT_EQ(survivors[static_cast<size_t>(r)]->flat<float>()[0], 4) << "rank " << r;
+  // root_rank names a rank of the last build: rank 1 is task 2 now, and
+  // rank 2 is gone, which every rank is told naming the root and the size.
+  survivors = ranks.Run(FromRank(1), Values({-1, -2, 40}), {1, 2});
+  for (int r : {1, 2}) EXPECT_EQ(survivors[static_cast<size_t>(r)]->flat<float>()[0], 40) << "rank " << r;
+  survivors = ranks.Run(FromRank(2), Values({-1, -2, 40}), {1, 2});
+  for (int r : {1, 2}) {
+    ASSERT_FALSE(survivors[static_cast<size_t>(r)].ok()) << "rank " << r;
+    EXPECT_NE(survivors[static_cast<size_t>(r)].status().message().find(
+                  "root_rank 2 is not a rank of the group of size 2 (0..1)"),
+              std::string::npos)
+        << survivors[static_cast<size_t>(r)].status();
+  }
+  // The failed run broke the group; the next run rebuilds it and succeeds.
+  survivors = ranks.Run(FromRank(1), Values({-1, -2, 50}), {1, 2});
+  for (int r : {1, 2}) {
+    ASSERT_TRUE(survivors[static_cast<size_t>(r)].ok()) << survivors[static_cast<size_t>(r)].status();
+    EXPECT_EQ(survivors[static_cast<size_t>(r)]->flat<float>()[0], 50) << "rank " << r;
+  }
 }
 
 // The elastic group is a group of its own: a process set and the fixed

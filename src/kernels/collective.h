@@ -55,6 +55,10 @@ struct CollectiveParams {
   // group's root (the rank its state comes from, chosen when the group was
   // last built; rank 0 at the start) is the sender.
   bool from_group_root = false;
+  // CollectiveBcastSend's root_rank (distflow's; Horovod's root_rank when
+  // every rank runs the op): rank root_rank of the group sends, the others
+  // receive. -1: the op's own rank sends.
+  int root_rank = -1;
   // Set by the executor, not by the kernel: the generation of the group the
   // run belongs to (collective/collective_executor_impl.h). Runs of
   // different generations never pair.

@@ -180,7 +180,13 @@ std::vector<Output> GraphVariables(const Scope& scope) {
 }
 
 absl::StatusOr<Operation> CollectiveAllReduceOptimizer::BroadcastVariables(const Scope& scope,
-                                                                           const std::vector<Output>& vars) {
+                                                                           const std::vector<Output>& vars,
+                                                                           int root_rank) {
+  if (root_rank != kGroupRoot && (root_rank < 0 || root_rank >= options_.num_replicas)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BroadcastVariables: root_rank ", root_rank, " is not a rank of the group of num_replicas=",
+                     options_.num_replicas, " (0..", options_.num_replicas - 1, "; or kGroupRoot, the group's root)"));
+  }
   const std::vector<Output> all = vars.empty() ? GraphVariables(scope) : vars;
   std::vector<Operation> assigns;
   int64_t index = 0;
@@ -204,12 +210,13 @@ absl::StatusOr<Operation> CollectiveAllReduceOptimizer::BroadcastVariables(const
                         {"shape", shape},
                         {"T", var.dtype()},
                         {"timeout_seconds", options_.timeout_seconds},
-                        {"from_group_root", true}};
+                        {"from_group_root", root_rank == kGroupRoot}};
+    if (root_rank != kGroupRoot) attrs.emplace_back("root_rank", int64_t{root_rank});
     if (!options_.group_members.empty()) attrs.emplace_back("group_members", options_.group_members);
     if (options_.num_replicas == 1) break;  // nothing to send to
     // Every rank offers its value; the group's root (rank 0 at the start,
-    // the oldest rank after a rebuild) sends, and every rank assigns what
-    // it sent (the root its own value again).
+    // the oldest rank after a rebuild), or rank root_rank, sends, and every
+    // rank assigns what it sent (the root its own value again).
     Operation bcast = ops::Raw(s, "CollectiveBcastSend", {var}, attrs);
     assigns.push_back(ops::Assign(scope, var, Output(bcast, 0, scope)).op());
   }

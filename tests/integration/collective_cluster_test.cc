@@ -229,13 +229,20 @@ TEST(CollectiveOps, InferShapes) {
       0, root);
   ASSERT_TRUE(root.ok()) << root.status();
   EXPECT_EQ(reduced.shape(), PartialShape({2, 5}));
-  EXPECT_EQ(gathered.shape(), PartialShape({6, 5}));
+  // Ranks may gather different numbers of rows: dimension 0 is unknown.
+  EXPECT_EQ(gathered.shape(), PartialShape({PartialShape::kUnknownDim, 5}));
   EXPECT_EQ(received.shape(), PartialShape({4}));
   EXPECT_EQ(received.dtype(), DT_INT64);
   ops::Raw(root, "CollectiveBcastSend", {x},
            {{"group_size", 3}, {"group_key", 1}, {"instance_key", 4}, {"shape", PartialShape({3})}});
   ASSERT_FALSE(root.ok());
   EXPECT_TRUE(absl::StrContains(root.status().message(), "does not fit the shape attribute")) << root.status();
+  Scope other = Scope::NewRootScope();
+  ops::Raw(other, "CollectiveBcastSend", {ops::Const(other, Tensor::FromVector<float>({1}))},
+           {{"group_size", 3}, {"group_key", 1}, {"instance_key", 4}, {"shape", PartialShape({1})}, {"root_rank", 3}});
+  ASSERT_FALSE(other.ok());
+  EXPECT_TRUE(absl::StrContains(other.status().message(), "root_rank 3 is not a rank of the group of size 3 (0..2"))
+      << other.status();
 }
 
 // Three replicas of a linear model train with CollectiveAllReduceOptimizer
@@ -292,6 +299,56 @@ TEST_F(CollectiveClusterTest, AllReduceOptimizerKeepsReplicasIdentical) {
     EXPECT_EQ(bytes(final_w[static_cast<size_t>(t)]), bytes(final_w[0])) << "worker " << t << " after training";
   }
   EXPECT_NE(bytes(final_w[0]), bytes(initial[0])) << "training should have moved the weights";
+}
+
+// BroadcastVariables with a root_rank (Horovod's root_rank): every worker
+// ends with rank 2's random initial values; a root outside the group is
+// refused naming it and the group's size.
+TEST_F(CollectiveClusterTest, BroadcastVariablesFromAChosenRoot) {
+  constexpr int kWorkers = 3;
+  constexpr int kRoot = 2;
+  Start(kWorkers);
+  std::vector<Tensor> initial(kWorkers), broadcast(kWorkers);
+  std::vector<absl::Status> status(kWorkers), out_of_range(kWorkers);
+  OnEveryWorker(kWorkers, [&](int task) {
+    auto fail = [&](absl::Status s) { status[static_cast<size_t>(task)] = s; };
+    Scope root = Scope::NewRootScope();
+    Scope s = root.WithDevice(absl::StrCat("/job:worker/task:", task));
+    Output w = ops::MakeVariable(s.WithOpName("w"), ops::RandomNormal(s, {3, 2}, DT_FLOAT, 20 + task));
+    Output step = ops::MakeVariable(s.WithOpName("step"), ops::Const(s, int64_t{100} * task));
+    CollectiveAllReduceOptions o;
+    o.num_replicas = kWorkers;
+    o.rank = task;
+    auto opt = CollectiveAllReduceOptimizer::Create(std::make_unique<GradientDescentOptimizer>(0.05), o);
+    if (!opt.ok()) return fail(opt.status());
+    out_of_range[static_cast<size_t>(task)] = (*opt)->BroadcastVariables(s, {}, kWorkers).status();
+    absl::StatusOr<Operation> bcast = (*opt)->BroadcastVariables(s, {}, kRoot);
+    if (!bcast.ok()) return fail(bcast.status());
+    Operation init = ops::GlobalVariablesInitializer(s);
+    std::unique_ptr<Session> sess = SessionOf(task);
+    if (auto r = sess->Run({}, {}, {init}); !r.ok()) return fail(r.status());
+    auto before = sess->Run({w});
+    if (!before.ok()) return fail(before.status());
+    initial[static_cast<size_t>(task)] = (*before)[0];
+    if (auto r = sess->Run({}, {}, {*bcast}); !r.ok()) return fail(r.status());
+    auto after = sess->Run({w, step});
+    if (!after.ok()) return fail(after.status());
+    broadcast[static_cast<size_t>(task)] = (*after)[0];
+    if ((*after)[1].scalar<int64_t>() != 100 * kRoot) {
+      return fail(absl::InternalError(absl::StrCat("step is ", (*after)[1].scalar<int64_t>(), ", not rank 2's")));
+    }
+  });
+  auto bytes = [](const Tensor& t) { return std::string(static_cast<const char*>(t.raw_data()), t.TotalBytes()); };
+  for (int t = 0; t < kWorkers; ++t) {
+    ASSERT_TRUE(status[static_cast<size_t>(t)].ok()) << "worker " << t << ": " << status[static_cast<size_t>(t)];
+    EXPECT_EQ(bytes(broadcast[static_cast<size_t>(t)]), bytes(initial[kRoot])) << "worker " << t;
+    const absl::Status& bad = out_of_range[static_cast<size_t>(t)];
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(bad.message()).find("root_rank 3 is not a rank of the group of num_replicas=3"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(bytes(initial[0]), bytes(initial[kRoot])) << "the replicas' random initial values should differ";
 }
 
 // Tensor fusion: the same model trained with every gradient reduced on its

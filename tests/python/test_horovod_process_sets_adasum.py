@@ -3,7 +3,8 @@ real ranks under distflow-launch --ps 0: collectives of the set {0, 2} run
 among its members only (rank 1 builds none of them and is refused if it
 tries), the whole job's collectives still pair afterwards, and
 op=hvd.Adasum (hvd.allreduce and DistributedOptimizer, in the whole job and
-in the set) matches Adasum computed here with numpy from its definition."""
+in the set; small tensors and one large enough for the vector-halving form)
+matches Adasum computed here with numpy from its definition."""
 import json
 import os
 import subprocess
@@ -33,7 +34,9 @@ PROGRAM = textwrap.dedent("""
 
     x = tf.constant([float(r + 1), 10.0 * (r + 1)], dtype=tf.float64)
     g = tf.constant(grad(r), dtype=tf.float64)
-    fetch = {"adasum_all": hvd.allreduce(g, op=hvd.Adasum)}
+    fetch = {"adasum_all": hvd.allreduce(g, op=hvd.Adasum),
+             # 96,000 bytes: the vector-halving form (docs/COLLECTIVES.md)
+             "adasum_big": hvd.allreduce(tf.constant(grad(r, 12000), dtype=tf.float64), op=hvd.Adasum)}
     if even.included():
         fetch["set_sum"] = hvd.allreduce(x, op=hvd.Sum, process_set=even)
         fetch["set_mean"] = hvd.allreduce(x, process_set=even)
@@ -93,10 +96,13 @@ def test_process_set_and_adasum_across_three_ranks(tmp_path):
     # 3 ranks (not a power of two): rank 2 is folded into rank 0 first.
     want_all = adasum_pair(adasum_pair(grad(0), grad(2)), grad(1))
     want_set = adasum_pair(grad(0), grad(2))
+    want_big = adasum_pair(adasum_pair(grad(0, 12000), grad(2, 12000)), grad(1, 12000))
     want_opt = adasum_pair(adasum_pair(grad(0, 5), grad(2, 5)), grad(1, 5))
     for rank, got in results.items():
         assert got["even_size"] == 2
         np.testing.assert_allclose(got["adasum_all"], want_all, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got["adasum_big"], want_big, rtol=1e-12, atol=1e-12)
+        assert got["adasum_big"] == results[0]["adasum_big"], "every rank holds the same bytes"
         np.testing.assert_allclose(got["opt_adasum_grad"], want_opt, rtol=1e-12, atol=1e-12)
         assert got["all_sum"] == [6.0, 60.0], got
         assert got["adasum_all"] == results[0]["adasum_all"], "every rank holds the same bytes"

@@ -124,7 +124,12 @@ class DISTFLOW_EXPORT CollectiveAllReduceOptimizer {
   // running it again after every recovery (as local_init_op is) gives a
   // restarted rank the survivors' values. Every variable needs a fully defined shape and a dtype the
   // collectives carry (float32, float64, int32, int64).
-  absl::StatusOr<Operation> BroadcastVariables(const Scope& scope, const std::vector<Output>& vars = {});
+  // root_rank >= 0 (Horovod's root_rank) fixes the sender instead: rank
+  // root_rank of the group, at the start and after every rebuild alike
+  // (InvalidArgument naming it and num_replicas if it is not a rank).
+  static constexpr int kGroupRoot = -1;
+  absl::StatusOr<Operation> BroadcastVariables(const Scope& scope, const std::vector<Output>& vars = {},
+                                               int root_rank = kGroupRoot);
 
   const CollectiveAllReduceOptions& options() const { return options_; }
   Optimizer* wrapped() const { return optimizer_.get(); }

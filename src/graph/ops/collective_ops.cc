@@ -14,10 +14,15 @@
 //   CollectiveBcastSend  the sending rank: its input goes to every rank;
 //                        with distflow's from_group_root=true every rank
 //                        runs it and the group's root (the oldest rank,
-//                        collective/collective_executor_impl.h) sends
+//                        collective/collective_executor_impl.h) sends;
+//                        with distflow's root_rank=k (k >= 0) every rank
+//                        runs it and rank k of the group (of the run's
+//                        build, for the elastic group) sends
 //   CollectiveBcastRecv  every other rank: receives a tensor of `shape`
 //   CollectiveGather     the ranks' inputs concatenated along dimension 0,
-//                        in rank order (every input has the same shape)
+//                        in rank order (same dtype and dimensions after
+//                        the first; the first may differ, as in Horovod's
+//                        allgather)
 //
 // group_size 0 (distflow's) is the elastic group: every live task of the
 // job, its size and ranks decided at run time at the job's coordinator
@@ -110,7 +115,24 @@ absl::Status ShapeAttrShape(InferenceContext* c) {
   return absl::OkStatus();
 }
 
-// Dimension 0 is group_size times the input's; the others are the input's.
+// CollectiveBcastSend's sender: the op's own rank (root_rank -1), rank
+// root_rank of the group, or the group's root (from_group_root); a root_rank
+// outside a fixed group is refused here, the elastic group's at run time.
+absl::Status BcastSendShape(InferenceContext* c) {
+  const int64_t root = GetAttrInt(c->node(), "root_rank").value_or(-1);
+  const int64_t n = GetAttrInt(c->node(), "group_size").value_or(0);
+  if (root < -1 || (n > 0 && root >= n)) {
+    return absl::InvalidArgumentError(absl::StrCat("root_rank ", root, " is not a rank of the group of size ", n,
+                                                   " (0..", n - 1, "; -1: this op's rank sends)"));
+  }
+  if (root >= 0 && GetAttrBool(c->node(), "from_group_root").value_or(false)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("root_rank ", root, " and from_group_root=true both name the sender; give one of them"));
+  }
+  return ShapeAttrShape(c);
+}
+
+// Dimension 0 is unknown (the ranks' sum); the others are the input's.
 absl::Status GatherShape(InferenceContext* c) {
   RETURN_IF_ERROR(CheckGroupSize(c));
   const PartialShape& in = c->input(0);
@@ -120,9 +142,11 @@ absl::Status GatherShape(InferenceContext* c) {
   }
   if (in.rank() == 0)
     return absl::InvalidArgumentError("CollectiveGather needs an input of rank 1 or more, got a scalar");
+  // Ranks may gather different numbers of rows (Horovod's allgather), so the
+  // output's first dimension is known only for a group of one.
   const int64_t n = *GetAttrInt(c->node(), "group_size");
   PartialShape out = PartialShape::Scalar();
-  out.AppendDim(in.dim(0) < 0 || n == 0 ? PartialShape::kUnknownDim : in.dim(0) * n);
+  out.AppendDim(n == 1 ? in.dim(0) : PartialShape::kUnknownDim);
   for (int i = 1; i < in.rank(); ++i) out.AppendDim(in.dim(i));
   c->set_output(0, out);
   return absl::OkStatus();
@@ -161,8 +185,9 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("timeout_seconds: float = 0")
                       .Attr("from_group_root: bool = false")
                       .Attr("group_members: list(int) = []")
+                      .Attr("root_rank: int = -1")
                       .SetIsStateful()
-                      .SetShapeFn(ShapeAttrShape));
+                      .SetShapeFn(BcastSendShape));
   r->MustRegister(OpDefBuilder("CollectiveBcastRecv")
                       .Output("data: T")
                       .Attr("T: {float, double, int32, int64}")

@@ -57,6 +57,13 @@ class CollectiveOp : public AsyncOpKernel {
       if (absl::StatusOr<bool> root = GetAttrBool(c->def(), "from_group_root"); root.ok()) {
         params_.from_group_root = *root;
       }
+      if (absl::StatusOr<int64_t> root = GetAttrInt(c->def(), "root_rank"); root.ok()) {
+        if (*root < -1) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(DescribeCollective(params_), ": root_rank must be a rank of the group or -1, got ", *root));
+        }
+        params_.root_rank = static_cast<int>(std::min<int64_t>(*root, std::numeric_limits<int>::max()));
+      }
     }
     if (params_.kind == CollectiveKind::kBroadcastRecv || params_.kind == CollectiveKind::kBroadcastSend) {
       ASSIGN_OR_RETURN(PartialShape shape, GetAttrShape(c->def(), "shape"));

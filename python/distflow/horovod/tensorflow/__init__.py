@@ -19,7 +19,7 @@ process_set= of the collectives and DistributedOptimizer) and op=hvd.Adasum
 work as in Horovod (process_sets.py, docs/COLLECTIVES.md).
 
 What differs from Horovod: no MPI, NCCL or GPUs (nccl_built() etc. are
-False); allgather needs the same shape on every rank; compression other
+False); compression other
 than none and fp16, and backward_passes_per_step, are not supported and
 raise NotImplementedError naming the argument; process sets other than the
 global one are not supported in elastic mode (their ranks would change).

@@ -50,8 +50,10 @@ _AGREE_INSTANCE = 12
 
 def _is_collective_failure(e):
     """A step that failed because a collective did (a peer died, cannot be
-    reached, or moved on to a rebuild)."""
-    if not isinstance(e, _errors.OpError):
+    reached, or moved on to a rebuild). An InvalidArgumentError (ranks that
+    disagree on a shape, a root_rank the group no longer has) is the
+    program's, which no rebuild mends: it propagates."""
+    if not isinstance(e, _errors.OpError) or isinstance(e, _errors.InvalidArgumentError):
         return False
     text = str(e)
     return any(w in text for w in ("CollectiveReduce", "CollectiveBcast", "CollectiveGather", "collective group",
@@ -76,12 +78,10 @@ def _control_session(graph):
 
 
 def broadcast_object(obj, root_rank=0, session=None, name=None):
-    """Rank 0's `obj` (any picklable object) on every rank. Runs now, in a
-    graph of its own; every rank must call it at the same point."""
+    """Rank `root_rank`'s `obj` (any picklable object) on every rank. Runs
+    now, in a graph of its own; every rank must call it at the same point."""
     state = _basics._check("broadcast_object")
-    if int(root_rank) != 0:
-        raise ValueError(f"hvd.broadcast_object: root_rank {root_rank}: distflow broadcasts objects from rank 0 "
-                         f"(the oldest rank of the group) only; give root_rank=0")
+    _ops.check_root_rank("broadcast_object", root_rank, state.size)
     if state.size == 1 and not state.elastic:
         return obj
     payload = np.frombuffer(_common.dumps(obj), dtype=np.uint8).astype(np.int32)
@@ -91,7 +91,7 @@ def broadcast_object(obj, root_rank=0, session=None, name=None):
         with g.as_default():
             op = _raw.CollectiveBcastSend(input=_fw.constant(value, dtype=_dtypes.int32), group_size=state.group_size,
                                           group_key=_basics.CONTROL_GROUP_KEY, instance_key=instance, shape=shape,
-                                          from_group_root=True, name=name or "HorovodBroadcastObject")
+                                          name=name or "HorovodBroadcastObject", **_ops.root_attrs(root_rank))
         sess = _control_session(g)
         try:
             return sess.run(op)

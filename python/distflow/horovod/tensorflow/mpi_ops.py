@@ -147,17 +147,28 @@ def _static_shape(what, t):
     return shape.as_list()
 
 
+def check_root_rank(what, root_rank, size):
+    """ValueError naming `root_rank` and the job's size unless it is a rank."""
+    if not 0 <= int(root_rank) < size:
+        raise ValueError(f"hvd.{what}: root_rank {root_rank} is not a rank of the job: its size is {size} (ranks "
+                         f"0..{size - 1})")
+
+
+def root_attrs(root_rank):
+    """CollectiveBcastSend's sender when every rank runs it: root 0 is the
+    group's root (rank 0, or after a rebuild the oldest rank, whose state is
+    the newest); any other root is that rank of the group (of its last build
+    in an elastic job), as Horovod's fixed root_rank."""
+    return {"from_group_root": True} if int(root_rank) == 0 else {"root_rank": int(root_rank)}
+
+
 def broadcast(tensor, root_rank, name=None, process_set=None):
     """`tensor` of rank `root_rank`, on every rank of `process_set` (default:
     all; root_rank is a rank of the job, and a member of the set), with the
-    same dtype and shape, fully known, everywhere."""
+    same dtype and shape, fully known, everywhere. In an elastic job
+    root_rank is a rank of the group as it is when the op runs."""
     state = _basics._check("broadcast")
-    if state.elastic and int(root_rank) != 0:
-        raise ValueError(f"hvd.broadcast: root_rank {root_rank} in an elastic job: ranks change as workers join "
-                         f"and leave, so distflow broadcasts from rank 0 only (the oldest rank, whose state the "
-                         f"others take); give root_rank=0")
-    if not 0 <= int(root_rank) < state.size:
-        raise ValueError(f"hvd.broadcast: root_rank {root_rank} is not a rank of the job (0..{state.size - 1})")
+    check_root_rank("broadcast", root_rank, state.size)
     if process_set is not None and process_set is not _sets.global_process_set and \
             isinstance(process_set, _sets.ProcessSet) and int(root_rank) not in process_set.ranks:
         raise ValueError(f"hvd.broadcast: root_rank {root_rank} is not in process set {process_set.ranks}")
@@ -165,8 +176,8 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
     shape = _static_shape("broadcast", t)
     attrs, _ = _group_attrs("broadcast", process_set)
     attrs.update(shape=shape, name=name or "HorovodBroadcast")
-    if state.elastic:  # every rank runs the op; rank 0 of the group's last build sends
-        return _raw.CollectiveBcastSend(input=t, from_group_root=True, **attrs)
+    if state.elastic:  # every rank runs the op; rank root_rank of the group's last build sends
+        return _raw.CollectiveBcastSend(input=t, **root_attrs(root_rank), **attrs)
     if attrs["group_size"] == 1:
         return _raw.Identity(input=t, name=name or "HorovodBroadcast")
     if state.rank == int(root_rank):
@@ -176,8 +187,10 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
 
 def allgather(tensor, name=None, process_set=None):
     """Every member's `tensor` concatenated along dimension 0 in rank order
-    (of `process_set`; default: all ranks). Unlike Horovod's, every rank's
-    tensor must have the same shape."""
+    (of `process_set`; default: all ranks). As in Horovod, the first
+    dimension may differ per rank (the result's is unknown until it runs);
+    the dtype and the other dimensions must match, else the op fails with an
+    InvalidArgumentError naming both ranks and their shapes."""
     _basics._check("allgather")
     t = _tensor("allgather", tensor)
     attrs, _ = _group_attrs("allgather", process_set)

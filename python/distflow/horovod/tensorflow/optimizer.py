@@ -115,9 +115,12 @@ def broadcast_variables(variables, root_rank, process_set=None):
     root_rank 0 means the group's root: rank 0 at the start and, after a
     rank died and the group was rebuilt, the lowest of the ranks that kept
     running (theirs is the newest state), so running the op again after a
-    recovery gives a restarted rank the survivors' values. With a process
+    recovery gives a restarted rank the survivors' values. Any other
+    root_rank is that rank of the job (of the group's last build in an
+    elastic job), at the start and after a rebuild alike. With a process
     set, its members take root_rank's values (a fixed root)."""
     state = _basics._check("broadcast_variables")
+    _ops.check_root_rank("broadcast_variables", root_rank, state.size)
     ops = []
     in_set = process_set is not None and process_set is not _sets.global_process_set
     if in_set:
@@ -126,25 +129,18 @@ def broadcast_variables(variables, root_rank, process_set=None):
                                    process_set=process_set)
             ops.append(value.op if state.rank == int(root_rank) else _raw.Assign(ref=v, value=value).op)
         return _fw.group(*ops)
-    if int(root_rank) == 0 and (state.size > 1 or state.elastic):
-        for v in variables:
-            t = _ops._tensor("broadcast_variables", v)
-            value = _raw.CollectiveBcastSend(input=t, group_size=state.group_size, group_key=_ops.GROUP_KEY,
-                                             instance_key=_ops._instance_keys(),
-                                             shape=_ops._static_shape("broadcast_variables", t),
-                                             from_group_root=True,
-                                             name="HorovodBroadcast_" + v.op.name.replace("/", "_"))
-            ops.append(_raw.Assign(ref=v, value=value).op)
-        return _fw.group(*ops)
-    if state.elastic:
-        raise ValueError(f"hvd.broadcast_variables: root_rank {root_rank} in an elastic job: distflow broadcasts "
-                         f"from rank 0 only (the oldest rank, whose state the others take); give root_rank=0")
+    if state.size == 1 and not state.elastic:
+        return _fw.group(*[_ops.broadcast(v, root_rank).op for v in variables])
+    # Every rank runs CollectiveBcastSend with its own value; the root sends,
+    # every rank assigns what arrives (the root its own value again).
     for v in variables:
-        value = _ops.broadcast(v, root_rank, name="HorovodBroadcast_" + v.op.name.replace("/", "_"))
-        if state.rank == int(root_rank) or state.size == 1:
-            ops.append(value.op)
-        else:
-            ops.append(_raw.Assign(ref=v, value=value).op)
+        t = _ops._tensor("broadcast_variables", v)
+        value = _raw.CollectiveBcastSend(input=t, group_size=state.group_size, group_key=_ops.GROUP_KEY,
+                                         instance_key=_ops._instance_keys(),
+                                         shape=_ops._static_shape("broadcast_variables", t),
+                                         name="HorovodBroadcast_" + v.op.name.replace("/", "_"),
+                                         **_ops.root_attrs(root_rank))
+        ops.append(_raw.Assign(ref=v, value=value).op)
     return _fw.group(*ops)
 
 
