@@ -411,19 +411,22 @@ absl::Status WorkerCache::FetchOffer(const std::string& task, const std::string&
   grpc::ByteBuffer request, response;
   bool own = false;
   if (!grpc::GenericSerialize<grpc::ProtoBufferWriter, proto::RecvTensorRequest>(req, &request, &own).ok()) return s;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  // Shared with the cancellation callback: a cancellation that has already
+  // taken the callback when Deregister runs below may still call TryCancel
+  // after this function returns.
+  auto ctx = std::make_shared<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
   CancellationManager::Token token = CancellationManager::kInvalidToken;
   if (cm != nullptr) {
-    token = cm->Register([&ctx] { ctx.TryCancel(); });
+    token = cm->Register([ctx] { ctx->TryCancel(); });
     if (token == CancellationManager::kInvalidToken) return absl::CancelledError("step cancelled before the fetch");
   }
   absl::Notification done;
   grpc::Status gs;
-  DF_TSAN_HANDOFF(&ctx);
-  (*stub)->UnaryCall(&ctx, "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &request, &response,
+  DF_TSAN_HANDOFF(ctx.get());
+  (*stub)->UnaryCall(ctx.get(), "/distflow.proto.WorkerService/RecvTensor", grpc::StubOptions(), &request, &response,
                      [&](grpc::Status r) {
-                       DF_TSAN_RECEIVE(&ctx);
+                       DF_TSAN_RECEIVE(ctx.get());
                        gs = std::move(r);
                        done.Notify();
                      });

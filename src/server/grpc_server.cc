@@ -340,6 +340,14 @@ void GrpcServer::OnTaskDead(const std::string& task, const absl::Status& why) {
 }
 
 void GrpcServer::CheckOrphaned() {
+  // A task declared dead fails the steps that need it when it is reported
+  // (OnTaskDead). A step this master starts afterwards, while the task is
+  // still dead, would wait for it until a transport deadline: it fails at
+  // this heartbeat instead (once the task answers again it leaves the list).
+  for (const std::string& task : agent_->DeadTasks()) {
+    std::string msg = agent_->DeathMessage(task);
+    if (!msg.empty()) master_->AbortStepsOnTask(task, absl::UnavailableError(msg));
+  }
   if (options_.stall_log_ms > 0) {
     master_->LogStalledSteps(absl::Milliseconds(options_.stall_log_ms));
     worker_->LogStalledSteps(absl::Milliseconds(options_.stall_log_ms));

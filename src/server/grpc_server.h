@@ -82,7 +82,8 @@ class GrpcServer {
   absl::Status CallGroupRendezvous(const proto::GroupRendezvousRequest& req, proto::GroupRendezvousResponse* resp);
   // A task died: fail what waits on it.
   void OnTaskDead(const std::string& task, const absl::Status& why);
-  // After each heartbeat: a ps whose job is gone gives up (orphan_grace_ms).
+  // After each heartbeat: steps started since a task was declared dead
+  // that need it fail; a ps whose job is gone gives up (orphan_grace_ms).
   void CheckOrphaned();
   // Stops from a thread of our own with `why` as the exit status (the first
   // reason wins); with `end_cluster`, first asks every other task to stop.

@@ -107,6 +107,51 @@ TEST(FailureDetection, TheParameterServerAbortsTheStepsOfAClientDeclaredDead) {
   EXPECT_TRUE(absl::StrContains(s.message(), "/job:worker/replica:0/task:1 stopped answering")) << s;
 }
 
+TEST(FailureDetection, AStepStartedAfterATaskWasDeclaredDeadFailsNamingIt) {
+  // Worker 1 goes silent before the chief's step starts: the death was
+  // reported when no step needed worker 1, so the step that starts later
+  // must still fail (at the chief's next heartbeat), not wait at worker 1's
+  // barrier for its minute.
+  auto spec = MakeLocalClusterSpec(1, 2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ServerOptions options;
+  options.heartbeat_interval_ms = 50;
+  options.heartbeat_timeout_ms = 400;
+  options.orphan_grace_ms = -1;
+  options.bulk_transfer = false;
+  auto servers = StartLocalCluster(*spec, options);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  Server& chief = *(*servers)[1];
+  Server& w1 = *(*servers)[2];
+  const std::string w1_task = "/job:worker/replica:0/task:1";
+  // The chief has heard of worker 1 before it goes silent.
+  ASSERT_TRUE(WaitUntil([&] { return chief.impl()->coordination()->View().count(w1_task) > 0; }, absl::Seconds(20)));
+  w1.impl()->coordination()->Stop(/*leaving=*/false);
+  ASSERT_TRUE(
+      WaitUntil([&] { return !chief.impl()->coordination()->DeathMessage(w1_task).empty(); }, absl::Seconds(20)))
+      << "worker 1 was not declared dead";
+  Scope root = Scope::NewRootScope();
+  Scope on_w1 = root.WithDevice("/job:worker/task:1");
+  auto wait = ops::Raw(on_w1, "SyncBarrierWait", {ops::Const(on_w1, int64_t{0})},
+                       ops::Attrs{{"shared_name", "barrier"},
+                                  {"replica_id", 0},
+                                  {"replicas_to_aggregate", 2},
+                                  {"total_num_replicas", 2},
+                                  {"timeout_ms", 60000}});
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session session(chief.target());
+  absl::Notification done;
+  absl::Status result;
+  std::thread runner([&] {
+    result = session.Run({Output(wait, 0, on_w1)}).status();
+    done.Notify();
+  });
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20))) << "the step waits on a task declared dead";
+  runner.join();
+  EXPECT_TRUE(absl::IsUnavailable(result)) << result;
+  EXPECT_TRUE(absl::StrContains(result.message(), w1_task + " stopped answering")) << result;
+}
+
 // ---- Bounded resources: what one client may take from a task.
 
 // A Fill of rows x 1000 floats placed on `device`.

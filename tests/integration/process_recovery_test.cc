@@ -204,7 +204,7 @@ TEST(FailureDetection, AParameterServerThatHangsFailsTheStepsAndTheJobRecoversWh
   // answers again.
   EXPECT_TRUE(WaitForOutput(chief, "(the cluster's coordinator) has not answered heartbeats", 60)) << Output(chief);
   kill(ps.pid, SIGCONT);
-  EXPECT_EQ(Wait(chief, 180), 0) << Output(chief);
+  EXPECT_EQ(Wait(chief, 180), 0) << Output(chief) << "\n--- ps:\n" << Output(ps) << "\n--- worker 1:\n" << Output(w1);
   const std::string out = Output(chief);
   // The waiting step failed naming the ps instead of hanging; the session
   // was recreated and training finished.
