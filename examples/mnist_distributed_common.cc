@@ -61,21 +61,9 @@ absl::StatusOr<df::data::DataSets> ReadWorkerShard(int task, int num_workers, bo
 }
 
 absl::StatusOr<std::pair<int, int>> LiveShard(const std::string& coordinator_address, int task) {
-  absl::StatusOr<std::vector<df::ClusterMember>> members = df::ListClusterMembers(coordinator_address);
-  if (!members.ok()) return members.status();
-  std::vector<int> live;
-  for (const df::ClusterMember& m : *members) {
-    if (m.state != "ALIVE" && m.state != "UNKNOWN") continue;
-    const std::string prefix = "/job:worker/replica:0/task:";
-    int index = -1;
-    if (m.task.rfind(prefix, 0) == 0 && absl::SimpleAtoi(m.task.substr(prefix.size()), &index)) live.push_back(index);
-  }
-  std::sort(live.begin(), live.end());
-  auto me = std::find(live.begin(), live.end(), task);
-  if (me == live.end()) {
-    return absl::NotFoundError(absl::StrCat("the coordinator does not hold worker ", task, " as alive"));
-  }
-  return std::make_pair(static_cast<int>(me - live.begin()), static_cast<int>(live.size()));
+  absl::StatusOr<df::WorkerShard> shard = df::LiveWorkerShard(coordinator_address, task);
+  if (!shard.ok()) return shard.status();
+  return std::make_pair(shard->index, shard->count);
 }
 
 absl::StatusOr<df::data::DataSets> ReadShard(int shard, int num_shards, int task, bool with_test_set) {

@@ -11,6 +11,11 @@
 # Every worker builds its SyncReplicasOptimizer with elastic=True, so the
 # chief aggregates as many gradients per step as there are workers in the
 # job: 3 while the joined worker is in it, 2 once it has left (or died).
+# Each worker trains on shard k of W of the training set (examples k, k+W,
+# ...), W the workers in the job and k its place among them
+# (distflow.elastic.worker_shard), asked again every --reshard_every_steps
+# steps of its own: the live workers' shards are disjoint and cover the
+# data once each has asked since the last join or leave.
 import distflow.compat.v1 as tf
 from distflow import elastic
 from distflow.examples.tutorials.mnist import input_data
@@ -26,6 +31,9 @@ tf.app.flags.DEFINE_integer("train_steps", 200, "global steps to train")
 tf.app.flags.DEFINE_integer("batch_size", 100, "examples per worker per step")
 tf.app.flags.DEFINE_float("learning_rate", 0.1, "gradient descent step size")
 tf.app.flags.DEFINE_string("logdir", "/tmp/elastic_sync_mnist", "the chief's checkpoints")
+tf.app.flags.DEFINE_integer("reshard_every_steps", 10,
+                            "take this worker's shard of the live workers again every this many local steps "
+                            "(0: train on the whole training set)")
 FLAGS = tf.app.flags.FLAGS
 
 
@@ -47,6 +55,30 @@ def main(_):
         return
     if not FLAGS.join:
         mnist = input_data.read_data_sets("MNIST_data", one_hot=True)
+
+    # The coordinator keeps the membership: ps task 0.
+    coordinator = FLAGS.join or FLAGS.ps_hosts.split(",")[0]
+    train, shard = mnist.train, None
+
+    def reshard(step):
+        """Takes this worker's shard of the live workers' if it changed."""
+        nonlocal train, shard
+        try:
+            now = elastic.worker_shard(coordinator, task_index)
+        except (tf.errors.NotFoundError, tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as e:
+            print("Worker %d: keeping shard %s: %s" % (task_index, shard, e), flush=True)
+            return
+        if now == shard:
+            return
+        shard = now
+        index, count = shard
+        train = input_data.DataSet(mnist.train.images[index::count], mnist.train.labels[index::count],
+                                   seed=task_index)
+        print("Worker %d: training on shard %d of %d (%d examples) from global step %d"
+              % (task_index, index, count, train.num_examples, step), flush=True)
+
+    if FLAGS.reshard_every_steps > 0:
+        reshard(0)
 
     is_chief = task_index == 0
     num_workers = cluster.num_tasks("worker")
@@ -78,9 +110,11 @@ def main(_):
                                            checkpoint_dir=FLAGS.logdir if is_chief else None,
                                            hooks=hooks) as sess:
         while not sess.should_stop() and (FLAGS.local_steps == 0 or local_steps < FLAGS.local_steps):
-            batch_x, batch_y = mnist.train.next_batch(FLAGS.batch_size)
+            batch_x, batch_y = train.next_batch(FLAGS.batch_size)
             _, step, last_loss = sess.run([train_op, global_step, loss], feed_dict={x: batch_x, y_: batch_y})
             local_steps += 1
+            if FLAGS.reshard_every_steps > 0 and local_steps % FLAGS.reshard_every_steps == 0:
+                reshard(step)
             if first_loss is None:
                 first_loss = last_loss
             if step % 50 == 0:

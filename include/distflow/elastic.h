@@ -58,6 +58,24 @@ DISTFLOW_EXPORT absl::StatusOr<std::vector<ClusterMember>> ListClusterMembers(co
 DISTFLOW_EXPORT std::function<absl::StatusOr<int>()> LiveWorkerCounter(const std::string& coordinator_address,
                                                                        const std::string& job = "worker");
 
+// A worker's shard of the data in the job as it is now (what the book's
+// program does with --reshard_every_steps): shard `index` of `count`, where
+// `count` is the number of tasks of `job` that the coordinator at
+// `coordinator_address` holds alive or has not heard from yet (a spec
+// worker still starting counts; the dead and the ones that left do not)
+// and `index` is the position of `task_index` among them by task index.
+// Every live worker that asks after the last join or leave gets a
+// different index of the same count, so their shards (tf.data's
+// shard(count, index)) are disjoint and cover the data. Ask again every few
+// steps and re-read the data when the answer changes. NotFound if the
+// coordinator does not hold `task_index` of `job` as live; one Members call.
+struct WorkerShard {
+  int index = -1;
+  int count = 0;
+};
+DISTFLOW_EXPORT absl::StatusOr<WorkerShard> LiveWorkerShard(const std::string& coordinator_address, int task_index,
+                                                            const std::string& job = "worker");
+
 class Server;
 
 // The elastic collective group of a task (Horovod's hvd.elastic): every

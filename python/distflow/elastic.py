@@ -13,8 +13,18 @@ the heartbeats), and anyone may ask the coordinator who is in the job.
 
 A joined worker is a worker like the others from then on: it heartbeats, is
 declared dead if it stops, and leaves the job when its server stops
-(server.stop(), or the end of the process). The C++ calls are JoinCluster
-and ListClusterMembers (distflow/elastic.h)."""
+(server.stop(), or the end of the process).
+
+A worker's data can follow the job too: worker_shard gives the shard this
+worker takes among the live workers (the rule of the C++ book program's
+--reshard_every_steps); ask again every few steps and re-read the data
+when it changes:
+
+    index, count = elastic.worker_shard("10.0.0.1:2222", task_index)
+    dataset = dataset.shard(count, index)
+
+The C++ calls are JoinCluster, ListClusterMembers and LiveWorkerShard
+(distflow/elastic.h)."""
 import collections
 
 from distflow import _distflow
@@ -44,3 +54,16 @@ def join_cluster(coordinator_address, address, job_name="worker", wait_secs=60):
 def cluster_members(coordinator_address):
     """Every task the coordinator at `coordinator_address` knows, in name order, as Member tuples."""
     return [Member(*m) for m in _distflow.list_cluster_members(str(coordinator_address))]
+
+
+def worker_shard(coordinator_address, task_index, job_name="worker"):
+    """(index, count): the shard of the data worker `task_index` takes in
+    the job as its coordinator (at `coordinator_address`, ps task 0) holds
+    it now. `count` is the number of workers of `job_name` that are alive
+    or not heard from yet (not declared dead, not left), `index` this
+    worker's position among them by task index; so once every live worker
+    has asked since the last join or leave, their shards (shard(count,
+    index)) are disjoint and cover the data. NotFoundError if the
+    coordinator does not hold this worker as live."""
+    index, count = _distflow.live_worker_shard(str(coordinator_address), int(task_index), str(job_name))
+    return index, count

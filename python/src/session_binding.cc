@@ -144,6 +144,15 @@ void BindSession(py::module_& m) {
     for (const df::ClusterMember& m : Value(std::move(members))) out.emplace_back(m.task, m.address, m.state, m.joined);
     return out;
   });
+  m.def("live_worker_shard", [](const std::string& coordinator, int task_index, const std::string& job) {
+    absl::StatusOr<df::WorkerShard> shard;
+    {
+      py::gil_scoped_release release;
+      shard = df::LiveWorkerShard(coordinator, task_index, job);
+    }
+    df::WorkerShard s = Value(std::move(shard));
+    return py::make_tuple(s.index, s.count);
+  });
 }
 
 }  // namespace distflow_py

@@ -292,6 +292,23 @@ std::string CoordinationAgent::DeathMessage(const std::string& task) const {
                       " declared it dead (it died, hangs or is cut off; the limit is --heartbeat_timeout_secs)");
 }
 
+std::string CoordinationAgent::GoneReason(const std::string& task) const {
+  absl::MutexLock lock(&mu_);
+  auto it = view_.find(task);
+  if (it == view_.end()) return "";
+  if (it->second.state() == proto::TaskHealth::DEAD) {
+    return absl::StrCat("the coordinator ", coordinator_, " declared it dead: no heartbeat for ",
+                        Seconds(it->second.silent_ms()), " (the limit is ",
+                        Seconds(absl::ToInt64Milliseconds(options_.timeout)),
+                        ", --heartbeat_timeout_secs); it died, hangs or is cut off");
+  }
+  if (it->second.state() == proto::TaskHealth::LEFT) {
+    return absl::StrCat("it left the job (its server stopped cleanly; the coordinator ", coordinator_,
+                        " recorded its goodbye)");
+  }
+  return "";
+}
+
 absl::Duration CoordinationAgent::CoordinatorSilence() const {
   absl::MutexLock lock(&mu_);
   if (local_ != nullptr || last_reached_us_ == 0) return absl::ZeroDuration();

@@ -183,6 +183,13 @@ class CoordinationAgent {
   std::vector<std::string> DeadTasks() const;
   // Why steps that wait on `task` cannot finish ("" when it is not dead).
   std::string DeathMessage(const std::string& task) const;
+  // Why `task` will not answer, as the coordinator recorded it in the last
+  // answer: declared dead (and how long it has been silent) or left the
+  // job; "" otherwise (alive, not heard from yet, or unknown). This task's
+  // own verdict on an unreachable coordinator is not the coordinator's
+  // word and gives "". A task that comes back is ALIVE again from the next
+  // answer after its first heartbeat.
+  std::string GoneReason(const std::string& task) const;
   // How long the coordinator has been unreachable after having been reached
   // (zero while it answers or before it first did).
   absl::Duration CoordinatorSilence() const;

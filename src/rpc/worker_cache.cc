@@ -158,6 +158,11 @@ absl::StatusOr<grpc::GenericStub*> WorkerCache::GenericStub(const std::string& t
   return p->generic.get();
 }
 
+void WorkerCache::SetGoneReason(GoneReason reason) {
+  absl::MutexLock lock(&gone_mu_);
+  gone_ = std::move(reason);
+}
+
 absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::vector<std::string>& filters,
                                                                      absl::Duration wait,
                                                                      const absl::Notification* stop) {
@@ -191,6 +196,27 @@ absl::StatusOr<std::vector<std::string>> WorkerCache::WaitForDevices(const std::
     }
     waiting.swap(still);
     if (waiting.empty()) break;
+    // A task the cluster knows is gone is not worth the wait: say so now.
+    // (One that is back answered above, whatever the detector last said.)
+    std::vector<std::string> gone;
+    {
+      absl::MutexLock lock(&gone_mu_);
+      if (gone_) {
+        for (const std::string& task : waiting) {
+          if (std::string why = gone_(task); !why.empty()) {
+            gone.push_back(absl::StrCat(task, " at ", AddressOf(task).value_or("?"), ": ", why));
+          }
+        }
+      }
+    }
+    if (!gone.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "The session needs the devices of ", absl::StrJoin(gone, "; and of "), ". Not waiting for ",
+          gone.size() == 1 ? "it: start it again on its address (sessions then wait for it as for any task), or leave "
+                             "it out of the session with device filters."
+                           : "them: start them again on their addresses (sessions then wait for them as for any "
+                             "task), or leave them out of the session with device filters."));
+    }
     const absl::Time t = now();
     if (t >= deadline) {
       return absl::UnavailableError(

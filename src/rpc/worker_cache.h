@@ -76,8 +76,20 @@ class WorkerCache final : public WorkerCacheInterface {
   absl::StatusOr<proto::WorkerService::Stub*> Stub(const std::string& task_name);
   absl::StatusOr<grpc::GenericStub*> GenericStub(const std::string& task_name);
 
+  // Why a task will not answer, as the cluster's failure detector knows it
+  // ("" if it may: alive, starting, or not known to be gone). The server
+  // sets it from its coordination agent (coordination.h, GoneReason);
+  // empty (the default): no task is known to be gone.
+  using GoneReason = std::function<std::string(const std::string& task_name)>;
+  // Thread-safe; once it returns, no call of the previous `reason` is in
+  // flight (so its owner may go).
+  void SetGoneReason(GoneReason reason);
+
   // WaitForDevices (worker_cache_interface.h): the deadline is on the cache's clock; the pauses between rounds (50 ms,
-  // doubling to 1 s) are the clock's sleeps, or waits on `stop` if given.
+  // doubling to 1 s) are the clock's sleeps, or waits on `stop` if given. A task that does not answer and that the
+  // failure detector knows is gone (SetGoneReason: declared dead, or left the job) ends the wait at once with
+  // Unavailable naming it and why, instead of waiting `wait` for it; once it is back (it answers), it is a task like
+  // any other.
   absl::StatusOr<std::vector<std::string>> WaitForDevices(const std::vector<std::string>& filters, absl::Duration wait,
                                                           const absl::Notification* stop = nullptr) override;
 
@@ -131,6 +143,9 @@ class WorkerCache final : public WorkerCacheInterface {
   std::map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
   std::string local_task_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<WorkerInterface> local_ ABSL_GUARDED_BY(mu_);
+  // Called under its own lock, so that SetGoneReason can wait out calls in flight.
+  absl::Mutex gone_mu_;
+  GoneReason gone_ ABSL_GUARDED_BY(gone_mu_);
 };
 
 }  // namespace distflow

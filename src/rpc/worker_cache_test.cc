@@ -73,6 +73,38 @@ TEST(WorkerCache, WaitingForATaskWhereNothingListensNamesItAndItsAddress) {
   EXPECT_TRUE(none->empty());
 }
 
+TEST(WorkerCache, ATaskKnownToBeGoneEndsTheWaitAtOnceNamingItAndWhy) {
+  const int port = PickUnusedTcpPort().value();  // nothing listens there
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  FakeClockEnv clock;
+  WorkerCache cache(Spec(absl::StrCat("ps|", address, ",worker|127.0.0.1:", PickUnusedTcpPort().value())), "", &clock);
+  std::vector<std::string> asked;
+  cache.SetGoneReason([&](const std::string& task) -> std::string {
+    asked.push_back(task);
+    return task == "/job:ps/replica:0/task:0" ? "it left the job" : "";
+  });
+  absl::StatusOr<std::vector<std::string>> devices = cache.WaitForDevices({"/job:ps"}, absl::Minutes(5));
+  ASSERT_FALSE(devices.ok());
+  EXPECT_EQ(devices.status().code(), absl::StatusCode::kUnavailable) << devices.status();
+  EXPECT_TRUE(
+      absl::StrContains(devices.status().message(), "The session needs the devices of /job:ps/replica:0/task:0 at " +
+                                                        address + ": it left the job. Not waiting for it"))
+      << devices.status();
+  EXPECT_TRUE(clock.Sleeps().empty()) << "it waited before saying so";
+  EXPECT_EQ(asked, std::vector<std::string>{"/job:ps/replica:0/task:0"}) << "only the tasks it waits for are asked";
+  // A task that is not known to be gone is waited for as before.
+  asked.clear();
+  absl::StatusOr<std::vector<std::string>> worker = cache.WaitForDevices({"/job:worker"}, absl::Seconds(3));
+  ASSERT_FALSE(worker.ok());
+  EXPECT_TRUE(absl::StrContains(worker.status().message(), "Gave up after 3 s")) << worker.status();
+  EXPECT_FALSE(asked.empty());
+  // Without the detector, nothing is gone.
+  cache.SetGoneReason(nullptr);
+  absl::StatusOr<std::vector<std::string>> ps = cache.WaitForDevices({"/job:ps"}, absl::Seconds(2));
+  ASSERT_FALSE(ps.ok());
+  EXPECT_TRUE(absl::StrContains(ps.status().message(), "Gave up after 2 s")) << ps.status();
+}
+
 TEST(WorkerCache, ChannelsRedialAPeerThatIsDownAtLeastEverySecond) {
   // gRPC's own reconnect backoff grows to two minutes: a task that started
   // late would be found long after it came up.

@@ -1,9 +1,11 @@
 #include "server/elastic_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/env.h"
@@ -112,6 +114,28 @@ absl::StatusOr<std::vector<ClusterMember>> ListClusterMembers(const std::string&
     out.push_back({m.task(), m.address(), proto::TaskHealth::State_Name(m.state()), m.joined()});
   }
   return out;
+}
+
+absl::StatusOr<WorkerShard> LiveWorkerShard(const std::string& coordinator_address, int task_index,
+                                            const std::string& job) {
+  ASSIGN_OR_RETURN(std::vector<ClusterMember> members, ListClusterMembers(coordinator_address));
+  const std::string prefix = absl::StrCat("/job:", job, "/replica:0/task:");
+  std::vector<int> live;
+  for (const ClusterMember& m : members) {
+    int index = -1;
+    if (m.state != "ALIVE" && m.state != "UNKNOWN") continue;
+    if (absl::StartsWith(m.task, prefix) && absl::SimpleAtoi(m.task.substr(prefix.size()), &index)) {
+      live.push_back(index);
+    }
+  }
+  std::sort(live.begin(), live.end());
+  auto me = std::find(live.begin(), live.end(), task_index);
+  if (me == live.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "The coordinator at ", coordinator_address, " does not hold ", TaskName(job, task_index), " as live (it holds ",
+        live.size(), " live task(s) of job '", job, "'): it was declared dead or left the job, or never joined it"));
+  }
+  return WorkerShard{static_cast<int>(me - live.begin()), static_cast<int>(live.size())};
 }
 
 std::function<absl::StatusOr<int>()> LiveWorkerCounter(const std::string& coordinator_address, const std::string& job) {

@@ -235,7 +235,10 @@ void GrpcServer::Stop() {
     why = exit_status_;
   }
   // Say goodbye unless the job failed: a clean stop is not a death.
-  if (agent_ != nullptr) agent_->Stop(/*leaving=*/why.ok());
+  if (agent_ != nullptr) {
+    agent_->Stop(/*leaving=*/why.ok());
+    workers_->SetGoneReason(nullptr);  // the agent may go once the server has stopped
+  }
   if (status_ != nullptr) status_->Stop();
   // Sessions of this process that name this server fail at once from now on,
   // instead of waiting for a server that will not come back.
@@ -267,6 +270,9 @@ void GrpcServer::StartCoordination() {
                                                workers_.get(), coordination_.get());
   agent_->Start([this](const std::string& task, const absl::Status& why) { OnTaskDead(task, why); },
                 [this] { CheckOrphaned(); });
+  // A session does not wait for the devices of a task the coordinator
+  // declared dead or saw leave (worker_cache.h, WaitForDevices).
+  workers_->SetGoneReason([agent = agent_.get()](const std::string& task) { return agent->GoneReason(task); });
   if (CollectiveExecutorImpl* collective = worker_->collective(); collective != nullptr) {
     collective->SetRendezvous([this](const GroupAsk& ask) { return AskGroupRendezvous(ask); }, absl::Minutes(5));
   }

@@ -396,12 +396,14 @@ absl::StatusOr<std::vector<Tensor>> MonitoredSession::Run(const FeedDict& feeds,
                    << " of at most " << options_.max_recoveries << ")";
       const absl::Time give_up = NowOf(options_.env) + options_.recovery_timeout;
       absl::Status created;
+      // Attempts that fail are bounded by recovery_timeout, not counted as
+      // recoveries: one that needs a task the cluster knows is gone fails at
+      // once (WaitForDevices), and the task may be back a few seconds later.
       do {
         SleepOn(options_.env, options_.recovery_wait);
         created = CreateSession(give_up);
         if (!created.ok()) LOG(WARNING) << "Recreating the session failed: " << created.message();
-      } while (!created.ok() && Recoverable(created) && ++attempt < options_.max_recoveries &&
-               NowOf(options_.env) < give_up);
+      } while (!created.ok() && Recoverable(created) && NowOf(options_.env) < give_up);
       if (!created.ok()) {
         if (NowOf(options_.env) < give_up) return created;
         return absl::Status(created.code(),

@@ -23,10 +23,12 @@
 namespace distflow {
 namespace {
 
+using subprocess::ContinueProcess;
 using subprocess::FreePort;
 using subprocess::Output;
 using subprocess::Proc;
 using subprocess::Spawn;
+using subprocess::StopProcess;
 using subprocess::TempPath;
 using subprocess::Wait;
 using subprocess::WaitForOutput;
@@ -328,11 +330,13 @@ TEST(Elastic, AWorkerThatCannotFinishItsStepAfterSigtermExitsWithinTheGrace) {
   Proc chief = job.Task("worker", 0);
   Proc w1 = job.Task("worker", 1, {"--stop_grace_secs=2"});
   ASSERT_TRUE(WaitForOutput(w1, "Worker : 1, Step:", 120)) << Output(w1);
-  kill(ps.pid, SIGSTOP);
+  // Stopped for certain before the SIGTERM: otherwise w1's step could
+  // finish and it would exit 0.
+  ASSERT_TRUE(StopProcess(ps)) << "the ps did not stop";
   kill(w1.pid, SIGTERM);
   EXPECT_EQ(Wait(w1, 60), 1) << Output(w1);
   EXPECT_NE(Output(w1).find("not stopped within --stop_grace_secs of the SIGTERM"), std::string::npos) << Output(w1);
-  kill(ps.pid, SIGCONT);
+  EXPECT_TRUE(ContinueProcess(ps)) << "the ps did not continue";
   kill(chief.pid, SIGKILL);
   kill(ps.pid, SIGKILL);
   Wait(chief, 10);

@@ -165,7 +165,7 @@ TEST(FailureDetection, AWorkerThatHangsIsDeclaredDeadAndTheChiefDoesNotWaitForIt
   // begin when its server starts) before it goes silent; the chief alone
   // can reach step 100 before a slow worker 1 is up.
   ASSERT_TRUE(WaitForOutput(w1, "Worker 1: model is ready", 120)) << Output(w1);
-  kill(w1.pid, SIGSTOP);  // alive to the kernel, silent to the cluster
+  ASSERT_TRUE(StopProcess(w1)) << "worker 1 did not stop";  // alive to the kernel, silent to the cluster
   EXPECT_EQ(Wait(chief, 120), 0) << Output(chief);
   const std::string out = Output(chief);
   EXPECT_NE(out.find(absl::StrCat("1 of 2 workers reported done; ", kWorker1, " declared dead")), std::string::npos)
@@ -199,11 +199,11 @@ TEST(FailureDetection, AParameterServerThatHangsFailsTheStepsAndTheJobRecoversWh
   c.extra = {"--heartbeat_timeout_secs=2"};
   auto [ps, w1, chief] = c.StartPsAndTwoWorkers(1500);
   ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
-  kill(ps.pid, SIGSTOP);
+  ASSERT_TRUE(StopProcess(ps)) << "the ps did not stop";
   // Silent past the 2 s limit: the chief's step fails naming the ps; then it
   // answers again.
   EXPECT_TRUE(WaitForOutput(chief, "(the cluster's coordinator) has not answered heartbeats", 60)) << Output(chief);
-  kill(ps.pid, SIGCONT);
+  ASSERT_TRUE(ContinueProcess(ps)) << "the ps did not continue";
   EXPECT_EQ(Wait(chief, 180), 0) << Output(chief) << "\n--- ps:\n" << Output(ps) << "\n--- worker 1:\n" << Output(w1);
   const std::string out = Output(chief);
   // The waiting step failed naming the ps instead of hanging; the session

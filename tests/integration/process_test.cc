@@ -216,17 +216,6 @@ TEST(Edges, APortThatIsNotADistflowServerIsNamedAsSuch) {
 
 // ---- Stopping: a second signal ends a task whose stop is slow.
 
-// Sends SIGSTOP to `p` (a child of this process) and waits until it has
-// stopped: the signal takes effect when the process's threads next run, not
-// when kill returns, and on a loaded machine another of its threads may
-// answer a request meanwhile.
-bool StopProcess(const Proc& p) {
-  kill(p.pid, SIGSTOP);
-  int status = 0;
-  return WaitUntil([&] { return waitpid(p.pid, &status, WUNTRACED | WNOHANG) == p.pid && WIFSTOPPED(status); },
-                   absl::Seconds(60));
-}
-
 TEST(Stopping, ASecondSignalExitsAtOnceWhileTheFirstStopWaits) {
   const std::string spec = absl::StrCat("ps|127.0.0.1:", FreePort(), ",worker|127.0.0.1:", FreePort());
   Cluster c;
@@ -250,7 +239,7 @@ TEST(Stopping, ASecondSignalExitsAtOnceWhileTheFirstStopWaits) {
   EXPECT_EQ(Wait(worker, 60), 128 + SIGTERM) << Output(worker);
   EXPECT_NE(Output(worker).find("second signal (15) while stopping: exiting now"), std::string::npos) << Output(worker);
   EXPECT_EQ(Output(worker).find("still stopping"), std::string::npos) << Output(worker);
-  kill(ps.pid, SIGCONT);
+  ASSERT_TRUE(ContinueProcess(ps)) << Output(ps);
   kill(ps.pid, SIGTERM);
   EXPECT_EQ(Wait(ps, 60), 0) << Output(ps);
 }

@@ -24,11 +24,13 @@
 namespace distflow {
 namespace process_test {
 
+using subprocess::ContinueProcess;
 using subprocess::FreePort;
 using subprocess::MakeCertificates;
 using subprocess::Output;
 using subprocess::Proc;
 using subprocess::Spawn;
+using subprocess::StopProcess;
 using subprocess::TempPath;
 using subprocess::Wait;
 using subprocess::WaitForOutput;

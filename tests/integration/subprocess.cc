@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -61,6 +62,34 @@ int Wait(Proc& p, int seconds) {
   waitpid(p.pid, nullptr, 0);
   p.pid = -1;
   return -1;
+}
+
+namespace {
+
+// The state letter of /proc/PID/stat ("pid (comm) S ..."; comm may hold
+// spaces and parentheses, so read after the last ')'), or '?'.
+char ProcState(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+}
+
+bool Stopped(pid_t pid) {
+  const char s = ProcState(pid);
+  return s == 'T' || s == 't';
+}
+
+}  // namespace
+
+bool StopProcess(const Proc& p, int seconds) {
+  if (p.pid <= 0 || kill(p.pid, SIGSTOP) != 0) return false;
+  return WaitUntil([&] { return Stopped(p.pid); }, absl::Seconds(seconds), absl::Milliseconds(5));
+}
+
+bool ContinueProcess(const Proc& p, int seconds) {
+  if (p.pid <= 0 || kill(p.pid, SIGCONT) != 0) return false;
+  return WaitUntil([&] { return !Stopped(p.pid); }, absl::Seconds(seconds), absl::Milliseconds(5));
 }
 
 std::string Output(const Proc& p) {

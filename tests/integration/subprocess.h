@@ -23,6 +23,14 @@ Proc Spawn(const std::vector<std::string>& argv, const std::vector<std::string>&
 // Waits up to `seconds` for the process; returns its exit code (128 + N for
 // signal N), or -1 on timeout (then kills it).
 int Wait(Proc& p, int seconds);
+// Stops `p` with SIGSTOP and returns once the kernel shows it stopped
+// (state T in /proc/PID/stat): a signal is delivered asynchronously, so
+// without this the process may still run (send a heartbeat, answer a call)
+// after kill() returns. False if it did not stop within `seconds`.
+bool StopProcess(const Proc& p, int seconds = 60);
+// Continues `p` (SIGCONT) and returns once it is no longer stopped; false
+// if it still was after `seconds`.
+bool ContinueProcess(const Proc& p, int seconds = 60);
 // What the process has written so far.
 std::string Output(const Proc& p);
 // Whether `p`'s output holds `text` within `seconds`.

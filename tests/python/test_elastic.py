@@ -24,8 +24,8 @@ PROGRAM = os.path.join(SOURCE, "examples", "python", "elastic_sync_mnist.py")
 class Task:
     """A process of the program whose output a thread collects as it comes."""
 
-    def __init__(self, args, cwd):
-        self.proc = subprocess.Popen([sys.executable, PROGRAM] + args, stdout=subprocess.PIPE,
+    def __init__(self, args, cwd, program=PROGRAM):
+        self.proc = subprocess.Popen([sys.executable, program] + args, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, cwd=cwd)
         self._lines = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -113,10 +113,113 @@ def test_sync_replicas_follow_a_worker_that_joins_and_leaves(tmp_path):
     assert "Supervisor: 3 of 3 workers done" in chief_out, chief_out[-3000:]
     for out in (chief_out, w1_out, joiner_out):
         assert "recreating the session" not in out.lower(), out[-3000:]
+    # The data followed the membership too (distflow.elastic.worker_shard):
+    # the joiner took the third shard of three; once it had left, the two
+    # spec workers took halves.
+    assert "Worker 2: training on shard 2 of 3" in joiner_out, joiner_out[-3000:]
+    for w, out in ((0, chief_out), (1, w1_out)):
+        assert f"Worker {w}: training on shard {w} of 3" in out, out[-3000:]
+        assert f"Worker {w}: training on shard {w} of 2" in out, out[-3000:]
     for w, out in ((0, chief_out), (1, w1_out)):
         acc = re.search(rf"Worker {w}: \d+ local steps, loss ([0-9.]+) -> ([0-9.]+), test accuracy ([0-9.]+)", out)
         assert acc, out[-3000:]
         assert float(acc.group(2)) < float(acc.group(1)) and float(acc.group(3)) > 0.5, acc.group(0)
+
+
+def wait_until(condition, timeout, describe):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout} s:\n" + describe()[-3000:]
+        time.sleep(0.1)
+
+
+# A worker that prints its shard (distflow.elastic.worker_shard) whenever it
+# changes, until its stop file exists; then it leaves the job.
+SHARD_WORKER = r"""
+import os, sys, time
+import distflow.compat.v1 as tf
+from distflow import elastic
+coordinator, workers, task, join_as, stop_file = sys.argv[1:6]
+task = int(task)
+if join_as:
+    task, cluster = elastic.join_cluster(coordinator, join_as)
+else:
+    cluster = tf.train.ClusterSpec({"ps": [coordinator], "worker": workers.split(",")})
+server = tf.train.Server(cluster, job_name="worker", task_index=task)
+last = None
+while not os.path.exists(stop_file):
+    shard = elastic.worker_shard(coordinator, task)
+    if shard != last:
+        print("worker %d: shard %d of %d" % (task, shard[0], shard[1]), flush=True)
+        last = shard
+    time.sleep(0.05)
+server.stop()
+print("worker %d left" % task, flush=True)
+"""
+
+
+def test_worker_shards_follow_a_join_and_a_leave_and_cover_the_data(tmp_path):
+    # ps 0 (the coordinator) in this process, two spec workers and a joiner
+    # as processes. With the joiner in, the three take shards 0, 1 and 2 of
+    # 3; once it has left, the two take 0 and 1 of 2. Each time the shards
+    # of 1,000 examples are disjoint and cover them.
+    ps_port, w0_port, w1_port, joiner_port = (free_port() for _ in range(4))
+    coordinator = f"127.0.0.1:{ps_port}"
+    workers = f"127.0.0.1:{w0_port},127.0.0.1:{w1_port}"
+    ps = tf.train.Server({"ps": [coordinator], "worker": workers.split(",")}, job_name="ps", task_index=0)
+    program = tmp_path / "shard_worker.py"
+    program.write_text(SHARD_WORKER)
+    stop = {name: str(tmp_path / f"stop_{name}") for name in ("w0", "w1", "joiner")}
+    tasks = {}
+    try:
+        tasks["w0"] = Task([coordinator, workers, "0", "", stop["w0"]], tmp_path, str(program))
+        tasks["w1"] = Task([coordinator, workers, "1", "", stop["w1"]], tmp_path, str(program))
+        tasks["joiner"] = Task([coordinator, workers, "-1", f"127.0.0.1:{joiner_port}", stop["joiner"]], tmp_path,
+                               str(program))
+        for name, t in tasks.items():
+            t.wait_for(" of 3\n", 120)
+
+        def shards(count, since=None):
+            found = {}
+            for name, t in tasks.items():
+                out = t.output()[(since or {}).get(name, 0):]
+                lines = re.findall(rf"worker (\d+): shard (\d+) of {count}\n", out)
+                if lines:
+                    found[name] = (int(lines[-1][0]), int(lines[-1][1]))
+            return found
+
+        def assert_cover(found, count):
+            data = list(range(1000))
+            parts = [set(data[index::count]) for _, index in found.values()]
+            assert sorted(index for _, index in found.values()) == list(range(count)), found
+            assert set().union(*parts) == set(data), found
+            assert sum(len(p) for p in parts) == len(data), found  # disjoint
+
+        three = shards(3)
+        assert set(three) == {"w0", "w1", "joiner"}, three
+        assert three["joiner"] == (2, 2), three  # the joiner is task 2, the last by task index
+        assert_cover(three, 3)
+        # (A spec worker may have printed "of 2" before the join: only what comes after counts.)
+        since = {name: len(t.output()) for name, t in tasks.items()}
+        open(stop["joiner"], "w").close()
+        assert tasks["joiner"].wait(60) == 0, tasks["joiner"].output()[-3000:]
+        for name in ("w0", "w1"):
+            wait_until(lambda: shards(2, since).get(name), 60, tasks[name].output)
+        two = shards(2, since)
+        assert set(two) == {"w0", "w1"}, two
+        assert_cover(two, 2)
+        # The coordinator recorded the leave; the joiner's shard query names it once it is gone.
+        members = {m.task: m.state for m in elastic.cluster_members(coordinator)}
+        assert members["/job:worker/replica:0/task:2"] == "LEFT", members
+        with pytest.raises(_distflow.NotFoundError, match=r"does not hold /job:worker/replica:0/task:2 as live"):
+            elastic.worker_shard(coordinator, 2)
+        for name in ("w0", "w1"):
+            open(stop[name], "w").close()
+            assert tasks[name].wait(60) == 0, tasks[name].output()[-3000:]
+    finally:
+        for t in tasks.values():
+            t.kill()
+        ps.stop()
 
 
 def test_elastic_needs_a_worker_server_with_a_ps_job():
