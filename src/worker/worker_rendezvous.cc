@@ -74,8 +74,34 @@ void WorkerRendezvous::RecvBundleAsync(int64_t step_id, const std::string& key, 
     }
   }
   if (first) {
+    // The fetch holds the step's cancellation manager (`cm`) until its
+    // callback returns, but nothing else of the step waits for it: an
+    // aborted step fails every receive at once and would end, freeing `cm`,
+    // with the fetch still in flight. So the first receive ends only once
+    // both its own value (or error) and the fetch's callback are in.
+    struct Gate {
+      absl::Mutex mu;
+      int left ABSL_GUARDED_BY(mu) = 2;
+      absl::Status status ABSL_GUARDED_BY(mu);
+      Tensor value ABSL_GUARDED_BY(mu);
+      DoneCallback done;
+    };
+    auto gate = std::make_shared<Gate>();
+    gate->done = std::move(done);
+    auto arrive = [gate] {
+      absl::Status s;
+      Tensor v;
+      {
+        absl::MutexLock lock(&gate->mu);
+        if (--gate->left > 0) return;
+        s = std::move(gate->status);
+        v = std::move(gate->value);
+      }
+      gate->done(s, std::move(v));
+    };
     remote_bundle_(
-        send_task, step_id, bundle, cm, [this, id, step_id, bundle](absl::Status s, std::vector<Tensor> tensors) {
+        send_task, step_id, bundle, cm,
+        [this, id, step_id, bundle, arrive](absl::Status s, std::vector<Tensor> tensors) {
           if (s.ok() && tensors.size() != bundle.size()) {
             s = absl::InternalError(absl::StrCat("A bundle of ", bundle.size(), " tensors brought ", tensors.size()));
           }
@@ -107,7 +133,17 @@ void WorkerRendezvous::RecvBundleAsync(int64_t step_id, const std::string& key, 
             w.done(absl::OkStatus(), std::move(value));
           }
           if (!s.ok()) AbortStep(step_id, s);
+          arrive();
         });
+    RecvLocalAsync(step_id, key, cm, [gate, arrive](const absl::Status& s, const Tensor& t) {
+      {
+        absl::MutexLock lock(&gate->mu);
+        gate->status = s;
+        gate->value = t;
+      }
+      arrive();
+    });
+    return;
   }
   RecvLocalAsync(step_id, key, cm, std::move(done));
 }

@@ -40,6 +40,9 @@ class WorkerRendezvous : public Rendezvous {
   // The first receive of a bundle fetches all of it from `send_task` and
   // leaves each tensor here under its key, where every receive of the
   // bundle (the first one too) takes its own. A failed fetch aborts the step.
+  // The first receive ends only after the fetch's callback has run, so the
+  // step (and `cm`, which the fetch uses) outlives the fetch even when the
+  // step is aborted while it is in flight.
   void RecvBundleAsync(int64_t step_id, const std::string& key, const std::vector<std::string>& bundle,
                        const std::string& send_task, CancellationManager* cm, DoneCallback done) override;
   // Waits for a tensor sent on this task (served to peers by RecvTensor).

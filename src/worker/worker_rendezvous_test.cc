@@ -117,5 +117,36 @@ TEST(WorkerRendezvous, AFailedBundleFailsEveryReceiveOfItsStep) {
   EXPECT_EQ(r.NumPendingForTest(), 0u);
 }
 
+// A step aborted while its bundle is being fetched: the other receives fail
+// at once, but the first one (which started the fetch) ends only when the
+// fetch's callback has run, so the step, and the cancellation manager the
+// fetch still holds, cannot end before the fetch does.
+TEST(WorkerRendezvous, AnAbortedStepsFirstBundleReceiveWaitsForTheFetchToEnd) {
+  const std::vector<std::string> keys = {"a;0;ps;w", "b;0;ps;w"};
+  std::function<void(absl::Status, std::vector<Tensor>)> answer;
+  WorkerRendezvous r(
+      "/job:worker/replica:0/task:0",
+      [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
+        done(absl::UnavailableError("a single receive was not expected"), Tensor());
+      },
+      [&](const std::string&, int64_t, const std::vector<std::string>&, CancellationManager*,
+          std::function<void(absl::Status, std::vector<Tensor>)> done) { answer = std::move(done); });
+  std::vector<absl::Status> first, second;
+  r.RecvBundleAsync(5, keys[0], keys, "/job:ps/replica:0/task:0", nullptr,
+                    [&](const absl::Status& s, const Tensor&) { first.push_back(s); });
+  r.RecvBundleAsync(5, keys[1], keys, "/job:ps/replica:0/task:0", nullptr,
+                    [&](const absl::Status& s, const Tensor&) { second.push_back(s); });
+  ASSERT_TRUE(answer != nullptr);
+  r.AbortStep(5, absl::UnavailableError("the master died"));
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(first.empty()) << "the first receive ended while its fetch was in flight";
+  answer(absl::CancelledError("the call was cancelled"), {});
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].code(), absl::StatusCode::kUnavailable) << first[0];
+  EXPECT_NE(first[0].message().find("the master died"), std::string::npos) << first[0];
+  EXPECT_EQ(r.NumPendingForTest(), 0u);
+}
+
 }  // namespace
 }  // namespace distflow
