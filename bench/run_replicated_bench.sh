@@ -16,7 +16,8 @@
 # default "async 1,async 2,async 3,sync 3,local,torch"; without torch the ratio
 # column is left out; "async 3 noprefetch" runs 3 async workers with
 # --prefetch_variables=false, the workers reading every step's variables
-# afresh). Only 127.0.0.1 is used; DISTFLOW_SHM=0 reaches the tasks.
+# afresh; "async 3 unfused" or "sync 3 unfused" passes --fused_adam=false,
+# one ApplyAdam per variable instead of one FusedApplyAdam per ps task). Only 127.0.0.1 is used; DISTFLOW_SHM=0 reaches the tasks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
@@ -40,6 +41,7 @@ distflow() {
   for ((i = 1; i < workers; i++)); do spec="$spec;127.0.0.1:$(free_port)"; done
   [ "$mode" = sync ] && extra=(--sync_replicas --replicas_to_aggregate="$workers")
   [ "$variant" = noprefetch ] && extra+=(--prefetch_variables=false)
+  [ "$variant" = unfused ] && extra+=(--fused_adam=false)
   local common=(--cluster_spec="$spec" --intra_op_threads=1 --model=cnn --batch_size=50 --print_every=100000)
   "$TRAIN" "${common[@]}" --job_name=ps --task_index=0 >"$LOGS/ps.log" 2>&1 &
   pids+=($!)
@@ -88,6 +90,7 @@ for c in "${configs[@]}"; do
   m=$(echo ${result[$c]} | median)
   case $c in
     "async "*" noprefetch") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, no prefetch" ;;
+    *" unfused") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1) workers, Adam unfused" ;;
     "async "*) name="distflow 1 ps + ${c#async } async workers" ;;
     "sync "*) name="distflow 1 ps + ${c#sync } sync workers (all aggregated)" ;;
     local) name="distflow single process (mnist_local)" ;;
