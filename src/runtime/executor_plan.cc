@@ -21,6 +21,13 @@ std::string NotFoundWithSuggestions(const Graph& g, const std::string& kind, con
                       close.empty() ? "" : absl::StrCat("; did you mean ", absl::StrJoin(close, ", "), "?"));
 }
 
+// A control edge out of a fed placeholder is satisfied by the feed, as in
+// TensorFlow: the placeholder itself never runs (it would fail, unfed). An
+// optimizer gating its updates on a gradient that is a fed placeholder needs it.
+bool IsFedPlaceholder(const Node* n, const absl::flat_hash_map<std::pair<std::string, int>, int>& fed) {
+  return (n->op() == "Placeholder" || n->op() == "PlaceholderV2") && fed.contains(std::make_pair(n->name(), 0));
+}
+
 }  // namespace
 
 absl::Status BuildExecutorPlan(const Graph& graph, Device* device, KernelCache* kernels,
@@ -72,7 +79,9 @@ absl::Status BuildExecutorPlan(const Graph& graph, Device* device, KernelCache* 
       const NodeOut& in = n->input(i);
       if (!fed.contains(std::make_pair(in.node->name(), in.index))) stack.push_back(in.node);
     }
-    for (const Node* c : n->control_inputs()) stack.push_back(c);
+    for (const Node* c : n->control_inputs()) {
+      if (!IsFedPlaceholder(c, fed)) stack.push_back(c);
+    }
   }
   // Keep graph order (topological) for determinism.
   std::sort(needed.begin(), needed.end(), [](const Node* a, const Node* b) { return a->id() < b->id(); });
@@ -121,6 +130,7 @@ absl::Status BuildExecutorPlan(const Graph& graph, Device* device, KernelCache* 
       ++item.initial_pending;
     }
     for (const Node* c : n->control_inputs()) {
+      if (IsFedPlaceholder(c, fed)) continue;  // its feed is there when the step starts
       plan->items[static_cast<size_t>(item_of[static_cast<size_t>(c->id())])].control_out.push_back(id);
       ++item.initial_pending;
     }

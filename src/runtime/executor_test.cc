@@ -62,6 +62,24 @@ TEST(Executor, FeedCutsTheGraph) {
   EXPECT_TENSOR_EQ(v, (*out)[1]);
 }
 
+TEST(Executor, AControlEdgeFromAFedPlaceholderIsSatisfiedByTheFeed) {
+  proto::GraphDef g;
+  test::AddPlaceholder(&g, "grad", DT_FLOAT, PartialShape({}));
+  test::AddVariable(&g, "v", PartialShape({}), DT_FLOAT);
+  AddConst(&g, "one", Tensor::Scalar<float>(1));
+  AddNode(&g, "update", "Assign", {"v", "one", "^grad"});
+  LocalSession s;
+  ASSERT_TRUE(s.Create(g).ok());
+  auto out = s.Run({{"grad", Tensor::Scalar<float>(3)}}, {"update"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 1.0f);
+  // Unfed, the placeholder runs and fails naming itself.
+  out = s.Run({}, {"update"});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("You must feed a value for placeholder 'grad'"), std::string::npos)
+      << out.status();
+}
+
 TEST(Executor, MissingFetchSuggestsNames) {
   proto::GraphDef g;
   AddConst(&g, "weights_1", Tensor::Scalar<float>(1));

@@ -670,3 +670,34 @@ def test_a_stopped_server_is_refused_at_once_not_waited_for():
     assert time.monotonic() - start < 10, "a stopped server of this process is not waited for"
     with pytest.raises(tf.errors.FailedPreconditionError, match="was stopped and cannot start again"):
         server.start()
+
+
+def test_a_fed_placeholder_is_a_gradient_as_it_is():
+    # Gradients computed elsewhere (another framework, a worker's numpy) and
+    # fed in: the optimizer gates its updates on them; the feed satisfies it.
+    w = tf.Variable([1.0, 2.0])
+    g = tf.placeholder(tf.float32, [2])
+    train = tf.train.GradientDescentOptimizer(0.5).apply_gradients([(g, w)])
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(train, feed_dict={g: np.array([2.0, -4.0], np.float32)})
+        np.testing.assert_allclose(sess.run(w), [0.0, 4.0])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="must feed a value for placeholder"):
+            sess.run(train)
+
+
+def test_a_fed_placeholder_gradient_for_a_variable_on_a_ps():
+    jobs = distflow._distflow.local_cluster_spec(1, 1)
+    cluster = tf.train.ClusterSpec({j: [t[i] for i in sorted(t)] for j, t in jobs.items()})
+    servers = [tf.train.Server(cluster, job_name=j, task_index=0) for j in ("ps", "worker")]
+    with tf.device("/job:ps/task:0"):
+        w = tf.Variable([1.0, 2.0])
+    with tf.device("/job:worker/task:0"):
+        g = tf.placeholder(tf.float32, [2])
+    train = tf.train.GradientDescentOptimizer(0.5).apply_gradients([(g, w)])
+    with tf.Session(servers[1].target) as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(train, feed_dict={g: np.array([2.0, -4.0], np.float32)})
+        np.testing.assert_allclose(sess.run(w), [0.0, 4.0])
+    for s in servers:
+        s.stop()
