@@ -63,6 +63,36 @@ bool RunsBefore(const Node* a, const Node* b) {
   return false;
 }
 
+// What an update must wait for so that `gradient` has been computed: its op,
+// or, when that op only reshapes or forwards tensors already computed
+// (Reshape, Identity, ... of no variable) or is a constant, what it waits
+// for (nothing for a constant or a placeholder). Such an op reads no variable, so an update that runs before it changes
+// nothing it computes, and every op upstream of it that may read a variable
+// is upstream of what is returned. A sharded lookup's gradient values are a
+// Reshape on the shard's ps of rows sent by the worker: gating the other
+// shards' updates on the worker's op (whose tensor already crosses to them)
+// rather than on that Reshape saves a token between the ps tasks each step.
+void GateOps(const Node* n, std::set<const Node*>* seen, std::vector<Operation>* out, const Scope& scope) {
+  static const std::set<std::string> kForwarding = {"Reshape", "Identity", "ExpandDims", "Squeeze",
+                                                    "Concat",  "ConcatV2", "Const",      "Pack"};
+  if (!seen->insert(n).second) return;
+  // A fed tensor is there when the step starts (and a control edge from a
+  // fed placeholder would run the placeholder itself, which fails).
+  if (n->op() == "Placeholder") return;
+  bool forwards = kForwarding.count(n->op()) != 0 && !n->is_stateful();
+  for (int i = 0; forwards && i < n->num_inputs(); ++i) {
+    const NodeOut& in = n->input(i);
+    // A read of a variable (by value or by reference) must run before the updates.
+    if (n->input_is_ref(i) || in.node->output_is_ref(in.index)) forwards = false;
+  }
+  if (!forwards) {
+    out->push_back(Operation(n, scope.graph_state()));
+    return;
+  }
+  for (const NodeOut& in : n->inputs()) GateOps(in.node, seen, out, scope);
+  for (const Node* c : n->control_inputs()) GateOps(c, seen, out, scope);
+}
+
 absl::Status CheckVariable(const Output& var) {
   if (!var.ok()) return absl::InvalidArgumentError("an invalid variable was passed to the optimizer");
   if (!var.node()->output_is_ref(var.index())) {
@@ -193,16 +223,18 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(const Scope& scope, const Gr
   // An IndexedSlices gradient is gated on its parts: a control dependency
   // on its dense form would compute that form (a table-sized tensor) each step.
   std::vector<Operation> grad_ops;
+  std::set<const Node*> gated;
   for (const auto& [g, v] : pairs) {
     IndexedSlices parts;
     if (AsIndexedSlices(g, &parts)) {
-      grad_ops.push_back(parts.values.op());
+      GateOps(parts.values.node(), &gated, &grad_ops, scope);
       // Indices the values are computed from (a lookup's ids) have run by
       // then: a gate on them too would only add a transfer where they are
       // computed on another device (a sharded lookup's ids, on each shard).
-      if (!RunsBefore(parts.indices.node(), parts.values.node())) grad_ops.push_back(parts.indices.op());
+      if (!RunsBefore(parts.indices.node(), parts.values.node()))
+        GateOps(parts.indices.node(), &gated, &grad_ops, scope);
     } else {
-      grad_ops.push_back(g.op());
+      GateOps(g.node(), &gated, &grad_ops, scope);
     }
   }
   Scope update_scope = scope.NewSubScope(name()).WithControlDependencies(grad_ops);

@@ -196,6 +196,62 @@ def test_sharded_embedding_on_two_ps_trains_and_moves_only_looked_up_rows():
             s.stop()
 
 
+def _rpcs_handled(port, method):
+    """RPCs of `method` answered by this process's servers (the metrics are
+    the process's, whichever task's port serves them)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("distflow_rpc_server_handled_total{") and f'/{method}"' in line)
+
+
+def test_sharded_training_step_makes_five_receives_and_two_run_graphs():
+    """The example's step (a table in 2 parts on 2 ps tasks, a dense layer,
+    Adagrad, the global step) on an in-process cluster: per step one
+    RunGraph per ps, and 5 RecvTensor calls: the rows and weights each ps
+    sends the worker (2 bundles), the gradients the worker sends each ps (2
+    bundles), and the token that lets the global step's increment on ps 0
+    wait for ps 1's updates. The optimizers' gate no longer sends tokens
+    between the ps tasks (6 calls before): a shard's gradient values are a
+    Reshape of the worker's rows, and the other shard's updates wait for the
+    worker's op, whose tensor reaches them anyway."""
+    jobs = distflow._distflow.local_cluster_spec(2, 1)
+    cluster = tf.train.ClusterSpec({j: [t[i] for i in sorted(t)] for j, t in jobs.items()})
+    port = _free_port()
+    servers = [distflow._distflow.Server(cluster._jobs, "ps", i, -1) for i in range(2)]
+    servers.append(distflow._distflow.Server(cluster._jobs, "worker", 0, port))
+    for s in servers:
+        s.start()
+    try:
+        with tf.device(tf.train.replica_device_setter(worker_device="/job:worker/task:0", cluster=cluster)):
+            global_step = tf.train.get_or_create_global_step()
+            table = tf.get_variable("emb", [1000, 8], initializer=tf.random_uniform_initializer(-0.05, 0.05),
+                                    partitioner=tf.fixed_size_partitioner(2))
+            ids = tf.placeholder(tf.int64, [None, 4])
+            labels = tf.placeholder(tf.float32, [None, 1])
+            rows = tf.nn.embedding_lookup(table, ids, partition_strategy="div")
+            logits = tf.layers.dense(tf.reduce_mean(rows, axis=1), 1)
+            loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+            train = tf.train.AdagradOptimizer(0.5).minimize(loss, global_step=global_step)
+        rng = np.random.RandomState(4)
+        feed = {ids: rng.randint(0, 1000, (16, 4)), labels: (rng.rand(16, 1) > 0.5).astype(np.float32)}
+        with tf.Session(servers[2].target) as sess:
+            sess.run(tf.global_variables_initializer())
+            first = sess.run([train, global_step, loss], feed)[2]  # plans the step
+            recv, run_graph = _rpcs_handled(port, "RecvTensor"), _rpcs_handled(port, "RunGraph")
+            steps = 10
+            for _ in range(steps):
+                last = sess.run([train, global_step, loss], feed)[2]
+            recv = (_rpcs_handled(port, "RecvTensor") - recv) / steps
+            run_graph = (_rpcs_handled(port, "RunGraph") - run_graph) / steps
+            step = sess.run(global_step)
+        assert step == steps + 1 and last < first, (step, first, last)
+        assert recv <= 5, recv
+        assert run_graph <= 2, run_graph
+    finally:
+        for s in servers:
+            s.stop()
+
+
 def test_partitioners_split_like_tensorflow():
     assert tf.fixed_size_partitioner(3)(shape=[10, 4], dtype=tf.float32) == [3, 1]
     assert tf.fixed_size_partitioner(5)(shape=[2, 4], dtype=tf.float32) == [2, 1]
