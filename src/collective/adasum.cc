@@ -152,10 +152,13 @@ void AdasumAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, Collecti
         absl::StrCat("merge_op Adasum reduces float32 and float64 tensors, not ", DataTypeName(buf.dtype()))));
     return;
   }
-  if (ch->size() == 1 || buf.NumElements() == 0) {
+  if (ch->size() == 1) {
     done(absl::OkStatus());
     return;
   }
+  // An empty tensor takes the whole-tensor rounds too (empty messages): a
+  // rank must not finish on its own while a peer of another size waits.
+  if (buf.NumElements() == 0) algorithm = AdasumAlgorithm::kWholeTensor;
   if (algorithm == AdasumAlgorithm::kAuto) {
     algorithm =
         AdasumUsesVectorHalving(buf, ch->size()) ? AdasumAlgorithm::kVectorHalving : AdasumAlgorithm::kWholeTensor;

@@ -211,7 +211,9 @@ void RingAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, MergeOp me
 
 void DirectAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, MergeOp merge, FinalOp final_op,
                      CollectiveStatusCallback done) {
-  if (ch->size() == 1 || buf.NumElements() == 0) {
+  // An empty tensor is exchanged too: a rank must not finish on its own
+  // while a peer of another size waits for it (shape_check.h fails them all).
+  if (ch->size() == 1) {
     done(ApplyFinal(final_op, ch->size(), &buf));
     return;
   }

@@ -12,6 +12,7 @@
 #include "collective/algorithms.h"
 #include "collective/fp16_channel.h"
 #include "collective/reduce_ops.h"
+#include "collective/shape_check.h"
 
 namespace distflow {
 namespace {
@@ -385,7 +386,16 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
   } else if (params.kind == CollectiveKind::kReduce && AllReduceUsesRing(input, params.group_size)) {
     announce = Announce::kRing;
   }
-  WatchedChannel watched = WatchForStalls(*opened, end->what, stall_check_, announce);
+  std::shared_ptr<CollectiveChannel> raw = std::move(*opened);
+  if (params.kind == CollectiveKind::kReduce) {
+    // Below the stall check and fp16, so that the first message each peer
+    // receives, whatever sends it, carries this rank's signature.
+    raw = MakeShapeCheckedChannel(
+        std::move(raw),
+        ReduceSignature{input.dtype(), input.shape(), params.merge_op,
+                        params.compress_fp16 && (input.dtype() == DT_FLOAT || input.dtype() == DT_DOUBLE)});
+  }
+  WatchedChannel watched = WatchForStalls(std::move(raw), end->what, stall_check_, announce);
   std::shared_ptr<CollectiveChannel> ch = std::move(watched.channel);
   end->stop_stall_check = std::move(watched.stop);
   if (cm != nullptr) {
