@@ -54,7 +54,8 @@ ABSL_FLAG(double, heartbeat_timeout_secs, 10,
           "a task silent this long is declared dead: every task learns it and steps waiting on it fail naming it "
           "(0: no failure detection)");
 ABSL_FLAG(double, heartbeat_interval_secs, 1,
-          "how often this task tells the coordinator (ps 0, else the chief) it lives");
+          "how often this task tells the coordinator (the 'coordinator' job's task, else ps 0, else the chief) it "
+          "lives");
 ABSL_FLAG(double, orphan_grace_secs, 60,
           "a ps task exits 1 this long after its chief died without coming back, or every worker died "
           "(-1: never)");

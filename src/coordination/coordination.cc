@@ -33,6 +33,9 @@ std::string ChiefTask(const ClusterSpec& cluster) {
 }
 
 std::string CoordinatorTask(const ClusterSpec& cluster) {
+  if (cluster.HasJob(kCoordinatorJobName) && !cluster.task_indices(kCoordinatorJobName).empty()) {
+    return TaskName(kCoordinatorJobName, cluster.task_indices(kCoordinatorJobName).front());
+  }
   if (cluster.HasJob("ps") && !cluster.task_indices("ps").empty()) {
     return TaskName("ps", cluster.task_indices("ps").front());
   }
@@ -108,7 +111,34 @@ void CoordinationService::Check() {
   CheckLocked(now);
 }
 
+void CoordinationService::LoopRan(absl::Duration interval) {
+  const int64_t now = env_->NowMicros();
+  absl::MutexLock lock(&mu_);
+  CheckLocked(now);  // a late run is a pause: the rule applies before it counts as a run
+  loop_us_ = now;
+  loop_interval_ = interval;
+}
+
+void CoordinationService::ResumedLocked(int64_t now) {
+  if (loop_us_ == 0) return;
+  const absl::Duration gap = absl::Microseconds(now - loop_us_);
+  if (gap <= loop_interval_ + timeout_) return;
+  int restarted = 0;
+  for (auto& [name, t] : tasks_) {
+    if (t.state != proto::TaskHealth::ALIVE) continue;
+    t.last_us = std::max(t.last_us, now);
+    ++restarted;
+  }
+  // Counts as a run: the rule fires once per gap.
+  loop_us_ = now;
+  LOG(WARNING) << "The coordinator's own heartbeat loop did not run for " << Seconds(gap / absl::Milliseconds(1))
+               << " (this process was paused, swapped out or starved; the limit is " << absl::FormatDuration(timeout_)
+               << "): it heard no task in that gap, so none is declared dead for "
+               << "it; the deadlines of " << restarted << " live task(s) restart now";
+}
+
 void CoordinationService::CheckLocked(int64_t now) {
+  ResumedLocked(now);
   for (auto& [name, t] : tasks_) {
     if (t.state != proto::TaskHealth::ALIVE) continue;
     if (absl::Microseconds(now - t.last_us) > timeout_) {
@@ -168,8 +198,25 @@ void CoordinationAgent::Start(DeadCallback on_dead, std::function<void()> on_tic
 
 void CoordinationAgent::Loop() {
   do {
-    Tick();
+    Turn();
   } while (!stop_.WaitForNotificationWithTimeout(options_.interval));
+}
+
+void CoordinationAgent::Turn() {
+  if (local_ != nullptr) {
+    local_->LoopRan(options_.interval);
+  } else {
+    // The same rule on this side: after a pause of this process, the
+    // coordinator's silence in the gap is no evidence against it.
+    const int64_t now = env_->NowMicros();
+    absl::MutexLock lock(&mu_);
+    if (last_turn_us_ != 0 && last_reached_us_ != 0 &&
+        absl::Microseconds(now - last_turn_us_) > options_.interval + options_.timeout) {
+      last_reached_us_ = std::max(last_reached_us_, now);
+    }
+    last_turn_us_ = now;
+  }
+  Tick();
 }
 
 void CoordinationAgent::Stop(bool leaving) {

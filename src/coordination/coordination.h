@@ -1,10 +1,11 @@
 // Failure detection, in the manner of TensorFlow 2's coordination service.
 //
-// One task of the cluster, the coordinator (CoordinatorTask: ps 0, else the
-// chief), keeps a CoordinationService. Every task's server runs a
-// CoordinationAgent that sends the coordinator a heartbeat each `interval`
-// (Heartbeat in the worker service) and learns from the answer what the
-// coordinator knows of every task:
+// One task of the cluster, the coordinator (CoordinatorTask: the task of a
+// "coordinator" job, else ps 0, else the chief), keeps a
+// CoordinationService. Every task's server runs a CoordinationAgent that
+// sends the coordinator a heartbeat each `interval` (Heartbeat in the
+// worker service) and learns from the answer what the coordinator knows of
+// every task:
 //
 //   UNKNOWN  not heard from yet: tasks start in any order, so not dead
 //   ALIVE    heard from within `timeout`
@@ -14,7 +15,10 @@
 //   LEFT     said goodbye (its server stopped cleanly): not a death
 //
 // An agent that has reached the coordinator once and then cannot for longer
-// than `timeout` declares the coordinator dead itself. Each task newly dead
+// than `timeout` declares the coordinator dead itself. A process that was
+// paused (SIGSTOP, swap, a long stall) heard nobody meanwhile: a gap in its
+// own heartbeat loop longer than the timeout is no evidence against anyone,
+// and the deadlines restart from the resume (CoordinationService::LoopRan). Each task newly dead
 // is reported once to the agent's `on_dead` callback; the server then fails
 // the steps that wait on it (grpc_server.cc). OrphanReason is the rule by
 // which a parameter server gives up on a job whose workers are gone.
@@ -66,9 +70,15 @@ struct CoordinationOptions {
   std::string address;
 };
 
-// The task that hosts the coordination service: ps 0 if there is a ps job
-// (it outlives the workers), else the chief. Canonical task names
-// (TaskName in distflow/cluster_spec.h).
+// A job whose task 0 only hosts the coordinator: distflow-launch --ps 0
+// --min_workers/--max_workers runs one (elastic all-reduce has no ps, and a
+// worker that hosted the membership would take it with it when it died).
+inline constexpr char kCoordinatorJobName[] = "coordinator";
+
+// The task that hosts the coordination service: task 0 of the coordinator
+// job if there is one, else ps 0 if there is a ps job (it outlives the
+// workers), else the chief. Canonical task names (TaskName in
+// distflow/cluster_spec.h).
 std::string CoordinatorTask(const ClusterSpec& cluster);
 // The chief: /job:chief/task:0 if there is such a job, else worker 0, else
 // the first task of the first job.
@@ -112,6 +122,15 @@ class CoordinationService {
   absl::Status Heartbeat(const proto::HeartbeatRequest& req, proto::HeartbeatResponse* resp);
   // Declares dead every ALIVE task silent for longer than the timeout.
   void Check();
+  // The coordinator's own heartbeat loop (its CoordinationAgent's thread)
+  // ran, and runs every `interval`. From the first call on, a gap in that
+  // loop is watched for: when the loop has not run for longer than
+  // interval + timeout, this process was paused (SIGSTOP, swapped out, a
+  // long stall) and heard nobody in that gap, so the tasks' silence then is
+  // no evidence: the next check (whichever call makes it) restarts every
+  // live task's deadline from the resume instead of declaring it dead.
+  // Without calls (tests driving the service alone) time is not watched.
+  void LoopRan(absl::Duration interval);
   void Snapshot(proto::HeartbeatResponse* resp);
 
  private:
@@ -142,6 +161,8 @@ class CoordinationService {
   // The members that are not dead or gone, with an address, as a cluster.
   absl::StatusOr<ClusterSpec> LiveClusterLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // LoopRan's rule: after a pause, restarts the live tasks' deadlines.
+  void ResumedLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SnapshotLocked(int64_t now, proto::HeartbeatResponse* resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration timeout_;
@@ -150,6 +171,8 @@ class CoordinationService {
   absl::Mutex mu_;
   std::map<std::string, Task> tasks_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::vector<int>>, GroupRound> groups_ ABSL_GUARDED_BY(mu_);
+  int64_t loop_us_ ABSL_GUARDED_BY(mu_) = 0;  // the own loop's last run (0: not watched)
+  absl::Duration loop_interval_ ABSL_GUARDED_BY(mu_);
 };
 
 class CoordinationAgent {
@@ -172,9 +195,15 @@ class CoordinationAgent {
   // is stopping cleanly (one try, bounded by the interval).
   void Stop(bool leaving);
 
-  // One heartbeat and what follows from it; what the thread does each
-  // interval. Tests call it directly with the thread not started.
+  // One heartbeat and what follows from it. Tests call it directly with
+  // the thread not started.
   void Tick();
+  // What the thread does each interval: on the coordinator, tells the
+  // service its loop ran (CoordinationService::LoopRan); elsewhere, after a
+  // gap longer than interval + timeout since the last Turn, counts the
+  // coordinator as reached at the resume; then Tick. Tests call it to
+  // stand for the running thread.
+  void Turn();
 
   // The last answer's view of every task (empty before the first).
   std::map<std::string, proto::TaskHealth> View() const;
@@ -221,6 +250,7 @@ class CoordinationAgent {
   mutable absl::Mutex mu_;
   std::map<std::string, proto::TaskHealth> view_ ABSL_GUARDED_BY(mu_);
   int64_t last_reached_us_ ABSL_GUARDED_BY(mu_) = 0;  // 0: never
+  int64_t last_turn_us_ ABSL_GUARDED_BY(mu_) = 0;     // the thread's last Turn (0: none)
   bool coordinator_dead_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t coordinator_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -39,6 +39,19 @@ proto::TaskHealth::State StateOf(const proto::HeartbeatResponse& resp, const std
   return proto::TaskHealth::UNKNOWN;
 }
 
+TEST(CoordinationService, TheCoordinatorIsTheCoordinatorJobsTaskElsePs0ElseTheChief) {
+  auto coordinator_of = [](const std::string& spec) {
+    absl::StatusOr<ClusterSpec> cluster = ClusterSpec::Parse(spec);
+    EXPECT_TRUE(cluster.ok()) << cluster.status();
+    return cluster.ok() ? CoordinatorTask(*cluster) : "";
+  };
+  // Elastic all-reduce: a task outside the workers, so worker 0 may die.
+  EXPECT_EQ(coordinator_of("coordinator|h:1,worker|h:2;h:3"), "/job:coordinator/replica:0/task:0");
+  EXPECT_EQ(coordinator_of("ps|h:1,worker|h:2"), kPs);
+  EXPECT_EQ(coordinator_of("worker|h:2;h:3"), kChief);
+  EXPECT_EQ(coordinator_of("chief|h:1,worker|h:2"), "/job:chief/replica:0/task:0");
+}
+
 TEST(CoordinationService, TasksAreUnknownThenAliveThenDeadThenBack) {
   FakeClockEnv env;
   CoordinationService service({kPs, kChief, kWorker1}, absl::Seconds(10), 7, &env);
@@ -516,6 +529,79 @@ TEST(CoordinationAgent, WorkersThatAllLeftCleanlyDoNotEndTheJob) {
   f.env.Advance(absl::Minutes(10));
   f.agent.Tick();
   EXPECT_EQ(OrphanReason(f.agent, kChief, absl::Seconds(1)), "");
+}
+
+// A coordinator that was itself paused (SIGSTOP, swap, a long stall) heard
+// nobody meanwhile: on resume, every task's heartbeat looks late, but that
+// gap in its own loop is no evidence. Turn() stands for the agent's thread.
+TEST(CoordinationAgent, ACoordinatorThatWasPausedDeclaresNoOneDeadOnResume) {
+  AgentFixture f;
+  f.Beat(kChief);
+  f.Beat(kWorker1);
+  f.agent.Turn();
+  for (int i = 0; i < 3; ++i) {  // the loop runs every second; both tasks beat
+    f.env.Advance(absl::Seconds(1));
+    f.Beat(kChief);
+    f.Beat(kWorker1);
+    f.agent.Turn();
+  }
+  // The coordinator's process stops for 30 s, three times the timeout: its
+  // loop does not run and it hears nobody. On resume, a heartbeat that
+  // waited in the socket meanwhile is served before the loop runs again.
+  f.env.Advance(absl::Seconds(30));
+  f.Beat(kChief);
+  proto::HeartbeatResponse resp;
+  f.service.Snapshot(&resp);
+  EXPECT_EQ(StateOf(resp, kWorker1), proto::TaskHealth::ALIVE) << "silent only while the coordinator was paused";
+  f.agent.Turn();
+  EXPECT_TRUE(f.deaths.empty()) << f.deaths[0].second;
+  EXPECT_TRUE(f.agent.DeadTasks().empty());
+  // From the resume on, silence counts again: worker 1 beats no more and is
+  // declared dead a timeout later, its silence measured from the resume.
+  for (int i = 0; i < 11; ++i) {
+    f.env.Advance(absl::Seconds(1));
+    f.Beat(kChief);
+    f.agent.Turn();
+  }
+  ASSERT_EQ(f.deaths.size(), 1u);
+  EXPECT_EQ(f.deaths[0].first, kWorker1);
+  EXPECT_TRUE(absl::StrContains(f.deaths[0].second, "no heartbeat for 11.0 s")) << f.deaths[0].second;
+  EXPECT_EQ(f.agent.DeadTasks(), std::vector<std::string>{kWorker1});
+}
+
+// A task's own pause is no evidence against the coordinator either: a
+// worker agent (on a fake clock) that reached a real coordinator, then was
+// paused for 30 s while the coordinator went away, does not declare it dead
+// at its first failed heartbeat after the resume, only once it has stayed
+// unreachable for the timeout from the resume.
+TEST(CoordinationAgent, ATaskThatWasPausedDoesNotDeclareTheCoordinatorDeadOnResume) {
+  absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(1, 2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ServerOptions options;
+  options.heartbeat_interval_ms = 1000;
+  options.heartbeat_timeout_ms = 600000;  // the server's own verdicts play no part here
+  options.orphan_grace_ms = -1;
+  options.bulk_transfer = false;
+  absl::StatusOr<std::unique_ptr<Server>> ps = Server::Create(*spec, "ps", 0, options);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  ASSERT_TRUE((*ps)->Start().ok());
+  FakeClockEnv env;
+  WorkerCache peers((*ps)->cluster(), "");
+  CoordinationAgent agent(kWorker1, 1, kPs, CoordinationOptions{absl::Seconds(1), absl::Seconds(10), ""}, &peers,
+                          nullptr, &env);
+  std::vector<std::string> deaths;
+  agent.SetCallbacks([&](const std::string& task, const absl::Status&) { deaths.push_back(task); }, nullptr);
+  agent.Turn();
+  ASSERT_FALSE(agent.View().empty()) << "the coordinator never answered";
+  (*ps)->Stop();
+  env.Advance(absl::Seconds(30));  // this task's process was stopped meanwhile
+  agent.Turn();                    // its first heartbeat after the resume fails
+  EXPECT_TRUE(deaths.empty()) << "the coordinator was declared dead for this task's own pause";
+  for (int i = 0; i < 11 && deaths.empty(); ++i) {
+    env.Advance(absl::Seconds(1));
+    agent.Turn();
+  }
+  EXPECT_EQ(deaths, std::vector<std::string>{kPs}) << "unreachable for 11 s after the resume";
 }
 
 TEST(CoordinationCluster, ASilentTaskIsDeclaredDeadEverywhere) {

@@ -101,13 +101,15 @@ class MasterSessionImpl final : public MasterSession {
     absl::Mutex mu;
     absl::Time logged ABSL_GUARDED_BY(mu);
     absl::Status aborted ABSL_GUARDED_BY(mu);  // why it was cancelled (else OK)
-    void Abort(const absl::Status& why) {
+    // Cancels the call; true the first time (a later abort changes nothing).
+    bool Abort(const absl::Status& why) {
       {
         absl::MutexLock lock(&mu);
-        if (!aborted.ok()) return;
+        if (!aborted.ok()) return false;
         aborted = why;
       }
       opts.StartCancel();
+      return true;
     }
   };
 

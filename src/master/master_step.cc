@@ -251,9 +251,11 @@ void MasterSessionImpl::AbortStepsOnTask(const std::string& task, const absl::St
   }
   // A step still registering its plan on the dead task fails now, not when
   // the RegisterGraph call's deadline passes.
+  // (The heartbeat repeats this while the task stays dead: said once.)
   for (const std::shared_ptr<Registration>& reg : registrations) {
-    LOG(WARNING) << "Registering a partition of session " << handle_ << " on " << task << " fails: " << why.message();
-    reg->Abort(why);
+    if (reg->Abort(why)) {
+      LOG(WARNING) << "Registering a partition of session " << handle_ << " on " << task << " fails: " << why.message();
+    }
   }
   for (const std::shared_ptr<StepState>& st : steps) {
     bool involved = false;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "base/thread_pool.h"
 #include "gtest/gtest.h"
@@ -35,6 +36,12 @@ class SilentRegistration final : public WorkerInterface {
                           StatusCallback done) override {
     calls.fetch_add(1);
     if (opts == nullptr) return;  // never answers
+    if (hold_after_cancel) {
+      // A transport slow to answer a cancelled call: the answer comes when the test says.
+      absl::MutexLock lock(&mu);
+      held = std::move(done);
+      return;
+    }
     opts->SetCancelCallback([done = std::move(done)] { done(absl::CancelledError("the registration was cancelled")); });
   }
   void DeregisterGraphAsync(const proto::DeregisterGraphRequest* req, StatusCallback done) override {
@@ -57,6 +64,9 @@ class SilentRegistration final : public WorkerInterface {
     real_->RecvTensorAsync(step_id, key, cm, std::move(done));
   }
   std::atomic<int> calls{0};
+  bool hold_after_cancel = false;  // set before the first call
+  absl::Mutex mu;
+  StatusCallback held ABSL_GUARDED_BY(mu);
 
  private:
   std::shared_ptr<WorkerInterface> real_;
@@ -126,6 +136,58 @@ TEST_F(MasterTest, ARegistrationThatNeverAnswersEndsOnCloseOrTheTasksDeathAndIsL
       EXPECT_EQ(WorkerOf(kWorker0)->registered_graphs(), registered0);
     }
   }
+}
+
+// The heartbeat aborts the steps on a dead task at every beat while it
+// stays dead: a registration still waiting for its call to end is said to
+// fail once, not once per heartbeat.
+TEST_F(MasterTest, ARegistrationOnADeadTaskIsLoggedAsFailingOnceThoughTheHeartbeatAbortsItAgain) {
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::FromJobs(jobs_);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  WorkerCache cache(*spec, "");
+  absl::StatusOr<std::shared_ptr<WorkerInterface>> real = workers_->GetWorker(kWorker1);
+  ASSERT_TRUE(real.ok()) << real.status();
+  auto silent = std::make_shared<SilentRegistration>(*real);
+  silent->hold_after_cancel = true;
+  cache.SetLocalWorker(kWorker1, silent);
+  proto::GraphDef g;
+  On(Cpu(kWorker1), AddConst(&g, "remote", Tensor::Scalar<float>(1)));
+  On(Cpu(kWorker0), AddNode(&g, "sum", "Add", {"remote", "remote"}));
+  ThreadPool pool("planner", 2);
+  std::shared_ptr<MasterSession> session =
+      MasterSession::Create("dead_task_beats", proto::SessionConfig(), &cache, kWorker0, nullptr, /*bulk=*/nullptr);
+  ASSERT_TRUE(session->Init(g).ok());
+  auto call = std::make_shared<StepCall>();
+  call->req = Request("dead_task_beats", {"sum"});
+  session->RunAsync(&call->req, &call->resp, &pool, [call](absl::Status s) {
+    if (call->answers.fetch_add(1) > 0) return;
+    call->status = std::move(s);
+    call->done.Notify();
+  });
+  WaitUntil([&] { return silent->calls.load() > 0; }, kBound);
+  ASSERT_GT(silent->calls.load(), 0) << "the step never registered its partition";
+
+  testing::internal::CaptureStderr();
+  for (int beat = 0; beat < 3; ++beat) {
+    session->AbortStepsOnTask(kWorker1, absl::UnavailableError("worker 1 was declared dead by the test"));
+  }
+  const std::string logged = testing::internal::GetCapturedStderr();
+  const std::string line = absl::StrCat("Registering a partition of session dead_task_beats on ", kWorker1, " fails");
+  size_t count = 0;
+  for (size_t at = logged.find(line); at != std::string::npos; at = logged.find(line, at + 1)) ++count;
+  EXPECT_EQ(count, 1u) << logged;
+
+  WorkerInterface::StatusCallback answer;
+  {
+    absl::MutexLock lock(&silent->mu);
+    answer = std::move(silent->held);
+  }
+  ASSERT_TRUE(answer != nullptr);
+  answer(absl::CancelledError("the registration was cancelled"));
+  ASSERT_TRUE(Answered(*call));
+  EXPECT_EQ(call->status.code(), absl::StatusCode::kUnavailable) << call->status;
+  EXPECT_TRUE(absl::StrContains(call->status.message(), "worker 1 was declared dead by the test")) << call->status;
+  session->Close();
 }
 
 TEST_F(MasterTest, ResetClearsVariablesOnlyOnTheTasksItsFiltersPass) {

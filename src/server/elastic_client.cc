@@ -30,7 +30,8 @@ std::unique_ptr<proto::ElasticService::Stub> StubFor(const std::string& address)
 absl::Status NotTheCoordinator(const std::string& address, const absl::Status& s) {
   return absl::FailedPreconditionError(absl::StrCat(
       "The task at ", address, " keeps no membership (", s.message(),
-      "): ask the job's coordinator, ps task 0 (or the chief where there is no ps job), and give every task "
+      "): ask the job's coordinator (the task of a 'coordinator' job, else ps task 0, else the chief), and give "
+      "every task "
       "failure detection (--heartbeat_timeout_secs above 0)"));
 }
 
