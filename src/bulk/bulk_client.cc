@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -33,7 +34,10 @@ BulkClient::BulkClient(absl::Duration idle_close, std::string auth_token, std::s
     : idle_close_(idle_close),
       auth_token_(std::move(auth_token)),
       tls_(std::move(tls)),
-      clock_(clock != nullptr ? clock : Env::Default()) {}
+      clock_(clock != nullptr ? clock : Env::Default()) {
+  const char* direct = std::getenv("DISTFLOW_SHM_DIRECT");
+  shm_direct_.store(direct == nullptr || std::string(direct) != "0", std::memory_order_relaxed);
+}
 
 absl::Time BulkClient::Now() const { return absl::FromUnixMicros(clock_->NowMicros()); }
 

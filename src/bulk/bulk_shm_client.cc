@@ -5,6 +5,7 @@
 // that socket falls back to TCP; once a transfer has started there, its
 // failure is the transfer's (a dead peer is reported, never waited for).
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/bytes_copied.h"
+#include "base/logging.h"
 #include "base/metrics.h"
 #include "bulk/bulk_transfer.h"
 #include "bulk/bulk_wire.h"
@@ -24,6 +27,9 @@ namespace distflow {
 using bulk_internal::CountBulkClientBytes;
 using bulk_internal::GetU32;
 using bulk_internal::GetU64;
+using bulk_internal::kDirectDone;
+using bulk_internal::kDirectMagic;
+using bulk_internal::kDirectUseRing;
 using bulk_internal::kHelloAccepted;
 using bulk_internal::kHelloMagic;
 using bulk_internal::kHelloRefused;
@@ -163,7 +169,12 @@ absl::StatusOr<BulkClient::ShmConn> BulkClient::ShmConnect(const std::string& pe
     close(fd);
     return ring.status();
   }
-  return ShmConn{fd, std::shared_ptr<ShmRing>(std::move(*ring))};
+  // The server's process, as the kernel saw it connect (not spoofable), for
+  // direct reads; 0 if it is in a PID namespace we cannot see.
+  ucred cred{};
+  socklen_t cred_len = sizeof(cred);
+  const int peer_pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 ? cred.pid : 0;
+  return ShmConn{fd, std::shared_ptr<ShmRing>(std::move(*ring)), peer_pid};
 }
 
 absl::StatusOr<BulkClient::ShmConn> BulkClient::AcquireShm(const std::string& peer, const std::string& socket,
@@ -252,6 +263,22 @@ absl::Status Broken(const std::string& what, int err, size_t moved, size_t n, ab
                                              std::strerror(err), "): the task there died or stopped serving"));
 }
 
+// Reads `n` bytes at `remote` in process `pid` into `dst` (one copy, by
+// the kernel). 0, or an errno.
+int ReadDirect(int pid, uint64_t remote, char* dst, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    iovec local{dst + done, n - done};
+    iovec peer{reinterpret_cast<void*>(static_cast<uintptr_t>(remote + done)), n - done};
+    const ssize_t r = process_vm_readv(pid, &local, 1, &peer, 1, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno;
+    if (r == 0) return EFAULT;
+    done += static_cast<size_t>(r);
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::optional<absl::Status> BulkClient::FetchShm(const std::string& host, int port, uint64_t ticket, void* dst,
@@ -280,28 +307,61 @@ std::optional<absl::Status> BulkClient::FetchShm(const std::string& host, int po
       close(conn->fd);
       return absl::CancelledError(absl::StrCat(what, " cancelled before it started"));
     }
+    // A direct get when the kernel may let us read the server's memory;
+    // else (or after it refused once) the ring.
+    const bool direct = conn->peer_pid > 0 && shm_direct_.load(std::memory_order_relaxed);
+    const BulkConn c{conn->fd, nullptr};
     char req[16];
-    PutU32(req, kMagic);
+    PutU32(req, direct ? kDirectMagic : kMagic);
     PutU32(req + 4, kVersion);
     PutU64(req + 8, ticket);
-    char head[8];
+    char head[16];
+    const size_t head_bytes = direct ? 16 : 8;
     int err = 0;
     size_t moved = 0;
+    bool read_direct = false;
     absl::Status status;
     bool stale = false;
-    if (int w = BulkWriteAll(BulkConn{conn->fd, nullptr}, req, sizeof(req)); w != 0) {
+    if (int w = BulkWriteAll(c, req, sizeof(req)); w != 0) {
       stale = pooled;
       status = Broken(what, w, 0, n, idle_timeout);
-    } else if (size_t got = BulkReadAll(BulkConn{conn->fd, nullptr}, head, sizeof(head), &err); got != sizeof(head)) {
+    } else if (size_t got = BulkReadAll(c, head, 8, &err); got != 8) {
       stale = pooled && got == 0 && err != EAGAIN && err != EWOULDBLOCK;
       status = Broken(what, err != 0 ? err : ECONNRESET, 0, n, idle_timeout);
     } else if (uint64_t len = GetU64(head); len == kUnknownTicket) {
       status =
           absl::NotFoundError(absl::StrCat(what, ": the peer no longer holds the tensor (ticket unknown or expired)"));
+    } else if (head_bytes > 8 && BulkReadAll(c, head + 8, 8, &err) != 8) {
+      status = Broken(what, err != 0 ? err : ECONNRESET, 0, n, idle_timeout);
     } else if (len != n) {
+      // The server holds the tensor for a direct get until we answer: let
+      // it go (its ring copy is never read: the connection is closed below).
       status = absl::DataLossError(absl::StrCat(what, ": the peer offers ", len, " bytes"));
-    } else if (int e = bulk_internal::ShmConsume(conn->fd, *conn->ring, static_cast<char*>(dst), n, &moved); e != 0) {
-      status = Broken(what, e, moved, n, idle_timeout);
+    } else {
+      bool use_ring = !direct;
+      if (direct) {
+        const int e = shm_direct_denied_for_test_
+                          ? EPERM
+                          : ReadDirect(conn->peer_pid, GetU64(head + 8), static_cast<char*>(dst), n);
+        if (e == EPERM || e == EACCES || e == ENOSYS) {
+          // Not allowed here (another user, Yama, seccomp): the ring from now on.
+          shm_direct_.store(false, std::memory_order_relaxed);
+          LOG(INFO) << "Bulk transfer: reading a same-host peer's tensor directly is not allowed here ("
+                    << std::strerror(e) << "); shared-memory transfers use the ring";
+        }
+        read_direct = e == 0;
+        use_ring = !read_direct;
+        const char answer = read_direct ? kDirectDone : kDirectUseRing;
+        if (int w = BulkWriteAll(c, &answer, 1); w != 0) status = Broken(what, w, read_direct ? n : 0, n, idle_timeout);
+      }
+      if (status.ok() && use_ring) {
+        if (int e = bulk_internal::ShmConsume(conn->fd, *conn->ring, static_cast<char*>(dst), n, &moved); e != 0)
+          status = Broken(what, e, moved, n, idle_timeout);
+      }
+    }
+    if (status.ok() && read_direct) {
+      static Counter* copied = BytesCopiedCounter("shm_direct_read");
+      copied->Increment(static_cast<double>(n));
     }
     const bool cancelled = guard.Release();
     if (cancelled) {

@@ -25,6 +25,9 @@ namespace distflow {
 
 using bulk_internal::GetU32;
 using bulk_internal::GetU64;
+using bulk_internal::kDirectDone;
+using bulk_internal::kDirectMagic;
+using bulk_internal::kDirectUseRing;
 using bulk_internal::kHelloAccepted;
 using bulk_internal::kHelloBusy;
 using bulk_internal::kHelloMagic;
@@ -174,7 +177,8 @@ void BulkServer::ServeShm(int fd) {
     char req[16];
     if (BulkReadAll(conn, req, sizeof(req), &err) != sizeof(req)) break;  // peer closed or shut down
     const uint32_t magic = GetU32(req);
-    if (GetU32(req + 4) != kVersion || (magic != kMagic && magic != kPutMagic)) break;  // not our protocol
+    if (GetU32(req + 4) != kVersion || (magic != kMagic && magic != kPutMagic && magic != kDirectMagic))
+      break;  // not our protocol
     const uint64_t n = GetU64(req + 8);
     char head[8];
     if (magic == kPutMagic) {
@@ -215,9 +219,26 @@ void BulkServer::ServeShm(int fd) {
     bytes_served_.fetch_add(bytes, std::memory_order_relaxed);
     shm_bytes_served_.fetch_add(bytes, std::memory_order_relaxed);
     size_t moved = 0;
-    if (BulkWriteAll(conn, head, sizeof(head)) != 0 ||
-        bulk_internal::ShmProduce(fd, *ring, static_cast<const char*>(t.raw_data()), bytes, &moved, shm_chunk_hook_) !=
-            0) {
+    bool failed = false;
+    if (magic == kDirectMagic) {
+      // The peer reads the bytes from `t`'s memory itself; `t` is held (so
+      // neither freed nor, for a variable, updated in place: copy-on-write)
+      // until it says it is done.
+      char answer[16];
+      PutU64(answer, bytes);
+      PutU64(answer + 8, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.raw_data())));
+      char done = 0;
+      failed = BulkWriteAll(conn, answer, sizeof(answer)) != 0 || BulkReadAll(conn, &done, 1, &err) != 1 ||
+               (done != kDirectDone && done != kDirectUseRing);
+      if (!failed && done == kDirectDone) continue;  // `t` is released here
+      failed = failed || bulk_internal::ShmProduce(fd, *ring, static_cast<const char*>(t.raw_data()), bytes, &moved,
+                                                   shm_chunk_hook_) != 0;
+    } else {
+      failed = BulkWriteAll(conn, head, sizeof(head)) != 0 ||
+               bulk_internal::ShmProduce(fd, *ring, static_cast<const char*>(t.raw_data()), bytes, &moved,
+                                         shm_chunk_hook_) != 0;
+    }
+    if (failed) {
       bytes_served_.fetch_sub(bytes, std::memory_order_relaxed);
       shm_bytes_served_.fetch_sub(bytes, std::memory_order_relaxed);
       offers_->Restore(offers_, n, std::move(t), ttl_);  // the peer may ask again over gRPC

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -17,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/bytes_copied.h"
 #include "bulk/bulk_transfer.h"
 #include "bulk/bulk_wire.h"
 #include "bulk/shm_channel.h"
@@ -90,6 +92,7 @@ TEST_F(SharedMemory, EverySizeRoundTripsThroughTheRingBothWays) {
     EXPECT_EQ(SocketsOf(getpid()), 1) << "the listener, in the abstract namespace";
     BulkClient client(BulkClient::kClientIdleTimeout, "secret");
     client.set_shared_memory(true);
+    client.set_shm_direct_read(false);  // gets through the ring too (direct reads: below)
     const size_t ring = kShmSlotBytes * kShmSlots;
     uint64_t total = 0;
     int seed = 0;
@@ -227,6 +230,7 @@ TEST_F(SharedMemory, APeerKilledMidTransferFailsItNamingThePeerAtOnce) {
   {
     BulkClient client(BulkClient::kClientIdleTimeout, "secret");
     client.set_shared_memory(true);
+    client.set_shm_direct_read(false);  // the ring, which the peer stalls
     Tensor dst = Tensor::Allocate(DT_UINT8, TensorShape({static_cast<int64_t>(n)})).value();
     absl::Status status;
     absl::Notification done;
@@ -263,6 +267,7 @@ TEST_F(SharedMemory, ACancelledFetchEndsAndFreesItsConnection) {
   ASSERT_EQ(std::sscanf(ready.c_str(), "READY %d %llu", &port, &ticket), 2) << ready;
   BulkClient client;
   client.set_shared_memory(true);
+  client.set_shm_direct_read(false);  // the ring, which the peer stalls
   Tensor dst = Tensor::Allocate(DT_UINT8, TensorShape({static_cast<int64_t>(n)})).value();
   CancellationManager cm;
   absl::Status status;
@@ -272,6 +277,61 @@ TEST_F(SharedMemory, ACancelledFetchEndsAndFreesItsConnection) {
   fetch.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
   EXPECT_EQ(client.NumPooledShmForTest(), 0u);
+}
+
+double Copied(const char* what) { return BytesCopiedCounter(what)->value(); }
+
+TEST_F(SharedMemory, AGetFromAnotherProcessIsReadStraightIntoTheDestinationWithOneCopy) {
+  const size_t n = 5 * kShmSlotBytes + 3;
+  Peer peer;
+  ASSERT_NO_FATAL_FAILURE(StartPeer(&peer, {"secret", std::to_string(n)}));
+  int port = 0;
+  unsigned long long ticket = 0;
+  const std::string ready = peer.Line();
+  ASSERT_EQ(std::sscanf(ready.c_str(), "READY %d %llu", &port, &ticket), 2) << ready;
+  BulkClient client(BulkClient::kClientIdleTimeout, "secret");
+  client.set_shared_memory(true);
+  ASSERT_TRUE(client.shm_direct_read()) << "on by default (DISTFLOW_SHM_DIRECT unset)";
+  Tensor dst = Tensor::Allocate(DT_UINT8, TensorShape({static_cast<int64_t>(n)})).value();
+  std::memset(dst.raw_data(), 0, n);
+  const double ring_before = Copied("shm_ring"), direct_before = Copied("shm_direct_read");
+  absl::Status s = client.Fetch("127.0.0.1", port, ticket, dst.raw_data(), n, nullptr);
+  ASSERT_TRUE(s.ok()) << s;
+  const auto* p = static_cast<const uint8_t*>(dst.raw_data());
+  EXPECT_EQ(std::count(p, p + n, 7), static_cast<std::ptrdiff_t>(n)) << "every byte is the peer's";
+  EXPECT_EQ(Copied("shm_direct_read") - direct_before, static_cast<double>(n))
+      << "the bytes were read from the peer's tensor into the destination";
+  EXPECT_EQ(Copied("shm_ring") - ring_before, 0.0) << "no byte went through the ring";
+  EXPECT_TRUE(client.shm_direct_read());
+  EXPECT_EQ(client.NumPooledShmForTest(), 1u) << "the connection stays in step and is kept";
+  // The offer was taken: a second get of the ticket is NotFound, on the same connection.
+  EXPECT_EQ(client.Fetch("127.0.0.1", port, ticket, dst.raw_data(), n, nullptr).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client.NumPooledShmForTest(), 1u);
+}
+
+TEST_F(SharedMemory, WhereDirectReadsAreNotAllowedGetsUseTheRingFromThenOn) {
+  auto server = BulkServer::Start("127.0.0.1", absl::Seconds(60), 0, "secret");
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->EnableSharedMemory().ok());
+  BulkClient client(BulkClient::kClientIdleTimeout, "secret");
+  client.set_shared_memory(true);
+  client.set_shm_direct_denied_for_test(true);  // as process_vm_readv answers EPERM
+  const size_t n = 3 * kShmSlotBytes + 11;
+  for (int seed : {1, 2}) {
+    SCOPED_TRACE(seed);
+    Tensor t = Bytes(n, seed);
+    Tensor got = Tensor::Allocate(DT_UINT8, t.shape()).value();
+    const double ring_before = Copied("shm_ring"), direct_before = Copied("shm_direct_read");
+    absl::Status s = client.Fetch("127.0.0.1", (*server)->port(), (*server)->Offer(t), got.raw_data(), n, nullptr);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(std::memcmp(got.raw_data(), t.raw_data(), n), 0);
+    // Server and client are this process: each counts its copy.
+    EXPECT_EQ(Copied("shm_ring") - ring_before, 2.0 * static_cast<double>(n)) << "into the ring and out of it";
+    EXPECT_EQ(Copied("shm_direct_read") - direct_before, 0.0);
+    EXPECT_FALSE(client.shm_direct_read()) << "the refusal is remembered";
+  }
+  EXPECT_EQ((*server)->shm_bytes_served(), 2 * n);
+  EXPECT_EQ(client.NumPooledShmForTest(), 1u);
 }
 
 TEST(SharedMemoryRing, ASegmentOfTheWrongShapeIsRefused) {

@@ -28,13 +28,26 @@
 //
 //   identify: request = u32 magic "DFBI", u32 version (1), u64 0
 //             response = u32 length, "<boot id>/<hostname>\n<socket name>"
+//   direct get (shared-memory connections only):
+//             request  = u32 magic "DFBD", u32 version (1), u64 ticket
+//             response = u64 length (UINT64_MAX: unknown ticket), u64 the
+//                        tensor's address in the server's memory; then the
+//                        client sends one byte: 0 = it read the bytes itself
+//                        (done), 1 = it could not: the server sends them
+//                        through the ring as for a get
 //
 // Same host: a client whose identify answer shows the peer on its own
 // machine (same boot id and hostname) and names a socket moves the bytes
 // through shared memory instead of TCP (shm_channel.h): the same get and put
 // requests, on an abstract Unix-domain socket whose hello carries the cluster
 // token and is answered with a memfd ring segment (SCM_RIGHTS); the bytes go
-// through the ring, the socket carries one byte per chunk. Tickets,
+// through the ring, the socket carries one byte per chunk. A get on such a
+// connection reads the offered tensor straight from the server's memory
+// into the destination with one process_vm_readv (one copy instead of the
+// ring's two, and no per-chunk signals); the kernel allows it exactly when
+// the client could ptrace the server (same user, no Yama restriction), and
+// the client falls back to the ring for good when it does not
+// (DISTFLOW_SHM_DIRECT=0 keeps every get on the ring). Tickets,
 // TTLs and budgets are the same. If the socket cannot be reached (another
 // network namespace) the client uses TCP. Off with BulkClient's
 // `shared_memory` (server: ServerOptions::shared_memory, --shared_memory,
@@ -303,11 +316,19 @@ class BulkClient {
   // before any transfer.
   void set_shared_memory(bool on) { shared_memory_ = on; }
   size_t NumPooledShmForTest() const;
+  // Same-host gets read the peer's tensor directly (see the top of this
+  // file); on unless DISTFLOW_SHM_DIRECT is "0". Call before any transfer.
+  void set_shm_direct_read(bool on) { shm_direct_.store(on, std::memory_order_relaxed); }
+  bool shm_direct_read() const { return shm_direct_.load(std::memory_order_relaxed); }
+  // Makes the next direct reads fail as a forbidden process_vm_readv does
+  // (tests of the fallback to the ring).
+  void set_shm_direct_denied_for_test(bool denied) { shm_direct_denied_for_test_ = denied; }
 
  private:
   struct ShmConn {
     int fd = -1;
     std::shared_ptr<bulk_internal::ShmRing> ring;
+    int peer_pid = 0;  // the server's process (SO_PEERCRED); 0: unknown, no direct reads
   };
   // The peer's shared-memory socket ("" : use TCP), found by an identify
   // request on its TCP port and kept for a minute. DeadlineExceeded if the
@@ -352,6 +373,8 @@ class BulkClient {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::vector<Idle>> idle_ ABSL_GUARDED_BY(mu_);  // "host:port" -> connections
   bool shared_memory_ = false;
+  std::atomic<bool> shm_direct_{true};
+  bool shm_direct_denied_for_test_ = false;
   struct ShmRoute {
     std::string socket;  // "": TCP
     absl::Time until;

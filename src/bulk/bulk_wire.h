@@ -20,6 +20,10 @@ namespace bulk_internal {
 constexpr uint32_t kMagic = 0x4B424644;       // "DFBK" little-endian: get
 constexpr uint32_t kPutMagic = 0x50424644;    // "DFBP": put
 constexpr uint32_t kHelloMagic = 0x48424644;  // "DFBH": first on every connection
+// Direct get (shared-memory connections only, see bulk_transfer.h).
+constexpr uint32_t kDirectMagic = 0x44424644;  // "DFBD"
+constexpr char kDirectDone = 0;                // the client read the bytes itself
+constexpr char kDirectUseRing = 1;             // it could not: send them through the ring
 // Identify (TCP only): request = magic, version, u64 0; answer = u32 length,
 // then "<host identity>\n<abstract socket name>" (no name: no shared memory).
 constexpr uint32_t kIdentifyMagic = 0x49424644;  // "DFBI"

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/bytes_copied.h"
 
 namespace distflow {
 namespace bulk_internal {
@@ -167,6 +168,12 @@ ssize_t ReadSignals(int sock, size_t most) {
   }
 }
 
+// Bytes copied into and out of ring slots (each side counts its own).
+Counter* RingCopied() {
+  static Counter* const c = BytesCopiedCounter("shm_ring");
+  return c;
+}
+
 int Signal(int sock) {
   const char one = 1;
   for (;;) {
@@ -201,6 +208,7 @@ int ShmProduce(int sock, const ShmRing& ring, const char* src, size_t n, size_t*
     const size_t off = sent * slot;
     const size_t len = std::min(slot, n - off);
     std::memcpy(ring.slot(sent), src + off, len);
+    RingCopied()->Increment(static_cast<double>(len));
     if (int e = Signal(sock); e != 0) {
       *moved = std::min(n, acked * slot);
       return e;
@@ -227,6 +235,7 @@ int ShmConsume(int sock, const ShmRing& ring, char* dst, size_t n, size_t* moved
     const size_t off = i * slot;
     const size_t len = std::min(slot, n - off);
     std::memcpy(dst + off, ring.slot(i), len);
+    RingCopied()->Increment(static_cast<double>(len));
     *moved = off + len;
     if (int e = Signal(sock); e != 0) return e;
   }
