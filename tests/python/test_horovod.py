@@ -302,6 +302,14 @@ def test_errors_before_init_and_without_the_launcher(monkeypatch):
     monkeypatch.setenv("DISTFLOW_CONFIG", json.dumps(ps))
     with pytest.raises(ValueError, match=r"jobs \['ps', 'worker'\].*--ps 0"):
         hvd.init()
+    # The coordinator task distflow-launch adds to elastic jobs only.
+    for name in ("DISTFLOW_ELASTIC", "HOROVOD_ELASTIC", "DISTFLOW_JOIN", "DISTFLOW_JOIN_AS"):
+        monkeypatch.delenv(name, raising=False)
+    coordinated = {"cluster": {"coordinator": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
+                   "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("DISTFLOW_CONFIG", json.dumps(coordinated))
+    with pytest.raises(ValueError, match=r"a 'coordinator' job, which only elastic jobs have"):
+        hvd.init()
     two = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 2}}
     monkeypatch.setenv("DISTFLOW_CONFIG", json.dumps(two))
     with pytest.raises(ValueError, match=r"rank 2, but its cluster has 2 workers \(ranks 0..1\)"):
