@@ -46,8 +46,12 @@
 // book's mnist_distributed takes them). A worker that fails, other than the
 // chief, is replaced by a new joining worker, up to --restart_on_failure
 // times in all; the job fails once fewer than M workers are left. With
-// --ps 0 (all-reduce training) the coordinator is worker 0, and every task
-// gets DISTFLOW_ELASTIC=1: a Horovod program's hvd.elastic then rebuilds its
+// --ps 0 (all-reduce training) one more task, job "coordinator" (the ps
+// program, on --host; outside the workers, as Horovod's driver hosts its
+// rendezvous), hosts the coordinator, so any worker may die, worker 0 too,
+// and be replaced; it is stopped once the workers are done, and takes its
+// heartbeat timeout from DISTFLOW_HEARTBEAT_TIMEOUT_SECS. Every task gets
+// DISTFLOW_ELASTIC=1: a Horovod program's hvd.elastic then rebuilds its
 // group as workers join and leave (docs/COLLECTIVES.md, Elastic groups).
 //
 // --host_discovery_script SCRIPT (with --min_workers/--max_workers; Horovod
@@ -349,15 +353,19 @@ int main(int argc, char** argv) {
     const std::string host = absl::GetFlag(FLAGS_host);
     if (ps < 0 || workers < 1)
       return Usage(absl::StrCat("--ps=", ps, " --workers=", workers, ": need ps >= 0 and workers >= 1"));
-    if (base < 0 || base + ps + workers - 1 > 65535) {
-      return Usage(absl::StrCat("--base_port=", base, " leaves no room for ", ps + workers, " ports"));
+    // Elastic all-reduce: one more task, outside the workers, hosts the
+    // coordinator (a worker's death must not take the membership with it).
+    const int coordinators = elastic && ps == 0 ? 1 : 0;
+    if (base < 0 || base + ps + workers + coordinators - 1 > 65535) {
+      return Usage(absl::StrCat("--base_port=", base, " leaves no room for ", ps + workers + coordinators, " ports"));
     }
     ClusterSpec::JobMap jobs;
     int next = base;
     // With host discovery, worker i takes the i-th slot of the listed hosts.
     std::vector<std::string> slot_hosts;
     for (const distflow::DiscoveredHost& h : hosts) slot_hosts.insert(slot_hosts.end(), h.slots, h.host);
-    for (const auto& [job, n] : {std::pair<std::string, int>{"ps", ps}, {"worker", workers}}) {
+    for (const auto& [job, n] :
+         {std::pair<std::string, int>{"ps", ps}, {"worker", workers}, {distflow::kCoordinatorJob, coordinators}}) {
       for (int i = 0; i < n; ++i) {
         int port = next;
         const std::string& host_i = job == "worker" && i < static_cast<int>(slot_hosts.size()) ? slot_hosts[i] : host;
@@ -374,6 +382,7 @@ int main(int argc, char** argv) {
       }
     }
     if (ps == 0) jobs.erase("ps");
+    if (coordinators == 0) jobs.erase(distflow::kCoordinatorJob);
     cluster = ClusterSpec::FromJobs(std::move(jobs));
     if (!cluster.ok()) return Usage(absl::StrCat("bad --host: ", cluster.status().message()));
   }
@@ -394,8 +403,10 @@ int main(int argc, char** argv) {
   if (!Executable(program[0])) {
     return Usage(absl::StrCat("the program '", program[0], "' does not exist or is not executable"));
   }
-  if (cluster->HasJob("ps") && !Executable(ps_program)) {
-    return Usage(absl::StrCat("the ps program '", ps_program, "' does not exist or is not executable (--ps_program)"));
+  if ((cluster->HasJob("ps") || cluster->HasJob(distflow::kCoordinatorJob)) && !Executable(ps_program)) {
+    return Usage(absl::StrCat("the ps program '", ps_program, "' (",
+                              cluster->HasJob("ps") ? "the ps tasks" : "the coordinator task",
+                              ") does not exist or is not executable (--ps_program)"));
   }
   const std::string this_host = absl::GetFlag(FLAGS_this_host);
   if (!this_host.empty()) {

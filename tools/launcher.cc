@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -14,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -25,6 +27,18 @@
 namespace distflow {
 
 namespace {
+
+// A heartbeat timeout from DISTFLOW_HEARTBEAT_TIMEOUT_SECS (what a Horovod
+// program's ranks read) as distflow-server's flags, so the coordinator task
+// declares a rank dead when the ranks expect it to; none if unset or bad
+// (the ranks' hvd.init() names a bad value).
+std::vector<std::string> HeartbeatFlagsFromEnv() {
+  const char* raw = std::getenv("DISTFLOW_HEARTBEAT_TIMEOUT_SECS");
+  double secs = 0;
+  if (raw == nullptr || !absl::SimpleAtod(raw, &secs) || !(secs > 0) || secs > 86400) return {};
+  const double interval = std::max(0.1, std::min(1.0, secs / 4));
+  return {absl::StrCat("--heartbeat_timeout_secs=", secs), absl::StrCat("--heartbeat_interval_secs=", interval)};
+}
 
 struct Task {
   std::string job;
@@ -39,12 +53,17 @@ struct Task {
   std::string how;         // how it last ended
   std::string status_url;  // with --status_base_port
   bool joins = false;      // joins the running job (elastic): a new port and --join at every start
-  std::string host;        // host discovery: the host whose slot it holds
-  bool removing = false;   // host discovery: stopped because its host went away
+  // Variables of its environment for this start (a joiner of an elastic
+  // all-reduce job: DISTFLOW_JOIN and DISTFLOW_JOIN_AS instead of flags).
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string host;       // host discovery: the host whose slot it holds
+  bool removing = false;  // host discovery: stopped because its host went away
   std::string name() const { return joins ? absl::StrCat(job, ":+", index) : absl::StrCat(job, ":", index); }
   bool is_ps() const { return job == "ps"; }
   bool is_evaluator() const { return job == "evaluator"; }
-  bool is_worker() const { return !is_ps() && !is_evaluator(); }
+  // Elastic all-reduce (--ps 0): the task that only hosts the coordinator.
+  bool is_coordinator() const { return job == kCoordinatorJob; }
+  bool is_worker() const { return !is_ps() && !is_evaluator() && !is_coordinator(); }
 };
 
 class Launcher {
@@ -69,12 +88,16 @@ class Launcher {
         t.job = job;
         t.index = index;
         t.address = address;
-        t.argv = job == "ps" ? std::vector<std::string>{ps_program} : program;
+        const bool server = job == "ps" || job == kCoordinatorJob;
+        t.argv = server ? std::vector<std::string>{ps_program} : program;
         t.argv.push_back("--job_name=" + job);
         t.argv.push_back(absl::StrCat("--task_index=", index));
         t.argv.push_back("--cluster_spec=" + spec);
-        if (job == "ps" && !options_.shared_memory && absl::EndsWith(ps_program, "distflow-server")) {
+        if (server && !options_.shared_memory && absl::EndsWith(ps_program, "distflow-server")) {
           t.argv.push_back("--shared_memory=false");
+        }
+        if (job == kCoordinatorJob && absl::EndsWith(ps_program, "distflow-server")) {
+          for (std::string& flag : HeartbeatFlagsFromEnv()) t.argv.push_back(std::move(flag));
         }
         if (status_base_port > 0) {
           const int port = status_base_port + static_cast<int>(tasks_.size());
@@ -100,9 +123,11 @@ class Launcher {
       tasks_.push_back(std::move(t));
     }
     hosts_ = options_.hosts;
-    if (options_.join_workers > 0 || Discovery()) {
-      // ps 0, else the chief (worker 0): CoordinatorTask's rule.
-      const std::string job = cluster_.HasJob("ps") ? "ps" : "worker";
+    if (options_.join_workers > 0 || Discovery() || cluster_.HasJob(kCoordinatorJob)) {
+      // The coordinator task, else ps 0, else the chief (worker 0): CoordinatorTask's rule.
+      const std::string job = cluster_.HasJob(kCoordinatorJob) ? kCoordinatorJob
+                              : cluster_.HasJob("ps")          ? "ps"
+                                                               : "worker";
       coordinator_ =
           cluster_.HasJob(job) ? cluster_.task_address(job, cluster_.task_indices(job).front()).value_or("") : "";
       joined_ = options_.join_workers;
@@ -151,7 +176,7 @@ class Launcher {
                                        : absl::StrCat("{\"cluster\": ", cluster_.ToJson(), ", \"task\": {\"type\": \"",
                                                       t.job, "\", \"index\": ", t.index, "}}");
     Child child;
-    if (!StartChild(t.argv, config, &child)) return false;
+    if (!StartChild(t.argv, config, &child, t.env)) return false;
     t.pid = child.pid;
     t.out.fd = child.out_fd;
     t.err.fd = child.err_fd;
@@ -178,14 +203,25 @@ class Launcher {
     }
     t.address = absl::StrCat(host, ":", *port);
     t.argv = options_.program;
-    t.argv.push_back("--join=" + coordinator_);
-    t.argv.push_back("--join_as=" + t.address);
+    if (cluster_.HasJob(kCoordinatorJob)) {
+      // A Horovod program's ranks: in the environment, where the program's
+      // own argument parser cannot take them for one of its flags (argparse
+      // reads --join=... as an abbreviation of, say, --join-marker).
+      t.env = {{"DISTFLOW_JOIN", coordinator_}, {"DISTFLOW_JOIN_AS", t.address}};
+    } else {
+      t.argv.push_back("--join=" + coordinator_);
+      t.argv.push_back("--join_as=" + t.address);
+    }
     return true;
   }
 
   bool Discovery() const { return !options_.host_discovery_script.empty(); }
   absl::Time Now() const { return absl::FromUnixMicros(env_->NowMicros()); }
-  static bool IsChief(const Task& t) { return t.is_worker() && !t.joins && t.index == 0; }
+  // Worker 0, unless a coordinator task holds the membership (then every
+  // worker may be replaced, worker 0 too).
+  bool IsChief(const Task& t) const {
+    return t.is_worker() && !t.joins && t.index == 0 && !cluster_.HasJob(kCoordinatorJob);
+  }
 
   // Workers running that the launcher is not stopping.
   int ActiveWorkers() const {
@@ -338,7 +374,8 @@ class Launcher {
             rebalance_ = true;
             continue;
           }
-          if (ok || (t.is_ps() && AllWorkersDone() && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)) {
+          if (ok || ((t.is_ps() || t.is_coordinator()) && AllWorkersDone() && WIFSIGNALED(status) &&
+                     WTERMSIG(status) == SIGTERM)) {
             t.finished_ok = true;
             if (t.is_worker()) ending_ = true;  // the job is ending: no more workers start or stop
             Say(absl::StrCat(t.name(), " finished"));
@@ -409,7 +446,13 @@ class Launcher {
         }
       }
       if (AllWorkersDone()) {
-        if (workers_done_at == absl::InfinitePast()) workers_done_at = Now();
+        if (workers_done_at == absl::InfinitePast()) {
+          workers_done_at = Now();
+          // The coordinator task serves the workers only: it ends with them.
+          for (const Task& t : tasks_) {
+            if (t.is_coordinator() && t.running) kill(-t.pid, SIGTERM);
+          }
+        }
         bool ps_running = false;
         for (const Task& t : tasks_) ps_running = ps_running || t.running;
         if (!ps_running) {
@@ -433,14 +476,14 @@ class Launcher {
   // cluster spread over machines: its ps tasks end when the chief ends them).
   bool HasWorkers() const {
     for (const Task& t : tasks_) {
-      if (!t.is_ps()) return true;
+      if (!t.is_ps() && !t.is_coordinator()) return true;
     }
     return options_.only_host.empty();
   }
 
   bool AllWorkersDone() const {
     for (const Task& t : tasks_) {
-      if (t.is_ps() || t.finished_ok) continue;
+      if (t.is_ps() || t.is_coordinator() || t.finished_ok) continue;
       // Elastic: a worker that failed and was not replaced is not waited for.
       if (!t.running && std::find(gone_.begin(), gone_.end(), t.name()) != gone_.end()) continue;
       return false;

@@ -24,13 +24,16 @@
 // port) and the job waits for it as for a worker. tf.estimator's
 // train_and_evaluate evaluates the chief's checkpoints there.
 //
-// Elastic (`join_workers` > 0, the cluster has a ps job): besides the
-// cluster's tasks, `join_workers` more workers start with --join=<ps 0's
-// address> --join_as=<a free port on `join_host`> instead of a task of the
-// spec, and join the running job through its coordinator. A worker that
-// fails, other than the chief, is replaced by a new joining worker (up to
-// `restart_on_failure` replacements in all); the job fails (1, naming the
-// counts) once fewer than `min_workers` workers are left running or done.
+// Elastic (`join_workers` > 0): besides the cluster's tasks, `join_workers`
+// more workers start with --join=<the coordinator's address> --join_as=<a
+// free port on `join_host`> instead of a task of the spec, and join the
+// running job through its coordinator (ps 0; without a ps job, the task of
+// the kCoordinatorJob job, which runs `ps_program` and is stopped once the
+// workers are done). A worker that fails, other than the chief (worker 0
+// where there is a ps job; none with a coordinator task), is replaced by a
+// new joining worker (up to `restart_on_failure` replacements in all); the
+// job fails (1, naming the counts) once fewer than `min_workers` workers
+// are left running or done.
 //
 // Host discovery (`host_discovery_script` set, elastic): workers go to the
 // slots of the hosts the script lists (host_discovery.h; `hosts` is its
@@ -62,6 +65,13 @@
 namespace distflow {
 
 class Env;
+
+// Elastic all-reduce (--ps 0 --min_workers/--max_workers): the job of the
+// one task that only hosts the coordinator (a distflow-server outside the
+// worker set, as Horovod's driver hosts its rendezvous), so that no
+// worker's death ends the job. CoordinatorTask (src/coordination) takes
+// task 0 of this job first.
+inline constexpr char kCoordinatorJob[] = "coordinator";
 
 struct LaunchOptions {
   std::vector<std::string> program;  // every task that is not a ps task

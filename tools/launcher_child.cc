@@ -29,7 +29,8 @@ void WriteAll(int fd, const std::string& s) {
 void Say(const std::string& line) { WriteAll(STDOUT_FILENO, absl::StrCat("[launch] ", line, "\n")); }
 void Complain(const std::string& line) { WriteAll(STDERR_FILENO, absl::StrCat("[launch] ", line, "\n")); }
 
-bool StartChild(std::vector<std::string>& args, const std::string& config, Child* child) {
+bool StartChild(std::vector<std::string>& args, const std::string& config, Child* child,
+                const std::vector<std::pair<std::string, std::string>>& env) {
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
     Complain(absl::StrCat("pipe: ", strerror(errno)));
@@ -55,6 +56,7 @@ bool StartChild(std::vector<std::string>& args, const std::string& config, Child
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     if (!config.empty()) setenv("DISTFLOW_CONFIG", config.c_str(), 1);
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     execvp(argv[0], argv.data());
     std::string msg = absl::StrCat("cannot run ", argv[0], ": ", strerror(errno), "\n");
     ssize_t ignored = write(STDERR_FILENO, msg.data(), msg.size());

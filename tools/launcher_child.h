@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace distflow {
@@ -28,10 +29,11 @@ struct Child {
 };
 
 // Starts `argv` as a child in its own process group, killed if the launcher
-// dies, with DISTFLOW_CONFIG set to `config` unless it is empty. False (said
-// on stderr) if a pipe or the fork failed; a program that cannot run exits
-// 127 naming itself.
-bool StartChild(std::vector<std::string>& argv, const std::string& config, Child* child);
+// dies, with DISTFLOW_CONFIG set to `config` unless it is empty and the
+// variables of `env` set. False (said on stderr) if a pipe or the fork
+// failed; a program that cannot run exits 127 naming itself.
+bool StartChild(std::vector<std::string>& argv, const std::string& config, Child* child,
+                const std::vector<std::pair<std::string, std::string>>& env = {});
 
 // Reads what is there on `s` and copies its whole lines to `s.out_fd`,
 // each with `prefix` in front and one write per line; at EOF, the rest too,

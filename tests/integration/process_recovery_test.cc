@@ -200,9 +200,14 @@ TEST(FailureDetection, AParameterServerThatHangsFailsTheStepsAndTheJobRecoversWh
   auto [ps, w1, chief] = c.StartPsAndTwoWorkers(1500);
   ASSERT_TRUE(WaitForCheckpoint(c.logdir, 100, 120)) << Output(chief);
   ASSERT_TRUE(StopProcess(ps)) << "the ps did not stop";
+  const auto stopped = std::chrono::steady_clock::now();
   // Silent past the 2 s limit: the chief's step fails naming the ps; then it
   // answers again.
   EXPECT_TRUE(WaitForOutput(chief, "(the cluster's coordinator) has not answered heartbeats", 60)) << Output(chief);
+  // Stopped for longer than its heartbeat loop's interval + timeout (1 + 2
+  // s), so that on resume the ps (the coordinator) sees the gap in its own
+  // loop: the workers' silence then was its own pause, not theirs.
+  std::this_thread::sleep_until(stopped + std::chrono::seconds(4));
   ASSERT_TRUE(ContinueProcess(ps)) << "the ps did not continue";
   EXPECT_EQ(Wait(chief, 180), 0) << Output(chief) << "\n--- ps:\n" << Output(ps) << "\n--- worker 1:\n" << Output(w1);
   const std::string out = Output(chief);
@@ -214,6 +219,7 @@ TEST(FailureDetection, AParameterServerThatHangsFailsTheStepsAndTheJobRecoversWh
   EXPECT_NE(out.find("Test-Accuracy"), std::string::npos) << out;
   EXPECT_EQ(Wait(w1, 60), 0) << Output(w1);
   EXPECT_EQ(Wait(ps, 30), 0) << Output(ps);
+  EXPECT_NE(Output(ps).find("The coordinator's own heartbeat loop did not run for"), std::string::npos) << Output(ps);
 }
 
 TEST(Recovery, TasksStartInAnyOrderEvenTheParameterServerLast) {

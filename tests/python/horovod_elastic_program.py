@@ -6,7 +6,7 @@ prints its task, rank, group size and step; at the end the loss on a fixed
 test batch before and after, and a checksum of every global variable.
 
 Test hooks (flags of this program, not Horovod's):
-  --join-marker PATH  a worker started to join (--join) waits for PATH
+  --join-marker PATH  a worker started to join (DISTFLOW_JOIN) waits for PATH
                       before hvd.init(), so it joins a job already training;
   --wait-join-step S  at step S, while the group has fewer than
                       --wait-join-size ranks, the ranks keep committing
@@ -22,17 +22,20 @@ import os
 import sys
 import time
 
-parser = argparse.ArgumentParser(allow_abbrev=False)  # --join (the launcher's) is not --join-marker
+# Abbreviations allowed (argparse's default): a joining worker's argv has no
+# --join=... of the launcher's for --join-marker to take.
+parser = argparse.ArgumentParser()
 parser.add_argument("--num-steps", type=int, default=60)
 parser.add_argument("--join-marker", default="")
 parser.add_argument("--wait-join-step", type=int, default=-1)
 parser.add_argument("--wait-join-size", type=int, default=3)
 parser.add_argument("--hold-task", type=int, default=-1)
 parser.add_argument("--hold-step", type=int, default=-1)
-# The launcher's flags for a joining worker stay in sys.argv until the
-# Horovod module is imported (it removes them).
-joining = any(a.startswith("--join=") for a in sys.argv)
+# A joining worker is told where to join in its environment.
+joining = bool(os.environ.get("DISTFLOW_JOIN"))
 args, _ = parser.parse_known_args()
+if joining and any(a.startswith("--join") and not a.startswith("--join-marker") for a in sys.argv):
+    sys.exit(f"a launcher flag in a joiner's argv: {sys.argv}")
 
 if joining and args.join_marker:
     print(f"joiner {os.getpid()} waiting for the job to train", flush=True)

@@ -302,6 +302,14 @@ def test_errors_before_init_and_without_the_launcher(monkeypatch):
     monkeypatch.setenv("DISTFLOW_CONFIG", json.dumps(ps))
     with pytest.raises(ValueError, match=r"jobs \['ps', 'worker'\].*--ps 0"):
         hvd.init()
+    # The coordinator task distflow-launch adds to elastic jobs only.
+    for name in ("DISTFLOW_ELASTIC", "HOROVOD_ELASTIC", "DISTFLOW_JOIN", "DISTFLOW_JOIN_AS"):
+        monkeypatch.delenv(name, raising=False)
+    coordinated = {"cluster": {"coordinator": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
+                   "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("DISTFLOW_CONFIG", json.dumps(coordinated))
+    with pytest.raises(ValueError, match=r"a 'coordinator' job, which only elastic jobs have"):
+        hvd.init()
     two = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 2}}
     monkeypatch.setenv("DISTFLOW_CONFIG", json.dumps(two))
     with pytest.raises(ValueError, match=r"rank 2, but its cluster has 2 workers \(ranks 0..1\)"):
@@ -332,6 +340,32 @@ def test_launcher_flags_are_removed_from_argv(tmp_path):
     assert r.returncode == 0, out[-3000:]
     assert out.count("parsed 7 ['--steps', '7']") == 2, out[-3000:]
     assert "[worker:1] rank 1" in out, out[-3000:]
+
+
+def test_only_the_launchers_own_join_flags_are_taken(monkeypatch):
+    """--join and --join_as are matched whole, as the last arguments: a
+    program's --joint=3 or --join_assets=x stays its own; a joiner of an
+    elastic all-reduce job is told in its environment, argv untouched."""
+    from distflow.horovod.tensorflow import basics
+
+    def strip(argv, env=None):
+        monkeypatch.setattr(sys, "argv", list(argv))
+        monkeypatch.setattr(basics, "_join", None)
+        for name in ("DISTFLOW_CONFIG", "DISTFLOW_JOIN", "DISTFLOW_JOIN_AS"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        basics._strip_launcher_flags()
+        return sys.argv[1:], basics._join
+
+    assert strip(["p", "--joint=3", "--join=10.0.0.1:2222", "--join_as=10.0.0.2:2300"]) == \
+        (["--joint=3"], ("10.0.0.1:2222", "10.0.0.2:2300"))
+    for own in (["--join_assets=x", "--joiner=y"], ["--jo=1.2.3.4:5", "--join_a=1.2.3.4:6"],
+                ["--join=10.0.0.1:2222"]):  # a --join alone is the program's (the launcher gives both)
+        assert strip(["p"] + own) == (own, None), own
+    env = {"DISTFLOW_JOIN": "10.0.0.1:2222", "DISTFLOW_JOIN_AS": "10.0.0.2:2300"}
+    assert strip(["p", "--join-marker=/tmp/m", "--steps", "3"], env) == \
+        (["--join-marker=/tmp/m", "--steps", "3"], ("10.0.0.1:2222", "10.0.0.2:2300"))
 
 
 def test_keras_datasets_read_debians_fashion_mnist(tmp_path):

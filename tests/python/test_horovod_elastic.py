@@ -4,7 +4,9 @@ Elastic groups) with real processes: `distflow-launch --ps 0 --min_workers 2
 job; the group grows to 3 at a commit and the joiner takes rank 0's state;
 then one rank is SIGKILLed while the others wait for it in a reduction; the
 survivors go back to their last commit, the group shrinks to 2 and the job
-finishes with equal variables on the survivors and a lower loss."""
+finishes with equal variables on the survivors and a lower loss. The
+coordinator is a task of its own, so rank 0 may die too: the survivor
+goes on and a replacement joins."""
 import os
 import re
 import signal
@@ -71,3 +73,44 @@ def test_a_worker_joins_and_one_dies_and_the_survivors_finish_equal(tmp_path):
     assert len({m.group(3) for m in done.values()}) == 1, out[-6000:]
     assert len({m.group(6) for m in done.values()}) == 1, f"the survivors' variables differ:\n{out[-6000:]}"
     assert float(done[0].group(5)) < 0.8 * float(done[0].group(4)), out[-6000:]
+
+
+def test_worker_0_dies_and_the_others_go_on_with_a_replacement(tmp_path):
+    """The coordinator is a task of its own (job "coordinator"), not worker
+    0: rank 0 is SIGKILLed while rank 1 waits for it in a reduction; rank 1
+    goes back to its last commit, the launcher starts a worker that joins
+    in its place, and the two finish with equal variables."""
+    job = Job(["--ps", "0", "--min_workers", "2", "--max_workers", "2", "--restart_on_failure", "1"],
+              ["--num-steps", "25", "--wait-join-step", "15", "--wait-join-size", "2", "--hold-task", "0",
+               "--hold-step", "12"])
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        held = job.wait_for(r"task 0 holding at step 12, pid (\d+)", deadline)
+        assert held is not None, job.output()[-6000:]
+        os.kill(int(held.group(1)), signal.SIGKILL)
+        job.proc.wait(timeout=max(1, deadline - time.monotonic()))
+    finally:
+        if job.proc.poll() is None:
+            job.proc.kill()
+            job.proc.wait()
+    job.reader.join(10)
+    out = job.output()
+    assert job.proc.returncode == 0, out[-6000:]
+    assert re.search(r"\[launch\] cluster .*coordinator\|127\.0\.0\.1:\d+", out), out[-6000:]
+    assert re.search(r"worker:0 was killed by signal 9 .*; a new worker joins the job in its place", out), out[-6000:]
+    # The coordinator (not a rank) declared worker 0 dead and rebuilt the group.
+    assert re.search(r"\[coordinator:0\].*/job:worker/replica:0/task:0 is declared dead", out), out[-6000:]
+    assert re.search(r"\[worker:1\].*hvd.elastic: a collective failed", out), out[-6000:]
+    # Task 1, the oldest survivor, is rank 0 from then on; the replacement
+    # (task 2) joined through the coordinator and trained as rank 1 of 2.
+    assert re.search(r"\[worker:1\].*task 1 rank 0 of [12] step 11\b", out), out[-6000:]
+    assert re.search(r"\[worker:\+1\].*task 2 rank 1 of 2 step \d+", out), out[-6000:]
+    done = {int(m.group(1)): m for m in re.finditer(
+        r"task (\d) rank \d of 2 done at step (\d+) \(global step (\d+)\): loss ([0-9.]+) -> ([0-9.]+); "
+        r"variables ([0-9a-f]+)", out)}
+    assert sorted(done) == [1, 2], out[-6000:]
+    assert {m.group(2) for m in done.values()} == {"25"}, out[-6000:]
+    assert len({m.group(3) for m in done.values()}) == 1, out[-6000:]
+    assert len({m.group(6) for m in done.values()}) == 1, f"the survivors' variables differ:\n{out[-6000:]}"
+    assert float(done[1].group(5)) < 0.8 * float(done[1].group(4)), out[-6000:]
+    assert "every task finished" in out, out[-6000:]

@@ -14,19 +14,23 @@ others' collectives fail naming it.
 
 The launcher appends --job_name, --task_index, --cluster_spec (and
 --status_port; its SLURM script --job_layout and --cluster_spec) to the
-program's arguments, or --join and --join_as to a worker that joins a
-running elastic job; importing this module removes them from sys.argv when
+program's arguments; importing this module removes them from sys.argv when
 they agree with DISTFLOW_CONFIG, so a Horovod program's own argument parser
-never sees them.
+never sees them. A worker that joins a running elastic job is told where
+in DISTFLOW_JOIN and DISTFLOW_JOIN_AS (its argv has nothing of the launcher's
+for a parser that reads abbreviations to take for one of its own flags);
+--join=ADDRESS --join_as=HOST:PORT as its last arguments say the same.
 
 Elastic mode (Horovod's hvd.elastic; docs/COLLECTIVES.md, Elastic groups):
 under `distflow-launch --ps 0 --min_workers M --max_workers N` (which sets
 DISTFLOW_ELASTIC=1, as horovodrun sets HOROVOD_ELASTIC=1) every collective
 runs in the elastic group (group_size 0): every live worker of the job,
-built at the job's coordinator (worker 0) by init() and again by each
-reset of hvd.elastic.run. rank() and size() are those of the group's last
-build; rank 0 is the oldest worker (it holds the state every other takes
-in State.sync()). A worker that joins (--join) enters the group when the
+built at the job's coordinator by init() and again by each
+reset of hvd.elastic.run. The coordinator is a task of its own (job
+"coordinator", which the launcher adds to DISTFLOW_CONFIG's cluster), not
+a rank, so any rank may die, rank 0 too. rank() and size() are those of
+the group's last build; rank 0 is the oldest worker (it holds the state
+every other takes in State.sync()). A worker that joins (--join) enters the group when the
 others next check for host updates (State.commit()). Process sets (fixed
 lists of ranks) are not supported in elastic mode."""
 import atexit
@@ -42,6 +46,8 @@ from distflow.train import server as _server
 LAUNCH_COMMAND = "distflow-launch --ps 0 --workers N -- python3 PROGRAM [ARGS]"
 ELASTIC_TIMEOUT_SECS = 300.0  # how long a rebuild of the elastic group waits for every live worker
 
+# The job of the task that only hosts the coordinator (elastic; launcher.h's kCoordinatorJob).
+COORDINATOR_JOB = "coordinator"
 # The group of the init and exit barriers; the program's own collectives
 # use mpi_ops.GROUP_KEY.
 CONTROL_GROUP_KEY = 1 << 30
@@ -89,8 +95,16 @@ _join = None  # (coordinator address, this task's address) of a worker joining a
 
 def _strip_launcher_flags():
     """Removes the flags distflow-launch appends (the last arguments) from
-    sys.argv, remembering --status_port for the server."""
-    global _status_port
+    sys.argv, remembering --status_port for the server. Only whole flags
+    of the launcher's, exactly as it writes them (--join=..., never
+    --joint=... or a --jo abbreviation), and only as the last arguments.
+    A worker that joins an elastic all-reduce job is told where in its
+    environment (DISTFLOW_JOIN, DISTFLOW_JOIN_AS), so nothing of the kind
+    is in sys.argv for the program's own parser to mistake."""
+    global _status_port, _join
+    env_join = (os.environ.get("DISTFLOW_JOIN", ""), os.environ.get("DISTFLOW_JOIN_AS", ""))
+    if all(env_join):
+        _join = env_join
     # A joining worker has no DISTFLOW_CONFIG: its --join/--join_as say where to join.
     if not os.environ.get("DISTFLOW_CONFIG") and not any(a.startswith("--join=") for a in sys.argv):
         return
@@ -109,7 +123,6 @@ def _strip_launcher_flags():
             except ValueError:
                 return
     if joins:
-        global _join
         _join = (joins["join"], joins["join_as"])
     del argv[end:]
 
@@ -134,7 +147,14 @@ def _read_config():
         raise ValueError(f"hvd.init(): DISTFLOW_CONFIG needs a \"cluster\" and a \"task\", got {raw!r}. Start every "
                          f"rank with: {LAUNCH_COMMAND}")
     jobs = sorted(cluster)
-    if jobs != ["worker"]:
+    # Elastic: distflow-launch adds a task that only hosts the job's
+    # coordinator (job "coordinator", outside the ranks).
+    coordinator = cluster.get(COORDINATOR_JOB) if jobs == [COORDINATOR_JOB, "worker"] else None
+    if coordinator is not None and not _elastic_requested():
+        raise ValueError(f"hvd.init(): the cluster has a {COORDINATOR_JOB!r} job, which only elastic jobs have "
+                         "(distflow-launch --ps 0 --min_workers M --max_workers N sets DISTFLOW_ELASTIC=1); start "
+                         f"every rank with: {LAUNCH_COMMAND}")
+    if jobs != ["worker"] and coordinator is None:
         raise ValueError(f"hvd.init(): the cluster has jobs {jobs}, but Horovod-style training runs workers only, "
                          f"each holding the whole model (no parameter servers). Start every rank with: "
                          f"{LAUNCH_COMMAND}")
@@ -151,7 +171,11 @@ def _read_config():
     if not 0 <= rank < len(workers):
         raise ValueError(f"hvd.init(): DISTFLOW_CONFIG says rank {rank}, but its cluster has {len(workers)} workers "
                          f"(ranks 0..{len(workers) - 1})")
-    return {"worker": list(workers)}, rank
+    out = {"worker": list(workers)}
+    if coordinator is not None:
+        out[COORDINATOR_JOB] = [coordinator[k] for k in sorted(coordinator, key=int)] \
+            if isinstance(coordinator, dict) else list(coordinator)
+    return out, rank
 
 
 def _elastic_requested():
@@ -197,7 +221,8 @@ def init(comm=None, process_sets=None):
     if _join is not None:
         from distflow import elastic as _elastic
         task_index, spec = _elastic.join_cluster(_join[0], _join[1])
-        cluster = {"worker": spec.as_dict()["worker"]}
+        live = spec.as_dict()
+        cluster = {job: live[job] for job in ("worker", COORDINATOR_JOB) if job in live}
         my_rank = task_index
     else:
         cluster, my_rank = _read_config()
@@ -242,9 +267,7 @@ def rebuild():
     addresses = {}
     try:
         from distflow import elastic as _elastic
-        workers = state.cluster["worker"]
-        coordinator = _join[0] if _join is not None else (workers[0] if isinstance(workers, list) else workers[0])
-        for m in _elastic.cluster_members(coordinator):
+        for m in _elastic.cluster_members(_coordinator_address(state)):
             if m.task.startswith("/job:worker/") and m.address:
                 addresses[int(m.task.rsplit(":", 1)[1])] = m.address
     except Exception:  # noqa: B902 (local ranks are a hint; the group is built)
@@ -252,6 +275,19 @@ def rebuild():
     state._set_local(addresses, tasks)
     print(f"hvd: task {state.task_index} is rank {state.rank} of {state.size} in generation {generation} of the "
           f"elastic group", file=sys.stderr, flush=True)
+
+
+def _coordinator_address(state):
+    """The address of the task that keeps the job's membership: the
+    coordinator task's, else the one a joiner joined through, else worker
+    0's (CoordinatorTask's rule)."""
+    coordinator = state.cluster.get(COORDINATOR_JOB)
+    if coordinator:
+        return coordinator[0] if isinstance(coordinator, list) else coordinator[min(coordinator)]
+    if _join is not None:
+        return _join[0]
+    workers = state.cluster["worker"]
+    return workers[0] if isinstance(workers, list) else workers[min(workers)]
 
 
 def _wait_for_ranks():

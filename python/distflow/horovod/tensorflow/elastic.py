@@ -26,8 +26,10 @@ DISTFLOW_HEARTBEAT_TIMEOUT_SECS), calls the reset callbacks (hvd.rank()
 and hvd.size() are the new group's) and syncs the state from rank 0, the
 oldest rank, before it calls the function again.
 
-Worker 0 hosts the job's coordinator: it must stay up (as Horovod's
-driver must)."""
+The job's coordinator is a task of its own that the launcher starts
+beside the workers (as Horovod's driver hosts its rendezvous), so any rank
+may die, rank 0 too: the others go back to their last commit, rank 0 of
+the rebuilt group is the oldest survivor, and a replacement joins."""
 import numpy as np
 
 from distflow import _distflow
