@@ -7,13 +7,22 @@
 #   mnist_local, one process (no cluster)
 #   PyTorch's parameter server over torch.distributed.rpc, 1 ps + 3 workers,
 #   asynchronous (bench/pytorch_rpc_ps.py): the baseline
+#   mnist_distributed --all_reduce, 3 workers and no ps (config "allreduce 3":
+#   CollectiveAllReduceOptimizer, every worker STEPS steps of 50)
+#   PyTorch DDP over gloo, 3 processes of one thread (config "ddp 3",
+#   bench/pytorch_ddp.py: the same CNN, batch 50 per process, Adam(1e-3),
+#   every process STEPS steps on Fashion-MNIST)
 # Aggregate examples/s = (batches the workers computed) x 50 / (the longest
-# worker's training time). Each configuration runs ROUNDS times; the median
-# is reported.
+# worker's training time). Test accuracy is the chief's (rank 0's) on
+# Fashion-MNIST's 10,000 test images at the end ("-": random data, or not
+# reported); "allreduce 3" and "ddp 3" both train on 3 x STEPS x 50
+# examples, so theirs compare directly (the ps configurations train on
+# STEPS x 50 asynchronous, STEPS x 150 synchronous). Each configuration runs
+# ROUNDS times; the medians are reported.
 #
 #   bench/run_replicated_bench.sh [BUILD_DIR]
 # Environment: STEPS=600 global steps per run, ROUNDS=3, CONFIGS (comma-separated,
-# default "async 1,async 2,async 3,sync 3,local,torch"; without torch the ratio
+# default "async 1,async 2,async 3,sync 3,local,torch,allreduce 3,ddp 3"; without torch the ratio
 # column is left out; "async 3 noprefetch" runs 3 async workers with
 # --prefetch_variables=false, the workers reading every step's variables
 # afresh; "async 3 unfused" or "sync 3 unfused" passes --fused_adam=false,
@@ -34,60 +43,83 @@ free_port() {  # outside the kernel's ephemeral range: see tests/py/ports.py
     "$(dirname "${BASH_SOURCE[0]}")/../tests/py"
 }
 
-# distflow W MODE [noprefetch]: prints aggregate examples/s of one run.
+# distflow W MODE [noprefetch]: prints aggregate examples/s and the chief's
+# test accuracy of one run. MODE allreduce: no ps, --all_reduce.
 distflow() {
   local workers=$1 mode=$2 variant=${3:-} spec pids=() extra=()
-  spec="ps|127.0.0.1:$(free_port),worker|127.0.0.1:$(free_port)"
+  spec="worker|127.0.0.1:$(free_port)"
+  [ "$mode" != allreduce ] && spec="ps|127.0.0.1:$(free_port),$spec"
   for ((i = 1; i < workers; i++)); do spec="$spec;127.0.0.1:$(free_port)"; done
   [ "$mode" = sync ] && extra=(--sync_replicas --replicas_to_aggregate="$workers")
+  [ "$mode" = allreduce ] && extra=(--all_reduce)
   [ "$variant" = noprefetch ] && extra+=(--prefetch_variables=false)
   [ "$variant" = unfused ] && extra+=(--fused_adam=false)
   local common=(--cluster_spec="$spec" --intra_op_threads=1 --model=cnn --batch_size=50 --print_every=100000)
-  "$TRAIN" "${common[@]}" --job_name=ps --task_index=0 >"$LOGS/ps.log" 2>&1 &
-  pids+=($!)
+  rm -f "$LOGS"/*.log
+  if [ "$mode" != allreduce ]; then
+    "$TRAIN" "${common[@]}" --job_name=ps --task_index=0 >"$LOGS/ps.log" 2>&1 &
+    pids+=($!)
+  fi
   for ((i = workers - 1; i >= 0; i--)); do
     "$TRAIN" "${common[@]}" "${extra[@]}" --job_name=worker --task_index=$i --train_steps="$STEPS" \
       --wait_for_workers_secs=60 >"$LOGS/w$i.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || { echo "a task failed; logs in $LOGS" >&2; exit 1; }; done
-  # "Worker i ran L of the G global steps in T s (...)"
+  # "Worker i ran L of the G global steps in T s (...)", with all-reduce
+  # "Worker i ran L steps in T s; ..."
   cat "$LOGS"/w*.log | "$PY" -c '
 import re, sys
-runs = [(int(m.group(1)), float(m.group(2))) for m in re.finditer(r"ran (\d+) of the \d+ global steps in ([\d.]+) s", sys.stdin.read())]
-print(f"{sum(l for l, _ in runs) * 50 / max(t for _, t in runs):.1f}")'
+text = sys.stdin.read()
+runs = [(int(m.group(1)), float(m.group(2))) for m in re.finditer(r"ran (\d+) (?:of the \d+ global )?steps in ([\d.]+) s", text)]
+acc = re.search(r"Test-Accuracy: ([\d.]+)", text)
+print(f"{sum(l for l, _ in runs) * 50 / max(t for _, t in runs):.1f} {acc.group(1) if acc else chr(45)}")'
 }
 
 local_run() {
   "$BUILD/examples/mnist_local" --threads=1 --steps="$STEPS" --print_every=100000 2>/dev/null |
-    "$PY" -c 'import re, sys; m = re.search(r"([\d.]+) ms/step", sys.stdin.read()); print(f"{50000 / float(m.group(1)):.1f}")'
+    "$PY" -c 'import re, sys; m = re.search(r"([\d.]+) ms/step", sys.stdin.read()); print(f"{50000 / float(m.group(1)):.1f} -")'
 }
 
 torch_run() {
   "$PY" bench/pytorch_rpc_ps.py --workers 3 --steps "$STEPS" --port "$(free_port)" 2>/dev/null |
-    "$PY" -c 'import re, sys; print(re.search(r"examples/s=([\d.]+)", sys.stdin.read()).group(1))'
+    "$PY" -c 'import re, sys; print(re.search(r"examples/s=([\d.]+)", sys.stdin.read()).group(1), "-")'
+}
+
+ddp_run() {
+  "$PY" bench/pytorch_ddp.py --workers "$1" --steps "$STEPS" --port "$(free_port)" 2>/dev/null |
+    "$PY" -c 'import re, sys; t = sys.stdin.read(); print(re.search(r"examples/s=([\d.]+)", t).group(1), re.search(r"test_accuracy=([\d.]+)", t).group(1))'
 }
 
 median() { tr ' ' '\n' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
 
-declare -A result
-IFS=, read -ra configs <<<"${CONFIGS:-async 1,async 2,async 3,sync 3,local,torch}"
+declare -A result accuracy
+IFS=, read -ra configs <<<"${CONFIGS:-async 1,async 2,async 3,sync 3,local,torch,allreduce 3,ddp 3}"
 for ((r = 1; r <= ROUNDS; r++)); do
   for c in "${configs[@]}"; do
     set -- $c
     case $1 in
-      async | sync) v=$(distflow "$2" "$1" "${3:-}") ;;
-      local) v=$(local_run) ;;
-      torch) v=$(torch_run) ;;
+      async | sync | allreduce) out=$(distflow "$2" "$1" "${3:-}") ;;
+      local) out=$(local_run) ;;
+      torch) out=$(torch_run) ;;
+      ddp) out=$(ddp_run "$2") ;;
+      *) echo "unknown configuration '$c'" >&2; exit 2 ;;
     esac
+    read -r v a <<<"$out"
     result[$c]="${result[$c]:-} $v"
-    echo "round $r: $c: $v examples/s" >&2
+    [ "$a" != - ] && accuracy[$c]="${accuracy[$c]:-} $a"
+    echo "round $r: $c: $v examples/s, test accuracy $a" >&2
   done
 done
 base=$(echo ${result[torch]:-} | median)
-printf '%-48s %12s %10s\n' "configuration (book CNN, batch 50, 1 thread/process)" "examples/s" "vs torch"
+ddp_base=$(echo ${result[ddp 3]:-} | median)
+printf '%-48s %12s %10s %10s %10s\n' "configuration (book CNN, batch 50, 1 thread/process)" "examples/s" "vs torch" "vs DDP" \
+  "test acc."
 for c in "${configs[@]}"; do
   m=$(echo ${result[$c]} | median)
+  acc=$(echo ${accuracy[$c]:--} | median)
+  vs_ddp="-"
+  [ -n "$ddp_base" ] && vs_ddp=$(printf '%.2fx' "$(echo "$m / $ddp_base" | bc -l)")
   case $c in
     "async "*" noprefetch") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, no prefetch" ;;
     *" unfused") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1) workers, Adam unfused" ;;
@@ -95,11 +127,11 @@ for c in "${configs[@]}"; do
     "sync "*) name="distflow 1 ps + ${c#sync } sync workers (all aggregated)" ;;
     local) name="distflow single process (mnist_local)" ;;
     torch) name="PyTorch RPC ps, 1 ps + 3 async workers" ;;
+    "allreduce "*) name="distflow all-reduce, ${c#allreduce } workers, no ps" ;;
+    "ddp "*) name="PyTorch DDP over gloo, ${c#ddp } processes" ;;
   esac
-  if [ -n "$base" ]; then
-    printf '%-48s %12.1f %9.2fx\n' "$name" "$m" "$(echo "$m / $base" | bc -l)"
-  else
-    printf '%-48s %12.1f %10s\n' "$name" "$m" "-"
-  fi
+  vs_torch="-"
+  [ -n "$base" ] && vs_torch=$(printf '%.2fx' "$(echo "$m / $base" | bc -l)")
+  printf '%-48s %12.1f %10s %10s %10s\n' "$name" "$m" "$vs_torch" "$vs_ddp" "$acc"
 done
 echo "(median of $ROUNDS rounds, $STEPS global steps each; logs in $LOGS)"

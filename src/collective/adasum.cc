@@ -29,100 +29,108 @@ Tensor Combine(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-class WholeTensorAdasum : public std::enable_shared_from_this<WholeTensorAdasum> {
+class WholeTensorAdasum final : public AdasumRun {
  public:
-  WholeTensorAdasum(std::shared_ptr<CollectiveChannel> ch, Tensor buf, CollectiveStatusCallback done)
-      : ch_(std::move(ch)),
-        buf_(std::move(buf)),
-        cur_(buf_.DeepCopy()),  // sent to peers: never written after
-        n_(ch_->size()),
-        rank_(ch_->rank()),
-        p_(LargestPowerOfTwoAtMost(n_)),
-        done_(std::move(done)) {}
-
-  void Start() {
-    if (rank_ >= p_) {  // folded into rank - p, which sends the result back
-      if (!Sent(rank_ - p_, "adasum_fold")) return;
-      ch_->RecvAsync(rank_ - p_, "adasum_unfold", [self = shared_from_this()](absl::Status s, Tensor got) {
-        if (s.ok()) s = self->Check(self->rank_ - self->p_, got);
-        if (!s.ok()) return self->Fail(s);
-        self->cur_ = std::move(got);
-        self->Finish();
-      });
-      return;
-    }
-    if (rank_ + p_ < n_) {
-      ch_->RecvAsync(rank_ + p_, "adasum_fold", [self = shared_from_this()](absl::Status s, Tensor got) {
-        if (s.ok()) s = self->Check(self->rank_ + self->p_, got);
-        if (s.ok()) s = self->CombineInto(self->cur_, got);
-        if (!s.ok()) return self->Fail(s);
-        self->Round(1);
-      });
-      return;
-    }
-    Round(1);
-  }
+  using AdasumRun::AdasumRun;
 
  private:
+  void Rounds() override { Round(1); }
+
   // Round k of recursive doubling among ranks 0..p-1; after the last, the
   // result goes back to the folded rank, if any.
   void Round(int k) {
-    if (k >= p_) {
-      if (rank_ + p_ < n_ && !Sent(rank_ + p_, "adasum_unfold")) return;
-      Finish();
-      return;
-    }
+    if (k >= p_) return Unfold();
     const int partner = rank_ ^ k;
     const std::string tag = absl::StrCat("adasum_", k);
-    if (!Sent(partner, tag)) return;
-    ch_->RecvAsync(partner, tag, [self = shared_from_this(), partner, k](absl::Status s, Tensor got) {
-      if (s.ok()) s = self->Check(partner, got);
-      // The lower rank's operand first on both ranks: the same bytes.
-      if (s.ok()) s = self->rank_ < partner ? self->CombineInto(self->cur_, got) : self->CombineInto(got, self->cur_);
-      if (!s.ok()) return self->Fail(s);
-      self->Round(2 * k);
-    });
-  }
-
-  bool Sent(int to, const std::string& tag) {
-    absl::Status s = ch_->Send(to, tag, cur_);
-    if (!s.ok()) Fail(s);
-    return s.ok();
+    if (!Sent(partner, tag, cur_)) return;
+    ch_->RecvAsync(partner, tag,
+                   [self = std::static_pointer_cast<WholeTensorAdasum>(shared_from_this()), partner, k](absl::Status s,
+                                                                                                        Tensor got) {
+                     if (s.ok()) s = self->Check(partner, got, self->buf_.NumElements());
+                     // The lower rank's operand first on both ranks: the same bytes.
+                     if (s.ok()) {
+                       s = self->rank_ < partner ? self->CombineInto(self->cur_, got)
+                                                 : self->CombineInto(got, self->cur_);
+                     }
+                     if (!s.ok()) return self->Fail(s);
+                     self->Round(2 * k);
+                   });
   }
 
   absl::Status CombineInto(const Tensor& a, const Tensor& b) {
     absl::StatusOr<Tensor> c = AdasumCombine(a, b);
     if (!c.ok()) return c.status();
-    cur_ = std::move(*c);
+    cur_ = std::move(*c);  // a new tensor: what was sent stays as it was
     return absl::OkStatus();
   }
-
-  absl::Status Check(int from, const Tensor& got) const {
-    if (got.dtype() == buf_.dtype() && got.NumElements() == buf_.NumElements()) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat(ch_->RankName(from), " sent ", DataTypeName(got.dtype()), " ", got.shape().DebugString(),
-                     " where ", ch_->RankName(rank_), " expected ", buf_.NumElements(), " elements of ",
-                     DataTypeName(buf_.dtype()), ": every rank must run the op with the same dtype and shape"));
-  }
-
-  void Finish() {
-    if (buf_.TotalBytes() > 0) std::memcpy(buf_.raw_data(), cur_.raw_data(), buf_.TotalBytes());
-    done_(absl::OkStatus());
-  }
-
-  void Fail(const absl::Status& s) {
-    ch_->Abort(s);
-    done_(s);
-  }
-
-  const std::shared_ptr<CollectiveChannel> ch_;
-  Tensor buf_;  // the caller's: the result goes here
-  Tensor cur_;  // what this rank holds now
-  const int n_, rank_, p_;
-  CollectiveStatusCallback done_;
 };
 
 }  // namespace
+
+AdasumRun::AdasumRun(std::shared_ptr<CollectiveChannel> ch, Tensor buf, CollectiveStatusCallback done)
+    : ch_(std::move(ch)),
+      buf_(std::move(buf)),
+      cur_(buf_.DeepCopy()),
+      n_(ch_->size()),
+      rank_(ch_->rank()),
+      p_(LargestPowerOfTwoAtMost(n_)),
+      done_(std::move(done)) {}
+
+void AdasumRun::Start() {
+  if (rank_ >= p_) {  // folded into rank - p, which sends the result back
+    if (!Sent(rank_ - p_, "adasum_fold", cur_)) return;
+    ch_->RecvAsync(rank_ - p_, "adasum_unfold", [self = shared_from_this()](absl::Status s, Tensor got) {
+      if (s.ok()) s = self->Check(self->rank_ - self->p_, got, self->buf_.NumElements());
+      if (!s.ok()) return self->Fail(s);
+      self->cur_ = std::move(got);
+      self->Finish();
+    });
+    return;
+  }
+  if (rank_ + p_ < n_) {
+    ch_->RecvAsync(rank_ + p_, "adasum_fold", [self = shared_from_this()](absl::Status s, Tensor got) {
+      if (s.ok()) s = self->Check(self->rank_ + self->p_, got, self->buf_.NumElements());
+      if (s.ok()) {
+        absl::StatusOr<Tensor> c = AdasumCombine(self->cur_, got);
+        if (c.ok()) self->cur_ = std::move(*c);
+        s = c.status();
+      }
+      if (!s.ok()) return self->Fail(s);
+      self->Rounds();
+    });
+    return;
+  }
+  Rounds();
+}
+
+void AdasumRun::Unfold() {
+  if (rank_ + p_ < n_ && !Sent(rank_ + p_, "adasum_unfold", cur_)) return;
+  Finish();
+}
+
+bool AdasumRun::Sent(int to, const std::string& tag, const Tensor& value) {
+  absl::Status s = ch_->Send(to, tag, value);
+  if (!s.ok()) Fail(s);
+  return s.ok();
+}
+
+absl::Status AdasumRun::Check(int from, const Tensor& got, int64_t want) const {
+  if (got.dtype() == buf_.dtype() && got.NumElements() == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(ch_->RankName(from), " sent ", DataTypeName(got.dtype()), " ",
+                                                 got.shape().DebugString(), " where ", ch_->RankName(rank_),
+                                                 " expected ", want, " elements of ", DataTypeName(buf_.dtype()),
+                                                 ": every rank must run the op with the same dtype and shape"));
+}
+
+void AdasumRun::Finish() {
+  if (buf_.TotalBytes() > 0) std::memcpy(buf_.raw_data(), cur_.raw_data(), buf_.TotalBytes());
+  done_(absl::OkStatus());
+}
+
+void AdasumRun::Fail(const absl::Status& s) {
+  ch_->Abort(s);
+  done_(s);
+}
 
 absl::StatusOr<Tensor> AdasumCombine(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.NumElements() != b.NumElements()) {
@@ -167,7 +175,7 @@ void AdasumAllReduce(std::shared_ptr<CollectiveChannel> ch, Tensor buf, Collecti
     StartVectorHalvingAdasum(std::move(ch), std::move(buf), std::move(done));
     return;
   }
-  auto run = std::make_shared<WholeTensorAdasum>(std::move(ch), std::move(buf), std::move(done));
+  std::shared_ptr<AdasumRun> run = std::make_shared<WholeTensorAdasum>(std::move(ch), std::move(buf), std::move(done));
   run->Start();
 }
 

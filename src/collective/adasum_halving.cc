@@ -1,7 +1,7 @@
 // Adasum's vector-halving form (adasum.h, AdasumAlgorithm::kVectorHalving):
 // Horovod's recursive vector-halving distance-doubling over ranks 0..p-1,
 // then the reverse rounds gather the result. Ranks p..n-1 are folded in and
-// out exactly as in the whole-tensor form.
+// out exactly as in the whole-tensor form (AdasumRun, adasum_internal.h).
 //
 // A state machine over the channel's callbacks: each step starts the next
 // from its receive's callback, so one receive at most is pending per run and
@@ -45,48 +45,18 @@ void Mix(const void* av, const void* bv, double ca, double cb, void* outv, int64
   }
 }
 
-class VectorHalving : public std::enable_shared_from_this<VectorHalving> {
+class VectorHalving final : public AdasumRun {
  public:
   VectorHalving(std::shared_ptr<CollectiveChannel> ch, Tensor buf, CollectiveStatusCallback done)
-      : ch_(std::move(ch)),
-        buf_(std::move(buf)),
-        cur_(buf_.DeepCopy()),
-        n_(ch_->size()),
-        rank_(ch_->rank()),
-        p_(LargestPowerOfTwoAtMost(n_)),
+      : AdasumRun(std::move(ch), std::move(buf), std::move(done)),
         count_(buf_.NumElements()),
         elem_(static_cast<int64_t>(DataTypeSize(buf_.dtype()))),
-        hi_(count_),
-        done_(std::move(done)) {}
-
-  void Start() {
-    if (rank_ >= p_) {  // folded into rank - p, which sends the result back
-      if (!Sent(rank_ - p_, "adasum_fold", cur_)) return;
-      ch_->RecvAsync(rank_ - p_, "adasum_unfold", [self = shared_from_this()](absl::Status s, Tensor got) {
-        if (s.ok()) s = self->Check(self->rank_ - self->p_, got, self->count_);
-        if (!s.ok()) return self->Fail(s);
-        self->cur_ = std::move(got);
-        self->Finish();
-      });
-      return;
-    }
-    if (rank_ + p_ < n_) {
-      ch_->RecvAsync(rank_ + p_, "adasum_fold", [self = shared_from_this()](absl::Status s, Tensor got) {
-        if (s.ok()) s = self->Check(self->rank_ + self->p_, got, self->count_);
-        if (s.ok()) {
-          absl::StatusOr<Tensor> c = AdasumCombine(self->cur_, got);
-          if (c.ok()) self->cur_ = std::move(*c);
-          s = c.status();
-        }
-        if (!s.ok()) return self->Fail(s);
-        self->Halve(1);
-      });
-      return;
-    }
-    Halve(1);
-  }
+        hi_(count_) {}
 
  private:
+  void Rounds() override { Halve(1); }
+  std::shared_ptr<VectorHalving> Self() { return std::static_pointer_cast<VectorHalving>(shared_from_this()); }
+
   // Round d of the reduce-scatter: keep one half of [lo_, hi_), send the
   // other to rank ^ d, combine the kept half with the partner's.
   void Halve(int d) {
@@ -98,7 +68,7 @@ class VectorHalving : public std::enable_shared_from_this<VectorHalving> {
     const std::string tag = absl::StrCat("adasum_rs_", d);
     if (!Sent(partner, tag, lower ? Slice(mid, hi_) : Slice(lo_, mid))) return;
     segments_.emplace_back(lo_, hi_);
-    ch_->RecvAsync(partner, tag, [self = shared_from_this(), partner, d, keep_lo, keep_hi](absl::Status s, Tensor got) {
+    ch_->RecvAsync(partner, tag, [self = Self(), partner, d, keep_lo, keep_hi](absl::Status s, Tensor got) {
       if (s.ok()) s = self->Check(partner, got, keep_hi - keep_lo);
       if (!s.ok()) return self->Fail(s);
       self->lo_ = keep_lo;
@@ -129,7 +99,7 @@ class VectorHalving : public std::enable_shared_from_this<VectorHalving> {
     Tensor mine(DT_DOUBLE, TensorShape({4}));
     for (size_t i = 0; i < 4; ++i) mine.flat<double>()[i] = sums[i];
     if (!Sent(partner, tag, mine)) return;
-    ch_->RecvAsync(partner, tag, [self = shared_from_this(), partner, d, e, sums](absl::Status s, Tensor got) mutable {
+    ch_->RecvAsync(partner, tag, [self = Self(), partner, d, e, sums](absl::Status s, Tensor got) mutable {
       if (s.ok() && (got.dtype() != DT_DOUBLE || got.NumElements() != 4)) {
         s = absl::InvalidArgumentError(
             absl::StrCat(self->ch_->RankName(partner), " sent malformed Adasum dot products"));
@@ -164,28 +134,24 @@ class VectorHalving : public std::enable_shared_from_this<VectorHalving> {
   // Round d of the all-gather: swap parts with rank ^ d, doubling [lo_, hi_)
   // back to the segment it was halved from.
   void Gather(int d) {
-    if (d < 1) {
-      if (rank_ + p_ < n_ && !Sent(rank_ + p_, "adasum_unfold", cur_)) return;
-      return Finish();
-    }
+    if (d < 1) return Unfold();
     const int partner = rank_ ^ d;
     const int64_t plo = segments_.back().first, phi = segments_.back().second;
     segments_.pop_back();
     const std::string tag = absl::StrCat("adasum_ag_", d);
     if (!Sent(partner, tag, Slice(lo_, hi_))) return;
     const int64_t other_lo = lo_ == plo ? hi_ : plo, other_hi = lo_ == plo ? phi : lo_;
-    ch_->RecvAsync(partner, tag,
-                   [self = shared_from_this(), partner, d, plo, phi, other_lo, other_hi](absl::Status s, Tensor got) {
-                     if (s.ok()) s = self->Check(partner, got, other_hi - other_lo);
-                     if (!s.ok()) return self->Fail(s);
-                     if (got.TotalBytes() > 0) {
-                       std::memcpy(static_cast<char*>(self->cur_.raw_data()) + other_lo * self->elem_, got.raw_data(),
-                                   got.TotalBytes());
-                     }
-                     self->lo_ = plo;
-                     self->hi_ = phi;
-                     self->Gather(d / 2);
-                   });
+    ch_->RecvAsync(partner, tag, [self = Self(), partner, d, plo, phi, other_lo, other_hi](absl::Status s, Tensor got) {
+      if (s.ok()) s = self->Check(partner, got, other_hi - other_lo);
+      if (!s.ok()) return self->Fail(s);
+      if (got.TotalBytes() > 0) {
+        std::memcpy(static_cast<char*>(self->cur_.raw_data()) + other_lo * self->elem_, got.raw_data(),
+                    got.TotalBytes());
+      }
+      self->lo_ = plo;
+      self->hi_ = phi;
+      self->Gather(d / 2);
+    });
   }
 
   // A copy of cur_[lo, hi): what is sent must not change afterwards.
@@ -195,45 +161,16 @@ class VectorHalving : public std::enable_shared_from_this<VectorHalving> {
     return t;
   }
 
-  bool Sent(int to, const std::string& tag, const Tensor& value) {
-    absl::Status s = ch_->Send(to, tag, value);
-    if (!s.ok()) Fail(s);
-    return s.ok();
-  }
-
-  absl::Status Check(int from, const Tensor& got, int64_t want) const {
-    if (got.dtype() == buf_.dtype() && got.NumElements() == want) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(ch_->RankName(from), " sent ", DataTypeName(got.dtype()), " ",
-                                                   got.shape().DebugString(), " where ", ch_->RankName(rank_),
-                                                   " expected ", want, " elements of ", DataTypeName(buf_.dtype()),
-                                                   ": every rank must run the op with the same dtype and shape"));
-  }
-
-  void Finish() {
-    std::memcpy(buf_.raw_data(), cur_.raw_data(), buf_.TotalBytes());
-    done_(absl::OkStatus());
-  }
-
-  void Fail(const absl::Status& s) {
-    ch_->Abort(s);
-    done_(s);
-  }
-
-  const std::shared_ptr<CollectiveChannel> ch_;
-  Tensor buf_;    // the caller's: the result goes here
-  Tensor cur_;    // this rank's working copy; sent only as copies (Slice) or once finished
   Tensor other_;  // the partner's half in a reduce-scatter round
-  const int n_, rank_, p_;
   const int64_t count_, elem_;
   int64_t lo_ = 0, hi_;                                // the part of cur_ this rank holds
   std::vector<std::pair<int64_t, int64_t>> segments_;  // what each round halved, for the gather
-  CollectiveStatusCallback done_;
 };
 
 }  // namespace
 
 void StartVectorHalvingAdasum(std::shared_ptr<CollectiveChannel> ch, Tensor buf, CollectiveStatusCallback done) {
-  auto run = std::make_shared<VectorHalving>(std::move(ch), std::move(buf), std::move(done));
+  std::shared_ptr<AdasumRun> run = std::make_shared<VectorHalving>(std::move(ch), std::move(buf), std::move(done));
   run->Start();
 }
 

@@ -49,12 +49,26 @@ CollectiveExecutorImpl::CollectiveExecutorImpl(std::unique_ptr<CollectiveTranspo
       stall_check_(std::move(stall_check)),
       pool_(std::make_unique<ThreadPool>("df_group", 3)) {}
 
-CollectiveExecutorImpl::~CollectiveExecutorImpl() {
+CollectiveExecutorImpl::~CollectiveExecutorImpl() { Shutdown(); }
+
+void CollectiveExecutorImpl::Shutdown() {
+  std::vector<std::function<void(absl::Status)>> waiters;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    for (auto& [id, g] : groups_) {
+      for (auto& w : g.waiters) waiters.push_back(std::move(w));
+      g.waiters.clear();
+    }
   }
-  pool_.reset();
+  for (auto& w : waiters) w(absl::CancelledError("this task's collective executor is shutting down"));
+  // Nothing is scheduled once stopping_ is set (every Schedule checks it
+  // under mu_), so joining the pool ends every rebuild and the watcher.
+  absl::MutexLock lock(&shutdown_mu_);
+  if (pool_ != nullptr) {
+    DF_CHECK(!pool_->InPool()) << "CollectiveExecutorImpl::Shutdown called from one of its own threads";
+    pool_.reset();
+  }
 }
 
 void CollectiveExecutorImpl::SetRendezvous(GroupRendezvousFn rendezvous, absl::Duration rebuild_timeout) {
@@ -164,7 +178,7 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
   }
   CollectiveParams p = params;
   int root = 0;
-  bool waiting = false, cancelled = false;
+  bool waiting = false, cancelled = false, shutting_down = false;
   {
     absl::MutexLock lock(&mu_);
     if (params.group_size == 0 && !rendezvous_) {
@@ -177,7 +191,9 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
     if (rendezvous_ && params.group_size != 1) {
       const GroupId group = GroupMembers(params);  // empty: the elastic group
       Group& g = groups_[group];
-      if (!g.ready) {
+      if (!g.ready && stopping_) {
+        shutting_down = true;
+      } else if (!g.ready) {
         // Wait for the group to be (re)built, then run in its generation;
         // the step's cancellation (its deadline) ends the wait.
         struct Waiter {
@@ -221,6 +237,12 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
   if (cancelled) {
     done(absl::CancelledError(
         absl::StrCat(DescribeCollective(params), ": the step was cancelled before the collective started")));
+    return;
+  }
+  if (shutting_down) {
+    done(absl::CancelledError(absl::StrCat(DescribeCollective(params),
+                                           ": this task's collective executor is shutting down (its group needs a "
+                                           "rebuild, which it no longer runs)")));
     return;
   }
   if (waiting) return;
@@ -417,7 +439,7 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
   if (run_id != 0) {
     absl::MutexLock lock(&mu_);
     inflight_[run_id] = InFlight{group, params.generation, ch, absl::Now()};
-    if (!watching_) {
+    if (!watching_ && !stopping_) {
       watching_ = true;
       pool_->Schedule([this] { WatchRuns(); });
     }

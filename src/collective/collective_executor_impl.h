@@ -105,6 +105,14 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   // how every rank of an elastic group takes in the members that joined, at
   // the same step. FailedPrecondition without a rendezvous.
   absl::StatusOr<GroupState> RebuildNow(int group_size, absl::Duration timeout);
+  // Ends the rebuilds and the watcher before the objects the rendezvous
+  // reaches (the server's coordination agent, its peers' cache) go: runs
+  // waiting for a rebuild fail Cancelled, later runs and rebuilds are
+  // refused, and it returns once no thread of this executor is inside the
+  // rendezvous (an ask under way ends within its own deadline). The owner
+  // calls it before it tears those objects down; the destructor calls it
+  // too. Idempotent; not from a callback of this executor.
+  void Shutdown();
 
  private:
   struct Group {
@@ -146,7 +154,8 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   uint64_t next_run_ ABSL_GUARDED_BY(mu_) = 1;
   bool watching_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::unique_ptr<ThreadPool> pool_;  // rebuilds and the watcher; joined first on destruction
+  absl::Mutex shutdown_mu_;           // serialises Shutdown's join
+  std::unique_ptr<ThreadPool> pool_;  // rebuilds and the watcher; joined by Shutdown (Schedule only while !stopping_)
 };
 
 }  // namespace distflow

@@ -251,6 +251,74 @@ TEST(GroupRebuild, CancellingTheStepEndsAWaitForTheRebuild) {
   EXPECT_NE(out.status().message().find("being rebuilt"), std::string::npos) << out.status();
 }
 
+// The owner (a server) tears down what its rendezvous reaches (the
+// coordination agent, the peers' cache) after Shutdown: a rebuild in flight,
+// polling a round that never completes, must have ended by then, and nothing
+// may ask the rendezvous afterwards, though the executor itself lives on.
+TEST(GroupRebuild, ShutdownEndsARebuildInFlightBeforeItsOwnerGoes) {
+  struct Owner {
+    absl::Mutex mu;
+    bool gone ABSL_GUARDED_BY(mu) = false;
+    int inside ABSL_GUARDED_BY(mu) = 0;  // asks under way
+    int asks ABSL_GUARDED_BY(mu) = 0;
+    int asks_after_gone ABSL_GUARDED_BY(mu) = 0;
+  };
+  auto owner = std::make_shared<Owner>();
+  Ranks ranks(2);
+  ranks.executors[1]->SetRendezvous(
+      [owner](const GroupAsk&) -> absl::StatusOr<GroupAnswer> {
+        {
+          absl::MutexLock lock(&owner->mu);
+          ++owner->inside;
+          ++owner->asks;
+          if (owner->gone) ++owner->asks_after_gone;
+        }
+        absl::SleepFor(absl::Milliseconds(20));  // an RPC to the coordinator
+        absl::MutexLock lock(&owner->mu);
+        --owner->inside;
+        GroupAnswer a;
+        a.missing = "rank 0";  // rank 0 never asks
+        return a;
+      },
+      absl::Minutes(5));
+  CancellationManager cm;
+  absl::Notification done;
+  absl::StatusOr<Tensor> out = absl::UnknownError("did not run");
+  ranks.executors[1]->Run(Sum(2), Tensor::FromVector<float>({1}), &cm, [&](absl::StatusOr<Tensor> t) {
+    out = std::move(t);
+    done.Notify();
+  });
+  {
+    absl::MutexLock lock(&owner->mu);
+    auto polled = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return owner->asks >= 2; };
+    ASSERT_TRUE(owner->mu.AwaitWithTimeout(absl::Condition(&polled), kHang)) << "the rebuild never asked twice";
+  }
+  ranks.executors[1]->Shutdown();
+  {
+    absl::MutexLock lock(&owner->mu);
+    EXPECT_EQ(owner->inside, 0) << "an ask is still under way after Shutdown returned";
+    owner->gone = true;
+  }
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_TRUE(absl::IsCancelled(out.status())) << out.status();
+  EXPECT_NE(out.status().message().find("shutting down"), std::string::npos) << out.status();
+  // Later runs that need a rebuild, and RebuildNow, are refused at once.
+  absl::Notification later_done;
+  absl::StatusOr<Tensor> later = absl::UnknownError("did not run");
+  ranks.executors[1]->Run(Sum(2), Tensor::FromVector<float>({1}), &cm, [&](absl::StatusOr<Tensor> t) {
+    later = std::move(t);
+    later_done.Notify();
+  });
+  ASSERT_TRUE(later_done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_TRUE(absl::IsCancelled(later.status())) << later.status();
+  EXPECT_NE(later.status().message().find("shutting down"), std::string::npos) << later.status();
+  absl::StatusOr<GroupState> now = ranks.executors[1]->RebuildNow(2, absl::Seconds(1));
+  EXPECT_TRUE(absl::IsCancelled(now.status())) << now.status();
+  ranks.executors[1]->Shutdown();  // idempotent
+  absl::MutexLock lock(&owner->mu);
+  EXPECT_EQ(owner->asks_after_gone, 0);
+}
+
 // The coordinator's elastic rule for in-process ranks: a round completes
 // once every rank in `live` has asked; members are the oldest first.
 class ElasticRendezvous {

@@ -256,6 +256,11 @@ void GrpcServer::Stop() {
   worker_->AbortAll(
       why.ok() ? absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down"))
                : absl::Status(why.code(), absl::StrCat("Task ", task_name_, " is shutting down: ", why.message())));
+  // The collective executor's group rebuilds ask the coordinator through
+  // agent_ and workers_ (AskGroupRendezvous): end them while those live. The
+  // executor itself may outlive this server (the device holds it), so it
+  // must never call back into it afterwards.
+  if (CollectiveExecutorImpl* collective = worker_->collective(); collective != nullptr) collective->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server_->Wait();
   stopped_note_.Notify();

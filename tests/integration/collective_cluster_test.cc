@@ -91,6 +91,41 @@ TEST_F(CollectiveClusterTest, ThreeWorkersAllReduce) {
   }
 }
 
+// A program that ends right after a failed collective destroys its server
+// while the group's rebuild still polls the coordinator through the
+// server's coordination agent: the server ends the rebuild before it tears
+// the agent down (CollectiveExecutorImpl::Shutdown), and the coordinator's
+// task goes on serving.
+TEST_F(CollectiveClusterTest, AServerDestroyedWhileItsGroupIsBeingRebuiltStopsCleanly) {
+  Start(2);
+  auto reduce = [](const Scope& s, int64_t group_size, double timeout) {
+    return Output(ops::Raw(s, "CollectiveReduce", {ops::Const(s, Tensor::FromVector<float>({1, 2}))},
+                           {{"group_size", group_size},
+                            {"group_key", 1 + group_size},
+                            {"instance_key", 1},
+                            {"merge_op", "Add"},
+                            {"final_op", "Id"},
+                            {"timeout_seconds", timeout}}),
+                  0, s);
+  };
+  {
+    Scope root = Scope::NewRootScope();
+    // Worker 0 never joins: the run times out and the group must be rebuilt,
+    // which waits at the coordinator (worker 0) for worker 0 to ask.
+    absl::StatusOr<std::vector<Tensor>> out =
+        SessionOf(1)->Run({reduce(root.WithDevice("/job:worker/task:1"), 2, 0.3)});
+    ASSERT_FALSE(out.ok()) << "worker 1 reduced without worker 0";
+    EXPECT_TRUE(absl::StrContains(out.status().message(), "rank 0 (/job:worker/replica:0/task:0)")) << out.status();
+  }
+  for (auto& server : servers_) {
+    if (server->task_name() == TaskName("worker", 1)) server.reset();  // the rebuild is still asking
+  }
+  Scope root = Scope::NewRootScope();
+  absl::StatusOr<std::vector<Tensor>> alone = SessionOf(0)->Run({reduce(root.WithDevice("/job:worker/task:0"), 1, 0)});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ((*alone)[0].flat<float>()[1], 2.0f);
+}
+
 // The cluster token holds for collectives as for every RecvTensor: with the
 // same token on every task the reduce works; a task whose token differs is
 // refused, and both ranks fail naming the other instead of waiting.
