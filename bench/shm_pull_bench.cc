@@ -6,6 +6,10 @@
 //               its pages fault in on first touch), the ceiling of a pull,
 //               which receives into a new tensor
 //   bulk shm    a BulkClient fetch of a 64 MiB offer through shared memory
+//               (a direct read of the offer's memory, process_vm_readv)
+//   bulk ring   the same through the ring (DISTFLOW_SHM_DIRECT=0's path);
+//               for both, the process's CPU time per fetch too (server and
+//               client threads: both are in this process)
 //   bulk tcp    the same fetch over the loopback TCP bulk port
 //   pull shm    the ps -> worker pull of a 64 MiB variable in a step (1 ps +
 //               1 worker, real gRPC servers in this process, shared memory
@@ -21,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,6 +46,12 @@ namespace {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+double CpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 double Seconds(const std::function<void()>& f) {
@@ -102,8 +113,11 @@ int Main(int argc, char** argv) {
   auto server = BulkServer::Start("127.0.0.1");
   if (!server.ok()) Die(std::string(server.status().message()));
   if (absl::Status s = (*server)->EnableSharedMemory(); !s.ok()) Die(std::string(s.message()));
-  BulkClient shm_client, tcp_client;
+  BulkClient shm_client, tcp_client, ring_client;
   shm_client.set_shared_memory(true);
+  shm_client.set_shm_direct_read(true);
+  ring_client.set_shared_memory(true);
+  ring_client.set_shm_direct_read(false);
   auto fetch = [&](BulkClient& c) {
     absl::Status s = c.Fetch("127.0.0.1", (*server)->port(), (*server)->Offer(src), dst.data(), n, nullptr);
     if (!s.ok()) Die(std::string(s.message()));
@@ -111,7 +125,10 @@ int Main(int argc, char** argv) {
   Pull pull_shm(static_cast<int64_t>(n / 4), true), pull_tcp(static_cast<int64_t>(n / 4), false);
   fetch(shm_client);  // warm: connections, rings, pages
   fetch(tcp_client);
+  fetch(ring_client);
+  if (!shm_client.shm_direct_read()) std::printf("direct reads are not allowed here: bulk shm is the ring too\n");
 
+  std::vector<double> cpu_shm, cpu_ring, t_ring;
   std::vector<double> t_copy, t_alloc, t_shm, t_tcp, t_pull_shm, t_pull_tcp, t_base_shm, t_base_tcp;
   for (int r = 0; r < rounds; ++r) {
     t_copy.push_back(Seconds([&] { std::memcpy(dst.data(), src.raw_data(), n); }));
@@ -119,14 +136,19 @@ int Main(int argc, char** argv) {
       Tensor fresh = Tensor::Allocate(DT_UINT8, src.shape()).value();
       std::memcpy(fresh.raw_data(), src.raw_data(), n);
     }));
+    double c0 = CpuSeconds();
     t_shm.push_back(Seconds([&] { fetch(shm_client); }));
+    cpu_shm.push_back(CpuSeconds() - c0);
+    c0 = CpuSeconds();
+    t_ring.push_back(Seconds([&] { fetch(ring_client); }));
+    cpu_ring.push_back(CpuSeconds() - c0);
     t_tcp.push_back(Seconds([&] { fetch(tcp_client); }));
     t_pull_shm.push_back(Seconds([&] { pull_shm.Step(pull_shm.on_worker); }));
     t_base_shm.push_back(Seconds([&] { pull_shm.Step(pull_shm.on_ps); }));
     t_pull_tcp.push_back(Seconds([&] { pull_tcp.Step(pull_tcp.on_worker); }));
     t_base_tcp.push_back(Seconds([&] { pull_tcp.Step(pull_tcp.on_ps); }));
   }
-  if ((*server)->shm_bytes_served() != static_cast<uint64_t>(rounds + 1) * n) Die("a shm fetch went over TCP");
+  if ((*server)->shm_bytes_served() != static_cast<uint64_t>(2 * rounds + 2) * n) Die("a shm fetch went over TCP");
   if (pull_shm.ShmBytesServed() == 0 || pull_tcp.ShmBytesServed() != 0) Die("the pulls took the wrong path");
   const double mb = static_cast<double>(n) / 1e6;
   const double copy = mb / Median(t_copy);
@@ -138,9 +160,12 @@ int Main(int argc, char** argv) {
   row("memcpy", Median(t_copy));
   row("alloc+copy", Median(t_alloc));
   row("bulk shm", Median(t_shm));
+  row("bulk ring", Median(t_ring));
   row("bulk tcp", Median(t_tcp));
   row("pull shm", Median(t_pull_shm) - Median(t_base_shm));
   row("pull tcp", Median(t_pull_tcp) - Median(t_base_tcp));
+  std::printf("CPU per fetch, all threads: bulk shm %.3f ms, bulk ring %.3f ms (%.2f x)\n", Median(cpu_shm) * 1e3,
+              Median(cpu_ring) * 1e3, Median(cpu_shm) / Median(cpu_ring));
   std::printf("bulk shm / tcp: %.2f x; pull shm / tcp: %.2f x\n", Median(t_tcp) / Median(t_shm),
               (Median(t_pull_tcp) - Median(t_base_tcp)) / (Median(t_pull_shm) - Median(t_base_shm)));
   return 0;

@@ -36,7 +36,7 @@ BulkClient::BulkClient(absl::Duration idle_close, std::string auth_token, std::s
       tls_(std::move(tls)),
       clock_(clock != nullptr ? clock : Env::Default()) {
   const char* direct = std::getenv("DISTFLOW_SHM_DIRECT");
-  shm_direct_.store(direct == nullptr || std::string(direct) != "0", std::memory_order_relaxed);
+  shm_direct_.store(direct != nullptr && std::string(direct) == "1", std::memory_order_relaxed);
 }
 
 absl::Time BulkClient::Now() const { return absl::FromUnixMicros(clock_->NowMicros()); }

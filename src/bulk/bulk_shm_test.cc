@@ -291,7 +291,7 @@ TEST_F(SharedMemory, AGetFromAnotherProcessIsReadStraightIntoTheDestinationWithO
   ASSERT_EQ(std::sscanf(ready.c_str(), "READY %d %llu", &port, &ticket), 2) << ready;
   BulkClient client(BulkClient::kClientIdleTimeout, "secret");
   client.set_shared_memory(true);
-  ASSERT_TRUE(client.shm_direct_read()) << "on by default (DISTFLOW_SHM_DIRECT unset)";
+  client.set_shm_direct_read(true);  // DISTFLOW_SHM_DIRECT=1
   Tensor dst = Tensor::Allocate(DT_UINT8, TensorShape({static_cast<int64_t>(n)})).value();
   std::memset(dst.raw_data(), 0, n);
   const double ring_before = Copied("shm_ring"), direct_before = Copied("shm_direct_read");
@@ -315,6 +315,7 @@ TEST_F(SharedMemory, WhereDirectReadsAreNotAllowedGetsUseTheRingFromThenOn) {
   ASSERT_TRUE((*server)->EnableSharedMemory().ok());
   BulkClient client(BulkClient::kClientIdleTimeout, "secret");
   client.set_shared_memory(true);
+  client.set_shm_direct_read(true);
   client.set_shm_direct_denied_for_test(true);  // as process_vm_readv answers EPERM
   const size_t n = 3 * kShmSlotBytes + 11;
   for (int seed : {1, 2}) {

@@ -41,13 +41,15 @@
 // through shared memory instead of TCP (shm_channel.h): the same get and put
 // requests, on an abstract Unix-domain socket whose hello carries the cluster
 // token and is answered with a memfd ring segment (SCM_RIGHTS); the bytes go
-// through the ring, the socket carries one byte per chunk. A get on such a
-// connection reads the offered tensor straight from the server's memory
-// into the destination with one process_vm_readv (one copy instead of the
-// ring's two, and no per-chunk signals); the kernel allows it exactly when
-// the client could ptrace the server (same user, no Yama restriction), and
-// the client falls back to the ring for good when it does not
-// (DISTFLOW_SHM_DIRECT=0 keeps every get on the ring). Tickets,
+// through the ring, the socket carries one byte per chunk. With
+// DISTFLOW_SHM_DIRECT=1 a get on such a connection instead reads the offered
+// tensor straight from the server's memory into the destination with one
+// process_vm_readv (one copy instead of the ring's two, and no per-chunk
+// signals); the kernel allows it exactly when the client could ptrace the
+// server (same user, no Yama restriction), and the client falls back to the
+// ring for good when it does not. Off by default: on the VMs measured it
+// cost 1.6-1.9x the ring's CPU per byte (the kernel pins the peer's pages
+// one by one; docs/PERFORMANCE.md). Tickets,
 // TTLs and budgets are the same. If the socket cannot be reached (another
 // network namespace) the client uses TCP. Off with BulkClient's
 // `shared_memory` (server: ServerOptions::shared_memory, --shared_memory,
@@ -317,7 +319,7 @@ class BulkClient {
   void set_shared_memory(bool on) { shared_memory_ = on; }
   size_t NumPooledShmForTest() const;
   // Same-host gets read the peer's tensor directly (see the top of this
-  // file); on unless DISTFLOW_SHM_DIRECT is "0". Call before any transfer.
+  // file); off unless DISTFLOW_SHM_DIRECT is "1". Call before any transfer.
   void set_shm_direct_read(bool on) { shm_direct_.store(on, std::memory_order_relaxed); }
   bool shm_direct_read() const { return shm_direct_.load(std::memory_order_relaxed); }
   // Makes the next direct reads fail as a forbidden process_vm_readv does
