@@ -24,6 +24,7 @@
 #include "distflow/logging.h"
 #include "distflow/ops.h"
 #include "distflow/partial_shape.h"
+#include "distflow/scatter_nd.h"
 #include "distflow/scope.h"
 #include "distflow/server.h"
 #include "distflow/session.h"

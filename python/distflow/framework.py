@@ -619,6 +619,42 @@ class Variable(Tensor):
                 initial_value = initial_value()
             init = convert_to_tensor(initial_value, dtype=dtype)
             cc_var = _distflow.make_variable(g._scope(name or "Variable"), init._out, bool(trainable))
+        self._finish(cc_var, g, init, trainable, collections, constraint)
+
+    @classmethod
+    def _with_colocated_initializer(cls, name, shape, dtype, make_initial, trainable=True, collections=None,
+                                    constraint=None):
+        """A variable whose initial value, make_initial(), is computed where
+        the variable lives (TF colocates an initializer function's ops with
+        its variable): on a ps, a random table is drawn on the ps rather than
+        on the worker and shipped. `name` is the full name; the variable op
+        is made first, so the device scopes and functions place it as usual,
+        then its initializer ops on its device."""
+        g = get_default_graph()
+        self = cls.__new__(cls)
+        saved_id = g._last_id  # neither op counts towards random ops' op seeds, as with make_variable
+        saved = (g._name_stack, g._device_stack, g._control_stack)
+        with g._outside_control_flow():
+            try:
+                g._name_stack = []
+                var = _apply("Variable", [], {"shape": list(shape), "dtype": dtype._distflow_dtype}, name=name)
+                g._last_id = saved_id
+                device = var.op.device
+                g._device_stack, g._control_stack = [None] + ([device] if device else []), []
+                g._name_stack = name.split("/") + ["Initializer"]
+                init = make_initial()
+                g._name_stack = []
+                assign = _apply("Assign", [var, init], name=name + "/Assign")
+                g._last_id -= 1
+            finally:
+                g._name_stack, g._device_stack, g._control_stack = saved
+        _distflow.add_initializer(g._root, assign.op._op)
+        if trainable:
+            _distflow.add_trainable_variable(g._root, var._out)
+        self._finish(var._out, g, init, trainable, collections, constraint)
+        return self
+
+    def _finish(self, cc_var, g, init, trainable, collections, constraint):
         super().__init__(cc_var, g)
         self.initial_value = init
         self.trainable = bool(trainable)
@@ -974,24 +1010,24 @@ def _get_variable(name, shape, dtype, initializer, regularizer, trainable, colle
             else zeros_initializer()
     if isinstance(initializer, type):
         initializer = initializer()
+    trainable = True if trainable is None else trainable
     if callable(initializer) and not isinstance(initializer, Tensor):
-        if shape is None:
-            raise ValueError(f"get_variable('{full}') with an initializer function needs a shape")
-        saved, g._name_stack = g._name_stack, full.split("/") + ["Initializer"]
-        try:
-            with g._outside_control_flow():  # a variable first made in a loop body or branch
-                init = initializer(list(shape), dt)
-        finally:
-            g._name_stack = saved
+        shape = _shape_list(shape)
+        if shape is None or None in shape:
+            raise ValueError(f"get_variable('{full}') with an initializer function needs a fully defined shape, "
+                             f"got {shape}")
+        # Its ops run where the variable lives (on its ps), as TF colocates them.
+        v = Variable._with_colocated_initializer(full, shape, dt, lambda: initializer(list(shape), dt),
+                                                 trainable=trainable, collections=collections,
+                                                 constraint=constraint)
     else:
         with g._outside_control_flow():
             init = convert_to_tensor(initializer, dtype=dt)
-    saved, g._name_stack = g._name_stack, []
-    try:
-        v = Variable(init, trainable=True if trainable is None else trainable, name=full,
-                     collections=collections, constraint=constraint)
-    finally:
-        g._name_stack = saved
+        saved, g._name_stack = g._name_stack, []
+        try:
+            v = Variable(init, trainable=trainable, name=full, collections=collections, constraint=constraint)
+        finally:
+            g._name_stack = saved
     g._variables[full] = v
     if regularizer is None:
         regularizer = vs.regularizer

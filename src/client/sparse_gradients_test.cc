@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "client/gradient_test_util.h"
+#include "client/graph_state.h"
 #include "distflow/gradients.h"
 #include "distflow/ops.h"
 #include "distflow/session.h"
@@ -281,6 +282,44 @@ TEST(EmbeddingLookup, PartsMatchTheWholeTableAndGradientsCheck) {
   ops::EmbeddingLookup(bad, {ops::Const(bad, rows_of({0})), ops::Const(bad, rows_of({1}))}, Ids(bad, {0}), "stripes");
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'mod' or 'div', got 'stripes'"), std::string::npos) << bad.status();
+}
+
+// With the parts on two ps tasks and the rest on a worker, each part's ids
+// are computed on its own ps from the ids, as the Python embedding_lookup
+// does: everything upstream of a part's Gather but the ids themselves is on
+// that part's device, so only the ids reach a ps and rows
+// come back.
+TEST(EmbeddingLookup, EachPartsIdsAndGatherRunOnThePartsDevice) {
+  for (const std::string strategy : {"mod", "div"}) {
+    SCOPED_TRACE(strategy);
+    Scope root = Scope::NewRootScope().WithDevice("/job:worker/task:0");
+    const std::vector<std::string> ps = {"/job:ps/task:0", "/job:ps/task:1"};
+    std::vector<Output> parts;
+    for (const std::string& d : ps) {
+      parts.push_back(ops::Variable(root.WithDevice(d).WithOpName("part_" + d.substr(d.size() - 1)), {5, 3}, DT_FLOAT));
+    }
+    Output ids = ops::Placeholder(root.WithOpName("ids"), DT_INT64);
+    Output out = ops::EmbeddingLookup(root, parts, ids, strategy);
+    ASSERT_TRUE(root.ok()) << root.status();
+    EXPECT_EQ(out.node()->def().device(), "/job:worker/task:0");
+    absl::MutexLock lock(&root.graph_state()->mu);
+    int gathers = 0;
+    for (const auto& n : root.graph_state()->graph.nodes()) {
+      if (n->op() != "Gather") continue;
+      ++gathers;
+      const std::string& device = n->def().device();
+      ASSERT_TRUE(device == ps[0] || device == ps[1]) << device;
+      std::vector<const Node*> stack = {n->input(1).node};
+      while (!stack.empty()) {
+        const Node* up = stack.back();
+        stack.pop_back();
+        if (up == ids.node()) continue;
+        EXPECT_EQ(up->def().device(), device) << up->name() << " (" << up->op() << ") feeds " << n->name();
+        for (const NodeOut& in : up->inputs()) stack.push_back(in.node);
+      }
+    }
+    EXPECT_EQ(gathers, 2);
+  }
 }
 
 }  // namespace

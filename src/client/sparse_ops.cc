@@ -111,15 +111,8 @@ Output EmbeddingLookup(const Scope& s, const std::vector<Output>& params, const 
   }
   if (n == 1) return Gather(on_device_of(params[0]).WithOpName(""), params[0], ids);
   const DataType it = ids.dtype();
-  auto c = [&](int64_t v) { return it == DT_INT64 ? Const(aux, v) : Const(aux, static_cast<int>(v)); };
-  auto mod = [&](const Output& x, const Output& m) { return Sub(aux, x, Mul(aux, Div(aux, x, m), m)); };
-  Output flat = Reshape(aux, ids, std::vector<int64_t>{-1});
-  Output assign, new_ids;
-  if (partition_strategy == "mod") {
-    assign = mod(flat, c(n));
-    new_ids = Div(aux, flat, c(n));
-  } else {
-    int64_t total = 0;
+  int64_t total = 0;
+  if (partition_strategy == "div") {
     for (const Output& p : params) {
       const PartialShape ps = p.shape();
       if (ps.unknown_rank() || ps.rank() < 1 || ps.dim(0) < 0) {
@@ -128,21 +121,43 @@ Output EmbeddingLookup(const Scope& s, const std::vector<Output>& params, const 
       }
       total += ps.dim(0);
     }
-    const int64_t per = total / n, extras = total % n;
-    Output shifted = Sub(aux, flat, c(extras));
-    assign = Maximum(aux, Div(aux, flat, c(per + 1)), Div(aux, shifted, c(std::max<int64_t>(per, 1))));
-    new_ids =
-        Select(aux, Less(aux, assign, c(extras)), mod(flat, c(per + 1)), mod(shifted, c(std::max<int64_t>(per, 1))));
   }
-  if (it != DT_INT32) assign = Cast(aux, assign, DT_INT32);
-  std::vector<Output> gather_ids = DynamicPartition(aux, new_ids, assign, n);
-  std::vector<Output> positions =
-      DynamicPartition(aux, Range(aux, Const(aux, 0), Size(aux, flat), Const(aux, 1)), assign, n);
-  if (static_cast<int>(gather_ids.size()) != n || static_cast<int>(positions.size()) != n) return Output();
+  // (the part of each id, as int32; its row in that part), built in `at`.
+  auto assign_and_new_ids = [&](const Scope& at) -> std::pair<Output, Output> {
+    auto c = [&](int64_t v) { return it == DT_INT64 ? Const(at, v) : Const(at, static_cast<int>(v)); };
+    auto mod = [&](const Output& x, const Output& m) { return Sub(at, x, Mul(at, Div(at, x, m), m)); };
+    Output flat = Reshape(at, ids, std::vector<int64_t>{-1});
+    Output assign, new_ids;
+    if (partition_strategy == "mod") {
+      assign = mod(flat, c(n));
+      new_ids = Div(at, flat, c(n));
+    } else {
+      const int64_t per = total / n, extras = total % n;
+      Output shifted = Sub(at, flat, c(extras));
+      assign = Maximum(at, Div(at, flat, c(per + 1)), Div(at, shifted, c(std::max<int64_t>(per, 1))));
+      new_ids =
+          Select(at, Less(at, assign, c(extras)), mod(flat, c(per + 1)), mod(shifted, c(std::max<int64_t>(per, 1))));
+    }
+    if (it != DT_INT32) assign = Cast(at, assign, DT_INT32);
+    return {assign, new_ids};
+  };
+  // Where the rows go back to: computed here. Each part's ids and its
+  // Gather: on the part's device, from the ids (which reach it once, with
+  // the step when they are fed), so the part's ids never cross the network
+  // and the gradient's indices are already where the update runs.
+  const Output assign = assign_and_new_ids(aux).first;
+  std::vector<Output> positions = DynamicPartition(
+      aux, Range(aux, Const(aux, 0), Size(aux, Reshape(aux, ids, std::vector<int64_t>{-1})), Const(aux, 1)), assign, n);
+  if (static_cast<int>(positions.size()) != n) return Output();
   std::vector<Output> rows;
-  for (int i = 0; i < n; ++i)
-    rows.push_back(Gather(on_device_of(params[static_cast<size_t>(i)]), params[static_cast<size_t>(i)],
-                          gather_ids[static_cast<size_t>(i)]));
+  for (int i = 0; i < n; ++i) {
+    const Output& p = params[static_cast<size_t>(i)];
+    const Scope at = on_device_of(p);
+    auto [part_assign, part_ids] = assign_and_new_ids(at);
+    std::vector<Output> mine = DynamicPartition(at, part_ids, part_assign, n);
+    if (static_cast<int>(mine.size()) != n) return Output();
+    rows.push_back(Gather(at, p, mine[static_cast<size_t>(i)]));
+  }
   Output stitched = DynamicStitch(aux, positions, rows);
   Output row_shape = Slice(aux, Shape(aux, stitched), {1}, {-1});
   return Reshape(s, stitched, Concat(aux, {Shape(aux, ids), row_shape}, 0));

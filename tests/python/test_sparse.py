@@ -252,6 +252,66 @@ def test_sharded_training_step_makes_five_receives_and_two_run_graphs():
             s.stop()
 
 
+def _tensor_bytes(port):
+    """Tensor bytes sent and received between tasks, over this process's
+    servers (one process's metrics, whichever task's port serves them)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(("distflow_tensor_bytes_sent_total", "distflow_tensor_bytes_received_total")))
+
+
+@pytest.mark.parametrize("rows", [2000, 200000])
+def test_initializers_of_variables_on_ps_run_on_the_ps(rows):
+    """get_variable's initializer function (a partitioned table's parts
+    too) runs on the variable's ps, as TF colocates it: the random table is
+    drawn there, not on the worker and shipped (200,000 x 16 floats = 12.8
+    MB would cross). The bytes moved between the tasks while initialising
+    are the same few hundred for a table of 128 KB and one of 12.8 MB, and the
+    seeded values are those of a local session."""
+    jobs = distflow._distflow.local_cluster_spec(2, 1)
+    cluster = tf.train.ClusterSpec({j: [t[i] for i in sorted(t)] for j, t in jobs.items()})
+    port = _free_port()
+    servers = [distflow._distflow.Server(cluster._jobs, "ps", i, -1) for i in range(2)]
+    servers.append(distflow._distflow.Server(cluster._jobs, "worker", 0, port))
+    for s in servers:
+        s.start()
+
+    def build():
+        table = tf.get_variable("emb", [rows, 16], initializer=tf.random_uniform_initializer(-0.1, 0.1, seed=7),
+                                partitioner=tf.fixed_size_partitioner(2))
+        w = tf.get_variable("w", [16, 4], initializer=tf.truncated_normal_initializer(seed=8))
+        return table, w
+
+    try:
+        with tf.device(tf.train.replica_device_setter(worker_device="/job:worker/task:0", cluster=cluster)):
+            table, w = build()
+        g = tf.get_default_graph()
+        parts = list(table)
+        assert parts[0].device.startswith("/job:ps/task:0") and parts[1].device.startswith("/job:ps/task:1")
+        elsewhere = []
+        for v in parts + [w]:
+            init_ops = [op for op in g.get_operations() if op.name.startswith(v.op.name + "/")]
+            assert len(init_ops) >= 3, [op.name for op in init_ops]  # the random op, its scaling, the Assign
+            elsewhere += [(op.name, op.device) for op in init_ops if op.device != v.device]
+        with tf.Session(servers[2].target) as sess:
+            before = _tensor_bytes(port)
+            sess.run(tf.global_variables_initializer())
+            moved = _tensor_bytes(port) - before
+            got = sess.run([tf.convert_to_tensor(table), w])
+    finally:
+        for s in servers:
+            s.stop()
+    assert moved < 4096, (moved, rows * 16 * 4)
+    assert not elsewhere, elsewhere
+    tf.reset_default_graph()
+    table, w = build()
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        want = sess.run([tf.convert_to_tensor(table), w])
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
 def test_partitioners_split_like_tensorflow():
     assert tf.fixed_size_partitioner(3)(shape=[10, 4], dtype=tf.float32) == [3, 1]
     assert tf.fixed_size_partitioner(5)(shape=[2, 4], dtype=tf.float32) == [2, 1]
