@@ -47,6 +47,24 @@ class LaunchedJob:
                 self.cond.wait(1)
         return None
 
+    def finish(self, deadline):
+        """Waits for the launcher until `deadline` (time.monotonic()), kills
+        it if it is still running then (its return code is then not 0), and
+        returns the whole output."""
+        try:
+            self.proc.wait(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+        self.reader.join(10)
+        return self.output()
+
+    def kill(self):
+        """Kills the launcher (and so its tasks) if it is still running."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
     def output(self):
         with self.cond:
             return "".join(line for line in self.lines if line is not None)

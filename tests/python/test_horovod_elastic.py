@@ -41,13 +41,10 @@ def test_a_worker_joins_and_one_dies_and_the_survivors_finish_equal(tmp_path):
         held = job.wait_for(r"task 1 holding at step 20, pid (\d+)", deadline)
         assert held is not None, job.output()[-6000:]
         os.kill(int(held.group(1)), signal.SIGKILL)
-        job.proc.wait(timeout=max(1, deadline - time.monotonic()))
-    finally:
-        if job.proc.poll() is None:
-            job.proc.kill()
-            job.proc.wait()
-    job.reader.join(10)
-    out = job.output()
+    except BaseException:
+        job.kill()
+        raise
+    out = job.finish(deadline)
     assert job.proc.returncode == 0, out[-6000:]
     # Process sets (fixed lists of ranks) are refused in elastic mode, naming why.
     assert re.search(r"task 0: process set refused: .*an elastic job's ranks change", out), out[-6000:]
@@ -88,13 +85,10 @@ def test_worker_0_dies_and_the_others_go_on_with_a_replacement(tmp_path):
         held = job.wait_for(r"task 0 holding at step 12, pid (\d+)", deadline)
         assert held is not None, job.output()[-6000:]
         os.kill(int(held.group(1)), signal.SIGKILL)
-        job.proc.wait(timeout=max(1, deadline - time.monotonic()))
-    finally:
-        if job.proc.poll() is None:
-            job.proc.kill()
-            job.proc.wait()
-    job.reader.join(10)
-    out = job.output()
+    except BaseException:
+        job.kill()
+        raise
+    out = job.finish(deadline)
     assert job.proc.returncode == 0, out[-6000:]
     assert re.search(r"\[launch\] cluster .*coordinator\|127\.0\.0\.1:\d+", out), out[-6000:]
     assert re.search(r"worker:0 was killed by signal 9 .*; a new worker joins the job in its place", out), out[-6000:]

@@ -34,13 +34,10 @@ def test_killed_rank_is_restarted_and_rejoins_with_the_survivors_variables(tmp_p
         assert held is not None, job.output()[-6000:]
         killed_at = time.time()
         os.kill(int(held.group(2)), signal.SIGKILL)
-        job.proc.wait(timeout=max(1, deadline - time.monotonic()))
-    finally:
-        if job.proc.poll() is None:
-            job.proc.kill()
-            job.proc.wait()
-    job.reader.join(10)
-    out = job.output()
+    except BaseException:
+        job.kill()
+        raise
+    out = job.finish(deadline)
     assert job.proc.returncode == 0, out[-6000:]
     # The launcher restarted rank 2, and the survivors recovered.
     assert re.search(r"worker:2.*restarting it", out), out[-6000:]
