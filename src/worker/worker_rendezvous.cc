@@ -101,7 +101,7 @@ void WorkerRendezvous::RecvBundleAsync(int64_t step_id, const std::string& key, 
     };
     remote_bundle_(
         send_task, step_id, bundle, cm,
-        [this, id, step_id, bundle, arrive](absl::Status s, std::vector<Tensor> tensors) {
+        [this, id, step_id, bundle, arrive, cm](absl::Status s, std::vector<Tensor> tensors) {
           if (s.ok() && tensors.size() != bundle.size()) {
             s = absl::InternalError(absl::StrCat("A bundle of ", bundle.size(), " tensors brought ", tensors.size()));
           }
@@ -132,7 +132,14 @@ void WorkerRendezvous::RecvBundleAsync(int64_t step_id, const std::string& key, 
             if (w.cm != nullptr && w.token >= 0) w.cm->Deregister(w.token);
             w.done(absl::OkStatus(), std::move(value));
           }
-          if (!s.ok()) AbortStep(step_id, s);
+          if (!s.ok()) {
+            // Cancelled because this task's own step failed: abort with that
+            // root cause (a bad id in a Gather), not with the cancellation,
+            // so the peers that wait for this step's tensors report it. The
+            // step, and `cm`, outlive this callback (the gate above).
+            const bool ours = absl::IsCancelled(s) && cm != nullptr && cm->IsCancelled() && !cm->reason().ok();
+            AbortStep(step_id, ours ? cm->reason() : s);
+          }
           arrive();
         });
     RecvLocalAsync(step_id, key, cm, [gate, arrive](const absl::Status& s, const Tensor& t) {

@@ -117,6 +117,34 @@ TEST(WorkerRendezvous, AFailedBundleFailsEveryReceiveOfItsStep) {
   EXPECT_EQ(r.NumPendingForTest(), 0u);
 }
 
+// A bundle fetch cancelled because this task's own step failed (a bad id in
+// its Gather) aborts the step with that failure, not with the cancellation:
+// a peer that receives what the step sends is told the root cause.
+TEST(WorkerRendezvous, ABundleCancelledByItsOwnStepsFailureAbortsTheStepWithThatFailure) {
+  const std::vector<std::string> keys = {"a;0;w;ps", "b;0;w;ps"};
+  std::function<void(absl::Status, std::vector<Tensor>)> answer;
+  WorkerRendezvous r(
+      "/job:ps/replica:0/task:1",
+      [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
+        done(absl::UnavailableError("a single receive was not expected"), Tensor());
+      },
+      [&](const std::string&, int64_t, const std::vector<std::string>&, CancellationManager*,
+          std::function<void(absl::Status, std::vector<Tensor>)> done) { answer = std::move(done); });
+  CancellationManager cm;
+  std::vector<absl::Status> first;
+  r.RecvBundleAsync(7, keys[0], keys, "/job:worker/replica:0/task:0", &cm,
+                    [&](const absl::Status& s, const Tensor&) { first.push_back(s); });
+  ASSERT_TRUE(answer);
+  cm.StartCancel(absl::InvalidArgumentError("Node 'Gather_1' (GatherV2): indices[0] = 19999 is not in [0, 10000)"));
+  answer(absl::CancelledError("RecvTensor of a bundle of 2 tensors: CANCELLED"), {});
+  ASSERT_EQ(first.size(), 1u);
+  absl::Status peer;
+  r.RecvLocalAsync(7, "rows;0;ps;w", nullptr, [&](const absl::Status& s, const Tensor&) { peer = s; });
+  EXPECT_EQ(peer.code(), absl::StatusCode::kInvalidArgument) << peer;
+  EXPECT_NE(peer.message().find("indices[0] = 19999"), std::string::npos) << peer;
+  EXPECT_EQ(r.NumPendingForTest(), 0u);
+}
+
 // A step aborted while its bundle is being fetched: the other receives fail
 // at once, but the first one (which started the fetch) ends only when the
 // fetch's callback has run, so the step, and the cancellation manager the

@@ -144,8 +144,9 @@ def _bytes_from_ps(port):
     return total
 
 
-def test_sharded_embedding_on_two_ps_trains_and_moves_only_looked_up_rows():
-    rows, dim, batch = 20000, 16, 8
+def _start_two_ps_and_a_worker():
+    """An in-process cluster of 2 ps tasks and 1 worker, started: (its
+    ClusterSpec, the servers, the worker's /metrics port)."""
     jobs = distflow._distflow.local_cluster_spec(2, 1)
     cluster = tf.train.ClusterSpec({j: [t[i] for i in sorted(t)] for j, t in jobs.items()})
     port = _free_port()
@@ -153,6 +154,12 @@ def test_sharded_embedding_on_two_ps_trains_and_moves_only_looked_up_rows():
     servers.append(distflow._distflow.Server(cluster._jobs, "worker", 0, port))
     for s in servers:
         s.start()
+    return cluster, servers, port
+
+
+def test_sharded_embedding_on_two_ps_trains_and_moves_only_looked_up_rows():
+    rows, dim, batch = 20000, 16, 8
+    cluster, servers, port = _start_two_ps_and_a_worker()
     try:
         with tf.device(tf.train.replica_device_setter(worker_device="/job:worker/task:0", cluster=cluster)):
             shards = [tf.get_variable(f"emb/part_{k}", [rows // 2, dim],
@@ -214,13 +221,7 @@ def test_sharded_training_step_makes_five_receives_and_two_run_graphs():
     between the ps tasks (6 calls before): a shard's gradient values are a
     Reshape of the worker's rows, and the other shard's updates wait for the
     worker's op, whose tensor reaches them anyway."""
-    jobs = distflow._distflow.local_cluster_spec(2, 1)
-    cluster = tf.train.ClusterSpec({j: [t[i] for i in sorted(t)] for j, t in jobs.items()})
-    port = _free_port()
-    servers = [distflow._distflow.Server(cluster._jobs, "ps", i, -1) for i in range(2)]
-    servers.append(distflow._distflow.Server(cluster._jobs, "worker", 0, port))
-    for s in servers:
-        s.start()
+    cluster, servers, port = _start_two_ps_and_a_worker()
     try:
         with tf.device(tf.train.replica_device_setter(worker_device="/job:worker/task:0", cluster=cluster)):
             global_step = tf.train.get_or_create_global_step()
@@ -268,13 +269,7 @@ def test_initializers_of_variables_on_ps_run_on_the_ps(rows):
     MB would cross). The bytes moved between the tasks while initialising
     are the same few hundred for a table of 128 KB and one of 12.8 MB, and the
     seeded values are those of a local session."""
-    jobs = distflow._distflow.local_cluster_spec(2, 1)
-    cluster = tf.train.ClusterSpec({j: [t[i] for i in sorted(t)] for j, t in jobs.items()})
-    port = _free_port()
-    servers = [distflow._distflow.Server(cluster._jobs, "ps", i, -1) for i in range(2)]
-    servers.append(distflow._distflow.Server(cluster._jobs, "worker", 0, port))
-    for s in servers:
-        s.start()
+    cluster, servers, port = _start_two_ps_and_a_worker()
 
     def build():
         table = tf.get_variable("emb", [rows, 16], initializer=tf.random_uniform_initializer(-0.1, 0.1, seed=7),
