@@ -88,6 +88,9 @@ void ExpectNobodyRestartedAndTheJobLearned(const Job& job, const std::string& ch
 
 TEST(Elastic, WorkersJoinAndLeaveARunningAsyncJobWithoutRestartingAnyone) {
   Job job;
+  // Long enough that a joiner starting late on a loaded machine still runs
+  // its 150 steps before the job ends (at 3,000 one ran 92 in CI).
+  job.train_steps = 8000;
   Proc ps = job.Task("ps", 0);
   Proc w1 = job.Task("worker", 1);
   Proc chief = job.Task("worker", 0);

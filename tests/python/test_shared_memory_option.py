@@ -56,11 +56,20 @@ def test_server_option_takes_only_a_bool():
 # The worker reads the ps's /metrics (the ps's status port is the first of
 # --status_base_port) and its own DISTFLOW_SHM, then ends the cluster.
 WORKER = textwrap.dedent("""
-    import json, os, sys, urllib.request
+    import json, os, sys, time, urllib.error, urllib.request
     from distflow import _distflow
     own = [int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--status_port=")][0]
-    with urllib.request.urlopen(f"http://127.0.0.1:{own - 1}/metrics", timeout=60) as r:
-        metrics = r.read().decode()
+    # The launcher starts every task at once: the ps may not serve yet.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{own - 1}/metrics", timeout=60) as r:
+                metrics = r.read().decode()
+            break
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
     line = [ln for ln in metrics.splitlines() if ln.startswith("distflow_bulk_shared_memory{")]
     print("ps gauge", line, "env", os.environ.get("DISTFLOW_SHM"), flush=True)
     cluster = json.loads(os.environ["DISTFLOW_CONFIG"])["cluster"]
