@@ -255,13 +255,18 @@ TEST(GroupRebuild, CancellingTheStepEndsAWaitForTheRebuild) {
 // coordination agent, the peers' cache) after Shutdown: a rebuild in flight,
 // polling a round that never completes, must have ended by then, and nothing
 // may ask the rendezvous afterwards, though the executor itself lives on.
+// The ask (an RPC to the coordinator) blocks on a gate the test opens only
+// once Shutdown has begun, so Shutdown always meets an ask under way.
 TEST(GroupRebuild, ShutdownEndsARebuildInFlightBeforeItsOwnerGoes) {
   struct Owner {
     absl::Mutex mu;
     bool gone ABSL_GUARDED_BY(mu) = false;
-    int inside ABSL_GUARDED_BY(mu) = 0;  // asks under way
+    bool shut_down ABSL_GUARDED_BY(mu) = false;  // Shutdown returned
+    int inside ABSL_GUARDED_BY(mu) = 0;          // asks under way
     int asks ABSL_GUARDED_BY(mu) = 0;
     int asks_after_gone ABSL_GUARDED_BY(mu) = 0;
+    int asks_ended_after_shutdown ABSL_GUARDED_BY(mu) = 0;
+    absl::Notification gate;
   };
   auto owner = std::make_shared<Owner>();
   Ranks ranks(2);
@@ -273,9 +278,10 @@ TEST(GroupRebuild, ShutdownEndsARebuildInFlightBeforeItsOwnerGoes) {
           ++owner->asks;
           if (owner->gone) ++owner->asks_after_gone;
         }
-        absl::SleepFor(absl::Milliseconds(20));  // an RPC to the coordinator
+        EXPECT_TRUE(owner->gate.WaitForNotificationWithTimeout(kHang)) << "the test never opened the gate";
         absl::MutexLock lock(&owner->mu);
         --owner->inside;
+        if (owner->shut_down) ++owner->asks_ended_after_shutdown;
         GroupAnswer a;
         a.missing = "rank 0";  // rank 0 never asks
         return a;
@@ -290,16 +296,31 @@ TEST(GroupRebuild, ShutdownEndsARebuildInFlightBeforeItsOwnerGoes) {
   });
   {
     absl::MutexLock lock(&owner->mu);
-    auto polled = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return owner->asks >= 2; };
-    ASSERT_TRUE(owner->mu.AwaitWithTimeout(absl::Condition(&polled), kHang)) << "the rebuild never asked twice";
+    auto asking = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return owner->inside == 1; };
+    ASSERT_TRUE(owner->mu.AwaitWithTimeout(absl::Condition(&asking), kHang)) << "the rebuild never asked";
   }
-  ranks.executors[1]->Shutdown();
+  std::thread shutdown([&] {
+    ranks.executors[1]->Shutdown();
+    absl::MutexLock lock(&owner->mu);
+    owner->shut_down = true;
+  });
+  // Shutdown fails the runs waiting for the rebuild before it waits for
+  // the rebuild's thread: once the run has failed, Shutdown is waiting (or
+  // about to), and it cannot return while the ask is held at the gate.
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kHang));
+  {
+    absl::MutexLock lock(&owner->mu);
+    EXPECT_FALSE(owner->shut_down) << "Shutdown returned with an ask under way";
+    EXPECT_EQ(owner->inside, 1);
+  }
+  owner->gate.Notify();
+  shutdown.join();
   {
     absl::MutexLock lock(&owner->mu);
     EXPECT_EQ(owner->inside, 0) << "an ask is still under way after Shutdown returned";
+    EXPECT_EQ(owner->asks_ended_after_shutdown, 0) << "Shutdown returned before the ask under way ended";
     owner->gone = true;
   }
-  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kHang));
   EXPECT_TRUE(absl::IsCancelled(out.status())) << out.status();
   EXPECT_NE(out.status().message().find("shutting down"), std::string::npos) << out.status();
   // Later runs that need a rebuild, and RebuildNow, are refused at once.
