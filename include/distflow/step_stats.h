@@ -4,9 +4,13 @@
 // its start and end time (wall clock, microseconds since the Unix epoch, so
 // the tasks of one machine share a time base) and, for the _Send/_Recv
 // nodes that carry a tensor between devices, the transfer's key, which is
-// the same on both ends. The distributed runtime gathers every task's
-// records into one StepStats; ChromeTraceJson turns it into the trace-event
-// JSON that Perfetto and chrome://tracing open.
+// the same on both ends. A collective op (CollectiveReduce & co.) adds the
+// phases of its run on that rank as records of op "CollectivePhase" named
+// "<node>:<phase> <activity>" (e.g. "allreduce_0:reduce-scatter waiting"),
+// one after another inside the op's own record (docs/COLLECTIVES.md). The
+// distributed runtime gathers every task's records into one StepStats;
+// ChromeTraceJson turns it into the trace-event JSON that Perfetto and
+// chrome://tracing open, a collective's phases nested under its op.
 //
 // StepStatsCollector is thread-safe (the executor's threads record into it
 // concurrently); the plain structs are values.

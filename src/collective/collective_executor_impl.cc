@@ -12,6 +12,7 @@
 #include "collective/algorithms.h"
 #include "collective/fp16_channel.h"
 #include "collective/reduce_ops.h"
+#include "collective/run_observer.h"
 #include "collective/shape_check.h"
 
 namespace distflow {
@@ -28,9 +29,11 @@ struct RunEnd {
   std::atomic<bool> timer_fired{false};
   CollectiveExecutor::DoneCallback done;
   std::function<void()> stop_stall_check;
+  std::shared_ptr<RunObserver> observer;  // metrics and the trace's phases
 
   void Finish(absl::StatusOr<Tensor> result) {
     if (stop_stall_check) stop_stall_check();
+    if (observer) observer->Finish(result.status());
     if (cm != nullptr && token != CancellationManager::kInvalidToken) cm->Deregister(token);
     // The timer's own callback may be what ends the run: it must not cancel itself.
     if (const Timer::Id id = timer.load(); id != 0 && !timer_fired.load()) Timer::Global()->Cancel(id);
@@ -408,7 +411,8 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
   } else if (params.kind == CollectiveKind::kReduce && AllReduceUsesRing(input, params.group_size)) {
     announce = Announce::kRing;
   }
-  std::shared_ptr<CollectiveChannel> raw = std::move(*opened);
+  end->observer = std::make_shared<RunObserver>(params, (*opened)->size());
+  std::shared_ptr<CollectiveChannel> raw = end->observer->CountBytes(std::move(*opened));
   if (params.kind == CollectiveKind::kReduce) {
     // Below the stall check and fp16, so that the first message each peer
     // receives, whatever sends it, carries this rank's signature.
@@ -418,7 +422,7 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
                         params.compress_fp16 && (input.dtype() == DT_FLOAT || input.dtype() == DT_DOUBLE)});
   }
   WatchedChannel watched = WatchForStalls(std::move(raw), end->what, stall_check_, announce);
-  std::shared_ptr<CollectiveChannel> ch = std::move(watched.channel);
+  std::shared_ptr<CollectiveChannel> ch = end->observer->WatchPhases(std::move(watched.channel));
   end->stop_stall_check = std::move(watched.stop);
   if (cm != nullptr) {
     end->cm = cm;

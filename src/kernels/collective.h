@@ -24,6 +24,7 @@
 namespace distflow {
 
 class Device;
+struct NodeExecStats;
 
 enum class CollectiveKind { kReduce, kBroadcastSend, kBroadcastRecv, kGather };
 // kAdasum: Horovod's adaptive summation (collective/adasum.h), float32 and
@@ -68,6 +69,9 @@ struct CollectiveParams {
   // holds the task indices of the group's last build in rank order, and
   // group_size their count.
   bool elastic = false;
+  // Set by the kernel when its step is traced: where the run's phases go
+  // (collective/run_observer.h). Empty: not traced.
+  std::function<void(const NodeExecStats&)> trace;
 };
 
 // "CollectiveReduce 'name' (group 1, instance 7)": how errors name an op.

@@ -31,6 +31,7 @@ class Device;
 class Var;
 class ResourceMgr;
 class Rendezvous;
+struct NodeExecStats;
 
 class OpKernelConstruction {
  public:
@@ -116,6 +117,11 @@ class OpKernelContext {
     // by every kernel of the step.
     std::shared_ptr<std::atomic<int64_t>> step_bytes;
     int64_t max_step_bytes = 0;
+    // A traced step's trace (distflow/step_stats.h), for records a kernel
+    // adds of its own (a collective's phases, collective/run_observer.h);
+    // empty when the step is not traced. Callable from any thread until the
+    // kernel is done.
+    std::function<void(const NodeExecStats&)> trace;
   };
 
   explicit OpKernelContext(Params params);
@@ -147,6 +153,7 @@ class OpKernelContext {
   int64_t step_id() const { return params_.step_id; }
   CancellationManager* cancellation_manager() const { return params_.cancellation; }
   Rendezvous* rendezvous() const { return params_.rendezvous; }
+  const std::function<void(const NodeExecStats&)>& trace() const { return params_.trace; }
 
   // Runs fn(begin, end) over [0, n) on the intra-op pool when there is one and
   // the work is big enough (cost_per_unit: rough cycles per element).

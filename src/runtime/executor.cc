@@ -365,6 +365,7 @@ struct Executor::Impl : ExecutorPlan {
     }
     p.default_container = options.default_container;
     p.intra_op_pool = options.intra_op_pool;
+    if (s->stats != nullptr) p.trace = [stats = s->stats](const NodeExecStats& n) { stats->Record(n); };
     if (options.max_step_bytes > 0) {
       p.step_bytes = s->held;
       p.max_step_bytes = options.max_step_bytes;

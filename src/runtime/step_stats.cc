@@ -60,6 +60,9 @@ std::string Quote(const std::string& s) {
   return out + "\"";
 }
 
+// The op of a collective's phase records (collective/run_observer.h).
+constexpr char kPhaseOp[] = "CollectivePhase";
+
 struct Placed {
   const NodeExecStats* node;
   int pid;
@@ -88,8 +91,8 @@ std::string ChromeTraceJson(const StepStats& stats) {
         absl::StrCat(R"({"name":"process_name","ph":"M","pid":)", pid, R"(,"args":{"name":)", Quote(d->device), "}}"));
     events.push_back(
         absl::StrCat(R"({"name":"process_sort_index","ph":"M","pid":)", pid, R"(,"args":{"sort_index":)", pid, "}}"));
-    std::vector<const NodeExecStats*> nodes;
-    for (const NodeExecStats& n : d->nodes) nodes.push_back(&n);
+    std::vector<const NodeExecStats*> nodes, phases;
+    for (const NodeExecStats& n : d->nodes) (n.op == kPhaseOp ? phases : nodes).push_back(&n);
     std::stable_sort(nodes.begin(), nodes.end(), [](const NodeExecStats* a, const NodeExecStats* b) {
       return a->start_us != b->start_us ? a->start_us < b->start_us : a->end_us < b->end_us;
     });
@@ -111,6 +114,25 @@ std::string ChromeTraceJson(const StepStats& stats) {
       events.push_back(absl::StrCat(R"({"name":)", Quote(n->op), R"(,"cat":"Op","ph":"X","pid":)", pid, R"(,"tid":)",
                                     lane, R"(,"ts":)", n->start_us - origin, R"(,"dur":)", end - n->start_us,
                                     R"(,"args":{"name":)", Quote(n->node), R"(,"op":)", Quote(n->op), "}}"));
+    }
+    // A collective's phases ("node:phase activity") go inside their op's
+    // slice, in its lane, clipped to it, so the viewer nests them under it.
+    for (const NodeExecStats* p : phases) {
+      const size_t colon = p->node.find(':');
+      const std::string owner = p->node.substr(0, colon);
+      const std::string label = colon == std::string::npos ? p->node : p->node.substr(colon + 1);
+      const Placed* parent = nullptr;
+      for (const Placed& q : placed) {
+        if (q.pid == pid && q.node->node == owner && q.node->start_us <= p->start_us &&
+            p->start_us <= std::max(q.node->end_us, q.node->start_us)) {
+          parent = &q;
+        }
+      }
+      if (parent == nullptr) continue;  // its op's record is missing (a failed step): nothing to nest under
+      const int64_t start = p->start_us, end = std::min(std::max(p->end_us, start), parent->node->end_us);
+      events.push_back(absl::StrCat(R"({"name":)", Quote(label), R"(,"cat":"Collective","ph":"X","pid":)", pid,
+                                    R"(,"tid":)", parent->lane, R"(,"ts":)", start - origin, R"(,"dur":)", end - start,
+                                    R"(,"args":{"name":)", Quote(owner), R"(,"phase":)", Quote(label), "}}"));
     }
   }
   // Flows: each transfer key's send to its receive(s). A flow starts where

@@ -122,6 +122,41 @@ TEST(StepStats, ChromeTraceHasATrackPerDeviceLanesThatNeverOverlapAndLinkedTrans
   EXPECT_EQ(flow_end.begin()->second.first, 2) << "and ends on the worker";
 }
 
+// A collective's phase records ("node:phase activity", op CollectivePhase)
+// are drawn inside their op's slice, in its lane, named by the phase: the
+// viewer nests them under the op. A phase whose op has no record is left out.
+TEST(StepStats, ChromeTraceNestsACollectivesPhasesInsideItsOp) {
+  StepStats st;
+  const int64_t t0 = 1'700'000'000'000'000;
+  st.devices.push_back({"/job:worker/replica:0/task:1/device:CPU:0",
+                        {{"grad", "MatMul", t0, t0 + 100, ""},
+                         {"allreduce_0", "CollectiveReduce", t0 + 10, t0 + 60, ""},
+                         {"allreduce_0:reduce-scatter waiting", "CollectivePhase", t0 + 12, t0 + 20, ""},
+                         {"allreduce_0:reduce-scatter reducing", "CollectivePhase", t0 + 20, t0 + 30, ""},
+                         {"allreduce_0:all-gather copying", "CollectivePhase", t0 + 30, t0 + 70, ""},
+                         {"gone:exchange waiting", "CollectivePhase", t0 + 5, t0 + 6, ""}}});
+  std::vector<google::protobuf::Struct> events = ParseEvents(ChromeTraceJson(st));
+  double op_tid = -1, op_ts = -1, op_end = -1;
+  for (const auto& e : events)
+    if (Str(e, "ph") == "X" && Str(e, "name") == "CollectiveReduce") {
+      op_tid = Num(e, "tid");
+      op_ts = Num(e, "ts");
+      op_end = op_ts + Num(e, "dur");
+    }
+  ASSERT_GE(op_tid, 0) << "the op's own slice";
+  std::vector<std::string> phases;
+  for (const auto& e : events) {
+    if (Str(e, "ph") != "X" || Str(e, "cat") != "Collective") continue;
+    phases.push_back(Str(e, "name"));
+    EXPECT_EQ(Num(e, "tid"), op_tid) << Str(e, "name") << " sits in its op's lane";
+    EXPECT_GE(Num(e, "ts"), op_ts) << Str(e, "name");
+    EXPECT_LE(Num(e, "ts") + Num(e, "dur"), op_end) << Str(e, "name") << " is clipped to its op";
+    EXPECT_EQ(e.fields().at("args").struct_value().fields().at("name").string_value(), "allreduce_0");
+  }
+  EXPECT_EQ(phases,
+            (std::vector<std::string>{"reduce-scatter waiting", "reduce-scatter reducing", "all-gather copying"}));
+}
+
 TEST(StepStats, AnEmptyTraceIsStillAValidDocument) { EXPECT_TRUE(ParseEvents(ChromeTraceJson(StepStats{})).empty()); }
 
 }  // namespace

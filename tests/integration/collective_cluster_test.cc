@@ -9,24 +9,26 @@
 #include "absl/strings/str_cat.h"
 #include "distflow/distflow.h"
 #include "gtest/gtest.h"
+#include "subprocess.h"
 
 namespace distflow {
 namespace {
 
 class CollectiveClusterTest : public ::testing::Test {
  protected:
-  void Start(int workers) {
+  void Start(int workers, ServerOptions options = {}) {
     absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(0, workers);
     ASSERT_TRUE(spec.ok()) << spec.status();
-    absl::StatusOr<std::vector<std::unique_ptr<Server>>> servers = StartLocalCluster(*spec);
+    absl::StatusOr<std::vector<std::unique_ptr<Server>>> servers = StartLocalCluster(*spec, options);
     ASSERT_TRUE(servers.ok()) << servers.status();
     servers_ = std::move(*servers);
   }
-  std::string Target(int task) {
+  Server* ServerOf(int task) {
     for (auto& s : servers_)
-      if (s->task_name() == TaskName("worker", task)) return s->target();
-    return "";
+      if (s->task_name() == TaskName("worker", task)) return s.get();
+    return nullptr;
   }
+  std::string Target(int task) { return ServerOf(task) != nullptr ? ServerOf(task)->target() : ""; }
   // Worker `task`'s session: its own task only, as each replica's is.
   std::unique_ptr<Session> SessionOf(int task) {
     SessionOptions o;
@@ -89,6 +91,93 @@ TEST_F(CollectiveClusterTest, ThreeWorkersAllReduce) {
       }
     }
   }
+}
+
+// A traced step shows each rank's collective phases inside its
+// CollectiveReduce (the ring's reduce-scatter and all-gather, one segment
+// after another), and a scraper of /metrics sees the run's bytes and time.
+TEST_F(CollectiveClusterTest, ATracedReductionShowsItsPhasesAndMetricsCountItsBytes) {
+  constexpr int kWorkers = 3;
+  constexpr int64_t kCount = int64_t{1} << 16;  // 256 KiB: the ring
+  ServerOptions options;
+  options.status_port = 0;
+  Start(kWorkers, options);
+  const int port = ServerOf(0)->status_port();
+  ASSERT_GT(port, 0);
+  auto sample = [](const std::string& page, const std::string& name, const std::string& labels) {
+    return subprocess::MetricValue(page, absl::StrCat(name, "{", labels, "}"));
+  };
+  const std::string before = subprocess::ScrapeMetrics(port);
+  std::vector<StepStats> traces(kWorkers);
+  std::vector<absl::Status> status(kWorkers);
+  OnEveryWorker(kWorkers, [&](int task) {
+    Scope root = Scope::NewRootScope();
+    Scope s = root.WithDevice(absl::StrCat("/job:worker/task:", task));
+    Tensor x(DT_FLOAT, TensorShape({kCount}));
+    for (int64_t i = 0; i < kCount; ++i) x.flat<float>()[static_cast<size_t>(i)] = static_cast<float>(i % 5 + task);
+    Output sum(
+        ops::Raw(
+            s.WithOpName("allreduce_0"), "CollectiveReduce", {ops::Const(s, x)},
+            {{"group_size", kWorkers}, {"group_key", 1}, {"instance_key", 1}, {"merge_op", "Add"}, {"final_op", "Id"}}),
+        0, s);
+    RunOptions run;
+    run.trace = &traces[static_cast<size_t>(task)];
+    absl::StatusOr<std::vector<Tensor>> out = SessionOf(task)->Run({}, {sum}, {}, run);
+    status[static_cast<size_t>(task)] = out.status();
+    if (out.ok() && (*out)[0].flat<float>()[1] != 1 + 1 + 2 + 3) {
+      status[static_cast<size_t>(task)] = absl::InternalError(absl::StrCat("sum[1] = ", (*out)[0].flat<float>()[1]));
+    }
+  });
+  for (int task = 0; task < kWorkers; ++task) {
+    ASSERT_TRUE(status[static_cast<size_t>(task)].ok())
+        << "worker " << task << ": " << status[static_cast<size_t>(task)];
+    const StepStats& trace = traces[static_cast<size_t>(task)];
+    const NodeExecStats* op = nullptr;
+    std::vector<const NodeExecStats*> phases;
+    std::string device;
+    for (const DeviceStepStats& d : trace.devices) {
+      for (const NodeExecStats& n : d.nodes) {
+        if (n.op == "CollectiveReduce") op = &n;
+        if (n.op == "CollectivePhase") {
+          phases.push_back(&n);
+          device = d.device;
+        }
+      }
+    }
+    ASSERT_NE(op, nullptr) << "worker " << task;
+    ASSERT_FALSE(phases.empty()) << "worker " << task << " traced no phase";
+    EXPECT_TRUE(absl::StrContains(device, absl::StrCat("/job:worker/replica:0/task:", task))) << device;
+    bool scatter = false, gather = false;
+    for (size_t i = 0; i < phases.size(); ++i) {
+      const NodeExecStats& p = *phases[i];
+      ASSERT_TRUE(absl::StartsWith(p.node, "allreduce_0:")) << p.node;
+      scatter |= absl::StrContains(p.node, ":reduce-scatter ");
+      gather |= absl::StrContains(p.node, ":all-gather ");
+      EXPECT_LT(p.start_us, p.end_us) << p.node;
+      EXPECT_GE(p.start_us, op->start_us) << p.node << " starts inside its op";
+      EXPECT_LE(p.end_us, op->end_us) << p.node << " ends inside its op";
+      if (i > 0) {
+        EXPECT_EQ(p.start_us, phases[i - 1]->end_us) << p.node << " follows the phase before";
+      }
+    }
+    EXPECT_TRUE(scatter && gather) << "worker " << task << ": the ring's two phases";
+    EXPECT_TRUE(absl::StrContains(ChromeTraceJson(trace), R"("cat":"Collective")")) << "drawn in the Chrome trace";
+  }
+  // The servers share this process's registry: three ranks' worth. Each ring
+  // step every rank sends one segment (together the whole tensor), 2(n-1)
+  // steps; shape checks' signatures add a few bytes.
+  const std::string after = subprocess::ScrapeMetrics(port);
+  const std::string reduce = R"(op="reduce")";
+  auto delta = [&](const std::string& name, const std::string& labels) {
+    return sample(after, name, labels) - std::max(0.0, sample(before, name, labels));
+  };
+  const double payload = 2.0 * (kWorkers - 1) * kCount * 4;
+  const double sent = delta("distflow_collective_bytes_sent_total", reduce);
+  EXPECT_GE(sent, payload) << after;
+  EXPECT_LT(sent, payload + 4096) << after;
+  EXPECT_EQ(delta("distflow_collective_bytes_received_total", reduce), sent) << after;
+  EXPECT_EQ(delta("distflow_collective_runs_total", R"(op="reduce",status="ok")"), kWorkers) << after;
+  EXPECT_GT(delta("distflow_collective_seconds_total", reduce), 0) << after;
 }
 
 // A program that ends right after a failed collective destroys its server

@@ -112,7 +112,14 @@ class CollectiveOp : public AsyncOpKernel {
       done(out.ok() ? ctx->set_output(0, std::move(*out)) : out.status());
       return;
     }
-    executor->Run(params_, input, ctx->cancellation_manager(),
+    const CollectiveParams* params = &params_;
+    CollectiveParams traced;
+    if (ctx->trace()) {
+      traced = params_;
+      traced.trace = ctx->trace();
+      params = &traced;
+    }
+    executor->Run(*params, input, ctx->cancellation_manager(),
                   [ctx, done = std::move(done)](absl::StatusOr<Tensor> out) {
                     done(out.ok() ? ctx->set_output(0, std::move(*out)) : out.status());
                   });
