@@ -53,7 +53,9 @@
 // chief aggregates as many gradients per step as there are workers in the
 // job (less the backups of --replicas_to_aggregate), as the coordinator
 // counts them: a joined worker is waited for from the next step, one that
-// left or was declared dead is not.
+// left or was declared dead is not. DISTFLOW_JOIN and DISTFLOW_JOIN_AS in
+// the environment (what distflow-launch --min_workers/--max_workers gives
+// its joiners) do the same as the two flags, which win when given.
 //
 // --all_reduce trains without ps tasks (start only workers, e.g.
 // `distflow-launch --ps 0 --workers 3 -- mnist_distributed --all_reduce`):
@@ -82,6 +84,7 @@
 // distflow-server process instead. --trace_step=N writes a timeline of one
 // step (every task's nodes, transfers linked) as Chrome trace-event JSON.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -524,6 +527,12 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_recovery_timeout_secs) <= 0) {
     return Usage(
         absl::StrCat("--recovery_timeout_secs must be positive, not ", absl::GetFlag(FLAGS_recovery_timeout_secs)));
+  }
+  // distflow-launch tells a joiner in its environment (flags given by hand win).
+  if (const char* env = std::getenv("DISTFLOW_JOIN"); env != nullptr && absl::GetFlag(FLAGS_join).empty()) {
+    absl::SetFlag(&FLAGS_join, std::string(env));
+    const char* as = std::getenv("DISTFLOW_JOIN_AS");
+    if (as != nullptr && absl::GetFlag(FLAGS_join_as).empty()) absl::SetFlag(&FLAGS_join_as, std::string(as));
   }
   const bool joining = !absl::GetFlag(FLAGS_join).empty();
   if (!joining && !absl::GetFlag(FLAGS_join_as).empty()) return Usage("--join_as needs --join");

@@ -42,8 +42,10 @@
 // Elastic: --min_workers M --max_workers N (instead of --workers) starts
 // the ps tasks and M workers as the cluster spec, and N-M more workers that
 // join the running job through its coordinator (ps 0; the program gets
-// --join=ADDRESS --join_as=HOST:PORT instead of a task of the spec: the
-// book's mnist_distributed takes them). A worker that fails, other than the
+// DISTFLOW_JOIN=ADDRESS and DISTFLOW_JOIN_AS=HOST:PORT in its environment
+// instead of a task of the spec, never flags its own argument parser could
+// take: the book's mnist_distributed and distflow.elastic.launcher_join()
+// read them). A worker that fails, other than the
 // chief, is replaced by a new joining worker, up to --restart_on_failure
 // times in all; the job fails once fewer than M workers are left. With
 // --ps 0 (all-reduce training) one more task, job "coordinator" (the ps
@@ -62,10 +64,29 @@
 // --discovery_interval_secs: new slots take joining workers up to
 // --max_workers, the workers of a host that is no longer listed are
 // stopped (never the chief, never below the minimum), and a host whose
-// workers failed --host_failures_to_blacklist times is blacklisted. The
-// tasks still run on this machine: each worker serves on its host's
-// address, so the hosts are this machine's addresses (127.0.0.x, the
-// addresses of network namespaces), not remote machines.
+// workers failed --host_failures_to_blacklist times is blacklisted (a host
+// whose remote shell fails is named and blacklisted the same way).
+//
+// Other machines: a task whose host is not this machine (a discovered
+// host, a --cluster_spec over several machines without --this_host, or
+// --host) starts through --remote_shell, a command template in which
+// {host} is the task's host, by default `ssh -o BatchMode=yes {host}` (as
+// horovodrun starts its ranks): the task's command line (cd to this
+// directory, its DISTFLOW_CONFIG and join variables, this launcher's
+// DISTFLOW_*, HOROVOD_* and PYTHONPATH, the program) is its last argument,
+// so a runner that takes a program instead of a command line needs a shell
+// at its end (`ip netns exec {host} sh -c`). Its output is prefixed and its
+// failures named as a local task's. A watchdog beside the task on its host
+// reads the remote shell's stdin, which this launcher holds: stopping the
+// task, the launcher's death (SIGKILL too) or a broken connection ends that
+// input, and the watchdog stops the task (SIGTERM, SIGKILL after
+// --grace_secs). What a remote shell cannot promise: a host that is cut
+// off keeps its task running until it notices (the cluster's heartbeats
+// then declare it dead), and DISTFLOW_AUTH_TOKEN is not passed on (it would
+// be on a command line; give remote hosts the token in a file,
+// --auth_token_file). Ports of remote tasks are picked free on this
+// machine, a guess for the other one. --remote_shell= (empty) runs every
+// task here as before.
 //
 // --emit kubernetes|slurm starts nothing: it prints (or writes to
 // --emit_file) manifests for the same cluster shape, --ps N --workers M on
@@ -106,6 +127,7 @@
 #include "host_discovery.h"
 #include "launch_emit.h"
 #include "launcher.h"
+#include "remote_shell.h"
 
 ABSL_FLAG(int, ps, 1, "ps tasks (without --cluster_spec)");
 ABSL_FLAG(int, workers, 1, "worker tasks (without --cluster_spec); worker 0 is the chief");
@@ -126,6 +148,9 @@ ABSL_FLAG(int, min_workers_wait_secs, 60,
           "with --host_discovery_script: how long to wait for it to list --min_workers slots before giving up");
 ABSL_FLAG(int, host_failures_to_blacklist, 2,
           "with --host_discovery_script: failed workers after which a host is not used again");
+ABSL_FLAG(std::string, remote_shell, distflow::kDefaultRemoteShell,
+          "how a task on a host that is not this machine starts: a command template, {host} its host, given the "
+          "task's shell command line as its last argument (\"\": run every task here)");
 ABSL_FLAG(int, base_port, 0, "first port of consecutive ones for the tasks, ps first (0: free ports)");
 ABSL_FLAG(std::string, host, "127.0.0.1", "host of every task (without --cluster_spec)");
 ABSL_FLAG(std::string, cluster_spec, "", "the cluster, as for distflow-server, instead of --ps/--workers");
@@ -336,6 +361,11 @@ int main(int argc, char** argv) {
     }
   }
 
+  const std::string remote_shell = absl::GetFlag(FLAGS_remote_shell);
+  if (!remote_shell.empty() && !absl::StrContains(remote_shell, "{host}")) {
+    return Usage(absl::StrCat("--remote_shell='", remote_shell,
+                              "' has no {host}: say where the host goes, e.g. --remote_shell='ssh {host}'"));
+  }
   absl::StatusOr<ClusterSpec> cluster;
   const std::string spec = absl::GetFlag(FLAGS_cluster_spec);
   if (!spec.empty()) {
@@ -370,7 +400,9 @@ int main(int argc, char** argv) {
         int port = next;
         const std::string& host_i = job == "worker" && i < static_cast<int>(slot_hosts.size()) ? slot_hosts[i] : host;
         if (base == 0) {
-          absl::StatusOr<int> free = distflow::PickUnusedTcpPort(host_i);
+          // Another machine's ports cannot be seen from here: one free here is a guess.
+          const bool here = remote_shell.empty() || distflow::IsLocalHost(host_i);
+          absl::StatusOr<int> free = distflow::PickUnusedTcpPort(here ? host_i : "127.0.0.1");
           // A host name: the port is checked on the wildcard address, which covers it.
           if (absl::IsInvalidArgument(free.status())) free = distflow::PickUnusedTcpPort("127.0.0.1");
           if (!free.ok()) return Usage(std::string(free.status().message()));
@@ -433,6 +465,15 @@ int main(int argc, char** argv) {
       absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
       if (!hp.ok()) continue;
       if (!this_host.empty() && hp->first != this_host) continue;  // another machine's task
+      if (this_host.empty() && !distflow::IsLocalHost(hp->first)) {
+        if (remote_shell.empty()) {
+          return Usage(absl::StrCat("task ", job, ":", index, " is on ", hp->first,
+                                    ", which is not this machine, and --remote_shell is empty: give a remote shell "
+                                    "(e.g. --remote_shell='ssh {host}') or run one launcher per machine "
+                                    "(--this_host)"));
+        }
+        continue;  // started there through the remote shell; its port is that machine's
+      }
       if (absl::Status free = PortFree(hp->first, hp->second); !free.ok()) {
         return Usage(absl::StrCat("task ", job, ":", index, ": ", free.message()));
       }
@@ -460,6 +501,7 @@ int main(int argc, char** argv) {
   options.ps_exit_secs = absl::GetFlag(FLAGS_ps_exit_secs);
   options.up_timeout_secs = absl::GetFlag(FLAGS_up_timeout_secs);
   options.only_host = this_host;
+  options.remote_shell = remote_shell;
   if (elastic) {
     options.join_workers = max_workers - min_workers;
     options.min_workers = min_workers;

@@ -23,6 +23,7 @@
 #include "base/ports.h"
 #include "launcher_child.h"
 #include "launcher_health.h"
+#include "remote_shell.h"
 
 namespace distflow {
 
@@ -56,7 +57,10 @@ struct Task {
   // Variables of its environment for this start (a joiner of an elastic
   // all-reduce job: DISTFLOW_JOIN and DISTFLOW_JOIN_AS instead of flags).
   std::vector<std::pair<std::string, std::string>> env;
-  std::string host;       // host discovery: the host whose slot it holds
+  std::string host;     // host discovery: the host whose slot it holds
+  bool remote = false;  // this start runs on another machine, through the remote shell
+  std::string remote_host;
+  int in_fd = -1;         // a remote task's stdin, held while it runs: closing it stops the task on its host
   bool removing = false;  // host discovery: stopped because its host went away
   std::string name() const { return joins ? absl::StrCat(job, ":+", index) : absl::StrCat(job, ":", index); }
   bool is_ps() const { return job == "ps"; }
@@ -175,13 +179,66 @@ class Launcher {
     const std::string config = t.joins ? ""
                                        : absl::StrCat("{\"cluster\": ", cluster_.ToJson(), ", \"task\": {\"type\": \"",
                                                       t.job, "\", \"index\": ", t.index, "}}");
+    absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(t.address);
+    t.remote_host = hp.ok() ? hp->first : "";
+    t.remote = hp.ok() && Remote(hp->first);
     Child child;
-    if (!StartChild(t.argv, config, &child, t.env)) return false;
+    if (t.remote) {
+      // Everything the task needs travels in its command line: the remote
+      // shell passes no environment on.
+      std::vector<std::pair<std::string, std::string>> env = ForwardedEnvironment();
+      if (!config.empty()) env.emplace_back("DISTFLOW_CONFIG", config);
+      env.insert(env.end(), t.env.begin(), t.env.end());
+      std::vector<std::string> argv =
+          RemoteCommand(options_.remote_shell, t.remote_host, t.argv, env, Cwd(), options_.grace_secs);
+      if (!StartChild(argv, "", &child, {}, /*stdin_pipe=*/true)) return false;
+    } else if (!StartChild(t.argv, config, &child, t.env)) {
+      return false;
+    }
     t.pid = child.pid;
     t.out.fd = child.out_fd;
     t.err.fd = child.err_fd;
+    t.in_fd = child.in_fd;
     t.running = true;
     return true;
+  }
+
+  // Whether a task on `host` runs through the remote shell.
+  bool Remote(const std::string& host) {
+    if (options_.remote_shell.empty() || !options_.only_host.empty()) return false;
+    auto it = local_.find(host);
+    if (it == local_.end()) it = local_.emplace(host, IsLocalHost(host)).first;
+    return !it->second;
+  }
+
+  static std::string Cwd() {
+    char buf[4096];
+    return getcwd(buf, sizeof(buf)) != nullptr ? std::string(buf) : "/";
+  }
+
+  // SIGTERM to a task's process group; a remote task's stdin is closed too,
+  // which stops it on its host (the remote shell may not pass the signal on).
+  static void Terminate(Task& t) {
+    kill(-t.pid, SIGTERM);
+    CloseInput(t);
+  }
+  static void CloseInput(Task& t) {
+    if (t.in_fd >= 0) close(t.in_fd);
+    t.in_fd = -1;
+  }
+
+  // How a task ended, and where, for a remote one.
+  std::string Describe(const Task& t, int status) const {
+    std::string how = DescribeWaitStatus(status);
+    if (!t.remote) return how;
+    absl::StrAppend(&how, " (started on ", t.remote_host, " through --remote_shell='", options_.remote_shell, "'");
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 255) {
+      absl::StrAppend(&how, "; 255 is also what ssh and ip netns exec exit with when they cannot reach the host");
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) < 160) {
+      absl::StrAppend(&how, "; on its host it was killed by signal ", WEXITSTATUS(status) - 128);
+    }
+    absl::StrAppend(&how, ")");
+    return how;
   }
 
   // A joining worker's flags for this start: a free port of its own and
@@ -196,22 +253,18 @@ class Launcher {
       }
       host = t.host;
     }
-    absl::StatusOr<int> port = PickUnusedTcpPort(host);
+    // Another machine's ports cannot be seen from here: one free here is a guess.
+    absl::StatusOr<int> port = PickUnusedTcpPort(Remote(host) ? "127.0.0.1" : host);
     if (!port.ok()) {
       Complain(absl::StrCat("no free port for ", t.name(), " on ", host, ": ", port.status().message()));
       return false;
     }
     t.address = absl::StrCat(host, ":", *port);
     t.argv = options_.program;
-    if (cluster_.HasJob(kCoordinatorJob)) {
-      // A Horovod program's ranks: in the environment, where the program's
-      // own argument parser cannot take them for one of its flags (argparse
-      // reads --join=... as an abbreviation of, say, --join-marker).
-      t.env = {{"DISTFLOW_JOIN", coordinator_}, {"DISTFLOW_JOIN_AS", t.address}};
-    } else {
-      t.argv.push_back("--join=" + coordinator_);
-      t.argv.push_back("--join_as=" + t.address);
-    }
+    // In the environment, where the program's own argument parser cannot
+    // take them for one of its flags (argparse reads --join=... as an
+    // abbreviation of, say, --join-marker).
+    t.env = {{"DISTFLOW_JOIN", coordinator_}, {"DISTFLOW_JOIN_AS", t.address}};
     return true;
   }
 
@@ -296,7 +349,7 @@ class Launcher {
                                                   : absl::StrCat("lists ", it->second, " slot(s) now"),
                        "; stopping the worker"));
       t.removing = true;
-      kill(-t.pid, SIGTERM);
+      Terminate(t);
     }
     while (ActiveWorkers() < options_.max_workers) {
       const std::string host = FreeSlotHost();
@@ -365,8 +418,9 @@ class Launcher {
         for (Task& t : tasks_) {
           if (t.pid != pid || !t.running) continue;
           t.running = false;
+          CloseInput(t);
           DrainOutput(t);
-          t.how = DescribeWaitStatus(status);
+          t.how = Describe(t, status);
           const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
           if (t.removing) {
             Say(absl::StrCat(t.name(), " stopped (", t.how, "); it is not replaced"));
@@ -385,7 +439,8 @@ class Launcher {
           if (Discovery() && t.is_worker() && !chief && !coordinator_.empty()) {
             // The host takes the blame; a free slot (maybe elsewhere) takes a new worker.
             const int failures = ++host_failures_[t.host];
-            Say(absl::StrCat(t.name(), " on ", t.host, " ", t.how, " (", failures, " failure(s) on that host)"));
+            Say(absl::StrCat(t.name(), t.remote ? "" : absl::StrCat(" on ", t.host), " ", t.how, " (", failures,
+                             " failure(s) on that host)"));
             if (failures >= options_.host_failures_to_blacklist && blacklisted_.insert(t.host).second) {
               Say(absl::StrCat("host ", t.host, " is blacklisted: ", failures,
                                " of its workers failed; no worker starts there again"));
@@ -449,8 +504,8 @@ class Launcher {
         if (workers_done_at == absl::InfinitePast()) {
           workers_done_at = Now();
           // The coordinator task serves the workers only: it ends with them.
-          for (const Task& t : tasks_) {
-            if (t.is_coordinator() && t.running) kill(-t.pid, SIGTERM);
+          for (Task& t : tasks_) {
+            if (t.is_coordinator() && t.running) Terminate(t);
           }
         }
         bool ps_running = false;
@@ -495,7 +550,7 @@ class Launcher {
   // (or at a further signal); returns `code`.
   int Stop(int code) {
     for (Task& t : tasks_) {
-      if (t.running) kill(-t.pid, SIGTERM);
+      if (t.running) Terminate(t);
     }
     const int signals_before = signals_->load();
     const absl::Time deadline = Now() + absl::Seconds(options_.grace_secs);
@@ -507,8 +562,9 @@ class Launcher {
         for (Task& t : tasks_) {
           if (t.pid == pid && t.running) {
             t.running = false;
+            CloseInput(t);
             DrainOutput(t);
-            t.how = DescribeWaitStatus(status);
+            t.how = Describe(t, status);
           }
         }
       }
@@ -552,6 +608,7 @@ class Launcher {
   // Host discovery.
   std::vector<DiscoveredHost> hosts_;  // the script's last good answer
   std::set<std::string> blacklisted_;
+  std::map<std::string, bool> local_;  // host -> this machine (IsLocalHost), asked once
   std::map<std::string, int> host_failures_;
   std::set<std::string> below_min_warned_;
   std::string last_discovery_error_;

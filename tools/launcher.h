@@ -25,8 +25,10 @@
 // train_and_evaluate evaluates the chief's checkpoints there.
 //
 // Elastic (`join_workers` > 0): besides the cluster's tasks, `join_workers`
-// more workers start with --join=<the coordinator's address> --join_as=<a
-// free port on `join_host`> instead of a task of the spec, and join the
+// more workers start with DISTFLOW_JOIN=<the coordinator's address> and
+// DISTFLOW_JOIN_AS=<a free port on `join_host`> in their environment (not
+// flags: the program's own argument parser cannot take them for one of its
+// flags) instead of a task of the spec, and join the
 // running job through its coordinator (ps 0; without a ps job, the task of
 // the kCoordinatorJob job, which runs `ps_program` and is stopped once the
 // workers are done). A worker that fails, other than the chief (worker 0
@@ -47,6 +49,15 @@
 // `host_failures_to_blacklist` failures is blacklisted (no worker starts
 // there again), and a free slot elsewhere takes a new worker instead of
 // --restart_on_failure's replacements.
+//
+// Remote hosts (`remote_shell` set): a task whose host is not this machine
+// (a --cluster_spec over machines, a discovered host, --host) starts
+// through the remote shell (remote_shell.h): its output is copied and
+// prefixed as a local task's, its exit status is the remote shell's (named
+// with its host), and stopping it (or the launcher's death) closes its
+// stdin, which stops it on its host after the grace period. A port for it
+// is picked free on this machine: a guess for the other one (a taken port
+// fails the task, which is then replaced or restarted like any failure).
 //
 // One launcher per machine (`only_host` set): only the spec's tasks whose
 // host is `only_host` run here, and the launcher ends when they have; one
@@ -96,6 +107,10 @@ struct LaunchOptions {
   int discovery_interval_secs = 3;
   int discovery_timeout_secs = 10;
   int host_failures_to_blacklist = 2;
+  // A task whose host is not this machine (IsLocalHost) runs through this
+  // command template ({host}: its host; remote_shell.h); "": every task
+  // runs here. Not used with `only_host` (every task is then this host's).
+  std::string remote_shell;
   // The clock of the launcher's own timekeeping (the grace period, the ps
   // tasks' exit wait, the discovery interval, the wait for "cluster up") and
   // its pauses; null: the real one (Env::Default()). It must outlive the run.

@@ -30,9 +30,9 @@ void Say(const std::string& line) { WriteAll(STDOUT_FILENO, absl::StrCat("[launc
 void Complain(const std::string& line) { WriteAll(STDERR_FILENO, absl::StrCat("[launch] ", line, "\n")); }
 
 bool StartChild(std::vector<std::string>& args, const std::string& config, Child* child,
-                const std::vector<std::pair<std::string, std::string>>& env) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+                const std::vector<std::pair<std::string, std::string>>& env, bool stdin_pipe) {
+  int out[2], err[2], in[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || (stdin_pipe && pipe2(in, O_CLOEXEC) != 0)) {
     Complain(absl::StrCat("pipe: ", strerror(errno)));
     return false;
   }
@@ -55,6 +55,7 @@ bool StartChild(std::vector<std::string>& args, const std::string& config, Child
     signal(SIGPIPE, SIG_DFL);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
+    if (stdin_pipe) dup2(in[0], STDIN_FILENO);
     if (!config.empty()) setenv("DISTFLOW_CONFIG", config.c_str(), 1);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     execvp(argv[0], argv.data());
@@ -66,6 +67,8 @@ bool StartChild(std::vector<std::string>& args, const std::string& config, Child
   setpgid(pid, pid);  // also from here, so a signal sent right away finds the group
   close(out[1]);
   close(err[1]);
+  if (stdin_pipe) close(in[0]);
+  child->in_fd = in[1];
   child->pid = pid;
   child->out_fd = out[0];
   child->err_fd = err[0];

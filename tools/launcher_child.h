@@ -26,14 +26,17 @@ struct Child {
   pid_t pid = -1;
   int out_fd = -1;
   int err_fd = -1;
+  int in_fd = -1;  // with `stdin_pipe`: the write end of its stdin (closing it ends its input)
 };
 
 // Starts `argv` as a child in its own process group, killed if the launcher
 // dies, with DISTFLOW_CONFIG set to `config` unless it is empty and the
-// variables of `env` set. False (said on stderr) if a pipe or the fork
-// failed; a program that cannot run exits 127 naming itself.
+// variables of `env` set; its stdin is the launcher's, or with
+// `stdin_pipe` a pipe whose write end is `child->in_fd` (a remote task's
+// watchdog reads it: remote_shell.h). False (said on stderr) if a pipe or
+// the fork failed; a program that cannot run exits 127 naming itself.
 bool StartChild(std::vector<std::string>& argv, const std::string& config, Child* child,
-                const std::vector<std::pair<std::string, std::string>>& env = {});
+                const std::vector<std::pair<std::string, std::string>>& env = {}, bool stdin_pipe = false);
 
 // Reads what is there on `s` and copies its whole lines to `s.out_fd`,
 // each with `prefix` in front and one write per line; at EOF, the rest too,

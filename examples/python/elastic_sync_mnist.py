@@ -38,6 +38,10 @@ FLAGS = tf.app.flags.FLAGS
 
 
 def main(_):
+    # distflow-launch --min_workers/--max_workers tells a joiner in its
+    # environment (DISTFLOW_JOIN, DISTFLOW_JOIN_AS); flags given by hand win.
+    if not FLAGS.join and elastic.launcher_join():
+        FLAGS.join, FLAGS.join_as = elastic.launcher_join()
     if FLAGS.join:
         if not FLAGS.join_as:
             raise SystemExit("--join needs --join_as=host:port, the address this worker serves on")

@@ -23,9 +23,20 @@ when it changes:
     index, count = elastic.worker_shard("10.0.0.1:2222", task_index)
     dataset = dataset.shard(count, index)
 
+A worker that `distflow-launch --min_workers M --max_workers N` starts to
+join the job is told where in its environment, not in its arguments (so
+the program's own argument parser cannot take them for one of its flags):
+DISTFLOW_JOIN (the coordinator) and DISTFLOW_JOIN_AS (the address to serve
+on); launcher_join() reads them:
+
+    join = elastic.launcher_join()
+    if join:
+        task_index, cluster = elastic.join_cluster(*join)
+
 The C++ calls are JoinCluster, ListClusterMembers and LiveWorkerShard
 (distflow/elastic.h)."""
 import collections
+import os
 
 from distflow import _distflow
 from distflow.train.server import ClusterSpec
@@ -49,6 +60,19 @@ def join_cluster(coordinator_address, address, job_name="worker", wait_secs=60):
     task_index, jobs = _distflow.join_cluster(str(coordinator_address), str(job_name), str(address),
                                               float(wait_secs))
     return task_index, ClusterSpec(jobs)
+
+
+def launcher_join():
+    """(coordinator_address, address) when distflow-launch started this
+    process to join a running job (DISTFLOW_JOIN and DISTFLOW_JOIN_AS in
+    its environment), else None. ValueError when only one of them is set."""
+    coordinator, address = os.environ.get("DISTFLOW_JOIN", ""), os.environ.get("DISTFLOW_JOIN_AS", "")
+    if not coordinator and not address:
+        return None
+    if not coordinator or not address:
+        raise ValueError("DISTFLOW_JOIN=%r and DISTFLOW_JOIN_AS=%r: a joining worker needs both (the coordinator's "
+                         "host:port and its own)" % (coordinator, address))
+    return coordinator, address
 
 
 def cluster_members(coordinator_address):

@@ -453,11 +453,12 @@ TEST(ElasticLaunch, HostDiscoveryGrowsAndShrinksTheJobAndBlacklistsAHostWhoseWor
   const std::string hosts = TempPath("hosts");
   const std::string wrapper = TempPath("wrapper.sh");
   WriteFile(hosts, "127.0.0.1:2\n127.0.0.3:1\n");
-  WriteFile(wrapper,
-            absl::StrCat("#!/bin/sh\ncase \" $* \" in *\" --join_as=127.0.0.3:\"*) echo 'this host is broken' >&2; "
-                         "exit 1;; esac\nexec ",
-                         MNIST_DISTRIBUTED_BIN, " \"$@\"\n"),
-            /*executable=*/true);
+  WriteFile(
+      wrapper,
+      absl::StrCat("#!/bin/sh\ncase \"$DISTFLOW_JOIN_AS\" in 127.0.0.3:*) echo 'this host is broken' >&2; "
+                   "exit 1;; esac\ncase \" $* \" in *\" --join\"*) echo 'join flags in argv' >&2; exit 3;; esac\nexec ",
+                   MNIST_DISTRIBUTED_BIN, " \"$@\"\n"),
+      /*executable=*/true);
   Proc launch = Spawn({DISTFLOW_LAUNCH_BIN,
                        "--ps",
                        "1",
@@ -501,6 +502,8 @@ TEST(ElasticLaunch, HostDiscoveryGrowsAndShrinksTheJobAndBlacklistsAHostWhoseWor
   // No worker started on the blacklisted host after it was blacklisted.
   EXPECT_EQ(out.find("127.0.0.3 has a free slot", out.find("host 127.0.0.3 is blacklisted")), std::string::npos) << out;
   EXPECT_NE(out.find("worker:+3 stopped ("), std::string::npos) << out;
+  // Joiners learn where to join from their environment, never from flags.
+  EXPECT_EQ(out.find("join flags in argv"), std::string::npos) << out;
   // The chief aggregated the third worker's gradients while it was in the job.
   const size_t three = out.find("aggregating 3 gradients per step");
   ASSERT_NE(three, std::string::npos) << out;

@@ -25,13 +25,26 @@
 #     its host's task; the job trains across the hosts, the chief ends it,
 #     and every launcher exits 0. A --this_host that no task is on exits 2
 #     naming the spec's hosts.
+#   remote: distflow-launch on one host (10.213.0.1, its ps there) starts
+#     the workers on the hosts a discovery script lists, through
+#     --remote_shell='ip netns exec <prefix>_{host} sh -c' (each host's
+#     namespace is named after its address): 10.213.0.2 and 10.213.0.3,
+#     and 10.213.0.9, which has no namespace, so its remote shell fails.
+#     The workers must run inside their hosts' namespaces, train and exit;
+#     10.213.0.9 must be named and blacklisted; the launcher exits 0 and
+#     nothing of the job is left on any host. Then the launcher is sent
+#     SIGTERM while the job trains: it exits 130 and every process of the
+#     job on the worker hosts is gone. Last, a --cluster_spec with two tasks
+#     on the other hosts that neither serve nor write: the launcher is
+#     SIGKILLed, and the remote tasks' watchdogs (their input ends) must
+#     stop them within the grace period.
 #
-#   netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip|vanish|pspart|launch] [DISTFLOW_LAUNCH_BIN]
+#   netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip|vanish|pspart|launch|remote] [DISTFLOW_LAUNCH_BIN]
 #
 # Needs root (CI runs as root); without it the test fails saying so.
 # Everything it made is removed on exit, pass or fail.
 set -u
-BIN=${1:?usage: netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip|vanish|pspart|launch] [DISTFLOW_LAUNCH_BIN]}
+BIN=${1:?usage: netns_test.sh MNIST_DISTRIBUTED_BIN [lost|blip|vanish|pspart|launch|remote] [DISTFLOW_LAUNCH_BIN]}
 MODE=${2:-lost}
 LAUNCH=${3:-}
 HOSTS=(ps w0 w1)
@@ -43,7 +56,9 @@ case "$MODE" in
   # Synchronous steps are slower: fewer of them, so the scenario stays short.
   vanish) HB=3; HOSTS=(ps w0 w1 w2); EXTRA=(--sync_replicas --replicas_to_aggregate=2); STEPS=400 ;;
   launch) HB=10 ;;
-  *) echo "FAIL: unknown scenario '$MODE' (lost, blip, vanish, pspart or launch)"; exit 1 ;;
+  # Each host's namespace is named after its address: the remote shell's {host}.
+  remote) HB=3; HOSTS=(10.213.0.1 10.213.0.2 10.213.0.3) ;;
+  *) echo "FAIL: unknown scenario '$MODE' (lost, blip, vanish, pspart, launch or remote)"; exit 1 ;;
 esac
 P="dfns$$"  # namespace prefix, unique per run
 WORK=$(mktemp -d /tmp/distflow_netns.XXXXXX)
@@ -75,12 +90,12 @@ for h in "${HOSTS[@]}"; do
   ip netns add "$ns" || fail "cannot create namespace $ns"
   # The pair is made inside the host's namespace, its peer moved straight
   # into the bridge's: neither end is ever in the caller's namespace.
-  ip -n "$ns" link add eth0 type veth peer name "v$h" netns "${P}_br" || fail "cannot create a veth pair for $h"
+  ip -n "$ns" link add eth0 type veth peer name "v$i" netns "${P}_br" || fail "cannot create a veth pair for $h"
   ip -n "$ns" addr add "10.213.0.$i/24" dev eth0
   ip -n "$ns" link set lo up
   ip -n "$ns" link set eth0 up
-  ip -n "${P}_br" link set "v$h" master br0
-  ip -n "${P}_br" link set "v$h" up
+  ip -n "${P}_br" link set "v$i" master br0
+  ip -n "${P}_br" link set "v$i" up
   i=$((i + 1))
 done
 
@@ -100,6 +115,104 @@ wait_for() {  # pid seconds -> exit code, or 124 on timeout
   done
   return 124
 }
+if [ "$MODE" = remote ]; then
+  [ -x "$LAUNCH" ] || fail "remote needs the distflow-launch binary as the third argument"
+  printf '10.213.0.2\n10.213.0.3\n10.213.0.9\n' >"$WORK/hosts"
+  job_pids() {  # the processes on the worker hosts
+    ip netns pids "${P}_10.213.0.2" 2>/dev/null
+    ip netns pids "${P}_10.213.0.3" 2>/dev/null
+  }
+  start_launcher() {  # log steps min max heartbeat_timeout: the launcher in 10.213.0.1's namespace, its pid in LP
+    ip netns exec "${P}_10.213.0.1" "$LAUNCH" --ps 1 --min_workers "$3" --max_workers "$4" --host 10.213.0.1 \
+      --host_discovery_script "cat $WORK/hosts" --discovery_interval_secs 1 --grace_secs 5 \
+      --remote_shell "ip netns exec ${P}_{host} sh -c" -- "$BIN" --model=softmax --learning_rate=0.003 \
+      --train_steps="$2" --print_every=500 --progress=false --wait_for_workers_secs=60 --heartbeat_timeout_secs="$5" \
+      >"$WORK/$1" 2>&1 &
+    LP=$!
+  }
+  gone_within() {  # seconds: every process on the worker hosts ended within them
+    for _ in $(seq 1 $(($1 * 10))); do
+      [ -z "$(job_pids)" ] && return 0
+      sleep 0.1
+    done
+    return 1
+  }
+  status=0
+  # 0. Bad remote shells exit 2 before anything starts, naming the fix.
+  ip netns exec "${P}_10.213.0.1" "$LAUNCH" --remote_shell= --cluster_spec="worker|10.213.0.2:2222" -- /bin/true \
+    >"$WORK/bad.log" 2>&1; rc=$?
+  [ $rc = 2 ] && grep -q "task worker:0 is on 10.213.0.2, which is not this machine, and --remote_shell is empty" \
+    "$WORK/bad.log" || { cat "$WORK/bad.log"; echo "FAIL: an empty --remote_shell with a remote task exited $rc"; status=1; }
+  "$LAUNCH" --remote_shell=ssh --cluster_spec="worker|10.213.0.2:2222" -- /bin/true >"$WORK/bad.log" 2>&1; rc=$?
+  [ $rc = 2 ] && grep -q "remote_shell='ssh' has no {host}" "$WORK/bad.log" ||
+    { cat "$WORK/bad.log"; echo "FAIL: a --remote_shell without {host} exited $rc"; status=1; }
+  # 1. The job across the hosts, a failing host blacklisted.
+  start_launcher run.log 1500 2 3 $HB
+  in_ns2=0 in_ns3=0
+  for _ in $(seq 1 2000); do
+    kill -0 $LP 2>/dev/null || break
+    [ -n "$(ip netns pids "${P}_10.213.0.2")" ] && in_ns2=1
+    [ -n "$(ip netns pids "${P}_10.213.0.3")" ] && in_ns3=1
+    sleep 0.1
+  done
+  wait_for $LP 30; rc=$?
+  L="$WORK/run.log"
+  [ $rc = 0 ] || { cat "$L"; echo "FAIL: the launcher exited $rc"; status=1; }
+  [ $in_ns2$in_ns3 = 11 ] || { echo "FAIL: no process ran in the namespaces of 10.213.0.2 ($in_ns2) and 10.213.0.3 ($in_ns3)"; status=1; }
+  grep -q "cluster ps|10.213.0.1:[0-9]*,worker|10.213.0.2:[0-9]*;10.213.0.3:[0-9]*" "$L" ||
+    { cat "$L"; echo "FAIL: the spec's workers were not placed on 10.213.0.2 and 10.213.0.3"; status=1; }
+  for w in "0 10.213.0.2" "1 10.213.0.3"; do
+    set -- $w
+    grep -q "^\[worker:$1\] .*Started server for /job:worker/replica:0/task:$1 on $2:" "$L" ||
+      { cat "$L"; echo "FAIL: worker $1 did not serve on its host's address $2"; status=1; }
+  done
+  grep -q "^\[worker:0\] Test-Accuracy" "$L" || { cat "$L"; echo "FAIL: the chief (on 10.213.0.2) did not finish training with its output prefixed"; status=1; }
+  grep -q "^\[worker:1\] Worker : 1, Step:" "$L" || { cat "$L"; echo "FAIL: worker 1 (on 10.213.0.3) did not train"; status=1; }
+  grep -q "worker:+1 exited with status 255 (started on 10.213.0.9 through --remote_shell='ip netns exec ${P}_{host} sh -c'" "$L" ||
+    { cat "$L"; echo "FAIL: the worker whose remote shell failed on 10.213.0.9 was not named with its host"; status=1; }
+  grep -q "Cannot open network namespace \"${P}_10.213.0.9\"" "$L" ||
+    { cat "$L"; echo "FAIL: the remote shell's own error was not shown"; status=1; }
+  grep -q "host 10.213.0.9 is blacklisted" "$L" || { cat "$L"; echo "FAIL: 10.213.0.9 was not blacklisted"; status=1; }
+  grep -q "\[launch\] every task finished" "$L" || { cat "$L"; echo "FAIL: the launcher did not see every task finish"; status=1; }
+  gone_within 10 || { echo "FAIL: processes left on the worker hosts after the job: $(job_pids)"; status=1; }
+  # 2. SIGTERM, then 3. SIGKILL to the launcher while the job trains.
+  # 2. SIGTERM to the launcher while the job trains: it stops every task,
+  # on every host. The workers would give up by themselves once the ps (on
+  # the launcher's host) has been silent for their heartbeat timeout: a long
+  # one here, so that it is the launcher that stops them.
+  start_launcher TERM.log 1000000 2 2 120
+  for _ in $(seq 1 1200); do grep -q "^\[worker:1\] Worker : 1, Step:" "$WORK/TERM.log" && break; kill -0 $LP 2>/dev/null || break; sleep 0.1; done
+  if grep -q "^\[worker:1\] Worker : 1, Step:" "$WORK/TERM.log"; then
+    [ -n "$(job_pids)" ] || { echo "FAIL: no process of the job on the worker hosts before SIGTERM"; status=1; }
+    kill -TERM $LP
+    wait_for $LP 30; rc=$?
+    [ $rc = 130 ] || { cat "$WORK/TERM.log"; echo "FAIL: the launcher exited $rc after SIGTERM, not 130"; status=1; }
+    gone_within 10 || { cat "$WORK/TERM.log"; echo "FAIL: after SIGTERM to the launcher, processes were left on the worker hosts: $(job_pids)"; status=1; }
+  else
+    cat "$WORK/TERM.log"; echo "FAIL: the job did not train before SIGTERM"; status=1; kill -9 $LP 2>/dev/null
+  fi
+  # 3. SIGKILL to the launcher of a --cluster_spec over two other hosts whose
+  # tasks neither serve nor write (so no broken pipe or lost peer ends
+  # them): only the watchdogs, seeing their input end, can stop them.
+  ip netns exec "${P}_10.213.0.1" "$LAUNCH" --cluster_spec="worker|10.213.0.2:2222;10.213.0.3:2222" --grace_secs 5 \
+    --remote_shell "ip netns exec ${P}_{host} sh -c" -- sh -c 'exec sleep 600' silent >"$WORK/KILL.log" 2>&1 &
+  LP=$!
+  for _ in $(seq 1 300); do
+    [ -n "$(ip netns pids "${P}_10.213.0.2")" ] && [ -n "$(ip netns pids "${P}_10.213.0.3")" ] && break
+    sleep 0.1
+  done
+  if [ -n "$(ip netns pids "${P}_10.213.0.2")" ] && [ -n "$(ip netns pids "${P}_10.213.0.3")" ]; then
+    kill -KILL $LP
+    wait_for $LP 10 >/dev/null 2>&1
+    gone_within 10 || { cat "$WORK/KILL.log"; echo "FAIL: after SIGKILL to the launcher, its remote tasks were left running: $(job_pids)"; status=1; }
+  else
+    cat "$WORK/KILL.log"; echo "FAIL: the --cluster_spec tasks did not start on 10.213.0.2 and 10.213.0.3"; status=1; kill -9 $LP 2>/dev/null
+  fi
+  grep -q "started 2 tasks: worker:0 (10.213.0.2:2222" "$WORK/KILL.log" ||
+    { cat "$WORK/KILL.log"; echo "FAIL: the launcher did not start the spec's two remote tasks"; status=1; }
+  [ $status = 0 ] && echo "PASS: workers started through the remote shell trained on their hosts; the failing host was blacklisted; nothing was left after the end, a SIGTERM or a SIGKILL"
+  exit $status
+fi
 if [ "$MODE" = launch ]; then
   [ -x "$LAUNCH" ] || fail "launch needs the distflow-launch binary as the third argument"
   "$LAUNCH" --cluster_spec="$SPEC" --this_host=10.213.0.9 -- "$BIN" >"$WORK/nohost.log" 2>&1
@@ -150,8 +263,8 @@ case "$MODE" in
     for pid in $(ip netns pids "${P}_w2"); do kill -9 "$pid"; done
     ip netns del "${P}_w2" || fail "cannot delete w2's namespace"
     # The kernel frees the namespace (and the veth with it) once its last process is gone.
-    for _ in $(seq 1 100); do ip -n "${P}_br" link show vw2 >/dev/null 2>&1 || break; sleep 0.1; done
-    ip -n "${P}_br" link show vw2 >/dev/null 2>&1 && fail "w2's veth outlived its namespace by 10 s"
+    for _ in $(seq 1 100); do ip -n "${P}_br" link show v4 >/dev/null 2>&1 || break; sleep 0.1; done
+    ip -n "${P}_br" link show v4 >/dev/null 2>&1 && fail "w2's veth outlived its namespace by 10 s"
     ;;
   pspart)
     ip -n "${P}_w1" route add blackhole 10.213.0.1/32 || fail "cannot cut w1 off from the ps"

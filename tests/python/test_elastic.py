@@ -245,3 +245,54 @@ def test_join_cluster_names_a_bad_address_and_a_task_that_is_not_the_coordinator
             elastic.cluster_members(address)
     finally:
         server.stop()
+
+
+LAUNCHER_JOINER = r"""
+import argparse, sys
+import distflow.compat.v1 as tf
+from distflow import elastic
+# argparse's default abbreviations would take a --join=... flag for --join-marker.
+parser = argparse.ArgumentParser()
+parser.add_argument("--join-marker", default="none")
+args, rest = parser.parse_known_args()
+print("marker", args.join_marker, "argv", sys.argv[1:], flush=True)
+join = elastic.launcher_join()
+if join:
+    task_index, cluster = elastic.join_cluster(*join)
+    server = tf.train.Server(cluster, job_name="worker", task_index=task_index)
+    print("joined as worker", task_index, "on", join[1], flush=True)
+    server.stop()
+"""
+
+
+def test_a_worker_the_launcher_starts_to_join_a_ps_job_is_told_in_its_environment(tmp_path):
+    """distflow-launch --ps 1 --min_workers 1 --max_workers 2: the joiner
+    gets DISTFLOW_JOIN/DISTFLOW_JOIN_AS, nothing in its argv that the
+    program's own argparse could take, and joins through ps 0."""
+    build = os.environ.get("DISTFLOW_BUILD_DIR", os.path.join(SOURCE, "build"))
+    program = tmp_path / "joiner.py"
+    program.write_text(LAUNCHER_JOINER)
+    env = dict(os.environ)
+    for name in ("DISTFLOW_CONFIG", "DISTFLOW_JOIN", "DISTFLOW_JOIN_AS"):
+        env.pop(name, None)
+    r = subprocess.run([os.path.join(build, "tools", "distflow-launch"), "--ps", "1", "--min_workers", "1",
+                        "--max_workers", "2", "--ps_exit_secs", "2", "--", sys.executable, str(program)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=240)
+    out = r.stdout
+    assert r.returncode == 0, out[-4000:]
+    assert "[worker:+1] marker none argv []" in out, out[-4000:]
+    assert re.search(r"\[worker:\+1\] joined as worker 1 on 127\.0\.0\.1:\d+", out), out[-4000:]
+    # The spec's worker has its task in its flags, as before.
+    assert re.search(r"\[worker:0\] marker none argv \['--job_name=worker', '--task_index=0', '--cluster_spec=", out), \
+        out[-4000:]
+
+
+def test_launcher_join_needs_both_variables(monkeypatch):
+    for name in ("DISTFLOW_JOIN", "DISTFLOW_JOIN_AS"):
+        monkeypatch.delenv(name, raising=False)
+    assert elastic.launcher_join() is None
+    monkeypatch.setenv("DISTFLOW_JOIN", "10.0.0.1:2222")
+    with pytest.raises(ValueError, match="DISTFLOW_JOIN_AS=''.*needs both"):
+        elastic.launcher_join()
+    monkeypatch.setenv("DISTFLOW_JOIN_AS", "10.0.0.2:2300")
+    assert elastic.launcher_join() == ("10.0.0.1:2222", "10.0.0.2:2300")
