@@ -117,6 +117,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -228,6 +229,18 @@ absl::Status PortFree(const std::string& host, int port) {
   close(fd);
   if (ok) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat("port ", port, " on ", host, " is taken (", strerror(e), ")"));
+}
+
+// A heartbeat timeout from DISTFLOW_HEARTBEAT_TIMEOUT_SECS (what a Horovod
+// program's ranks read) as distflow-server's flags, so the coordinator task
+// declares a rank dead when the ranks expect it to; none if unset or bad
+// (the ranks' hvd.init() names a bad value).
+std::vector<std::string> HeartbeatFlagsFromEnv() {
+  const char* raw = std::getenv("DISTFLOW_HEARTBEAT_TIMEOUT_SECS");
+  double secs = 0;
+  if (raw == nullptr || !absl::SimpleAtod(raw, &secs) || !(secs > 0) || secs > 86400) return {};
+  const double interval = std::max(0.1, std::min(1.0, secs / 4));
+  return {absl::StrCat("--heartbeat_timeout_secs=", secs), absl::StrCat("--heartbeat_interval_secs=", interval)};
 }
 
 int Usage(const std::string& what) {
@@ -500,6 +513,7 @@ int main(int argc, char** argv) {
   options.grace_secs = absl::GetFlag(FLAGS_grace_secs);
   options.ps_exit_secs = absl::GetFlag(FLAGS_ps_exit_secs);
   options.up_timeout_secs = absl::GetFlag(FLAGS_up_timeout_secs);
+  options.coordinator_flags = HeartbeatFlagsFromEnv();
   options.only_host = this_host;
   options.remote_shell = remote_shell;
   if (elastic) {

@@ -15,7 +15,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -28,18 +27,6 @@
 namespace distflow {
 
 namespace {
-
-// A heartbeat timeout from DISTFLOW_HEARTBEAT_TIMEOUT_SECS (what a Horovod
-// program's ranks read) as distflow-server's flags, so the coordinator task
-// declares a rank dead when the ranks expect it to; none if unset or bad
-// (the ranks' hvd.init() names a bad value).
-std::vector<std::string> HeartbeatFlagsFromEnv() {
-  const char* raw = std::getenv("DISTFLOW_HEARTBEAT_TIMEOUT_SECS");
-  double secs = 0;
-  if (raw == nullptr || !absl::SimpleAtod(raw, &secs) || !(secs > 0) || secs > 86400) return {};
-  const double interval = std::max(0.1, std::min(1.0, secs / 4));
-  return {absl::StrCat("--heartbeat_timeout_secs=", secs), absl::StrCat("--heartbeat_interval_secs=", interval)};
-}
 
 struct Task {
   std::string job;
@@ -101,7 +88,7 @@ class Launcher {
           t.argv.push_back("--shared_memory=false");
         }
         if (job == kCoordinatorJob && absl::EndsWith(ps_program, "distflow-server")) {
-          for (std::string& flag : HeartbeatFlagsFromEnv()) t.argv.push_back(std::move(flag));
+          t.argv.insert(t.argv.end(), options_.coordinator_flags.begin(), options_.coordinator_flags.end());
         }
         if (status_base_port > 0) {
           const int port = status_base_port + static_cast<int>(tasks_.size());
@@ -184,14 +171,9 @@ class Launcher {
     t.remote = hp.ok() && Remote(hp->first);
     Child child;
     if (t.remote) {
-      // Everything the task needs travels in its command line: the remote
-      // shell passes no environment on.
-      std::vector<std::pair<std::string, std::string>> env = ForwardedEnvironment();
-      if (!config.empty()) env.emplace_back("DISTFLOW_CONFIG", config);
-      env.insert(env.end(), t.env.begin(), t.env.end());
-      std::vector<std::string> argv =
-          RemoteCommand(options_.remote_shell, t.remote_host, t.argv, env, Cwd(), options_.grace_secs);
-      if (!StartChild(argv, "", &child, {}, /*stdin_pipe=*/true)) return false;
+      if (!StartRemoteChild(options_.remote_shell, t.remote_host, t.argv, config, t.env, options_.grace_secs, &child)) {
+        return false;
+      }
     } else if (!StartChild(t.argv, config, &child, t.env)) {
       return false;
     }
@@ -211,11 +193,6 @@ class Launcher {
     return !it->second;
   }
 
-  static std::string Cwd() {
-    char buf[4096];
-    return getcwd(buf, sizeof(buf)) != nullptr ? std::string(buf) : "/";
-  }
-
   // SIGTERM to a task's process group; a remote task's stdin is closed too,
   // which stops it on its host (the remote shell may not pass the signal on).
   static void Terminate(Task& t) {
@@ -229,16 +206,7 @@ class Launcher {
 
   // How a task ended, and where, for a remote one.
   std::string Describe(const Task& t, int status) const {
-    std::string how = DescribeWaitStatus(status);
-    if (!t.remote) return how;
-    absl::StrAppend(&how, " (started on ", t.remote_host, " through --remote_shell='", options_.remote_shell, "'");
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 255) {
-      absl::StrAppend(&how, "; 255 is also what ssh and ip netns exec exit with when they cannot reach the host");
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) < 160) {
-      absl::StrAppend(&how, "; on its host it was killed by signal ", WEXITSTATUS(status) - 128);
-    }
-    absl::StrAppend(&how, ")");
-    return how;
+    return t.remote ? DescribeRemoteEnd(status, t.remote_host, options_.remote_shell) : DescribeWaitStatus(status);
   }
 
   // A joining worker's flags for this start: a free port of its own and

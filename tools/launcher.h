@@ -96,6 +96,9 @@ struct LaunchOptions {
   int grace_secs = 10;
   int ps_exit_secs = 30;
   int up_timeout_secs = 120;
+  // More flags of the coordinator task when it runs distflow-server (its
+  // heartbeat timeout, from DISTFLOW_HEARTBEAT_TIMEOUT_SECS).
+  std::vector<std::string> coordinator_flags;
   std::string only_host;  // one launcher per machine: run only the tasks on this host
   int join_workers = 0;   // elastic: workers that join the running job
   int min_workers = 0;    // elastic: the job fails below this many workers

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -117,6 +118,31 @@ std::vector<std::string> RemoteCommand(const std::string& remote_shell, const st
                    "w=$!\n", "exec 3<&-\n", "wait $p\n", "s=$?\n", "kill $w 2>/dev/null\n", "exit $s\n");
   const std::string shell = absl::StrReplaceAll(remote_shell, {{"{host}", ShellQuote(host)}});
   return {"/bin/sh", "-c", absl::StrCat(shell, " ", ShellQuote(script))};
+}
+
+bool StartRemoteChild(const std::string& remote_shell, const std::string& host, const std::vector<std::string>& argv,
+                      const std::string& config, const std::vector<std::pair<std::string, std::string>>& env,
+                      int grace_secs, Child* child) {
+  // Everything the task needs travels in its command line: the remote
+  // shell passes no environment on.
+  std::vector<std::pair<std::string, std::string>> all = ForwardedEnvironment();
+  if (!config.empty()) all.emplace_back("DISTFLOW_CONFIG", config);
+  all.insert(all.end(), env.begin(), env.end());
+  char cwd[4096];
+  std::vector<std::string> command =
+      RemoteCommand(remote_shell, host, argv, all, getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : "/", grace_secs);
+  return StartChild(command, "", child, {}, /*stdin_pipe=*/true);
+}
+
+std::string DescribeRemoteEnd(int status, const std::string& host, const std::string& remote_shell) {
+  std::string how =
+      absl::StrCat(DescribeWaitStatus(status), " (started on ", host, " through --remote_shell='", remote_shell, "'");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 255) {
+    absl::StrAppend(&how, "; 255 is also what ssh and ip netns exec exit with when they cannot reach the host");
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) < 160) {
+    absl::StrAppend(&how, "; on its host it was killed by signal ", WEXITSTATUS(status) - 128);
+  }
+  return how + ")";
 }
 
 }  // namespace distflow

@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "launcher_child.h"
+
 namespace distflow {
 
 // The launcher's default --remote_shell.
@@ -52,5 +54,18 @@ std::vector<std::string> RemoteCommand(const std::string& remote_shell, const st
                                        const std::vector<std::string>& argv,
                                        const std::vector<std::pair<std::string, std::string>>& env,
                                        const std::string& cwd, int grace_secs);
+
+// Starts `argv` on `host` as a child of this process (StartChild) through
+// RemoteCommand, in the launcher's directory, with DISTFLOW_CONFIG set to
+// `config` unless it is empty, the variables of `env` and the forwarded
+// ones; `child->in_fd` is the stdin its watchdog reads. False as
+// StartChild.
+bool StartRemoteChild(const std::string& remote_shell, const std::string& host, const std::vector<std::string>& argv,
+                      const std::string& config, const std::vector<std::pair<std::string, std::string>>& env,
+                      int grace_secs, Child* child);
+
+// How a remote task ended (DescribeWaitStatus), with its host and remote
+// shell, and what an exit status of 255 or 129..159 may mean there.
+std::string DescribeRemoteEnd(int status, const std::string& host, const std::string& remote_shell);
 
 }  // namespace distflow

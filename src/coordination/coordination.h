@@ -35,7 +35,10 @@
 // It also rebuilds collective groups (group_rendezvous.cc): the ranks of a
 // group meet here before their first collective and after a failure, and
 // leave with the same generation and the rank whose state they take
-// (proto/elastic.proto, GroupRendezvousRequest, says the rule).
+// (proto/elastic.proto, GroupRendezvousRequest, says the rule). A
+// coordinator that restarted forgot the groups: every ask and query
+// carries the asker's generation, and the group resumes at the newest it
+// hears, so no generation is handed out twice.
 //
 // Time comes from an Env (base/env.h), so tests advance a fake clock.
 // Both classes are thread-safe.
@@ -152,7 +155,15 @@ class CoordinationService {
     std::map<int, uint64_t> done_nonces;  // who completed it, with which ask
     std::map<int, uint64_t> probed;       // each rank's first probe (a second one is a restart)
     std::vector<int> members;             // an elastic group's last round: task indices in rank order
+    // The generation was heard from a rank, not built here (this
+    // coordinator restarted): `members` are the tasks heard in it since.
+    bool resumed = false;
   };
+  // A rank that says it is in a generation newer than any this service
+  // built (the coordinator restarted and forgot the group): the group
+  // resumes there, so the next round is above it and a query tells new
+  // ranks from members.
+  void HearGenerationLocked(const proto::GroupRendezvousRequest& req, GroupRound& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // GroupRendezvous for an elastic group (group_size 0).
   absl::Status ElasticRendezvousLocked(const proto::GroupRendezvousRequest& req, GroupRound& g,
                                        proto::GroupRendezvousResponse* resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

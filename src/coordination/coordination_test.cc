@@ -412,5 +412,70 @@ TEST(CoordinationGroupRendezvous, AnElasticGroupTakesInAJoinerAndGoesOnWithoutTh
   EXPECT_TRUE(absl::IsInvalidArgument(service.GroupRendezvous(listed, &resp)));
 }
 
+TEST(CoordinationGroupRendezvous, ARestartedCoordinatorResumesTheElasticGroupAtTheGenerationItsRanksSay) {
+  FakeClockEnv env;
+  const std::string w2 = "/job:worker/replica:0/task:2";
+  // A coordinator that restarted while tasks 0 and 1 were in generation 3.
+  CoordinationService service({kChief, kWorker1}, absl::Seconds(10), 8, &env);
+  proto::HeartbeatResponse beat;
+  for (const std::string& t : {kChief, kWorker1}) ASSERT_TRUE(service.Heartbeat(Beat(t, 3), &beat).ok());
+  proto::GroupRendezvousResponse resp;
+  proto::GroupRendezvousRequest query = Ask(0, 3, 0, 0);
+  query.set_query(true);
+  ASSERT_TRUE(service.GroupRendezvous(query, &resp).ok());
+  EXPECT_TRUE(resp.pending().empty()) << "nobody waits to enter";
+  query.set_rank(1);
+  ASSERT_TRUE(service.GroupRendezvous(query, &resp).ok());
+  // A worker joins through the restarted coordinator: a newcomer, not a member.
+  ASSERT_TRUE(service.Join("worker", "127.0.0.1:7002", nullptr).ok());
+  ASSERT_TRUE(service.Heartbeat(Beat(w2, 1), &beat).ok());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(2, 0, 20, 0), &resp).ok());
+  EXPECT_FALSE(resp.done());
+  query.set_rank(0);
+  ASSERT_TRUE(service.GroupRendezvous(query, &resp).ok());
+  EXPECT_EQ(Ints(resp.pending()), (std::vector<int>{2})) << "only the joiner is new to generation 3";
+  // Task 1 dies before the round: the members heard since the restart know it is gone.
+  env.Advance(absl::Seconds(11));
+  for (const std::string& t : {kChief, w2}) ASSERT_TRUE(service.Heartbeat(Beat(t, 3), &beat).ok());
+  ASSERT_TRUE(service.GroupRendezvous(query, &resp).ok());
+  EXPECT_EQ(Ints(resp.gone()), (std::vector<int>{1}));
+  // The round of task 0 (generation 3) and the joiner (none) is in generation 4, never 1 again.
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 3, 10, 0), &resp).ok());
+  ASSERT_TRUE(resp.done());
+  EXPECT_EQ(resp.generation(), 4);
+  EXPECT_EQ(Ints(resp.members()), (std::vector<int>{0, 2}));
+}
+
+TEST(CoordinationGroupRendezvous, ARestartedCoordinatorMakesAFixedGroupsRestartedRankJoinARound) {
+  FakeClockEnv env;
+  CoordinationService service({kChief, kWorker1}, absl::Seconds(10), 8, &env);
+  proto::GroupRendezvousResponse resp;
+  // Rank 0 survived in generation 2 and says so; rank 1 restarted and probes.
+  proto::GroupRendezvousRequest query = Ask(0, 2, 0, 2);
+  query.set_query(true);
+  ASSERT_TRUE(service.GroupRendezvous(query, &resp).ok());
+  proto::GroupRendezvousRequest probe = Ask(1, 0, 40, 2);
+  probe.set_probe(true);
+  ASSERT_TRUE(service.GroupRendezvous(probe, &resp).ok());
+  EXPECT_FALSE(resp.done()) << "generation 1 alone would split it from rank 0";
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 2, 41, 2), &resp).ok());
+  ASSERT_TRUE(resp.done());
+  EXPECT_EQ(resp.generation(), 3);
+  EXPECT_EQ(resp.root(), 0);
+  // A fresh job's probes and asks in generation 1 are no restart.
+  CoordinationService fresh({kChief, kWorker1}, absl::Seconds(10), 9, &env);
+  for (int r = 0; r < 2; ++r) {
+    proto::GroupRendezvousRequest p = Ask(r, 0, 50 + static_cast<uint64_t>(r), 2);
+    p.set_probe(true);
+    ASSERT_TRUE(fresh.GroupRendezvous(p, &resp).ok());
+    EXPECT_TRUE(resp.done());
+    EXPECT_EQ(resp.generation(), 1);
+  }
+  proto::GroupRendezvousRequest q1 = Ask(0, 1, 0, 2);
+  q1.set_query(true);
+  ASSERT_TRUE(fresh.GroupRendezvous(q1, &resp).ok());
+  EXPECT_TRUE(resp.waiting().empty());
+}
+
 }  // namespace
 }  // namespace distflow::coordination_test

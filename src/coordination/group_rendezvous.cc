@@ -13,6 +13,12 @@
 // the round held, so it needs no memory that a restarted coordinator would
 // have lost: every rank that survived carries the generation it was in.
 //
+// A restarted coordinator has no history, but every rank that survived
+// says its generation in each ask and query (HearGenerationLocked): the
+// group resumes at the newest heard, so a query after the restart still
+// tells a joiner (pending) from a member, and a fixed group's restarted
+// rank, probing, joins a round instead of being told generation 1 alone.
+//
 // An elastic group (group size 0) has no fixed ranks: each round takes
 // every task of the job that is not dead and has not left, so a worker that
 // joined the job enters at the next round and one that died is not waited
@@ -56,6 +62,7 @@ absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRe
   absl::MutexLock lock(&mu_);
   CheckLocked(now);
   GroupRound& g = groups_[{req.job(), members}];
+  HearGenerationLocked(req, g);
   resp->Clear();
   if (req.query()) {
     for (const auto& [rank, ask] : g.waiting) resp->add_waiting(rank);
@@ -114,6 +121,26 @@ absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRe
   return absl::OkStatus();
 }
 
+void CoordinationService::HearGenerationLocked(const proto::GroupRendezvousRequest& req, GroupRound& g) {
+  const bool elastic = req.group_size() == 0;
+  // A fixed group's generation 1 is handed out to probes without a round
+  // (and without recording it): hearing it says nothing of a restart.
+  const int64_t known = elastic ? g.generation : std::max<int64_t>(g.generation, 1);
+  if (req.last_generation() > known) {
+    g.generation = req.last_generation();
+    g.resumed = true;
+    g.members.clear();
+    LOG(INFO) << "The coordinator resumes the " << (elastic ? "elastic " : "") << "collective group of job '"
+              << req.job() << "' at generation " << g.generation << ", as its task " << req.rank()
+              << " says (this coordinator did not build it: it restarted)";
+  }
+  // An elastic group's members since the resume: the tasks in its generation.
+  if (elastic && g.resumed && req.last_generation() == g.generation &&
+      std::find(g.members.begin(), g.members.end(), req.rank()) == g.members.end()) {
+    g.members.push_back(req.rank());
+  }
+}
+
 bool CoordinationService::GoneLocked(const std::string& job, int index) const {
   auto t = tasks_.find(TaskName(job, index));
   return t != tasks_.end() &&
@@ -128,6 +155,7 @@ absl::Status CoordinationService::ElasticRendezvousLocked(const proto::GroupRend
                                                    " is not a task of the job; a worker that was not in the cluster "
                                                    "spec joins it first (Join)"));
   }
+  HearGenerationLocked(req, g);
   resp->Clear();
   // Asks of tasks that died or left since: they will not come.
   for (auto it = g.waiting.begin(); it != g.waiting.end();) {
@@ -172,6 +200,7 @@ absl::Status CoordinationService::ElasticRendezvousLocked(const proto::GroupRend
   g.generation = newest + 1;
   g.root = 0;
   g.members = members;
+  g.resumed = false;
   g.done_nonces.clear();
   for (const auto& [task, ask] : g.waiting) g.done_nonces[task] = ask.second;
   g.waiting.clear();

@@ -108,3 +108,46 @@ def test_worker_0_dies_and_the_others_go_on_with_a_replacement(tmp_path):
     assert len({m.group(6) for m in done.values()}) == 1, f"the survivors' variables differ:\n{out[-6000:]}"
     assert float(done[1].group(5)) < 0.8 * float(done[1].group(4)), out[-6000:]
     assert "every task finished" in out, out[-6000:]
+
+
+def test_a_restarted_coordinator_resumes_above_the_groups_generation(tmp_path):
+    """The coordinator task is SIGKILLed while two ranks train (they wait
+    for a join, committing); the launcher restarts it, the ranks' heartbeats
+    and queries bring it back up to date (their generation included), a
+    worker joins through it, and the group of 3 built there is in a newer
+    generation than any before: the job finishes with equal variables."""
+    marker = tmp_path / "join"
+    job = Job(["--ps", "0", "--min_workers", "2", "--max_workers", "3", "--restart_on_failure", "1"],
+              ["--num-steps", "30", "--join-marker", str(marker), "--wait-join-step", "10", "--wait-join-size", "3"])
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        started = job.wait_for(r"\[launch\] started .*coordinator:0 \(127\.0\.0\.1:\d+, pid (\d+)\)", deadline)
+        assert started is not None, job.output()[-6000:]
+        assert job.wait_for(r"task 0: waiting for a join at step 10 with 2 ranks", deadline), job.output()[-6000:]
+        assert job.wait_for(r"\[coordinator:0\].*built: generation 1\b", deadline), job.output()[-6000:]
+        os.kill(int(started.group(1)), signal.SIGKILL)
+        assert job.wait_for(r"coordinator:0 was killed by signal 9 .*; restarting it \(1 of 1\)", deadline), \
+            job.output()[-6000:]
+        # The restarted coordinator has heard the ranks' generation before the joiner comes.
+        assert job.wait_for(r"\[coordinator:0\].*resumes the elastic collective group of job 'worker' at generation 1\b",
+                            deadline), job.output()[-6000:]
+        marker.touch()
+    except BaseException:
+        job.kill()
+        raise
+    out = job.finish(deadline)
+    assert job.proc.returncode == 0, out[-6000:]
+    restart = out.index("restarting it (1 of 1)")
+    # The group grew to 3 through the restarted coordinator, in generation 2 (never 1 again).
+    built = re.findall(r"\[coordinator:0\].*built: generation (\d+), 3 rank", out[restart:])
+    assert built and min(int(g) for g in built) >= 2, out[-6000:]
+    assert not re.search(r"built: generation 1\b", out[restart:]), out[-6000:]
+    assert re.search(r"\[worker:\+1\].*task 2 rank 2 of 3 step \d+", out), out[-6000:]
+    done = {int(m.group(1)): m for m in re.finditer(
+        r"task (\d) rank \d of 3 done at step (\d+) \(global step (\d+)\): loss ([0-9.]+) -> ([0-9.]+); "
+        r"variables ([0-9a-f]+)", out)}
+    assert sorted(done) == [0, 1, 2], out[-6000:]
+    assert {m.group(2) for m in done.values()} == {"30"}, out[-6000:]
+    assert len({m.group(6) for m in done.values()}) == 1, f"the ranks' variables differ:\n{out[-6000:]}"
+    assert float(done[0].group(5)) < 0.8 * float(done[0].group(4)), out[-6000:]
+    assert "every task finished" in out, out[-6000:]

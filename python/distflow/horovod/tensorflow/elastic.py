@@ -126,9 +126,26 @@ class _Agreement:
         return int(self._sess.run(self._max, feed_dict={self._flag: np.int32(flag)}))
 
 
+_coordinator_silent = [False]  # said once per outage
+
+
 def _host_updates():
+    """(joined, left) at the coordinator. A coordinator that does not answer
+    (the launcher is restarting its task) is no news: the group goes on as
+    it is, and asks again at the next commit; a restarted coordinator
+    learns the group's generation from these asks (and from rebuilds)."""
     state = _basics._check("check_host_updates")
-    waiting, gone = _distflow.elastic_group_updates(state.server._server)
+    try:
+        waiting, gone = _distflow.elastic_group_updates(state.server._server)
+    except (_errors.UnavailableError, _errors.DeadlineExceededError) as e:
+        if not _coordinator_silent[0]:
+            print("hvd.elastic: the coordinator does not answer (%s); no host updates until it does" %
+                  str(e).splitlines()[0], flush=True)
+        _coordinator_silent[0] = True
+        return 0, 0
+    if _coordinator_silent[0]:
+        print("hvd.elastic: the coordinator answers again", flush=True)
+    _coordinator_silent[0] = False
     return len(waiting), len(gone)
 
 
