@@ -191,7 +191,9 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
                        "none (failure detection is off); give group_size the number of ranks")));
       return;
     }
-    if (rendezvous_ && params.group_size != 1) {
+    // A group of tasks of several jobs (group_tasks) is not built at the
+    // coordinator (its rendezvous knows one job's tasks): generation 0.
+    if (rendezvous_ && params.group_size != 1 && params.member_tasks.empty()) {
       const GroupId group = GroupMembers(params);  // empty: the elastic group
       Group& g = groups_[group];
       if (!g.ready && stopping_) {
@@ -379,7 +381,7 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
   uint64_t run_id = 0;
   // The group's key: its members, or none for the elastic group.
   const GroupId group = params.elastic ? GroupId() : GroupMembers(params);
-  if (params.group_size > 1) {
+  if (params.group_size > 1 && params.member_tasks.empty()) {
     {
       absl::MutexLock lock(&mu_);
       if (rendezvous_) run_id = next_run_++;

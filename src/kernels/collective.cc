@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
@@ -61,6 +62,31 @@ absl::StatusOr<FinalOp> ParseFinalOp(const std::string& s) {
 }
 
 absl::Status CheckGroupMembers(const CollectiveParams& p) {
+  if (!p.member_tasks.empty()) {
+    if (!p.members.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(p),
+                                                     ": give group_members (task indices of the op's job) or "
+                                                     "group_tasks (task names of any job), not both"));
+    }
+    if (p.group_size == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeCollective(p),
+                       ": group_size 0 is the elastic group (the job's live tasks), "
+                       "which takes no group_tasks; give group_size the number of tasks"));
+    }
+    if (static_cast<int>(p.member_tasks.size()) != p.group_size) {
+      return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(p), ": group_tasks lists ",
+                                                     p.member_tasks.size(), " task(s) but group_size is ", p.group_size,
+                                                     "; list every member of the group once"));
+    }
+    for (const std::string& t : p.member_tasks) {
+      if (!absl::StartsWith(t, "/job:") || !absl::StrContains(t, "/task:")) {
+        return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(p), ": group_tasks has '", t,
+                                                       "', which is not a task name; write /job:NAME/task:INDEX"));
+      }
+    }
+    return absl::OkStatus();
+  }
   if (p.members.empty()) return absl::OkStatus();
   if (p.group_size == 0 && !p.elastic) {
     return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(p),

@@ -41,6 +41,11 @@ struct CollectiveParams {
   // job, by index, that form the group, in rank order (group_size of them,
   // distinct). Empty: tasks 0..group_size-1.
   std::vector<int> members;
+  // distflow's group_tasks: the group's tasks by full name, of any jobs
+  // ("/job:ps/task:0", "/job:worker/task:1"), in rank order (group_size of
+  // them, distinct); resolved against the cluster when the op runs. Empty:
+  // `members`, or tasks 0..group_size-1 of the op's own job.
+  std::vector<std::string> member_tasks;
   int64_t group_key = 0;
   int64_t instance_key = 0;
   MergeOp merge_op = MergeOp::kAdd;
@@ -79,8 +84,8 @@ std::string DescribeCollective(const CollectiveParams& p);
 const char* CollectiveKindName(CollectiveKind k);
 absl::StatusOr<MergeOp> ParseMergeOp(const std::string& s);
 absl::StatusOr<FinalOp> ParseFinalOp(const std::string& s);
-// group_members checked against group_size (empty is fine): InvalidArgument
-// naming the op and the culprit.
+// group_members and group_tasks checked against group_size (empty is
+// fine): InvalidArgument naming the op and the culprit.
 absl::Status CheckGroupMembers(const CollectiveParams& p);
 // The members of a group: `members`, or 0..group_size-1 when empty.
 std::vector<int> GroupMembers(const CollectiveParams& p);

@@ -94,12 +94,51 @@ int64_t WorkerCollectiveTransport::StepIdFor(int64_t generation, int64_t group_k
   return static_cast<int64_t>(h | (1ull << 62));  // apart from small step ids
 }
 
+absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::OpenAcrossJobs(
+    const CollectiveParams& params, int64_t seq, const std::string& me) {
+  std::vector<std::string> tasks;
+  int rank = -1;
+  for (const std::string& name : params.member_tasks) {
+    absl::StatusOr<DeviceName> d = DeviceName::Parse(name);
+    if (!d.ok() || !d->has_job || !d->has_task) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("group_tasks has '", name, "', which is not a task name; write /job:NAME/task:INDEX"));
+    }
+    std::vector<int> indices = cluster_.task_indices(d->job);
+    if (std::find(indices.begin(), indices.end(), d->task) == indices.end()) {
+      std::sort(indices.begin(), indices.end());
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group_tasks names ", name, ", which the cluster does not have: ",
+          indices.empty()
+              ? absl::StrCat("it has no job '", d->job, "' (its jobs: ", absl::StrJoin(cluster_.jobs(), ", "), ")")
+              : absl::StrCat("job '", d->job, "' has tasks ", absl::StrJoin(indices, ", ")),
+          "; list tasks of the cluster"));
+    }
+    const std::string task = TaskName(d->job, d->task);
+    if (std::find(tasks.begin(), tasks.end(), task) != tasks.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("group_tasks lists ", task, " twice"));
+    }
+    if (task == me) rank = static_cast<int>(tasks.size());
+    tasks.push_back(task);
+  }
+  if (rank < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(task_, " is not in the group: its group_tasks are ",
+                                                   absl::StrJoin(tasks, ", "),
+                                                   "; only a member of the group runs its collectives"));
+  }
+  return std::shared_ptr<CollectiveChannel>(std::make_shared<WorkerCollectiveChannel>(
+      std::move(tasks), rank, StepIdFor(params.generation, params.group_key, params.instance_key, seq),
+      absl::StrCat("collective;", params.generation, ";", params.group_key, ";", params.instance_key, ";", seq, ";"),
+      rendezvous_, get_worker_));
+}
+
 absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::Open(const CollectiveParams& params,
                                                                                    int64_t seq) {
   absl::StatusOr<DeviceName> me = DeviceName::Parse(task_);
   if (!me.ok() || !me->has_job || !me->has_task) {
     return absl::InternalError(absl::StrCat("this task's name '", task_, "' does not say its job and index"));
   }
+  if (!params.member_tasks.empty()) return OpenAcrossJobs(params, seq, TaskName(me->job, me->task));
   std::vector<int> indices = cluster_.task_indices(me->job);
   std::sort(indices.begin(), indices.end());
   if (params.elastic) {

@@ -9,10 +9,10 @@
 // A group of size n is the tasks 0..n-1 of this task's job (the rank is the
 // task index): a worker job of N tasks is the group of an all-reduce over N
 // workers. A process set's group (CollectiveParams::members) is the tasks
-// it lists, the rank being the position in that list. Each run of a collective gets its own rendezvous step id (a
-// stable hash of the group's generation, the group, instance and run), so aborting a run drops
-// exactly its tensors and fails exactly its waiters, here and on the peers.
-// Thread-safe; the rendezvous must outlive the transport.
+// it lists, the rank being the position in that list; a group across jobs
+// (CollectiveParams::member_tasks) is the tasks it names, of any jobs. Each run of a collective gets its own rendezvous
+// step id (a stable hash of the group's generation, the group, instance and run), so aborting a run drops exactly its
+// tensors and fails exactly its waiters, here and on the peers. Thread-safe; the rendezvous must outlive the transport.
 #pragma once
 
 #include <functional>
@@ -42,6 +42,10 @@ class WorkerCollectiveTransport final : public CollectiveTransport {
   static int64_t StepIdFor(int64_t generation, int64_t group_key, int64_t instance_key, int64_t seq);
 
  private:
+  // A group of tasks of any jobs (CollectiveParams::member_tasks); `me` is
+  // this task's name.
+  absl::StatusOr<std::shared_ptr<CollectiveChannel>> OpenAcrossJobs(const CollectiveParams& params, int64_t seq,
+                                                                    const std::string& me);
   const std::string task_;
   const ClusterSpec cluster_;
   WorkerRendezvous* const rendezvous_;

@@ -124,7 +124,7 @@ TEST_F(CollectiveClusterTest, ATracedReductionShowsItsPhasesAndMetricsCountItsBy
     run.trace = &traces[static_cast<size_t>(task)];
     absl::StatusOr<std::vector<Tensor>> out = SessionOf(task)->Run({}, {sum}, {}, run);
     status[static_cast<size_t>(task)] = out.status();
-    if (out.ok() && (*out)[0].flat<float>()[1] != 1 + 1 + 2 + 3) {
+    if (out.ok() && (*out)[0].flat<float>()[1] != 3 * 1 + (0 + 1 + 2)) {
       status[static_cast<size_t>(task)] = absl::InternalError(absl::StrCat("sum[1] = ", (*out)[0].flat<float>()[1]));
     }
   });
@@ -178,6 +178,93 @@ TEST_F(CollectiveClusterTest, ATracedReductionShowsItsPhasesAndMetricsCountItsBy
   EXPECT_EQ(delta("distflow_collective_bytes_received_total", reduce), sent) << after;
   EXPECT_EQ(delta("distflow_collective_runs_total", R"(op="reduce",status="ok")"), kWorkers) << after;
   EXPECT_GT(delta("distflow_collective_seconds_total", reduce), 0) << after;
+}
+
+// A group across jobs (group_tasks): a ps task and a worker reduce together
+// on real servers, each in its own session, and the ranks follow the list's
+// order; a task the cluster does not have, and a task outside the list, fail
+// naming it; a list that is not of task names is refused when the graph is
+// built.
+TEST_F(CollectiveClusterTest, AGroupOfTasksOfTwoJobsReducesTogether) {
+  absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(1, 2);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::vector<std::unique_ptr<Server>>> servers = StartLocalCluster(*spec);
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  servers_ = std::move(*servers);
+  const std::vector<std::string> members = {"/job:worker/task:1", "/job:ps/task:0"};  // rank 0, rank 1
+  auto run = [&](const std::string& task, const std::vector<std::string>& group, float value, int64_t instance) {
+    // "/job:ps/task:0" is the server of "/job:ps/replica:0/task:0".
+    const std::string job = task.substr(5, task.find('/', 1) - 5);
+    const int index = std::stoi(task.substr(task.find("/task:") + 6));
+    Server* server = nullptr;
+    for (auto& s : servers_)
+      if (s->task_name() == TaskName(job, index)) server = s.get();
+    if (server == nullptr) return absl::StatusOr<std::vector<Tensor>>(absl::NotFoundError(task));
+    Scope root = Scope::NewRootScope();
+    Scope s = root.WithDevice(task);
+    Output in = ops::Const(s, Tensor::FromVector<float>({value, 2 * value}));
+    Output sum(ops::Raw(s, "CollectiveReduce", {in},
+                        {{"group_size", static_cast<int64_t>(group.size())},
+                         {"group_key", 7},
+                         {"instance_key", instance},
+                         {"merge_op", "Add"},
+                         {"final_op", "Id"},
+                         {"timeout_seconds", 20.0},
+                         {"group_tasks", group}}),
+               0, s);
+    Output gather(ops::Raw(s, "CollectiveGather", {in},
+                           {{"group_size", static_cast<int64_t>(group.size())},
+                            {"group_key", 7},
+                            {"instance_key", instance + 1},
+                            {"timeout_seconds", 20.0},
+                            {"group_tasks", group}}),
+                  0, s);
+    SessionOptions o;
+    o.wait_for_cluster_ms = 20000;
+    o.device_filters = {task};
+    return Session(server->target(), o).Run({sum, gather});
+  };
+  std::vector<absl::StatusOr<std::vector<Tensor>>> out(2, absl::UnknownError("did not run"));
+  std::thread ps([&] { out[1] = run("/job:ps/task:0", members, 10, 1); });
+  out[0] = run("/job:worker/task:1", members, 1, 1);
+  ps.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(out[static_cast<size_t>(r)].ok()) << "rank " << r << ": " << out[static_cast<size_t>(r)].status();
+    const std::vector<Tensor>& t = *out[static_cast<size_t>(r)];
+    EXPECT_EQ(t[0].flat<float>()[0], 11.f) << "rank " << r;
+    EXPECT_EQ(t[0].flat<float>()[1], 22.f) << "rank " << r;
+    ASSERT_EQ(t[1].NumElements(), 4);
+    EXPECT_EQ(t[1].flat<float>()[0], 1.f) << "the worker is rank 0: its part comes first";
+    EXPECT_EQ(t[1].flat<float>()[2], 10.f) << "the ps is rank 1";
+  }
+  // A task the cluster does not have.
+  absl::StatusOr<std::vector<Tensor>> unknown = run("/job:ps/task:0", {"/job:ps/task:0", "/job:ps/task:5"}, 1, 10);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_TRUE(absl::StrContains(unknown.status().message(), "/job:ps/task:5")) << unknown.status();
+  EXPECT_TRUE(absl::StrContains(unknown.status().message(), "does not have")) << unknown.status();
+  absl::StatusOr<std::vector<Tensor>> no_job = run("/job:ps/task:0", {"/job:ps/task:0", "/job:eval/task:0"}, 1, 20);
+  ASSERT_FALSE(no_job.ok());
+  EXPECT_TRUE(absl::StrContains(no_job.status().message(), "no job 'eval'")) << no_job.status();
+  // A task that runs the op but is not in the list.
+  absl::StatusOr<std::vector<Tensor>> outside =
+      run("/job:worker/task:0", {"/job:ps/task:0", "/job:worker/task:1"}, 1, 30);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_TRUE(absl::StrContains(outside.status().message(), "is not in the group")) << outside.status();
+  // Not task names, or a length other than group_size: refused when built.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"ps0", "/job:worker/task:1"}, std::vector<std::string>{"/job:ps/task:0"}}) {
+    Scope root = Scope::NewRootScope();
+    ops::Raw(root, "CollectiveReduce", {ops::Const(root, 1.f)},
+             {{"group_size", 2},
+              {"group_key", 1},
+              {"instance_key", 1},
+              {"merge_op", "Add"},
+              {"final_op", "Id"},
+              {"group_tasks", bad}});
+    ASSERT_FALSE(root.ok()) << bad[0];
+    EXPECT_TRUE(absl::StrContains(root.status().message(), bad.size() == 1 ? "group_tasks lists 1 task(s)" : "'ps0'"))
+        << root.status();
+  }
 }
 
 // A program that ends right after a failed collective destroys its server

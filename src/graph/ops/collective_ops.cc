@@ -2,7 +2,8 @@
 // a group of `group_size` runs the same op with the same `group_key` and
 // `instance_key`, and each gets the result. The group is tasks
 // 0..group_size-1 of the job, or distflow's `group_members` (Horovod's
-// process sets: those tasks, in rank order). The executor behind the kernels
+// process sets: those tasks, in rank order), or distflow's `group_tasks`
+// (full task names of any jobs, in rank order). The executor behind the kernels
 // (collective/) pairs the ranks' contributions; docs/COLLECTIVES.md says how.
 //
 //   CollectiveReduce     merge_op (Add, Mul, Max, Min; distflow's Adasum,
@@ -33,6 +34,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "graph/attr_value.h"
@@ -47,6 +49,33 @@ absl::Status CheckGroupSize(InferenceContext* c) {
   if (n < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("group_size must be at least 1 (or 0: the elastic group of the job's live tasks), got ", n));
+  }
+  // distflow's group_tasks (a group of tasks of any jobs): group_size task names.
+  absl::StatusOr<std::vector<std::string>> tasks = GetAttrStringList(c->node(), "group_tasks");
+  if (tasks.ok() && !tasks->empty()) {
+    absl::StatusOr<std::vector<int64_t>> members = GetAttrIntList(c->node(), "group_members");
+    if (members.ok() && !members->empty()) {
+      return absl::InvalidArgumentError(
+          "give group_members (task indices of the op's job) or group_tasks (task names of any job), not both");
+    }
+    if (n == 0) {
+      return absl::InvalidArgumentError(
+          "group_size 0 is the elastic group (the job's live tasks), which takes no group_tasks; give group_size "
+          "the number of tasks");
+    }
+    if (static_cast<int64_t>(tasks->size()) != n) {
+      return absl::InvalidArgumentError(absl::StrCat("group_tasks lists ", tasks->size(), " task(s) but group_size is ",
+                                                     n, "; list every member of the group once"));
+    }
+    std::set<std::string> seen;
+    for (const std::string& t : *tasks) {
+      if (!absl::StartsWith(t, "/job:") || !absl::StrContains(t, "/task:")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("group_tasks has '", t, "', which is not a task name; write /job:NAME/task:INDEX"));
+      }
+      if (!seen.insert(t).second) return absl::InvalidArgumentError(absl::StrCat("group_tasks lists ", t, " twice"));
+    }
+    return absl::OkStatus();
   }
   // distflow's group_members (a process set): group_size distinct task indices.
   absl::StatusOr<std::vector<int64_t>> members = GetAttrIntList(c->node(), "group_members");
@@ -168,6 +197,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("timeout_seconds: float = 0")
                       .Attr("compression: string = 'none'")
                       .Attr("group_members: list(int) = []")
+                      .Attr("group_tasks: list(string) = []")
                       .SetIsStateful()
                       .SetShapeFn([](InferenceContext* c) {
                         RETURN_IF_ERROR(CheckGroupSize(c));
@@ -185,6 +215,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("timeout_seconds: float = 0")
                       .Attr("from_group_root: bool = false")
                       .Attr("group_members: list(int) = []")
+                      .Attr("group_tasks: list(string) = []")
                       .Attr("root_rank: int = -1")
                       .SetIsStateful()
                       .SetShapeFn(BcastSendShape));
@@ -197,6 +228,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("shape: shape")
                       .Attr("timeout_seconds: float = 0")
                       .Attr("group_members: list(int) = []")
+                      .Attr("group_tasks: list(string) = []")
                       .SetIsStateful()
                       .SetShapeFn(ShapeAttrShape));
   r->MustRegister(OpDefBuilder("CollectiveGather")
@@ -208,6 +240,7 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("instance_key: int")
                       .Attr("timeout_seconds: float = 0")
                       .Attr("group_members: list(int) = []")
+                      .Attr("group_tasks: list(string) = []")
                       .SetIsStateful()
                       .SetShapeFn(GatherShape));
 }

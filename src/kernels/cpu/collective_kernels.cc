@@ -38,6 +38,9 @@ class CollectiveOp : public AsyncOpKernel {
         params_.members.push_back(static_cast<int>(std::clamp<int64_t>(task, -1, std::numeric_limits<int>::max())));
       }
     }
+    if (absl::StatusOr<std::vector<std::string>> t = GetAttrStringList(c->def(), "group_tasks"); t.ok()) {
+      params_.member_tasks = *t;
+    }
     if (params_.kind == CollectiveKind::kReduce) {
       ASSIGN_OR_RETURN(std::string merge, GetAttrString(c->def(), "merge_op"));
       ASSIGN_OR_RETURN(std::string final_op, GetAttrString(c->def(), "final_op"));
