@@ -40,9 +40,10 @@ absl::StatusOr<TensorShape> ShapeOf(std::vector<int64_t> dims) { return TensorSh
 // out[o, i, :] = params[o, indices[i], :] with params viewed as [outer, n, inner].
 // Params read from a variable arrive as the variable itself (the kernels
 // say ReadsVariableInputUnderLock(0), so the executor takes no snapshot):
-// the rows are copied under its reader lock. A snapshot held while the rows are copied would make a
-// sparse update of the same table that runs meanwhile (another worker's
-// step) copy the whole table before writing its rows.
+// the rows are copied under its reader lock. A snapshot held while the rows
+// are copied would make a sparse update of the same table that runs
+// meanwhile (another worker's step) copy the whole table before writing its
+// rows.
 absl::Status GatherAt(OpKernelContext* ctx, const std::string& op, const std::string& node, int64_t axis) {
   Var* var = ctx->input_ref(0);
   std::optional<absl::ReaderMutexLock> lock;
