@@ -125,16 +125,14 @@ void MasterSessionImpl::StartStep(const std::shared_ptr<StepState>& st) {
   }
   // Once the last call is issued a completion may finish the step and free
   // `st`'s owner; `keep` holds it until this loop ends.
-  // The other tasks' partitions start first, this task's own last: its
-  // partition runs its cheap nodes right here, on this thread, until they
-  // wait for a receive, and a step's chain starts with a remote partition
-  // (a ps's lookup, whose rows the local one waits for), which would start
-  // that much later (docs/PERFORMANCE.md, "Sparse embeddings").
+  // This task's own partition starts first: its cheap nodes run right here
+  // and issue their RecvTensor calls, so a peer that gets RecvTensor and
+  // RunGraph together answers both in one write.
   std::shared_ptr<StepState> keep = st;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < keep->calls.size(); ++i) {
       StepState::Call* c = keep->calls[i].get();
-      if ((c->task == local_task_) != (pass == 1)) continue;
+      if ((c->task == local_task_) != (pass == 0)) continue;
       c->worker->RunGraphAsync(&c->opts, &c->run, [this, keep, c](absl::Status s) { PartitionDone(keep, c, s); });
     }
   }
