@@ -27,6 +27,7 @@ class Graph:
         self._name_stack = []      # name scopes, outermost first
         self._device_stack = []    # device strings or functions, outermost first
         self._control_stack = []   # lists of Operations
+        self._colocate = []        # "loc:@name" classes given to every op added (tf.Variable(callable))
         self._collections = {}
         self._finalized = False
         self._variables = {}       # get_variable's, by full name
@@ -146,8 +147,9 @@ class Graph:
             return obj
         raise TypeError(f"Can not convert a {type(obj).__name__} into a graph element")
 
-    def _scope(self, name=None, op_type=None):
-        """The C++ Scope for the next op: name scope, devices, control deps."""
+    def _scope(self, name=None, op_type=None, exact=False):
+        """The C++ Scope for the next op: name scope, devices, control deps.
+        `exact`: `name` is already unique (reserved with _unique_name)."""
         if self._finalized:
             raise RuntimeError("Graph is finalized and cannot be modified (a Supervisor or "
                                "MonitoredSession finalized it; build ops before creating one).")
@@ -177,7 +179,7 @@ class Graph:
                 u = s.unique_name(full)
                 s = s.with_op_name(full if u.endswith("/" + full) else u[u.rfind("/" + full + "_") + 1:])
             else:
-                s = s.with_op_name(self._unique_name(full))
+                s = s.with_op_name(full if exact else self._unique_name(full))
         elif prefix:
             s = s.new_sub_scope(prefix)
         return s
@@ -559,6 +561,8 @@ def _apply(op_type, inputs, attrs=None, name=None):
             if ctx is not None:
                 t = ctx.capture(t)  # a tensor from outside the branch or loop, made visible inside
             cc_inputs.append(t._out)
+    if g._colocate:
+        attrs = dict(attrs or {}, _class=list(g._colocate))
     cc_op = _distflow.add_op(g._scope(name), op_type, cc_inputs, attrs or {})
     g._last_id += 1
     n = cc_op.num_outputs
@@ -616,10 +620,37 @@ class Variable(Tensor):
         g = get_default_graph()
         with g._outside_control_flow():  # a variable made in a loop body or branch is the graph's
             if callable(initial_value):
-                initial_value = initial_value()
-            init = convert_to_tensor(initial_value, dtype=dtype)
-            cc_var = _distflow.make_variable(g._scope(name or "Variable"), init._out, bool(trainable))
+                init, var_name = self._initial_value_on_its_device(g, initial_value, name or "Variable", dtype)
+                saved, g._name_stack = g._name_stack, []
+                try:
+                    scope = g._scope(var_name, exact=True)
+                finally:
+                    g._name_stack = saved
+            else:
+                init = convert_to_tensor(initial_value, dtype=dtype)
+                scope = g._scope(name or "Variable")
+            cc_var = _distflow.make_variable(scope, init._out, bool(trainable))
         self._finish(cc_var, g, init, trainable, collections, constraint)
+
+    @staticmethod
+    def _initial_value_on_its_device(g, make_initial, name, dtype):
+        """Calls tf.Variable's initial_value function as TensorFlow does:
+        under the name scope "<variable>/Initializer", with no device and
+        colocated with the variable (its ops carry "_class": "loc:@<variable>",
+        which the placer follows), so a random table of a variable on a ps is
+        drawn on the ps, not in the caller's device scope and shipped. The
+        variable's name is reserved first; returns (initial value, that name)."""
+        prefix = "/".join(g._name_stack)
+        var_name = g._unique_name(f"{prefix}/{name}" if prefix else name)
+        saved = (g._name_stack, g._device_stack, g._colocate)
+        try:
+            g._name_stack = var_name.split("/") + ["Initializer"]
+            g._device_stack = g._device_stack + [None]
+            g._colocate = ["loc:@" + var_name]
+            init = convert_to_tensor(make_initial(), dtype=dtype)
+        finally:
+            g._name_stack, g._device_stack, g._colocate = saved
+        return init, var_name
 
     @classmethod
     def _with_colocated_initializer(cls, name, shape, dtype, make_initial, trainable=True, collections=None,

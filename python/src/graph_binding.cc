@@ -17,6 +17,10 @@ df::Operation AddOp(const df::Scope& scope, const std::string& op_type, const st
   df::ops::Attrs converted;
   for (auto [key, value] : attrs) {
     std::string name = py::str(key).cast<std::string>();
+    if (name == "_class") {  // TensorFlow's colocation classes ("loc:@node"), on any op
+      converted.emplace_back(name, df::ops::Attr(value.cast<std::vector<std::string>>()));
+      continue;
+    }
     const df::OpAttrInfo* a = nullptr;
     for (const df::OpAttrInfo& candidate : info.attrs) {
       if (candidate.name == name) a = &candidate;

@@ -134,6 +134,14 @@ absl::StatusOr<std::vector<Operation>> ImportGraph(const Scope& scope, const std
       for (int k : back) inputs[static_cast<size_t>(k)] = stand_in;
     }
     const std::string device = clear_devices ? std::string() : node.device();
+    // Colocation classes name nodes of the imported graph: prefix them too,
+    // as TensorFlow's importer does.
+    auto classes = node.mutable_attr()->find("_class");
+    if (!prefix.empty() && classes != node.mutable_attr()->end() && classes->second.has_list()) {
+      for (std::string& c : *classes->second.mutable_list()->mutable_s()) {
+        if (c.rfind("loc:@", 0) == 0 && index.count(c.substr(5)) > 0) c = absl::StrCat("loc:@", prefix, c.substr(5));
+      }
+    }
     node.clear_input();
     node.clear_name();
     node.clear_device();

@@ -95,6 +95,37 @@ TEST(GraphIo, GraphsWithWhileLoopsImportAndRun) {
   }
 }
 
+TEST(GraphIo, ColocationClassesNamingImportedNodesGetThePrefix) {
+  // tf.Variable(callable)'s initial value carries "_class": "loc:@v"; in a
+  // copy it must name the copy's variable, as TensorFlow's importer does.
+  Scope root = Scope::NewRootScope();
+  ops::Const(root.WithOpName("v"), 1.0f);
+  ops::Const(root.WithOpName("v/Initializer/value"), 2.0f);
+  proto::GraphDef def;
+  ASSERT_TRUE(def.ParseFromString(SerializeGraph(root)));
+  for (proto::NodeDef& n : *def.mutable_node()) {
+    if (n.name() != "v/Initializer/value") continue;
+    auto* classes = (*n.mutable_attr())["_class"].mutable_list();
+    classes->add_s("loc:@v");
+    classes->add_s("loc:@elsewhere");
+  }
+  Scope other = Scope::NewRootScope();
+  absl::StatusOr<std::vector<Operation>> ops = ImportGraph(other, def.SerializeAsString(), "copy/");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  proto::GraphDef out;
+  ASSERT_TRUE(out.ParseFromString(SerializeGraph(other)));
+  bool found = false;
+  for (const proto::NodeDef& n : out.node()) {
+    if (n.name() != "copy/v/Initializer/value") continue;
+    found = true;
+    const auto& list = n.attr().at("_class").list();
+    ASSERT_EQ(list.s_size(), 2);
+    EXPECT_EQ(list.s(0), "loc:@copy/v");
+    EXPECT_EQ(list.s(1), "loc:@elsewhere");  // not a node of the imported graph
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST(GraphIo, DevicesAreKeptOrCleared) {
   Scope root = Scope::NewRootScope();
   ops::Const(root.WithOpName("c").WithDevice("/job:ps/task:0"), 1.0f);

@@ -77,6 +77,13 @@ class OpKernel {
   // included, when this is small, since a hand-off to the pool costs more.
   // Default: the number of input elements (one pass over the inputs).
   virtual int64_t EstimatedWork(const std::vector<TensorShape>& inputs) const;
+  // True if, when input `i` (not a ref input) is a variable's value, the
+  // kernel is given the variable itself (`input_ref(i)`, `input(i)` left
+  // empty) and reads it under the variable's reader lock, instead of a
+  // snapshot. A lookup that copies a few rows of a large table (Gather) says
+  // so: a snapshot held meanwhile would make a sparse update of the table
+  // running at that moment copy all of it before writing its rows.
+  virtual bool ReadsVariableInputUnderLock(int i) const { return false; }
 
   const std::string& name() const { return name_; }
   const std::string& type_string() const { return op_; }

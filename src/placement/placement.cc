@@ -97,6 +97,26 @@ absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const st
       }
     }
   }
+  // TensorFlow's colocation attribute ("_class": ["loc:@name"]): the node
+  // joins the named node's group (tf.Variable(callable) marks its initial
+  // value's ops so, to compute them on the variable's device). A named node
+  // outside the step still lends its request to the group.
+  std::vector<const Node*> members = nodes;
+  absl::flat_hash_set<int> in_step;
+  for (const Node* n : nodes) in_step.insert(n->id());
+  for (const Node* n : nodes) {
+    if (n->def().attr().find("_class") == n->def().attr().end()) continue;
+    absl::StatusOr<std::vector<std::string>> classes = GetAttrStringList(n->def(), "_class");
+    if (!classes.ok()) continue;
+    for (const std::string& c : *classes) {
+      if (c.rfind("loc:@", 0) != 0) continue;
+      const Node* target = graph.FindNode(c.substr(5));
+      if (target == nullptr) continue;
+      int a = Find(parent, n->id()), b = Find(parent, target->id());
+      if (a != b) parent[static_cast<size_t>(a)] = b;
+      if (in_step.insert(target->id()).second) members.push_back(target);
+    }
+  }
   // Merge the requests of each group. A variable's own request wins (a
   // queue's or reader's too): ops that use it by reference follow it
   // wherever they were asked to run (as TensorFlow's colocate_with
@@ -105,7 +125,7 @@ absl::StatusOr<std::vector<std::string>> PlaceNodes(const Graph& graph, const st
   absl::flat_hash_map<int, bool> has_variable;
   absl::flat_hash_map<int, const Node*> first_node;
   for (int pass = 0; pass < 2; ++pass) {
-    for (const Node* n : nodes) {
+    for (const Node* n : members) {
       int g = Find(parent, n->id());
       // The owner of a group: a variable, or an op with no inputs that
       // outputs a reference (a queue's or reader's handle).

@@ -88,6 +88,27 @@ TEST(Placement, AssignIsColocatedWithItsVariable) {
   EXPECT_EQ(DeviceOf(p, "assign"), kDevices[0]);
 }
 
+TEST(Placement, ColocationClassPutsANodeWithTheNamedNodeEvenOutsideTheStep) {
+  // tf.Variable(callable)'s initial value: no device of its own, "_class":
+  // "loc:@w", placed with w; also in a step (the initial value alone) that
+  // does not run w.
+  proto::GraphDef g;
+  proto::NodeDef* init = Const(&g, "w/Initializer/value");
+  SetAttrStringList(init, "_class", {"loc:@w"});
+  Var(&g, "w", "/job:ps/task:1");
+  Const(&g, "other");
+  Placed p = Place(g);
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_EQ(DeviceOf(p, "w/Initializer/value"), kDevices[1]);
+  EXPECT_EQ(DeviceOf(p, "other"), kDevices[2]);
+  PlacementOptions o;
+  o.devices = kDevices;
+  o.default_device = kDevices[2];
+  auto alone = PlaceNodes(*p.graph, {p.graph->FindNode("w/Initializer/value")}, o);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ((*alone)[static_cast<size_t>(p.graph->FindNode("w/Initializer/value")->id())], kDevices[1]);
+}
+
 TEST(Placement, QueueOpsFollowTheirQueuesDeviceOverTheirOwnRequest) {
   // A queue on a ps, fed and drained by ops that workers asked for: as
   // TensorFlow colocates them with the queue, they run on the ps.

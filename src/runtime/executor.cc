@@ -115,7 +115,9 @@ struct Executor::Impl : ExecutorPlan {
       } else {
         shapes.push_back(e.val.shape());
       }
-      elements += shapes.back().num_elements();
+      // A variable counts only through the kernel's estimate: a lookup or a
+      // sparse update touches a few rows of a large table.
+      if (e.ref == nullptr) elements += shapes.back().num_elements();
       if (elements > 64 * kInlineWork) return false;  // not worth asking the kernel
     }
     const int64_t work = item.kernel->EstimatedWork(shapes);
@@ -385,10 +387,9 @@ struct Executor::Impl : ExecutorPlan {
           return;
         }
         p.input_refs[static_cast<size_t>(k)] = std::move(e.ref);
-      } else if (e.ref != nullptr && k == 0 && (item.node->op() == "Gather" || item.node->op() == "GatherV2")) {
-        // A lookup reads its rows under the variable's lock instead of
-        // holding a snapshot (kernels/cpu/sparse_kernels.cc): a sparse
-        // update of the table running meanwhile would copy all of it.
+      } else if (e.ref != nullptr && item.kernel->ReadsVariableInputUnderLock(k)) {
+        // The kernel reads the variable under its lock (a lookup's rows)
+        // instead of holding a snapshot (op_kernel.h).
         p.input_refs[static_cast<size_t>(k)] = std::move(e.ref);
       } else if (e.ref != nullptr) {
         absl::StatusOr<Tensor> v = e.ref->Read();

@@ -24,6 +24,10 @@ template <ScatterKind kKind>
 class ScatterOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  // The updated rows, not the variable.
+  int64_t EstimatedWork(const std::vector<TensorShape>& in) const override {
+    return in.size() == 3 ? in[1].num_elements() + in[2].num_elements() : OpKernel::EstimatedWork(in);
+  }
   absl::Status Compute(OpKernelContext* ctx) override {
     const char* op = kKind == ScatterKind::kAdd   ? "ScatterAdd"
                      : kKind == ScatterKind::kSub ? "ScatterSub"

@@ -38,11 +38,12 @@ void CopyRun(const T* src, int64_t n, T* dst) {
 absl::StatusOr<TensorShape> ShapeOf(std::vector<int64_t> dims) { return TensorShape::FromDims(dims); }
 
 // out[o, i, :] = params[o, indices[i], :] with params viewed as [outer, n, inner].
-// Params read from a variable arrive as the variable itself (the executor
-// takes no snapshot, runtime/executor.cc): the rows are copied under its
-// reader lock. A snapshot held while the rows are copied would make a
-// sparse update of the same table that runs meanwhile (another worker's
-// step) copy the whole table before writing its rows.
+// Params read from a variable arrive as the variable itself (the kernels
+// say ReadsVariableInputUnderLock(0), so the executor takes no snapshot):
+// the rows are copied under its reader lock. A snapshot held while the rows
+// are copied would make a sparse update of the same table that runs
+// meanwhile (another worker's step) copy the whole table before writing its
+// rows.
 absl::Status GatherAt(OpKernelContext* ctx, const std::string& op, const std::string& node, int64_t axis) {
   Var* var = ctx->input_ref(0);
   std::optional<absl::ReaderMutexLock> lock;
@@ -99,11 +100,28 @@ class GatherOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override { return GatherAt(ctx, "Gather", name(), 0); }
+  bool ReadsVariableInputUnderLock(int i) const override { return i == 0; }
+  // The rows copied, not the table: a lookup of a few hundred rows runs
+  // inline (on a ps, on the RunGraph's thread) rather than waiting for a
+  // pool thread.
+  int64_t EstimatedWork(const std::vector<TensorShape>& in) const override {
+    if (in.size() < 2 || in[0].dims() < 1 || in[0].dim_size(0) == 0) return OpKernel::EstimatedWork(in);
+    return in[1].num_elements() * (in[0].num_elements() / in[0].dim_size(0)) + in[1].num_elements();
+  }
 };
 
 class GatherV2Op : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  bool ReadsVariableInputUnderLock(int i) const override { return i == 0; }
+  // The axis is a value: the rows copied along the axis that makes the most.
+  int64_t EstimatedWork(const std::vector<TensorShape>& in) const override {
+    if (in.size() < 2 || in[0].dims() < 1) return OpKernel::EstimatedWork(in);
+    int64_t smallest = in[0].dim_size(0);
+    for (int k = 1; k < in[0].dims(); ++k) smallest = std::min(smallest, in[0].dim_size(k));
+    if (smallest == 0) return OpKernel::EstimatedWork(in);
+    return in[1].num_elements() * (in[0].num_elements() / smallest) + in[1].num_elements();
+  }
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(int64_t axis, kernel_util::ReadScalarInt(ctx->input(2), "GatherV2 axis"));
     return GatherAt(ctx, "GatherV2", name(), axis);

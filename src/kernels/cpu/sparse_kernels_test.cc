@@ -9,6 +9,7 @@
 
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
+#include "kernels/kernel_registry.h"
 #include "kernels/op_test_util.h"
 #include "tensor/tensor_testutil.h"
 
@@ -74,6 +75,42 @@ TEST(GatherKernel, OutOfRangeAndNegativeIdsNameOpIdAndBound) {
   auto c = RunOp("GatherV2", {Iota<float>(TensorShape({4, 2})), I32({0}), Tensor::Scalar<int32_t>(2)});
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("axis 2"), std::string::npos) << c.status();
+}
+
+TEST(GatherKernel, AsksForItsTableUnderTheVariablesLockNotASnapshot) {
+  // The executor gives such an input as the variable itself
+  // (runtime/executor.cc): a snapshot held while the rows are copied would
+  // make a concurrent sparse update of the table copy all of it.
+  for (const std::string op : {"Gather", "GatherV2"}) {
+    proto::NodeDef def;
+    def.set_name("lookup");
+    def.set_op(op);
+    SetAttrType(&def, "Tparams", DT_FLOAT);
+    SetAttrType(&def, "Tindices", DT_INT64);
+    std::vector<DataType> in = {DT_FLOAT, DT_INT64};
+    if (op == "GatherV2") in.push_back(DT_INT64);
+    auto k = KernelRegistry::Global()->CreateKernel(def, in, {DT_FLOAT}, nullptr);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_TRUE((*k)->ReadsVariableInputUnderLock(0)) << op;
+    EXPECT_FALSE((*k)->ReadsVariableInputUnderLock(1)) << op;
+  }
+}
+
+TEST(GatherKernel, EstimatesTheRowsItCopiesNotTheTable) {
+  // 512 rows of a 20000 x 64 table: little enough to run inline on the
+  // thread that made the lookup ready (runtime/executor.cc), not the 1.28M
+  // elements of the table. GatherV2's axis is a value: it counts the axis
+  // that copies the most.
+  OpTest t("Gather");
+  t.Input(Tensor(DT_FLOAT, TensorShape({20000, 64}))).Input(Tensor(DT_INT64, TensorShape({512})));
+  DF_ASSERT_OK_AND_ASSIGN(int64_t w, t.EstimatedWork());
+  EXPECT_EQ(w, 512 * 64 + 512);
+  OpTest v2("GatherV2");
+  v2.Input(Tensor(DT_FLOAT, TensorShape({20000, 64})))
+      .Input(Tensor(DT_INT64, TensorShape({512})))
+      .Input(Tensor::Scalar<int32_t>(1));
+  DF_ASSERT_OK_AND_ASSIGN(int64_t w2, v2.EstimatedWork());
+  EXPECT_EQ(w2, int64_t{512} * 20000 + 512);
 }
 
 TEST(UniqueKernel, KeepsFirstAppearanceOrder) {

@@ -47,6 +47,15 @@ class SparseApplyBase : public OpKernel {
   SparseApplyBase(OpKernelConstruction* c, const char* op, int num_refs, int grad_index, int indices_index)
       : OpKernel(c), op_(op), num_refs_(num_refs), grad_index_(grad_index), indices_index_(indices_index) {}
 
+  // The rows of the gradient, not the variables: a step's few hundred rows
+  // of a large table run inline on the thread that made them ready (the
+  // gradient's RPC thread on a ps) instead of waiting for a pool thread.
+  int64_t EstimatedWork(const std::vector<TensorShape>& in) const override {
+    if (static_cast<size_t>(std::max(grad_index_, indices_index_)) >= in.size()) return OpKernel::EstimatedWork(in);
+    return (in[static_cast<size_t>(grad_index_)].num_elements() +
+            in[static_cast<size_t>(indices_index_)].num_elements());
+  }
+
   absl::Status Compute(OpKernelContext* ctx) override {
     std::vector<Var*> vars;
     for (int i = 0; i < num_refs_; ++i) {
@@ -228,6 +237,10 @@ class SparseApplyAdamOp : public SparseApplyBase<T> {
     absl::StatusOr<bool> l = GetAttrBool(c->def(), "lazy");
     lazy_ = l.ok() && *l;
     return absl::OkStatus();
+  }
+  // The exact variant decays every row's moments: the whole variable.
+  int64_t EstimatedWork(const std::vector<TensorShape>& in) const override {
+    return lazy_ ? SparseApplyBase<T>::EstimatedWork(in) : OpKernel::EstimatedWork(in);
   }
 
  protected:
