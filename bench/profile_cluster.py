@@ -26,7 +26,7 @@ in its CPU, only in the wall time of a step.
   bench/profile_cluster.sh [BUILD_DIR]   (builds, then runs this)
   /usr/bin/python3 bench/profile_cluster.py --build BUILD [--warmup 60] [--steps 300]
       [--intra_op_threads N] [--label TEXT] [--no-perf]
-      [--config 'NAME::--flag=1 ENV=VALUE' ...] [--rounds N]
+      [--config 'NAME::--flag=1 ENV=VALUE' ...] [--rounds N] [--local] [--ops N] [--sched]
 
 With --config (repeatable), each round runs every configuration once, in turn
 (interleaved, so a change of load hits them alike): NAME labels it, and the
@@ -34,6 +34,15 @@ words are extra flags for every task, or VAR=VALUE for their environment.
 The tables of the last round and, per configuration, the medians over the
 rounds of examples/s, CPU ms per global step and context switches per global
 step are printed.
+
+--local also profiles mnist_local --threads=1 each round over a window of the
+same size, and --ops N prints the last round's top N symbols in CPU ms per
+step side by side: the ps per global step, the workers summed (CPU per worker
+step), mnist_local per step; oneDNN's JIT kernels are named through the
+/tmp/perf-<pid>.map files DNNL_JIT_PROFILE=2 makes it write (removed after).
+--sched records the scheduler's switches and wake-ups machine-wide in the
+window: how many of the cluster's threads wanted a core over time, and per
+process the time running, runnable but waiting for a core, and blocked.
 
 Without perf (or if the kernel forbids it: perf_event_paranoid) the CPU and
 context-switch columns still come from /proc.
@@ -129,6 +138,23 @@ def classify(frames):
     return "other"
 
 
+def op_key(frames):
+    """A short name for what one sample was doing: the oneDNN JIT kernel (named
+    through perf-<pid>.map, which DNNL_JIT_PROFILE=2 makes oneDNN write), the
+    distflow kernel (its functor or lambda's class), or the leaf symbol; a
+    sample in the kernel is named by its group."""
+    s, d = frames[0] if frames else ("", "")
+    if d.startswith("[kernel"):
+        return "[kernel: " + classify_kernel(frames) + "]"
+    if os.path.basename(d).startswith("perf-") or d in ("[unknown]", "//anon", "[anon]"):
+        return "oneDNN JIT: " + (re.sub(r"\[unknown\]", "unnamed", s) or "unnamed")
+    for sym, _ in frames[:4]:
+        m = re.search(r"distflow::\(anonymous namespace\)::(\w+)", sym)
+        if m and m.group(1) not in ("Shard", "ParallelForImpl"):
+            return m.group(1)
+    return re.sub(r"\(.*", "", s)[:80] or d
+
+
 def thread_group(comm):
     """Threads named alike form a group: 'df_inter' for 'df_inter3'; gRPC's event-engine threads as 'grpc'."""
     c = re.sub(r"[-_:]?\d+$", "", comm.strip())
@@ -216,6 +242,8 @@ def start_cluster(args, logs):
     if args.intra_op_threads is not None:
         common.append(f"--intra_op_threads={args.intra_op_threads}")
     env = dict(os.environ)
+    if args.perf:
+        env.setdefault("DNNL_JIT_PROFILE", "2")  # oneDNN names its JIT code in /tmp/perf-<pid>.map
     for word in args.extra:
         if word.startswith("--"):
             common.append(word)
@@ -265,6 +293,67 @@ def perf_samples(data):
     return samples
 
 
+SWITCH = re.compile(r"^\s*(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*prev_pid=(\d+) .*prev_state=(\S+) "
+                    r"==> .*next_pid=(\d+)")
+WAKE = re.compile(r"^\s*(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+sched:sched_wakeup(?:_new)?:.* pid=(\d+) ")
+
+
+def sched_demand(data, owner, nprocs):
+    """From a system-wide record of sched_switch/sched_wakeup: how many of the
+    cluster's threads wanted a core (running or runnable) over time, and per
+    process the time with at least one thread running, with some runnable but
+    none running (waiting for a core: the load's), and with none runnable
+    (blocked: waiting for a peer, the network or a lock). owner: {tid: process index}.
+    Returns ({demand: seconds}, [(running, runnable only, blocked) seconds per process], window seconds)."""
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "tid,cpu,time,event,trace"], capture_output=True,
+                         text=True, errors="replace").stdout
+    state = {}  # tid -> "run" | "rq" (absent: asleep)
+    hist = collections.Counter()
+    per = [[0.0, 0.0, 0.0] for _ in range(nprocs)]
+    t_prev = t_first = None
+    for line in out.splitlines():
+        m = SWITCH.match(line)
+        w = None if m else WAKE.match(line)
+        if not m and not w:
+            continue
+        t = float((m or w).group(3))
+        if t_prev is not None:
+            dt = t - t_prev
+            hist[len(state)] += dt
+            for i in range(nprocs):
+                sts = [v for tid, v in state.items() if owner[tid] == i]
+                if "run" in sts:
+                    per[i][0] += dt
+                elif sts:
+                    per[i][1] += dt
+                else:
+                    per[i][2] += dt
+        else:
+            t_first = t
+        t_prev = t
+        if m:
+            prev, pstate, nxt = int(m.group(4)), m.group(5), int(m.group(6))
+            if prev in owner:
+                if pstate.startswith("R"):
+                    state[prev] = "rq"
+                else:
+                    state.pop(prev, None)
+            if nxt in owner:
+                state[nxt] = "run"
+        else:
+            tid = int(w.group(4))
+            if tid in owner and state.get(tid) != "run":
+                state[tid] = "rq"
+    return hist, per, (t_prev - t_first) if t_prev is not None else 0.0
+
+
+def remove_perf_map(pid):
+    try:
+        os.remove(f"/tmp/perf-{pid}.map")
+    except OSError:
+        pass
+
+
 def profile_once(args, logs):
     names, procs, status = start_cluster(args, logs)
     perf = None
@@ -278,8 +367,16 @@ def profile_once(args, logs):
             perf = subprocess.Popen(["perf", "record", "-q", "-F", str(args.freq), "-e", "cpu-clock", "-g", "-o", data,
                                      "-p", ",".join(map(str, pids))], stdout=subprocess.DEVNULL,
                                     stderr=open(os.path.join(logs, "perf.err"), "w"))
+        if args.sched:
+            sched = subprocess.Popen(["perf", "record", "-q", "-a", "-e", "sched:sched_switch", "-e",
+                                      "sched:sched_wakeup", "-e", "sched:sched_wakeup_new", "-o",
+                                      os.path.join(logs, "sched.data")], stdout=subprocess.DEVNULL,
+                                     stderr=open(os.path.join(logs, "perf_sched.err"), "w"))
         g1, t1 = wait_steps(logs, args.workers, procs, g0 + args.steps, timeout=1800)
         after = {pid: read_threads(pid) for pid in pids}  # before anything else: tasks end soon after
+        if args.sched:
+            sched.send_signal(signal.SIGINT)
+            sched.wait(timeout=300)
         if perf is not None:
             perf.send_signal(signal.SIGINT)
         m_after = [scrape(p) for p in status]
@@ -294,7 +391,12 @@ def profile_once(args, logs):
                 p.kill()
     steps = g1 - g0
     result = {"steps": steps, "wall": t1 - t0, "load": load, "procs": []}
+    if args.sched:
+        owner = {int(tid): i for i, pid in enumerate(pids) for tid in list(before[pid]) + list(after[pid])}
+        result["sched"] = sched_demand(os.path.join(logs, "sched.data"), owner, len(pids))
     samples = perf_samples(os.path.join(logs, "perf.data")) if args.perf else []
+    for pid in pids:
+        remove_perf_map(pid)
     for i, pid in enumerate(pids):
         cpu = [0, 0]
         cs = [0, 0]
@@ -307,18 +409,106 @@ def profile_once(args, logs):
             cs[0] += sw[0] - b[2][0]
             cs[1] += sw[1] - b[2][1]
             groups[thread_group(comm)] += du + ds
-        cats = collections.Counter()
+        cats, ops = collections.Counter(), collections.Counter()
         for spid, _, frames in samples:
             if spid == pid:
                 cats[classify(frames)] += 1
+                ops[op_key(frames)] += 1
         copied = (metric_sum(m_after[i], "distflow_bytes_copied_total") -
                   metric_sum(m_before[i], "distflow_bytes_copied_total"))
         result["procs"].append({
             "name": names[i], "cpu_ms": 1000.0 * (cpu[0] + cpu[1]) / CLK_TCK / steps,
             "sys_frac": cpu[1] / max(1, cpu[0] + cpu[1]), "cs": (cs[0] + cs[1]) / steps, "vol": cs[0] / steps,
-            "cats": cats, "threads": groups, "copied": copied / steps,
+            "cats": cats, "ops": ops, "threads": groups, "copied": copied / steps,
             "copied_known": any(k.startswith("distflow_bytes_copied_total") for k in m_after[i])})
     return result
+
+
+def profile_local(args, logs):
+    """mnist_local --threads=1 over the same window: --warmup steps, then --steps profiled."""
+    binary = os.path.join(args.build, "examples", "mnist_local")
+    log_path = os.path.join(logs, "local.log")
+    env = dict(os.environ)
+    if args.perf:
+        env.setdefault("DNNL_JIT_PROFILE", "2")
+    for word in args.extra:
+        if not word.startswith("--"):
+            k, _, v = word.partition("=")
+            env[k] = v
+    proc = subprocess.Popen([binary, "--threads=1", "--print_every=10",
+                             f"--steps={args.warmup + args.steps + args.tail}"], stdout=open(log_path, "w"),
+                            stderr=subprocess.STDOUT, env=env)
+
+    def step():
+        with open(log_path, errors="replace") as f:
+            found = [int(x) for x in re.findall(r"^step\s+(\d+)", f.read(), re.M)]
+        return max(found) if found else 0
+
+    def wait(target):
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"mnist_local ended before the window closed (log in {log_path})")
+            g = step()
+            if g >= target:
+                return g, time.time()
+            time.sleep(0.02)
+
+    perf = None
+    try:
+        g0, t0 = wait(args.warmup)
+        before = read_threads(proc.pid)
+        if args.perf:
+            perf = subprocess.Popen(["perf", "record", "-q", "-F", str(args.freq), "-e", "cpu-clock", "-g", "-o",
+                                     os.path.join(logs, "perf_local.data"), "-p", str(proc.pid)],
+                                    stdout=subprocess.DEVNULL, stderr=open(os.path.join(logs, "perf.err"), "w"))
+        g1, t1 = wait(g0 + args.steps)
+        after = read_threads(proc.pid)
+        if perf is not None:
+            perf.send_signal(signal.SIGINT)
+            perf.wait(timeout=300)
+    finally:
+        proc.kill()
+        proc.wait()
+    steps = g1 - g0
+    cpu, cs, groups = [0, 0], [0, 0], collections.Counter()
+    for tid, (comm, ticks, sw) in after.items():
+        b = before.get(tid, (comm, (0, 0), (0, 0)))
+        cpu[0] += ticks[0] - b[1][0]
+        cpu[1] += ticks[1] - b[1][1]
+        cs[0] += sw[0] - b[2][0]
+        cs[1] += sw[1] - b[2][1]
+        groups[thread_group(comm)] += ticks[0] - b[1][0] + ticks[1] - b[1][1]
+    cats, ops = collections.Counter(), collections.Counter()
+    for _, _, frames in (perf_samples(os.path.join(logs, "perf_local.data")) if args.perf else []):
+        cats[classify(frames)] += 1
+        ops[op_key(frames)] += 1
+    remove_perf_map(proc.pid)
+    return {"name": "mnist_local --threads=1", "cpu_ms": 1000.0 * (cpu[0] + cpu[1]) / CLK_TCK / steps,
+            "sys_frac": cpu[1] / max(1, cpu[0] + cpu[1]), "cs": (cs[0] + cs[1]) / steps, "vol": cs[0] / steps,
+            "cats": cats, "ops": ops, "threads": groups, "copied": 0, "copied_known": False,
+            "wall_ms": 1000.0 * (t1 - t0) / steps}
+
+
+def op_ms(p):
+    """{op: CPU ms per step} of one profiled process (its CPU split by its perf samples)."""
+    n = sum(p["ops"].values())
+    return {k: p["cpu_ms"] * v / n for k, v in p["ops"].items()} if n else {}
+
+
+def ops_table(rows, top):
+    """rows: (column name, {op: CPU ms per step}, total CPU ms per step); the top ops side by side."""
+    keys = collections.Counter()
+    for _, ms, _ in rows:
+        keys.update(ms)
+    shown = [k for k, _ in keys.most_common(top)]
+    lines = ["| what (distflow kernel / oneDNN JIT kernel / leaf symbol) | " + " | ".join(r[0] for r in rows) + " |",
+             "|---|" + "---:|" * len(rows)]
+    for k in shown:
+        lines.append(f"| {k} | " + " | ".join(f"{ms.get(k, 0.0):.2f}" for _, ms, _ in rows) + " |")
+    lines.append("| (the rest) | " + " | ".join(f"{sum(v for k, v in ms.items() if k not in shown):.2f}"
+                                               for _, ms, _ in rows) + " |")
+    lines.append("| **CPU ms per step (/proc)** | " + " | ".join(f"**{t:.2f}**" for _, _, t in rows) + " |")
+    return "\n".join(lines)
 
 
 def report(r, args):
@@ -351,6 +541,22 @@ def report(r, args):
         total = sum(p["threads"].values()) or 1
         parts = [f"{g} {p['cpu_ms'] * v / total:.1f}" for g, v in p["threads"].most_common(6) if v > 0]
         lines.append(f"- {p['name']}: " + ", ".join(parts))
+    if "sched" in r:
+        hist, per, span = r["sched"]
+        tot = sum(hist.values()) or 1
+        want = sum(min(k, 2) * v for k, v in hist.items()) / tot
+        lines.append("")
+        lines.append("Threads of the cluster wanting a core (running or runnable), share of the window: " +
+                     ", ".join(f"{k if k < 3 else '3+'}: {100 * sum(v for kk, v in hist.items() if min(kk, 3) == k) / tot:.1f}%"
+                               for k in range(4)) +
+                     f"; on average {want:.2f} of the 2 cores wanted (the cores a quiet machine would keep busy).")
+        lines.append("")
+        lines.append("| process | running ms / global step | runnable, not running (waiting for a core) | "
+                     "blocked (no thread runnable) |")
+        lines.append("|---|---:|---:|---:|")
+        for p, (run, rq, blk) in zip(r["procs"], per):
+            lines.append(f"| {p['name']} | {1000 * run * wall / span / steps:.1f} | {1000 * rq * wall / span / steps:.1f} | "
+                         f"{1000 * blk * wall / span / steps:.1f} |")
     return "\n".join(lines)
 
 
@@ -374,6 +580,13 @@ def main():
     ap.add_argument("--config", action="append", default=[], help="NAME::words (see above); repeatable")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the logs and perf.data")
+    ap.add_argument("--local", action="store_true",
+                    help="each round also profiles mnist_local --threads=1 over a window of the same size, and the "
+                    "last round's table of top symbols compares its step with a worker's")
+    ap.add_argument("--sched", action="store_true",
+                    help="also record the scheduler's switches and wake-ups machine-wide in the window: how many of "
+                    "the cluster's threads want a core over time, and per process running / runnable / blocked time")
+    ap.add_argument("--ops", type=int, default=0, help="print the last round's N top symbols per process")
     args = ap.parse_args()
     if args.perf and shutil.which("perf") is None:
         print("perf not found (Debian: linux-perf); profiling with /proc only", file=sys.stderr)
@@ -383,6 +596,7 @@ def main():
         name, _, words = c.partition("::")
         configs.append((name or args.label, words.split()))
     summary = collections.defaultdict(list)
+    last_rows, local_rows = {}, []
     for rnd in range(1, args.rounds + 1):
         for name, words in configs:
             args.extra, args.label = words, name
@@ -404,6 +618,40 @@ def main():
             if rnd == args.rounds:
                 print(report(r, args))
                 print()
+                if args.ops:
+                    workers = r["procs"][1:]
+                    summed = collections.Counter()
+                    for w in workers:
+                        summed.update(op_ms(w))
+                    last_rows[name] = [("ps, per global step", op_ms(r["procs"][0]), r["procs"][0]["cpu_ms"]),
+                                       ("workers, per worker step", dict(summed), sum(w["cpu_ms"] for w in workers))]
+        if args.local:
+            args.extra = []
+            logs = tempfile.mkdtemp(prefix="profile_local_")
+            try:
+                loc = profile_local(args, logs)
+            finally:
+                shutil.rmtree(logs, ignore_errors=True)
+            local_rows.append(loc)
+            print(f"round {rnd}: mnist_local --threads=1: {loc['cpu_ms']:.1f} CPU ms/step, {loc['wall_ms']:.1f} ms "
+                  f"wall/step, {loc['cs']:.1f} ctx sw/step", file=sys.stderr)
+    if args.local:
+        loc = local_rows[-1]
+        n = sum(loc["cats"].values())
+        print(f"mnist_local --threads=1, median of {len(local_rows)} round(s): "
+              f"{median([x['cpu_ms'] for x in local_rows]):.1f} CPU ms per step, "
+              f"{median([x['wall_ms'] for x in local_rows]):.1f} ms wall per step, "
+              f"{median([x['cs'] for x in local_rows]):.1f} ctx sw per step; last round's groups: " +
+              ", ".join(f"{g} {100 * loc['cats'][g] / n:.1f}%" for g in GROUPS if n))
+        print()
+    if args.ops:
+        for name, rows in last_rows.items():
+            if args.local:
+                rows = rows + [("mnist_local --threads=1, per step", op_ms(local_rows[-1]), local_rows[-1]["cpu_ms"])]
+            print(f"Top symbols, CPU ms per step{' (' + name + ')' if name else ''}, last round:")
+            print()
+            print(ops_table(rows, args.ops))
+            print()
     if len(configs) > 1 or args.rounds > 1:
         print(f"Medians over {args.rounds} interleaved round(s), {args.steps} global steps each:")
         print()

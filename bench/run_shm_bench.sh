@@ -9,8 +9,14 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$ROOT/build}"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja >/dev/null
-nice -n 10 ninja -C "$BUILD" shm_pull_bench
+# An existing build keeps its configuration (its DISTFLOW_ARCH_FLAGS above
+# all); a new one is configured with $DISTFLOW_ARCH_FLAGS if set, else the
+# project's default.
+if [[ ! -f $BUILD/CMakeCache.txt ]]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja ${DISTFLOW_ARCH_FLAGS:+"-DDISTFLOW_ARCH_FLAGS=$DISTFLOW_ARCH_FLAGS"} >/dev/null
+fi
+nice -n 10 cmake --build "$BUILD" --target shm_pull_bench
+echo "build: $BUILD, $(grep -m1 '^DISTFLOW_ARCH_FLAGS' "$BUILD/CMakeCache.txt" || echo 'DISTFLOW_ARCH_FLAGS unknown')"
 echo "load: $(uptime)"
 echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 "$BUILD/bench/shm_pull_bench" "${2:-64}" "${3:-15}"

@@ -1,5 +1,7 @@
 #include "base/timer.h"
 
+#include <pthread.h>
+
 #include "absl/time/clock.h"
 #include "base/env.h"
 
@@ -10,7 +12,9 @@ Timer* Timer::Global() {
   return timer;
 }
 
-Timer::Timer(Env* clock) : clock_(clock), thread_([this] { Loop(); }) {}
+Timer::Timer(Env* clock) : clock_(clock), thread_([this] { Loop(); }) {
+  pthread_setname_np(thread_.native_handle(), "df_timer");  // named before the constructor returns
+}
 
 absl::Time Timer::Now() const { return clock_ == nullptr ? absl::Now() : absl::FromUnixMicros(clock_->NowMicros()); }
 
@@ -67,12 +71,17 @@ void Timer::Loop() {
     auto it = queue_.begin();
     const absl::Duration left = it->first.first - Now();
     if (left > absl::ZeroDuration()) {
-      // Wakes early when an earlier deadline is added, on a Poke, or on stop.
-      // (A timeout, not a deadline: the clock may be a fake one.)
-      const Id head = it->first.second;
+      // Wakes early only when an earlier deadline is added, on a Poke, or on
+      // stop. Not when the head is cancelled or the queue empties: then the
+      // wait ends at the old head's time and finds nothing due, which costs
+      // one wake-up per deadline instead of two per After/Cancel pair (bulk
+      // offers come and go every step; each early wake-up was a context
+      // switch and a futex wake on the caller's thread). (A timeout, not a
+      // deadline: the clock may be a fake one.)
+      const absl::Time at = it->first.first;
       const uint64_t pokes = pokes_;
-      auto changed = [this, head, pokes]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stopping_ || queue_.empty() || queue_.begin()->first.second != head || pokes_ != pokes;
+      auto changed = [this, at, pokes]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stopping_ || pokes_ != pokes || (!queue_.empty() && queue_.begin()->first.first < at);
       };
       mu_.AwaitWithTimeout(absl::Condition(&changed), left);
       continue;

@@ -1,7 +1,14 @@
 #include "base/timer.h"
 
-#include <atomic>
+#include <dirent.h>
 
+#include <atomic>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/fake_clock_env.h"
@@ -33,6 +40,56 @@ TEST(Timer, RunsClosuresInDeadlineOrder) {
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(50));
   absl::MutexLock l(&mu);
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+}
+
+// Thread ids of this process's timer threads.
+std::set<std::string> TimerThreads() {
+  std::set<std::string> tids;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      std::ifstream comm(absl::StrCat("/proc/self/task/", e->d_name, "/comm"));
+      std::string name;
+      if (std::getline(comm, name) && name == "df_timer") tids.insert(e->d_name);
+    }
+    closedir(d);
+  }
+  return tids;
+}
+
+// How often thread `tid` of this process has blocked.
+int64_t VoluntarySwitches(const std::string& tid) {
+  std::ifstream status(absl::StrCat("/proc/self/task/", tid, "/status"));
+  for (std::string line; std::getline(status, line);) {
+    int64_t n = 0;
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0 && absl::SimpleAtoi(line.substr(line.find(':') + 1), &n)) {
+      return n;
+    }
+  }
+  return -1;
+}
+
+TEST(Timer, ClosuresAddedAndCancelledBeforeTheirTimeDoNotWakeItsThread) {
+  const std::set<std::string> before = TimerThreads();
+  Timer timer;
+  std::string tid;
+  for (const std::string& t : TimerThreads()) {
+    if (!before.count(t)) tid = t;
+  }
+  ASSERT_FALSE(tid.empty()) << "the timer's thread is named df_timer";
+  std::atomic<int> ran{0};
+  // Bulk offers in a step: added with a long time to live, taken (cancelled) soon after.
+  ASSERT_TRUE(timer.Cancel(timer.After(absl::Minutes(30), [&] { ran++; })));
+  absl::SleepFor(absl::Milliseconds(50));  // the thread now sleeps until that first closure's time
+  const int64_t start = VoluntarySwitches(tid);
+  ASSERT_GE(start, 0);
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(timer.Cancel(timer.After(absl::Minutes(30), [&] { ran++; })));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_LT(VoluntarySwitches(tid) - start, 10) << "200 closures added and cancelled woke the timer's thread";
+  EXPECT_EQ(ran.load(), 0);
+  // An earlier deadline still wakes it at once.
+  absl::Notification soon;
+  timer.After(absl::Milliseconds(1), [&] { soon.Notify(); });
+  EXPECT_TRUE(soon.WaitForNotificationWithTimeout(absl::Seconds(60)));
 }
 
 TEST(Timer, CancelledClosureNeverRuns) {

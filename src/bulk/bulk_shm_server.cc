@@ -4,6 +4,7 @@
 // requests as the TCP port, the bytes through the ring.
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -47,6 +48,27 @@ bool SharedMemoryEnabledByEnv() {
   return v == nullptr || std::string(v) != "0";
 }
 
+namespace {
+
+// The ring's slot size for a connection opening now: kShmSlotBytes, or
+// DISTFLOW_SHM_SLOT_KIB (a power of two from 64 KiB to kShmMaxSlotBytes) to
+// measure another (docs/PERFORMANCE.md). Read per connection: they are rare.
+size_t ShmSlotBytesFromEnv() {
+  const char* v = std::getenv("DISTFLOW_SHM_SLOT_KIB");
+  if (v == nullptr || *v == '\0') return bulk_internal::kShmSlotBytes;
+  char* end = nullptr;
+  const unsigned long long kib = std::strtoull(v, &end, 10);
+  if (*end != '\0' || kib < 64 || kib > (bulk_internal::kShmMaxSlotBytes >> 10) || (kib & (kib - 1)) != 0) {
+    LOG(WARNING) << "DISTFLOW_SHM_SLOT_KIB=" << v << " is not a power of two from 64 to "
+                 << (bulk_internal::kShmMaxSlotBytes >> 10) << "; the ring keeps its "
+                 << (bulk_internal::kShmSlotBytes >> 10) << " KiB slots";
+    return bulk_internal::kShmSlotBytes;
+  }
+  return static_cast<size_t>(kib) << 10;
+}
+
+}  // namespace
+
 absl::Status BulkServer::EnableSharedMemory() {
   if (tls_ != nullptr && auth_token_.empty()) {
     return absl::FailedPreconditionError(
@@ -72,7 +94,10 @@ absl::Status BulkServer::EnableSharedMemory() {
   shm_listen_fd_ = fd;
   shm_stop_fd_ = pipe_fds[1];
   const int stop_read = pipe_fds[0];
-  shm_acceptor_ = std::thread([this, fd, stop_read] { ShmAcceptLoop(fd, stop_read); });
+  shm_acceptor_ = std::thread([this, fd, stop_read] {
+    pthread_setname_np(pthread_self(), "df_shm_accept");
+    ShmAcceptLoop(fd, stop_read);
+  });
   return absl::OkStatus();
 }
 
@@ -122,6 +147,7 @@ void BulkServer::ShmAcceptLoop(int listen_fd, int stop_fd) {
     shm_open_[fd] = true;
     auto finished = std::make_shared<std::atomic<bool>>(false);
     shm_conns_.push_back(Conn{std::thread([this, fd, finished] {
+                                pthread_setname_np(pthread_self(), "df_shm_serve");
                                 ServeShm(fd);
                                 finished->store(true);
                               }),
@@ -155,7 +181,7 @@ void BulkServer::ServeShm(int fd) {
           room = shm_open_.size() <= static_cast<size_t>(kMaxShmConnections);
         }
         absl::StatusOr<std::unique_ptr<ShmRing>> made =
-            room ? ShmRing::Create(bulk_internal::kShmSlotBytes, bulk_internal::kShmSlots)
+            room ? ShmRing::Create(ShmSlotBytesFromEnv(), bulk_internal::kShmSlots)
                  : absl::StatusOr<std::unique_ptr<ShmRing>>(absl::ResourceExhaustedError("full"));
         if (made.ok()) {
           ring = std::move(*made);

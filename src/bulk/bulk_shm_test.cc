@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -122,6 +125,81 @@ TEST_F(SharedMemory, EverySizeRoundTripsThroughTheRingBothWays) {
     EXPECT_EQ(client.Fetch("127.0.0.1", (*server)->port(), 424242, buf, sizeof(buf), nullptr).code(),
               absl::StatusCode::kNotFound);
     EXPECT_EQ(client.NumPooledShmForTest(), 1u);
+  }
+}
+
+// Bytes of this process's mappings of shared-memory segments (server and
+// client side of every open connection).
+size_t MappedSegmentBytes() {
+  std::ifstream maps("/proc/self/maps");
+  size_t total = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (!absl::StrContains(line, "memfd:distflow-bulk")) continue;
+    unsigned long long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx", &lo, &hi) == 2) total += hi - lo;
+  }
+  return total;
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST_F(SharedMemory, DistflowShmSlotKibSetsTheSlotsOfNewConnectionsAndABadValueKeepsTheDefault) {
+  for (const auto& [value, slot] : std::vector<std::pair<const char*, size_t>>{
+           {"64", size_t{64} << 10}, {"100", kShmSlotBytes}, {"32", kShmSlotBytes}, {"abc", kShmSlotBytes}}) {
+    SCOPED_TRACE(value);
+    ScopedEnv env("DISTFLOW_SHM_SLOT_KIB", value);
+    auto server = BulkServer::Start("127.0.0.1", absl::Seconds(60), 0, "secret");
+    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_TRUE((*server)->EnableSharedMemory().ok());
+    BulkClient client(BulkClient::kClientIdleTimeout, "secret");
+    client.set_shared_memory(true);
+    client.set_shm_direct_read(false);
+    const size_t n = 3 * slot * kShmSlots + 17;  // wraps the ring three times
+    Tensor t = Bytes(n, 5);
+    Tensor got = Tensor::Allocate(DT_UINT8, t.shape()).value();
+    absl::Status s = client.Fetch("127.0.0.1", (*server)->port(), (*server)->Offer(t), got.raw_data(), n, nullptr);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(std::memcmp(got.raw_data(), t.raw_data(), n), 0);
+    EXPECT_EQ((*server)->shm_bytes_served(), n) << "through the ring";
+    EXPECT_EQ(MappedSegmentBytes(), 2 * slot * kShmSlots) << "the segment, mapped by the server and the client";
+  }
+}
+
+TEST_F(SharedMemory, TheBulkServersThreadsAreNamed) {
+  auto server = BulkServer::Start("127.0.0.1", absl::Seconds(60), 0, "secret");
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->EnableSharedMemory().ok());
+  BulkClient shm(BulkClient::kClientIdleTimeout, "secret");
+  shm.set_shared_memory(true);
+  BulkClient tcp(BulkClient::kClientIdleTimeout, "secret");
+  tcp.set_shared_memory(false);
+  Tensor t = Bytes(1000, 3);
+  char buf[1000];
+  for (BulkClient* c : {&shm, &tcp}) {
+    ASSERT_TRUE(c->Fetch("127.0.0.1", (*server)->port(), (*server)->Offer(t), buf, sizeof(buf), nullptr).ok());
+  }
+  std::multiset<std::string> names;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      std::ifstream comm(absl::StrCat("/proc/self/task/", e->d_name, "/comm"));
+      std::string name;
+      if (std::getline(comm, name)) names.insert(name);
+    }
+    closedir(d);
+  }
+  // Each connection has a serving thread; the acceptors are one each.
+  EXPECT_EQ(names.count("df_bulk_accept"), 1u);
+  EXPECT_EQ(names.count("df_shm_accept"), 1u);
+  for (const char* want : {"df_bulk_serve", "df_shm_serve"}) {
+    EXPECT_GE(names.count(want), 1u) << want;
   }
 }
 

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -140,7 +141,10 @@ BulkServer::BulkServer(int listen_fd, int port, absl::Duration ttl, std::string 
       max_held_put_bytes_(HalfOfMemory()),
       max_held_offer_bytes_(HalfOfMemory()),
       offers_(std::make_shared<Offers>(timer != nullptr ? timer : Timer::Global())) {
-  acceptor_ = std::thread([this] { AcceptLoop(); });
+  acceptor_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "df_bulk_accept");  // profiles tell the bulk server's threads apart
+    AcceptLoop();
+  });
 }
 
 BulkServer::~BulkServer() {
@@ -340,6 +344,7 @@ void BulkServer::AcceptLoop() {
     ++per_peer_[peer];
     auto finished = std::make_shared<std::atomic<bool>>(false);
     conns_.push_back(Conn{std::thread([this, fd, finished] {
+                            pthread_setname_np(pthread_self(), "df_bulk_serve");
                             Serve(fd);
                             finished->store(true);
                           }),
