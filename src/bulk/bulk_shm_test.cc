@@ -14,6 +14,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -33,10 +35,16 @@ namespace {
 using bulk_internal::kShmSlotBytes;
 using bulk_internal::kShmSlots;
 
+// /dev/shm's entries, leaving out POSIX named semaphores ("sem.*"): distflow
+// makes none, and other programs on the machine (Python's multiprocessing in
+// a test running beside this one) create and remove them at any time.
 std::set<std::string> DevShm() {
   std::set<std::string> names;
   if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) names.insert(e->d_name);
+    while (dirent* e = readdir(d)) {
+      if (std::string_view(e->d_name).starts_with("sem.")) continue;
+      names.insert(e->d_name);
+    }
     closedir(d);
   }
   return names;

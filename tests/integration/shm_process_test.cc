@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "distflow/distflow.h"
@@ -28,10 +29,16 @@ using subprocess::ScrapeMetrics;
 using subprocess::Spawn;
 using subprocess::Wait;
 
+// /dev/shm's entries, leaving out POSIX named semaphores ("sem.*"): distflow
+// makes none, and other programs on the machine (Python's multiprocessing in
+// a test running beside this one) create and remove them at any time.
 std::set<std::string> DevShm() {
   std::set<std::string> names;
   if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) names.insert(e->d_name);
+    while (dirent* e = readdir(d)) {
+      if (std::string_view(e->d_name).starts_with("sem.")) continue;
+      names.insert(e->d_name);
+    }
     closedir(d);
   }
   return names;
