@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -22,40 +21,14 @@
 #include "base/ports.h"
 #include "launcher_child.h"
 #include "launcher_health.h"
+#include "launcher_tasks.h"
 #include "remote_shell.h"
 
 namespace distflow {
 
 namespace {
 
-struct Task {
-  std::string job;
-  int index = 0;
-  std::string address;
-  std::vector<std::string> argv;
-  pid_t pid = -1;
-  Stream out{-1, STDOUT_FILENO, ""}, err{-1, STDERR_FILENO, ""};
-  int restarts = 0;
-  bool running = false;
-  bool finished_ok = false;
-  std::string how;         // how it last ended
-  std::string status_url;  // with --status_base_port
-  bool joins = false;      // joins the running job (elastic): a new port and --join at every start
-  // Variables of its environment for this start (a joiner of an elastic
-  // all-reduce job: DISTFLOW_JOIN and DISTFLOW_JOIN_AS instead of flags).
-  std::vector<std::pair<std::string, std::string>> env;
-  std::string host;     // host discovery: the host whose slot it holds
-  bool remote = false;  // this start runs on another machine, through the remote shell
-  std::string remote_host;
-  int in_fd = -1;         // a remote task's stdin, held while it runs: closing it stops the task on its host
-  bool removing = false;  // host discovery: stopped because its host went away
-  std::string name() const { return joins ? absl::StrCat(job, ":+", index) : absl::StrCat(job, ":", index); }
-  bool is_ps() const { return job == "ps"; }
-  bool is_evaluator() const { return job == "evaluator"; }
-  // Elastic all-reduce (--ps 0): the task that only hosts the coordinator.
-  bool is_coordinator() const { return job == kCoordinatorJob; }
-  bool is_worker() const { return !is_ps() && !is_evaluator() && !is_coordinator(); }
-};
+using Task = LaunchedTask;
 
 class Launcher {
  public:
@@ -65,72 +38,10 @@ class Launcher {
         env_(options_.env != nullptr ? options_.env : Env::Default()),
         signal_fd_(signal_fd),
         signals_(signals) {
-    const std::vector<std::string>& program = options_.program;
-    const std::string& ps_program = options_.ps_program;
-    const int status_base_port = options_.status_base_port;
-    const std::string spec = cluster_.ToFlagString().value_or(cluster_.ToJson());
-    for (const auto& [job, tasks] : cluster_.job_map()) {
-      for (const auto& [index, address] : tasks) {
-        if (!options_.only_host.empty()) {
-          absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
-          if (!hp.ok() || hp->first != options_.only_host) continue;  // another machine's launcher runs it
-        }
-        Task t;
-        t.job = job;
-        t.index = index;
-        t.address = address;
-        const bool server = job == "ps" || job == kCoordinatorJob;
-        t.argv = server ? std::vector<std::string>{ps_program} : program;
-        t.argv.push_back("--job_name=" + job);
-        t.argv.push_back(absl::StrCat("--task_index=", index));
-        t.argv.push_back("--cluster_spec=" + spec);
-        if (server && !options_.shared_memory && absl::EndsWith(ps_program, "distflow-server")) {
-          t.argv.push_back("--shared_memory=false");
-        }
-        if (job == kCoordinatorJob && absl::EndsWith(ps_program, "distflow-server")) {
-          t.argv.insert(t.argv.end(), options_.coordinator_flags.begin(), options_.coordinator_flags.end());
-        }
-        if (status_base_port > 0) {
-          const int port = status_base_port + static_cast<int>(tasks_.size());
-          t.argv.push_back(absl::StrCat("--status_port=", port));
-          absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
-          t.status_url = absl::StrCat("http://", hp.ok() ? hp->first : "127.0.0.1", ":", port, "/status");
-        }
-        if (Discovery() && job != "ps") {
-          absl::StatusOr<std::pair<std::string, int>> hp = distflow::SplitHostPort(address);
-          if (hp.ok()) t.host = hp->first;
-        }
-        tasks_.push_back(std::move(t));
-      }
-    }
-    if (options_.evaluator) {
-      // Not a task of the spec (TF_CONFIG's evaluator): no address, no server.
-      Task t;
-      t.job = "evaluator";
-      t.argv = program;
-      t.argv.push_back("--job_name=evaluator");
-      t.argv.push_back("--task_index=0");
-      t.argv.push_back("--cluster_spec=" + spec);
-      tasks_.push_back(std::move(t));
-    }
+    tasks_ = PlanTasks(cluster_, options_);
     hosts_ = options_.hosts;
-    if (options_.join_workers > 0 || Discovery() || cluster_.HasJob(kCoordinatorJob)) {
-      // The coordinator task, else ps 0, else the chief (worker 0): CoordinatorTask's rule.
-      const std::string job = cluster_.HasJob(kCoordinatorJob) ? kCoordinatorJob
-                              : cluster_.HasJob("ps")          ? "ps"
-                                                               : "worker";
-      coordinator_ =
-          cluster_.HasJob(job) ? cluster_.task_address(job, cluster_.task_indices(job).front()).value_or("") : "";
-      joined_ = options_.join_workers;
-      for (int i = 1; i <= options_.join_workers; ++i) {
-        Task t;
-        t.job = "worker";
-        t.index = i;  // the launcher's count; the coordinator gives the task index
-        t.joins = true;
-        t.argv = program;
-        tasks_.push_back(std::move(t));
-      }
-    }
+    coordinator_ = CoordinatorAddress(cluster_, options_);
+    joined_ = options_.join_workers;  // the joiners PlanTasks adds: worker:+1 ... +join_workers
   }
 
   int Run() {
