@@ -81,11 +81,11 @@ class Launcher {
     t.remote_host = hp.ok() ? hp->first : "";
     t.remote = hp.ok() && Remote(hp->first);
     Child child;
-    if (t.remote) {
-      if (!StartRemoteChild(options_.remote_shell, t.remote_host, t.argv, config, t.env, options_.grace_secs, &child)) {
-        return false;
-      }
-    } else if (!StartChild(t.argv, config, &child, t.env)) {
+    const bool started = t.remote ? StartRemoteChild(options_.remote_shell, t.remote_host, t.argv, config, t.env,
+                                                     options_.grace_secs, &child)
+                                  : StartChild(t.argv, config, &child, t.env);
+    if (!started) {
+      failed_ = absl::StrCat(t.name(), " could not be started (see above)");
       return false;
     }
     t.pid = child.pid;

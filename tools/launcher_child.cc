@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -29,11 +30,27 @@ void WriteAll(int fd, const std::string& s) {
 void Say(const std::string& line) { WriteAll(STDOUT_FILENO, absl::StrCat("[launch] ", line, "\n")); }
 void Complain(const std::string& line) { WriteAll(STDERR_FILENO, absl::StrCat("[launch] ", line, "\n")); }
 
+namespace {
+
+// Closes the descriptors of `fds` that are open (not -1).
+void CloseOpen(std::initializer_list<int> fds) {
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+}  // namespace
+
 bool StartChild(std::vector<std::string>& args, const std::string& config, Child* child,
                 const std::vector<std::pair<std::string, std::string>>& env, bool stdin_pipe) {
-  int out[2], err[2], in[2] = {-1, -1};
+  const std::string program = args.empty() ? std::string("(no program)") : args[0];
+  // pipe2 leaves an array as it was when it fails: -1 until a pipe exists.
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1};
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || (stdin_pipe && pipe2(in, O_CLOEXEC) != 0)) {
-    Complain(absl::StrCat("pipe: ", strerror(errno)));
+    const int error = errno;
+    CloseOpen({out[0], out[1], err[0], err[1], in[0], in[1]});
+    Complain(absl::StrCat("cannot start ", program, ": making a pipe for its output failed: ", strerror(error),
+                          error == EMFILE || error == ENFILE ? " (raise the open file limit: ulimit -n)" : ""));
     return false;
   }
   std::vector<char*> argv;
@@ -42,7 +59,12 @@ bool StartChild(std::vector<std::string>& args, const std::string& config, Child
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
-    Complain(absl::StrCat("fork: ", strerror(errno)));
+    const int error = errno;
+    CloseOpen({out[0], out[1], err[0], err[1], in[0], in[1]});
+    Complain(absl::StrCat("cannot start ", program, ": fork failed: ", strerror(error),
+                          error == EAGAIN   ? " (the process limit, ulimit -u, or the kernel's is reached)"
+                          : error == ENOMEM ? " (out of memory)"
+                                            : ""));
     return false;
   }
   if (pid == 0) {

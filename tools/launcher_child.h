@@ -33,8 +33,9 @@ struct Child {
 // dies, with DISTFLOW_CONFIG set to `config` unless it is empty and the
 // variables of `env` set; its stdin is the launcher's, or with
 // `stdin_pipe` a pipe whose write end is `child->in_fd` (a remote task's
-// watchdog reads it: remote_shell.h). False (said on stderr) if a pipe or
-// the fork failed; a program that cannot run exits 127 naming itself.
+// watchdog reads it: remote_shell.h). False (said on stderr, naming the
+// program) if a pipe or the fork failed, with every descriptor it opened
+// closed again; a program that cannot run exits 127 naming itself.
 bool StartChild(std::vector<std::string>& argv, const std::string& config, Child* child,
                 const std::vector<std::pair<std::string, std::string>>& env = {}, bool stdin_pipe = false);
 
