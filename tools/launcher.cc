@@ -63,7 +63,7 @@ class Launcher {
       if (!t.status_url.empty()) status_urls.push_back(absl::StrCat(t.name(), " ", t.status_url));
     }
     std::thread health([this, watched = std::move(watched), first_status_url, status_urls = std::move(status_urls)] {
-      WaitUntilUp(watched, options_.up_timeout_secs, first_status_url, status_urls, health_stop_, env_);
+      WaitUntilUp(watched, options_.up_timeout_secs, first_status_url, status_urls, given_up_, health_stop_, env_);
     });
     int code = Loop();
     health_stop_ = true;
@@ -303,6 +303,7 @@ class Launcher {
           const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
           if (t.removing) {
             Say(absl::StrCat(t.name(), " stopped (", t.how, "); it is not replaced"));
+            given_up_.Add(t.name(), t.how);
             gone_.push_back(t.name());
             rebalance_ = true;
             continue;
@@ -310,6 +311,7 @@ class Launcher {
           if (ok || ((t.is_ps() || t.is_coordinator()) && AllWorkersDone() && WIFSIGNALED(status) &&
                      WTERMSIG(status) == SIGTERM)) {
             t.finished_ok = true;
+            given_up_.Add(t.name(), t.how);
             if (t.is_worker()) ending_ = true;  // the job is ending: no more workers start or stop
             Say(absl::StrCat(t.name(), " finished"));
             continue;
@@ -324,6 +326,7 @@ class Launcher {
               Say(absl::StrCat("host ", t.host, " is blacklisted: ", failures,
                                " of its workers failed; no worker starts there again"));
             }
+            given_up_.Add(t.name(), t.how);
             gone_.push_back(t.name());
             rebalance_ = true;
             check_min_ = true;
@@ -331,6 +334,7 @@ class Launcher {
           }
           if (!coordinator_.empty() && t.is_worker() && !chief) {
             // Elastic: a new worker joins in its place; nobody else restarts.
+            given_up_.Add(t.name(), t.how);  // the new one has a name and address of its own
             if (replacements_ < options_.restart_on_failure) {
               ++replacements_;
               Say(absl::StrCat(t.name(), " ", t.how, "; a new worker joins the job in its place (", replacements_,
@@ -495,6 +499,9 @@ class Launcher {
   bool rebalance_ = false, check_min_ = false, ending_ = false;
   std::string failed_;
   std::atomic<bool> health_stop_{false};
+  // Tasks that ended and will not serve at their address again: the health
+  // checks stop waiting for them (a joiner on a broken host fails at once).
+  GivenUpTasks given_up_;
 };
 
 }  // namespace

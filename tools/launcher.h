@@ -7,7 +7,9 @@
 // own process group with a parent-death signal, so none outlives the
 // launcher. Every line a task writes is copied to the launcher's stdout or
 // stderr with the task's name in front ("[worker:2] ..."), whole lines only;
-// "cluster up" is said once every task answers gRPC's health check.
+// "cluster up" is said once every task answers gRPC's health check, but
+// for those that ended meanwhile and will not serve there again (a joiner
+// that failed at once on a broken host), which it names.
 //
 // The end: every worker exited 0 and the ps tasks exited (a ps still
 // running `ps_exit_secs` later is stopped): 0. A task that fails is

@@ -16,9 +16,21 @@
 
 namespace distflow {
 
+void GivenUpTasks::Add(const std::string& name, const std::string& how) {
+  absl::MutexLock lock(&mu_);
+  how_[name] = how;
+}
+
+std::optional<std::string> GivenUpTasks::Find(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = how_.find(name);
+  if (it == how_.end()) return std::nullopt;
+  return it->second;
+}
+
 void WaitUntilUp(const std::vector<std::pair<std::string, std::string>>& tasks, int up_timeout_secs,
                  const std::string& first_status_url, const std::vector<std::string>& status_urls,
-                 const std::atomic<bool>& stop, Env* env) {
+                 const GivenUpTasks& given_up, const std::atomic<bool>& stop, Env* env) {
   auto now = [env] { return absl::FromUnixMicros(env->NowMicros()); };
   const absl::Time start = now();
   const absl::Time deadline = start + absl::Seconds(up_timeout_secs);
@@ -34,8 +46,13 @@ void WaitUntilUp(const std::vector<std::pair<std::string, std::string>>& tasks, 
   }
   while (!stop) {
     size_t n = 0;
+    std::vector<std::string> not_waited;  // "worker:+1, which exited with status 1"
     for (size_t i = 0; i < tasks.size(); ++i) {
       if (!up[i]) {
+        if (std::optional<std::string> how = given_up.Find(tasks[i].first)) {
+          not_waited.push_back(absl::StrCat(tasks[i].first, ", which ", *how));
+          continue;
+        }
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
         ctx.set_wait_for_ready(true);
@@ -46,19 +63,28 @@ void WaitUntilUp(const std::vector<std::pair<std::string, std::string>>& tasks, 
       }
       n += up[i] ? 1 : 0;
     }
-    if (n == tasks.size()) {
-      Say(absl::StrFormat("cluster up: all %d tasks serving after %.1f s", static_cast<int>(n),
-                          absl::ToDoubleSeconds(now() - start)));
+    if (n + not_waited.size() == tasks.size() && (n > 0 || tasks.empty())) {
+      if (not_waited.empty()) {
+        Say(absl::StrFormat("cluster up: all %d tasks serving after %.1f s", static_cast<int>(n),
+                            absl::ToDoubleSeconds(now() - start)));
+      } else {
+        Say(absl::StrFormat("cluster up: %d tasks serving after %.1f s; not waiting for %s", static_cast<int>(n),
+                            absl::ToDoubleSeconds(now() - start), absl::StrJoin(not_waited, "; ")));
+      }
       if (!first_status_url.empty()) Say(absl::StrCat("status pages: ", absl::StrJoin(status_urls, ", ")));
       return;
     }
     if (now() > deadline) {
       std::vector<std::string> down;
       for (size_t i = 0; i < tasks.size(); ++i) {
-        if (!up[i]) down.push_back(absl::StrCat(tasks[i].first, " (", tasks[i].second, ")"));
+        if (!up[i] && !given_up.Find(tasks[i].first)) {
+          down.push_back(absl::StrCat(tasks[i].first, " (", tasks[i].second, ")"));
+        }
       }
-      Complain(absl::StrCat("after ", up_timeout_secs,
-                            " s these tasks do not answer a health check: ", absl::StrJoin(down, ", ")));
+      if (!down.empty()) {
+        Complain(absl::StrCat("after ", up_timeout_secs,
+                              " s these tasks do not answer a health check: ", absl::StrJoin(down, ", ")));
+      }
       return;
     }
     for (int i = 0; i < 5 && !stop; ++i) env->SleepForMicros(40000);

@@ -172,6 +172,26 @@ TEST(Launch, ATaskThatExitsAtOnceIsNamed) {
   EXPECT_NE(Output(launch).find("exited with status 1; stopping the other tasks"), std::string::npos) << Output(launch);
 }
 
+// With host discovery, a joining worker on a host whose workers all fail
+// (exit at once) is not waited for: "cluster up" comes once the others
+// serve, long before --up_timeout_secs, and names it. The workers run
+// distflow-server, which answers the health check and runs until stopped.
+TEST(Launch, ClusterUpDoesNotWaitForAJoinerThatFailedAtOnce) {
+  const std::string program =
+      WriteScript("broken_host", absl::StrCat("case \"$DISTFLOW_JOIN_AS\" in 127.0.0.3:*) echo 'this host is broken' "
+                                              ">&2; exit 1;; esac\nexec ",
+                                              DISTFLOW_SERVER_BIN, " \"$@\"\n"));
+  Proc launch =
+      Spawn({DISTFLOW_LAUNCH_BIN, "--ps", "1", "--min_workers", "2", "--max_workers", "3", "--host_discovery_script",
+             "printf '127.0.0.1:2\\n127.0.0.3:1\\n'", "--up_timeout_secs", "3600", "--", program});
+  ASSERT_TRUE(WaitForOutput(launch, "cluster up: 3 tasks serving after ", 120)) << Output(launch);
+  kill(launch.pid, SIGTERM);
+  EXPECT_EQ(Wait(launch, 60), 130) << Output(launch);
+  const std::string out = Output(launch);
+  EXPECT_NE(out.find("; not waiting for worker:+1, which exited with status 1"), std::string::npos) << out;
+  EXPECT_EQ(out.find("do not answer a health check"), std::string::npos) << out;
+}
+
 TEST(Launch, BadCommandLinesExitTwo) {
   Proc none = Spawn({DISTFLOW_LAUNCH_BIN, "--workers", "2"});
   EXPECT_EQ(Wait(none, 30), 2);
