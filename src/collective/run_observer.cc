@@ -1,6 +1,8 @@
 #include "collective/run_observer.h"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -34,29 +36,41 @@ struct OpMetrics {
   Counter* received;
 };
 
+constexpr CollectiveKind kKinds[] = {CollectiveKind::kReduce, CollectiveKind::kBroadcastSend,
+                                     CollectiveKind::kBroadcastRecv, CollectiveKind::kGather};
+static_assert(
+    [] {
+      for (size_t i = 0; i < std::size(kKinds); ++i) {
+        if (static_cast<size_t>(kKinds[i]) != i) return false;
+      }
+      return true;
+    }(),
+    "kKinds lists every CollectiveKind in the enum's order: MetricsFor indexes by it");
+
+// Every run reaches its counters here: an array indexed by the kind, built
+// once (the two broadcast kinds get the same counters: GetCounter returns
+// the one registered for a name and labels).
 const OpMetrics& MetricsFor(CollectiveKind kind) {
   static const auto* all = [] {
-    auto* m = new std::vector<std::pair<std::string, OpMetrics>>();
+    auto* m = new std::array<OpMetrics, std::size(kKinds)>();
     Metrics* g = Metrics::Global();
-    for (const char* op : {"reduce", "broadcast", "gather"}) {
-      const char* runs_help = "Collective runs that ended on this task, by op and status";
-      m->push_back(
-          {op,
-           {g->GetCounter("distflow_collective_runs_total", runs_help, {{"op", op}, {"status", "ok"}}),
-            g->GetCounter("distflow_collective_runs_total", runs_help, {{"op", op}, {"status", "error"}}),
-            g->GetCounter("distflow_collective_seconds_total",
-                          "Wall time of the collective runs on this task, start to end, by op", {{"op", op}}),
-            g->GetCounter("distflow_collective_bytes_sent_total",
-                          "Bytes this task sent its peers in collective runs, by op", {{"op", op}}),
-            g->GetCounter("distflow_collective_bytes_received_total",
-                          "Bytes this task received from its peers in collective runs, by op", {{"op", op}})}});
+    const char* runs_help = "Collective runs that ended on this task, by op and status";
+    for (CollectiveKind k : kKinds) {
+      const char* op = OpLabel(k);
+      (*m)[static_cast<size_t>(k)] = {
+          g->GetCounter("distflow_collective_runs_total", runs_help, {{"op", op}, {"status", "ok"}}),
+          g->GetCounter("distflow_collective_runs_total", runs_help, {{"op", op}, {"status", "error"}}),
+          g->GetCounter("distflow_collective_seconds_total",
+                        "Wall time of the collective runs on this task, start to end, by op", {{"op", op}}),
+          g->GetCounter("distflow_collective_bytes_sent_total",
+                        "Bytes this task sent its peers in collective runs, by op", {{"op", op}}),
+          g->GetCounter("distflow_collective_bytes_received_total",
+                        "Bytes this task received from its peers in collective runs, by op", {{"op", op}})};
     }
     return m;
   }();
-  const std::string op = OpLabel(kind);
-  for (const auto& [name, metrics] : *all)
-    if (name == op) return metrics;
-  return all->front().second;
+  const auto i = static_cast<size_t>(kind);
+  return i < all->size() ? (*all)[i] : (*all)[0];
 }
 
 int64_t NowMicros() { return Env::Default()->NowMicros(); }
