@@ -19,8 +19,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$ROOT/build}"
 shift || true  # the build dir argument is optional: nothing to shift without it
 
-cmake -S "$ROOT" -B "$BUILD" -G Ninja >/dev/null
+# An existing build keeps its configuration (its DISTFLOW_ARCH_FLAGS above
+# all); a new one is configured with $DISTFLOW_ARCH_FLAGS if set, else the
+# project's default.
+if [[ ! -f $BUILD/CMakeCache.txt ]]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja ${DISTFLOW_ARCH_FLAGS:+"-DDISTFLOW_ARCH_FLAGS=$DISTFLOW_ARCH_FLAGS"} >/dev/null
+fi
 nice -n 10 ninja -C "$BUILD" distributed_bench
+echo "build: $BUILD, $(grep -m1 '^DISTFLOW_ARCH_FLAGS' "$BUILD/CMakeCache.txt" || echo 'DISTFLOW_ARCH_FLAGS unknown')"
 
 OUT="$BUILD/bench-results"
 mkdir -p "$OUT"

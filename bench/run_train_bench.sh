@@ -35,8 +35,14 @@ MIN_TIME="${MIN_TIME:-3}"
 TORCH_STEPS="${TORCH_STEPS:-30}"
 PY=/usr/bin/python3  # Debian's interpreter: python3-torch lives there
 
-cmake -S "$ROOT" -B "$BUILD" -G Ninja >/dev/null
+# An existing build keeps its configuration (its DISTFLOW_ARCH_FLAGS above
+# all); a new one is configured with $DISTFLOW_ARCH_FLAGS if set, else the
+# project's default.
+if [[ ! -f $BUILD/CMakeCache.txt ]]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja ${DISTFLOW_ARCH_FLAGS:+"-DDISTFLOW_ARCH_FLAGS=$DISTFLOW_ARCH_FLAGS"} >/dev/null
+fi
 nice -n 10 ninja -C "$BUILD" train_bench matmul_bench >&2
+echo "build: $BUILD, $(grep -m1 '^DISTFLOW_ARCH_FLAGS' "$BUILD/CMakeCache.txt" || echo 'DISTFLOW_ARCH_FLAGS unknown')" >&2
 
 if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "PyTorch missing: apt-get install -y python3-torch (for $PY)" >&2
