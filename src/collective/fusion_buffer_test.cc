@@ -208,6 +208,50 @@ TEST_F(CycleFusionTest, FusedResultsAreBitIdenticalToUnfused) {
   }
 }
 
+// A flush past the ring's threshold takes the ring; for 2 ranks (addition
+// of two values commutes) it is still bit-identical to unfused reduction.
+TEST_F(CycleFusionTest, AFlushLargeEnoughForTheRingMatchesUnfusedForTwoRanks) {
+  constexpr int kRanks = 2;
+  Start(kRanks);
+  const std::vector<int64_t> sizes = {10000, 20000, 3};  // 120 KiB fused
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<std::vector<Tensor>> inputs(kRanks);
+  std::vector<std::vector<ResultPtr>> fused(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      Tensor t(DT_FLOAT, TensorShape({sizes[k]}));
+      for (auto& v : t.flat<float>()) v = dist(gen);
+      inputs[r].push_back(t);
+      fused[r].push_back(Submit(ranks_->executors[r].get(),
+                                Grad(kRanks, static_cast<int64_t>(k) + 1, 0, static_cast<int64_t>(sizes.size())), t));
+    }
+  }
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<Tensor> in = {inputs[0][k], inputs[1][k]};
+    auto want = ranks_->Run(Grad(kRanks, 100 + static_cast<int64_t>(k), 0, 0, 0), in);
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(fused[r][k]->done.WaitForNotificationWithTimeout(kHang));
+      ASSERT_TRUE(fused[r][k]->value.ok()) << fused[r][k]->value.status();
+      ASSERT_TRUE(want[r].ok()) << want[r].status();
+      EXPECT_EQ(std::memcmp(fused[r][k]->value->raw_data(), want[r]->raw_data(), want[r]->TotalBytes()), 0)
+          << "tensor " << k << " on rank " << r;
+    }
+  }
+}
+
+// A tensor waiting for a plan that never comes (rank 0 never runs the op)
+// fails after its op's timeout_seconds instead of waiting forever.
+TEST_F(CycleFusionTest, ATensorWaitingForAPlanTimesOut) {
+  Start(2);
+  CollectiveParams p = Grad(2, 1);
+  p.timeout_seconds = 0.2;
+  ResultPtr waiting = Submit(ranks_->executors[1].get(), p, Values(3, 1, 1));
+  ASSERT_TRUE(waiting->done.WaitForNotificationWithTimeout(kHang));
+  EXPECT_EQ(waiting->value.status().code(), absl::StatusCode::kDeadlineExceeded) << waiting->value.status();
+  EXPECT_TRUE(absl::StrContains(waiting->value.status().message(), "timeout_seconds=0.2")) << waiting->value.status();
+}
+
 // A dead rank fails the fused reduction on the others, naming it; with
 // rank 0 dead, a rank waiting for its plan fails naming rank 0.
 TEST_F(CycleFusionTest, ADeadRankFailsTheFusedReductionNamingIt) {
