@@ -148,13 +148,16 @@ void BindTrain(py::module_& m) {
                              [](const df::SyncReplicasOptimizer& o) { return o.stats().aggregation_changes.load(); });
 
   // Horovod's DistributedOptimizer: the gradients all-reduced across the
-  // workers, small ones fused into buckets (train/collective_all_reduce_optimizer.h).
+  // workers, small ones fused into buckets, or at run time with a cycle time
+  // (train/collective_all_reduce_optimizer.h).
   m.def(
       "all_reduce_gradients",
       [](const df::Scope& s, const df::Optimizer::GradsAndVars& gv, int num_replicas, int rank, int64_t group_key,
          int64_t first_instance_key, bool average, double timeout_seconds, int64_t fusion_threshold_bytes,
-         bool fp16_compression, std::vector<int64_t> group_members, bool adasum) {
+         bool fp16_compression, std::vector<int64_t> group_members, bool adasum,
+         std::optional<double> fusion_cycle_ms) {
         df::CollectiveAllReduceOptions o;
+        o.fusion_cycle_ms = fusion_cycle_ms;
         o.group_members = std::move(group_members);
         o.adasum = adasum;
         o.num_replicas = num_replicas;
@@ -169,8 +172,8 @@ void BindTrain(py::module_& m) {
       },
       py::arg("scope"), py::arg("grads_and_vars"), py::arg("num_replicas"), py::arg("rank"), py::arg("group_key"),
       py::arg("first_instance_key"), py::arg("average"), py::arg("timeout_seconds"), py::arg("fusion_threshold_bytes"),
-      py::arg("fp16_compression") = false, py::arg("group_members") = std::vector<int64_t>(),
-      py::arg("adasum") = false);
+      py::arg("fp16_compression") = false, py::arg("group_members") = std::vector<int64_t>(), py::arg("adasum") = false,
+      py::arg("fusion_cycle_ms") = std::nullopt);
   m.def("graph_variables", &df::GraphVariables, py::arg("scope"),
         "Every variable of the graph that has an initializer (optimizer slots too), in the order made.");
 

@@ -50,12 +50,14 @@ CollectiveExecutorImpl::CollectiveExecutorImpl(std::unique_ptr<CollectiveTranspo
                                                StallCheckOptions stall_check)
     : transport_(std::move(transport)),
       stall_check_(std::move(stall_check)),
-      pool_(std::make_unique<ThreadPool>("df_group", 3)) {}
+      pool_(std::make_unique<ThreadPool>("df_group", 3)),
+      fusion_pool_(std::make_unique<ThreadPool>("df_fusion", 1)) {}
 
 CollectiveExecutorImpl::~CollectiveExecutorImpl() { Shutdown(); }
 
 void CollectiveExecutorImpl::Shutdown() {
   std::vector<std::function<void(absl::Status)>> waiters;
+  std::vector<std::shared_ptr<FusionBuffer>> buffers;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -63,14 +65,22 @@ void CollectiveExecutorImpl::Shutdown() {
       for (auto& w : g.waiters) waiters.push_back(std::move(w));
       g.waiters.clear();
     }
+    for (auto& [key, b] : fusion_) buffers.push_back(std::move(b));
+    fusion_.clear();
   }
-  for (auto& w : waiters) w(absl::CancelledError("this task's collective executor is shutting down"));
+  const absl::Status stop = absl::CancelledError("this task's collective executor is shutting down");
+  for (auto& w : waiters) w(stop);
+  for (auto& b : buffers) b->Fail(stop);
   // Nothing is scheduled once stopping_ is set (every Schedule checks it
   // under mu_), so joining the pool ends every rebuild and the watcher.
   absl::MutexLock lock(&shutdown_mu_);
   if (pool_ != nullptr) {
     DF_CHECK(!pool_->InPool()) << "CollectiveExecutorImpl::Shutdown called from one of its own threads";
     pool_.reset();
+  }
+  if (fusion_pool_ != nullptr) {
+    DF_CHECK(!fusion_pool_->InPool()) << "CollectiveExecutorImpl::Shutdown called from one of its own threads";
+    fusion_pool_.reset();
   }
 }
 
@@ -251,6 +261,10 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
     return;
   }
   if (waiting) return;
+  if (UsesCycleFusion(p) && p.group_size > 1) {
+    Fuse(std::move(p), input, cm, std::move(done));
+    return;
+  }
   RunIn(std::move(p), root, input, cm, std::move(done));
 }
 
@@ -377,7 +391,7 @@ void CollectiveExecutorImpl::WatchRuns() {
 }
 
 void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tensor& input, CancellationManager* cm,
-                                   DoneCallback done) {
+                                   DoneCallback done, std::shared_ptr<CollectiveChannel> given, int64_t given_seq) {
   uint64_t run_id = 0;
   // The group's key: its members, or none for the elastic group.
   const GroupId group = params.elastic ? GroupId() : GroupMembers(params);
@@ -395,8 +409,10 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
       done(std::move(r));
     };
   }
-  const int64_t seq = NextSeq(params.generation, params.group_key, params.instance_key);
-  absl::StatusOr<std::shared_ptr<CollectiveChannel>> opened = transport_->Open(params, seq);
+  const int64_t seq = given != nullptr ? given_seq : NextSeq(params.generation, params.group_key, params.instance_key);
+  absl::StatusOr<std::shared_ptr<CollectiveChannel>> opened =
+      given != nullptr ? absl::StatusOr<std::shared_ptr<CollectiveChannel>>(std::move(given))
+                       : transport_->Open(params, seq);
   if (!opened.ok()) {
     done(absl::Status(opened.status().code(),
                       absl::StrCat(DescribeCollective(params), ": ", opened.status().message())));

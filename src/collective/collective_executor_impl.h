@@ -34,6 +34,13 @@
 // The program rebuilds it at a step boundary (RebuildNow) when members
 // joined, and after a failure as any group.
 //
+// Cycle-time fusion. A CollectiveReduce with fusion_cycle_ms > 0 is not
+// run alone: it goes to the FusionBuffer (fusion_buffer.h) of its stream
+// (group, generation, and what the fused reduction must share), which runs
+// what became ready together as one reduction whose flushes are runs of the
+// stream's own instance. A buffer that failed is replaced by a fresh one at
+// the next op (which, with a rendezvous, runs in the rebuilt generation).
+//
 // Every run is also watched by the stall check (stall_check.h), which
 // reports runs that wait on ranks of their group for longer than its
 // interval.
@@ -50,6 +57,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "base/thread_pool.h"
+#include "collective/fusion_buffer.h"
 #include "collective/stall_check.h"
 #include "collective/transport.h"
 #include "kernels/collective.h"
@@ -113,6 +121,9 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   // calls it before it tears those objects down; the destructor calls it
   // too. Idempotent; not from a callback of this executor.
   void Shutdown();
+  // The timer that runs the fusion cycle (default: Timer::Global()); a
+  // test gives one on a fake clock. Call before the first run.
+  void SetFusionTimer(Timer* timer);
 
  private:
   struct Group {
@@ -123,8 +134,15 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
     std::vector<int> members;                                // an elastic group's
     std::vector<std::function<void(absl::Status)>> waiters;  // runs waiting for the rebuild
   };
-  // Runs `params` in the generation it names, with `root` as the group's root.
-  void RunIn(CollectiveParams params, int root, const Tensor& input, CancellationManager* cm, DoneCallback done);
+  // Runs `params` in the generation it names, with `root` as the group's
+  // root: as run `seq` on `opened` when given (a fusion flush), else as the
+  // instance's next run on a channel of its own.
+  void RunIn(CollectiveParams params, int root, const Tensor& input, CancellationManager* cm, DoneCallback done,
+             std::shared_ptr<CollectiveChannel> opened = nullptr, int64_t seq = -1);
+  // Hands a cycle-fused reduction (UsesCycleFusion) to its stream's buffer.
+  void Fuse(CollectiveParams params, const Tensor& input, CancellationManager* cm, DoneCallback done);
+  std::shared_ptr<FusionBuffer> MakeFusionBuffer(const std::string& key, const CollectiveParams& stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A group is known by its members (GroupMembers: a process set's tasks,
   // or 0..group_size-1); each is rebuilt on its own. The elastic group,
   // whose members change with each build, is known by none.
@@ -154,8 +172,14 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   uint64_t next_run_ ABSL_GUARDED_BY(mu_) = 1;
   bool watching_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Cycle-time fusion: each stream's buffer, and where a stream's next
+  // buffer numbers its flushes from after one failed.
+  std::map<std::string, std::shared_ptr<FusionBuffer>> fusion_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> fusion_next_flush_ ABSL_GUARDED_BY(mu_);
+  Timer* fusion_timer_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Mutex shutdown_mu_;           // serialises Shutdown's join
   std::unique_ptr<ThreadPool> pool_;  // rebuilds and the watcher; joined by Shutdown (Schedule only while !stopping_)
+  std::unique_ptr<ThreadPool> fusion_pool_;  // starts flushes the cycle timer decides; joined by Shutdown
 };
 
 }  // namespace distflow

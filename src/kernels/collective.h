@@ -57,6 +57,14 @@ struct CollectiveParams {
   // float32/float64 reduction travels and is rounded as fp16
   // (collective/fp16_channel.h); other dtypes ignore it, as Horovod's does.
   bool compress_fp16 = false;
+  // CollectiveReduce's fusion_cycle_ms > 0 (Horovod's cycle time): the
+  // executor fuses this reduction at run time with others of its stream
+  // that become ready within one cycle (collective/fusion_buffer.h), up to
+  // fusion_threshold_bytes (0: no limit) and at once when fusion_set_size
+  // of them wait (0: unknown). 0: reduced alone.
+  double fusion_cycle_ms = 0;
+  int64_t fusion_threshold_bytes = 0;
+  int64_t fusion_set_size = 0;
   // CollectiveBcastSend's from_group_root: every rank runs the op and the
   // group's root (the rank its state comes from, chosen when the group was
   // last built; rank 0 at the start) is the sender.

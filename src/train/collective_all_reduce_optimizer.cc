@@ -1,7 +1,9 @@
 #include "distflow/train/collective_all_reduce_optimizer.h"
 
+#include <cstdlib>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "graph/graph.h"
@@ -25,6 +27,11 @@ absl::Status CheckOptions(const CollectiveAllReduceOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("CollectiveAllReduceOptions::fusion_threshold_bytes must be 0 (no fusion) or more, got ",
                      options.fusion_threshold_bytes));
+  }
+  if (options.fusion_cycle_ms.has_value() && !(*options.fusion_cycle_ms >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CollectiveAllReduceOptions::fusion_cycle_ms must be 0 (graph-time buckets) or more, got ",
+                     *options.fusion_cycle_ms));
   }
   if (!options.group_members.empty() && static_cast<int>(options.group_members.size()) != options.num_replicas) {
     return absl::InvalidArgumentError(absl::StrCat("CollectiveAllReduceOptions::group_members lists ",
@@ -68,7 +75,24 @@ int64_t NumElements(const PartialShape& shape) {
   return n;
 }
 
-Output Reduce(const Scope& scope, const Output& x, int64_t bucket, const CollectiveAllReduceOptions& options) {
+// The cycle time in effect: the option's, else DISTFLOW_FUSION_CYCLE_MS's.
+absl::StatusOr<double> CycleMs(const CollectiveAllReduceOptions& options) {
+  if (options.fusion_cycle_ms.has_value()) return *options.fusion_cycle_ms;
+  const char* env = std::getenv("DISTFLOW_FUSION_CYCLE_MS");
+  if (env == nullptr || *env == '\0') return 0.0;
+  double ms = 0;
+  if (!absl::SimpleAtod(env, &ms) || !(ms >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("DISTFLOW_FUSION_CYCLE_MS is '", env,
+                                                   "'; it must be a number of milliseconds, 0 or more (0: fusion "
+                                                   "into buckets fixed when the graph is built)"));
+  }
+  return ms;
+}
+
+// Run-time fusion: one CollectiveReduce per gradient, each carrying the
+// cycle, the threshold and how many gradients of its dtype the step has.
+Output Reduce(const Scope& scope, const Output& x, int64_t bucket, const CollectiveAllReduceOptions& options,
+              double cycle_ms = 0, int64_t set_size = 0) {
   ops::Attrs attrs = {{"group_size", options.num_replicas},
                       {"group_key", options.group_key},
                       {"instance_key", options.first_instance_key + bucket},
@@ -77,6 +101,11 @@ Output Reduce(const Scope& scope, const Output& x, int64_t bucket, const Collect
                       {"timeout_seconds", options.timeout_seconds},
                       {"compression", options.fp16_compression ? "fp16" : "none"}};
   if (!options.group_members.empty()) attrs.emplace_back("group_members", options.group_members);
+  if (cycle_ms > 0) {
+    attrs.emplace_back("fusion_cycle_ms", cycle_ms);
+    attrs.emplace_back("fusion_threshold_bytes", options.fusion_threshold_bytes);
+    attrs.emplace_back("fusion_set_size", set_size);
+  }
   Operation op = ops::Raw(scope.WithOpName(absl::StrCat("allreduce_", bucket)), "CollectiveReduce", {x}, attrs);
   return Output(op, 0, scope);
 }
@@ -113,12 +142,41 @@ absl::StatusOr<std::vector<Bucket>> MakeBuckets(const Optimizer::GradsAndVars& g
   return buckets;
 }
 
+// Every gradient reduced by its own CollectiveReduce, fused at run time
+// (collective/fusion_buffer.h); keys in backprop's order, as the buckets'.
+absl::StatusOr<Optimizer::GradsAndVars> AllReduceAtRunTime(const Scope& scope,
+                                                           const Optimizer::GradsAndVars& grads_and_vars,
+                                                           const CollectiveAllReduceOptions& options, double cycle_ms) {
+  int64_t per_dtype[2] = {0, 0};  // float32, float64
+  for (const auto& [grad, var] : grads_and_vars) {
+    if (!grad.ok()) continue;
+    if (grad.dtype() != DT_FLOAT && grad.dtype() != DT_DOUBLE) {
+      return absl::InvalidArgumentError(absl::StrCat("the gradient of ", var.name(), " is ", DataTypeName(grad.dtype()),
+                                                     "; collective all-reduce averages float32 and float64"));
+    }
+    ++per_dtype[grad.dtype() == DT_FLOAT ? 0 : 1];
+  }
+  Optimizer::GradsAndVars reduced = grads_and_vars;
+  int64_t key = 0;
+  for (size_t i = grads_and_vars.size(); i-- > 0;) {
+    const Output& grad = grads_and_vars[i].first;
+    if (!grad.ok()) continue;
+    reduced[i].first = Reduce(scope, grad, key++, options, cycle_ms, per_dtype[grad.dtype() == DT_FLOAT ? 0 : 1]);
+  }
+  RETURN_IF_ERROR(scope.status());
+  return reduced;
+}
+
 }  // namespace
 
 absl::StatusOr<Optimizer::GradsAndVars> AllReduceGradients(const Scope& scope,
                                                            const Optimizer::GradsAndVars& grads_and_vars,
                                                            const CollectiveAllReduceOptions& options) {
   if (absl::Status st = CheckOptions(options); !st.ok()) return st;
+  ASSIGN_OR_RETURN(const double cycle_ms, CycleMs(options));
+  if (cycle_ms > 0 && options.fusion_threshold_bytes > 0 && !options.adasum && options.num_replicas != 1) {
+    return AllReduceAtRunTime(scope, grads_and_vars, options, cycle_ms);
+  }
   ASSIGN_OR_RETURN(std::vector<Bucket> made,
                    MakeBuckets(grads_and_vars, options.adasum ? 0 : options.fusion_threshold_bytes));
   const std::vector<Bucket>& buckets = made;

@@ -1,11 +1,13 @@
 // Collective ops as a graph sees them, without servers: shape inference
 // and the attributes refused when the graph is built, a collective on a
 // local session, and fused gradients sliced back into their shapes.
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "distflow/distflow.h"
 #include "gtest/gtest.h"
 
@@ -81,6 +83,50 @@ TEST(CollectiveLocalSession, FusedGradientsKeepTheirShapes) {
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "fusion_threshold_bytes must be 0 (no fusion) or more"))
       << bad.status();
+}
+
+// With a cycle time every gradient gets its own CollectiveReduce (fused at
+// run time, collective/fusion_buffer.h), from the option or
+// DISTFLOW_FUSION_CYCLE_MS; without one the graph-time bucket slices them
+// back (Reshape); bad cycle times are refused naming the option or variable.
+TEST(CollectiveLocalSession, ACycleTimeGivesEveryGradientItsOwnReduction) {
+  Scope root = Scope::NewRootScope();
+  Output a = ops::MakeVariable(root.WithOpName("a"), ops::Const(root, 1.5f));
+  Output b = ops::MakeVariable(root.WithOpName("b"), ops::Const(root, {1.f, 2.f, 3.f, 4.f}, TensorShape({2, 2})));
+  const Optimizer::GradsAndVars grads = {{ops::Const(root, 1.f), a},
+                                         {ops::Const(root, {1.f, 2.f, 3.f, 4.f}, TensorShape({2, 2})), b}};
+  CollectiveAllReduceOptions o;
+  o.num_replicas = 2;
+  int calls = 0;
+  auto op_types = [&](const CollectiveAllReduceOptions& options) {
+    std::vector<std::string> types;
+    const Scope s = root.NewSubScope(absl::StrCat("call", calls++));
+    absl::StatusOr<Optimizer::GradsAndVars> reduced = AllReduceGradients(s, grads, options);
+    EXPECT_TRUE(reduced.ok()) << reduced.status();
+    if (reduced.ok())
+      for (const auto& [g, v] : *reduced) types.push_back(g.op().op_type());
+    return types;
+  };
+  const std::vector<std::string> own = {"CollectiveReduce", "CollectiveReduce"};
+  o.fusion_cycle_ms = 5;
+  EXPECT_EQ(op_types(o), own);
+  o.fusion_cycle_ms.reset();
+  EXPECT_EQ(op_types(o), std::vector<std::string>({"Reshape", "Reshape"}));
+  ASSERT_EQ(setenv("DISTFLOW_FUSION_CYCLE_MS", "2.5", 1), 0);
+  EXPECT_EQ(op_types(o), own);
+  o.fusion_cycle_ms = 0;  // the option wins over the variable
+  EXPECT_EQ(op_types(o), std::vector<std::string>({"Reshape", "Reshape"}));
+  o.fusion_cycle_ms.reset();
+  ASSERT_EQ(setenv("DISTFLOW_FUSION_CYCLE_MS", "soon", 1), 0);
+  absl::StatusOr<Optimizer::GradsAndVars> bad_env = AllReduceGradients(root, grads, o);
+  ASSERT_FALSE(bad_env.ok());
+  EXPECT_TRUE(absl::StrContains(bad_env.status().message(), "DISTFLOW_FUSION_CYCLE_MS is 'soon'")) << bad_env.status();
+  ASSERT_EQ(unsetenv("DISTFLOW_FUSION_CYCLE_MS"), 0);
+  o.fusion_cycle_ms = -1;
+  absl::StatusOr<std::unique_ptr<CollectiveAllReduceOptimizer>> bad =
+      CollectiveAllReduceOptimizer::Create(std::make_unique<GradientDescentOptimizer>(0.1), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "fusion_cycle_ms must be 0")) << bad.status();
 }
 
 TEST(CollectiveOps, RejectsBadAttributesWhenBuilt) {

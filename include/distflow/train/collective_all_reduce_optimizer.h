@@ -21,6 +21,11 @@
 // for tensors below the ring's threshold and for 2 ranks), so fusion
 // changes the number of collectives, not the bytes the replicas hold.
 //
+// With a cycle time (fusion_cycle_ms, Horovod's HOROVOD_CYCLE_TIME) the
+// buckets are made at run time instead: every gradient has its own
+// CollectiveReduce, and the gradients that become ready within one cycle
+// are reduced together, as rank 0 decides (collective/fusion_buffer.h).
+//
 // Every worker builds the same graph (same variables, same order) on its own
 // task ("/job:worker/task:N"); the group is the job's tasks 0..num_replicas-1
 // and the rank is the task index. A collective's peer that dies fails the
@@ -29,6 +34,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -60,6 +66,16 @@ struct DISTFLOW_EXPORT CollectiveAllReduceOptions {
   // larger than the threshold, or of a shape not known when the graph is
   // built, is reduced on its own.
   int64_t fusion_threshold_bytes = int64_t{64} << 20;
+  // Horovod's cycle time (HOROVOD_CYCLE_TIME), in milliseconds: > 0 fuses
+  // at run time instead of into buckets fixed when the graph is built.
+  // Each gradient gets its own CollectiveReduce, and rank 0 fuses those
+  // that become ready within one cycle of each other (up to the threshold,
+  // in the order they came; at once when all of the step's have come) and
+  // tells the others, so a fused reduction never waits for a gradient that
+  // is still being computed (docs/COLLECTIVES.md, "Tensor fusion"). 0: the
+  // graph-time buckets. Unset: DISTFLOW_FUSION_CYCLE_MS if set, else 0.
+  // Ignored when the threshold is 0 or with adasum.
+  std::optional<double> fusion_cycle_ms;
   // Horovod's Compression.fp16: the gradients travel between workers as
   // fp16 and are rounded to fp16 (CollectiveReduce's compression="fp16";
   // docs/COLLECTIVES.md says how), halving the bytes of float32 gradients.

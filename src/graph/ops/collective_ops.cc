@@ -11,7 +11,13 @@
 //                        inputs, then final_op (Id, or Div by group_size);
 //                        distflow's compression="fp16" makes a float
 //                        reduction travel and round as fp16 (Horovod's
-//                        Compression.fp16; collective/fp16_channel.h)
+//                        Compression.fp16; collective/fp16_channel.h);
+//                        distflow's fusion_cycle_ms > 0 (Horovod's cycle
+//                        time) fuses it at run time with the reductions
+//                        of its kind ready within one cycle, up to
+//                        fusion_threshold_bytes (0: no limit), at once when
+//                        fusion_set_size of them wait
+//                        (collective/fusion_buffer.h)
 //   CollectiveBcastSend  the sending rank: its input goes to every rank;
 //                        with distflow's from_group_root=true every rank
 //                        runs it and the group's root (the oldest rank,
@@ -198,6 +204,9 @@ void RegisterCollectiveOps(OpRegistry* r) {
                       .Attr("compression: string = 'none'")
                       .Attr("group_members: list(int) = []")
                       .Attr("group_tasks: list(string) = []")
+                      .Attr("fusion_cycle_ms: float = 0")
+                      .Attr("fusion_threshold_bytes: int = 0")
+                      .Attr("fusion_set_size: int = 0")
                       .SetIsStateful()
                       .SetShapeFn([](InferenceContext* c) {
                         RETURN_IF_ERROR(CheckGroupSize(c));

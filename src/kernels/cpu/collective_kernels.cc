@@ -55,6 +55,20 @@ class CollectiveOp : public AsyncOpKernel {
         }
         params_.compress_fp16 = *comp == "fp16";
       }
+      if (absl::StatusOr<double> cycle = GetAttrFloat(c->def(), "fusion_cycle_ms"); cycle.ok()) {
+        params_.fusion_cycle_ms = *cycle;
+      }
+      if (absl::StatusOr<int64_t> t = GetAttrInt(c->def(), "fusion_threshold_bytes"); t.ok()) {
+        params_.fusion_threshold_bytes = *t;
+      }
+      if (absl::StatusOr<int64_t> n = GetAttrInt(c->def(), "fusion_set_size"); n.ok()) params_.fusion_set_size = *n;
+      if (params_.fusion_cycle_ms < 0 || params_.fusion_threshold_bytes < 0 || params_.fusion_set_size < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(DescribeCollective(params_),
+                                                       ": fusion_cycle_ms, fusion_threshold_bytes and "
+                                                       "fusion_set_size must be 0 or more, got ",
+                                                       params_.fusion_cycle_ms, ", ", params_.fusion_threshold_bytes,
+                                                       ", ", params_.fusion_set_size));
+      }
     }
     if (params_.kind == CollectiveKind::kBroadcastSend) {
       if (absl::StatusOr<bool> root = GetAttrBool(c->def(), "from_group_root"); root.ok()) {

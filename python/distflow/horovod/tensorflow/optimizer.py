@@ -3,7 +3,10 @@
 DistributedOptimizer's compute_gradients all-reduces the gradients with
 C++'s AllReduceGradients (train/collective_all_reduce_optimizer.h): small
 ones are fused into buckets of up to HOROVOD_FUSION_THRESHOLD bytes (64 MiB
-by default; 0: every gradient alone), one CollectiveReduce per bucket;
+by default; 0: every gradient alone), one CollectiveReduce per bucket, or,
+with HOROVOD_CYCLE_TIME (ms) set, at run time: one CollectiveReduce per
+gradient, and the gradients ready within one cycle of each other reduced
+together as rank 0 decides (docs/COLLECTIVES.md, "Tensor fusion");
 compression=hvd.Compression.fp16 sends them as float16; op=hvd.Adasum combines
 each gradient alone by Horovod's adaptive summation; process_set= reduces
 among its members only."""
@@ -31,6 +34,23 @@ def _fusion_threshold():
     if value < 0:
         raise ValueError(f"HOROVOD_FUSION_THRESHOLD is {raw!r}; it must be a number of bytes, 0 or more "
                          f"(0: no fusion)")
+    return value
+
+
+def _cycle_time_ms():
+    """HOROVOD_CYCLE_TIME in ms, or None when unset (then C++ reads
+    DISTFLOW_FUSION_CYCLE_MS; unset too: buckets fixed when the graph is
+    built). 0 also means the graph-time buckets."""
+    raw = os.environ.get("HOROVOD_CYCLE_TIME")
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"HOROVOD_CYCLE_TIME is {raw!r}; it must be a number of milliseconds, 0 or more "
+                         f"(0: fusion into buckets fixed when the graph is built)")
     return value
 
 
@@ -67,6 +87,7 @@ class DistributedOptimizer:
         self._optimizer = optimizer
         self._predivide = float(gradient_predivide_factor)
         self._fusion_threshold = _fusion_threshold()
+        self._cycle_time_ms = _cycle_time_ms()
         self._name = name or f"Distributed{type(optimizer).__name__}"
 
     def compute_gradients(self, loss, var_list=None, **kwargs):
@@ -89,7 +110,8 @@ class DistributedOptimizer:
             pairs = _distflow.all_reduce_gradients(
                 g._scope(), [(gr._out, v._out) for gr, (_, _, v) in zip(grads, present)], size, rank,
                 _ops.GROUP_KEY if key is None else key, _ops._instance_keys(len(present), set_id), average, 0.0,
-                self._fusion_threshold, self._compression == "fp16", members, self._op is _ops.Adasum)
+                self._fusion_threshold, self._compression == "fp16", members, self._op is _ops.Adasum,
+                self._cycle_time_ms)
             reduced = [_fw.Tensor(gr, g) for gr, _ in pairs]
             if self._predivide != 1.0:
                 reduced = [gr * _fw.constant(self._predivide / size, dtype=gr.dtype) for gr in reduced]
