@@ -5,8 +5,9 @@ parameter server.
 
   /usr/bin/python3 bench/pytorch_sparse_ps.py --ps 2 --workers 2 --vocab 1000000 --dim 64 --steps 400
 
-Each ps process holds one shard ("div": contiguous rows) of the --vocab x
---dim table as an nn.EmbeddingBag(sparse=True) weight with torch.optim.Adagrad
+Each ps process holds one shard of the --vocab x
+--dim table (--partition_strategy as the example's: "mod", id i in shard
+i % ps, by default; "div", contiguous rows) as an nn.EmbeddingBag(sparse=True) weight with torch.optim.Adagrad
 (which takes its sparse gradients); ps 0 also holds the logistic layer. Each
 worker, per step: draws a batch (64 bags of 8 power-law ids, the example's
 generator), sends each shard only its unique ids (rpc_sync) and gets those
@@ -87,10 +88,19 @@ def run(rank, a, results):
     world = a.ps + a.workers
     opts = rpc.TensorPipeRpcBackendOptions(num_worker_threads=8, init_method=f"tcp://127.0.0.1:{a.port}",
                                            _transports=["uv"], _channels=["basic"])
-    bounds = np.linspace(0, a.vocab, a.ps + 1).astype(np.int64)  # contiguous shards
+    bounds = np.linspace(0, a.vocab, a.ps + 1).astype(np.int64)  # "div": contiguous shards
+    mod = a.partition_strategy == "mod"
+
+    def shards_of(uniq):  # each id's shard and its row there
+        if mod:
+            return uniq % a.ps, uniq // a.ps
+        shard = np.searchsorted(bounds, uniq, side="right") - 1
+        return shard, uniq - bounds[shard]
+
     global SHARD
     if rank < a.ps:
-        SHARD = Shard(int(bounds[rank + 1] - bounds[rank]), a.dim, rank == 0)
+        rows = (a.vocab - rank + a.ps - 1) // a.ps if mod else int(bounds[rank + 1] - bounds[rank])
+        SHARD = Shard(rows, a.dim, rank == 0)
         rpc.init_rpc(f"ps{rank}", rank=rank, world_size=world, rpc_backend_options=opts)
     else:
         rpc.init_rpc(f"worker{rank}", rank=rank, world_size=world, rpc_backend_options=opts)
@@ -101,11 +111,11 @@ def run(rank, a, results):
             labels = torch.tensor((hidden_weight(ids).sum(axis=1) > 0).astype(np.float32)).reshape(-1, 1)
             flat = ids.reshape(-1)
             uniq, inverse = np.unique(flat, return_inverse=True)
-            shard_of = np.searchsorted(bounds, uniq, side="right") - 1
+            shard_of, row_of = shards_of(uniq)
             pulled, dense = [], None
             futs = []
             for s in range(a.ps):
-                mine = uniq[shard_of == s] - bounds[s]
+                mine = row_of[shard_of == s]
                 # Shard 0 always answers (it holds the dense layer and the step); others only when they own ids.
                 futs.append(rpc.rpc_async(f"ps{s}", ps_pull, args=(torch.from_numpy(mine),))
                             if len(mine) or s == 0 else None)
@@ -127,7 +137,7 @@ def run(rank, a, results):
             futs, offset = [], 0
             for s in range(a.ps):
                 n = int((shard_of == s).sum())
-                mine = torch.from_numpy(uniq[shard_of == s] - bounds[s])
+                mine = torch.from_numpy(row_of[shard_of == s])
                 if n or s == 0:
                     futs.append(rpc.rpc_async(f"ps{s}", ps_push, args=(mine, rows.grad[offset:offset + n],
                                                                         [w.grad, b.grad] if s == 0 else None)))
@@ -149,6 +159,8 @@ def main():
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--port", type=int, default=29533)
+    p.add_argument("--partition_strategy", choices=["mod", "div"], default="mod",
+                   help="how ids map to shards, as the example's flag")
     p.add_argument("--measure_from", type=int, default=50, help="each worker's steps/s is measured from this step")
     a = p.parse_args()
     with mp.Manager() as m:

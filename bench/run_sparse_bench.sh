@@ -23,6 +23,7 @@
 #   MEASURE_FROM=50          first local step of the steady-state window
 #   MEASURE_STEPS=150        its length (distflow; PyTorch measures to its end)
 #   LOOKUP_ROWS=1000000 LOOKUP_IDS=200000 LOOKUP_REPEATS=20   part 3's sizes
+#   STRATEGY=mod             partition_strategy of distflow and PyTorch alike (or div)
 # TINY=1 makes every size small (a check that the script works end to end in
 # about a minute, not a measurement):
 #   TINY=1 bench/run_sparse_bench.sh build
@@ -35,6 +36,9 @@ if [[ "${TINY:-0}" == 1 ]]; then
 fi
 STEPS="${STEPS:-500}"
 VOCAB="${VOCAB:-1000000}"
+# How ids map to the table's parts, the same in distflow and PyTorch ("mod":
+# power-law ids spread evenly over the 2 ps; "div": nearly all on ps 0).
+STRATEGY="${STRATEGY:-mod}"
 SMALL_VOCAB="${SMALL_VOCAB:-100000}"
 MEASURE_FROM="${MEASURE_FROM:-50}"
 MEASURE_STEPS="${MEASURE_STEPS:-150}"
@@ -77,7 +81,7 @@ report() {
 example() {  # example ARGS...: the chief's report lines
   report "Worker [0-9]|bytes from ps" "$BUILD/tools/distflow-launch" --ps 2 --workers 2 \
     --status_base_port "$(free_port)" -- $PY examples/python/sparse_embedding.py --last_step="$STEPS" \
-    --measure_from="$MEASURE_FROM" --measure_steps="$MEASURE_STEPS" "$@"
+    --measure_from="$MEASURE_FROM" --measure_steps="$MEASURE_STEPS" --partition_strategy="$STRATEGY" "$@"
 }
 echo "== bytes per step and steps/s: distflow, 2 ps + 2 workers (STEPS=$STEPS)"
 echo "sparse, $VOCAB x 64:"; example --vocab="$VOCAB" --dim=64
@@ -86,7 +90,7 @@ echo "dense equivalent, $SMALL_VOCAB x 64:"; example --vocab="$SMALL_VOCAB" --di
 echo "== PyTorch EmbeddingBag(sparse=True) + rpc ps, 2 ps + 2 workers, $VOCAB x 64"
 if $PY -c 'import torch' 2>/dev/null; then
   report "pytorch-sparse-ps" $PY bench/pytorch_sparse_ps.py --ps 2 --workers 2 --vocab "$VOCAB" --dim 64 \
-    --steps "$STEPS" --measure_from "$MEASURE_FROM" --port "$(free_port)"
+    --steps "$STEPS" --measure_from "$MEASURE_FROM" --partition_strategy "$STRATEGY" --port "$(free_port)"
 else
   echo "  skipped: python3-torch is not installed"
 fi

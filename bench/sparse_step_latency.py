@@ -27,7 +27,7 @@ import distflow
 import distflow.compat.v1 as tf
 
 
-def build(vocab, dim):
+def build(vocab, dim, strategy):
     jobs = distflow._distflow.local_cluster_spec(2, 1)
     cluster = tf.train.ClusterSpec({j: [t[i] for i in sorted(t)] for j, t in jobs.items()})
     servers = [distflow._distflow.Server(cluster._jobs, "ps", i, -1) for i in range(2)]
@@ -40,7 +40,7 @@ def build(vocab, dim):
                                 partitioner=tf.fixed_size_partitioner(2))
         ids = tf.placeholder(tf.int64, [None, 8], name="ids")
         labels = tf.placeholder(tf.float32, [None, 1], name="labels")
-        rows = tf.nn.embedding_lookup(table, ids, partition_strategy="div")
+        rows = tf.nn.embedding_lookup(table, ids, partition_strategy=strategy)
         logits = tf.layers.dense(tf.reduce_mean(rows, axis=1), 1)
         loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
         train = tf.train.AdagradOptimizer(0.5).minimize(loss, global_step=global_step)
@@ -67,9 +67,10 @@ def main():
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--vocab", type=int, default=100000)
     p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--partition_strategy", choices=["mod", "div"], default="mod", help="as the example's flag")
     p.add_argument("--trace", type=int, default=0, help="trace this many steps; print the fastest one's timeline")
     a = p.parse_args()
-    servers, fetches, feeds = build(a.vocab, a.dim)
+    servers, fetches, feeds = build(a.vocab, a.dim, a.partition_strategy)
     try:
         with tf.Session(servers[2].target) as sess:
             sess.run(tf.global_variables_initializer())

@@ -3,7 +3,9 @@
 # are) and a label; the model is an embedding table of --vocab x --dim rows,
 # sharded over the ps tasks (get_variable with fixed_size_partitioner; the
 # replica_device_setter puts the shards round-robin on the ps tasks), the
-# mean of the looked-up rows, a logistic layer, and Adagrad. Each step sends
+# mean of the looked-up rows, a logistic layer, and Adagrad. Ids go to the
+# shards by --partition_strategy ("mod" by default: id i to part i mod the
+# number of parts, which spreads power-law ids evenly). Each step sends
 # its ids to the shards that own them and only those rows come back; the
 # gradient is an IndexedSlices applied on the ps by SparseApplyAdagrad.
 # The data are generated: id i has a hidden weight +1 or -1 (a hash of i) and
@@ -40,6 +42,9 @@ tf.app.flags.DEFINE_integer("measure_from", 20, "local step where the steady-sta
 tf.app.flags.DEFINE_integer("measure_steps", 40, "length of that window in local steps")
 tf.app.flags.DEFINE_bool("sync_replicas", False, "synchronous training: each step averages every worker's "
                          "gradient (SyncReplicasOptimizer; the table's gradients are aggregated as rows)")
+tf.app.flags.DEFINE_string("partition_strategy", "mod", "embedding_lookup's: 'mod' (id i in part i %% parts: "
+                           "power-law ids spread evenly over the ps tasks) or 'div' (contiguous ranges: the "
+                           "frequent low ids all on the first ps)")
 tf.app.flags.DEFINE_bool("dense_lookup", False, "the dense equivalent, for comparison: read the whole table "
                          "on the worker (tf.gather of the concatenated parts) and update it densely")
 FLAGS = tf.app.flags.FLAGS
@@ -85,7 +90,7 @@ def main(_):
         if FLAGS.dense_lookup:
             rows = tf.gather(tf.convert_to_tensor(table), ids)
         else:
-            rows = tf.nn.embedding_lookup(table, ids, partition_strategy="div")
+            rows = tf.nn.embedding_lookup(table, ids, partition_strategy=FLAGS.partition_strategy)
         bag = tf.reduce_mean(rows, axis=1)
         logits = tf.layers.dense(bag, 1)
         loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))

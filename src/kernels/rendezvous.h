@@ -37,6 +37,37 @@ class Rendezvous {
                                const std::string& send_task, CancellationManager* cm, DoneCallback done) {
     RecvAsync(step_id, key, send_task, cm, std::move(done));
   }
+  // A bundle whose fetch carries tensors to its sender (a push,
+  // placement/transfer_bundles.h): `push` names tensors this task sends
+  // `send_task` in the same step, and the fetch leaves only once every one of
+  // them has been sent here, carrying them; `send_task` then makes no call for
+  // them (its receives are RecvPushedAsync). A rendezvous that cannot push
+  // fails the receive.
+  virtual void RecvBundlePushingAsync(int64_t step_id, const std::string& key, const std::vector<std::string>& bundle,
+                                      const std::vector<std::string>& push, const std::string& send_task,
+                                      CancellationManager* cm, DoneCallback done) {
+    done(absl::FailedPreconditionError("Receive of '" + key + "' pushes tensors to " + send_task +
+                                       ", which only a distributed step's rendezvous can"),
+         Tensor());
+  }
+  // A tensor that `send_task` pushes here with its fetch of a bundle (see
+  // above): waits for it to arrive, making no call. A rendezvous that
+  // cannot take pushes fails the receive.
+  virtual void RecvPushedAsync(int64_t step_id, const std::string& key, const std::string& send_task,
+                               CancellationManager* cm, DoneCallback done) {
+    done(absl::FailedPreconditionError("Receive of '" + key + "' waits for " + send_task +
+                                       " to push it, which only a distributed step's rendezvous takes"),
+         Tensor());
+  }
+};
+
+// A tensor carried with a fetch to the task that receives it (a push). A
+// large one (`fetch`) travels apart: the value stays with the sender and the
+// receiver fetches it by its key.
+struct PushedTensor {
+  std::string key;
+  Tensor value;
+  bool fetch = false;
 };
 
 }  // namespace distflow

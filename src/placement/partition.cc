@@ -360,14 +360,32 @@ int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::s
   }
   // A prefetched read is answered by the worker's prefetcher, one receive at
   // a time: it leaves its transfer bundle (placement/transfer_bundles.h), and
-  // a bundle left with one member is no bundle.
+  // a bundle left with one member is no bundle. A push that involves one
+  // (as a tensor pushed or a bundle whose fetch pushes) is undone whole.
   if (!prefetched.empty()) {
+    auto any_prefetched = [&](const absl::StatusOr<std::vector<std::string>>& keys) {
+      if (!keys.ok()) return false;
+      for (const std::string& k : *keys)
+        if (prefetched.contains(k)) return true;
+      return false;
+    };
+    absl::flat_hash_set<std::string> unpushed;
     for (auto& [device, part] : *parts) {
       for (proto::NodeDef& n : *part.graph.mutable_node()) {
         if (n.op() != "_Recv") continue;
+        absl::StatusOr<std::vector<std::string>> push = GetAttrStringList(n, "push");
+        if (!push.ok() || (!any_prefetched(push) && !any_prefetched(GetAttrStringList(n, "bundle")))) continue;
+        unpushed.insert(push->begin(), push->end());
+        n.mutable_attr()->erase("push");
+      }
+    }
+    for (auto& [device, part] : *parts) {
+      for (proto::NodeDef& n : *part.graph.mutable_node()) {
+        if (n.op() != "_Recv" || HasAttr(n, "push")) continue;
+        absl::StatusOr<std::string> key = GetAttrString(n, "key");
+        if (key.ok() && unpushed.contains(*key)) n.mutable_attr()->erase("pushed");
         absl::StatusOr<std::vector<std::string>> bundle = GetAttrStringList(n, "bundle");
         if (!bundle.ok()) continue;
-        absl::StatusOr<std::string> key = GetAttrString(n, "key");
         std::vector<std::string> kept;
         for (std::string& k : *bundle)
           if (!prefetched.contains(k)) kept.push_back(std::move(k));

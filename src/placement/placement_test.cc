@@ -465,5 +465,103 @@ TEST(Partition, PrefetchMarksOnlyReadsOfVariablesTheStepUpdates) {
   for (const auto& [device, part] : p.parts) EXPECT_TRUE(Graph::FromGraphDef(part.graph).ok()) << device;
 }
 
+// The attrs of a partition's _Recv nodes, by key: whether it is pushed,
+// and the keys its fetch pushes.
+std::map<std::string, std::pair<bool, std::vector<std::string>>> Pushes(const Partition& p) {
+  std::map<std::string, std::pair<bool, std::vector<std::string>>> out;
+  for (auto& n : p.graph.node()) {
+    if (n.op() != "_Recv") continue;
+    auto key = GetAttrString(n, "key");
+    auto pushed = GetAttrBool(n, "pushed");
+    auto push = GetAttrStringList(n, "push");
+    out[key.ok() ? *key : "?"] = {pushed.ok() && *pushed, push.ok() ? *push : std::vector<std::string>{}};
+  }
+  return out;
+}
+
+// The looked-up rows a ps sends the worker ride with the ps's fetch of the
+// gradients computed from them: one call between the two tasks, not two.
+// Tensors the other way that do not depend on what the ps sends are not
+// paired (the fetch would wait for nothing it needs).
+TEST(Partition, WhatAGradientFetchDependsOnIsPushedWithIt) {
+  proto::GraphDef g;
+  Var(&g, "table", "/job:ps/task:0");
+  Var(&g, "w", "/job:ps/task:0");
+  Add(&g, "rows", "Identity", {"table"}, "/job:ps/task:0");
+  Add(&g, "w_read", "Identity", {"w"}, "/job:ps/task:0");
+  Add(&g, "grad", "Neg", {"rows"}, "/job:worker/task:0");
+  Add(&g, "g2", "Neg", {"w_read"}, "/job:worker/task:0");
+  Add(&g, "update", "AssignSub", {"table", "grad"}, "/job:ps/task:0");
+  Add(&g, "update2", "AssignSub", {"w", "g2"}, "/job:ps/task:0");
+  Partitioned p = PartitionAll(g, {}, {"update", "update2"});
+  auto on_worker = Pushes(p.parts.at(kDevices[2]));
+  auto on_ps = Pushes(p.parts.at(kDevices[0]));
+  ASSERT_EQ(on_worker.size(), 2u);
+  ASSERT_EQ(on_ps.size(), 2u);
+  std::vector<std::string> rows;
+  for (const auto& [key, attrs] : on_worker) {
+    EXPECT_TRUE(attrs.first) << key << " is pushed";
+    EXPECT_TRUE(attrs.second.empty()) << key;
+    rows.push_back(key);
+  }
+  for (const auto& [key, attrs] : on_ps) {
+    EXPECT_FALSE(attrs.first) << key;
+    std::vector<std::string> push = attrs.second;
+    std::sort(push.begin(), push.end());
+    EXPECT_EQ(push, rows) << key << "'s fetch carries both";
+  }
+  for (const auto& [device, part] : p.parts) EXPECT_TRUE(Graph::FromGraphDef(part.graph).ok()) << device;
+
+  proto::GraphDef h;
+  Const(&h, "x", "/job:ps/task:0");
+  Const(&h, "a", "/job:worker/task:0");
+  Add(&h, "y", "Neg", {"a"}, "/job:ps/task:0");
+  Add(&h, "out", "Add", {"x", "x"}, "/job:worker/task:0");
+  Partitioned q = PartitionAll(h, {{"out", 0}, {"y", 0}}, {});
+  for (const auto& [device, part] : q.parts) {
+    for (const auto& [key, attrs] : Pushes(part)) {
+      EXPECT_FALSE(attrs.first) << key;
+      EXPECT_TRUE(attrs.second.empty()) << key;
+    }
+  }
+}
+
+// A prefetched read (answered by the worker's prefetcher) cannot also be
+// pushed: the push it was part of is undone whole, and the tensors that
+// rode with it are fetched again as their bundle.
+TEST(Partition, PrefetchUndoesAPushOfAPrefetchedRead) {
+  proto::GraphDef g;
+  Var(&g, "w", "/job:ps/task:0");
+  Var(&g, "flag", "/job:ps/task:0");
+  Var(&g, "other", "/job:ps/task:0");
+  Add(&g, "w_read", "Identity", {"w"}, "/job:ps/task:0");
+  Add(&g, "grad", "Add", {"w_read", "flag"}, "/job:worker/task:0");
+  Add(&g, "grad2", "Add", {"grad", "other"}, "/job:worker/task:0");
+  proto::NodeDef* lr = Add(&g, "lr", "Const", {}, "/job:ps/task:0");
+  SetAttrTensor(lr, "value", Tensor::Scalar<float>(0.1f));
+  SetAttrType(lr, "dtype", DT_FLOAT);
+  Add(&g, "apply", "ApplyGradientDescent", {"w", "lr", "grad2"}, "/job:ps/task:0");
+  Add(&g, "train", "NoOp", {"^apply"}, "/job:worker/task:0");
+  proto::NodeDef* marker = Add(&g, "train_prefetching_reads", "NoOp", {"^train"}, "/job:worker/task:0");
+  SetAttrBool(marker, kPrefetchVariableReadsAttr, true);
+  Partitioned p = PartitionAll(g, {}, {"train_prefetching_reads"});
+  int pushed = 0;
+  for (const auto& [key, attrs] : Pushes(p.parts.at(kDevices[2]))) pushed += attrs.first ? 1 : 0;
+  ASSERT_EQ(pushed, 3) << "w_read, flag and other ride with the fetch of grad2";
+  std::vector<const Node*> nodes;
+  for (auto& n : p.placed.graph->nodes()) nodes.push_back(n.get());
+  EXPECT_EQ(MarkPrefetchableReads(nodes, &p.parts), 1);
+  for (const auto& [device, part] : p.parts) {
+    for (const auto& [key, attrs] : Pushes(part)) {
+      EXPECT_FALSE(attrs.first) << key;
+      EXPECT_TRUE(attrs.second.empty()) << key;
+    }
+  }
+  std::map<std::string, std::vector<std::string>> bundles = Bundles(p.parts.at(kDevices[2]));
+  int bundled = 0;
+  for (const auto& [key, bundle] : bundles) bundled += bundle.size() == 2 ? 1 : 0;
+  EXPECT_EQ(bundled, 2) << "flag and other travel together again, w_read alone";
+}
+
 }  // namespace
 }  // namespace distflow

@@ -77,13 +77,53 @@ struct Transfer {
   int send = -1, recv = -1;
   proto::NodeDef* recv_def = nullptr;
   std::string key, group;  // group: sending task and receiving device
+  std::string from_task, to_task;
+  std::vector<int> recv_inputs;  // what the _Recv node itself waits for (control inputs)
 };
 
 struct Bundle {
   std::string group;
   int node = -1;
   std::vector<Transfer*> members;
+  bool pushing = false, pushed = false;  // its fetch carries a push; it rides with one
 };
+
+// Pairs bundles that go opposite ways between two tasks: a bundle `b` that
+// task A sends task W rides with A's fetch of a bundle `g` from W (a push,
+// Rendezvous::RecvBundlePushingAsync), so W makes no call for it. Only where
+// `g` depends on `b` anyway (W cannot send `g` before `b` arrives), so the
+// fetch leaving once `b` is sent delays nothing, and only where nothing
+// that a receive of `g` itself waits for depends on `b` (the fetch starts
+// from such a receive). A bundle is in at most one pair.
+void PairPushes(DepGraph& g, std::vector<Bundle>& bundles, int64_t* visits) {
+  for (Bundle& fetch : bundles) {
+    if (fetch.pushed || fetch.pushing) continue;
+    const Transfer& f = *fetch.members.front();
+    for (Bundle& ride : bundles) {
+      if (&ride == &fetch || ride.pushed || ride.pushing || *visits > kMaxVisits) continue;
+      const Transfer& r = *ride.members.front();
+      if (r.from_task != f.to_task || r.to_task != f.from_task) continue;
+      if (!g.Reaches(ride.node, fetch.node, visits)) continue;
+      bool starts_after = false;
+      for (const Transfer* m : fetch.members)
+        for (int in : m->recv_inputs) starts_after = starts_after || g.Reaches(ride.node, in, visits);
+      if (starts_after) continue;
+      fetch.pushing = true;
+      ride.pushed = true;
+      std::vector<std::string> keys, push;
+      for (const Transfer* m : fetch.members) keys.push_back(m->key);
+      for (const Transfer* m : ride.members) push.push_back(m->key);
+      for (Transfer* m : fetch.members) {
+        SetAttrStringList(m->recv_def, "bundle", keys);
+        SetAttrStringList(m->recv_def, "push", push);
+      }
+      // (A pushed receive keeps its `bundle` attr, unused, for a push undone
+      // by MarkPrefetchableReads.)
+      for (Transfer* m : ride.members) SetAttrBool(m->recv_def, "pushed", true);
+      break;
+    }
+  }
+}
 
 }  // namespace
 
@@ -115,6 +155,9 @@ void BundleTransfers(std::map<std::string, Partition>* parts) {
       t.recv_def = &n;
       t.key = *key;
       t.group = absl::StrCat(*from, "\n", device);
+      t.from_task = *from;
+      t.to_task = part.task;
+      for (const std::string& in : n.input()) t.recv_inputs.push_back(id_of(device, InputNode(in)));
       transfers.push_back(std::move(t));
     }
   }
@@ -175,6 +218,7 @@ void BundleTransfers(std::map<std::string, Partition>* parts) {
     for (const Transfer* t : b.members) keys.push_back(t->key);
     for (Transfer* t : b.members) SetAttrStringList(t->recv_def, "bundle", keys);
   }
+  PairPushes(g, bundles, &visits);
 }
 
 }  // namespace distflow

@@ -15,7 +15,15 @@
 // (fed ids, variable reads) and those ready late (gradients) form separate
 // bundles. Large tensors of a known shape stay alone (they may take the bulk
 // port). Only for steps without control flow (the partitioner's caller
-// decides). Stateless; thread-safe.
+// decides).
+//
+// Then bundles going opposite ways between two tasks are paired into one
+// call: a bundle task A sends task W rides with A's fetch of a bundle from
+// W that depends on it (a push: the rows a ps looked up go to the worker
+// inside the ps's request for the gradients computed from them). The
+// fetching receives carry a `push` attr (the riding keys; their `bundle`
+// attr is set even for a bundle of one), the riding ones `pushed` (they
+// wait for the push and make no call). Stateless; thread-safe.
 #pragma once
 
 #include <map>

@@ -233,4 +233,21 @@ absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& b
   return out;
 }
 
+std::string EncodeTensorBundleToString(const std::vector<Tensor>& tensors) {
+  std::vector<grpc::Slice> slices;
+  (void)EncodeTensorBundle(tensors).Dump(&slices);  // a buffer built from slices always dumps
+  std::string out;
+  size_t size = 0;
+  for (const grpc::Slice& s : slices) size += s.size();
+  out.reserve(size);
+  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+absl::StatusOr<std::vector<Tensor>> DecodeTensorBundleFromString(const std::string& bytes, size_t count) {
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer buffer(&slice, 1);
+  return DecodeTensorBundle(buffer, count);
+}
+
 }  // namespace distflow

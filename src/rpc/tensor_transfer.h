@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,5 +42,9 @@ grpc::ByteBuffer EncodeTensorBundle(const std::vector<Tensor>& tensors);  // all
 // i's bytes are (ticket 0: they arrived inline).
 absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& buffer, size_t count,
                                                        std::vector<BulkRef>* bulk = nullptr);
+
+// A bundle of inline tensors as one string (RecvTensorRequest.pushed) and back.
+std::string EncodeTensorBundleToString(const std::vector<Tensor>& tensors);
+absl::StatusOr<std::vector<Tensor>> DecodeTensorBundleFromString(const std::string& bytes, size_t count);
 
 }  // namespace distflow

@@ -306,7 +306,8 @@ void WorkerCache::RecvTensorAsync(const std::string& task, int64_t step_id, cons
 }
 
 void WorkerCache::RecvTensorBundleAsync(const std::string& task, int64_t step_id, const std::vector<std::string>& keys,
-                                        CancellationManager* cm, BundleCallback done) {
+                                        std::vector<PushedTensor> pushed, CancellationManager* cm,
+                                        BundleCallback done) {
   absl::StatusOr<grpc::GenericStub*> stub = GenericStub(task);
   if (!stub.ok()) {
     done(stub.status(), {});
@@ -322,6 +323,19 @@ void WorkerCache::RecvTensorBundleAsync(const std::string& task, int64_t step_id
   req.set_step_id(step_id);
   for (const std::string& key : keys) req.add_bundle_keys(key);
   req.set_accept_bulk(bulk_ != nullptr);
+  if (!pushed.empty()) {
+    std::vector<Tensor> inline_tensors;
+    for (PushedTensor& p : pushed) {
+      if (p.fetch) {
+        req.add_pushed_fetch_keys(p.key);
+        continue;
+      }
+      req.add_pushed_keys(p.key);
+      CountTensorBytesSent(TaskOfDevice(task), p.value.TotalBytes());
+      inline_tensors.push_back(std::move(p.value));
+    }
+    if (!inline_tensors.empty()) req.set_pushed(EncodeTensorBundleToString(inline_tensors));
+  }
   bool own = false;
   grpc::Status ser =
       grpc::GenericSerialize<grpc::ProtoBufferWriter, proto::RecvTensorRequest>(req, &call->request, &own);

@@ -108,7 +108,7 @@ class WorkerCache final : public WorkerCacheInterface {
                        Rendezvous::DoneCallback done) override;
   // Pulls a bundle, the tensors sent under each of `keys`, in one call.
   void RecvTensorBundleAsync(const std::string& task, int64_t step_id, const std::vector<std::string>& keys,
-                             CancellationManager* cm, BundleCallback done) override;
+                             std::vector<PushedTensor> pushed, CancellationManager* cm, BundleCallback done) override;
 
  private:
   struct Peer {

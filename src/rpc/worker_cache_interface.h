@@ -57,10 +57,13 @@ class WorkerCacheInterface {
                                CancellationManager* cm, Rendezvous::DoneCallback done) = 0;
   // Pulls a bundle, the tensors `task` sent under each of `keys` (the
   // partitioner's transfer bundles, placement/transfer_bundles.h), in one
-  // call; `done` gets them in the order of `keys`.
+  // call; `done` gets them in the order of `keys`. The call carries
+  // `pushed` to `task`, whose rendezvous takes them as sent there (those
+  // marked `fetch` it fetches from this task by their keys).
   using BundleCallback = std::function<void(absl::Status, std::vector<Tensor>)>;
   virtual void RecvTensorBundleAsync(const std::string& task, int64_t step_id, const std::vector<std::string>& keys,
-                                     CancellationManager* cm, BundleCallback done) = 0;
+                                     std::vector<PushedTensor> pushed, CancellationManager* cm,
+                                     BundleCallback done) = 0;
 };
 
 }  // namespace distflow

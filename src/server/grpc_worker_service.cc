@@ -239,6 +239,7 @@ class GrpcWorkerService final
     bundle->remaining = n;
     const std::string& last = req.bundle_keys(req.bundle_keys_size() - 1);
     std::string peer = TaskOfDevice(last.substr(last.rfind(';') == std::string::npos ? 0 : last.rfind(';') + 1));
+    if (req.pushed_keys_size() > 0 || req.pushed_fetch_keys_size() > 0) TakePushed(req, peer, r->cancel);
     for (size_t i = 0; i < n; ++i) {
       w_->rendezvous()->RecvLocalAsync(
           req.step_id(), req.bundle_keys(static_cast<int>(i)), &r->cancel->cm,
@@ -269,6 +270,39 @@ class GrpcWorkerService final
           });
     }
     return r;
+  }
+
+  // The tensors `peer` pushed with its fetch (RecvTensorRequest.pushed):
+  // into this task's rendezvous, as if sent here; the large ones fetched
+  // from `peer` first. A malformed push or a failed fetch aborts the step
+  // here, so the receives waiting for them fail (and the fetch with them).
+  void TakePushed(const proto::RecvTensorRequest& req, const std::string& peer,
+                  const std::shared_ptr<RecvTensorReactor::Cancel>& cancel) {
+    WorkerRendezvous* rdv = w_->rendezvous();
+    const int64_t step = req.step_id();
+    if (req.pushed_keys_size() > 0) {
+      absl::StatusOr<std::vector<Tensor>> tensors =
+          DecodeTensorBundleFromString(req.pushed(), static_cast<size_t>(req.pushed_keys_size()));
+      if (!tensors.ok()) {
+        rdv->AbortStep(step, absl::Status(tensors.status().code(),
+                                          absl::StrCat("The ", req.pushed_keys_size(), " tensors ('",
+                                                       req.pushed_keys(0), "', ...) pushed by ", peer,
+                                                       " could not be read: ", tensors.status().message())));
+        return;
+      }
+      for (int i = 0; i < req.pushed_keys_size(); ++i) {
+        Tensor& t = (*tensors)[static_cast<size_t>(i)];
+        CountTensorBytesReceived(peer, t.TotalBytes());
+        // An aborted step refuses it: its receives have failed already.
+        (void)rdv->Send(step, req.pushed_keys(i), t);
+      }
+    }
+    for (const std::string& key : req.pushed_fetch_keys()) {
+      peers_->RecvTensorAsync(peer, step, key, &cancel->cm, [rdv, step, key, cancel](absl::Status s, Tensor t) {
+        if (s.ok()) s = rdv->Send(step, key, t);
+        if (!s.ok()) rdv->AbortStep(step, s);
+      });
+    }
   }
 
   // Calls without the cluster's token are refused (rpc/auth.h).

@@ -29,6 +29,9 @@ absl::Time NowOn(const WorkerCacheInterface* peers) {
   return absl::FromUnixMicros((peers != nullptr ? peers->clock() : Env::Default())->NowMicros());
 }
 
+// Pushed tensors at least this large travel apart (see the constructor).
+constexpr size_t kLargePushBytes = size_t{1} << 20;
+
 uint64_t RandomIncarnation() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ 1;
@@ -48,15 +51,27 @@ Worker::Worker(std::string task_name, WorkerCacheInterface* peers, WorkerOptions
           task_name_,
           [this](const std::string& task, int64_t step, const std::string& key, CancellationManager* cm,
                  Rendezvous::DoneCallback done) { RemoteRecv(task, step, key, cm, std::move(done)); },
-          [this](const std::string& task, int64_t step, const std::vector<std::string>& keys, CancellationManager* cm,
-                 WorkerCacheInterface::BundleCallback done) {
+          [this](const std::string& task, int64_t step, const std::vector<std::string>& keys,
+                 std::vector<PushedTensor> pushed, CancellationManager* cm, WorkerCacheInterface::BundleCallback done) {
             if (peers_ == nullptr) {
               done(absl::FailedPreconditionError(
                        absl::StrCat(task_name_, " has no peers to receive ", keys.size(), " tensors from")),
                    {});
               return;
             }
-            peers_->RecvTensorBundleAsync(task, step, keys, cm, std::move(done));
+            // A large tensor does not ride inside the call: it goes back to
+            // this task's table, and the peer fetches it as a single receive
+            // (over the bulk port).
+            for (PushedTensor& p : pushed) {
+              if (p.value.TotalBytes() < kLargePushBytes) continue;
+              if (absl::Status s = rendezvous_.Send(step, p.key, p.value); !s.ok()) {
+                done(s, {});
+                return;
+              }
+              p.value = Tensor();
+              p.fetch = true;
+            }
+            peers_->RecvTensorBundleAsync(task, step, keys, std::move(pushed), cm, std::move(done));
           }) {
   if (peers_ != nullptr) {
     StallCheckOptions stall_check;

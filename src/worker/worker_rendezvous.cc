@@ -1,5 +1,6 @@
 #include "worker/worker_rendezvous.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,84 @@ void WorkerRendezvous::RecvBundleAsync(int64_t step_id, const std::string& key, 
     RecvAsync(step_id, key, send_task, cm, std::move(done));
     return;
   }
+  RecvBundleImpl(step_id, key, bundle, {}, send_task, cm, std::move(done));
+}
+
+void WorkerRendezvous::RecvBundlePushingAsync(int64_t step_id, const std::string& key,
+                                              const std::vector<std::string>& bundle,
+                                              const std::vector<std::string>& push, const std::string& send_task,
+                                              CancellationManager* cm, DoneCallback done) {
+  if (push.empty()) {
+    RecvBundleAsync(step_id, key, bundle, send_task, cm, std::move(done));
+    return;
+  }
+  if (send_task == local_task_ || send_task.empty() || !remote_bundle_ ||
+      std::find(bundle.begin(), bundle.end(), key) == bundle.end()) {
+    done(absl::FailedPreconditionError(absl::StrCat("Receive of '", key, "' from ", send_task, " on ", local_task_,
+                                                    " was to carry ", push.size(), " tensors ('", push.front(),
+                                                    "', ...) to it, but this task has no bundle fetch to carry them")),
+         Tensor());
+    return;
+  }
+  RecvBundleImpl(step_id, key, bundle, push, send_task, cm, std::move(done));
+}
+
+void WorkerRendezvous::RecvPushedAsync(int64_t step_id, const std::string& key, const std::string& send_task,
+                                       CancellationManager* cm, DoneCallback done) {
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_waiter_id_++;
+    remote_pending_[id] = {step_id, absl::StrCat(key, " (pushed by ", send_task, ")")};
+  }
+  RecvLocalAsync(step_id, key, cm, [this, id, done = std::move(done)](const absl::Status& s, const Tensor& t) {
+    {
+      absl::MutexLock lock(&mu_);
+      remote_pending_.erase(id);
+    }
+    done(s, t);
+  });
+}
+
+void WorkerRendezvous::CollectPush(int64_t step_id, const std::vector<std::string>& push, CancellationManager* cm,
+                                   std::function<void(std::vector<PushedTensor>)> fetch, FetchDone failed) {
+  struct Collect {
+    absl::Mutex mu;
+    std::vector<PushedTensor> tensors ABSL_GUARDED_BY(mu);
+    size_t left ABSL_GUARDED_BY(mu) = 0;
+    absl::Status status ABSL_GUARDED_BY(mu);
+  };
+  auto c = std::make_shared<Collect>();
+  {
+    absl::MutexLock lock(&c->mu);
+    c->tensors.resize(push.size());
+    c->left = push.size();
+  }
+  for (size_t i = 0; i < push.size(); ++i) {
+    RecvLocalAsync(step_id, push[i], cm, [c, i, key = push[i], fetch, failed](const absl::Status& s, const Tensor& t) {
+      std::vector<PushedTensor> all;
+      absl::Status status;
+      {
+        absl::MutexLock lock(&c->mu);
+        c->tensors[i].key = key;
+        c->tensors[i].value = t;
+        if (!s.ok() && c->status.ok()) c->status = s;
+        if (--c->left > 0) return;
+        all = std::move(c->tensors);
+        status = c->status;
+      }
+      if (status.ok()) {
+        fetch(std::move(all));
+      } else {
+        failed(status, {});
+      }
+    });
+  }
+}
+
+void WorkerRendezvous::RecvBundleImpl(int64_t step_id, const std::string& key, const std::vector<std::string>& bundle,
+                                      const std::vector<std::string>& push, const std::string& send_task,
+                                      CancellationManager* cm, DoneCallback done) {
   bool first = false;
   uint64_t id = 0;
   {
@@ -99,49 +178,57 @@ void WorkerRendezvous::RecvBundleAsync(int64_t step_id, const std::string& key, 
       }
       gate->done(s, std::move(v));
     };
-    remote_bundle_(
-        send_task, step_id, bundle, cm,
-        [this, id, step_id, bundle, arrive, cm](absl::Status s, std::vector<Tensor> tensors) {
-          if (s.ok() && tensors.size() != bundle.size()) {
-            s = absl::InternalError(absl::StrCat("A bundle of ", bundle.size(), " tensors brought ", tensors.size()));
-          }
-          std::vector<std::pair<Waiter, Tensor>> ready;
-          {
-            // One critical section: a receive of the bundle never
-            // sees it neither fetching nor fetched.
-            absl::MutexLock lock(&mu_);
-            remote_pending_.erase(id);
-            const bool open = closed_.ok() && aborted_.find(step_id) == aborted_.end();
-            for (size_t i = 0; i < bundle.size(); ++i) {
-              auto it = table_.find({step_id, bundle[i]});
-              if (it == table_.end()) continue;
-              Slot& slot = it->second;
-              slot.fetching = false;
-              if (s.ok() && open) {
-                if (slot.waiters.empty()) {
-                  slot.values.push_back(std::move(tensors[i]));
-                } else {
-                  ready.emplace_back(std::move(slot.waiters.front()), std::move(tensors[i]));
-                  slot.waiters.pop_front();
-                }
-              }
-              if (slot.Empty()) table_.erase(it);
+    FetchDone fetched = [this, id, step_id, bundle, arrive, cm](absl::Status s, std::vector<Tensor> tensors) {
+      if (s.ok() && tensors.size() != bundle.size()) {
+        s = absl::InternalError(absl::StrCat("A bundle of ", bundle.size(), " tensors brought ", tensors.size()));
+      }
+      std::vector<std::pair<Waiter, Tensor>> ready;
+      {
+        // One critical section: a receive of the bundle never
+        // sees it neither fetching nor fetched.
+        absl::MutexLock lock(&mu_);
+        remote_pending_.erase(id);
+        const bool open = closed_.ok() && aborted_.find(step_id) == aborted_.end();
+        for (size_t i = 0; i < bundle.size(); ++i) {
+          auto it = table_.find({step_id, bundle[i]});
+          if (it == table_.end()) continue;
+          Slot& slot = it->second;
+          slot.fetching = false;
+          if (s.ok() && open) {
+            if (slot.waiters.empty()) {
+              slot.values.push_back(std::move(tensors[i]));
+            } else {
+              ready.emplace_back(std::move(slot.waiters.front()), std::move(tensors[i]));
+              slot.waiters.pop_front();
             }
           }
-          for (auto& [w, value] : ready) {
-            if (w.cm != nullptr && w.token >= 0) w.cm->Deregister(w.token);
-            w.done(absl::OkStatus(), std::move(value));
-          }
-          if (!s.ok()) {
-            // Cancelled because this task's own step failed: abort with that
-            // root cause (a bad id in a Gather), not with the cancellation,
-            // so the peers that wait for this step's tensors report it. The
-            // step, and `cm`, outlive this callback (the gate above).
-            const bool ours = absl::IsCancelled(s) && cm != nullptr && cm->IsCancelled() && !cm->reason().ok();
-            AbortStep(step_id, ours ? cm->reason() : s);
-          }
-          arrive();
-        });
+          if (slot.Empty()) table_.erase(it);
+        }
+      }
+      for (auto& [w, value] : ready) {
+        if (w.cm != nullptr && w.token >= 0) w.cm->Deregister(w.token);
+        w.done(absl::OkStatus(), std::move(value));
+      }
+      if (!s.ok()) {
+        // Cancelled because this task's own step failed: abort with that
+        // root cause (a bad id in a Gather), not with the cancellation,
+        // so the peers that wait for this step's tensors report it. The
+        // step, and `cm`, outlive this callback (the gate above).
+        const bool ours = absl::IsCancelled(s) && cm != nullptr && cm->IsCancelled() && !cm->reason().ok();
+        AbortStep(step_id, ours ? cm->reason() : s);
+      }
+      arrive();
+    };
+    if (push.empty()) {
+      remote_bundle_(send_task, step_id, bundle, {}, cm, std::move(fetched));
+    } else {
+      CollectPush(
+          step_id, push, cm,
+          [this, send_task, step_id, bundle, cm, fetched](std::vector<PushedTensor> pushed) {
+            remote_bundle_(send_task, step_id, bundle, std::move(pushed), cm, fetched);
+          },
+          fetched);
+    }
     RecvLocalAsync(step_id, key, cm, [gate, arrive](const absl::Status& s, const Tensor& t) {
       {
         absl::MutexLock lock(&gate->mu);

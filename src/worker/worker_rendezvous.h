@@ -25,10 +25,11 @@ class WorkerRendezvous : public Rendezvous {
   using RemoteRecvFn = std::function<void(const std::string& task, int64_t step_id, const std::string& key,
                                           CancellationManager* cm, DoneCallback done)>;
 
-  // Fetches a bundle (Rendezvous::RecvBundleAsync) from `task` in one call.
-  using RemoteBundleFn =
-      std::function<void(const std::string& task, int64_t step_id, const std::vector<std::string>& keys,
-                         CancellationManager* cm, std::function<void(absl::Status, std::vector<Tensor>)> done)>;
+  // Fetches a bundle (Rendezvous::RecvBundleAsync) from `task` in one call,
+  // carrying `pushed` (tensors this task sent `task` this step) to it.
+  using RemoteBundleFn = std::function<void(
+      const std::string& task, int64_t step_id, const std::vector<std::string>& keys, std::vector<PushedTensor> pushed,
+      CancellationManager* cm, std::function<void(absl::Status, std::vector<Tensor>)> done)>;
 
   // Without `remote_bundle`, each tensor of a bundle is received alone.
   WorkerRendezvous(std::string local_task, RemoteRecvFn remote, RemoteBundleFn remote_bundle = nullptr)
@@ -45,6 +46,16 @@ class WorkerRendezvous : public Rendezvous {
   // step is aborted while it is in flight.
   void RecvBundleAsync(int64_t step_id, const std::string& key, const std::vector<std::string>& bundle,
                        const std::string& send_task, CancellationManager* cm, DoneCallback done) override;
+  // The same, the fetch leaving once every tensor of `push` has been sent
+  // here, and carrying them to `send_task` (they leave this table). Without
+  // a RemoteBundleFn the receive fails: nothing could carry them.
+  void RecvBundlePushingAsync(int64_t step_id, const std::string& key, const std::vector<std::string>& bundle,
+                              const std::vector<std::string>& push, const std::string& send_task,
+                              CancellationManager* cm, DoneCallback done) override;
+  // Waits for `send_task` to push the tensor here (the RecvTensor service
+  // Sends it on arrival); listed by Waiting as pushed by that task.
+  void RecvPushedAsync(int64_t step_id, const std::string& key, const std::string& send_task, CancellationManager* cm,
+                       DoneCallback done) override;
   // Waits for a tensor sent on this task (served to peers by RecvTensor).
   void RecvLocalAsync(int64_t step_id, const std::string& key, CancellationManager* cm, DoneCallback done);
 
@@ -73,6 +84,16 @@ class WorkerRendezvous : public Rendezvous {
     bool Empty() const { return values.empty() && waiters.empty() && !fetching; }
   };
   using Key = std::pair<int64_t, std::string>;
+  using FetchDone = std::function<void(absl::Status, std::vector<Tensor>)>;
+
+  // The bundle receives' shared path; `push` may be empty.
+  void RecvBundleImpl(int64_t step_id, const std::string& key, const std::vector<std::string>& bundle,
+                      const std::vector<std::string>& push, const std::string& send_task, CancellationManager* cm,
+                      DoneCallback done);
+  // Takes the tensors of `push` as they are sent here, then calls `fetch`
+  // with them (or `failed` with the first error).
+  void CollectPush(int64_t step_id, const std::vector<std::string>& push, CancellationManager* cm,
+                   std::function<void(std::vector<PushedTensor>)> fetch, FetchDone failed);
 
   const std::string local_task_;
   const RemoteRecvFn remote_;

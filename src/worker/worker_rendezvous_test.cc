@@ -63,8 +63,8 @@ TEST(WorkerRendezvous, ABundleIsFetchedOnceForAllItsReceives) {
       [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
         done(absl::UnavailableError("a single receive was not expected"), Tensor());
       },
-      [&](const std::string& task, int64_t, const std::vector<std::string>& ks, CancellationManager*,
-          std::function<void(absl::Status, std::vector<Tensor>)> done) {
+      [&](const std::string& task, int64_t, const std::vector<std::string>& ks, std::vector<PushedTensor>,
+          CancellationManager*, std::function<void(absl::Status, std::vector<Tensor>)> done) {
         EXPECT_EQ(task, "/job:ps/replica:0/task:0");
         asked.push_back(ks);
         answer = std::move(done);
@@ -98,7 +98,7 @@ TEST(WorkerRendezvous, AFailedBundleFailsEveryReceiveOfItsStep) {
       [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
         done(absl::UnavailableError("a single receive was not expected"), Tensor());
       },
-      [&](const std::string&, int64_t, const std::vector<std::string>&, CancellationManager*,
+      [&](const std::string&, int64_t, const std::vector<std::string>&, std::vector<PushedTensor>, CancellationManager*,
           std::function<void(absl::Status, std::vector<Tensor>)> done) {
         ++asked;
         done(absl::UnavailableError("ps:0 is gone"), {});
@@ -128,7 +128,7 @@ TEST(WorkerRendezvous, ABundleCancelledByItsOwnStepsFailureAbortsTheStepWithThat
       [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
         done(absl::UnavailableError("a single receive was not expected"), Tensor());
       },
-      [&](const std::string&, int64_t, const std::vector<std::string>&, CancellationManager*,
+      [&](const std::string&, int64_t, const std::vector<std::string>&, std::vector<PushedTensor>, CancellationManager*,
           std::function<void(absl::Status, std::vector<Tensor>)> done) { answer = std::move(done); });
   CancellationManager cm;
   std::vector<absl::Status> first;
@@ -157,7 +157,7 @@ TEST(WorkerRendezvous, AnAbortedStepsFirstBundleReceiveWaitsForTheFetchToEnd) {
       [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
         done(absl::UnavailableError("a single receive was not expected"), Tensor());
       },
-      [&](const std::string&, int64_t, const std::vector<std::string>&, CancellationManager*,
+      [&](const std::string&, int64_t, const std::vector<std::string>&, std::vector<PushedTensor>, CancellationManager*,
           std::function<void(absl::Status, std::vector<Tensor>)> done) { answer = std::move(done); });
   std::vector<absl::Status> first, second;
   r.RecvBundleAsync(5, keys[0], keys, "/job:ps/replica:0/task:0", nullptr,
@@ -174,6 +174,98 @@ TEST(WorkerRendezvous, AnAbortedStepsFirstBundleReceiveWaitsForTheFetchToEnd) {
   EXPECT_EQ(first[0].code(), absl::StatusCode::kUnavailable) << first[0];
   EXPECT_NE(first[0].message().find("the master died"), std::string::npos) << first[0];
   EXPECT_EQ(r.NumPendingForTest(), 0u);
+}
+
+// A bundle whose fetch pushes: the fetch leaves only once every pushed tensor
+// has been sent here, carries them (they leave this table), and the peer's
+// pushed receive waits for the push without a call.
+TEST(WorkerRendezvous, APushingBundleFetchCarriesThePushedTensorsOnceSent) {
+  const std::vector<std::string> keys = {"grad;0;w;ps"};
+  const std::vector<std::string> push = {"rows;0;ps;w", "weights;0;ps;w"};
+  std::vector<std::vector<PushedTensor>> carried;
+  std::function<void(absl::Status, std::vector<Tensor>)> answer;
+  WorkerRendezvous r(
+      "/job:ps/replica:0/task:0",
+      [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
+        done(absl::UnavailableError("a single receive was not expected"), Tensor());
+      },
+      [&](const std::string& task, int64_t, const std::vector<std::string>& ks, std::vector<PushedTensor> pushed,
+          CancellationManager*, std::function<void(absl::Status, std::vector<Tensor>)> done) {
+        EXPECT_EQ(task, "/job:worker/replica:0/task:0");
+        EXPECT_EQ(ks, keys);
+        carried.push_back(std::move(pushed));
+        answer = std::move(done);
+      });
+  float got = 0;
+  r.RecvBundlePushingAsync(4, keys[0], keys, push, "/job:worker/replica:0/task:0", nullptr,
+                           [&](const absl::Status& s, const Tensor& t) {
+                             ASSERT_TRUE(s.ok()) << s;
+                             got = t.scalar<float>();
+                           });
+  EXPECT_TRUE(carried.empty()) << "the fetch left before what it pushes was sent";
+  ASSERT_TRUE(r.Send(4, push[1], Tensor::Scalar<float>(20)).ok());
+  EXPECT_TRUE(carried.empty());
+  ASSERT_TRUE(r.Send(4, push[0], Tensor::Scalar<float>(10)).ok());
+  ASSERT_EQ(carried.size(), 1u);
+  ASSERT_EQ(carried[0].size(), 2u);
+  EXPECT_EQ(carried[0][0].key, push[0]);
+  EXPECT_EQ(carried[0][0].value.scalar<float>(), 10);
+  EXPECT_EQ(carried[0][1].key, push[1]);
+  EXPECT_EQ(carried[0][1].value.scalar<float>(), 20);
+  answer(absl::OkStatus(), {Tensor::Scalar<float>(3)});
+  EXPECT_EQ(got, 3);
+  EXPECT_EQ(r.NumPendingForTest(), 0u);
+
+  // The receiving side: a pushed receive asks nothing and is listed as
+  // waiting for its pusher until the push arrives.
+  WorkerRendezvous w = Local();
+  float pushed = 0;
+  w.RecvPushedAsync(4, push[0], "/job:ps/replica:0/task:0", nullptr, [&](const absl::Status& s, const Tensor& t) {
+    ASSERT_TRUE(s.ok()) << s;
+    pushed = t.scalar<float>();
+  });
+  std::vector<std::string> waiting = w.Waiting(4);
+  ASSERT_FALSE(waiting.empty());
+  EXPECT_NE(waiting.back().find("pushed by /job:ps/replica:0/task:0"), std::string::npos) << waiting.back();
+  ASSERT_TRUE(w.Send(4, push[0], Tensor::Scalar<float>(10)).ok());
+  EXPECT_EQ(pushed, 10);
+  EXPECT_TRUE(w.Waiting(4).empty());
+}
+
+// A step aborted while the fetch waits for what it pushes: no call is made,
+// and every receive of the bundle fails with the abort.
+TEST(WorkerRendezvous, AnAbortedStepsPushingFetchIsNeverMade) {
+  const std::vector<std::string> keys = {"grad;0;w;ps", "token;0;w;ps"};
+  int asked = 0;
+  WorkerRendezvous r(
+      "/job:ps/replica:0/task:0",
+      [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
+        done(absl::UnavailableError("a single receive was not expected"), Tensor());
+      },
+      [&](const std::string&, int64_t, const std::vector<std::string>&, std::vector<PushedTensor>, CancellationManager*,
+          std::function<void(absl::Status, std::vector<Tensor>)> done) { ++asked; });
+  std::vector<absl::Status> results;
+  for (const std::string& k : keys) {
+    r.RecvBundlePushingAsync(6, k, keys, {"rows;0;ps;w"}, "/job:worker/replica:0/task:0", nullptr,
+                             [&](const absl::Status& s, const Tensor&) { results.push_back(s); });
+  }
+  EXPECT_TRUE(results.empty());
+  r.AbortStep(6, absl::UnavailableError("/job:worker/replica:0/task:0 died"));
+  EXPECT_EQ(asked, 0);
+  ASSERT_EQ(results.size(), 2u);
+  for (const absl::Status& s : results) EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_EQ(r.NumPendingForTest(), 0u);
+}
+
+// Without a bundle fetch to carry them, the pushed tensors could never
+// reach the peer: the receive fails at once, naming them.
+TEST(WorkerRendezvous, APushWithoutABundleFetchFailsNamingIt) {
+  WorkerRendezvous r = Local();
+  absl::Status got;
+  r.RecvBundlePushingAsync(2, "grad;0;w;ps", {"grad;0;w;ps"}, {"rows;0;ps;w"}, "/job:worker/replica:0/task:0", nullptr,
+                           [&](const absl::Status& s, const Tensor&) { got = s; });
+  EXPECT_EQ(got.code(), absl::StatusCode::kFailedPrecondition) << got;
+  EXPECT_NE(got.message().find("rows;0;ps;w"), std::string::npos) << got;
 }
 
 }  // namespace

@@ -238,6 +238,34 @@ TEST_P(ClusterTest, ALargeTensorInATransferBundleTravelsOverTheBulkPort) {
   EXPECT_EQ(served, static_cast<uint64_t>(n) * 4) << "only the large tensor travels over the bulk port";
 }
 
+// What the ps sends the worker (a large tensor of a shape known only at run
+// time and a small one) rides with the ps's fetch of what the worker
+// computes from it (a push, placement/transfer_bundles.h): the small one
+// inside the call, the large one over the ps's bulk port, fetched by the
+// worker; the results are those of the plain transfers.
+TEST_P(ClusterTest, TensorsPushedWithAFetchArriveAndTheLargeOnesTakeTheBulkPort) {
+  const int64_t n = int64_t{4} << 20;
+  Scope root = Scope::NewRootScope();
+  auto ps = root.WithDevice("/job:ps/task:0");
+  auto w1 = root.WithDevice("/job:worker/task:1");
+  auto dims = ops::Placeholder(ps.WithOpName("dims"), DT_INT64);
+  auto big = ops::Reshape(ps, ops::Fill(ps, {n}, ops::Const(ps, 0.5f)), dims);
+  auto small = ops::Add(ps, ops::Const(ps, Tensor::FromVector<float>({1, 2, 3})),
+                        ops::Const(ps, Tensor::FromVector<float>({1, 1, 1})));
+  auto sum_big = ops::Sum(w1, big, {0});
+  auto neg_small = ops::Neg(w1, small);
+  auto total = ops::Add(ps, sum_big, ops::Sum(ps, neg_small, {0}));
+  Session sess(Target("worker", 1), Options());
+  for (int step = 0; step < 2; ++step) {
+    auto out = sess.Run({{dims, Tensor::FromVector<int64_t>({n})}}, {total});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_NEAR((*out)[0].scalar<float>(), n * 0.5 - 9.0, n * 0.5 * 1e-3);
+  }
+  uint64_t served = 0;
+  for (auto& s : servers_) served += s->impl()->bulk_bytes_served();
+  EXPECT_EQ(served, 2 * static_cast<uint64_t>(n) * 4) << "the large tensor travels over the bulk port, each step";
+}
+
 TEST_P(ClusterTest, LargeFeedsAndFetchesTravelOverTheMastersBulkPort) {
   // A 2M-element float feed (8 MiB) to a placeholder on the worker whose
   // master the client talks to; the doubled tensor comes back as a fetch.

@@ -211,16 +211,18 @@ def _rpcs_handled(port, method):
                if line.startswith("distflow_rpc_server_handled_total{") and f'/{method}"' in line)
 
 
-def test_sharded_training_step_makes_five_receives_and_two_run_graphs():
+def test_sharded_training_step_makes_three_receives_and_two_run_graphs():
     """The example's step (a table in 2 parts on 2 ps tasks, a dense layer,
     Adagrad, the global step) on an in-process cluster: per step one
-    RunGraph per ps, and 5 RecvTensor calls: the rows and weights each ps
-    sends the worker (2 bundles), the gradients the worker sends each ps (2
-    bundles), and the token that lets the global step's increment on ps 0
-    wait for ps 1's updates. The optimizers' gate no longer sends tokens
-    between the ps tasks (6 calls before): a shard's gradient values are a
-    Reshape of the worker's rows, and the other shard's updates wait for the
-    worker's op, whose tensor reaches them anyway."""
+    RunGraph per ps, and 3 RecvTensor calls: each ps fetches the gradients
+    the worker computes for it (a bundle), and that call carries the rows
+    and weights the ps looked up for the worker (a push: the worker makes no
+    call for them; 5 calls before), plus the token that lets the global
+    step's increment on ps 0 wait for ps 1's updates. The optimizers' gate
+    sends no tokens between the ps tasks (6 calls before that): a shard's
+    gradient values are a Reshape of the worker's rows, and the other
+    shard's updates wait for the worker's op, whose tensor reaches them
+    anyway."""
     cluster, servers, port = _start_two_ps_and_a_worker()
     try:
         with tf.device(tf.train.replica_device_setter(worker_device="/job:worker/task:0", cluster=cluster)):
@@ -246,8 +248,8 @@ def test_sharded_training_step_makes_five_receives_and_two_run_graphs():
             run_graph = (_rpcs_handled(port, "RunGraph") - run_graph) / steps
             step = sess.run(global_step)
         assert step == steps + 1 and last < first, (step, first, last)
-        assert recv <= 5, recv
-        assert run_graph <= 2, run_graph
+        assert 0 < recv <= 3, recv
+        assert 0 < run_graph <= 2, run_graph
     finally:
         for s in servers:
             s.stop()

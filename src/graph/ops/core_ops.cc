@@ -48,7 +48,10 @@ void RegisterCoreOps(OpRegistry* r) {
 
   // Transfers across partitions, inserted by the partitioner. `key` names the
   // edge; `send_task` is the task that produces it; `bundle` (if any) the
-  // keys of the step's transfers from that task fetched with it in one call.
+  // keys of the step's transfers from that task fetched with it in one call;
+  // `push` (if any) the keys of tensors this task sends that task, carried
+  // with that fetch; `pushed`: this tensor arrives so, and is not fetched
+  // (placement/transfer_bundles.h).
   r->MustRegister(OpDefBuilder("_Send")
                       .Input("tensor: T")
                       .Attr("T: type")
@@ -62,6 +65,8 @@ void RegisterCoreOps(OpRegistry* r) {
                       .Attr("send_task: string")
                       .Attr("shape: shape")
                       .Attr("bundle: list(string) = []")
+                      .Attr("push: list(string) = []")
+                      .Attr("pushed: bool = false")
                       .SetIsStateful()
                       .SetShapeFn([](InferenceContext* c) {
                         absl::StatusOr<PartialShape> s = GetAttrShape(c->node(), "shape");

@@ -86,6 +86,12 @@ class RecvOp : public AsyncOpKernel {
     if (absl::StatusOr<std::vector<std::string>> bundle = GetAttrStringList(c->def(), "bundle"); bundle.ok()) {
       bundle_ = std::move(*bundle);
     }
+    // The tensors this task sends `send_task` that ride with this bundle's
+    // fetch, or (`pushed`) this tensor rides with a fetch from `send_task`.
+    if (absl::StatusOr<std::vector<std::string>> push = GetAttrStringList(c->def(), "push"); push.ok()) {
+      push_ = std::move(*push);
+    }
+    if (absl::StatusOr<bool> pushed = GetAttrBool(c->def(), "pushed"); pushed.ok()) pushed_ = *pushed;
     return absl::OkStatus();
   }
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
@@ -98,7 +104,12 @@ class RecvOp : public AsyncOpKernel {
       if (s.ok() && t.IsInitialized()) s = ctx->set_output(0, std::move(t));
       done(s);
     };
-    if (bundle_.size() > 1) {
+    if (pushed_) {
+      ctx->rendezvous()->RecvPushedAsync(ctx->step_id(), key_, send_task_, ctx->cancellation_manager(), std::move(got));
+    } else if (!push_.empty()) {
+      ctx->rendezvous()->RecvBundlePushingAsync(ctx->step_id(), key_, bundle_, push_, send_task_,
+                                                ctx->cancellation_manager(), std::move(got));
+    } else if (bundle_.size() > 1) {
       ctx->rendezvous()->RecvBundleAsync(ctx->step_id(), key_, bundle_, send_task_, ctx->cancellation_manager(),
                                          std::move(got));
     } else {
@@ -108,7 +119,8 @@ class RecvOp : public AsyncOpKernel {
 
  private:
   std::string key_, send_task_;
-  std::vector<std::string> bundle_;
+  std::vector<std::string> bundle_, push_;
+  bool pushed_ = false;
 };
 
 }  // namespace
