@@ -32,8 +32,7 @@ class TestRendezvous {
         return a;
       }
       ++asks_;
-      if (ask.probe && generation_ == 0 && waiting_.empty() &&
-          probed_.emplace(rank, ask.nonce).first->second == ask.nonce) {
+      if (ask.probe && generation_ == 0 && probed_.emplace(rank, ask.nonce).first->second == ask.nonce) {
         a.done = true;
         a.generation = 1;
         return a;

@@ -262,6 +262,36 @@ TEST(CoordinationGroupRendezvous, AFreshJobNeedsNoRoundButARestartedRankJoinsOne
   EXPECT_EQ(resp.generation(), 2);
 }
 
+// Rank 2 died before the group's first collective: rank 0's first run
+// failed on it and rank 0 waits to rebuild. Rank 1, slower, probes only now:
+// it starts in generation 1 too (its run there fails on rank 2, naming it),
+// instead of joining a round that cannot finish without rank 2.
+TEST(CoordinationGroupRendezvous, AFirstProbeAfterAFreshRanksFailureStartsInGenerationOne) {
+  FakeClockEnv env;
+  CoordinationService service({kChief, kWorker1, "/job:worker/replica:0/task:2"}, absl::Seconds(10), 7, &env);
+  proto::GroupRendezvousResponse resp;
+  proto::GroupRendezvousRequest probe0 = Ask(0, 0, 50);
+  probe0.set_probe(true);
+  ASSERT_TRUE(service.GroupRendezvous(probe0, &resp).ok());
+  ASSERT_TRUE(resp.done());
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 1, 60), &resp).ok());
+  EXPECT_FALSE(resp.done()) << "rank 0 waits to rebuild";
+  proto::GroupRendezvousRequest probe1 = Ask(1, 0, 51);
+  probe1.set_probe(true);
+  ASSERT_TRUE(service.GroupRendezvous(probe1, &resp).ok());
+  EXPECT_TRUE(resp.done()) << "rank 1's first probe does not wait in rank 0's round";
+  EXPECT_EQ(resp.generation(), 1);
+  // Its run in generation 1 failed: it joins the round, which waits for rank 2.
+  ASSERT_TRUE(service.GroupRendezvous(Ask(1, 1, 61), &resp).ok());
+  EXPECT_FALSE(resp.done());
+  EXPECT_EQ(std::vector<int>(resp.missing().begin(), resp.missing().end()), (std::vector<int>{2}));
+  // A second probe of rank 1 is a restart: it joins the round.
+  proto::GroupRendezvousRequest again = Ask(1, 0, 99);
+  again.set_probe(true);
+  ASSERT_TRUE(service.GroupRendezvous(again, &resp).ok());
+  EXPECT_FALSE(resp.done());
+}
+
 TEST(CoordinationGroupRendezvous, AfterARestartTheStateComesFromTheLowestSurvivor) {
   FakeClockEnv env;
   CoordinationService service({kChief, kWorker1, "/job:worker/replica:0/task:2"}, absl::Seconds(10), 7, &env);

@@ -4,8 +4,14 @@
 //
 // A fresh job needs no round: each rank's first probe is answered at once
 // with generation 1 (the generation every rank of a fresh job is in), until
-// the group has a history (a round, ranks waiting, or a second probe from
-// one rank: a restarted process), after which a probe joins the round.
+// the group has a history (a round, or a second probe from one rank: a
+// restarted process), after which a probe joins the round. Ranks waiting to
+// rebuild are no history of a rank's first probe: a rank whose first run
+// failed on a rank that died before the group's first collective starts a
+// round at once, and a slower rank probing after it must not join that
+// round, which needs the dead rank, but fail its own run in generation 1,
+// naming the dead rank (or the ranks that left the generation), as the
+// first one did; then it joins the round.
 //
 // Asks do not block: a rank asks, and asks again with the same nonce until
 // the round is done, so no handler thread waits on a rank that may never
@@ -77,7 +83,7 @@ absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRe
   }
   if (req.probe()) {
     auto first = g.probed.emplace(req.rank(), req.nonce()).first;
-    if (g.generation == 0 && g.waiting.empty() && first->second == req.nonce()) {
+    if (g.generation == 0 && first->second == req.nonce()) {
       // A fresh job: every rank starts in generation 1 without a round.
       resp->set_done(true);
       resp->set_generation(1);
