@@ -150,7 +150,16 @@ absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
   }
   RETURN_IF_ERROR(scope.status());
   RETURN_IF_ERROR(s->AddSummaryHooks());
-  RETURN_IF_ERROR(s->CreateSession());
+  // A task that restarts while the session is made (its graphs gone) asks
+  // for a new session, as a recovery does; other errors end here.
+  const absl::Time give_up = NowOf(s->options_.env) + s->options_.recovery_timeout;
+  absl::Status created = s->CreateSession();
+  while (absl::IsAborted(created) && NowOf(s->options_.env) < give_up) {
+    LOG(WARNING) << "Creating the session failed (" << created.message() << "); creating it again";
+    SleepOn(s->options_.env, s->options_.recovery_wait);
+    created = s->CreateSession();
+  }
+  RETURN_IF_ERROR(created);
   return s;
 }
 
@@ -272,6 +281,10 @@ absl::Status MonitoredSession::WaitUntilReady(absl::Time recovery_deadline) {
         if (!(*r)[i].scalar<bool>()) not_ready.push_back(var_names_[i]);
       }
       if (not_ready.empty()) return absl::OkStatus();
+    } else if (absl::IsAborted(r.status())) {
+      // A task restarted and no longer knows this session's graphs: waiting
+      // with this session would never end. The caller builds a new one.
+      return r.status();
     } else if (Recoverable(r.status())) {
       last_error = r.status();  // a task still starting or restarting: keep waiting
     } else {
