@@ -197,9 +197,18 @@ void CoordinationAgent::Start(DeadCallback on_dead, std::function<void()> on_tic
 }
 
 void CoordinationAgent::Loop() {
+  // Until the coordinator first answers, ask again every 100 ms: a task the
+  // coordinator never heard from is never declared dead, so one that starts
+  // before the coordinator and hangs or is cut off in its first interval
+  // would otherwise go unnoticed.
+  auto wait = [this] {
+    absl::MutexLock lock(&mu_);
+    const bool reached = local_ != nullptr || last_reached_us_ != 0;
+    return reached ? options_.interval : std::min(options_.interval, absl::Milliseconds(100));
+  };
   do {
     Turn();
-  } while (!stop_.WaitForNotificationWithTimeout(options_.interval));
+  } while (!stop_.WaitForNotificationWithTimeout(wait()));
 }
 
 void CoordinationAgent::Turn() {
