@@ -25,6 +25,8 @@ std::string WhyNotDeferrable(const Graph& graph, const proto::NodeDef& def, bool
     // Nodes the partitioner made: control tokens and the like.
     return def.op() == "Const" || def.op() == "NoOp" || def.op() == "Identity" ? "" : "it is not in the step's graph";
   }
+  // A variable's node only hands out its reference (the updates' slots).
+  if (IsVariableOp(n)) return "";
   bool refs = false, only_variables = true;
   for (int i = 0; i < n->num_inputs(); ++i) {
     if (!n->input_is_ref(i)) continue;

@@ -17,6 +17,8 @@
 #include "base/wait_until.h"
 #include "distflow/distflow.h"
 #include "distflow/train/defer_updates.h"
+#include "distflow/train/optimizer.h"
+#include "distflow/train/supervisor.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
 #include "gtest/gtest.h"
@@ -166,6 +168,31 @@ TEST_F(DeferredUpdatesTest, AStepEndsBeforeItsUpdateRunsAndTheNextPlainStepSeesI
   // A step of another signature starts on the ps after the session's update.
   EXPECT_EQ(ReadV(sess), 1.0f);
   EXPECT_EQ(PsDeferred().in_flight(), 0);
+}
+
+// MonitoredSession reads the global step after every step: for a deferring
+// step that read does not wait for the step's updates.
+TEST_F(DeferredUpdatesTest, AMonitoredSessionsDeferringStepEndsBeforeItsUpdates) {
+  auto ps = root_.WithDevice("/job:ps/task:0");
+  Output global_step = CreateGlobalStep(ps);
+  Operation increment =
+      ops::AssignAdd(ps.WithControlDependencies({train_}), global_step, ops::Const(ps, int64_t{1})).op();
+  Operation step = DeferVariableUpdates(root_.WithDevice("/job:worker/task:0"), increment);
+  ASSERT_TRUE(root_.ok()) << root_.status();
+  SupervisorOptions sv;
+  sv.is_chief = true;
+  sv.global_step = global_step;
+  sv.session_options = Options();
+  auto sess = MonitoredSession::Create(root_, target_, sv);
+  ASSERT_TRUE(sess.ok()) << sess.status();
+  RunOptions ro;
+  ro.timeout_ms = 120000;
+  auto out = (*sess)->Run({}, {seen_}, {step}, ro);
+  ASSERT_TRUE(out.ok()) << out.status() << " (the step ended with its update held at the closed gate)";
+  ASSERT_TRUE(WaitUntil([] { return Gate::Get().waiting() == 1; }, absl::Seconds(60)));
+  EXPECT_EQ((*sess)->global_step(), 0) << "read as the step started on the ps";
+  Gate::Get().Release();
+  EXPECT_TRUE((*sess)->Close().ok());
 }
 
 TEST_F(DeferredUpdatesTest, WithoutTheMarkerAStepWaitsForItsUpdate) {
