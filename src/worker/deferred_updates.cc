@@ -172,6 +172,11 @@ int DeferredUpdates::blocked_waiters() const {
   return blocked_;
 }
 
+int DeferredUpdates::queued_runs() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(waiters_.size());
+}
+
 double DeferredUpdates::DeferredTotal() { return DeferredCounter()->value(); }
 double DeferredUpdates::FailedTotal() { return FailedCounter()->value(); }
 

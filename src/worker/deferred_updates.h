@@ -78,8 +78,10 @@ class DeferredUpdates {
 
   // Deferred updates in flight on this task.
   int in_flight() const;
-  // Threads blocked in WaitForUpdates now (tests wait for one).
+  // Threads blocked in WaitForUpdates now, and runs queued by
+  // AfterUpdates (tests wait for one).
   int blocked_waiters() const;
+  int queued_runs() const;
   // Over the process: runs answered before their updates ended, and
   // deferred updates that failed.
   static double DeferredTotal();

@@ -18,6 +18,7 @@
 #include "distflow/distflow.h"
 #include "distflow/train/defer_updates.h"
 #include "distflow/train/optimizer.h"
+#include "distflow/train/saver.h"
 #include "distflow/train/supervisor.h"
 #include "graph/op_def.h"
 #include "graph/shape_inference.h"
@@ -274,6 +275,33 @@ TEST_F(DeferredUpdatesTest, ClosingTheSessionWaitsForItsDeferredUpdates) {
   EXPECT_EQ(DeferredUpdates::FailedTotal(), failed) << "the update ended, not cancelled";
   Session other(target_, Options());
   EXPECT_EQ(ReadV(other), 1.0f);
+}
+
+TEST_F(DeferredUpdatesTest, ACheckpointWaitsForEverySessionsDeferredUpdates) {
+  auto saver = Saver::Create(root_);
+  ASSERT_TRUE(saver.ok()) << saver.status();
+  Session training(target_, Options()), saving(target_, Options());
+  ASSERT_TRUE(training.Run({}, {}, {init_}).ok());
+  ASSERT_TRUE(Step(training, deferring_).ok());
+  ASSERT_TRUE(WaitUntil([] { return Gate::Get().waiting() == 1; }, absl::Seconds(60)));
+  const std::string dir = ::testing::TempDir() + "/deferred_updates_ckpt";
+  std::atomic<bool> saved{false};
+  absl::StatusOr<std::string> path;
+  std::thread save([&] {
+    path = (*saver)->Save(&saving, dir, 1);
+    saved = true;
+  });
+  // The save's partition on the ps waits for the other session's update.
+  ASSERT_TRUE(WaitUntil([&] { return saved.load() || PsDeferred().queued_runs() > 0; }, absl::Seconds(60)));
+  EXPECT_FALSE(saved.load()) << "the checkpoint was written while an update was in flight";
+  Gate::Get().Release();
+  save.join();
+  ASSERT_TRUE(path.ok()) << path.status();
+  // The checkpoint holds the update: restore it over a changed v.
+  ASSERT_TRUE(
+      saving.Run({}, {}, {ops::Assign(root_.WithDevice("/job:ps/task:0"), v_, ops::Const(root_, 7.0f)).op()}).ok());
+  ASSERT_TRUE((*saver)->Restore(&saving, *path).ok());
+  EXPECT_EQ(ReadV(saving), 1.0f);
 }
 
 TEST_F(DeferredUpdatesTest, StoppingThePsWaitsForDeferredUpdates) {
