@@ -25,7 +25,9 @@
 # default "async 1,async 2,async 3,sync 3,local,torch,allreduce 3,ddp 3"; without torch the ratio
 # column is left out; "async 3 noprefetch" runs 3 async workers with
 # --prefetch_variables=false, the workers reading every step's variables
-# afresh; "async 3 unfused" or "sync 3 unfused" passes --fused_adam=false,
+# afresh; "async 3 defer" adds --defer_updates, each worker step ending
+# once the ps has its gradients (the ps applies them in the background);
+# "async 3 unfused" or "sync 3 unfused" passes --fused_adam=false,
 # one ApplyAdam per variable instead of one FusedApplyAdam per ps task). Only 127.0.0.1 is used; DISTFLOW_SHM=0 reaches the tasks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +56,7 @@ distflow() {
   [ "$mode" = allreduce ] && extra=(--all_reduce)
   [ "$variant" = noprefetch ] && extra+=(--prefetch_variables=false)
   [ "$variant" = unfused ] && extra+=(--fused_adam=false)
+  [ "$variant" = defer ] && extra+=(--defer_updates)
   local common=(--cluster_spec="$spec" --intra_op_threads=1 --model=cnn --batch_size=50 --print_every=100000)
   rm -f "$LOGS"/*.log
   if [ "$mode" != allreduce ]; then
@@ -122,6 +125,7 @@ for c in "${configs[@]}"; do
   [ -n "$ddp_base" ] && vs_ddp=$(printf '%.2fx' "$(echo "$m / $ddp_base" | bc -l)")
   case $c in
     "async "*" noprefetch") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, no prefetch" ;;
+    "async "*" defer") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, deferred updates" ;;
     *" unfused") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1) workers, Adam unfused" ;;
     "async "*) name="distflow 1 ps + ${c#async } async workers" ;;
     "sync "*) name="distflow 1 ps + ${c#sync } sync workers (all aggregated)" ;;

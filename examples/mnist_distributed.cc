@@ -102,6 +102,7 @@
 #include "distflow/distflow.h"
 #include "distflow/elastic.h"
 #include "distflow/task_config.h"
+#include "distflow/train/defer_updates.h"
 #include "distflow/train/optimizer.h"
 #include "distflow/train/prefetch.h"
 #include "distflow/train/progress_hook.h"
@@ -128,6 +129,10 @@ ABSL_FLAG(bool, prefetch_variables, true,
           "asynchronous training: a worker reads the variables of its next step while it computes the current "
           "one, so each step computes on weights one step older (distflow/train/prefetch.h); off: every step reads "
           "afresh. Never with --sync_replicas");
+ABSL_FLAG(bool, defer_updates, false,
+          "asynchronous training: a worker's step ends once the ps has its gradients, and the ps applies them while "
+          "the worker starts its next step, so a step may read weights without the worker's previous update "
+          "(distflow/train/defer_updates.h); off: a step ends after its updates. Never with --sync_replicas");
 ABSL_FLAG(int, sync_step_timeout_secs, 120, "with --sync_replicas: how long a worker waits for its step to be applied");
 ABSL_FLAG(bool, all_reduce, false,
           "synchronous training without ps tasks: every worker holds the variables and averages its gradients "
@@ -182,6 +187,11 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
   const bool sync = absl::GetFlag(FLAGS_sync_replicas);
   int to_aggregate = absl::GetFlag(FLAGS_replicas_to_aggregate);
   if (to_aggregate != 0 && !sync) return Usage("--replicas_to_aggregate needs --sync_replicas");
+  if (sync && absl::GetFlag(FLAGS_defer_updates)) {
+    return Usage(
+        "--defer_updates is for asynchronous training: a synchronous step must end after its average is applied. "
+        "Drop --defer_updates or --sync_replicas");
+  }
   // A worker that joins a synchronous job takes part elastically (its
   // replica id, its task index, is past the spec's workers).
   const bool elastic_sync = sync && (absl::GetFlag(FLAGS_elastic) || joining);
@@ -262,7 +272,11 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
   // What a training step runs: with prefetching, a NoOp after `train` that
   // lets this worker read the next step's variables during this one.
   const bool prefetch = !sync && absl::GetFlag(FLAGS_prefetch_variables);
-  df::Operation step_op = prefetch ? df::PrefetchVariableReads(s, *train) : *train;
+  // With deferred updates, a NoOp after `train` that lets the ps apply this
+  // step's gradients after answering it.
+  const bool defer = absl::GetFlag(FLAGS_defer_updates);
+  df::Operation step_op = defer ? df::DeferVariableUpdates(s, *train) : *train;
+  if (prefetch) step_op = df::PrefetchVariableReads(s, step_op);
   auto correct = df::ops::Equal(s, df::ops::ArgMax(s, logits, 1), df::ops::Cast(s, labels, df::DT_INT64));
   auto accuracy = df::ops::Mean(s, df::ops::Cast(s, correct, df::DT_FLOAT), {0});
   auto finished = df::ops::AssignAdd(s, done_workers, df::ops::Const(s, int64_t{1}));
@@ -315,8 +329,9 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
   } else {
     std::printf("Worker %d%s: model is ready, training %s\n", task, chief ? " (chief)" : "",
                 sync ? absl::StrCat("synchronously (", to_aggregate, " of ", num_workers, " workers per step)").c_str()
-                : prefetch ? "asynchronously, prefetching its variables"
-                           : "asynchronously");
+                     : absl::StrCat("asynchronously", prefetch ? ", prefetching its variables" : "",
+                                    defer ? ", deferring its updates" : "")
+                           .c_str());
   }
   std::fflush(stdout);
 

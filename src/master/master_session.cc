@@ -4,8 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/env.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
 #include "master/master_session_impl.h"
+#include "placement/deferred_updates.h"
 #include "rpc/worker_cache_interface.h"
 #include "worker/local_worker.h"
 
@@ -162,7 +164,19 @@ absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::GetP
     po.allow_soft_placement = config_.allow_soft_placement();
     po.log_device_placement = config_.log_device_placement();
     ASSIGN_OR_RETURN(std::vector<std::string> placement, PlaceNodes(*graph_, nodes, po));
-    ASSIGN_OR_RETURN(auto partitioned, PartitionGraph(*graph_, nodes, placement, feeds, fetches, targets));
+    PartitionOptions popts;
+    popts.defer_updates = StepDefersUpdates(nodes);
+    ASSIGN_OR_RETURN(auto partitioned, PartitionGraph(*graph_, nodes, placement, feeds, fetches, targets, popts));
+    if (popts.defer_updates) {
+      if (absl::Status s = MarkDeferredUpdates(*graph_, &partitioned); !s.ok()) {
+        // Not an asynchronous update (a synchronous replica's step, say): the
+        // step runs as if it had not asked.
+        LOG(WARNING) << "Session " << handle_ << ": the step asks to defer its variable updates, but " << s.message()
+                     << ". Its updates are not deferred: the step ends after them.";
+        popts.defer_updates = false;
+        ASSIGN_OR_RETURN(partitioned, PartitionGraph(*graph_, nodes, placement, feeds, fetches, targets, popts));
+      }
+    }
     parts = std::move(partitioned);
     // The step lets its workers prefetch the variables it updates (one step stale).
     if (StepAllowsStaleReads(nodes)) MarkPrefetchableReads(nodes, &parts);
@@ -206,6 +220,7 @@ absl::StatusOr<std::shared_ptr<MasterSessionImpl::Plan>> MasterSessionImpl::Regi
     c->device = device;
     c->req.set_session_handle(handle_);
     *c->req.mutable_graph_def() = part.graph;
+    c->req.set_defer_updates(part.defer_updates);
     c->part = std::move(part);
     c->reg->task = c->part.task;
     if (config_.operation_timeout_ms() > 0) c->reg->opts.SetTimeout(absl::Milliseconds(config_.operation_timeout_ms()));

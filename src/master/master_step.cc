@@ -340,6 +340,13 @@ void MasterSessionImpl::CancelActiveSteps() {
   // RunGraph call ends the master's wait, not the partition it started (a
   // partition held at a barrier would run on there until its own deadline).
   for (const std::shared_ptr<StepState>& st : steps) {
+    {
+      // An answered step is over for its client: what is left of it (a
+      // completion's bookkeeping, partitions that only send, updates a ps
+      // deferred) ends by itself, and deregistering waits for the updates.
+      absl::MutexLock lock(&st->mu);
+      if (st->answered) continue;
+    }
     AbortStep(st, absl::CancelledError("the session is closing"), /*skip=*/"");
   }
   steps.clear();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -15,6 +16,7 @@
 #include "base/status_macros.h"
 #include "cluster/device_name.h"
 #include "graph/attr_value.h"
+#include "placement/deferred_updates.h"
 #include "placement/loop_skeletons.h"
 #include "placement/transfer_bundles.h"
 
@@ -22,7 +24,8 @@ namespace distflow {
 
 absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
     const Graph& graph, const std::vector<const Node*>& nodes, const std::vector<std::string>& placement,
-    const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches, const std::vector<std::string>& targets) {
+    const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches, const std::vector<std::string>& targets,
+    const PartitionOptions& options) {
   std::map<std::string, Partition> parts;
   auto part_of = [&](const Node* n) -> Partition& {
     const std::string& d = placement[static_cast<size_t>(n->id())];
@@ -191,6 +194,8 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
     }
     return true;
   };
+  std::optional<DeferredUpdateEdges> deferral;
+  if (options.defer_updates && !control_flow) deferral.emplace(nodes, placement);
   std::vector<const Node*> source_targets;
   for (const Node* n : nodes) {
     Partition& dst = part_of(n);
@@ -238,8 +243,18 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
     auto wait_for = [&](const std::string& recv) {
       if (waits.insert(recv).second) def.add_input("^" + recv);
     };
+    absl::flat_hash_set<const Node*> stood_in;
     for (const Node* c : sources) {
       const std::string& src_dev = placement[static_cast<size_t>(c->id())];
+      std::vector<const Node*> stand_ins;
+      if (deferral && src_dev != dst.device && deferral->Defer(n, c, &stand_ins)) {
+        // The update runs as a target of its own partition; the node waits
+        // for what the update consumes from here.
+        source_targets.push_back(c);
+        for (const Node* s : stand_ins)
+          if (s != n && stood_in.insert(s).second) def.add_input("^" + s->name());
+        continue;
+      }
       if (src_dev == dst.device) {
         def.add_input("^" + c->name());
         continue;

@@ -22,6 +22,16 @@ struct Partition {
   std::vector<std::string> feeds;    // tensor names fed into this partition
   std::vector<std::string> fetches;  // tensor names fetched from it
   std::vector<std::string> targets;  // nodes to run (including its _Send nodes)
+  // Its task may answer the step before its remaining variable updates have
+  // run (placement/deferred_updates.h: MarkDeferredUpdates sets it).
+  bool defer_updates = false;
+};
+
+struct PartitionOptions {
+  // The step defers its variable updates (placement/deferred_updates.h):
+  // a node waits for no update on another device that it need not see.
+  // Ignored for a step with control flow.
+  bool defer_updates = false;
 };
 
 // True if everything `p` does flows into its _Send nodes: no fetches, only
@@ -53,6 +63,7 @@ int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::s
 // Splits the placed nodes into per-device partitions.
 absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
     const Graph& graph, const std::vector<const Node*>& nodes, const std::vector<std::string>& placement,
-    const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches, const std::vector<std::string>& targets);
+    const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches, const std::vector<std::string>& targets,
+    const PartitionOptions& options = {});
 
 }  // namespace distflow

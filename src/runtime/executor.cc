@@ -77,6 +77,9 @@ struct Executor::Impl : ExecutorPlan {
     StepStatsCollector* stats = nullptr;
     int64_t step_id = 0;
     std::atomic<int> outstanding{0};
+    std::atomic<int> outward_left{0};                       // outward items not finished (StepOptions::outputs_done)
+    std::function<void(std::vector<Tensor>)> outputs_done;  // moved out when called
+    bool report_outputs = false;                            // set before the first node runs
     // Bytes the step's outputs hold, against ExecutorOptions::max_step_bytes
     // (null without a limit).
     std::shared_ptr<std::atomic<int64_t>> held;
@@ -184,6 +187,23 @@ struct Executor::Impl : ExecutorPlan {
     for (int c : item.control_out) {
       if (s->pending[c].fetch_sub(1, std::memory_order_acq_rel) == 1) ready->push_back(TaggedNode{c});
     }
+    if (item.outward && s->report_outputs && s->outward_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      OutputsDone(s);
+    }
+  }
+
+  // Every outward item has finished: hands the fetches over unless a node failed.
+  void OutputsDone(Step* s) const {
+    {
+      absl::MutexLock lock(&s->mu);
+      if (!s->status.ok()) return;
+    }
+    std::vector<Tensor> out = s->fetched;
+    for (size_t f = 0; f < fetches.size(); ++f) {
+      if (fetches[f].feed >= 0) out[f] = s->feed_values[static_cast<size_t>(fetches[f].feed)];
+    }
+    std::function<void(std::vector<Tensor>)> fn = std::move(s->outputs_done);
+    fn(std::move(out));
   }
 
   // Complete on the control-flow path: a Switch's unset output, and every
@@ -511,6 +531,11 @@ void Executor::Start(const StepOptions& options, std::vector<Tensor> feed_values
   s->rendezvous = options.rendezvous ? options.rendezvous : impl.options.rendezvous;
   s->stats = options.stats;
   s->cm = options.cancellation ? options.cancellation : &s->own_cm;
+  if (options.outputs_done && impl.num_outward > 0) {
+    s->outputs_done = options.outputs_done;
+    s->report_outputs = true;
+    s->outward_left.store(impl.num_outward);
+  }
   std::vector<TaggedNode> ready;
   if (impl.control_flow) {
     s->frames = std::make_unique<FrameStates>(&impl.items, &impl.frames);

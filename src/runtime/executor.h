@@ -60,6 +60,14 @@ struct StepOptions {
   CancellationManager* cancellation = nullptr;  // optional; one is made per step otherwise
   Rendezvous* rendezvous = nullptr;             // overrides ExecutorOptions::rendezvous
   StepStatsCollector* stats = nullptr;          // non-null: record each node's start and end here
+  // Optional: called once, with the fetches, as soon as every node whose
+  // result leaves the step has finished (each _Send, each _Recv, each
+  // fetched node) and no node has failed, while the step's other nodes
+  // (those that feed nothing outside it: a ps's variable updates) may still
+  // run; the step's `done` still comes when everything has ended. Never
+  // called for a graph with control flow, one with no such node, or a step
+  // that failed first (then `done` alone reports).
+  std::function<void(std::vector<Tensor>)> outputs_done;
 };
 
 class Executor {

@@ -46,6 +46,9 @@ struct NodeItem {
   bool async = false;
   std::string transfer_key;  // _Send/_Recv: their rendezvous key, for traces
   bool transfer = false;     // a _Send or _Recv: runs even when dead (it sends or takes "dead")
+  // A _Send, a _Recv or a fetched node: the step's outputs are out once
+  // every such node has finished (StepOptions::outputs_done).
+  bool outward = false;
 
   // The control-flow path only.
   CfKind kind = CfKind::kNone;

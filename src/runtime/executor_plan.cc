@@ -156,6 +156,14 @@ absl::Status BuildExecutorPlan(const Graph& graph, Device* device, KernelCache* 
     }
     plan->fetches.push_back(src);
   }
+  if (!plan->control_flow) {
+    for (NodeItem& item : plan->items) {
+      bool fetched = false;
+      for (const std::vector<int>& f : item.out_fetches) fetched |= !f.empty();
+      item.outward = item.transfer || fetched;
+      plan->num_outward += item.outward ? 1 : 0;
+    }
+  }
   return absl::OkStatus();
 }
 

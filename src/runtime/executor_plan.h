@@ -33,6 +33,9 @@ struct ExecutorPlan {
     int output = 0;
   };
   std::vector<FetchSrc> fetches;
+  // Items marked `outward` (0 on the control-flow path, which never reports
+  // its outputs early).
+  int num_outward = 0;
   // The control-flow path (the graph has Switch, Merge or loop nodes): the
   // static frames (0: the root), and the root items with nothing to wait for.
   bool control_flow = false;

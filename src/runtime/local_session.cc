@@ -125,6 +125,7 @@ absl::StatusOr<LocalSession::PreparedStep> LocalSession::Prepare(
   p.step.step_id = partition.step_id;
   p.step.rendezvous = partition.rendezvous;
   p.step.cancellation = partition.cancellation;
+  p.step.outputs_done = partition.outputs_done;
   if (p.step.step_id == 0) {
     absl::MutexLock lock(&mu_);
     p.step.step_id = next_step_id_++;

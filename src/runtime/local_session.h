@@ -50,6 +50,9 @@ struct PartitionStep {
   int64_t step_id = 0;                          // 0: the session numbers its own steps
   Rendezvous* rendezvous = nullptr;             // null: the executor's own
   CancellationManager* cancellation = nullptr;  // null: one of the step's own
+  // Optional: StepOptions::outputs_done (the partition's outputs are out
+  // while its variable updates still run).
+  std::function<void(std::vector<Tensor>)> outputs_done;
 };
 
 class LocalSession : public SessionInterface {

@@ -251,6 +251,9 @@ void GrpcServer::Stop() {
   UnregisterLocalMaster(host_port(), local_entry_.get());
   local_entry_->Close();
   master_->CloseAll();
+  // A clean stop lets the variable updates that steps deferred finish
+  // (deferred_updates.h); a failed job does not wait for them.
+  if (why.ok()) (void)worker_->WaitForDeferredUpdates(absl::Seconds(30));
   // Handlers waiting on this task (a RecvTensor for a step whose client
   // died) must end before gRPC's shutdown can finish.
   worker_->AbortAll(

@@ -129,7 +129,10 @@ class GrpcWorkerService final
                                             proto::DeregisterGraphResponse*) override {
     if (auto* refused = Refuse(ctx)) return refused;
     auto* r = ctx->DefaultReactor();
-    r->Finish(ToGrpcStatus(w_->DeregisterGraph(req->graph_handle())));
+    // Deregistering waits for the session's deferred updates in flight:
+    // not on gRPC's thread.
+    w_->compute_pool()->Schedule(
+        [w = w_, r, handle = req->graph_handle()] { r->Finish(ToGrpcStatus(w->DeregisterGraph(handle))); });
     return r;
   }
   grpc::ServerUnaryReactor* RunGraph(grpc::CallbackServerContext* ctx, const proto::RunGraphRequest* req,

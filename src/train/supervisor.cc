@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -13,6 +14,8 @@
 #include "client/graph_state.h"
 #include "distflow/ops.h"
 #include "distflow/train/summary_hooks.h"
+#include "graph/attr_value.h"
+#include "placement/deferred_updates.h"
 
 namespace distflow {
 namespace {
@@ -230,14 +233,37 @@ absl::StatusOr<int64_t> MonitoredSession::ReadGlobalStep() {
   return StepValue(v[0]);
 }
 
+namespace {
+
+// True if `targets` run DeferVariableUpdates' marker (directly or through
+// the NoOps that group them).
+bool DefersUpdates(const std::vector<Operation>& targets) {
+  std::vector<const Node*> stack;
+  for (const Operation& t : targets) stack.push_back(t.node());
+  absl::flat_hash_set<const Node*> seen;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (n == nullptr || !seen.insert(n).second || n->op() != "NoOp") continue;
+    absl::StatusOr<bool> on = GetAttrBool(n->def(), kDeferVariableUpdatesAttr);
+    if (on.ok() && *on) return true;
+    stack.insert(stack.end(), n->control_inputs().begin(), n->control_inputs().end());
+  }
+  return false;
+}
+
+}  // namespace
+
 Output MonitoredSession::StepAfter(const std::vector<Operation>& targets) {
   std::vector<const Node*> key;
   for (const Operation& t : targets) key.push_back(t.node());
   auto it = step_after_.find(key);
   if (it != step_after_.end()) return it->second;
-  Scope s = scope_.WithNoControlDependencies()
-                .WithDevice(options_.global_step.node()->def().device())
-                .WithControlDependencies(targets);
+  // A step that defers its updates is not held back for the read: the
+  // global step is read as the step starts on its task, so it may lag the
+  // step's own increment (and the one still in flight) by up to two.
+  Scope s = scope_.WithNoControlDependencies().WithDevice(options_.global_step.node()->def().device());
+  if (!DefersUpdates(targets)) s = s.WithControlDependencies(targets);
   Output read = ops::Identity(s.WithFullOpName(scope_.GetUniqueName("global_step_after_step")), options_.global_step);
   step_after_.emplace(std::move(key), read);
   return read;

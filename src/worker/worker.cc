@@ -31,6 +31,8 @@ absl::Time NowOn(const WorkerCacheInterface* peers) {
 
 // Pushed tensors at least this large travel apart (see the constructor).
 constexpr size_t kLargePushBytes = size_t{1} << 20;
+// How long deregistering a graph waits for its session's deferred updates.
+constexpr absl::Duration kDeferredUpdatesGrace = absl::Seconds(30);
 
 uint64_t RandomIncarnation() {
   std::random_device rd;
@@ -103,6 +105,7 @@ Worker::~Worker() {
   absl::Status reason = absl::CancelledError(absl::StrCat("Task ", task_name_, " is shutting down"));
   for (auto& [step, run] : steps) {
     rendezvous_.AbortStep(step, reason);
+    if (run.deferred) deferred_.Aborted(run.deferred);
     run.cm->StartCancel(reason);
   }
   CancelFetches(reason);
@@ -134,6 +137,11 @@ absl::Status Worker::RegisterGraph(const proto::RegisterGraphRequest& req, proto
   absl::MutexLock lock(&mu_);
   std::string handle = absl::StrCat(req.session_handle(), "/", incarnation_, "/", next_graph_++);
   graphs_[handle] = std::move(session);
+  GraphInfo& info = graph_info_[handle];
+  info.session = req.session_handle();
+  info.defer = req.defer_updates();
+  for (const proto::NodeDef& n : req.graph_def().node())
+    info.checkpoint |= n.op() == "SaveShard" || n.op() == "RestoreShard";
   if (std::shared_ptr<ReadPrefetcher> p = ReadPrefetcher::ForGraph(req.graph_def())) prefetchers_[handle] = p;
   resp->set_graph_handle(handle);
   resp->set_incarnation(incarnation_);
@@ -141,26 +149,35 @@ absl::Status Worker::RegisterGraph(const proto::RegisterGraphRequest& req, proto
 }
 
 absl::Status Worker::DeregisterGraph(const std::string& handle) {
+  std::string session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = graph_info_.find(handle);
+    if (it != graph_info_.end()) session = it->second.session;
+  }
+  // The session's deferred updates in flight end first (their partitions
+  // may be this graph's).
+  if (!session.empty()) (void)deferred_.WaitForUpdates(session, kDeferredUpdatesGrace);
   absl::MutexLock lock(&mu_);
   graphs_.erase(handle);
+  graph_info_.erase(handle);
   prefetchers_.erase(handle);
+  bool last = true;
+  for (const auto& [h, info] : graph_info_) last &= info.session != session;
+  if (last && !session.empty()) deferred_.Forget(session);
   return absl::OkStatus();
 }
 
 void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)> done) {
   std::shared_ptr<LocalSession> session;
+  GraphInfo info;
   auto cm = std::make_shared<CancellationManager>();
   {
     absl::MutexLock lock(&mu_);
     auto it = graphs_.find(call->graph_handle);
     if (it != graphs_.end()) {
       session = it->second;
-      const absl::Time now = NowOn(peers_);
-      // A traced run reads its variables afresh, so its trace shows each
-      // transfer of the step (a prefetched read is the previous step's).
-      auto p = call->trace ? prefetchers_.end() : prefetchers_.find(call->graph_handle);
-      steps_[call->step_id] =
-          RunningStep{cm, p != prefetchers_.end() ? p->second : nullptr, ++runs_, call->master_task, now, now};
+      info = graph_info_[call->graph_handle];
     }
   }
   if (session == nullptr) {
@@ -168,6 +185,23 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
                                          "' is unknown here: the task has probably restarted (its incarnation is now ",
                                          incarnation_, "). Restart the session.")));
     return;
+  }
+  // A deferred update of the session's earlier step failed: this step says so.
+  if (absl::Status failed = deferred_.TakeError(info.session); !failed.ok()) {
+    done(failed);
+    return;
+  }
+  // A traced run waits for everything, to record it all.
+  const bool defer = info.defer && !call->trace;
+  std::shared_ptr<DeferredUpdates::Run> run = defer ? deferred_.Begin(info.session, call->step_id) : nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = NowOn(peers_);
+    // A traced run reads its variables afresh, so its trace shows each
+    // transfer of the step (a prefetched read is the previous step's).
+    auto p = call->trace ? prefetchers_.end() : prefetchers_.find(call->graph_handle);
+    steps_[call->step_id] =
+        RunningStep{cm, p != prefetchers_.end() ? p->second : nullptr, ++runs_, call->master_task, run, now, now};
   }
   bool over = false;
   {
@@ -187,32 +221,51 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
         "(WorkerOptions::max_concurrent_steps) or run fewer steps at a time")));
     return;
   }
-  RunOptions ro;
-  ro.timeout_ms = call->timeout_ms;
-  PartitionStep partition;
-  partition.step_id = call->step_id;
-  partition.rendezvous = &rendezvous_;
-  partition.cancellation = cm.get();
-  if (call->trace) ro.trace = &call->stats;
-  session->RunAsync(
-      ro, call->send, call->recv_keys, call->targets,
-      [this, call, session, cm, inflight = inflight_, done = std::move(done)](absl::StatusOr<std::vector<Tensor>> out) {
-        {
-          absl::MutexLock lock(&mu_);
-          auto it = steps_.find(call->step_id);
-          if (it != steps_.end() && it->second.cm == cm) steps_.erase(it);
-        }
-        if (!out.ok()) {
-          done(absl::Status(out.status().code(), absl::StrCat("[", task_name_, "] ", out.status().message())));
-        } else {
-          call->recv = std::move(*out);
-          done(absl::OkStatus());
-        }
-        // The last touch: the shared count, not the Worker.
-        absl::MutexLock lock(&inflight->mu);
-        --inflight->count;
-      },
-      partition);
+  auto answer = std::make_shared<std::function<void(absl::Status)>>(std::move(done));
+  auto start = [this, call, session, cm, run, answer]() {
+    RunOptions ro;
+    ro.timeout_ms = call->timeout_ms;
+    PartitionStep partition;
+    partition.step_id = call->step_id;
+    partition.rendezvous = &rendezvous_;
+    partition.cancellation = cm.get();
+    if (call->trace) ro.trace = &call->stats;
+    if (run != nullptr) {
+      partition.outputs_done = [this, call, run, answer](std::vector<Tensor> out) {
+        call->recv = std::move(out);
+        deferred_.OutputsDone(run, [answer] { (*answer)(absl::OkStatus()); });
+      };
+    }
+    const int64_t step_id = call->step_id;
+    session->RunAsync(
+        ro, call->send, call->recv_keys, call->targets,
+        [this, call, step_id, session, cm, run, answer, inflight = inflight_](absl::StatusOr<std::vector<Tensor>> out) {
+          {
+            absl::MutexLock lock(&mu_);
+            auto it = steps_.find(step_id);
+            if (it != steps_.end() && it->second.cm == cm) steps_.erase(it);
+          }
+          // Answered already (deferred updates): `call` may be gone; this
+          // was the end of the run's updates.
+          if (run == nullptr || deferred_.End(run, out.status())) {
+            if (!out.ok()) {
+              (*answer)(absl::Status(out.status().code(), absl::StrCat("[", task_name_, "] ", out.status().message())));
+            } else {
+              call->recv = std::move(*out);
+              (*answer)(absl::OkStatus());
+            }
+          }
+          // The last touch: the shared count, not the Worker.
+          absl::MutexLock lock(&inflight->mu);
+          --inflight->count;
+        },
+        partition);
+  };
+  if (defer) {
+    start();
+  } else {
+    deferred_.AfterUpdates(info.checkpoint ? std::string() : info.session, std::move(start));
+  }
 }
 
 void Worker::RemoteRecv(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
@@ -268,12 +321,17 @@ void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {
   absl::Status reason(static_cast<absl::StatusCode>(req.abort_code() == 0 ? 10 : req.abort_code()),
                       req.abort_message());
   std::shared_ptr<CancellationManager> cm;
+  std::shared_ptr<DeferredUpdates::Run> deferred;
   {
     absl::MutexLock lock(&mu_);
     auto it = steps_.find(req.step_id());
-    if (it != steps_.end()) cm = it->second.cm;
+    if (it != steps_.end()) {
+      cm = it->second.cm;
+      deferred = it->second.deferred;
+    }
   }
   rendezvous_.AbortStep(req.step_id(), reason);
+  if (deferred) deferred_.Aborted(deferred);
   if (cm) cm->StartCancel(reason);
 }
 
@@ -285,6 +343,7 @@ void Worker::AbortAll(const absl::Status& reason) {
   }
   for (auto& [step, run] : steps) {
     rendezvous_.AbortStep(step, reason);
+    if (run.deferred) deferred_.Aborted(run.deferred);
     run.cm->StartCancel(reason);
   }
   CancelFetches(reason);
@@ -312,6 +371,7 @@ void Worker::AbortStepsOfMaster(const std::string& task, const absl::Status& rea
   }
   for (auto& [step, run] : steps) {
     rendezvous_.AbortStep(step, reason);
+    if (run.deferred) deferred_.Aborted(run.deferred);
     run.cm->StartCancel(reason);
   }
 }

@@ -25,6 +25,7 @@
 #include "proto/worker.pb.h"
 #include "rpc/worker_interface.h"
 #include "runtime/local_session.h"
+#include "worker/deferred_updates.h"
 #include "worker/read_prefetcher.h"
 #include "worker/worker_rendezvous.h"
 
@@ -47,11 +48,22 @@ class Worker {
 
   void GetStatus(proto::GetStatusResponse* resp) const;
   absl::Status RegisterGraph(const proto::RegisterGraphRequest& req, proto::RegisterGraphResponse* resp);
+  // Waits (bounded) for the deferred updates in flight of the graph's
+  // session first (deferred_updates.h).
   absl::Status DeregisterGraph(const std::string& handle);
   // Starts the partition on the calling thread (cheap nodes only; see
   // Executor::RunAsync) and calls `done` on whichever thread finishes it.
   // `call` must stay alive until then.
+  // A partition registered with defer_updates answers once its outputs are
+  // out, before its variable updates have run (deferred_updates.h); then
+  // `call` is not touched after `done`. Runs of a session that do not defer
+  // start after the session's deferred updates in flight, and partitions
+  // that save or restore a checkpoint after every session's.
   void RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)> done);
+  // Waits up to `timeout` for the deferred updates in flight (a clean
+  // shutdown lets them finish); false if some did not end.
+  bool WaitForDeferredUpdates(absl::Duration timeout) { return deferred_.WaitForUpdates("", timeout); }
+  const DeferredUpdates& deferred_updates() const { return deferred_; }
   void CleanupGraph(const proto::CleanupGraphRequest& req);
   WorkerRendezvous* rendezvous() { return &rendezvous_; }
   // Aborts every running partition and fails every receive waiting here,
@@ -138,6 +150,14 @@ class Worker {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<LocalSession>> graphs_ ABSL_GUARDED_BY(mu_);
+  struct GraphInfo {
+    std::string session;      // the master session's handle
+    bool defer = false;       // RegisterGraphRequest::defer_updates
+    bool checkpoint = false;  // saves or restores variables: waits for every session's deferred updates
+  };
+  std::map<std::string, GraphInfo> graph_info_ ABSL_GUARDED_BY(mu_);
+  // Partition runs answered before their variable updates ended.
+  DeferredUpdates deferred_{task_name_};
   // The registered partitions with prefetched reads.
   std::map<std::string, std::shared_ptr<ReadPrefetcher>> prefetchers_ ABSL_GUARDED_BY(mu_);
   int64_t runs_ ABSL_GUARDED_BY(mu_) = 0;  // partition runs started, every partition's
@@ -146,6 +166,7 @@ class Worker {
     std::shared_ptr<ReadPrefetcher> prefetcher;  // null: none
     int64_t run = 0;                             // its number among runs_
     std::string master_task;
+    std::shared_ptr<DeferredUpdates::Run> deferred;  // null: answers at its end
     absl::Time started;
     absl::Time logged;  // last stalled-step log
   };

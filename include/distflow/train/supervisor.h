@@ -214,7 +214,9 @@ class DISTFLOW_EXPORT MonitoredSession {
   // The chief's summary hooks and event file, if the options ask for them.
   absl::Status AddSummaryHooks();
   // The global step read after `targets` ran in the same step (an Identity
-  // with control dependencies on them), made once per set of targets.
+  // with control dependencies on them), made once per set of targets; for
+  // targets that defer their variable updates (defer_updates.h), read
+  // without waiting for them.
   Output StepAfter(const std::vector<Operation>& targets);
 
   Scope scope_ = Scope::NewRootScope();
