@@ -17,11 +17,11 @@
 #   bench/run_sparse_bench.sh [BUILD_DIR]
 #
 # The sizes come from the environment (defaults: the published run):
-#   STEPS=500                global steps of each run (each worker: about half)
+#   STEPS=3000               global steps of each run (each worker: about half)
 #   VOCAB=1000000            rows of the large table (sparse and PyTorch runs)
 #   SMALL_VOCAB=100000       rows of the table the dense equivalent can afford
-#   MEASURE_FROM=50          first local step of the steady-state window
-#   MEASURE_STEPS=150        its length (distflow; PyTorch measures to its end)
+#   MEASURE_FROM=200         first local step of the steady-state window
+#   MEASURE_STEPS=1000       its length (distflow; PyTorch measures to its end)
 #   LOOKUP_ROWS=1000000 LOOKUP_IDS=200000 LOOKUP_REPEATS=20   part 3's sizes
 #   STRATEGY=mod             partition_strategy of distflow and PyTorch alike (or div)
 # TINY=1 makes every size small (a check that the script works end to end in
@@ -31,17 +31,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
 if [[ "${TINY:-0}" == 1 ]]; then
-  : "${STEPS:=40}" "${VOCAB:=20000}" "${SMALL_VOCAB:=5000}" "${MEASURE_FROM:=4}" "${MEASURE_STEPS:=8}"
+  : "${ROUNDS:=1}" "${STEPS:=40}" "${VOCAB:=20000}" "${SMALL_VOCAB:=5000}" "${MEASURE_FROM:=4}" "${MEASURE_STEPS:=8}"
   : "${LOOKUP_ROWS:=20000}" "${LOOKUP_IDS:=5000}" "${LOOKUP_REPEATS:=2}"
 fi
-STEPS="${STEPS:-500}"
+STEPS="${STEPS:-3000}"
 VOCAB="${VOCAB:-1000000}"
 # How ids map to the table's parts, the same in distflow and PyTorch ("mod":
 # power-law ids spread evenly over the 2 ps; "div": nearly all on ps 0).
 STRATEGY="${STRATEGY:-mod}"
 SMALL_VOCAB="${SMALL_VOCAB:-100000}"
-MEASURE_FROM="${MEASURE_FROM:-50}"
-MEASURE_STEPS="${MEASURE_STEPS:-150}"
+MEASURE_FROM="${MEASURE_FROM:-200}"
+MEASURE_STEPS="${MEASURE_STEPS:-1000}"
+ROUNDS="${ROUNDS:-3}"
 LOOKUP_ROWS="${LOOKUP_ROWS:-1000000}"
 LOOKUP_IDS="${LOOKUP_IDS:-200000}"
 LOOKUP_REPEATS="${LOOKUP_REPEATS:-20}"
@@ -55,7 +56,7 @@ cmake --build "$BUILD" --target distflow_python distflow-server distflow-launch 
 export PYTHONPATH="$PWD/$BUILD/python"
 PY=/usr/bin/python3
 LOG="$(mktemp)"
-trap 'rm -f "$LOG"' EXIT
+trap 'rm -f "$LOG" "$LOG.round"' EXIT
 free_port() {
   $PY -c 'import sys; sys.path.insert(0, sys.argv[1]); import ports; print(ports.free_port())' "$PWD/tests/py"
 }
@@ -87,10 +88,22 @@ echo "== bytes per step and steps/s: distflow, 2 ps + 2 workers (STEPS=$STEPS)"
 echo "sparse, $VOCAB x 64:"; example --vocab="$VOCAB" --dim=64
 echo "sparse, $SMALL_VOCAB x 64:"; example --vocab="$SMALL_VOCAB" --dim=64
 echo "dense equivalent, $SMALL_VOCAB x 64:"; example --vocab="$SMALL_VOCAB" --dim=64 --dense_lookup
-echo "== PyTorch EmbeddingBag(sparse=True) + rpc ps, 2 ps + 2 workers, $VOCAB x 64"
+echo "== steps/s, $VOCAB x 64, 2 ps + 2 workers: distflow (summed over the workers) vs PyTorch"
+echo "   EmbeddingBag(sparse=True) + rpc ps, $ROUNDS interleaved rounds"
 if $PY -c 'import torch' 2>/dev/null; then
-  report "pytorch-sparse-ps" $PY bench/pytorch_sparse_ps.py --ps 2 --workers 2 --vocab "$VOCAB" --dim 64 \
-    --steps "$STEPS" --measure_from "$MEASURE_FROM" --partition_strategy "$STRATEGY" --port "$(free_port)"
+  ratios=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    example --vocab="$VOCAB" --dim=64 >"$LOG.round"
+    ours=$(grep -o 'steady state: [0-9.]*' "$LOG.round" | awk '{s += $3} END {printf "%.1f", s}')
+    report "pytorch-sparse-ps" $PY bench/pytorch_sparse_ps.py --ps 2 --workers 2 --vocab "$VOCAB" --dim 64 \
+      --steps "$STEPS" --measure_from "$MEASURE_FROM" --partition_strategy "$STRATEGY" --port "$(free_port)" \
+      >"$LOG.round"
+    theirs=$(grep -o 'steps/s=[0-9.]*' "$LOG.round" | cut -d= -f2)
+    ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN {printf "%.2f", a / b}')
+    ratios+=("$ratio")
+    echo "  round $r: distflow $ours steps/s, PyTorch $theirs steps/s, distflow / PyTorch = ${ratio}x"
+  done
+  echo "  median distflow / PyTorch: $(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')x"
 else
   echo "  skipped: python3-torch is not installed"
 fi
