@@ -33,6 +33,13 @@ class CancellationManager {
   // the caller may then free what it uses, as TensorFlow's
   // DeregisterCallback does; called from that callback itself, returns at
   // once.
+  //
+  // So a caller must not hold, while it calls Deregister, a lock that the
+  // callback takes, nor be what the callback waits for: the two would wait
+  // for each other. Every caller today deregisters with no lock held (after
+  // taking its waiter out of its table), and every callback only takes
+  // short locks of its own, cancels an RPC or fails a waiter, and never
+  // waits for the thread that deregisters it.
   bool Deregister(Token token);
 
  private:
