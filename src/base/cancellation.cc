@@ -1,20 +1,28 @@
 #include "base/cancellation.h"
 
-#include <vector>
+#include <utility>
 
 namespace distflow {
 
 void CancellationManager::StartCancel(absl::Status reason) {
-  std::vector<std::function<void()>> run;
-  {
-    absl::MutexLock lock(&mu_);
-    if (cancelled_) return;
-    cancelled_ = true;
-    reason_ = std::move(reason);
-    for (auto& [token, fn] : callbacks_) run.push_back(std::move(fn));
-    callbacks_.clear();
+  absl::MutexLock lock(&mu_);
+  if (cancelled_) return;
+  cancelled_ = true;
+  reason_ = std::move(reason);
+  running_thread_ = std::this_thread::get_id();
+  // One at a time, so that Deregister knows which one runs: it waits for
+  // that one only, and removes one that has not started.
+  while (!callbacks_.empty()) {
+    auto it = callbacks_.begin();
+    std::function<void()> fn = std::move(it->second);
+    running_ = it->first;
+    callbacks_.erase(it);
+    mu_.Unlock();
+    fn();
+    fn = nullptr;  // what it holds goes before a waiting Deregister returns
+    mu_.Lock();
+    running_ = kInvalidToken;
   }
-  for (auto& fn : run) fn();
 }
 
 bool CancellationManager::IsCancelled() const {
@@ -37,7 +45,12 @@ CancellationManager::Token CancellationManager::Register(std::function<void()> f
 
 bool CancellationManager::Deregister(Token token) {
   absl::MutexLock lock(&mu_);
-  return callbacks_.erase(token) > 0;
+  if (callbacks_.erase(token) > 0) return true;
+  if (token != kInvalidToken && running_ == token && running_thread_ != std::this_thread::get_id()) {
+    auto done = [this, token]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return running_ != token; };
+    mu_.Await(absl::Condition(&done));
+  }
+  return false;
 }
 
 }  // namespace distflow

@@ -59,40 +59,53 @@ size_t Timer::NumPendingForTest() {
   return queue_.size();
 }
 
+uint64_t Timer::WakeUpsForTest() {
+  absl::MutexLock lock(&mu_);
+  return wakeups_;
+}
+
+bool Timer::IdleForTest() {
+  absl::MutexLock lock(&mu_);
+  return asleep_ && !ShouldWake();
+}
+
+// Wakes early only when an earlier deadline is added (the first one, when
+// the queue was empty), on a Poke, or on stop. Not when the head is
+// cancelled or the queue empties: then the wait ends at the old head's time
+// and finds nothing due, which costs one wake-up per deadline instead of two
+// per After/Cancel pair (bulk offers come and go every step; each early
+// wake-up was a context switch and a futex wake on the caller's thread).
+bool Timer::ShouldWake() const {
+  return stopping_ || pokes_ != sleep_pokes_ || (!queue_.empty() && queue_.begin()->first.first < sleep_until_);
+}
+
 void Timer::Loop() {
   absl::MutexLock lock(&mu_);
   for (;;) {
     if (stopping_) return;
-    if (queue_.empty()) {
-      auto wake = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !queue_.empty(); };
-      mu_.Await(absl::Condition(&wake));
-      continue;
+    absl::Duration left = absl::InfiniteDuration();
+    if (!queue_.empty()) {
+      auto it = queue_.begin();
+      left = it->first.first - Now();
+      if (left <= absl::ZeroDuration()) {
+        std::function<void()> fn = std::move(it->second);
+        when_.erase(it->first.second);
+        queue_.erase(it);
+        mu_.Unlock();
+        fn();
+        fn = nullptr;
+        mu_.Lock();
+        continue;
+      }
     }
-    auto it = queue_.begin();
-    const absl::Duration left = it->first.first - Now();
-    if (left > absl::ZeroDuration()) {
-      // Wakes early only when an earlier deadline is added, on a Poke, or on
-      // stop. Not when the head is cancelled or the queue empties: then the
-      // wait ends at the old head's time and finds nothing due, which costs
-      // one wake-up per deadline instead of two per After/Cancel pair (bulk
-      // offers come and go every step; each early wake-up was a context
-      // switch and a futex wake on the caller's thread). (A timeout, not a
-      // deadline: the clock may be a fake one.)
-      const absl::Time at = it->first.first;
-      const uint64_t pokes = pokes_;
-      auto changed = [this, at, pokes]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stopping_ || pokes_ != pokes || (!queue_.empty() && queue_.begin()->first.first < at);
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&changed), left);
-      continue;
-    }
-    std::function<void()> fn = std::move(it->second);
-    when_.erase(it->first.second);
-    queue_.erase(it);
-    mu_.Unlock();
-    fn();
-    fn = nullptr;
-    mu_.Lock();
+    // (A timeout, not a deadline: the clock may be a fake one.)
+    asleep_ = true;
+    sleep_until_ = queue_.empty() ? absl::InfiniteFuture() : queue_.begin()->first.first;
+    sleep_pokes_ = pokes_;
+    auto wake = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ShouldWake(); };
+    mu_.AwaitWithTimeout(absl::Condition(&wake), left);
+    asleep_ = false;
+    ++wakeups_;
   }
 }
 

@@ -44,10 +44,18 @@ class Timer {
   // Makes the timer look at its clock again now (after a fake clock moved).
   void Poke();
   size_t NumPendingForTest();
+  // How often its thread has woken from a wait: a closure's time came, an
+  // earlier deadline was added, a Poke, the first closure of an empty queue.
+  uint64_t WakeUpsForTest();
+  // True while its thread waits and nothing has given it a reason to wake:
+  // every wake-up asked for so far has been counted.
+  bool IdleForTest();
 
  private:
   void Loop();
   absl::Time Now() const;
+  // Whether the thread, waiting until `sleep_until_`, should wake before.
+  bool ShouldWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::map<std::pair<absl::Time, Id>, std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
@@ -55,6 +63,12 @@ class Timer {
   Id next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t pokes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The thread's wait: whether it waits, until when (InfiniteFuture: the
+  // queue was empty), the Pokes it had seen, and how often it woke.
+  bool asleep_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time sleep_until_ ABSL_GUARDED_BY(mu_);
+  uint64_t sleep_pokes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t wakeups_ ABSL_GUARDED_BY(mu_) = 0;
   Env* const clock_;
   std::thread thread_;
 };

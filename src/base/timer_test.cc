@@ -7,11 +7,11 @@
 #include <set>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/fake_clock_env.h"
+#include "base/wait_until.h"
 #include "gtest/gtest.h"
 
 namespace distflow {
@@ -56,40 +56,36 @@ std::set<std::string> TimerThreads() {
   return tids;
 }
 
-// How often thread `tid` of this process has blocked.
-int64_t VoluntarySwitches(const std::string& tid) {
-  std::ifstream status(absl::StrCat("/proc/self/task/", tid, "/status"));
-  for (std::string line; std::getline(status, line);) {
-    int64_t n = 0;
-    if (line.rfind("voluntary_ctxt_switches:", 0) == 0 && absl::SimpleAtoi(line.substr(line.find(':') + 1), &n)) {
-      return n;
-    }
-  }
-  return -1;
-}
-
-TEST(Timer, ClosuresAddedAndCancelledBeforeTheirTimeDoNotWakeItsThread) {
+TEST(Timer, ItsThreadIsNamedDfTimer) {
   const std::set<std::string> before = TimerThreads();
   Timer timer;
-  std::string tid;
-  for (const std::string& t : TimerThreads()) {
-    if (!before.count(t)) tid = t;
-  }
-  ASSERT_FALSE(tid.empty()) << "the timer's thread is named df_timer";
+  EXPECT_EQ(TimerThreads().size(), before.size() + 1) << "the timer's thread is named df_timer";
+}
+
+// Bulk offers in a step: closures added with a long time to live and taken
+// (cancelled) soon after, the first one the queue's head. On a fake clock
+// that stands still, every later closure's time equals the first's: none is
+// earlier, so none may wake the thread, nor may the head's cancellation.
+TEST(Timer, ClosuresAddedAndCancelledBeforeTheirTimeDoNotWakeItsThread) {
+  FakeClockEnv clock;
+  Timer timer(&clock);
   std::atomic<int> ran{0};
-  // Bulk offers in a step: added with a long time to live, taken (cancelled) soon after.
-  ASSERT_TRUE(timer.Cancel(timer.After(absl::Minutes(30), [&] { ran++; })));
-  absl::SleepFor(absl::Milliseconds(50));  // the thread now sleeps until that first closure's time
-  const int64_t start = VoluntarySwitches(tid);
-  ASSERT_GE(start, 0);
+  const Timer::Id head = timer.After(absl::Minutes(30), [&] { ran++; });
+  // The thread sleeps until the head's time (woken, if it waited on an
+  // empty queue, by the head's arrival).
+  ASSERT_TRUE(WaitUntil([&] { return timer.IdleForTest(); }, absl::Seconds(60)));
+  const uint64_t wakeups = timer.WakeUpsForTest();
+  ASSERT_TRUE(timer.Cancel(head));
   for (int i = 0; i < 200; ++i) ASSERT_TRUE(timer.Cancel(timer.After(absl::Minutes(30), [&] { ran++; })));
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_LT(VoluntarySwitches(tid) - start, 10) << "200 closures added and cancelled woke the timer's thread";
+  // Idle again: any wake-up they caused has been taken and counted.
+  ASSERT_TRUE(WaitUntil([&] { return timer.IdleForTest(); }, absl::Seconds(60)));
+  EXPECT_EQ(timer.WakeUpsForTest(), wakeups) << "201 closures added and cancelled woke the timer's thread";
   EXPECT_EQ(ran.load(), 0);
   // An earlier deadline still wakes it at once.
   absl::Notification soon;
-  timer.After(absl::Milliseconds(1), [&] { soon.Notify(); });
+  timer.After(absl::ZeroDuration(), [&] { soon.Notify(); });
   EXPECT_TRUE(soon.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_GT(timer.WakeUpsForTest(), wakeups);
 }
 
 TEST(Timer, CancelledClosureNeverRuns) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "base/final_status.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "bulk/bulk_transfer.h"
@@ -140,9 +141,11 @@ absl::Status LocalMasterEndedStatus(const std::string& address) {
   // Named by the address asked for ("localhost:N" or "127.0.0.1:N"), with
   // the code of why it ended: Unavailable for a Stop() (as any server that
   // is gone), but a server its cluster ended (Cancelled: the job is over) is
-  // not one to retry, and a client that retries Unavailable stops here.
-  return absl::Status(it->second.code(),
-                      absl::StrCat("The server at ", address, " in this process has stopped: ", it->second.message()));
+  // not one to retry, and a client that retries Unavailable stops here:
+  // the status is marked final (base/final_status.h).
+  return MarkFinal(
+      absl::Status(it->second.code(),
+                   absl::StrCat("The server at ", address, " in this process has stopped: ", it->second.message())));
 }
 
 namespace {
@@ -207,7 +210,7 @@ absl::StatusOr<LocalMasterLease> LocalMaster::Lease() const {
   std::optional<LocalMasterLease> lease = LocalMasterLease::Find(address_);
   if (lease) return std::move(*lease);
   if (absl::Status ended = LocalMasterEndedStatus(address_); !ended.ok()) return ended;
-  return absl::UnavailableError(absl::StrCat("The server at ", address_, " in this process has stopped"));
+  return MarkFinal(absl::UnavailableError(absl::StrCat("The server at ", address_, " in this process has stopped")));
 }
 
 absl::Status LocalMaster::CreateSession(CallOptions*, int64_t, const proto::CreateSessionRequest& req,

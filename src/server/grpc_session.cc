@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/final_status.h"
 #include "base/status_macros.h"
 #include "master/local_master.h"
 #include "rpc/remote_master.h"
@@ -95,7 +96,9 @@ absl::Status GrpcSession::Extend(const proto::GraphDef& graph) {
             absl::StrCat("Session was closed while it was being created on ", address_));
     }
     if (absl::IsDeadlineExceeded(e) || absl::IsUnavailable(e)) {
-      return absl::UnavailableError(absl::StrCat("Cannot create a session on ", address_, ": ", e.message()));
+      absl::Status down =
+          absl::UnavailableError(absl::StrCat("Cannot create a session on ", address_, ": ", e.message()));
+      return IsFinal(e) ? MarkFinal(std::move(down)) : down;  // our own server, stopped meanwhile
     }
     return e;
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/env.h"
+#include "base/final_status.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "client/graph_state.h"
@@ -46,7 +47,11 @@ absl::StatusOr<int64_t> StepValue(const Tensor& t) {
 absl::Time NowOf(Env* env) { return absl::FromUnixMicros(env->NowMicros()); }
 void SleepOn(Env* env, absl::Duration d) { env->SleepForMicros(absl::ToInt64Microseconds(d)); }
 
-bool Recoverable(const absl::Status& s) { return absl::IsUnavailable(s) || absl::IsAborted(s); }
+// A task starting, restarting or unreachable for a while; not this
+// process's own server that has stopped (a final status): nothing will
+// bring it back, so waiting for it would last until ready_timeout or
+// recovery_timeout for nothing.
+bool Recoverable(const absl::Status& s) { return (absl::IsUnavailable(s) || absl::IsAborted(s)) && !IsFinal(s); }
 
 std::string FirstNames(const std::vector<std::string>& names, size_t n) {
   std::vector<std::string> shown(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(std::min(n, names.size())));
@@ -397,7 +402,7 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
     absl::StatusOr<std::vector<Tensor>> r =
         session_->Run(options_.local_init_feed_dict, {}, {options_.local_init_op}, within);
     if (!r.ok()) {
-      return absl::Status(r.status().code(), absl::StrCat("Running the local_init_op failed: ", r.status().message()));
+      return WithMessage(r.status(), absl::StrCat("Running the local_init_op failed: ", r.status().message()));
     }
   }
   for (auto& h : hooks_) RETURN_IF_ERROR(h->AfterCreateSession(this));

@@ -24,7 +24,9 @@
 // Aborted) is not the end: the session is closed and created again as
 // above (so the chief restores the last checkpoint if the ps lost the
 // variables), and the step is run again, up to `max_recoveries` times in a
-// row. Any other error is returned.
+// row. Any other error is returned, and so is the Unavailable of a server
+// of this process that has stopped ("The server at ... in this process has
+// stopped"): neither the wait for the model nor a recovery waits for it.
 //
 // Not thread-safe: one training loop drives one MonitoredSession.
 #pragma once
