@@ -131,16 +131,17 @@ TEST_F(FusionCycleClusterTest, ACycleTimeFusesAStepsGradientsAndMatchesUnfused) 
   }
 }
 
-// A rank whose server is gone fails the fused reduction on the others with
-// an error naming it, instead of leaving them waiting. (The group is built,
-// by a first step of all three, before the server goes.)
+// A rank whose server is gone before the group's first collective fails
+// the fused reduction on the others with an error naming it, instead of
+// leaving them waiting (for the dead rank, or in a rebuild of the group
+// that needs it).
 TEST_F(FusionCycleClusterTest, ADeadRankFailsTheFusedReductionNamingIt) {
   constexpr int kWorkers = 3;
   Start(kWorkers);
-  std::vector<std::vector<Output>> sums(kWorkers);
-  std::vector<std::unique_ptr<Session>> sessions(kWorkers);
-  std::vector<Scope> roots(kWorkers, Scope::NewRootScope());
-  for (int task = 0; task < kWorkers; ++task) {
+  std::vector<std::vector<Output>> sums(kWorkers - 1);
+  std::vector<std::unique_ptr<Session>> sessions(kWorkers - 1);
+  std::vector<Scope> roots(kWorkers - 1, Scope::NewRootScope());
+  for (int task = 0; task < kWorkers - 1; ++task) {
     Scope s = roots[static_cast<size_t>(task)].WithDevice(absl::StrCat("/job:worker/task:", task));
     for (int64_t k = 1; k <= 2; ++k) {
       sums[static_cast<size_t>(task)].emplace_back(
@@ -157,13 +158,7 @@ TEST_F(FusionCycleClusterTest, ADeadRankFailsTheFusedReductionNamingIt) {
     }
     sessions[static_cast<size_t>(task)] = SessionOf(task);
   }
-  std::vector<absl::Status> status(kWorkers);
-  OnEveryWorker(kWorkers, [&](int task) {
-    status[static_cast<size_t>(task)] =
-        sessions[static_cast<size_t>(task)]->Run(sums[static_cast<size_t>(task)]).status();
-  });
-  for (int t = 0; t < kWorkers; ++t) ASSERT_TRUE(status[static_cast<size_t>(t)].ok()) << status[static_cast<size_t>(t)];
-  sessions[2].reset();
+  std::vector<absl::Status> status(kWorkers - 1);
   for (auto& server : servers_) {
     if (server->task_name() == TaskName("worker", 2)) server.reset();
   }
