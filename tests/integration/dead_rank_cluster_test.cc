@@ -9,13 +9,13 @@
 // The rank is gone before the group's first collective, or after a good
 // step built the group.
 #include <ostream>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "distflow/distflow.h"
 #include "gtest/gtest.h"
+#include "worker_cluster.h"
 
 namespace distflow {
 namespace {
@@ -32,36 +32,20 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
-class DeadRankClusterTest : public ::testing::TestWithParam<Case> {
+class DeadRankClusterTest : public ::testing::TestWithParam<Case>, public cluster_test::WorkerCluster {
  protected:
-  void SetUp() override {
-    absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(0, kWorkers);
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    absl::StatusOr<std::vector<std::unique_ptr<Server>>> servers = StartLocalCluster(*spec, ServerOptions());
-    ASSERT_TRUE(servers.ok()) << servers.status();
-    servers_ = std::move(*servers);
-  }
-  Server* ServerOf(int task) {
-    for (auto& s : servers_)
-      if (s != nullptr && s->task_name() == TaskName("worker", task)) return s.get();
-    return nullptr;
-  }
+  void SetUp() override { Start(kWorkers); }
   // Runs the step on workers 0..n-1 at once; their statuses.
   std::vector<absl::Status> RunStep(int n) {
     std::vector<absl::Status> status(static_cast<size_t>(n));
-    std::vector<std::thread> threads;
-    for (int task = 0; task < n; ++task) {
-      threads.emplace_back([&, task] {
-        RunOptions run;
-        run.timeout_ms = 30000;
-        status[static_cast<size_t>(task)] =
-            sessions_[static_cast<size_t>(task)]->Run({}, sums_[static_cast<size_t>(task)], {}, run).status();
-      });
-    }
-    for (auto& t : threads) t.join();
+    OnEveryWorker(n, [&](int task) {
+      RunOptions run;
+      run.timeout_ms = 30000;
+      status[static_cast<size_t>(task)] =
+          sessions_[static_cast<size_t>(task)]->Run({}, sums_[static_cast<size_t>(task)], {}, run).status();
+    });
     return status;
   }
-  std::vector<std::unique_ptr<Server>> servers_;
   std::vector<std::vector<Output>> sums_;
   std::vector<std::unique_ptr<Session>> sessions_;
 };
@@ -84,10 +68,7 @@ TEST_P(DeadRankClusterTest, ADeadRankFailsTheCollectivesOnEveryOtherRankNamingIt
       sums_[static_cast<size_t>(task)].emplace_back(
           ops::Raw(s, "CollectiveReduce", {ops::Const(s, Tensor::FromVector<float>({1, 2}))}, attrs), 0, s);
     }
-    SessionOptions o;
-    o.wait_for_cluster_ms = 20000;
-    o.device_filters = {absl::StrCat("/job:worker/task:", task)};
-    sessions_[static_cast<size_t>(task)] = std::make_unique<Session>(ServerOf(task)->target(), o);
+    sessions_[static_cast<size_t>(task)] = SessionOf(task);
   }
   if (c.warm) {
     std::vector<absl::Status> good = RunStep(kWorkers);
@@ -95,9 +76,7 @@ TEST_P(DeadRankClusterTest, ADeadRankFailsTheCollectivesOnEveryOtherRankNamingIt
       ASSERT_TRUE(good[static_cast<size_t>(t)].ok()) << "worker " << t << ": " << good[static_cast<size_t>(t)];
     sessions_[kDead].reset();
   }
-  for (auto& server : servers_) {
-    if (server->task_name() == TaskName("worker", kDead)) server.reset();
-  }
+  StopWorker(kDead);
   // The step's deadline ends a run that waits for a rebuild needing the
   // dead rank: its error then names no rank, and the test fails.
   std::vector<absl::Status> status = RunStep(kWorkers - 1);
