@@ -226,9 +226,10 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
           Run(params, input, cm, done);
         };
         if (cm != nullptr) {
-          w->token = cm->Register([end, group] {
-            end(absl::CancelledError(absl::StrCat("the step was cancelled while the ", GroupName(group),
-                                                  " was being rebuilt (waiting for every rank to join it)")),
+          w->token = cm->Register([end, group, cm] {
+            end(StepCancelledError(
+                    absl::StrCat("waiting for the ", GroupName(group), " to be rebuilt (for every rank to join it)"),
+                    cm),
                 true);
           });
           cancelled = w->token == CancellationManager::kInvalidToken;
@@ -250,8 +251,7 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
     }
   }
   if (cancelled) {
-    done(absl::CancelledError(
-        absl::StrCat(DescribeCollective(params), ": the step was cancelled before the collective started")));
+    done(StepCancelledError(absl::StrCat(DescribeCollective(params), ", not started"), cm));
     return;
   }
   if (shutting_down) {
@@ -444,10 +444,13 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
   end->stop_stall_check = std::move(watched.stop);
   if (cm != nullptr) {
     end->cm = cm;
-    end->token = cm->Register(
-        [ch, end] { ch->Abort(absl::CancelledError(absl::StrCat(end->what, ": the step was cancelled"))); });
+    // The abort carries the step's first error to the peers: the run they
+    // wait on ends because of it, and their errors must name its culprit.
+    end->token = cm->Register([ch, end] { ch->Abort(StepCancelledError(end->what, end->cm)); });
     if (end->token == CancellationManager::kInvalidToken) {
-      end->Finish(absl::CancelledError("the step was cancelled before the collective started"));
+      // The peers have opened this run too: they must not wait for it.
+      ch->Abort(StepCancelledError(end->what, cm));
+      end->Finish(StepCancelledError("not started", cm));
       return;
     }
   }

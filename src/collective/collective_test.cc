@@ -397,8 +397,9 @@ TEST(CollectiveFailure, CancellingOneRankFailsItsPeers) {
   auto first = ranks.Run(ReduceParams(2, MergeOp::kAdd, FinalOp::kId, DT_FLOAT), inputs, {0}, {&cm0, &cm1});
   ASSERT_FALSE(first[0].ok());
   EXPECT_TRUE(absl::IsCancelled(first[0].status())) << first[0].status();
-  // Rank 0 never took part in run 0; rank 1's run 0 waits for it until its
-  // own cancellation ends the wait.
+  // Rank 0's step was cancelled before its run 0 started, and it aborted
+  // the run: rank 1's run 0 fails with rank 0's reason instead of waiting
+  // for rank 0 (its own step is never cancelled here).
   absl::Notification done;
   absl::StatusOr<Tensor> second = absl::UnknownError("did not run");
   ranks.executors[1]->Run(ReduceParams(2, MergeOp::kAdd, FinalOp::kId, DT_FLOAT), inputs[1], &cm1,
@@ -406,9 +407,38 @@ TEST(CollectiveFailure, CancellingOneRankFailsItsPeers) {
                             second = std::move(t);
                             done.Notify();
                           });
-  cm1.StartCancel(absl::CancelledError("the step's deadline, say"));
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(kHang));
   EXPECT_TRUE(absl::IsCancelled(second.status())) << second.status();
+  EXPECT_NE(second.status().message().find("step cancelled by the test"), std::string::npos) << second.status();
+}
+
+// A step cancelled by its first error (a dead peer, say) aborts its other
+// runs with that error: a peer's run that fails because of the abort names
+// the root cause, in its code, not just "the step was cancelled". Ring
+// all-reduce among 3 ranks, rank 2 never joining: rank 1 waits on rank 0's
+// second segment, which rank 0 cannot send without rank 2's.
+TEST(CollectiveFailure, AStepsCancellationCarriesItsFirstErrorToThePeers) {
+  Ranks ranks(3);
+  CancellationManager cm0, cm1;
+  const int64_t count = 100000;
+  std::vector<absl::Notification> done(2);
+  std::vector<absl::StatusOr<Tensor>> out(2, absl::UnknownError("did not run"));
+  for (int r = 0; r < 2; ++r) {
+    ranks.executors[static_cast<size_t>(r)]->Run(ReduceParams(3, MergeOp::kAdd, FinalOp::kId, DT_FLOAT),
+                                                 Input<float>(count, r), r == 0 ? &cm0 : &cm1,
+                                                 [&, r](absl::StatusOr<Tensor> t) {
+                                                   out[static_cast<size_t>(r)] = std::move(t);
+                                                   done[static_cast<size_t>(r)].Notify();
+                                                 });
+  }
+  cm0.StartCancel(absl::UnavailableError("Node 'other': rank 5 (/job:worker/task:5) failed or cannot be reached"));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(done[static_cast<size_t>(r)].WaitForNotificationWithTimeout(kHang)) << "rank " << r;
+    const absl::Status& s = out[static_cast<size_t>(r)].status();
+    EXPECT_TRUE(absl::IsUnavailable(s)) << "rank " << r << ": " << s;
+    EXPECT_NE(s.message().find("rank 5 (/job:worker/task:5) failed"), std::string::npos) << "rank " << r << ": " << s;
+  }
+  EXPECT_FALSE(cm1.IsCancelled()) << "rank 1's run ended through rank 0's abort alone";
 }
 
 TEST(CollectiveFailure, TimeoutEndsAWaitForAMissingRank) {

@@ -98,14 +98,13 @@ void FusionBuffer::Add(const CollectiveParams& params, const Tensor& input, Canc
   e->done = std::move(done);
   std::weak_ptr<FusionBuffer> weak = weak_from_this();
   if (cm != nullptr) {
-    e->token = cm->Register([weak, what = DescribeCollective(params)] {
-      if (auto self = weak.lock()) {
-        self->Fail(absl::CancelledError(absl::StrCat("the step of ", what, " was cancelled")));
-      }
+    // The buffer's runs fail with the step's first error, which reaches
+    // the peers (see StepCancelledError).
+    e->token = cm->Register([weak, what = DescribeCollective(params), cm] {
+      if (auto self = weak.lock()) self->Fail(StepCancelledError(what, cm));
     });
     if (e->token == CancellationManager::kInvalidToken) {
-      e->done(absl::CancelledError(
-          absl::StrCat(DescribeCollective(params), ": the step was cancelled before the collective started")));
+      e->done(StepCancelledError(absl::StrCat(DescribeCollective(params), ", not started"), cm));
       return;
     }
   }

@@ -281,9 +281,11 @@ TEST_F(CycleFusionTest, CancellingTheStepEndsTheWait) {
   Start(2);
   CancellationManager cm;
   ResultPtr waiting = Submit(ranks_->executors[1].get(), Grad(2, 1), Values(3, 1, 1), &cm);
-  cm.StartCancel(absl::CancelledError("test"));
+  cm.StartCancel(absl::UnavailableError("rank 7 is gone, say"));
   ASSERT_TRUE(waiting->done.WaitForNotificationWithTimeout(kHang));
-  EXPECT_EQ(waiting->value.status().code(), absl::StatusCode::kCancelled) << waiting->value.status();
+  // It fails with the step's first error, the reason of the cancellation.
+  EXPECT_EQ(waiting->value.status().code(), absl::StatusCode::kUnavailable) << waiting->value.status();
+  EXPECT_TRUE(absl::StrContains(waiting->value.status().message(), "rank 7 is gone, say")) << waiting->value.status();
 }
 
 TEST(FusionPlan, RoundTripsAndRejectsMalformedPlans) {

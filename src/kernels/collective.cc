@@ -46,6 +46,12 @@ std::string DescribeCollective(const CollectiveParams& p) {
                       p.group_key, " of ", p.group_size, ", instance ", p.instance_key, ")");
 }
 
+absl::Status StepCancelledError(const std::string& what, const CancellationManager* cm) {
+  const absl::Status reason = cm != nullptr ? cm->reason() : absl::OkStatus();
+  if (reason.ok()) return absl::CancelledError(absl::StrCat(what, ": the step was cancelled"));
+  return absl::Status(reason.code(), absl::StrCat(what, ": the step was cancelled: ", reason.message()));
+}
+
 absl::StatusOr<MergeOp> ParseMergeOp(const std::string& s) {
   if (s == "Add") return MergeOp::kAdd;
   if (s == "Mul") return MergeOp::kMul;

@@ -90,6 +90,13 @@ struct CollectiveParams {
 // "CollectiveReduce 'name' (group 1, instance 7)": how errors name an op.
 std::string DescribeCollective(const CollectiveParams& p);
 const char* CollectiveKindName(CollectiveKind k);
+// What `what` (a run of a collective) fails with when its step's
+// cancellation ends it: "<what>: the step was cancelled: <reason>", in the
+// code of the reason `cm` was cancelled with (the step's first error), or
+// Cancelled when there is none. The run's channel is aborted with it, so
+// the peers' runs fail naming the root cause (a rank that died), not the
+// rank whose step was cancelled.
+absl::Status StepCancelledError(const std::string& what, const CancellationManager* cm);
 absl::StatusOr<MergeOp> ParseMergeOp(const std::string& s);
 absl::StatusOr<FinalOp> ParseFinalOp(const std::string& s);
 // group_members and group_tasks checked against group_size (empty is

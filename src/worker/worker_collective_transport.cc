@@ -36,7 +36,12 @@ class WorkerCollectiveChannel final : public CollectiveChannel {
 
   void RecvAsync(int from, const std::string& tag, RecvCallback done) override {
     auto named = [this, from, done = std::move(done)](absl::Status s, Tensor t) {
-      if (!s.ok()) {
+      if (!s.ok() && cm_.IsCancelled()) {
+        // Our own Abort cancelled the call: its reason ends the run (the
+        // call's "cancelled" says nothing), and whom the run waited for.
+        const absl::Status why = cm_.reason();
+        s = absl::Status(why.code(), absl::StrCat("waiting for ", RankName(from), ": ", why.message()));
+      } else if (!s.ok()) {
         s = absl::Status(s.code(), absl::StrCat(RankName(from), " failed or cannot be reached: ", s.message()));
       }
       done(std::move(s), std::move(t));
@@ -54,7 +59,11 @@ class WorkerCollectiveChannel final : public CollectiveChannel {
                              });
   }
 
+  // The first abort wins: the receives it cancels end the run again (an
+  // algorithm aborts on a failed receive), and the peers must see the
+  // first reason, not "cancelled".
   void Abort(const absl::Status& status) override {
+    if (aborted_.exchange(true)) return;
     cm_.StartCancel(status);                   // our receives in flight
     rendezvous_->AbortStep(step_id_, status);  // the peers' receives of what we sent
   }
@@ -71,6 +80,7 @@ class WorkerCollectiveChannel final : public CollectiveChannel {
   WorkerRendezvous* const rendezvous_;
   const WorkerCollectiveTransport::GetWorkerFn get_worker_;
   CancellationManager cm_;  // cancels this run's receives
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace

@@ -10,40 +10,12 @@
 #include "distflow/distflow.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
+#include "worker_cluster.h"
 
 namespace distflow {
 namespace {
 
-class CollectiveClusterTest : public ::testing::Test {
- protected:
-  void Start(int workers, ServerOptions options = {}) {
-    absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(0, workers);
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    absl::StatusOr<std::vector<std::unique_ptr<Server>>> servers = StartLocalCluster(*spec, options);
-    ASSERT_TRUE(servers.ok()) << servers.status();
-    servers_ = std::move(*servers);
-  }
-  Server* ServerOf(int task) {
-    for (auto& s : servers_)
-      if (s->task_name() == TaskName("worker", task)) return s.get();
-    return nullptr;
-  }
-  std::string Target(int task) { return ServerOf(task) != nullptr ? ServerOf(task)->target() : ""; }
-  // Worker `task`'s session: its own task only, as each replica's is.
-  std::unique_ptr<Session> SessionOf(int task) {
-    SessionOptions o;
-    o.wait_for_cluster_ms = 20000;
-    o.device_filters = {absl::StrCat("/job:worker/task:", task)};
-    return std::make_unique<Session>(Target(task), o);
-  }
-  // Runs fn(task) for every worker at once.
-  void OnEveryWorker(int n, const std::function<void(int)>& fn) {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < n; ++t) threads.emplace_back(fn, t);
-    for (auto& t : threads) t.join();
-  }
-  std::vector<std::unique_ptr<Server>> servers_;
-};
+class CollectiveClusterTest : public ::testing::Test, public cluster_test::WorkerCluster {};
 
 // Small (direct exchange) and large (ring, parts over the bulk port)
 // tensors, summed and averaged across three workers' sessions.
@@ -186,11 +158,7 @@ TEST_F(CollectiveClusterTest, ATracedReductionShowsItsPhasesAndMetricsCountItsBy
 // naming it; a list that is not of task names is refused when the graph is
 // built.
 TEST_F(CollectiveClusterTest, AGroupOfTasksOfTwoJobsReducesTogether) {
-  absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(1, 2);
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  absl::StatusOr<std::vector<std::unique_ptr<Server>>> servers = StartLocalCluster(*spec);
-  ASSERT_TRUE(servers.ok()) << servers.status();
-  servers_ = std::move(*servers);
+  Start(2, {}, /*ps=*/1);
   const std::vector<std::string> members = {"/job:worker/task:1", "/job:ps/task:0"};  // rank 0, rank 1
   auto run = [&](const std::string& task, const std::vector<std::string>& group, float value, int64_t instance) {
     // "/job:ps/task:0" is the server of "/job:ps/replica:0/task:0".
@@ -293,9 +261,7 @@ TEST_F(CollectiveClusterTest, AServerDestroyedWhileItsGroupIsBeingRebuiltStopsCl
     ASSERT_FALSE(out.ok()) << "worker 1 reduced without worker 0";
     EXPECT_TRUE(absl::StrContains(out.status().message(), "rank 0 (/job:worker/replica:0/task:0)")) << out.status();
   }
-  for (auto& server : servers_) {
-    if (server->task_name() == TaskName("worker", 1)) server.reset();  // the rebuild is still asking
-  }
+  StopWorker(1);  // the rebuild is still asking
   Scope root = Scope::NewRootScope();
   absl::StatusOr<std::vector<Tensor>> alone = SessionOf(0)->Run({reduce(root.WithDevice("/job:worker/task:0"), 1, 0)});
   ASSERT_TRUE(alone.ok()) << alone.status();

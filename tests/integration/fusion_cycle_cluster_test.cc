@@ -3,7 +3,6 @@
 // and the fused reductions travel over the workers' transport, and the
 // servers' /metrics count the reductions each step issues.
 #include <algorithm>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -11,36 +10,18 @@
 #include "distflow/distflow.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
+#include "worker_cluster.h"
 
 namespace distflow {
 namespace {
 
-class FusionCycleClusterTest : public ::testing::Test {
+class FusionCycleClusterTest : public ::testing::Test, public cluster_test::WorkerCluster {
  protected:
-  void Start(int workers) {
-    absl::StatusOr<ClusterSpec> spec = MakeLocalClusterSpec(0, workers);
-    ASSERT_TRUE(spec.ok()) << spec.status();
+  // Servers with /metrics (a status port each).
+  static ServerOptions WithMetrics() {
     ServerOptions options;
     options.status_port = 0;
-    absl::StatusOr<std::vector<std::unique_ptr<Server>>> servers = StartLocalCluster(*spec, options);
-    ASSERT_TRUE(servers.ok()) << servers.status();
-    servers_ = std::move(*servers);
-  }
-  Server* ServerOf(int task) {
-    for (auto& s : servers_)
-      if (s != nullptr && s->task_name() == TaskName("worker", task)) return s.get();
-    return nullptr;
-  }
-  std::unique_ptr<Session> SessionOf(int task) {
-    SessionOptions o;
-    o.wait_for_cluster_ms = 20000;
-    o.device_filters = {absl::StrCat("/job:worker/task:", task)};
-    return std::make_unique<Session>(ServerOf(task)->target(), o);
-  }
-  void OnEveryWorker(int n, const std::function<void(int)>& fn) {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < n; ++t) threads.emplace_back(fn, t);
-    for (auto& t : threads) t.join();
+    return options;
   }
   // The ok reduce runs the servers of this process have counted.
   double ReduceRuns(int port) {
@@ -48,7 +29,6 @@ class FusionCycleClusterTest : public ::testing::Test {
     return std::max(0.0, subprocess::MetricValue(subprocess::ScrapeMetrics(port),
                                                  R"(distflow_collective_runs_total{op="reduce",status="ok"})"));
   }
-  std::vector<std::unique_ptr<Server>> servers_;
 };
 
 // The same model trained with every gradient reduced alone and with a cycle
@@ -59,7 +39,7 @@ class FusionCycleClusterTest : public ::testing::Test {
 TEST_F(FusionCycleClusterTest, ACycleTimeFusesAStepsGradientsAndMatchesUnfused) {
   constexpr int kWorkers = 3;
   constexpr int kSteps = 3;
-  Start(kWorkers);
+  Start(kWorkers, WithMetrics());
   const int port = ServerOf(0)->status_port();
   ASSERT_GT(port, 0);
   struct Config {
@@ -131,16 +111,17 @@ TEST_F(FusionCycleClusterTest, ACycleTimeFusesAStepsGradientsAndMatchesUnfused) 
   }
 }
 
-// A rank whose server is gone fails the fused reduction on the others with
-// an error naming it, instead of leaving them waiting. (The group is built,
-// by a first step of all three, before the server goes.)
+// A rank whose server is gone before the group's first collective fails
+// the fused reduction on the others with an error naming it, instead of
+// leaving them waiting (for the dead rank, or in a rebuild of the group
+// that needs it).
 TEST_F(FusionCycleClusterTest, ADeadRankFailsTheFusedReductionNamingIt) {
   constexpr int kWorkers = 3;
   Start(kWorkers);
-  std::vector<std::vector<Output>> sums(kWorkers);
-  std::vector<std::unique_ptr<Session>> sessions(kWorkers);
-  std::vector<Scope> roots(kWorkers, Scope::NewRootScope());
-  for (int task = 0; task < kWorkers; ++task) {
+  std::vector<std::vector<Output>> sums(kWorkers - 1);
+  std::vector<std::unique_ptr<Session>> sessions(kWorkers - 1);
+  std::vector<Scope> roots(kWorkers - 1, Scope::NewRootScope());
+  for (int task = 0; task < kWorkers - 1; ++task) {
     Scope s = roots[static_cast<size_t>(task)].WithDevice(absl::StrCat("/job:worker/task:", task));
     for (int64_t k = 1; k <= 2; ++k) {
       sums[static_cast<size_t>(task)].emplace_back(
@@ -157,16 +138,8 @@ TEST_F(FusionCycleClusterTest, ADeadRankFailsTheFusedReductionNamingIt) {
     }
     sessions[static_cast<size_t>(task)] = SessionOf(task);
   }
-  std::vector<absl::Status> status(kWorkers);
-  OnEveryWorker(kWorkers, [&](int task) {
-    status[static_cast<size_t>(task)] =
-        sessions[static_cast<size_t>(task)]->Run(sums[static_cast<size_t>(task)]).status();
-  });
-  for (int t = 0; t < kWorkers; ++t) ASSERT_TRUE(status[static_cast<size_t>(t)].ok()) << status[static_cast<size_t>(t)];
-  sessions[2].reset();
-  for (auto& server : servers_) {
-    if (server->task_name() == TaskName("worker", 2)) server.reset();
-  }
+  std::vector<absl::Status> status(kWorkers - 1);
+  StopWorker(2);
   OnEveryWorker(2, [&](int task) {
     status[static_cast<size_t>(task)] =
         sessions[static_cast<size_t>(task)]->Run(sums[static_cast<size_t>(task)]).status();
