@@ -2,7 +2,7 @@
 // on the thread that made it ready (an RPC thread included) or goes to the
 // pool, so it must not underestimate: broadcasting and matrix products do far
 // more work than their inputs' sizes, and kernels whose work is an input's
-// value cannot tell.
+// value tell from that value.
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/op_test_util.h"
@@ -43,15 +43,23 @@ TEST(EstimatedWork, MatMulCountsMultiplyAdds) {
   EXPECT_GT(wb, 256 * 256 * 2) << "far more than a pass over its 131072 input elements";
 }
 
-TEST(EstimatedWork, ValueDrivenKernelsCannotTell) {
+TEST(EstimatedWork, ValueDrivenKernelsTellFromTheirValues) {
+  // The shapes alone cannot tell (OpKernel::EstimatedWork is -1); the values
+  // the executor holds when the node is ready can (kernels/work_from_values.h),
+  // so a large Fill or Tile still goes to the pool and a small Range does not.
   OpTest fill("Fill");
   fill.Input(Tensor::FromVector<int32_t>({1000, 1000})).Input(Tensor::Scalar<float>(1.f));
   DF_ASSERT_OK_AND_ASSIGN(int64_t w, fill.EstimatedWork());
-  EXPECT_EQ(w, -1);
+  EXPECT_EQ(w, 1000 * 1000);
   OpTest tile("Tile");
   tile.Input(Zeros(DT_FLOAT, TensorShape({2}))).Input(Tensor::FromVector<int32_t>({100000}));
   DF_ASSERT_OK_AND_ASSIGN(int64_t wt, tile.EstimatedWork());
-  EXPECT_EQ(wt, -1);
+  EXPECT_EQ(wt, 2 * 100000);
+  OpTest range("Range");
+  SetAttrType(range.def(), "Tidx", DT_INT32);
+  range.Input(Tensor::Scalar<int32_t>(0)).Input(Tensor::Scalar<int32_t>(512)).Input(Tensor::Scalar<int32_t>(2));
+  DF_ASSERT_OK_AND_ASSIGN(int64_t wr, range.EstimatedWork());
+  EXPECT_EQ(wr, 256);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "graph/graph.h"
 #include "kernels/device.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/work_from_values.h"
 
 namespace distflow {
 namespace test {
@@ -51,7 +52,13 @@ absl::StatusOr<int64_t> OpTest::EstimatedWork() {
   ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, MakeKernel(&g, &device, &node));
   std::vector<TensorShape> shapes;
   for (const Tensor& t : inputs_) shapes.push_back(t.shape());
-  return kernel->EstimatedWork(shapes);
+  const int64_t work = kernel->EstimatedWork(shapes);
+  // As the executor does: a kernel the shapes do not tell about may tell from the values.
+  const auto* from_values = dynamic_cast<const WorkFromValues*>(kernel.get());
+  if (work >= 0 || from_values == nullptr) return work;
+  std::vector<const Tensor*> values;
+  for (const Tensor& t : inputs_) values.push_back(&t);
+  return from_values->EstimatedWorkFromValues(values);
 }
 
 absl::StatusOr<std::vector<Tensor>> OpTest::Run() {

@@ -44,7 +44,9 @@ class OpTest {
   OpTest& IntraOpThreads(int n);
 
   absl::StatusOr<std::vector<Tensor>> Run();
-  // The kernel's OpKernel::EstimatedWork for the inputs' shapes.
+  // The kernel's OpKernel::EstimatedWork for the inputs' shapes or, where
+  // those do not tell, its WorkFromValues estimate for their values (as the
+  // executor asks).
   absl::StatusOr<int64_t> EstimatedWork();
 
  private:

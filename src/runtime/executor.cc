@@ -123,7 +123,15 @@ struct Executor::Impl : ExecutorPlan {
       if (e.ref == nullptr) elements += shapes.back().num_elements();
       if (elements > 64 * kInlineWork) return false;  // not worth asking the kernel
     }
-    const int64_t work = item.kernel->EstimatedWork(shapes);
+    int64_t work = item.kernel->EstimatedWork(shapes);
+    if (work < 0 && item.work_from_values != nullptr) {
+      // The shapes do not tell (BroadcastTo's output is its `shape` input's
+      // value): the values do.
+      std::vector<const Tensor*> values;
+      values.reserve(shapes.size());
+      for (int k = 0; k < item.node->num_inputs(); ++k) values.push_back(in[k].ref != nullptr ? nullptr : &in[k].val);
+      work = item.work_from_values->EstimatedWorkFromValues(values);
+    }
     return work >= 0 && work <= kInlineWork;
   }
 

@@ -11,6 +11,7 @@
 #include "distflow/tensor.h"
 #include "graph/graph.h"
 #include "kernels/op_kernel.h"
+#include "kernels/work_from_values.h"
 
 namespace distflow {
 
@@ -44,6 +45,9 @@ struct NodeItem {
   int initial_pending = 0;  // a Merge's: (control inputs << 1) | 1
   bool expensive = true;
   bool async = false;
+  // The kernel, if it can estimate its work from input values (its
+  // EstimatedWork cannot from shapes): kernels/work_from_values.h.
+  const WorkFromValues* work_from_values = nullptr;
   std::string transfer_key;  // _Send/_Recv: their rendezvous key, for traces
   bool transfer = false;     // a _Send or _Recv: runs even when dead (it sends or takes "dead")
   // A _Send, a _Recv or a fetched node: the step's outputs are out once

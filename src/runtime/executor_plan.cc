@@ -93,6 +93,7 @@ absl::Status BuildExecutorPlan(const Graph& graph, Device* device, KernelCache* 
     item.kernel = k;
     item.expensive = item.kernel->IsExpensive();
     item.async = item.kernel->IsAsync();
+    item.work_from_values = dynamic_cast<const WorkFromValues*>(item.kernel.get());
     if (n->op() == "_Send" || n->op() == "_Recv") {
       absl::StatusOr<std::string> key = GetAttrString(n->def(), "key");
       if (key.ok()) item.transfer_key = *key;

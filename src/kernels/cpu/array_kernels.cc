@@ -16,6 +16,7 @@
 #include "graph/shape_rules.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/work_from_values.h"
 
 namespace distflow {
 namespace {
@@ -90,12 +91,29 @@ class RankOp : public OpKernel {
   }
 };
 
+// The product of a shape-like input's values, or -1 if it is not one (a
+// WorkFromValues estimate: kernels/work_from_values.h).
+int64_t ProductOfValues(const Tensor* t, const char* what, int64_t factor = 1) {
+  if (t == nullptr) return -1;
+  absl::StatusOr<std::vector<int64_t>> v = ReadInts(*t, what, /*allow_scalar=*/true);
+  if (!v.ok()) return -1;
+  int64_t n = factor;
+  for (int64_t d : *v) {
+    if (d < 0 || (d > 0 && n > (int64_t{1} << 40) / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
 // ---------------------------------------------------------------------------
 // Fill, ZerosLike, OnesLike
 
-class FillOp : public OpKernel {
+class FillOp : public OpKernel, public WorkFromValues {
  public:
   int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
+  int64_t EstimatedWorkFromValues(const std::vector<const Tensor*>& inputs) const override {
+    return inputs.empty() ? -1 : ProductOfValues(inputs[0], "dims");
+  }
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInts(ctx->input(0), "dims"));

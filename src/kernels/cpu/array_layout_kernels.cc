@@ -14,6 +14,7 @@
 #include "graph/shape_rules.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/work_from_values.h"
 
 namespace distflow {
 namespace {
@@ -138,12 +139,30 @@ class TransposeOp : public OpKernel {
   }
 };
 
+// The product of a shape-like input's values, or -1 if it is not one (a
+// WorkFromValues estimate: kernels/work_from_values.h).
+int64_t ProductOfValues(const Tensor* t, const char* what, int64_t factor = 1) {
+  if (t == nullptr) return -1;
+  absl::StatusOr<std::vector<int64_t>> v = ReadInts(*t, what, /*allow_scalar=*/true);
+  if (!v.ok()) return -1;
+  int64_t n = factor;
+  for (int64_t d : *v) {
+    if (d < 0 || (d > 0 && n > (int64_t{1} << 40) / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
 // ---------------------------------------------------------------------------
 // Tile
 
-class TileOp : public OpKernel {
+class TileOp : public OpKernel, public WorkFromValues {
  public:
   int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
+  int64_t EstimatedWorkFromValues(const std::vector<const Tensor*>& inputs) const override {
+    if (inputs.size() != 2 || inputs[0] == nullptr) return -1;
+    return ProductOfValues(inputs[1], "multiples", inputs[0]->NumElements());
+  }
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& in = ctx->input(0);
@@ -193,9 +212,17 @@ class TileOp : public OpKernel {
 // Range
 
 template <typename T>
-class RangeOp : public OpKernel {
+class RangeOp : public OpKernel, public WorkFromValues {
  public:
   int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
+  int64_t EstimatedWorkFromValues(const std::vector<const Tensor*>& inputs) const override {
+    if (inputs.size() != 3) return -1;
+    for (const Tensor* t : inputs) {
+      if (t == nullptr || t->dims() != 0 || t->dtype() != DataTypeToEnum<T>::value) return -1;
+    }
+    absl::StatusOr<int64_t> n = RangeSize(inputs[0]->scalar<T>(), inputs[1]->scalar<T>(), inputs[2]->scalar<T>());
+    return n.ok() ? *n : -1;
+  }
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext* ctx) override {
     for (int i = 0; i < 3; ++i) {

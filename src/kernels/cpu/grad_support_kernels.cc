@@ -10,6 +10,7 @@
 #include "graph/shape_rules.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/work_from_values.h"
 
 namespace distflow {
 namespace {
@@ -99,11 +100,68 @@ class ReducedShapeOp : public OpKernel {
   }
 };
 
-class BroadcastToOp : public OpKernel {
+// Copies `src` broadcast to `dims` (`in_strides`: the input's strides, 0
+// along the broadcast dimensions) into `dst`, a block at a time: dimensions
+// that continue each other (a contiguous run of the input, or broadcasts
+// next to each other) are merged, and the innermost one is one copy or one
+// fill, not an index update per element.
+template <typename T>
+void BroadcastInto(const T* src, T* dst, std::vector<int64_t> dims, std::vector<int64_t> in_strides) {
+  std::vector<int64_t> d, st;  // merged, outermost first; size-1 dimensions dropped
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 1) continue;
+    if (!d.empty() && st.back() == in_strides[i] * dims[i]) {
+      d.back() *= dims[i];
+      st.back() = in_strides[i];
+      continue;
+    }
+    d.push_back(dims[i]);
+    st.push_back(in_strides[i]);
+  }
+  if (d.empty()) {
+    dst[0] = src[0];
+    return;
+  }
+  const int64_t inner = d.back();
+  const bool fill = st.back() == 0;
+  d.pop_back();
+  st.pop_back();
+  std::vector<int64_t> idx(d.size(), 0);
+  int64_t off = 0;
+  for (T* out = dst;; out += inner) {
+    if (fill) {
+      std::fill_n(out, inner, src[off]);
+    } else {
+      std::copy_n(src + off, inner, out);
+    }
+    int k = static_cast<int>(d.size()) - 1;
+    for (; k >= 0; --k) {
+      const size_t u = static_cast<size_t>(k);
+      off += st[u];
+      if (++idx[u] < d[u]) break;
+      off -= st[u] * idx[u];
+      idx[u] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+class BroadcastToOp : public OpKernel, public WorkFromValues {
  public:
   using OpKernel::OpKernel;
-  // The output's size is an input's value.
+  // The output's size is an input's value: the shapes do not tell, the values do.
   int64_t EstimatedWork(const std::vector<TensorShape>&) const override { return -1; }
+  int64_t EstimatedWorkFromValues(const std::vector<const Tensor*>& inputs) const override {
+    if (inputs.size() != 2 || inputs[1] == nullptr) return -1;
+    absl::StatusOr<std::vector<int64_t>> dims = ReadInts(*inputs[1], "shape");
+    if (!dims.ok()) return -1;
+    int64_t n = 1;
+    for (int64_t d : *dims) {
+      if (d < 0 || (d > 0 && n > (int64_t{1} << 40) / d)) return -1;
+      n *= d;
+    }
+    return n;
+  }
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& in = ctx->input(0);
     ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInts(ctx->input(1), "shape"));
@@ -127,24 +185,10 @@ class BroadcastToOp : public OpKernel {
     }
     ASSIGN_OR_RETURN(TensorShape out_shape, TensorShape::FromDims(dims));
     ASSIGN_OR_RETURN(Tensor * out, ctx->allocate_output(0, out_shape));
-    const int64_t n = out_shape.num_elements();
+    if (out_shape.num_elements() == 0) return absl::OkStatus();
     VisitDataType(in.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      auto src = in.flat<T>();
-      auto dst = out->flat<T>();
-      std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-      int64_t off = 0;
-      for (int64_t o = 0; o < n; ++o) {
-        dst[static_cast<size_t>(o)] = src[static_cast<size_t>(off)];
-        for (int d = rank - 1; d >= 0; --d) {
-          const size_t k = static_cast<size_t>(d);
-          ++idx[k];
-          off += in_strides[k];
-          if (idx[k] < dims[k]) break;
-          off -= in_strides[k] * idx[k];
-          idx[k] = 0;
-        }
-      }
+      BroadcastInto<T>(in.flat<T>().data(), out->flat<T>().data(), dims, std::move(in_strides));
     });
     return absl::OkStatus();
   }

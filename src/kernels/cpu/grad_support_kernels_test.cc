@@ -1,6 +1,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/op_test_util.h"
@@ -88,6 +90,69 @@ TEST(BroadcastTo, Broadcasts) {
   OpTest bad("BroadcastTo");
   bad.Input(D({1, 2, 3}, {3})).Input(I32({2, 2}));
   EXPECT_FALSE(bad.Run().ok());
+}
+
+// out[i] = in[the index of i with the broadcast dimensions at 0], one element at a time.
+std::vector<double> NaiveBroadcast(const std::vector<double>& in, const V& in_dims, const V& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<double> out;
+  for (int64_t o = 0; o < n; ++o) {
+    int64_t rest = o, off = 0, stride = 1;
+    for (int k = static_cast<int>(dims.size()) - 1; k >= 0; --k) {
+      const size_t u = static_cast<size_t>(k);
+      const int64_t i = rest % dims[u];
+      rest /= dims[u];
+      const int64_t in_dim = u + in_dims.size() >= dims.size() ? in_dims[u + in_dims.size() - dims.size()] : 1;
+      if (in_dim != 1) off += i * stride;
+      stride *= in_dim;
+    }
+    out.push_back(in[static_cast<size_t>(off)]);
+  }
+  return out;
+}
+
+TEST(BroadcastTo, MatchesAnElementwiseReferenceWhateverDimensionsBroadcast) {
+  // Runs of copied and of broadcast dimensions, size-1 dimensions, a lower
+  // input rank and empty outputs: the kernel copies or fills a block at a time.
+  const std::vector<std::pair<V, V>> cases = {{{64, 1, 64}, {64, 8, 64}},
+                                              {{3, 1}, {3, 4}},
+                                              {{1, 4}, {3, 4}},
+                                              {{2, 1, 3, 1}, {2, 4, 3, 5}},
+                                              {{1, 3, 1, 2}, {2, 3, 4, 2}},
+                                              {{4}, {2, 3, 4}},
+                                              {{3, 1, 1}, {3, 2, 2}},
+                                              {{1, 1}, {1, 1}},
+                                              {{2, 3}, {2, 3}},
+                                              {{1, 2, 1}, {1, 2, 1}},
+                                              {{2, 0}, {3, 2, 0}},
+                                              {{1}, {0}}};
+  for (const auto& [in_dims, dims] : cases) {
+    int64_t n = 1;
+    for (int64_t d : in_dims) n *= d;
+    std::vector<double> in;
+    for (int64_t i = 0; i < n; ++i) in.push_back(static_cast<double>(i) + 0.5);
+    OpTest t("BroadcastTo");
+    t.Input(Tensor::FromVector<double>(in, TensorShape(in_dims))).Input(I64(dims));
+    auto out = t.Run();
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].shape(), TensorShape(dims));
+    EXPECT_EQ(Doubles((*out)[0]), NaiveBroadcast(in, in_dims, dims))
+        << "[" << absl::StrJoin(in_dims, ",") << "] to [" << absl::StrJoin(dims, ",") << "]";
+  }
+}
+
+TEST(BroadcastTo, EstimatesItsWorkFromTheShapeItIsGiven) {
+  // The shapes alone do not tell the output's size; the `shape` value does,
+  // so the executor runs a small broadcast inline instead of on its pool.
+  OpTest t("BroadcastTo");
+  t.Input(D({1, 2}, {2, 1})).Input(I64({64, 2, 512}));
+  DF_ASSERT_OK_AND_ASSIGN(int64_t w, t.EstimatedWork());
+  EXPECT_EQ(w, 64 * 2 * 512);
+  OpTest negative("BroadcastTo");
+  negative.Input(D({1}, {1})).Input(I64({-1, 2}));
+  DF_ASSERT_OK_AND_ASSIGN(int64_t unknown, negative.EstimatedWork());
+  EXPECT_EQ(unknown, -1);
 }
 
 TEST(InvertPermutation, Inverts) {
