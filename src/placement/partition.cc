@@ -327,11 +327,6 @@ namespace {
 
 bool IsVariableOp(const Node* n) { return n->op() == "Variable" || n->op() == "VariableV2"; }
 
-bool UpdatesByReference(const std::string& op) {
-  return absl::StartsWith(op, "Apply") || absl::StartsWith(op, "SparseApply") || absl::StartsWith(op, "Assign") ||
-         absl::StartsWith(op, "Scatter");
-}
-
 }  // namespace
 
 bool StepAllowsStaleReads(const std::vector<const Node*>& nodes) {
@@ -346,7 +341,8 @@ int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::s
   // The variables the step updates by reference.
   absl::flat_hash_set<const Node*> updated;
   for (const Node* n : nodes) {
-    if (!UpdatesByReference(n->op())) continue;
+    // FusedApplyAdam (one op for a task's variables) updates each by reference too.
+    if (!IsVariableUpdateOp(n->op())) continue;
     for (int i = 0; i < n->num_inputs(); ++i)
       if (n->input_is_ref(i) && IsVariableOp(n->input(i).node)) updated.insert(n->input(i).node);
   }
@@ -374,9 +370,12 @@ int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::s
     }
   }
   // A prefetched read is answered by the worker's prefetcher, one receive at
-  // a time: it leaves its transfer bundle (placement/transfer_bundles.h), and
-  // a bundle left with one member is no bundle. A push that involves one
-  // (as a tensor pushed or a bundle whose fetch pushes) is undone whole.
+  // a time: it leaves the bundle its task fetches (placement/transfer_bundles.h),
+  // and a bundle left with one member is no bundle; a push whose fetch
+  // brings a prefetched read is undone whole. A prefetched read that rides
+  // with its sender's fetch (pushed) stays there: the prefetcher answers it
+  // with the value the previous run's push brought, and this run's comes
+  // with the sender's fetch, as without prefetching (no call of its own).
   if (!prefetched.empty()) {
     auto any_prefetched = [&](const absl::StatusOr<std::vector<std::string>>& keys) {
       if (!keys.ok()) return false;
@@ -389,7 +388,7 @@ int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::s
       for (proto::NodeDef& n : *part.graph.mutable_node()) {
         if (n.op() != "_Recv") continue;
         absl::StatusOr<std::vector<std::string>> push = GetAttrStringList(n, "push");
-        if (!push.ok() || (!any_prefetched(push) && !any_prefetched(GetAttrStringList(n, "bundle")))) continue;
+        if (!push.ok() || !any_prefetched(GetAttrStringList(n, "bundle"))) continue;
         unpushed.insert(push->begin(), push->end());
         n.mutable_attr()->erase("push");
       }
