@@ -166,17 +166,36 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
   // control sources on other devices become targets of their own
   // partitions instead of crossing to it: the master waits for every
   // partition that runs a target, so the step still ends after them.
-  absl::flat_hash_set<const Node*> consumed_locally;
-  for (const Node* n : nodes) {
-    for (const NodeOut& in : n->inputs()) consumed_locally.insert(in.node);
-    for (const Node* c : n->control_inputs())
-      if (placement[static_cast<size_t>(c->id())] == placement[static_cast<size_t>(n->id())])
-        consumed_locally.insert(c);
-  }
+  // A NoOp whose only consumers are sink NoOps on its device (a train_op's
+  // group under the marker NoOp a step runs instead of it, prefetch.h) is
+  // one too: nothing in the step waits for it but the step's end.
   const std::set<std::string> target_names(targets.begin(), targets.end());
-  auto is_sink_noop = [&](const Node* n) {
-    return !control_flow && n->op() == "NoOp" && target_names.count(n->name()) != 0 && !consumed_locally.contains(n);
-  };
+  absl::flat_hash_set<const Node*> sinks;
+  if (!control_flow) {
+    absl::flat_hash_map<const Node*, std::vector<const Node*>> local_consumers;
+    absl::flat_hash_set<const Node*> data_consumed;
+    for (const Node* n : nodes) {
+      for (const NodeOut& in : n->inputs()) data_consumed.insert(in.node);
+      for (const Node* c : n->control_inputs())
+        if (placement[static_cast<size_t>(c->id())] == placement[static_cast<size_t>(n->id())])
+          local_consumers[c].push_back(n);
+    }
+    auto sink_if = [&](const Node* n, bool target) {
+      if (n->op() != "NoOp" || data_consumed.contains(n) || sinks.contains(n)) return false;
+      auto it = local_consumers.find(n);
+      if (it == local_consumers.end()) return target;
+      for (const Node* c : it->second)
+        if (!sinks.contains(c)) return false;
+      return true;
+    };
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const Node* n : nodes) {
+        if (sink_if(n, target_names.count(n->name()) != 0)) grew = sinks.insert(n).second || grew;
+      }
+    }
+  }
+  auto is_sink_noop = [&](const Node* n) { return sinks.contains(n); };
   // A fed placeholder read on another device is fed there too (a copy of
   // the placeholder in that partition): the value rides with the RunGraph
   // call instead of being fetched back from the feeding partition.

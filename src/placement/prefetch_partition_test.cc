@@ -143,6 +143,31 @@ TEST(Partition, ALargeReadRidesWithTheFetchOfWhatIsComputedFromIt) {
   }
 }
 
+// A step that runs a marker NoOp after the train op's group (prefetch.h)
+// instead of the group itself: the group, consumed by the marker only, is a
+// sink as the group run alone is, so no token from the updates crosses to
+// the worker; the updates become targets of the ps's partition. A group
+// that a real node on its device waits for keeps its token.
+TEST(Partition, AGroupUnderAMarkerNoOpReceivesNoTokenFromTheUpdates) {
+  proto::GraphDef g;
+  Var(&g, "w", "/job:ps/task:0");
+  Const(&g, "grad", "/job:worker/task:0");
+  Add(&g, "update", "AssignSub", {"w", "grad"}, "/job:ps/task:0");
+  Add(&g, "train", "NoOp", {"^update"}, "/job:worker/task:0");
+  Add(&g, "marker", "NoOp", {"^train"}, "/job:worker/task:0");
+  Partitioned p = PartitionAll(g, {}, {"marker"});
+  const Partition& ps = p.parts.at(kDevices[0]);
+  for (const auto& n : p.parts.at(kDevices[2]).graph.node()) EXPECT_NE(n.op(), "_Recv") << n.name();
+  EXPECT_NE(std::find(ps.targets.begin(), ps.targets.end(), "update"), ps.targets.end()) << "the step waits for it";
+
+  Const(&g, "c", "/job:worker/task:0");
+  Add(&g, "after", "Identity", {"c", "^train"}, "/job:worker/task:0");
+  Partitioned q = PartitionAll(g, {{"after", 0}}, {"marker"});
+  int recvs = 0;
+  for (const auto& n : q.parts.at(kDevices[2]).graph.node()) recvs += n.op() == "_Recv" ? 1 : 0;
+  EXPECT_EQ(recvs, 1) << "`after` sees the update: the token crosses";
+}
+
 // A prefetched read that rides with its sender's fetch stays pushed (the
 // worker's prefetcher answers it with the value the previous run's push
 // brought; this run's comes with the ps's fetch of the gradient): the reads
