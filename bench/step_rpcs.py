@@ -24,7 +24,9 @@ may cut one step's calls in two, so expect +-0.02).
       [--config 'NAME::--defer_updates ENV=VALUE' ...]
 
 Each --config (repeatable) runs the cluster once with those extra flags for
-every task (or VAR=VALUE for their environment); without one, the defaults.
+every task (or VAR=VALUE for their environment, or build=DIR for another
+build's binaries, e.g. the code before a change); without one, the defaults.
+With --rounds N, N interleaved rounds of all configurations.
 """
 
 import argparse
@@ -65,7 +67,11 @@ def by_label(vals, name, label):
 
 
 def measure(args, name, extra, logs):
-    run = argparse.Namespace(build=args.build, workers=args.workers, warmup=args.warmup, steps=args.steps,
+    build = args.build
+    for word in [w for w in extra if w.startswith("build=")]:
+        build = word.partition("=")[2]
+        extra.remove(word)
+    run = argparse.Namespace(build=build, workers=args.workers, warmup=args.warmup, steps=args.steps,
                              tail=args.tail, intra_op_threads=args.intra_op_threads, perf=False, extra=extra)
     names, procs, status = pc.start_cluster(run, logs)
     try:
@@ -129,11 +135,13 @@ def main():
     ap.add_argument("--tail", type=int, default=60, help="global steps after the window")
     ap.add_argument("--intra_op_threads", type=int, default=None)
     ap.add_argument("--config", action="append", default=[], help="NAME::words; repeatable")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     configs = [c.split("::", 1) for c in args.config] or [["defaults", ""]]
-    for name, words in configs:
-        with tempfile.TemporaryDirectory(prefix="step_rpcs_") as logs:
-            measure(args, name, words.split(), logs)
+    for r in range(args.rounds):
+        for name, words in configs:
+            with tempfile.TemporaryDirectory(prefix="step_rpcs_") as logs:
+                measure(args, f"{name} (round {r + 1})", words.split(), logs)
 
 
 if __name__ == "__main__":
