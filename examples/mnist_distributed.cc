@@ -281,9 +281,11 @@ int RunPsWorker(const df::ClusterSpec& spec, int task, const std::string& addres
   auto accuracy = df::ops::Mean(s, df::ops::Cast(s, correct, df::DT_FLOAT), {0});
   auto finished = df::ops::AssignAdd(s, done_workers, df::ops::Const(s, int64_t{1}));
   auto ask_workers_to_stop = df::ops::Assign(s, stop_workers, df::ops::Const(s, int64_t{1}));
-  // Read after the step (in synchronous training, after its barrier), so a
-  // worker sees a stop set while it waited.
-  auto stop_seen = df::ops::Identity(s.WithControlDependencies({*train}), stop_workers);
+  // Read after the step (in synchronous training, after its barrier), so a worker sees a stop set while it
+  // waited. On the flag's task in async steps that end after their updates (no token from them crosses to this
+  // worker: one call fewer a step); here when deferring, so that the ps can answer before its updates.
+  const df::Scope stop_scope = !sync && !defer ? flag_scope : s;
+  auto stop_seen = df::ops::Identity(stop_scope.WithControlDependencies({*train}), stop_workers);
   if (!root.ok()) return Die("building the graph", root.status());
 
   df::SupervisorOptions sv;

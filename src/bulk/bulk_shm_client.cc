@@ -57,12 +57,22 @@ Counter* ClientBytes(const char* transport, const char* direction) {
                                        {{"transport", transport}, {"direction", direction}});
 }
 
+Counter* ClientTransfers(const char* transport, const char* direction) {
+  return Metrics::Global()->GetCounter("distflow_bulk_client_transfers_total",
+                                       "Tensors this process's bulk clients moved, by transport (shm or tcp) and "
+                                       "direction (fetched or put)",
+                                       {{"transport", transport}, {"direction", direction}});
+}
+
 }  // namespace
 
 void bulk_internal::CountBulkClientBytes(bool shm, bool fetched, size_t n) {
   static Counter* const counters[2][2] = {{ClientBytes("tcp", "put"), ClientBytes("tcp", "fetched")},
                                           {ClientBytes("shm", "put"), ClientBytes("shm", "fetched")}};
+  static Counter* const transfers[2][2] = {{ClientTransfers("tcp", "put"), ClientTransfers("tcp", "fetched")},
+                                           {ClientTransfers("shm", "put"), ClientTransfers("shm", "fetched")}};
   counters[shm ? 1 : 0][fetched ? 1 : 0]->Increment(static_cast<double>(n));
+  transfers[shm ? 1 : 0][fetched ? 1 : 0]->Increment();
 }
 
 size_t BulkClient::NumPooledShmForTest() const {

@@ -39,7 +39,8 @@ constexpr char kHelloRefused = 0;
 constexpr char kHelloBusy = 2;
 constexpr uint64_t kUnknownTicket = ~uint64_t{0};
 
-// Counts `n` bytes a BulkClient moved (distflow_bulk_client_bytes_total).
+// Counts one transfer of `n` bytes a BulkClient made (distflow_bulk_client_bytes_total,
+// distflow_bulk_client_transfers_total).
 void CountBulkClientBytes(bool shm, bool fetched, size_t n);
 
 inline void PutU32(char* p, uint32_t v) {

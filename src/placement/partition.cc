@@ -166,17 +166,36 @@ absl::StatusOr<std::map<std::string, Partition>> PartitionGraph(
   // control sources on other devices become targets of their own
   // partitions instead of crossing to it: the master waits for every
   // partition that runs a target, so the step still ends after them.
-  absl::flat_hash_set<const Node*> consumed_locally;
-  for (const Node* n : nodes) {
-    for (const NodeOut& in : n->inputs()) consumed_locally.insert(in.node);
-    for (const Node* c : n->control_inputs())
-      if (placement[static_cast<size_t>(c->id())] == placement[static_cast<size_t>(n->id())])
-        consumed_locally.insert(c);
-  }
+  // A NoOp whose only consumers are sink NoOps on its device (a train_op's
+  // group under the marker NoOp a step runs instead of it, prefetch.h) is
+  // one too: nothing in the step waits for it but the step's end.
   const std::set<std::string> target_names(targets.begin(), targets.end());
-  auto is_sink_noop = [&](const Node* n) {
-    return !control_flow && n->op() == "NoOp" && target_names.count(n->name()) != 0 && !consumed_locally.contains(n);
-  };
+  absl::flat_hash_set<const Node*> sinks;
+  if (!control_flow) {
+    absl::flat_hash_map<const Node*, std::vector<const Node*>> local_consumers;
+    absl::flat_hash_set<const Node*> data_consumed;
+    for (const Node* n : nodes) {
+      for (const NodeOut& in : n->inputs()) data_consumed.insert(in.node);
+      for (const Node* c : n->control_inputs())
+        if (placement[static_cast<size_t>(c->id())] == placement[static_cast<size_t>(n->id())])
+          local_consumers[c].push_back(n);
+    }
+    auto sink_if = [&](const Node* n, bool target) {
+      if (n->op() != "NoOp" || data_consumed.contains(n) || sinks.contains(n)) return false;
+      auto it = local_consumers.find(n);
+      if (it == local_consumers.end()) return target;
+      for (const Node* c : it->second)
+        if (!sinks.contains(c)) return false;
+      return true;
+    };
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const Node* n : nodes) {
+        if (sink_if(n, target_names.count(n->name()) != 0)) grew = sinks.insert(n).second || grew;
+      }
+    }
+  }
+  auto is_sink_noop = [&](const Node* n) { return sinks.contains(n); };
   // A fed placeholder read on another device is fed there too (a copy of
   // the placeholder in that partition): the value rides with the RunGraph
   // call instead of being fetched back from the feeding partition.
@@ -327,11 +346,6 @@ namespace {
 
 bool IsVariableOp(const Node* n) { return n->op() == "Variable" || n->op() == "VariableV2"; }
 
-bool UpdatesByReference(const std::string& op) {
-  return absl::StartsWith(op, "Apply") || absl::StartsWith(op, "SparseApply") || absl::StartsWith(op, "Assign") ||
-         absl::StartsWith(op, "Scatter");
-}
-
 }  // namespace
 
 bool StepAllowsStaleReads(const std::vector<const Node*>& nodes) {
@@ -346,7 +360,8 @@ int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::s
   // The variables the step updates by reference.
   absl::flat_hash_set<const Node*> updated;
   for (const Node* n : nodes) {
-    if (!UpdatesByReference(n->op())) continue;
+    // FusedApplyAdam (one op for a task's variables) updates each by reference too.
+    if (!IsVariableUpdateOp(n->op())) continue;
     for (int i = 0; i < n->num_inputs(); ++i)
       if (n->input_is_ref(i) && IsVariableOp(n->input(i).node)) updated.insert(n->input(i).node);
   }
@@ -374,9 +389,12 @@ int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::s
     }
   }
   // A prefetched read is answered by the worker's prefetcher, one receive at
-  // a time: it leaves its transfer bundle (placement/transfer_bundles.h), and
-  // a bundle left with one member is no bundle. A push that involves one
-  // (as a tensor pushed or a bundle whose fetch pushes) is undone whole.
+  // a time: it leaves the bundle its task fetches (placement/transfer_bundles.h),
+  // and a bundle left with one member is no bundle; a push whose fetch
+  // brings a prefetched read is undone whole. A prefetched read that rides
+  // with its sender's fetch (pushed) stays there: the prefetcher answers it
+  // with the value the previous run's push brought, and this run's comes
+  // with the sender's fetch, as without prefetching (no call of its own).
   if (!prefetched.empty()) {
     auto any_prefetched = [&](const absl::StatusOr<std::vector<std::string>>& keys) {
       if (!keys.ok()) return false;
@@ -389,7 +407,7 @@ int MarkPrefetchableReads(const std::vector<const Node*>& nodes, std::map<std::s
       for (proto::NodeDef& n : *part.graph.mutable_node()) {
         if (n.op() != "_Recv") continue;
         absl::StatusOr<std::vector<std::string>> push = GetAttrStringList(n, "push");
-        if (!push.ok() || (!any_prefetched(push) && !any_prefetched(GetAttrStringList(n, "bundle")))) continue;
+        if (!push.ok() || !any_prefetched(GetAttrStringList(n, "bundle"))) continue;
         unpushed.insert(push->begin(), push->end());
         n.mutable_attr()->erase("push");
       }

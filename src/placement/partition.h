@@ -54,7 +54,7 @@ bool StepAllowsStaleReads(const std::vector<const Node*>& nodes);
 
 // Marks with kPrefetchRecvAttr each _Recv of `parts` that receives, from
 // another task, the read of a variable (its value: `Variable` itself or an
-// Identity of it) that the same step updates (an Apply*, SparseApply*,
+// Identity of it) that the same step updates (an Apply*, SparseApply*, FusedApply*,
 // Assign* or Scatter* op takes it by reference): a model's weights in a
 // training step. Receives inside loops or with control flow stay
 // unmarked. Returns how many were marked.

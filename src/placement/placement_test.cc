@@ -7,60 +7,12 @@
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "placement/partition.h"
+#include "placement/partition_test_util.h"
 
 namespace distflow {
 namespace {
 
-proto::NodeDef* Add(proto::GraphDef* g, const std::string& name, const std::string& op, std::vector<std::string> inputs,
-                    const std::string& device = "") {
-  proto::NodeDef* n = g->add_node();
-  n->set_name(name);
-  n->set_op(op);
-  n->set_device(device);
-  for (auto& i : inputs) n->add_input(i);
-  return n;
-}
-
-proto::NodeDef* Var(proto::GraphDef* g, const std::string& name, const std::string& device) {
-  proto::NodeDef* n = Add(g, name, "Variable", {}, device);
-  SetAttrShape(n, "shape", PartialShape({2}));
-  SetAttrType(n, "dtype", DT_FLOAT);
-  return n;
-}
-
-proto::NodeDef* Const(proto::GraphDef* g, const std::string& name, const std::string& device = "") {
-  proto::NodeDef* n = Add(g, name, "Const", {}, device);
-  SetAttrTensor(n, "value", Tensor::FromVector<float>({1, 2}));
-  SetAttrType(n, "dtype", DT_FLOAT);
-  return n;
-}
-
-const std::vector<std::string> kDevices = {
-    "/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0",
-    "/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0"};
-
-struct Placed {
-  std::unique_ptr<Graph> graph;
-  std::vector<std::string> devices;
-  absl::Status status;
-};
-
-Placed Place(const proto::GraphDef& g, bool soft = false) {
-  Placed p;
-  auto graph = Graph::FromGraphDef(g);
-  EXPECT_TRUE(graph.ok()) << graph.status();
-  p.graph = std::move(*graph);
-  std::vector<const Node*> nodes;
-  for (auto& n : p.graph->nodes()) nodes.push_back(n.get());
-  PlacementOptions o;
-  o.devices = kDevices;
-  o.default_device = kDevices[2];
-  o.allow_soft_placement = soft;
-  auto r = PlaceNodes(*p.graph, nodes, o);
-  p.status = r.status();
-  if (r.ok()) p.devices = *r;
-  return p;
-}
+using namespace partition_test;  // NOLINT: the shared graph builders
 
 std::string DeviceOf(const Placed& p, const std::string& node) {
   return p.devices[static_cast<size_t>(p.graph->FindNode(node)->id())];
@@ -223,25 +175,6 @@ TEST(Partition, CrossingEdgesGetSendRecvPairs) {
   EXPECT_FALSE(OnlyFeedsOtherPartitions(wk)) << "it has a fetch";
 }
 
-struct Partitioned {
-  Placed placed;
-  std::map<std::string, Partition> parts;
-};
-
-Partitioned PartitionAll(const proto::GraphDef& g, const std::vector<TensorId>& fetches,
-                         const std::vector<std::string>& targets) {
-  Partitioned out;
-  out.placed = Place(g);
-  EXPECT_TRUE(out.placed.status.ok()) << out.placed.status;
-  std::vector<const Node*> nodes;
-  for (auto& n : out.placed.graph->nodes()) nodes.push_back(n.get());
-  auto parts = PartitionGraph(*out.placed.graph, nodes, out.placed.devices, {}, fetches, targets);
-  EXPECT_TRUE(parts.ok()) << parts.status();
-  if (parts.ok()) out.parts = std::move(*parts);
-  for (const auto& [device, part] : out.parts) EXPECT_TRUE(Graph::FromGraphDef(part.graph).ok()) << device;
-  return out;
-}
-
 // The _Recv nodes of a partition, and the tasks they receive from.
 std::vector<std::string> RecvsFrom(const Partition& p) {
   std::vector<std::string> from;
@@ -329,19 +262,6 @@ TEST(Partition, WithControlFlowEachControlEdgeCrossesAlone) {
   EXPECT_EQ(RecvsFrom(p.parts.at(kDevices[0])).size(), 2u);
 }
 
-// The `bundle` attr of each _Recv of a partition, by the name of the node
-// it feeds (its first consumer), "" for a _Recv of its own.
-std::map<std::string, std::vector<std::string>> Bundles(const Partition& p) {
-  std::map<std::string, std::vector<std::string>> out;
-  for (auto& n : p.graph.node()) {
-    if (n.op() != "_Recv") continue;
-    auto key = GetAttrString(n, "key");
-    auto bundle = GetAttrStringList(n, "bundle");
-    out[key.ok() ? *key : "?"] = bundle.ok() ? *bundle : std::vector<std::string>{};
-  }
-  return out;
-}
-
 // Tensors that cross from one task to another partition together travel in
 // one call: every _Recv names the whole bundle, its own key included.
 TEST(Partition, TensorsBetweenTwoTasksTravelAsOneBundle) {
@@ -420,147 +340,6 @@ TEST(Partition, APartitionThatOnlySendsIsRecognised) {
   auto qparts = PartitionGraph(*q.graph, qn, q.devices, {}, {{"a", 0}}, {"side"});
   ASSERT_TRUE(qparts.ok()) << qparts.status();
   EXPECT_FALSE(OnlyFeedsOtherPartitions(qparts->at(kDevices[0])));
-}
-
-// Prefetched reads (partition.h): only the step's reads of variables it
-// updates, received from another task, and only when the step asks.
-TEST(Partition, PrefetchMarksOnlyReadsOfVariablesTheStepUpdates) {
-  proto::GraphDef g;
-  Var(&g, "w", "/job:ps/task:0");          // updated: its read is marked
-  Var(&g, "flag", "/job:ps/task:0");       // only read: never marked
-  Var(&g, "local", "/job:worker/task:0");  // updated, but on the reading task
-  Add(&g, "w_read", "Identity", {"w"}, "/job:ps/task:0");
-  Add(&g, "grad", "Add", {"w_read", "flag"}, "/job:worker/task:0");
-  Add(&g, "g2", "Add", {"grad", "local"}, "/job:worker/task:0");
-  Add(&g, "apply", "ApplyGradientDescent", {"w", "lr", "g2"}, "/job:ps/task:0");
-  proto::NodeDef* lr = Add(&g, "lr", "Const", {}, "/job:ps/task:0");
-  SetAttrTensor(lr, "value", Tensor::Scalar<float>(0.1f));
-  SetAttrType(lr, "dtype", DT_FLOAT);
-  Add(&g, "assign_local", "Assign", {"local", "g2"}, "/job:worker/task:0");
-  Add(&g, "train", "NoOp", {"^apply", "^assign_local"}, "/job:worker/task:0");
-  proto::NodeDef* marker = Add(&g, "train_prefetching_reads", "NoOp", {"^train"}, "/job:worker/task:0");
-  SetAttrBool(marker, kPrefetchVariableReadsAttr, true);
-
-  // Without the marker in the step: nothing is marked.
-  Partitioned plain = PartitionAll(g, {}, {"train"});
-  std::vector<const Node*> plain_nodes;
-  for (auto& n : plain.placed.graph->nodes())
-    if (n->name() != "train_prefetching_reads") plain_nodes.push_back(n.get());
-  EXPECT_FALSE(StepAllowsStaleReads(plain_nodes));
-
-  Partitioned p = PartitionAll(g, {}, {"train_prefetching_reads"});
-  std::vector<const Node*> nodes;
-  for (auto& n : p.placed.graph->nodes()) nodes.push_back(n.get());
-  ASSERT_TRUE(StepAllowsStaleReads(nodes));
-  EXPECT_EQ(MarkPrefetchableReads(nodes, &p.parts), 1);
-  std::vector<std::string> marked;
-  for (const auto& n : p.parts.at(kDevices[2]).graph.node()) {
-    if (n.op() != "_Recv") continue;
-    auto on = GetAttrBool(n, kPrefetchRecvAttr);
-    if (on.ok() && *on) marked.push_back(*GetAttrString(n, "key"));
-  }
-  ASSERT_EQ(marked.size(), 1u);
-  EXPECT_EQ(marked[0].substr(0, marked[0].find(';')), "w_read") << marked[0];
-  // Still valid graphs.
-  for (const auto& [device, part] : p.parts) EXPECT_TRUE(Graph::FromGraphDef(part.graph).ok()) << device;
-}
-
-// The attrs of a partition's _Recv nodes, by key: whether it is pushed,
-// and the keys its fetch pushes.
-std::map<std::string, std::pair<bool, std::vector<std::string>>> Pushes(const Partition& p) {
-  std::map<std::string, std::pair<bool, std::vector<std::string>>> out;
-  for (auto& n : p.graph.node()) {
-    if (n.op() != "_Recv") continue;
-    auto key = GetAttrString(n, "key");
-    auto pushed = GetAttrBool(n, "pushed");
-    auto push = GetAttrStringList(n, "push");
-    out[key.ok() ? *key : "?"] = {pushed.ok() && *pushed, push.ok() ? *push : std::vector<std::string>{}};
-  }
-  return out;
-}
-
-// The looked-up rows a ps sends the worker ride with the ps's fetch of the
-// gradients computed from them: one call between the two tasks, not two.
-// Tensors the other way that do not depend on what the ps sends are not
-// paired (the fetch would wait for nothing it needs).
-TEST(Partition, WhatAGradientFetchDependsOnIsPushedWithIt) {
-  proto::GraphDef g;
-  Var(&g, "table", "/job:ps/task:0");
-  Var(&g, "w", "/job:ps/task:0");
-  Add(&g, "rows", "Identity", {"table"}, "/job:ps/task:0");
-  Add(&g, "w_read", "Identity", {"w"}, "/job:ps/task:0");
-  Add(&g, "grad", "Neg", {"rows"}, "/job:worker/task:0");
-  Add(&g, "g2", "Neg", {"w_read"}, "/job:worker/task:0");
-  Add(&g, "update", "AssignSub", {"table", "grad"}, "/job:ps/task:0");
-  Add(&g, "update2", "AssignSub", {"w", "g2"}, "/job:ps/task:0");
-  Partitioned p = PartitionAll(g, {}, {"update", "update2"});
-  auto on_worker = Pushes(p.parts.at(kDevices[2]));
-  auto on_ps = Pushes(p.parts.at(kDevices[0]));
-  ASSERT_EQ(on_worker.size(), 2u);
-  ASSERT_EQ(on_ps.size(), 2u);
-  std::vector<std::string> rows;
-  for (const auto& [key, attrs] : on_worker) {
-    EXPECT_TRUE(attrs.first) << key << " is pushed";
-    EXPECT_TRUE(attrs.second.empty()) << key;
-    rows.push_back(key);
-  }
-  for (const auto& [key, attrs] : on_ps) {
-    EXPECT_FALSE(attrs.first) << key;
-    std::vector<std::string> push = attrs.second;
-    std::sort(push.begin(), push.end());
-    EXPECT_EQ(push, rows) << key << "'s fetch carries both";
-  }
-  for (const auto& [device, part] : p.parts) EXPECT_TRUE(Graph::FromGraphDef(part.graph).ok()) << device;
-
-  proto::GraphDef h;
-  Const(&h, "x", "/job:ps/task:0");
-  Const(&h, "a", "/job:worker/task:0");
-  Add(&h, "y", "Neg", {"a"}, "/job:ps/task:0");
-  Add(&h, "out", "Add", {"x", "x"}, "/job:worker/task:0");
-  Partitioned q = PartitionAll(h, {{"out", 0}, {"y", 0}}, {});
-  for (const auto& [device, part] : q.parts) {
-    for (const auto& [key, attrs] : Pushes(part)) {
-      EXPECT_FALSE(attrs.first) << key;
-      EXPECT_TRUE(attrs.second.empty()) << key;
-    }
-  }
-}
-
-// A prefetched read (answered by the worker's prefetcher) cannot also be
-// pushed: the push it was part of is undone whole, and the tensors that
-// rode with it are fetched again as their bundle.
-TEST(Partition, PrefetchUndoesAPushOfAPrefetchedRead) {
-  proto::GraphDef g;
-  Var(&g, "w", "/job:ps/task:0");
-  Var(&g, "flag", "/job:ps/task:0");
-  Var(&g, "other", "/job:ps/task:0");
-  Add(&g, "w_read", "Identity", {"w"}, "/job:ps/task:0");
-  Add(&g, "grad", "Add", {"w_read", "flag"}, "/job:worker/task:0");
-  Add(&g, "grad2", "Add", {"grad", "other"}, "/job:worker/task:0");
-  proto::NodeDef* lr = Add(&g, "lr", "Const", {}, "/job:ps/task:0");
-  SetAttrTensor(lr, "value", Tensor::Scalar<float>(0.1f));
-  SetAttrType(lr, "dtype", DT_FLOAT);
-  Add(&g, "apply", "ApplyGradientDescent", {"w", "lr", "grad2"}, "/job:ps/task:0");
-  Add(&g, "train", "NoOp", {"^apply"}, "/job:worker/task:0");
-  proto::NodeDef* marker = Add(&g, "train_prefetching_reads", "NoOp", {"^train"}, "/job:worker/task:0");
-  SetAttrBool(marker, kPrefetchVariableReadsAttr, true);
-  Partitioned p = PartitionAll(g, {}, {"train_prefetching_reads"});
-  int pushed = 0;
-  for (const auto& [key, attrs] : Pushes(p.parts.at(kDevices[2]))) pushed += attrs.first ? 1 : 0;
-  ASSERT_EQ(pushed, 3) << "w_read, flag and other ride with the fetch of grad2";
-  std::vector<const Node*> nodes;
-  for (auto& n : p.placed.graph->nodes()) nodes.push_back(n.get());
-  EXPECT_EQ(MarkPrefetchableReads(nodes, &p.parts), 1);
-  for (const auto& [device, part] : p.parts) {
-    for (const auto& [key, attrs] : Pushes(part)) {
-      EXPECT_FALSE(attrs.first) << key;
-      EXPECT_TRUE(attrs.second.empty()) << key;
-    }
-  }
-  std::map<std::string, std::vector<std::string>> bundles = Bundles(p.parts.at(kDevices[2]));
-  int bundled = 0;
-  for (const auto& [key, bundle] : bundles) bundled += bundle.size() == 2 ? 1 : 0;
-  EXPECT_EQ(bundled, 2) << "flag and other travel together again, w_read alone";
 }
 
 }  // namespace

@@ -79,6 +79,7 @@ struct Transfer {
   std::string key, group;  // group: sending task and receiving device
   std::string from_task, to_task;
   std::vector<int> recv_inputs;  // what the _Recv node itself waits for (control inputs)
+  bool large = false;            // of a known shape, 1 MiB or more: never bundled
 };
 
 struct Bundle {
@@ -86,6 +87,7 @@ struct Bundle {
   int node = -1;
   std::vector<Transfer*> members;
   bool pushing = false, pushed = false;  // its fetch carries a push; it rides with one
+  Bundle* fetch = nullptr;               // a riding bundle's: the bundle whose fetch carries it
 };
 
 // Pairs bundles that go opposite ways between two tasks: a bundle `b` that
@@ -110,6 +112,7 @@ void PairPushes(DepGraph& g, std::vector<Bundle>& bundles, int64_t* visits) {
       if (starts_after) continue;
       fetch.pushing = true;
       ride.pushed = true;
+      ride.fetch = &fetch;
       std::vector<std::string> keys, push;
       for (const Transfer* m : fetch.members) keys.push_back(m->key);
       for (const Transfer* m : ride.members) push.push_back(m->key);
@@ -120,6 +123,40 @@ void PairPushes(DepGraph& g, std::vector<Bundle>& bundles, int64_t* visits) {
       // (A pushed receive keeps its `bundle` attr, unused, for a push undone
       // by MarkPrefetchableReads.)
       for (Transfer* m : ride.members) SetAttrBool(m->recv_def, "pushed", true);
+      break;
+    }
+  }
+}
+
+// A large tensor of a known shape keeps a call of its own, but it may ride
+// with a fetch that carries a push of its sending task's tensors to the
+// same partition (as a bulk ticket: its bytes still take the bulk port) if
+// that fetch's bundle needs it anyway, and joining the riding bundle keeps
+// the step free of deadlocks (as a member joining a bundle must). The
+// worker's largest variable read then rides with the ps's fetch of the
+// gradients computed from it.
+void PushLargeTransfers(DepGraph& g, std::vector<Bundle>& bundles, const std::vector<Transfer*>& large,
+                        int64_t* visits) {
+  for (Transfer* t : large) {
+    for (Bundle& ride : bundles) {
+      if (!ride.pushed || ride.fetch == nullptr || ride.group != t->group || *visits > kMaxVisits) continue;
+      const Bundle& fetch = *ride.fetch;
+      if (!g.Reaches(t->recv, fetch.node, visits)) continue;  // the fetch would wait for what it does not need
+      if (g.Reaches(ride.node, t->send, visits) || g.Reaches(t->recv, ride.node, visits)) continue;
+      bool starts_after = false;
+      for (const Transfer* m : fetch.members)
+        for (int in : m->recv_inputs) starts_after = starts_after || g.Reaches(t->send, in, visits);
+      if (starts_after) continue;
+      g.Edge(t->send, ride.node);
+      g.Edge(ride.node, t->recv);
+      ride.members.push_back(t);
+      SetAttrBool(t->recv_def, "pushed", true);
+      for (Transfer* m : fetch.members) {
+        absl::StatusOr<std::vector<std::string>> push = GetAttrStringList(*m->recv_def, "push");
+        std::vector<std::string> keys = push.ok() ? *push : std::vector<std::string>{};
+        keys.push_back(t->key);
+        SetAttrStringList(m->recv_def, "push", keys);
+      }
       break;
     }
   }
@@ -149,8 +186,9 @@ void BundleTransfers(std::map<std::string, Partition>* parts) {
         continue;
       }
       absl::StatusOr<std::string> from = GetAttrString(n, "send_task");
-      if (!from.ok() || *from == part.task || KnownLarge(n)) continue;
+      if (!from.ok() || *from == part.task) continue;
       Transfer t;
+      t.large = KnownLarge(n);
       t.recv = self;
       t.recv_def = &n;
       t.key = *key;
@@ -185,9 +223,9 @@ void BundleTransfers(std::map<std::string, Partition>* parts) {
       if (--indegree[static_cast<size_t>(m)] == 0) ready.push_back(m);
   }
   if (next != static_cast<int>(g.size())) return;
-  std::vector<Transfer*> todo;
+  std::vector<Transfer*> todo, large;
   for (Transfer& t : transfers)
-    if (t.send >= 0) todo.push_back(&t);
+    if (t.send >= 0) (t.large ? large : todo).push_back(&t);
   std::stable_sort(todo.begin(), todo.end(), [&](const Transfer* a, const Transfer* b) {
     return order[static_cast<size_t>(a->send)] < order[static_cast<size_t>(b->send)];
   });
@@ -219,6 +257,7 @@ void BundleTransfers(std::map<std::string, Partition>* parts) {
     for (Transfer* t : b.members) SetAttrStringList(t->recv_def, "bundle", keys);
   }
   PairPushes(g, bundles, &visits);
+  PushLargeTransfers(g, bundles, large, &visits);
 }
 
 }  // namespace distflow

@@ -13,9 +13,9 @@
 // every member's _Recv follows, and keeps that graph acyclic; tensors are
 // considered in dependency order, so the tensors ready early in a step
 // (fed ids, variable reads) and those ready late (gradients) form separate
-// bundles. Large tensors of a known shape stay alone (they may take the bulk
-// port). Only for steps without control flow (the partitioner's caller
-// decides).
+// bundles. Large tensors of a known shape stay out of bundles (they may take
+// the bulk port). Only for steps without control flow (the partitioner's
+// caller decides).
 //
 // Then bundles going opposite ways between two tasks are paired into one
 // call: a bundle task A sends task W rides with A's fetch of a bundle from
@@ -23,7 +23,9 @@
 // inside the ps's request for the gradients computed from them). The
 // fetching receives carry a `push` attr (the riding keys; their `bundle`
 // attr is set even for a bundle of one), the riding ones `pushed` (they
-// wait for the push and make no call). Stateless; thread-safe.
+// wait for the push and make no call). A large tensor rides too, with a
+// fetch that carries a push between the same two tasks and needs it (its
+// bytes then follow a bulk ticket in the request). Stateless; thread-safe.
 #pragma once
 
 #include <map>

@@ -233,9 +233,11 @@ absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& b
   return out;
 }
 
-std::string EncodeTensorBundleToString(const std::vector<Tensor>& tensors) {
+namespace {
+
+std::string ToString(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
-  (void)EncodeTensorBundle(tensors).Dump(&slices);  // a buffer built from slices always dumps
+  (void)buffer.Dump(&slices);  // a buffer built from slices always dumps
   std::string out;
   size_t size = 0;
   for (const grpc::Slice& s : slices) size += s.size();
@@ -244,10 +246,21 @@ std::string EncodeTensorBundleToString(const std::vector<Tensor>& tensors) {
   return out;
 }
 
-absl::StatusOr<std::vector<Tensor>> DecodeTensorBundleFromString(const std::string& bytes, size_t count) {
+}  // namespace
+
+std::string EncodeTensorBundleToString(const std::vector<Tensor>& tensors) {
+  return ToString(EncodeTensorBundle(tensors));
+}
+
+std::string EncodeTensorBundleToString(const std::vector<grpc::ByteBuffer>& parts) {
+  return ToString(EncodeTensorBundle(parts));
+}
+
+absl::StatusOr<std::vector<Tensor>> DecodeTensorBundleFromString(const std::string& bytes, size_t count,
+                                                                 std::vector<BulkRef>* bulk) {
   grpc::Slice slice(bytes);
   grpc::ByteBuffer buffer(&slice, 1);
-  return DecodeTensorBundle(buffer, count);
+  return DecodeTensorBundle(buffer, count, bulk);
 }
 
 }  // namespace distflow

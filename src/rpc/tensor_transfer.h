@@ -43,8 +43,12 @@ grpc::ByteBuffer EncodeTensorBundle(const std::vector<Tensor>& tensors);  // all
 absl::StatusOr<std::vector<Tensor>> DecodeTensorBundle(const grpc::ByteBuffer& buffer, size_t count,
                                                        std::vector<BulkRef>* bulk = nullptr);
 
-// A bundle of inline tensors as one string (RecvTensorRequest.pushed) and back.
+// A bundle as one string (RecvTensorRequest.pushed) and back: of inline
+// tensors, or of encoded parts (bulk headers among them); with `bulk`
+// non-null, decoding accepts bulk headers as DecodeTensorBundle does.
 std::string EncodeTensorBundleToString(const std::vector<Tensor>& tensors);
-absl::StatusOr<std::vector<Tensor>> DecodeTensorBundleFromString(const std::string& bytes, size_t count);
+std::string EncodeTensorBundleToString(const std::vector<grpc::ByteBuffer>& parts);
+absl::StatusOr<std::vector<Tensor>> DecodeTensorBundleFromString(const std::string& bytes, size_t count,
+                                                                 std::vector<BulkRef>* bulk = nullptr);
 
 }  // namespace distflow

@@ -324,7 +324,11 @@ void WorkerCache::RecvTensorBundleAsync(const std::string& task, int64_t step_id
   for (const std::string& key : keys) req.add_bundle_keys(key);
   req.set_accept_bulk(bulk_ != nullptr);
   if (!pushed.empty()) {
-    std::vector<Tensor> inline_tensors;
+    // A large tensor rides as a bulk header: `task` reads its bytes from
+    // this task's bulk port (or shared memory), as a single receive's answer
+    // would be read; it makes no call for it.
+    BulkServer* offer = bulk_ != nullptr ? local_bulk_ : nullptr;
+    std::vector<grpc::ByteBuffer> parts;
     for (PushedTensor& p : pushed) {
       if (p.fetch) {
         req.add_pushed_fetch_keys(p.key);
@@ -332,9 +336,11 @@ void WorkerCache::RecvTensorBundleAsync(const std::string& task, int64_t step_id
       }
       req.add_pushed_keys(p.key);
       CountTensorBytesSent(TaskOfDevice(task), p.value.TotalBytes());
-      inline_tensors.push_back(std::move(p.value));
+      const uint64_t ticket = offer != nullptr && IsBulkCandidate(p.value) ? offer->Offer(p.value) : 0;
+      parts.push_back(ticket != 0 ? EncodeBulkTensorHeader(p.value, ticket, offer->port())
+                                  : EncodeTensorToByteBuffer(p.value));
     }
-    if (!inline_tensors.empty()) req.set_pushed(EncodeTensorBundleToString(inline_tensors));
+    if (!parts.empty()) req.set_pushed(EncodeTensorBundleToString(parts));
   }
   bool own = false;
   grpc::Status ser =
@@ -436,14 +442,34 @@ absl::Status WorkerCache::FetchBulkInto(const std::string& task, uint64_t ticket
   return FetchOffer(task, hp.first, port, ticket, t, cm);
 }
 
+void WorkerCache::FetchPushed(const std::string& task, const std::string& key, Tensor t, BulkRef ref,
+                              CancellationManager* cm, ThreadPool* fallback, Rendezvous::DoneCallback done) {
+  if (bulk_ != nullptr) {
+    FetchBulk(task, key, std::move(t), ref, cm, std::move(done));
+    return;
+  }
+  fallback->Schedule([this, task, key, t = std::move(t), ref, cm, done = std::move(done)]() mutable {
+    absl::Status s = FetchOffer(task, "", ref.port, ref.ticket, &t, cm);
+    if (!s.ok()) {
+      done(absl::Status(s.code(), absl::StrCat("The tensor '", key, "' pushed by ", task, ": ", s.message())),
+           Tensor());
+      return;
+    }
+    done(absl::OkStatus(), std::move(t));
+  });
+}
+
 absl::Status WorkerCache::FetchOffer(const std::string& task, const std::string& host, int port, uint64_t ticket,
                                      Tensor* t, CancellationManager* cm) {
-  absl::Status s = bulk_->Fetch(host, port, ticket, t->raw_data(), t->TotalBytes(), cm);
+  absl::Status s = bulk_ != nullptr ? bulk_->Fetch(host, port, ticket, t->raw_data(), t->TotalBytes(), cm)
+                                    : absl::UnavailableError("bulk transfer is off here");
   if (s.ok() || absl::IsCancelled(s) || absl::IsUnauthenticated(s) || absl::IsNotFound(s)) return s;
-  // The bulk port failed; the offer is most likely still there: ask for it
-  // over gRPC (a RecvTensor call naming the ticket).
-  LOG(WARNING) << "Bulk transfer from " << task << " failed (" << s.message()
-               << "); fetching the tensor over gRPC instead";
+  // The bulk port failed (or is off here); the offer is most likely still
+  // there: ask for it over gRPC (a RecvTensor call naming the ticket).
+  if (bulk_ != nullptr) {
+    LOG(WARNING) << "Bulk transfer from " << task << " failed (" << s.message()
+                 << "); fetching the tensor over gRPC instead";
+  }
   absl::StatusOr<grpc::GenericStub*> stub = GenericStub(task);
   if (!stub.ok()) return s;
   proto::RecvTensorRequest req;

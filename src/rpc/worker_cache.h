@@ -100,6 +100,12 @@ class WorkerCache final : public WorkerCacheInterface {
   // taken), the offer comes over gRPC instead, with a warning.
   absl::Status FetchBulkInto(const std::string& task, uint64_t ticket, int port, Tensor* t, CancellationManager* cm);
   bool bulk_enabled() const { return bulk_ != nullptr; }
+  // Reads the bytes of a tensor `task` pushed as a bulk header
+  // (RecvTensorRequest.pushed) into `t` on the bulk pool, then calls `done`
+  // there; with bulk transfer off here, asks `task` for the offer over gRPC
+  // on `fallback` instead.
+  void FetchPushed(const std::string& task, const std::string& key, Tensor t, BulkRef ref, CancellationManager* cm,
+                   ThreadPool* fallback, Rendezvous::DoneCallback done);
   // Runs `fn` on the pool of blocking bulk reads (bulk transfer must be on).
   void RunOnBulkPool(std::function<void()> fn) { bulk_pool_->Schedule(std::move(fn)); }
 

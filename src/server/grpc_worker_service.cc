@@ -284,8 +284,9 @@ class GrpcWorkerService final
     WorkerRendezvous* rdv = w_->rendezvous();
     const int64_t step = req.step_id();
     if (req.pushed_keys_size() > 0) {
+      std::vector<BulkRef> refs;
       absl::StatusOr<std::vector<Tensor>> tensors =
-          DecodeTensorBundleFromString(req.pushed(), static_cast<size_t>(req.pushed_keys_size()));
+          DecodeTensorBundleFromString(req.pushed(), static_cast<size_t>(req.pushed_keys_size()), &refs);
       if (!tensors.ok()) {
         rdv->AbortStep(step, absl::Status(tensors.status().code(),
                                           absl::StrCat("The ", req.pushed_keys_size(), " tensors ('",
@@ -294,8 +295,18 @@ class GrpcWorkerService final
         return;
       }
       for (int i = 0; i < req.pushed_keys_size(); ++i) {
-        Tensor& t = (*tensors)[static_cast<size_t>(i)];
+        const size_t at = static_cast<size_t>(i);
+        Tensor& t = (*tensors)[at];
         CountTensorBytesReceived(peer, t.TotalBytes());
+        if (at < refs.size() && refs[at].ticket != 0) {
+          // A large one: its bytes wait on the peer's bulk port.
+          peers_->FetchPushed(peer, req.pushed_keys(i), std::move(t), refs[at], &cancel->cm, w_->compute_pool(),
+                              [rdv, step, key = req.pushed_keys(i), cancel](absl::Status s, Tensor got) {
+                                if (s.ok()) s = rdv->Send(step, key, got);
+                                if (!s.ok()) rdv->AbortStep(step, s);
+                              });
+          continue;
+        }
         // An aborted step refuses it: its receives have failed already.
         (void)rdv->Send(step, req.pushed_keys(i), t);
       }

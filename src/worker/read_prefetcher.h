@@ -5,10 +5,12 @@
 // when the step asked for it and the _Recv brings, from another task, the
 // value of a variable the same step updates: a model's weights read by a
 // worker from its ps in asynchronous training. Each run of the partition
-// still issues its own receive of that value, but answers the _Recv with
-// the value the previous run's receive brought (waiting for it if it is
-// still in flight), so the transfer of this step's values overlaps this
-// step's compute and the next step starts without waiting for the ps.
+// still issues its own receive of that value (a RecvTensor call, or, for a
+// read that rides with the ps's fetch of the gradients, the wait for that
+// push: no call of its own), but answers the _Recv with the value the
+// previous run's receive brought (waiting for it if it is still in flight),
+// so the transfer of this step's values overlaps this step's compute and
+// the next step starts without waiting for the ps.
 //
 // Staleness is bounded by one step: runs are numbered by the worker (every
 // partition run on the task counts), and a run uses only the value received

@@ -29,8 +29,6 @@ absl::Time NowOn(const WorkerCacheInterface* peers) {
   return absl::FromUnixMicros((peers != nullptr ? peers->clock() : Env::Default())->NowMicros());
 }
 
-// Pushed tensors at least this large travel apart (see the constructor).
-constexpr size_t kLargePushBytes = size_t{1} << 20;
 // How long deregistering a graph waits for its session's deferred updates.
 constexpr absl::Duration kDeferredUpdatesGrace = absl::Seconds(30);
 
@@ -61,20 +59,11 @@ Worker::Worker(std::string task_name, WorkerCacheInterface* peers, WorkerOptions
                    {});
               return;
             }
-            // A large tensor does not ride inside the call: it goes back to
-            // this task's table, and the peer fetches it as a single receive
-            // (over the bulk port).
-            for (PushedTensor& p : pushed) {
-              if (p.value.TotalBytes() < kLargePushBytes) continue;
-              if (absl::Status s = rendezvous_.Send(step, p.key, p.value); !s.ok()) {
-                done(s, {});
-                return;
-              }
-              p.value = Tensor();
-              p.fetch = true;
-            }
+            // A large tensor rides as a bulk ticket (WorkerCache offers it).
             peers_->RecvTensorBundleAsync(task, step, keys, std::move(pushed), cm, std::move(done));
-          }) {
+          },
+          [this](const std::string& task, int64_t step, const std::string& key, CancellationManager* cm,
+                 Rendezvous::DoneCallback done) { PushedRecv(task, step, key, cm, std::move(done)); }) {
   if (peers_ != nullptr) {
     StallCheckOptions stall_check;
     if (absl::StatusOr<absl::Duration> interval = StallCheckIntervalFromEnv(); interval.ok()) {
@@ -268,52 +257,71 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
   }
 }
 
-void Worker::RemoteRecv(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
-                        Rendezvous::DoneCallback done) {
-  std::shared_ptr<ReadPrefetcher> prefetcher;
-  std::shared_ptr<CancellationManager> step_cm;
-  int64_t run = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = steps_.find(step_id);
-    if (it != steps_.end() && it->second.prefetcher != nullptr && it->second.cm.get() == cm &&
-        it->second.prefetcher->Covers(key)) {
-      prefetcher = it->second.prefetcher;
-      step_cm = it->second.cm;
-      run = it->second.run;
-    }
+Worker::Prefetched Worker::FindPrefetcher(int64_t step_id, const std::string& key, CancellationManager* cm) {
+  absl::MutexLock lock(&mu_);
+  auto it = steps_.find(step_id);
+  if (it == steps_.end() || it->second.prefetcher == nullptr || it->second.cm.get() != cm ||
+      !it->second.prefetcher->Covers(key)) {
+    return {};
   }
-  if (peers_ == nullptr) {
-    done(absl::FailedPreconditionError(absl::StrCat(task_name_, " has no peers to receive '", key, "' from")),
-         Tensor());
-    return;
-  }
-  if (prefetcher == nullptr) {
-    peers_->RecvTensorAsync(task, step_id, key, cm, std::move(done));
-    return;
-  }
+  return {it->second.prefetcher, it->second.cm, it->second.run};
+}
+
+void Worker::PrefetchedRecv(const Prefetched& p, const std::string& key, Rendezvous::DoneCallback done,
+                            std::function<void(CancellationManager*, Rendezvous::DoneCallback)> fetch) {
   // The run's own receive may outlive the run (the next run uses it): it
   // keeps the run's cancellation manager alive, and the worker's
   // destructor cancels and waits for it.
-  WorkerCacheInterface* peers = peers_;
-  prefetcher->Recv(
-      run, key,
-      [peers, task, step_id, key, step_cm, inflight = inflight_](Rendezvous::DoneCallback got) {
+  p.prefetcher->Recv(
+      p.run, key,
+      [step_cm = p.step_cm, inflight = inflight_, fetch = std::move(fetch)](Rendezvous::DoneCallback got) {
         uint64_t id = 0;
         {
           absl::MutexLock lock(&inflight->mu);
           id = inflight->next_fetch++;
           inflight->fetches.emplace(id, step_cm);
         }
-        peers->RecvTensorAsync(task, step_id, key, step_cm.get(),
-                               [inflight, id, got = std::move(got)](absl::Status s, Tensor t) {
-                                 got(std::move(s), std::move(t));
-                                 // The last touch: the shared count, not the Worker.
-                                 absl::MutexLock lock(&inflight->mu);
-                                 inflight->fetches.erase(id);
-                               });
+        fetch(step_cm.get(), [inflight, id, got = std::move(got)](absl::Status s, Tensor t) {
+          got(std::move(s), std::move(t));
+          // The last touch: the shared count, not the Worker.
+          absl::MutexLock lock(&inflight->mu);
+          inflight->fetches.erase(id);
+        });
       },
-      step_cm, std::move(done));
+      p.step_cm, std::move(done));
+}
+
+void Worker::RemoteRecv(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
+                        Rendezvous::DoneCallback done) {
+  if (peers_ == nullptr) {
+    done(absl::FailedPreconditionError(absl::StrCat(task_name_, " has no peers to receive '", key, "' from")),
+         Tensor());
+    return;
+  }
+  Prefetched p = FindPrefetcher(step_id, key, cm);
+  if (p.prefetcher == nullptr) {
+    peers_->RecvTensorAsync(task, step_id, key, cm, std::move(done));
+    return;
+  }
+  PrefetchedRecv(p, key, std::move(done),
+                 [peers = peers_, task, step_id, key](CancellationManager* step_cm, Rendezvous::DoneCallback got) {
+                   peers->RecvTensorAsync(task, step_id, key, step_cm, std::move(got));
+                 });
+}
+
+void Worker::PushedRecv(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
+                        Rendezvous::DoneCallback done) {
+  Prefetched p = FindPrefetcher(step_id, key, cm);
+  if (p.prefetcher == nullptr) {
+    rendezvous_.WaitForPush(step_id, key, task, cm, std::move(done));
+    return;
+  }
+  // The run's own value comes with `task`'s fetch from this run, which
+  // carries it (placement/transfer_bundles.h): no call of its own.
+  PrefetchedRecv(p, key, std::move(done),
+                 [this, task, step_id, key](CancellationManager* step_cm, Rendezvous::DoneCallback got) {
+                   rendezvous_.WaitForPush(step_id, key, task, step_cm, std::move(got));
+                 });
 }
 
 void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {

@@ -118,6 +118,24 @@ class Worker {
   // if the step's partition marked `key`, else a RecvTensor call.
   void RemoteRecv(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
                   Rendezvous::DoneCallback done);
+  // The rendezvous's receive of a tensor `task` pushes here: prefetched if
+  // the step's partition marked `key` (the run's own value still arrives
+  // with `task`'s fetch), else a wait for the push.
+  void PushedRecv(const std::string& task, int64_t step_id, const std::string& key, CancellationManager* cm,
+                  Rendezvous::DoneCallback done);
+  // The prefetcher of the running step `step_id` if it covers `key` (and
+  // `cm` is the step's), with the step's cancellation and run number.
+  struct Prefetched {
+    std::shared_ptr<ReadPrefetcher> prefetcher;  // null: not prefetched
+    std::shared_ptr<CancellationManager> step_cm;
+    int64_t run = 0;
+  };
+  Prefetched FindPrefetcher(int64_t step_id, const std::string& key, CancellationManager* cm);
+  // Answers a prefetched receive of `key` (read_prefetcher.h); `fetch`
+  // makes the run's own receive, under the step's cancellation, which may
+  // outlive the run (tracked in inflight_).
+  void PrefetchedRecv(const Prefetched& p, const std::string& key, Rendezvous::DoneCallback done,
+                      std::function<void(CancellationManager*, Rendezvous::DoneCallback)> fetch);
 
   const std::string task_name_;
   const uint64_t incarnation_;

@@ -82,6 +82,15 @@ void WorkerRendezvous::RecvBundlePushingAsync(int64_t step_id, const std::string
 
 void WorkerRendezvous::RecvPushedAsync(int64_t step_id, const std::string& key, const std::string& send_task,
                                        CancellationManager* cm, DoneCallback done) {
+  if (pushed_) {
+    pushed_(send_task, step_id, key, cm, std::move(done));
+    return;
+  }
+  WaitForPush(step_id, key, send_task, cm, std::move(done));
+}
+
+void WorkerRendezvous::WaitForPush(int64_t step_id, const std::string& key, const std::string& send_task,
+                                   CancellationManager* cm, DoneCallback done) {
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);

@@ -31,9 +31,20 @@ class WorkerRendezvous : public Rendezvous {
       const std::string& task, int64_t step_id, const std::vector<std::string>& keys, std::vector<PushedTensor> pushed,
       CancellationManager* cm, std::function<void(absl::Status, std::vector<Tensor>)> done)>;
 
-  // Without `remote_bundle`, each tensor of a bundle is received alone.
-  WorkerRendezvous(std::string local_task, RemoteRecvFn remote, RemoteBundleFn remote_bundle = nullptr)
-      : local_task_(std::move(local_task)), remote_(std::move(remote)), remote_bundle_(std::move(remote_bundle)) {}
+  // Takes a receive of a tensor `task` pushes here (RecvPushedAsync) in
+  // place of the wait in this table (WaitForPush), which it may still make:
+  // the worker answers a prefetched read this way (read_prefetcher.h).
+  using PushedRecvFn = std::function<void(const std::string& task, int64_t step_id, const std::string& key,
+                                          CancellationManager* cm, DoneCallback done)>;
+
+  // Without `remote_bundle`, each tensor of a bundle is received alone;
+  // without `pushed`, a pushed tensor is waited for here.
+  WorkerRendezvous(std::string local_task, RemoteRecvFn remote, RemoteBundleFn remote_bundle = nullptr,
+                   PushedRecvFn pushed = nullptr)
+      : local_task_(std::move(local_task)),
+        remote_(std::move(remote)),
+        remote_bundle_(std::move(remote_bundle)),
+        pushed_(std::move(pushed)) {}
 
   absl::Status Send(int64_t step_id, const std::string& key, const Tensor& value) override;
   void RecvAsync(int64_t step_id, const std::string& key, const std::string& send_task, CancellationManager* cm,
@@ -52,10 +63,14 @@ class WorkerRendezvous : public Rendezvous {
   void RecvBundlePushingAsync(int64_t step_id, const std::string& key, const std::vector<std::string>& bundle,
                               const std::vector<std::string>& push, const std::string& send_task,
                               CancellationManager* cm, DoneCallback done) override;
-  // Waits for `send_task` to push the tensor here (the RecvTensor service
-  // Sends it on arrival); listed by Waiting as pushed by that task.
+  // Waits for `send_task` to push the tensor here (WaitForPush), or hands
+  // the receive to the PushedRecvFn.
   void RecvPushedAsync(int64_t step_id, const std::string& key, const std::string& send_task, CancellationManager* cm,
                        DoneCallback done) override;
+  // Waits for `send_task` to push the tensor here (the RecvTensor service
+  // Sends it on arrival); listed by Waiting as pushed by that task.
+  void WaitForPush(int64_t step_id, const std::string& key, const std::string& send_task, CancellationManager* cm,
+                   DoneCallback done);
   // Waits for a tensor sent on this task (served to peers by RecvTensor).
   void RecvLocalAsync(int64_t step_id, const std::string& key, CancellationManager* cm, DoneCallback done);
 
@@ -98,6 +113,7 @@ class WorkerRendezvous : public Rendezvous {
   const std::string local_task_;
   const RemoteRecvFn remote_;
   const RemoteBundleFn remote_bundle_;
+  const PushedRecvFn pushed_;
   mutable absl::Mutex mu_;
   std::map<Key, Slot> table_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, absl::Status> aborted_ ABSL_GUARDED_BY(mu_);  // bounded: oldest dropped

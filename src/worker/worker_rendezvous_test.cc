@@ -257,6 +257,51 @@ TEST(WorkerRendezvous, AnAbortedStepsPushingFetchIsNeverMade) {
   EXPECT_EQ(r.NumPendingForTest(), 0u);
 }
 
+// A pushed receive goes to the PushedRecvFn (the worker answers a
+// prefetched read there, worker.cc), which may still wait for the push in
+// the table; the push then reaches that wait.
+TEST(WorkerRendezvous, APushedReceiveGoesToItsHookWhichMayWaitForThePush) {
+  WorkerRendezvous* self = nullptr;
+  std::vector<std::string> hooked;
+  float waited = 0;
+  WorkerRendezvous r(
+      "/job:worker/replica:0/task:0",
+      [](const std::string&, int64_t, const std::string&, CancellationManager*, Rendezvous::DoneCallback done) {
+        done(absl::UnavailableError("a single receive was not expected"), Tensor());
+      },
+      nullptr,
+      [&](const std::string& task, int64_t step, const std::string& key, CancellationManager* cm,
+          Rendezvous::DoneCallback done) {
+        hooked.push_back(key);
+        if (key == "old") {
+          done(absl::OkStatus(), Tensor::Scalar<float>(1));  // answered by the hook itself
+          self->WaitForPush(step, key, task, cm, [&](const absl::Status& s, const Tensor& t) {
+            ASSERT_TRUE(s.ok()) << s;
+            waited = t.scalar<float>();
+          });
+          return;
+        }
+        self->WaitForPush(step, key, task, cm, std::move(done));
+      });
+  self = &r;
+  float got_old = 0, got_new = 0;
+  r.RecvPushedAsync(3, "old", "/job:ps/replica:0/task:0", nullptr,
+                    [&](const absl::Status& s, const Tensor& t) { got_old = s.ok() ? t.scalar<float>() : -1; });
+  r.RecvPushedAsync(3, "new", "/job:ps/replica:0/task:0", nullptr,
+                    [&](const absl::Status& s, const Tensor& t) { got_new = s.ok() ? t.scalar<float>() : -1; });
+  EXPECT_EQ(hooked, (std::vector<std::string>{"old", "new"}));
+  EXPECT_EQ(got_old, 1) << "answered before the push";
+  EXPECT_EQ(got_new, 0) << "waits for the push";
+  int pushed_by = 0;
+  for (const std::string& w : r.Waiting(3)) pushed_by += w.find("pushed by /job:ps") != std::string::npos ? 1 : 0;
+  EXPECT_EQ(pushed_by, 2) << "both waits are listed as pushed by the ps";
+  ASSERT_TRUE(r.Send(3, "old", Tensor::Scalar<float>(2)).ok());
+  ASSERT_TRUE(r.Send(3, "new", Tensor::Scalar<float>(3)).ok());
+  EXPECT_EQ(waited, 2) << "the hook's own wait got the push";
+  EXPECT_EQ(got_new, 3);
+  EXPECT_EQ(r.NumPendingForTest(), 0u);
+}
+
 // Without a bundle fetch to carry them, the pushed tensors could never
 // reach the peer: the receive fails at once, naming them.
 TEST(WorkerRendezvous, APushWithoutABundleFetchFailsNamingIt) {
