@@ -240,16 +240,9 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
           Run(params, input, cm, done);
         };
         if (cm != nullptr) {
-          w->token = cm->Register([this, end, group] {
-            // Name the ranks the rebuild still waits for (a member still dead).
-            std::string missing;
-            {
-              absl::MutexLock lock(&mu_);
-              if (auto it = groups_.find(group); it != groups_.end()) missing = it->second.missing;
-            }
+          w->token = cm->Register([end, group] {
             end(absl::CancelledError(absl::StrCat("the step was cancelled while the ", GroupName(group),
-                                                  " was being rebuilt (waiting for every rank to join it",
-                                                  missing.empty() ? "" : "; not joined yet: ", missing, ")")),
+                                                  " was being rebuilt (waiting for every rank to join it)")),
                 true);
           });
           cancelled = w->token == CancellationManager::kInvalidToken;
@@ -317,8 +310,6 @@ void CollectiveExecutorImpl::Rebuild(const GroupId& group) {
     }
     if (got.ok()) {
       last = absl::StrCat("not joined yet: ", got->missing);
-      absl::MutexLock lock(&mu_);
-      groups_[group].missing = got->missing;
     } else if (absl::IsUnavailable(got.status()) || absl::IsDeadlineExceeded(got.status())) {
       last = absl::StrCat("the coordinator did not answer: ", got.status().message());  // starting or restarting
     } else if (ask.probe && !(absl::IsInvalidArgument(got.status()) && !group.tasks.empty())) {
@@ -355,7 +346,6 @@ void CollectiveExecutorImpl::Rebuild(const GroupId& group) {
     absl::MutexLock lock(&mu_);
     Group& g = groups_[group];
     g.asking = false;
-    g.missing.clear();
     if (status.ok()) {
       g.generation = answer.generation;
       g.root = answer.root;

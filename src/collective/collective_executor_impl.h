@@ -142,7 +142,6 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
     int root = 0;
     bool ready = false;
     bool asking = false;
-    std::string missing;                                     // a rebuild's: the ranks it still waits for, named
     std::vector<int> members;                                // an elastic group's
     std::vector<std::function<void(absl::Status)>> waiters;  // runs waiting for the rebuild
   };
