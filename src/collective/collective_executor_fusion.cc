@@ -63,8 +63,8 @@ std::shared_ptr<FusionBuffer> CollectiveExecutorImpl::MakeFusionBuffer(const std
   };
   // The buffer's own pointer, for its failure (set before its first op).
   auto self = std::make_shared<std::weak_ptr<FusionBuffer>>();
-  const GroupId group = stream.elastic ? GroupId() : GroupMembers(stream);
-  const bool rebuilds = stream.group_size > 1 && stream.member_tasks.empty();
+  const GroupId group = GroupOf(stream);
+  const bool rebuilds = stream.group_size > 1;
   hooks.failed = [this, key, self, group, rebuilds, generation = stream.generation](const absl::Status&) {
     std::shared_ptr<FusionBuffer> failed = self->lock();
     {

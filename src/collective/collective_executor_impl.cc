@@ -3,6 +3,7 @@
 #include <atomic>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
@@ -37,7 +38,8 @@ struct RunEnd {
     if (cm != nullptr && token != CancellationManager::kInvalidToken) cm->Deregister(token);
     // The timer's own callback may be what ends the run: it must not cancel itself.
     if (const Timer::Id id = timer.load(); id != 0 && !timer_fired.load()) Timer::Global()->Cancel(id);
-    if (!result.ok()) {
+    // (An abort's own reason, e.g. the timeout's, names the run already.)
+    if (!result.ok() && !absl::StartsWith(result.status().message(), what)) {
       result = absl::Status(result.status().code(), absl::StrCat(what, ": ", result.status().message()));
     }
     done(std::move(result));
@@ -90,22 +92,27 @@ void CollectiveExecutorImpl::SetRendezvous(GroupRendezvousFn rendezvous, absl::D
   rebuild_timeout_ = rebuild_timeout;
 }
 
-namespace {
-std::vector<int> FirstTasks(int group_size) {
+CollectiveExecutorImpl::GroupId CollectiveExecutorImpl::FirstTasks(int group_size) {
   CollectiveParams p;
   p.group_size = group_size;
-  return GroupMembers(p);
+  return GroupId{GroupMembers(p), {}};
 }
-// "group of 3 ranks", "group of tasks 0, 2" for a process set, or the
-// elastic group (no members: they are decided at each build).
-std::string GroupName(const std::vector<int>& group) {
-  if (group.empty()) return "elastic collective group of the job's live tasks";
-  if (group == FirstTasks(static_cast<int>(group.size()))) {
-    return absl::StrCat("collective group of ", group.size(), " ranks");
-  }
-  return absl::StrCat("collective group of tasks ", absl::StrJoin(group, ", "));
+
+CollectiveExecutorImpl::GroupId CollectiveExecutorImpl::GroupOf(const CollectiveParams& params) {
+  if (params.elastic || params.group_size == 0) return GroupId();
+  if (!params.member_tasks.empty()) return GroupId{{}, params.member_tasks};
+  return GroupId{GroupMembers(params), {}};
 }
-}  // namespace
+
+// "group of 3 ranks", "group of tasks 0, 2" for a process set, "group of
+// tasks /job:ps/task:0, /job:worker/task:1" across jobs, or the elastic
+// group (no members: they are decided at each build).
+std::string CollectiveExecutorImpl::GroupName(const GroupId& group) {
+  if (group.elastic()) return "elastic collective group of the job's live tasks";
+  if (!group.tasks.empty()) return absl::StrCat("collective group of tasks ", absl::StrJoin(group.tasks, ", "));
+  if (group == FirstTasks(group.size())) return absl::StrCat("collective group of ", group.size(), " ranks");
+  return absl::StrCat("collective group of tasks ", absl::StrJoin(group.members, ", "));
+}
 
 void CollectiveExecutorImpl::MarkBroken(int group_size) {
   absl::MutexLock lock(&mu_);
@@ -117,6 +124,13 @@ int64_t CollectiveExecutorImpl::generation(int group_size) {
   absl::MutexLock lock(&mu_);
   auto it = groups_.find(FirstTasks(group_size));
   return it == groups_.end() ? 0 : it->second.generation;
+}
+
+GroupState CollectiveExecutorImpl::StateOf(const CollectiveParams& params) {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(GroupOf(params));
+  if (it == groups_.end()) return GroupState();
+  return GroupState{it->second.generation, it->second.root, it->second.members};
 }
 
 absl::StatusOr<GroupState> CollectiveExecutorImpl::RebuildNow(int group_size, absl::Duration timeout) {
@@ -201,10 +215,10 @@ void CollectiveExecutorImpl::Run(const CollectiveParams& params, const Tensor& i
                        "none (failure detection is off); give group_size the number of ranks")));
       return;
     }
-    // A group of tasks of several jobs (group_tasks) is not built at the
-    // coordinator (its rendezvous knows one job's tasks): generation 0.
-    if (rendezvous_ && params.group_size != 1 && params.member_tasks.empty()) {
-      const GroupId group = GroupMembers(params);  // empty: the elastic group
+    // Every group of more than one rank is built at the coordinator: a
+    // job's, a process set's, one across jobs (group_tasks), the elastic one.
+    if (rendezvous_ && params.group_size != 1) {
+      const GroupId group = GroupOf(params);
       Group& g = groups_[group];
       if (!g.ready && stopping_) {
         shutting_down = true;
@@ -276,10 +290,11 @@ void CollectiveExecutorImpl::Rebuild(const GroupId& group) {
     absl::MutexLock lock(&mu_);
     rendezvous = rendezvous_;
     timeout = rebuild_timeout_;
-    ask.group_size = static_cast<int>(group.size());
-    ask.members = group;
+    ask.group_size = group.size();
+    ask.members = group.members;
+    ask.tasks = group.tasks;
     ask.last_generation = groups_[group].generation;
-    ask.probe = ask.last_generation == 0 && !group.empty();  // the elastic group never probes
+    ask.probe = ask.last_generation == 0 && !group.elastic();  // the elastic group never probes
   }
   std::random_device rd;
   ask.nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -297,7 +312,7 @@ void CollectiveExecutorImpl::Rebuild(const GroupId& group) {
       last = absl::StrCat("not joined yet: ", got->missing);
     } else if (absl::IsUnavailable(got.status()) || absl::IsDeadlineExceeded(got.status())) {
       last = absl::StrCat("the coordinator did not answer: ", got.status().message());  // starting or restarting
-    } else if (ask.probe) {
+    } else if (ask.probe && !(absl::IsInvalidArgument(got.status()) && !group.tasks.empty())) {
       // Without the coordinator's word, start as a fresh group: the runs
       // then fail (or not) on their own, naming the peers.
       LOG(WARNING) << "Could not ask the coordinator about the " << GroupName(group) << " (" << got.status().message()
@@ -336,14 +351,14 @@ void CollectiveExecutorImpl::Rebuild(const GroupId& group) {
       g.root = answer.root;
       g.members = answer.members;
       g.ready = true;
-      if (group.empty() && g.members.empty()) {
+      if (group.elastic() && g.members.empty()) {
         g.ready = false;
         status = absl::InternalError("the coordinator built an elastic group without members");
       }
     }
     waiters.swap(g.waiters);
   }
-  if (status.ok() && group.empty()) {
+  if (status.ok() && group.elastic()) {
     LOG(INFO) << "Elastic collective group is in generation " << answer.generation << " with " << answer.members.size()
               << " rank(s) (tasks " << absl::StrJoin(answer.members, ",") << "), rebuilt in "
               << absl::FormatDuration(absl::Now() - start);
@@ -374,8 +389,9 @@ void CollectiveExecutorImpl::WatchRuns() {
     }
     for (auto& [group, channels] : old) {
       GroupAsk ask;
-      ask.group_size = static_cast<int>(group.first.size());
-      ask.members = group.first;
+      ask.group_size = group.first.size();
+      ask.members = group.first.members;
+      ask.tasks = group.first.tasks;
       ask.last_generation = group.second;
       ask.query = true;
       absl::StatusOr<GroupAnswer> got = rendezvous(ask);
@@ -394,8 +410,8 @@ void CollectiveExecutorImpl::RunIn(CollectiveParams params, int root, const Tens
                                    DoneCallback done, std::shared_ptr<CollectiveChannel> given, int64_t given_seq) {
   uint64_t run_id = 0;
   // The group's key: its members, or none for the elastic group.
-  const GroupId group = params.elastic ? GroupId() : GroupMembers(params);
-  if (params.group_size > 1 && params.member_tasks.empty()) {
+  const GroupId group = GroupOf(params);
+  if (params.group_size > 1) {
     {
       absl::MutexLock lock(&mu_);
       if (rendezvous_) run_id = next_run_++;

@@ -10,7 +10,9 @@
 //
 // Generations. A rank that restarts counts from 0 again, so counting alone
 // cannot pair it with ranks that kept running. With a rendezvous (set by the
-// server: the coordinator's GroupRendezvous, proto/elastic.proto) a rank
+// server: the coordinator's GroupRendezvous, proto/elastic.proto) every
+// group of more than one rank (of one job, a process set, or across jobs
+// by group_tasks) is built in generations: a rank
 // probes before its first run (a fresh job starts in generation 1 at once;
 // a restarted rank joins a rebuild) and rebuilds as soon as a run failed:
 // every rank of the group asks the rendezvous, and all leave it with one
@@ -48,9 +50,11 @@
 // Owns its transport. Thread-safe.
 #pragma once
 
+#include <compare>
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -68,8 +72,12 @@ namespace distflow {
 struct GroupAsk {
   int group_size = 1;
   // The group's tasks (indices in the job) in rank order: 0..group_size-1
-  // for the job's group, a process set's otherwise.
+  // for the job's group, a process set's otherwise; empty for a group
+  // across jobs, which names its tasks instead.
   std::vector<int> members;
+  // A group across jobs (CollectiveParams::member_tasks, as the op spells
+  // them) in rank order; empty for a group of one job.
+  std::vector<std::string> tasks;
   int64_t last_generation = 0;  // 0: this rank holds no state of the group yet
   uint64_t nonce = 0;           // the same while this ask is polled
   bool query = false;           // only: is a rebuild under way? (see `waiting`)
@@ -108,6 +116,9 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   // The generation the group of tasks 0..group_size-1 (0: the elastic
   // group) is in (0: never built).
   int64_t generation(int group_size);
+  // The group `params` runs in (a job's, a process set's, one across jobs,
+  // or the elastic group) as last built: generation 0 if never built.
+  GroupState StateOf(const CollectiveParams& params);
   // Rebuilds the group of `group_size` (0: the elastic group) now, joining
   // a rebuild under way if there is one, and waits up to `timeout` for it:
   // how every rank of an elastic group takes in the members that joined, at
@@ -144,9 +155,19 @@ class CollectiveExecutorImpl final : public CollectiveExecutor {
   std::shared_ptr<FusionBuffer> MakeFusionBuffer(const std::string& key, const CollectiveParams& stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A group is known by its members (GroupMembers: a process set's tasks,
-  // or 0..group_size-1); each is rebuilt on its own. The elastic group,
-  // whose members change with each build, is known by none.
-  using GroupId = std::vector<int>;
+  // or 0..group_size-1), or a group across jobs by its task names; each is
+  // rebuilt on its own. The elastic group, whose members change with each
+  // build, is known by neither.
+  struct GroupId {
+    std::vector<int> members;
+    std::vector<std::string> tasks;
+    bool elastic() const { return members.empty() && tasks.empty(); }
+    int size() const { return static_cast<int>(members.size() + tasks.size()); }
+    auto operator<=>(const GroupId&) const = default;
+  };
+  static GroupId GroupOf(const CollectiveParams& params);
+  static GroupId FirstTasks(int group_size);
+  static std::string GroupName(const GroupId& group);
   // Polls the rendezvous until the group is built (on pool_).
   void Rebuild(const GroupId& group);
   void RunFailed(const GroupId& group, int64_t generation);

@@ -49,6 +49,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -117,7 +118,7 @@ class CoordinationService {
   // every rank of the group has asked (elastic.proto says the rule; group
   // size 0 is the elastic group of the job's live tasks).
   // InvalidArgument for a rank outside the group (elastic: a task the
-  // service does not know).
+  // service does not know) or a malformed group across jobs.
   absl::Status GroupRendezvous(const proto::GroupRendezvousRequest& req, proto::GroupRendezvousResponse* resp);
 
   // Records the sender's heartbeat, then answers with every task's health.
@@ -147,7 +148,7 @@ class CoordinationService {
     bool joined = false;  // joined the running job
   };
   // The rendezvous of one collective group (job, its members: a process
-  // set's tasks, or 0..group_size-1).
+  // set's tasks, or 0..group_size-1; or a group across jobs' tasks).
   struct GroupRound {
     std::map<int, std::pair<int64_t, uint64_t>> waiting;  // rank -> (last generation, nonce)
     int64_t generation = 0;                               // the last completed round's
@@ -181,7 +182,12 @@ class CoordinationService {
   Env* const env_;
   absl::Mutex mu_;
   std::map<std::string, Task> tasks_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<std::string, std::vector<int>>, GroupRound> groups_ ABSL_GUARDED_BY(mu_);
+  // By (job, members, tasks): a group of one job is known by its job and
+  // members (a process set's, or 0..n-1; none for the elastic group), a
+  // group across jobs by its task names alone (its members ask from
+  // different jobs).
+  std::map<std::tuple<std::string, std::vector<int>, std::vector<std::string>>, GroupRound> groups_
+      ABSL_GUARDED_BY(mu_);
   int64_t loop_us_ ABSL_GUARDED_BY(mu_) = 0;  // the own loop's last run (0: not watched)
   absl::Duration loop_interval_ ABSL_GUARDED_BY(mu_);
 };

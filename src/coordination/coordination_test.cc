@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/fake_clock_env.h"
@@ -376,6 +377,70 @@ TEST(CoordinationGroupRendezvous, AProcessSetIsItsOwnGroup) {
 }
 
 std::vector<int> Ints(const google::protobuf::RepeatedField<int32_t>& r) { return {r.begin(), r.end()}; }
+
+// A group across jobs (group_tasks: worker 1, ps 0, worker 0 in rank
+// order) is known by its task names, however a member spells them: its
+// members ask from two jobs and meet in one round; a restarted member joins
+// the survivors in a new generation whose state comes from the lowest of
+// them; a dead member is not counted; malformed lists are refused.
+TEST(CoordinationGroupRendezvous, AGroupAcrossJobsIsKnownByItsTasks) {
+  FakeClockEnv env;
+  CoordinationService service({kPs, kChief, kWorker1}, absl::Seconds(10), 7, &env);
+  auto ask = [](const std::string& job, int rank, int64_t generation, uint64_t nonce, bool short_names) {
+    proto::GroupRendezvousRequest r = Ask(rank, generation, nonce);
+    r.set_job(job);
+    for (const char* t : {"/job:worker/task:1", "/job:ps/task:0", "/job:worker/task:0"}) {
+      r.add_tasks(short_names ? t : absl::StrReplaceAll(t, {{"/task:", "/replica:0/task:"}}));
+    }
+    return r;
+  };
+  proto::GroupRendezvousResponse resp;
+  for (int rank = 0; rank < 3; ++rank) {  // a fresh group: generation 1 at once
+    proto::GroupRendezvousRequest probe = ask(rank == 1 ? "ps" : "worker", rank, 0, 10 + rank, rank == 1);
+    probe.set_probe(true);
+    ASSERT_TRUE(service.GroupRendezvous(probe, &resp).ok());
+    EXPECT_TRUE(resp.done());
+    EXPECT_EQ(resp.generation(), 1);
+  }
+  // Rank 0 restarted: its new process's probe joins a round.
+  proto::GroupRendezvousRequest restarted = ask("worker", 0, 0, 20, false);
+  restarted.set_probe(true);
+  ASSERT_TRUE(service.GroupRendezvous(restarted, &resp).ok());
+  EXPECT_FALSE(resp.done());
+  EXPECT_EQ(Ints(resp.missing()), (std::vector<int>{1, 2}));
+  ASSERT_TRUE(service.GroupRendezvous(ask("ps", 1, 1, 21, true), &resp).ok());
+  EXPECT_EQ(Ints(resp.missing()), (std::vector<int>{2})) << "the ps's ask counts in the same round";
+  proto::GroupRendezvousRequest query = ask("worker", 2, 1, 0, false);
+  query.set_query(true);
+  ASSERT_TRUE(service.GroupRendezvous(query, &resp).ok());
+  EXPECT_EQ(Ints(resp.waiting()), (std::vector<int>{0, 1})) << "rank 2 learns that its peers left generation 1";
+  ASSERT_TRUE(service.GroupRendezvous(Ask(0, 1, 30, 2), &resp).ok());
+  EXPECT_FALSE(resp.done()) << "the worker job's own group of 2 is another group";
+  ASSERT_TRUE(service.GroupRendezvous(ask("worker", 2, 1, 22, false), &resp).ok());
+  ASSERT_TRUE(resp.done());
+  EXPECT_EQ(resp.generation(), 2);
+  EXPECT_EQ(resp.root(), 1) << "the ps is the lowest rank that kept its state";
+  ASSERT_TRUE(service.GroupRendezvous(restarted, &resp).ok());
+  EXPECT_TRUE(resp.done() && resp.generation() == 2) << "the restarted rank polls the round it took part in";
+  // Rank 0 (worker 1) asks again and dies: not counted.
+  proto::HeartbeatResponse beat;
+  ASSERT_TRUE(service.Heartbeat(Beat(kWorker1, 5), &beat).ok());
+  ASSERT_TRUE(service.GroupRendezvous(ask("worker", 0, 2, 40, false), &resp).ok());
+  env.Advance(absl::Seconds(11));
+  ASSERT_TRUE(service.GroupRendezvous(ask("ps", 1, 2, 41, true), &resp).ok());
+  ASSERT_TRUE(service.GroupRendezvous(ask("worker", 2, 2, 42, true), &resp).ok());
+  EXPECT_FALSE(resp.done());
+  EXPECT_EQ(Ints(resp.missing()), (std::vector<int>{0}));
+  // Malformed: not a task's name, a task twice, members beside tasks.
+  proto::GroupRendezvousRequest bad = ask("ps", 1, 0, 50, true);
+  bad.set_tasks(0, "ps0");
+  EXPECT_TRUE(absl::StrContains(service.GroupRendezvous(bad, &resp).message(), "'ps0', which is not a task name"));
+  bad.set_tasks(0, "/job:ps/replica:0/task:0");
+  EXPECT_TRUE(absl::StrContains(service.GroupRendezvous(bad, &resp).message(), "twice"));
+  bad = ask("ps", 1, 0, 51, true);
+  bad.add_members(0);
+  EXPECT_TRUE(absl::IsInvalidArgument(service.GroupRendezvous(bad, &resp)));
+}
 
 TEST(CoordinationGroupRendezvous, AnElasticGroupTakesInAJoinerAndGoesOnWithoutTheDead) {
   FakeClockEnv env;

@@ -25,6 +25,11 @@
 // tells a joiner (pending) from a member, and a fixed group's restarted
 // rank, probing, joins a round instead of being told generation 1 alone.
 //
+// A group across jobs (the collective ops' group_tasks: a ps task and two
+// workers, say) follows the same rule; it is known by its task names alone,
+// since its members ask from different jobs, and a member's death is read
+// from the heartbeats of the task its name gives.
+//
 // An elastic group (group size 0) has no fixed ranks: each round takes
 // every task of the job that is not dead and has not left, so a worker that
 // joined the job enters at the next round and one that died is not waited
@@ -34,15 +39,41 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
+#include "cluster/device_name.h"
 #include "coordination/coordination.h"
 
 namespace distflow {
+namespace {
+
+// A group across jobs' task names in their canonical form
+// (/job:J/replica:0/task:I, as the heartbeats know them); empty for a
+// group of one job. InvalidArgument for a name that is not a task's, or a
+// task named twice.
+absl::StatusOr<std::vector<std::string>> GroupTasks(const proto::GroupRendezvousRequest& req) {
+  std::vector<std::string> tasks;
+  for (const std::string& name : req.tasks()) {
+    absl::StatusOr<DeviceName> d = DeviceName::Parse(name);
+    if (!d.ok() || !d->has_job || !d->has_task || d->has_type) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GroupRendezvous: the group across jobs names '", name, "', which is not a task name"));
+    }
+    std::string task = TaskName(d->job, d->task);
+    if (std::find(tasks.begin(), tasks.end(), task) != tasks.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("GroupRendezvous: the group across jobs names ", task, " twice"));
+    }
+    tasks.push_back(std::move(task));
+  }
+  return tasks;
+}
+
+}  // namespace
 
 absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRequest& req,
                                                   proto::GroupRendezvousResponse* resp) {
   const int n = req.group_size();
   if (n == 0) {
-    if (req.members_size() > 0) {
+    if (req.members_size() > 0 || req.tasks_size() > 0) {
       return absl::InvalidArgumentError(absl::StrCat("GroupRendezvous: the elastic group (group_size 0) of job '",
                                                      req.job(), "' takes no members: the coordinator decides them"));
     }
@@ -50,24 +81,35 @@ absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRe
     absl::MutexLock lock(&mu_);
     CheckLocked(now);
     // Known by no members (a fixed group always has some).
-    return ElasticRendezvousLocked(req, groups_[{req.job(), std::vector<int>()}], resp);
+    return ElasticRendezvousLocked(req, groups_[{req.job(), std::vector<int>(), std::vector<std::string>()}], resp);
   }
   if (n < 1 || req.rank() < 0 || req.rank() >= n) {
     return absl::InvalidArgumentError(absl::StrCat("GroupRendezvous: rank ", req.rank(), " is not in a group of ", n,
                                                    " (ranks 0..", n - 1, ") of job '", req.job(), "'"));
   }
-  // The group's tasks by rank: a process set's members, else 0..n-1.
+  // The group's tasks by rank: a process set's members, else 0..n-1; or,
+  // for a group across jobs, the tasks it names.
   std::vector<int> members(req.members().begin(), req.members().end());
-  if (members.empty()) {
-    for (int r = 0; r < n; ++r) members.push_back(r);
-  } else if (static_cast<int>(members.size()) != n) {
-    return absl::InvalidArgumentError(absl::StrCat("GroupRendezvous: the group of job '", req.job(), "' lists ",
-                                                   members.size(), " members but group_size is ", n));
+  ASSIGN_OR_RETURN(std::vector<std::string> tasks, GroupTasks(req));
+  if (!tasks.empty() && !members.empty()) {
+    return absl::InvalidArgumentError(
+        "GroupRendezvous: a group across jobs is named by its tasks, and takes no members (task indices of one job)");
   }
+  if (members.empty() && tasks.empty()) {
+    for (int r = 0; r < n; ++r) members.push_back(r);
+  } else if (static_cast<int>(members.size() + tasks.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("GroupRendezvous: the group of job '", req.job(), "' lists ",
+                                                   members.size() + tasks.size(), " members but group_size is ", n));
+  }
+  // Rank r's task, as the heartbeats know it.
+  auto task_of = [&](int r) {
+    return tasks.empty() ? TaskName(req.job(), members[static_cast<size_t>(r)]) : tasks[static_cast<size_t>(r)];
+  };
   const int64_t now = env_->NowMicros();
   absl::MutexLock lock(&mu_);
   CheckLocked(now);
-  GroupRound& g = groups_[{req.job(), members}];
+  // A group across jobs is asked for from several jobs: known by its tasks alone.
+  GroupRound& g = groups_[{tasks.empty() ? req.job() : std::string(), members, tasks}];
   HearGenerationLocked(req, g);
   resp->Clear();
   if (req.query()) {
@@ -95,7 +137,7 @@ absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRe
   // A rank that asked and then died will ask again with a new nonce once it
   // is back; until then it is not here.
   for (auto it = g.waiting.begin(); it != g.waiting.end();) {
-    auto t = tasks_.find(TaskName(req.job(), members[static_cast<size_t>(it->first)]));
+    auto t = tasks_.find(task_of(it->first));
     const bool dead = t != tasks_.end() && t->second.state == proto::TaskHealth::DEAD;
     it = dead && it->first != req.rank() ? g.waiting.erase(it) : std::next(it);
   }
@@ -118,9 +160,14 @@ absl::Status CoordinationService::GroupRendezvous(const proto::GroupRendezvousRe
   g.done_nonces.clear();
   for (const auto& [rank, ask] : g.waiting) g.done_nonces[rank] = ask.second;
   g.waiting.clear();
-  LOG(INFO) << "Collective group of " << n << " task(s) of job '" << req.job() << "' (tasks "
-            << absl::StrJoin(members, ", ") << ") rebuilt: generation " << g.generation << ", state from rank "
-            << g.root;
+  if (tasks.empty()) {
+    LOG(INFO) << "Collective group of " << n << " task(s) of job '" << req.job() << "' (tasks "
+              << absl::StrJoin(members, ", ") << ") rebuilt: generation " << g.generation << ", state from rank "
+              << g.root;
+  } else {
+    LOG(INFO) << "Collective group of tasks " << absl::StrJoin(tasks, ", ") << " rebuilt: generation " << g.generation
+              << ", state from rank " << g.root << " (" << tasks[static_cast<size_t>(g.root)] << ")";
+  }
   resp->set_done(true);
   resp->set_generation(g.generation);
   resp->set_root(g.root);

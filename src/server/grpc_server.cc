@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "cluster/device_name.h"
 #include "cluster/host_share.h"
+#include "grpcpp/channel.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 #include "rpc/ask_tasks.h"
@@ -25,6 +26,7 @@
 #include "server/grpc_elastic_service.h"
 #include "server/grpc_master_service.h"
 #include "server/grpc_worker_service.h"
+#include "worker/worker_collective_transport.h"
 
 namespace distflow {
 
@@ -298,7 +300,15 @@ absl::StatusOr<GroupAnswer> GrpcServer::AskGroupRendezvous(const GroupAsk& ask) 
   // 0..group_size-1, which travel as none). The elastic group (group size
   // 0) has no fixed ranks: each task asks as its task index.
   std::vector<int> members = ask.members;
-  if (ask.group_size == 0) {
+  std::vector<std::string> tasks;  // a group across jobs': its tasks' full names
+  if (!ask.tasks.empty()) {
+    // Resolved as the channel will (so a task the cluster lacks is named
+    // before anyone waits for it); the coordinator knows them by full name.
+    ASSIGN_OR_RETURN(auto resolved, WorkerCollectiveTransport::ResolveGroupTasks(cluster(), ask.tasks, task_name_));
+    tasks = std::move(resolved.first);
+    for (const std::string& t : tasks) req.add_tasks(t);
+    req.set_rank(resolved.second);
+  } else if (ask.group_size == 0) {
     req.set_rank(task_);
   } else {
     bool first_tasks = true;
@@ -328,9 +338,13 @@ absl::StatusOr<GroupAnswer> GrpcServer::AskGroupRendezvous(const GroupAsk& ask) 
   answer.members.assign(resp.members().begin(), resp.members().end());
   // An elastic group's answers name tasks (it has no fixed ranks); a fixed
   // group's name ranks and the tasks they are.
-  auto name = [this, &members, elastic = ask.group_size == 0](std::string* to, int r) {
+  auto name = [this, &members, &tasks, elastic = ask.group_size == 0](std::string* to, int r) {
     if (elastic) {
       absl::StrAppend(to, to->empty() ? "" : ", ", TaskName(job_, r));
+      return;
+    }
+    if (r >= 0 && r < static_cast<int>(tasks.size())) {
+      absl::StrAppend(to, to->empty() ? "" : ", ", "rank ", r, " (", tasks[static_cast<size_t>(r)], ")");
       return;
     }
     const int task = r >= 0 && r < static_cast<int>(members.size()) ? members[static_cast<size_t>(r)] : r;
@@ -338,6 +352,22 @@ absl::StatusOr<GroupAnswer> GrpcServer::AskGroupRendezvous(const GroupAsk& ask) 
   };
   for (int r : resp.missing()) name(&answer.missing, r);
   for (int r : resp.waiting()) name(&answer.waiting, r);
+  if (answer.done && answer.generation > 1) {
+    // Rebuilt, most likely because a member died and came back: this
+    // task's channel to it may still be backing off from the death (up to
+    // 1 s, worker_cache.cc), failing the new generation's first receives
+    // at once and forcing another round. Dial every member afresh.
+    std::vector<std::string> peers = tasks;
+    if (peers.empty()) {
+      for (int m : ask.group_size == 0 ? answer.members : members) peers.push_back(TaskName(job_, m));
+    }
+    for (const std::string& peer : peers) {
+      if (peer == task_name_) continue;
+      if (absl::StatusOr<std::shared_ptr<grpc::Channel>> ch = workers_->Channel(peer); ch.ok()) {
+        grpc::experimental::ChannelResetConnectionBackoff(ch->get());
+      }
+    }
+  }
   return answer;
 }
 

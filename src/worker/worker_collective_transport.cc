@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "cluster/device_name.h"
 #include "worker/worker_rendezvous.h"
 
@@ -36,9 +37,13 @@ class WorkerCollectiveChannel final : public CollectiveChannel {
 
   void RecvAsync(int from, const std::string& tag, RecvCallback done) override {
     auto named = [this, from, done = std::move(done)](absl::Status s, Tensor t) {
-      if (!s.ok() && cm_.IsCancelled()) {
-        // Our own Abort cancelled the call: its reason ends the run (the
-        // call's "cancelled" says nothing), and whom the run waited for.
+      if (!s.ok() && cm_.IsCancelled() && !cm_.reason().ok()) {
+        // This run's own Abort cancelled the call (the step's cancellation,
+        // timeout_seconds, the group moving on to a new generation): its
+        // reason ends the run, in its code (the call's "cancelled" blamed on
+        // the peer says nothing), with whom the run waited for. A run of a
+        // generation the others left then fails Unavailable, which
+        // MonitoredSession recovers from.
         const absl::Status why = cm_.reason();
         s = absl::Status(why.code(), absl::StrCat("waiting for ", RankName(from), ": ", why.message()));
       } else if (!s.ok()) {
@@ -104,23 +109,23 @@ int64_t WorkerCollectiveTransport::StepIdFor(int64_t generation, int64_t group_k
   return static_cast<int64_t>(h | (1ull << 62));  // apart from small step ids
 }
 
-absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::OpenAcrossJobs(
-    const CollectiveParams& params, int64_t seq, const std::string& me) {
+absl::StatusOr<std::pair<std::vector<std::string>, int>> WorkerCollectiveTransport::ResolveGroupTasks(
+    const ClusterSpec& cluster, const std::vector<std::string>& names, const std::string& me) {
   std::vector<std::string> tasks;
   int rank = -1;
-  for (const std::string& name : params.member_tasks) {
+  for (const std::string& name : names) {
     absl::StatusOr<DeviceName> d = DeviceName::Parse(name);
     if (!d.ok() || !d->has_job || !d->has_task) {
       return absl::InvalidArgumentError(
           absl::StrCat("group_tasks has '", name, "', which is not a task name; write /job:NAME/task:INDEX"));
     }
-    std::vector<int> indices = cluster_.task_indices(d->job);
+    std::vector<int> indices = cluster.task_indices(d->job);
     if (std::find(indices.begin(), indices.end(), d->task) == indices.end()) {
       std::sort(indices.begin(), indices.end());
       return absl::InvalidArgumentError(absl::StrCat(
           "group_tasks names ", name, ", which the cluster does not have: ",
           indices.empty()
-              ? absl::StrCat("it has no job '", d->job, "' (its jobs: ", absl::StrJoin(cluster_.jobs(), ", "), ")")
+              ? absl::StrCat("it has no job '", d->job, "' (its jobs: ", absl::StrJoin(cluster.jobs(), ", "), ")")
               : absl::StrCat("job '", d->job, "' has tasks ", absl::StrJoin(indices, ", ")),
           "; list tasks of the cluster"));
     }
@@ -132,12 +137,19 @@ absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::Op
     tasks.push_back(task);
   }
   if (rank < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(task_, " is not in the group: its group_tasks are ",
+    return absl::InvalidArgumentError(absl::StrCat(me, " is not in the group: its group_tasks are ",
                                                    absl::StrJoin(tasks, ", "),
                                                    "; only a member of the group runs its collectives"));
   }
+  return std::make_pair(std::move(tasks), rank);
+}
+
+absl::StatusOr<std::shared_ptr<CollectiveChannel>> WorkerCollectiveTransport::OpenAcrossJobs(
+    const CollectiveParams& params, int64_t seq, const std::string& me) {
+  ASSIGN_OR_RETURN(auto resolved, ResolveGroupTasks(cluster_, params.member_tasks, me));
   return std::shared_ptr<CollectiveChannel>(std::make_shared<WorkerCollectiveChannel>(
-      std::move(tasks), rank, StepIdFor(params.generation, params.group_key, params.instance_key, seq),
+      std::move(resolved.first), resolved.second,
+      StepIdFor(params.generation, params.group_key, params.instance_key, seq),
       absl::StrCat("collective;", params.generation, ";", params.group_key, ";", params.instance_key, ";", seq, ";"),
       rendezvous_, get_worker_));
 }

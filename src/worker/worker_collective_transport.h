@@ -18,6 +18,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "collective/transport.h"
@@ -40,6 +42,15 @@ class WorkerCollectiveTransport final : public CollectiveTransport {
   // The rendezvous step id of run `seq` of (group_key, instance_key) in the
   // group's `generation`: the same on every task.
   static int64_t StepIdFor(int64_t generation, int64_t group_key, int64_t instance_key, int64_t seq);
+
+  // A group across jobs' tasks (CollectiveParams::member_tasks) resolved
+  // against `cluster`: their full names (TaskName) in rank order, and the
+  // rank of `me` (a full task name) among them. InvalidArgument naming a
+  // name that is not a task's, a task the cluster lacks (and what it has),
+  // a task listed twice, or `me` outside the list. The server's group
+  // rebuild resolves them as the channel does.
+  static absl::StatusOr<std::pair<std::vector<std::string>, int>> ResolveGroupTasks(
+      const ClusterSpec& cluster, const std::vector<std::string>& names, const std::string& me);
 
  private:
   // A group of tasks of any jobs (CollectiveParams::member_tasks); `me` is
