@@ -14,6 +14,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/env.h"
@@ -140,6 +141,15 @@ double MetricValue(const std::string& page, const std::string& sample) {
   const size_t at = page.find("\n" + sample + " ");
   if (at == std::string::npos) return -1;
   return std::strtod(page.c_str() + at + 1 + sample.size() + 1, nullptr);
+}
+
+double NumberAfter(const std::string& text, const std::string& label) {
+  size_t at = text.find(label);
+  if (at == std::string::npos) return -1;
+  at += label.size();
+  const size_t end = text.find_first_not_of("0123456789.", at);
+  double v = -1;
+  return absl::SimpleAtod(text.substr(at, end - at), &v) ? v : -1;
 }
 
 }  // namespace subprocess

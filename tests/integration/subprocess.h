@@ -46,6 +46,9 @@ bool MakeCertificates(const std::string& dir, const std::string& prefix);
 std::string ScrapeMetrics(int port);
 // The value of the sample `name{labels}` in a metrics page, -1 if absent.
 double MetricValue(const std::string& page, const std::string& sample);
+// The number right after `label`'s first occurrence in `text` (a process's
+// output), -1 if absent or not a number.
+double NumberAfter(const std::string& text, const std::string& label);
 
 }  // namespace subprocess
 }  // namespace distflow
