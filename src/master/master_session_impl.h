@@ -142,13 +142,18 @@ class MasterSessionImpl final : public MasterSession {
     std::function<void(absl::Status)> done;
     ThreadPool* pool = nullptr;
     absl::Mutex mu;
-    // Partitions the answer waits for: all but those that only send (their
-    // consumers finishing implies they are done; their errors still abort).
+    // Partitions a step that succeeds waits for: all but those that only
+    // send (their consumers finishing implies they are done; their errors
+    // still abort). A step that fails waits for every call, and for its
+    // abort to have reached every task (AbortStep).
     int remaining ABSL_GUARDED_BY(mu) = 0;
+    int returned ABSL_GUARDED_BY(mu) = 0;  // calls that have returned
     bool answered ABSL_GUARDED_BY(mu) = false;
-    int unreported ABSL_GUARDED_BY(mu) = 0;  // every call, until its completion has run
+    // Every call until its completion has run, and an abort until it ends.
+    int unreported ABSL_GUARDED_BY(mu) = 0;
     absl::Status first_error ABSL_GUARDED_BY(mu);
     bool aborted ABSL_GUARDED_BY(mu) = false;
+    bool told ABSL_GUARDED_BY(mu) = false;  // the abort has reached every task it could
   };
 
   // master_step.cc
@@ -156,11 +161,29 @@ class MasterSessionImpl final : public MasterSession {
                     std::function<void(absl::Status)> done);
   void StartStep(const std::shared_ptr<StepState>& st);
   // A partition has returned. The first failure aborts the step on every task
-  // (cancelling their RunGraph and failing waiting transfers, so nothing is
-  // left blocked); the step reports once every partition has returned.
+  // (failing waiting transfers and cancelling what runs, so nothing is left
+  // blocked). A step that succeeds reports once every partition but those
+  // that only send has returned; one that fails, once every partition has
+  // returned and every task has been told to abort it, so that the next
+  // step never runs beside what is left of this one (a partition that only
+  // sends is not done when its consumers were aborted before receiving).
   void PartitionDone(const std::shared_ptr<StepState>& st, StepState::Call* c, const absl::Status& result);
-  // `skip`: a task not to ask (it is dead; the call would only wait).
-  void AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why, const std::string& skip = "");
+  // Marks the step aborted and counts the abort as unreported until it
+  // ends; false if it was aborted or answered already. True: AbortStep
+  // must follow.
+  static bool MarkAbortedLocked(StepState& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu);
+  // Tells every task but `skip` (a dead task: the call would only wait) to
+  // abort the step, all at once; as each task answers (or its 5 s cleanup
+  // deadline passes) its RunGraph calls are cancelled, and `skip`'s at once;
+  // then, if `counted` (MarkAbortedLocked said so), AbortDone.
+  void AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why, const std::string& skip = "",
+                 bool counted = true);
+  // The abort has reached every task: the step may report.
+  void AbortDone(const std::shared_ptr<StepState>& st);
+  // Whether the step may report now (and then it is answered).
+  static bool TakeAnswerLocked(StepState& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu);
+  // A call's completion, or an abort, has ended: the last one ends the step's activity.
+  void Reported(const std::shared_ptr<StepState>& st);
   // A fetched tensor we hold in memory: large ones go back over the bulk port
   // if the client accepts that, the rest inside the answer.
   void SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,

@@ -1,6 +1,9 @@
 // Running one step of a MasterSession: an asynchronous RunGraph on every
 // partition's WorkerInterface (its own task's first), aborted everywhere on
 // the first error, answered from the last awaited partition's completion.
+#include <atomic>
+#include <set>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -158,20 +161,38 @@ void MasterSessionImpl::PartitionDone(const std::shared_ptr<StepState>& st, Step
       if (st->first_error.ok() || (absl::IsCancelled(st->first_error) && !absl::IsCancelled(e))) {
         st->first_error = e;
       }
-      if (!st->aborted) {
-        st->aborted = true;
+      if (MarkAbortedLocked(*st)) {
         abort = true;
         why = e;
       }
     }
-    if (!c->only_sends && !st->answered) {
-      last = --st->remaining == 0;
-      st->answered = last;
-    }
+    ++st->returned;
+    if (!c->only_sends && !st->answered) --st->remaining;
+    last = TakeAnswerLocked(*st);
   }
   if (late) LOG(WARNING) << "Step " << st->step_id << ": " << c->task << " failed after the step ended: " << result;
   if (abort) st->pool->Schedule([this, st, why] { AbortStep(st, why); });
   if (last) FinishStep(st);
+  Reported(st);
+}
+
+bool MasterSessionImpl::MarkAbortedLocked(StepState& st) {
+  if (st.aborted || st.answered) return false;
+  st.aborted = true;
+  ++st.unreported;  // until AbortDone
+  return true;
+}
+
+bool MasterSessionImpl::TakeAnswerLocked(StepState& st) {
+  if (st.answered) return false;
+  // A failed step's consumers may have ended before receiving what the
+  // partitions that only send produce: those may still run (and hold the
+  // root cause), so the answer waits for them and for the abort.
+  st.answered = st.aborted ? st.told && st.returned == static_cast<int>(st.calls.size()) : st.remaining == 0;
+  return st.answered;
+}
+
+void MasterSessionImpl::Reported(const std::shared_ptr<StepState>& st) {
   bool all_reported = false;
   {
     absl::MutexLock lock(&st->mu);
@@ -184,18 +205,51 @@ void MasterSessionImpl::PartitionDone(const std::shared_ptr<StepState>& st, Step
 }
 
 void MasterSessionImpl::AbortStep(const std::shared_ptr<StepState>& st, const absl::Status& why,
-                                  const std::string& skip) {
-  for (auto& c : st->calls) c->opts.StartCancel();
-  for (auto& [device, pp] : st->plan->parts) {
-    if (pp.task == skip) continue;
-    absl::StatusOr<std::shared_ptr<WorkerInterface>> worker = workers_->GetWorker(pp.task);
-    if (!worker.ok()) continue;
-    proto::CleanupGraphRequest r;
-    r.set_step_id(st->step_id);
-    r.set_abort_message(std::string(why.message()));
-    r.set_abort_code(static_cast<int>(why.code()));
-    (void)(*worker)->CleanupGraph(r);
+                                  const std::string& skip, bool counted) {
+  std::set<std::string> tasks;
+  for (auto& [device, pp] : st->plan->parts) tasks.insert(pp.task);
+  tasks.erase(skip);
+  // A task is told first, then its calls are cancelled: a RunGraph that
+  // answered first would say the partition ended, which it may not have.
+  // (Cancelling a call ends the master's wait, not the partition.)
+  auto cancel_calls_on = [st](const std::string& task) {
+    for (auto& c : st->calls)
+      if (c->task == task) c->opts.StartCancel();
+  };
+  cancel_calls_on(skip);
+  auto req = std::make_shared<proto::CleanupGraphRequest>();
+  req->set_step_id(st->step_id);
+  req->set_abort_message(std::string(why.message()));
+  req->set_abort_code(static_cast<int>(why.code()));
+  // One for each task, and one for this loop.
+  auto left = std::make_shared<std::atomic<int>>(static_cast<int>(tasks.size()) + 1);
+  auto one_done = [this, st, left, counted] {
+    if (left->fetch_sub(1) == 1 && counted) AbortDone(st);
+  };
+  for (const std::string& task : tasks) {
+    absl::StatusOr<std::shared_ptr<WorkerInterface>> worker = workers_->GetWorker(task);
+    if (!worker.ok()) {
+      cancel_calls_on(task);
+      one_done();
+      continue;
+    }
+    (*worker)->CleanupGraphAsync(req.get(), [req, worker = *worker, task, cancel_calls_on, one_done](absl::Status) {
+      cancel_calls_on(task);  // told, or not reachable within the cleanup's deadline
+      one_done();
+    });
   }
+  one_done();
+}
+
+void MasterSessionImpl::AbortDone(const std::shared_ptr<StepState>& st) {
+  bool last = false;
+  {
+    absl::MutexLock lock(&st->mu);
+    st->told = true;
+    last = TakeAnswerLocked(*st);
+  }
+  if (last) FinishStep(st);
+  Reported(st);
 }
 
 void MasterSessionImpl::SetFetch(const std::shared_ptr<StepState>& st, const std::string& name, const Tensor& t,
@@ -267,8 +321,7 @@ void MasterSessionImpl::AbortStepsOnTask(const std::string& task, const absl::St
       if (st->answered) continue;
       // The root cause, which the cancelled partitions' errors do not replace.
       if (st->first_error.ok() || absl::IsCancelled(st->first_error)) st->first_error = why;
-      abort = !st->aborted;
-      st->aborted = true;
+      abort = MarkAbortedLocked(*st);
     }
     if (abort) {
       LOG(WARNING) << "Step " << st->step_id << " fails: " << why.message();
@@ -340,14 +393,19 @@ void MasterSessionImpl::CancelActiveSteps() {
   // RunGraph call ends the master's wait, not the partition it started (a
   // partition held at a barrier would run on there until its own deadline).
   for (const std::shared_ptr<StepState>& st : steps) {
+    bool counted = false;
     {
       // An answered step is over for its client: what is left of it (a
       // completion's bookkeeping, partitions that only send, updates a ps
       // deferred) ends by itself, and deregistering waits for the updates.
+      // One aborted already is told again here, not counted (its own abort
+      // may still wait for a thread of the pool). The cancelled partitions'
+      // errors say why the step failed.
       absl::MutexLock lock(&st->mu);
       if (st->answered) continue;
+      counted = MarkAbortedLocked(*st);
     }
-    AbortStep(st, absl::CancelledError("the session is closing"), /*skip=*/"");
+    AbortStep(st, absl::CancelledError("the session is closing"), /*skip=*/"", counted);
   }
   steps.clear();
   absl::MutexLock lock(&active_mu_);

@@ -1,8 +1,10 @@
 // The master's steps (master.cc, master_step.cc), driven directly through a
 // Master object (master_test_fixture.h): steps over partitions on three tasks
 // (fetches in request order, feeds, traces), a retried request id that runs
-// once, a failure on one task aborting the step on every task, deadlines, and
-// the steps a task's death fails (and those it does not).
+// once, a failure on one task aborting the step on every task (a failed
+// step answered only once every task was told, the ps partition that only
+// sends included), deadlines, and the steps a task's death fails (and those
+// it does not).
 #include <memory>
 #include <set>
 #include <string>
@@ -151,6 +153,40 @@ TEST_F(MasterTest, AFailureOnOneTaskAbortsTheStepOnEveryTaskAndNamesTheRootCause
   EXPECT_TRUE(BecomesIdle(WorkerOf(kWorker0)));
   EXPECT_TRUE(BecomesIdle(WorkerOf(kWorker1)));
   EXPECT_TRUE(BecomesIdle(WorkerOf(kPs)));
+}
+
+// The ps's partition only sends (it holds, then would send to worker 1), so
+// the step's answer does not wait for it when the step succeeds. When the
+// step fails on worker 0 (its queue is closed under its dequeue), worker 1
+// is cancelled before receiving, and the ps partition still runs: the
+// answer comes only once the ps has been told to abort the step, so the
+// client's next step never runs beside it. Told, the ps no longer holds
+// worker 1's receive of what the partition would send.
+TEST_F(MasterTest, AFailedStepAnswersOnlyOnceItsPartitionThatOnlySendsIsAborted) {
+  proto::GraphDef g;
+  AddBarrier(&g, "hold_ps", kPs);  // never released
+  On(kWorker1, AddNode(&g, "on_w1", "Identity", {"hold_ps"}));
+  proto::NodeDef* queue = On(kWorker0, AddNode(&g, "q", "FIFOQueue", {}));
+  SetAttrTypeList(queue, "component_types", {DT_FLOAT});
+  SetAttrString(queue, "shared_name", "q");
+  SetAttrTypeList(On(kWorker0, AddNode(&g, "dequeue", "QueueDequeue", {"q"})), "component_types", {DT_FLOAT});
+  On(kWorker0, AddNode(&g, "close", "QueueClose", {"q"}));
+  absl::StatusOr<std::string> handle = CreateSession(g);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+
+  proto::RunStepRequest req = Request(*handle, {"on_w1", "dequeue"});
+  Feed(&req, "hold_ps_at", Tensor::Scalar<int64_t>(0));
+  std::shared_ptr<StepCall> step = StartStep(master_.get(), req);
+  WorkerRendezvous* ps = WorkerOf(kPs)->rendezvous();
+  ASSERT_TRUE(WaitUntil([&] { return ps->NumPendingForTest() == 1; }, kBound)) << "worker 1 waits for the ps";
+  ASSERT_TRUE(Run(Request(*handle, {}, {"close"})).ok());
+  ASSERT_TRUE(Answered(*step));
+  const size_t held = ps->NumPendingForTest();
+  EXPECT_EQ(step->status.code(), absl::StatusCode::kOutOfRange) << step->status;
+  EXPECT_TRUE(absl::StartsWith(step->status.message(), absl::StrCat("[", kWorker0, "] "))) << step->status;
+  EXPECT_EQ(held, 0u) << "the step was answered before the ps, whose partition only sends, was told to abort it";
+  EXPECT_TRUE(BecomesIdle(WorkerOf(kPs)));
+  EXPECT_TRUE(BecomesIdle(WorkerOf(kWorker1)));
 }
 
 TEST_F(MasterTest, AStepPastItsDeadlineFailsWithDeadlineExceededNamingTheTask) {

@@ -192,6 +192,21 @@ void Worker::RunGraphAsync(RunGraphCall* call, std::function<void(absl::Status)>
     steps_[call->step_id] =
         RunningStep{cm, p != prefetchers_.end() ? p->second : nullptr, ++runs_, call->master_task, run, now, now};
   }
+  // The master's abort overtook this RunGraph (CleanupGraph aborts the
+  // rendezvous before it looks for the step's partitions): nothing would
+  // cancel the partition, so it does not start.
+  if (absl::Status aborted = rendezvous_.StepAborted(call->step_id); !aborted.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = steps_.find(call->step_id);
+      if (it != steps_.end() && it->second.cm == cm) steps_.erase(it);
+    }
+    done(absl::Status(aborted.code(), absl::StrCat("[", task_name_,
+                                                   "] The step was aborted before its partition here "
+                                                   "started: ",
+                                                   aborted.message())));
+    return;
+  }
   bool over = false;
   {
     absl::MutexLock lock(&inflight_->mu);
@@ -328,6 +343,9 @@ void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {
   if (req.abort_message().empty()) return;
   absl::Status reason(static_cast<absl::StatusCode>(req.abort_code() == 0 ? 10 : req.abort_code()),
                       req.abort_message());
+  // The rendezvous first: a partition that RunGraphAsync registers after the
+  // lookup below finds the step aborted there and does not start.
+  rendezvous_.AbortStep(req.step_id(), reason);
   std::shared_ptr<CancellationManager> cm;
   std::shared_ptr<DeferredUpdates::Run> deferred;
   {
@@ -338,7 +356,6 @@ void Worker::CleanupGraph(const proto::CleanupGraphRequest& req) {
       deferred = it->second.deferred;
     }
   }
-  rendezvous_.AbortStep(req.step_id(), reason);
   if (deferred) deferred_.Aborted(deferred);
   if (cm) cm->StartCancel(reason);
 }

@@ -343,6 +343,12 @@ void WorkerRendezvous::AbortStep(int64_t step_id, const absl::Status& status) {
   }
 }
 
+absl::Status WorkerRendezvous::StepAborted(int64_t step_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = aborted_.find(step_id);
+  return it == aborted_.end() ? absl::OkStatus() : it->second;
+}
+
 void WorkerRendezvous::AbortAll(const absl::Status& status) {
   std::vector<Waiter> fail;
   {

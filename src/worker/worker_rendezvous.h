@@ -76,6 +76,9 @@ class WorkerRendezvous : public Rendezvous {
 
   // Fails every waiter of the step with `status` and drops its tensors.
   void AbortStep(int64_t step_id, const absl::Status& status);
+  // The status AbortStep gave `step_id`; OK if it was not aborted (or so
+  // long ago that it was forgotten: the last 4096 aborted steps are kept).
+  absl::Status StepAborted(int64_t step_id) const;
   // Fails every waiter of every step with `status`, and every later Send
   // and Recv too: the task is stopping, and no RPC may wait on it.
   void AbortAll(const absl::Status& status);
