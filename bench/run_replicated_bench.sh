@@ -23,9 +23,9 @@
 #   bench/run_replicated_bench.sh [BUILD_DIR]
 # Environment: STEPS=600 global steps per run, ROUNDS=3, CONFIGS (comma-separated,
 # default "async 1,async 2,async 3,sync 3,local,torch,allreduce 3,ddp 3"; without torch the ratio
-# column is left out; "async 3 noprefetch" runs 3 async workers with
-# --prefetch_variables=false, the workers reading every step's variables
-# afresh; "async 3 defer" adds --defer_updates, each worker step ending
+# column is left out; "async 3 prefetch" runs 3 async workers with
+# --prefetch_variables, each worker reading its next step's variables while
+# it computes ("noprefetch" is the default and kept as a name); "async 3 defer" adds --defer_updates, each worker step ending
 # once the ps has its gradients (the ps applies them in the background);
 # "async 3 unfused" or "sync 3 unfused" passes --fused_adam=false,
 # one ApplyAdam per variable instead of one FusedApplyAdam per ps task). Only 127.0.0.1 is used; DISTFLOW_SHM=0 reaches the tasks.
@@ -45,7 +45,7 @@ free_port() {  # outside the kernel's ephemeral range: see tests/py/ports.py
     "$(dirname "${BASH_SOURCE[0]}")/../tests/py"
 }
 
-# distflow W MODE [noprefetch]: prints aggregate examples/s and the chief's
+# distflow W MODE [VARIANT]: prints aggregate examples/s and the chief's
 # test accuracy of one run. MODE allreduce: no ps, --all_reduce.
 distflow() {
   local workers=$1 mode=$2 variant=${3:-} spec pids=() extra=()
@@ -55,6 +55,7 @@ distflow() {
   [ "$mode" = sync ] && extra=(--sync_replicas --replicas_to_aggregate="$workers")
   [ "$mode" = allreduce ] && extra=(--all_reduce)
   [ "$variant" = noprefetch ] && extra+=(--prefetch_variables=false)
+  [ "$variant" = prefetch ] && extra+=(--prefetch_variables)
   [ "$variant" = unfused ] && extra+=(--fused_adam=false)
   [ "$variant" = defer ] && extra+=(--defer_updates)
   local common=(--cluster_spec="$spec" --intra_op_threads=1 --model=cnn --batch_size=50 --print_every=100000)
@@ -125,6 +126,7 @@ for c in "${configs[@]}"; do
   [ -n "$ddp_base" ] && vs_ddp=$(printf '%.2fx' "$(echo "$m / $ddp_base" | bc -l)")
   case $c in
     "async "*" noprefetch") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, no prefetch" ;;
+    "async "*" prefetch") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, prefetching" ;;
     "async "*" defer") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, deferred updates" ;;
     *" unfused") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1) workers, Adam unfused" ;;
     "async "*) name="distflow 1 ps + ${c#async } async workers" ;;

@@ -125,10 +125,11 @@ ABSL_FLAG(int, replicas_to_aggregate, 0,
 ABSL_FLAG(bool, elastic, false,
           "with --sync_replicas: the gradients per step follow the workers in the job (joins, leaves, deaths, as "
           "the coordinator on ps 0 sees them) instead of staying --replicas_to_aggregate");
-ABSL_FLAG(bool, prefetch_variables, true,
+ABSL_FLAG(bool, prefetch_variables, false,
           "asynchronous training: a worker reads the variables of its next step while it computes the current "
-          "one, so each step computes on weights one step older (distflow/train/prefetch.h); off: every step reads "
-          "afresh. Never with --sync_replicas");
+          "one, so each step computes on weights one step older (distflow/train/prefetch.h); off (the default: "
+          "on an idle machine it bought no speed and cost accuracy early in training): every step reads afresh. "
+          "Never with --sync_replicas");
 ABSL_FLAG(bool, defer_updates, false,
           "asynchronous training: a worker's step ends once the ps has its gradients, and the ps applies them while "
           "the worker starts its next step, so a step may read weights without the worker's previous update "
