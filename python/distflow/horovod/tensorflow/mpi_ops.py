@@ -4,12 +4,15 @@ rank of the job, or of a process set (process_set=; process_sets.py). Each
 call adds one op with the next instance key of its set, so every member
 must make the same calls in the same order. op=hvd.Adasum is Horovod's
 adaptive summation (CollectiveReduce merge_op="Adasum"; docs/COLLECTIVES.md).
+With HOROVOD_CYCLE_TIME set, the hvd.allreduce ops of one step that become
+ready within one cycle are reduced together at run time (fusion.py).
 In elastic mode the ops run in the elastic group (group_size 0): their size
 is the group's at run time, so one graph serves every size the job takes."""
 from distflow import dtypes as _dtypes
 from distflow import framework as _fw
 from distflow import raw_ops as _raw
 from distflow.horovod.tensorflow import basics as _basics
+from distflow.horovod.tensorflow import fusion as _fusion
 from distflow.horovod.tensorflow import process_sets as _sets
 
 GROUP_KEY = 1
@@ -129,6 +132,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
             raise NotImplementedError("hvd.allreduce(op=hvd.Adasum, compression=hvd.Compression.fp16): Adasum runs "
                                       "uncompressed; use Compression.none")
     attrs, _ = _group_attrs("allreduce", process_set)
+    attrs.update(_fusion.allreduce_attrs(attrs["group_size"], op is Adasum))
     if prescale_factor != 1.0:
         t = t * _fw.constant(prescale_factor, dtype=t.dtype)
     merge, final = ("Adasum", "Id") if op is Adasum else ("Add", "Div" if op is Average else "Id")

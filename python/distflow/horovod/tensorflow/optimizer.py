@@ -10,48 +10,15 @@ together as rank 0 decides (docs/COLLECTIVES.md, "Tensor fusion");
 compression=hvd.Compression.fp16 sends them as float16; op=hvd.Adasum combines
 each gradient alone by Horovod's adaptive summation; process_set= reduces
 among its members only."""
-import os
-
 from distflow import _distflow
 from distflow import framework as _fw
 from distflow import raw_ops as _raw
 from distflow.horovod.tensorflow import basics as _basics
 from distflow.horovod.tensorflow import mpi_ops as _ops
 from distflow.horovod.tensorflow import process_sets as _sets
+from distflow.horovod.tensorflow.fusion import cycle_time_ms as _cycle_time_ms
+from distflow.horovod.tensorflow.fusion import fusion_threshold as _fusion_threshold
 from distflow.train.session_run_hook import SessionRunHook
-
-DEFAULT_FUSION_THRESHOLD = 64 << 20
-
-
-def _fusion_threshold():
-    raw = os.environ.get("HOROVOD_FUSION_THRESHOLD")
-    if raw is None or raw == "":
-        return DEFAULT_FUSION_THRESHOLD
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"HOROVOD_FUSION_THRESHOLD is {raw!r}; it must be a number of bytes, 0 or more "
-                         f"(0: no fusion)")
-    return value
-
-
-def _cycle_time_ms():
-    """HOROVOD_CYCLE_TIME in ms, or None when unset (then C++ reads
-    DISTFLOW_FUSION_CYCLE_MS; unset too: buckets fixed when the graph is
-    built). 0 also means the graph-time buckets."""
-    raw = os.environ.get("HOROVOD_CYCLE_TIME")
-    if raw is None or raw == "":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ValueError(f"HOROVOD_CYCLE_TIME is {raw!r}; it must be a number of milliseconds, 0 or more "
-                         f"(0: fusion into buckets fixed when the graph is built)")
-    return value
 
 
 class DistributedOptimizer:
