@@ -23,6 +23,7 @@ namespace {
 
 using kernel_util::CopyCost;
 using kernel_util::DimsString;
+using kernel_util::ProductOfValues;
 using kernel_util::ReadInts;
 using kernel_util::ReadScalarInt;
 
@@ -90,20 +91,6 @@ class RankOp : public OpKernel {
     return ctx->set_output(0, Tensor::Scalar<int32_t>(ctx->input(0).dims()));
   }
 };
-
-// The product of a shape-like input's values, or -1 if it is not one (a
-// WorkFromValues estimate: kernels/work_from_values.h).
-int64_t ProductOfValues(const Tensor* t, const char* what, int64_t factor = 1) {
-  if (t == nullptr) return -1;
-  absl::StatusOr<std::vector<int64_t>> v = ReadInts(*t, what, /*allow_scalar=*/true);
-  if (!v.ok()) return -1;
-  int64_t n = factor;
-  for (int64_t d : *v) {
-    if (d < 0 || (d > 0 && n > (int64_t{1} << 40) / d)) return -1;
-    n *= d;
-  }
-  return n;
-}
 
 // ---------------------------------------------------------------------------
 // Fill, ZerosLike, OnesLike

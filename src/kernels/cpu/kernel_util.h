@@ -40,6 +40,21 @@ inline absl::StatusOr<std::vector<int64_t>> ReadInts(const Tensor& t, absl::stri
   return out;
 }
 
+// The product of a shape-like input's values times factor, or -1 if it is
+// not one or the product overflows (a WorkFromValues estimate:
+// kernels/work_from_values.h).
+inline int64_t ProductOfValues(const Tensor* t, absl::string_view what, int64_t factor = 1) {
+  if (t == nullptr) return -1;
+  absl::StatusOr<std::vector<int64_t>> v = ReadInts(*t, what, /*allow_scalar=*/true);
+  if (!v.ok()) return -1;
+  int64_t n = factor;
+  for (int64_t d : *v) {
+    if (d < 0 || (d > 0 && n > (int64_t{1} << 40) / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
 // The value of an int32/int64 scalar tensor.
 inline absl::StatusOr<int64_t> ReadScalarInt(const Tensor& t, absl::string_view what) {
   if (t.dims() != 0) {
