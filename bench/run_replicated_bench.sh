@@ -23,7 +23,8 @@
 #   bench/run_replicated_bench.sh [BUILD_DIR]
 # Environment: STEPS=600 global steps per run, ROUNDS=3, CONFIGS (comma-separated,
 # default "async 1,async 2,async 3,sync 3,local,torch,allreduce 3,ddp 3"; without torch the ratio
-# column is left out; "async 3 prefetch" runs 3 async workers with
+# column is left out; "local 2" runs two mnist_local processes at once (the
+# real ceiling of two cores, beside the nominal bound of 2 x "local"); "async 3 prefetch" runs 3 async workers with
 # --prefetch_variables, each worker reading its next step's variables while
 # it computes ("noprefetch" is the default and kept as a name); "async 3 defer" adds --defer_updates, each worker step ending
 # once the ps has its gradients (the ps applies them in the background);
@@ -80,9 +81,23 @@ acc = re.search(r"Test-Accuracy: ([\d.]+)", text)
 print(f"{sum(l for l, _ in runs) * 50 / max(t for _, t in runs):.1f} {acc.group(1) if acc else chr(45)}")'
 }
 
+# local_run [N]: N mnist_local processes at once (default 1), one thread
+# each; prints their summed examples/s. "local 2" is what two cores reach
+# when both compute with nothing to send: the cluster's real ceiling (the
+# two share caches and memory bandwidth), against the nominal bound of
+# 2 x "local".
 local_run() {
-  "$BUILD/examples/mnist_local" --threads=1 --steps="$STEPS" --print_every=100000 2>/dev/null |
-    "$PY" -c 'import re, sys; m = re.search(r"([\d.]+) ms/step", sys.stdin.read()); print(f"{50000 / float(m.group(1)):.1f} -")'
+  local n=${1:-1} pids=() i
+  rm -f "$LOGS"/local*.log
+  for ((i = 0; i < n; i++)); do
+    "$BUILD/examples/mnist_local" --threads=1 --steps="$STEPS" --print_every=100000 >"$LOGS/local$i.log" 2>/dev/null &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || { echo "mnist_local failed; logs in $LOGS" >&2; exit 1; }; done
+  cat "$LOGS"/local*.log | "$PY" -c '
+import re, sys
+ms = [float(m) for m in re.findall(r"([\d.]+) ms/step", sys.stdin.read())]
+print(f"{sum(50000 / m for m in ms):.1f} -")'
 }
 
 torch_run() {
@@ -104,7 +119,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     set -- $c
     case $1 in
       async | sync | allreduce) out=$(distflow "$2" "$1" "${3:-}") ;;
-      local) out=$(local_run) ;;
+      local) out=$(local_run "${2:-1}") ;;
       torch) out=$(torch_run) ;;
       ddp) out=$(ddp_run "$2") ;;
       *) echo "unknown configuration '$c'" >&2; exit 2 ;;
@@ -116,9 +131,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
   done
 done
 base=$(echo ${result[torch]:-} | median)
+bound=""
+[ -n "${result[local]:-}" ] && bound=$(echo "2 * $(echo ${result[local]} | median)" | bc -l)
 ddp_base=$(echo ${result[ddp 3]:-} | median)
-printf '%-48s %12s %10s %10s %10s\n' "configuration (book CNN, batch 50, 1 thread/process)" "examples/s" "vs torch" "vs DDP" \
-  "test acc."
+printf '%-48s %12s %10s %10s %10s %10s\n' "configuration (book CNN, batch 50, 1 thread/process)" "examples/s" "vs torch" \
+  "vs DDP" "of bound" "test acc."
 for c in "${configs[@]}"; do
   m=$(echo ${result[$c]} | median)
   acc=$(echo ${accuracy[$c]:--} | median)
@@ -132,12 +149,16 @@ for c in "${configs[@]}"; do
     "async "*) name="distflow 1 ps + ${c#async } async workers" ;;
     "sync "*) name="distflow 1 ps + ${c#sync } sync workers (all aggregated)" ;;
     local) name="distflow single process (mnist_local)" ;;
+    "local "*) name="${c#local } mnist_local processes at once" ;;
     torch) name="PyTorch RPC ps, 1 ps + 3 async workers" ;;
     "allreduce "*) name="distflow all-reduce, ${c#allreduce } workers, no ps" ;;
     "ddp "*) name="PyTorch DDP over gloo, ${c#ddp } processes" ;;
   esac
   vs_torch="-"
   [ -n "$base" ] && vs_torch=$(printf '%.2fx' "$(echo "$m / $base" | bc -l)")
-  printf '%-48s %12.1f %10s %10s %10s\n' "$name" "$m" "$vs_torch" "$vs_ddp" "$acc"
+  of_bound="-"
+  [ -n "$bound" ] && of_bound=$(printf '%.0f%%' "$(echo "100 * $m / $bound" | bc -l)")
+  printf '%-48s %12.1f %10s %10s %10s %10s\n' "$name" "$m" "$vs_torch" "$vs_ddp" "$of_bound" "$acc"
 done
+[ -n "$bound" ] && printf '(of bound: against 2 x the median of "local", %.1f examples/s)\n' "$bound"
 echo "(median of $ROUNDS rounds, $STEPS global steps each; logs in $LOGS)"

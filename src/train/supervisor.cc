@@ -158,14 +158,27 @@ absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
   }
   RETURN_IF_ERROR(scope.status());
   RETURN_IF_ERROR(s->AddSummaryHooks());
-  // A task that restarts while the session is made (its graphs gone) asks
-  // for a new session, as a recovery does; other errors end here.
-  const absl::Time give_up = NowOf(s->options_.env) + s->options_.recovery_timeout;
+  // A task that restarts while the session is made (its graphs gone, so
+  // Aborted) or a peer that stops answering meanwhile (Unavailable, not
+  // final) is met as a step's recovery meets it: the session is made again
+  // within recovery_timeout of the first failure. Other errors end here.
+  // An Unavailable before the cluster ever answered is the cluster not
+  // coming up within wait_for_cluster_ms: that wait was the user's limit.
   absl::Status created = s->CreateSession();
-  while (absl::IsAborted(created) && NowOf(s->options_.env) < give_up) {
-    LOG(WARNING) << "Creating the session failed (" << created.message() << "); creating it again";
-    SleepOn(s->options_.env, s->options_.recovery_wait);
-    created = s->CreateSession();
+  if (absl::IsAborted(created) || (Recoverable(created) && s->reached_cluster_)) {
+    const absl::Time give_up = NowOf(s->options_.env) + s->options_.recovery_timeout;
+    while (Recoverable(created) && NowOf(s->options_.env) < give_up) {
+      LOG(WARNING) << "Creating the session failed (" << created.message() << "); creating it again";
+      SleepOn(s->options_.env, s->options_.recovery_wait);
+      created = s->CreateSession(give_up);
+    }
+    if (!created.ok() && NowOf(s->options_.env) >= give_up) {
+      return absl::Status(created.code(),
+                          absl::StrCat("Gave up creating the session after ",
+                                       absl::FormatDuration(s->options_.recovery_timeout),
+                                       " (SupervisorOptions::recovery_timeout); the last attempt: ",
+                                       created.message()));
+    }
   }
   RETURN_IF_ERROR(created);
   return s;
@@ -380,6 +393,7 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
     if (!restored) {
       RETURN_IF_ERROR(session_->Run(options_.init_feed_dict, {}, {options_.init_op}).status());
     }
+    reached_cluster_ = true;
     ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
     if (restored) {
       LOG(INFO) << "Restored the model from " << restored_from_ << " (global step " << global_step_ << ")";
@@ -390,6 +404,7 @@ absl::Status MonitoredSession::CreateSession(absl::Time deadline) {
     last_save_time_ = NowOf(options_.env);
   } else {
     RETURN_IF_ERROR(WaitUntilReady(deadline));
+    reached_cluster_ = true;
     ASSIGN_OR_RETURN(global_step_, ReadGlobalStep());
   }
   if (options_.local_init_op.ok()) {

@@ -205,6 +205,9 @@ class DISTFLOW_EXPORT MonitoredSession {
   MonitoredSession() = default;
   // Both give up at `deadline` (a recovery's), or at their own timeouts.
   absl::Status CreateSession(absl::Time deadline = absl::InfiniteFuture());
+  // Whether a session of this MonitoredSession has run anything on the
+  // cluster yet (Create then retries an Unavailable as a recovery would).
+  bool reached_cluster_ = false;
   // Every variable is initialised on its task (checked after a recovery).
   bool ModelSurvived();
   absl::Status WaitUntilReady(absl::Time deadline);
