@@ -173,11 +173,10 @@ absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
       created = s->CreateSession(give_up);
     }
     if (!created.ok() && NowOf(s->options_.env) >= give_up) {
-      return absl::Status(created.code(),
-                          absl::StrCat("Gave up creating the session after ",
-                                       absl::FormatDuration(s->options_.recovery_timeout),
-                                       " (SupervisorOptions::recovery_timeout); the last attempt: ",
-                                       created.message()));
+      return absl::Status(
+          created.code(),
+          absl::StrCat("Gave up creating the session after ", absl::FormatDuration(s->options_.recovery_timeout),
+                       " (SupervisorOptions::recovery_timeout); the last attempt: ", created.message()));
     }
   }
   RETURN_IF_ERROR(created);
