@@ -101,8 +101,7 @@ int NewMemfd(size_t bytes) {
     if (errno == ENOSYS || errno == EPERM || errno == EINVAL) g_unavailable.store(true);
     return -1;
   }
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
     close(fd);
     return -1;
   }
@@ -136,6 +135,9 @@ void* Map(size_t bytes) {
     close(fd);
     return nullptr;
   }
+  // Our mapping stays writable; nobody can map the block writable again,
+  // so a peer handed the descriptor can only read it.
+  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL);
   const uint64_t id = g_next_id.fetch_add(1);
   Blocks().Add(reinterpret_cast<uintptr_t>(p), Block{id, fd, bytes, getpid()});
   return p;

@@ -9,7 +9,9 @@
 // and serves the next buffer of its size class under the same id; only when
 // the cache is full is it retired (unmapped, its memfd closed). Its size is
 // sealed (F_SEAL_SHRINK|F_SEAL_GROW), so nobody holding the descriptor can
-// truncate it under a mapping. Ids are never reused, so a peer that mapped
+// truncate it under a mapping, and so are new writable mappings
+// (F_SEAL_FUTURE_WRITE, after the process's own): a peer handed the
+// descriptor can read the block, never write it. Ids are never reused, so a peer that mapped
 // block 7 knows a later block 7 is the same memory.
 //
 // Off (anonymous memory, as before) with DISTFLOW_SHM_TENSORS=0, where

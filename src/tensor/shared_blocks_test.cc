@@ -4,6 +4,7 @@
 #include "tensor/shared_blocks.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +47,13 @@ TEST(SharedBlocks, OnLargeBuffersLieInSealedMemfdsStillReusedBySizeClass) {
     EXPECT_EQ(static_cast<size_t>(st.st_size), block->bytes);
     const int seals = fcntl(block->fd, F_GET_SEALS);
     EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW), F_SEAL_SHRINK | F_SEAL_GROW) << "nobody can truncate it";
+    EXPECT_EQ(mmap(nullptr, block->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, block->fd, 0), MAP_FAILED)
+        << "nor map it writable (a peer handed the descriptor can only read)";
+    void* ro = mmap(nullptr, block->bytes, PROT_READ, MAP_SHARED, block->fd, 0);
+    ASSERT_NE(ro, MAP_FAILED);
+    std::memset(big.raw_data(), 9, big.TotalBytes());
+    EXPECT_EQ(static_cast<const unsigned char*>(ro)[big.TotalBytes() - 1], 9) << "ours stays writable; both see it";
+    munmap(ro, block->bytes);
     EXPECT_FALSE(shared_blocks::Find(big.raw_data(), block->bytes + 1).has_value()) << "a range past its end";
     Tensor slice = big.Slice(1, 2);
     std::optional<shared_blocks::BlockRef> inner = shared_blocks::Find(slice.raw_data(), slice.TotalBytes());
