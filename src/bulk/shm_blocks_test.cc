@@ -145,6 +145,33 @@ TEST_F(MappedGets, EachBlockIsHandedOverOncePerConnection) {
   EXPECT_EQ(std::memcmp(got.raw_data(), t.raw_data(), n), 0);
 }
 
+TEST_F(MappedGets, AClientUnmapsABlockTheServerRetiredAtItsNextGet) {
+  // A block made here and retired when its tensor goes (as the allocator
+  // retires one its cache has no room for).
+  const size_t bytes = size_t{2} << 20;
+  void* p = shared_blocks::Map(bytes);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 3, bytes);
+  {
+    Tensor t = Tensor::FromBuffer(DT_UINT8, TensorShape({static_cast<int64_t>(bytes)}),
+                                  TensorBuffer::Wrap(p, bytes, [p, bytes] { shared_blocks::Unmap(p, bytes); }), 0)
+                   .value();
+    Tensor got;
+    ASSERT_TRUE(Fetch(t, &got).ok());
+    EXPECT_EQ(static_cast<const uint8_t*>(got.raw_data())[bytes - 1], 3);
+  }  // t goes: its block is retired; `got`'s block is cached
+  // The server's thread lets go of the tensor once it reads the client's "done".
+  ASSERT_TRUE(WaitUntil([&] { return !shared_blocks::Find(p, 1).has_value(); }, absl::Minutes(2))) << "retired";
+  EXPECT_EQ(TensorBlockMappings(), static_cast<int>(shared_blocks::NumLiveForTest()) + 1)
+      << "p unmapped here, the client's mapping of it still there";
+  Tensor next = Bytes(bytes, 6);
+  Tensor got;
+  ASSERT_TRUE(Fetch(next, &got).ok());
+  EXPECT_EQ(std::memcmp(got.raw_data(), next.raw_data(), bytes), 0);
+  // Now: next's block and the client's mapping of it; the retired one is gone.
+  EXPECT_EQ(TensorBlockMappings(), static_cast<int>(shared_blocks::NumLiveForTest()) + 1);
+}
+
 TEST_F(MappedGets, AClientThatGoesAwayBeforeItsAnswerLeavesTheOfferToFetchAgain) {
   const size_t n = 2 << 20;
   Tensor t = Bytes(n, 5);
