@@ -20,6 +20,7 @@
 #include "base/metrics.h"
 #include "bulk/bulk_transfer.h"
 #include "bulk/bulk_wire.h"
+#include "bulk/shm_blocks.h"
 #include "bulk/shm_channel.h"
 
 namespace distflow {
@@ -35,6 +36,7 @@ using bulk_internal::kHelloMagic;
 using bulk_internal::kHelloRefused;
 using bulk_internal::kIdentifyMagic;
 using bulk_internal::kMagic;
+using bulk_internal::kMappedMagic;
 using bulk_internal::kPutMagic;
 using bulk_internal::kUnknownTicket;
 using bulk_internal::kVersion;
@@ -184,7 +186,8 @@ absl::StatusOr<BulkClient::ShmConn> BulkClient::ShmConnect(const std::string& pe
   ucred cred{};
   socklen_t cred_len = sizeof(cred);
   const int peer_pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 ? cred.pid : 0;
-  return ShmConn{fd, std::shared_ptr<ShmRing>(std::move(*ring)), peer_pid};
+  return ShmConn{fd, std::shared_ptr<ShmRing>(std::move(*ring)), peer_pid,
+                 std::make_shared<bulk_internal::MappedBlocks>()};
 }
 
 absl::StatusOr<BulkClient::ShmConn> BulkClient::AcquireShm(const std::string& peer, const std::string& socket,
@@ -317,17 +320,19 @@ std::optional<absl::Status> BulkClient::FetchShm(const std::string& host, int po
       close(conn->fd);
       return absl::CancelledError(absl::StrCat(what, " cancelled before it started"));
     }
-    // A direct get when the kernel may let us read the server's memory;
-    // else (or after it refused once) the ring.
+    // A direct get when asked for and the kernel may let us read the
+    // server's memory; else a mapped get (the server answers with a block
+    // or the ring); the ring alone when mapped gets are off.
     const bool direct = conn->peer_pid > 0 && shm_direct_.load(std::memory_order_relaxed);
+    const bool mapped = !direct && shm_mapped_;
     const BulkConn c{conn->fd, nullptr};
     char req[16];
-    PutU32(req, direct ? kDirectMagic : kMagic);
+    PutU32(req, direct ? kDirectMagic : mapped ? kMappedMagic : kMagic);
     PutU32(req + 4, kVersion);
     PutU64(req + 8, ticket);
     char head[16];
     const size_t head_bytes = direct ? 16 : 8;
-    int err = 0;
+    int err = 0, memfd = -1;
     size_t moved = 0;
     bool read_direct = false;
     absl::Status status;
@@ -335,7 +340,9 @@ std::optional<absl::Status> BulkClient::FetchShm(const std::string& host, int po
     if (int w = BulkWriteAll(c, req, sizeof(req)); w != 0) {
       stale = pooled;
       status = Broken(what, w, 0, n, idle_timeout);
-    } else if (size_t got = BulkReadAll(c, head, 8, &err); got != 8) {
+    } else if (size_t got =
+                   mapped ? bulk_internal::ReadWithFd(conn->fd, head, 8, &memfd, &err) : BulkReadAll(c, head, 8, &err);
+               got != 8) {
       stale = pooled && got == 0 && err != EAGAIN && err != EWOULDBLOCK;
       status = Broken(what, err != 0 ? err : ECONNRESET, 0, n, idle_timeout);
     } else if (uint64_t len = GetU64(head); len == kUnknownTicket) {
@@ -344,11 +351,25 @@ std::optional<absl::Status> BulkClient::FetchShm(const std::string& host, int po
     } else if (head_bytes > 8 && BulkReadAll(c, head + 8, 8, &err) != 8) {
       status = Broken(what, err != 0 ? err : ECONNRESET, 0, n, idle_timeout);
     } else if (len != n) {
-      // The server holds the tensor for a direct get until we answer: let
-      // it go (its ring copy is never read: the connection is closed below).
+      // The server holds the tensor for a direct or mapped get until we
+      // answer: let it go (the connection is closed below).
       status = absl::DataLossError(absl::StrCat(what, ": the peer offers ", len, " bytes"));
     } else {
-      bool use_ring = !direct;
+      bool use_ring = !direct && !mapped;
+      if (mapped) {
+        const bulk_internal::MappedReceipt r =
+            bulk_internal::ReceiveMapped(conn->fd, *conn->blocks, memfd, static_cast<char*>(dst), n);
+        memfd = -1;  // taken
+        if (r.io_err != 0) {
+          status = Broken(what, r.io_err, 0, n, idle_timeout);
+        } else if (!r.bad.ok()) {
+          status = absl::DataLossError(absl::StrCat(what, ": ", r.bad.message()));
+        } else if (r.copied || r.tell_ring) {
+          const char answer = r.copied ? kDirectDone : kDirectUseRing;
+          if (int w = BulkWriteAll(c, &answer, 1); w != 0) status = Broken(what, w, r.copied ? n : 0, n, idle_timeout);
+        }
+        use_ring = r.ring;
+      }
       if (direct) {
         const int e = shm_direct_denied_for_test_
                           ? EPERM
@@ -369,6 +390,7 @@ std::optional<absl::Status> BulkClient::FetchShm(const std::string& host, int po
           status = Broken(what, e, moved, n, idle_timeout);
       }
     }
+    if (memfd >= 0) close(memfd);  // came with an answer not read to the end
     if (status.ok() && read_direct) {
       static Counter* copied = BytesCopiedCounter("shm_direct_read");
       copied->Increment(static_cast<double>(n));

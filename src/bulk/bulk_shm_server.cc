@@ -19,8 +19,10 @@
 #include "bulk/bulk_offers.h"
 #include "bulk/bulk_transfer.h"
 #include "bulk/bulk_wire.h"
+#include "bulk/shm_blocks.h"
 #include "bulk/shm_channel.h"
 #include "cluster/credentials.h"
+#include "tensor/shared_blocks.h"
 
 namespace distflow {
 
@@ -34,6 +36,7 @@ using bulk_internal::kHelloBusy;
 using bulk_internal::kHelloMagic;
 using bulk_internal::kHelloRefused;
 using bulk_internal::kMagic;
+using bulk_internal::kMappedMagic;
 using bulk_internal::kMaxTokenBytes;
 using bulk_internal::kPutMagic;
 using bulk_internal::kUnknownTicket;
@@ -77,6 +80,9 @@ absl::Status BulkServer::EnableSharedMemory() {
   }
   absl::MutexLock lock(&mu_);
   if (!shm_name_.empty()) return absl::OkStatus();
+  // Large tensors made from now on lie in blocks same-host peers can copy
+  // from (mapped gets); where that is off, the ring serves them all.
+  shared_blocks::Enable();
   const std::string name = absl::StrCat("distflow-bulk.", getpid(), ".", port_, ".",
                                         absl::Hex(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)));
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -199,11 +205,13 @@ void BulkServer::ServeShm(int fd) {
     }
   }
   SetIdleTimeout(fd, kServerIdleTimeout);
+  bulk_internal::SentBlocks sent;  // the blocks this connection's client has mapped
   while (greeted) {
     char req[16];
     if (BulkReadAll(conn, req, sizeof(req), &err) != sizeof(req)) break;  // peer closed or shut down
     const uint32_t magic = GetU32(req);
-    if (GetU32(req + 4) != kVersion || (magic != kMagic && magic != kPutMagic && magic != kDirectMagic))
+    if (GetU32(req + 4) != kVersion ||
+        (magic != kMagic && magic != kPutMagic && magic != kDirectMagic && magic != kMappedMagic))
       break;  // not our protocol
     const uint64_t n = GetU64(req + 8);
     char head[8];
@@ -246,7 +254,23 @@ void BulkServer::ServeShm(int fd) {
     shm_bytes_served_.fetch_add(bytes, std::memory_order_relaxed);
     size_t moved = 0;
     bool failed = false;
-    if (magic == kDirectMagic) {
+    if (magic == kMappedMagic) {
+      // A tensor in a shared block: the peer copies it out of the block and
+      // `t` is held (as for a direct get) until it says it is done; else
+      // the ring.
+      const bulk_internal::SentBlocks::Answer a = sent.Plan(t.raw_data(), bytes);
+      const std::vector<char> answer = bulk_internal::EncodeMappedAnswer(bytes, a);
+      failed = (a.fd >= 0 ? bulk_internal::SendWithFd(fd, answer.data(), answer.size(), a.fd)
+                          : BulkWriteAll(conn, answer.data(), answer.size())) != 0;
+      if (!failed && a.mapped) {
+        char done = 0;
+        failed = BulkReadAll(conn, &done, 1, &err) != 1 || (done != kDirectDone && done != kDirectUseRing);
+        if (!failed && done == kDirectDone) continue;  // `t` is released here
+        if (!failed) sent.Forget(a.id);                // the peer could not map it
+      }
+      failed = failed || bulk_internal::ShmProduce(fd, *ring, static_cast<const char*>(t.raw_data()), bytes, &moved,
+                                                   shm_chunk_hook_) != 0;
+    } else if (magic == kDirectMagic) {
       // The peer reads the bytes from `t`'s memory itself; `t` is held (so
       // neither freed nor, for a variable, updated in place: copy-on-write)
       // until it says it is done.

@@ -103,7 +103,8 @@ TEST_F(SharedMemory, EverySizeRoundTripsThroughTheRingBothWays) {
     EXPECT_EQ(SocketsOf(getpid()), 1) << "the listener, in the abstract namespace";
     BulkClient client(BulkClient::kClientIdleTimeout, "secret");
     client.set_shared_memory(true);
-    client.set_shm_direct_read(false);  // gets through the ring too (direct reads: below)
+    client.set_shm_direct_read(false);   // gets through the ring too (direct reads: below)
+    client.set_shm_mapped_reads(false);  // (mapped gets: shm_blocks_test)
     const size_t ring = kShmSlotBytes * kShmSlots;
     uint64_t total = 0;
     int seed = 0;
@@ -170,6 +171,7 @@ TEST_F(SharedMemory, DistflowShmSlotKibSetsTheSlotsOfNewConnectionsAndABadValueK
     BulkClient client(BulkClient::kClientIdleTimeout, "secret");
     client.set_shared_memory(true);
     client.set_shm_direct_read(false);
+    client.set_shm_mapped_reads(false);
     const size_t n = 3 * slot * kShmSlots + 17;  // wraps the ring three times
     Tensor t = Bytes(n, 5);
     Tensor got = Tensor::Allocate(DT_UINT8, t.shape()).value();
@@ -317,6 +319,7 @@ TEST_F(SharedMemory, APeerKilledMidTransferFailsItNamingThePeerAtOnce) {
     BulkClient client(BulkClient::kClientIdleTimeout, "secret");
     client.set_shared_memory(true);
     client.set_shm_direct_read(false);  // the ring, which the peer stalls
+    client.set_shm_mapped_reads(false);
     Tensor dst = Tensor::Allocate(DT_UINT8, TensorShape({static_cast<int64_t>(n)})).value();
     absl::Status status;
     absl::Notification done;
@@ -354,6 +357,7 @@ TEST_F(SharedMemory, ACancelledFetchEndsAndFreesItsConnection) {
   BulkClient client;
   client.set_shared_memory(true);
   client.set_shm_direct_read(false);  // the ring, which the peer stalls
+  client.set_shm_mapped_reads(false);
   Tensor dst = Tensor::Allocate(DT_UINT8, TensorShape({static_cast<int64_t>(n)})).value();
   CancellationManager cm;
   absl::Status status;
@@ -395,6 +399,50 @@ TEST_F(SharedMemory, AGetFromAnotherProcessIsReadStraightIntoTheDestinationWithO
   EXPECT_EQ(client.NumPooledShmForTest(), 1u);
 }
 
+// Mappings of tensor blocks (tensor/shared_blocks.h) in this process.
+int TensorBlockMappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) n += absl::StrContains(line, "memfd:distflow-tensor") ? 1 : 0;
+  return n;
+}
+
+TEST_F(SharedMemory, AGetFromAnotherProcessIsCopiedOnceOutOfItsSharedBlock) {
+  const size_t n = 5 * kShmSlotBytes + 3;
+  Peer peer;
+  ASSERT_NO_FATAL_FAILURE(StartPeer(&peer, {"secret", std::to_string(n)}));
+  int port = 0;
+  unsigned long long ticket = 0;
+  const std::string ready = peer.Line();
+  ASSERT_EQ(std::sscanf(ready.c_str(), "READY %d %llu", &port, &ticket), 2) << ready;
+  Tensor dst = Tensor::Allocate(DT_UINT8, TensorShape({static_cast<int64_t>(n)})).value();
+  std::memset(dst.raw_data(), 0, n);
+  const int mappings = TensorBlockMappings();
+  {
+    BulkClient client(BulkClient::kClientIdleTimeout, "secret");
+    client.set_shared_memory(true);
+    client.set_shm_direct_read(false);  // the default: mapped gets
+    const double ring_before = Copied("shm_ring"), mapped_before = Copied("shm_mapped");
+    absl::Status s = client.Fetch("127.0.0.1", port, ticket, dst.raw_data(), n, nullptr);
+    ASSERT_TRUE(s.ok()) << s;
+    const auto* p = static_cast<const uint8_t*>(dst.raw_data());
+    EXPECT_EQ(std::count(p, p + n, 7), static_cast<std::ptrdiff_t>(n)) << "every byte is the peer's";
+    EXPECT_EQ(Copied("shm_mapped") - mapped_before, static_cast<double>(n)) << "copied once, out of its block";
+    EXPECT_EQ(Copied("shm_ring") - ring_before, 0.0) << "no byte went through the ring";
+    EXPECT_EQ(TensorBlockMappings(), mappings + 1) << "the peer's block, mapped here";
+    EXPECT_EQ(client.NumPooledShmForTest(), 1u);
+    // The peer dies: the next get fails naming it, and our mapping of its
+    // block goes with the connection.
+    kill(peer.pid, SIGKILL);
+    waitpid(peer.pid, nullptr, 0);
+    peer.pid = -1;
+    s = client.Fetch("127.0.0.1", port, ticket + 1, dst.raw_data(), n, nullptr);
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(client.NumPooledShmForTest(), 0u);
+  }
+  EXPECT_EQ(TensorBlockMappings(), mappings) << "no mapping of the dead peer's block is left";
+}
+
 TEST_F(SharedMemory, WhereDirectReadsAreNotAllowedGetsUseTheRingFromThenOn) {
   auto server = BulkServer::Start("127.0.0.1", absl::Seconds(60), 0, "secret");
   ASSERT_TRUE(server.ok()) << server.status();
@@ -403,6 +451,7 @@ TEST_F(SharedMemory, WhereDirectReadsAreNotAllowedGetsUseTheRingFromThenOn) {
   client.set_shared_memory(true);
   client.set_shm_direct_read(true);
   client.set_shm_direct_denied_for_test(true);  // as process_vm_readv answers EPERM
+  client.set_shm_mapped_reads(false);           // then the ring, not a mapped get
   const size_t n = 3 * kShmSlotBytes + 11;
   for (int seed : {1, 2}) {
     SCOPED_TRACE(seed);

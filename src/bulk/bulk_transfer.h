@@ -35,6 +35,18 @@
 //                        client sends one byte: 0 = it read the bytes itself
 //                        (done), 1 = it could not: the server sends them
 //                        through the ring as for a get
+//   mapped get (shared-memory connections only; shm_blocks.h):
+//             request  = u32 magic "DFBM", u32 version (1), u64 ticket
+//             response = u64 length (UINT64_MAX: unknown ticket, nothing
+//                        follows), u32 mode (0 ring, 1 block), u32 drop
+//                        count d, u64 block id, u64 offset, u64 block bytes,
+//                        d x u64 ids of blocks the client is to unmap; with
+//                        SCM_RIGHTS the block's memfd the first time the
+//                        connection names it. Mode 0: the bytes follow
+//                        through the ring. Mode 1: the client copies them
+//                        from the block and sends one byte as after a
+//                        direct get (0 done, 1 it could not map the block:
+//                        the ring then)
 //
 // Same host: a client whose identify answer shows the peer on its own
 // machine (same boot id and hostname) and names a socket moves the bytes
@@ -49,7 +61,12 @@
 // server (same user, no Yama restriction), and the client falls back to the
 // ring for good when it does not. Off by default: on the VMs measured it
 // cost 1.6-1.9x the ring's CPU per byte (the kernel pins the peer's pages
-// one by one; docs/PERFORMANCE.md). Tickets,
+// one by one; docs/PERFORMANCE.md). Otherwise a get on such a connection is
+// a mapped get: a server that serves through shared memory allocates its
+// large tensors in memfd blocks (tensor/shared_blocks.h), hands a block's
+// descriptor over once per connection, and the client copies the tensor
+// from its read-only mapping of the block into the destination: one copy,
+// no per-chunk signals. A tensor outside a block goes through the ring. Tickets,
 // TTLs and budgets are the same. If the socket cannot be reached (another
 // network namespace) the client uses TCP. Off with BulkClient's
 // `shared_memory` (server: ServerOptions::shared_memory, --shared_memory,
@@ -86,7 +103,8 @@
 namespace distflow {
 namespace bulk_internal {
 class ShmRing;
-}
+class MappedBlocks;
+}  // namespace bulk_internal
 
 // Tensors smaller than this travel inside the gRPC answer.
 inline constexpr size_t kBulkMinBytes = size_t{1} << 20;
@@ -322,6 +340,10 @@ class BulkClient {
   // file); off unless DISTFLOW_SHM_DIRECT is "1". Call before any transfer.
   void set_shm_direct_read(bool on) { shm_direct_.store(on, std::memory_order_relaxed); }
   bool shm_direct_read() const { return shm_direct_.load(std::memory_order_relaxed); }
+  // Same-host gets copy a tensor that lies in one of the server's shared
+  // blocks straight out of it (mapped gets, see the top of this file); on
+  // unless set off (tests of the ring). Call before any transfer.
+  void set_shm_mapped_reads(bool on) { shm_mapped_ = on; }
   // Makes the next direct reads fail as a forbidden process_vm_readv does
   // (tests of the fallback to the ring).
   void set_shm_direct_denied_for_test(bool denied) { shm_direct_denied_for_test_ = denied; }
@@ -331,6 +353,7 @@ class BulkClient {
     int fd = -1;
     std::shared_ptr<bulk_internal::ShmRing> ring;
     int peer_pid = 0;  // the server's process (SO_PEERCRED); 0: unknown, no direct reads
+    std::shared_ptr<bulk_internal::MappedBlocks> blocks;  // the server's blocks mapped here
   };
   // The peer's shared-memory socket ("" : use TCP), found by an identify
   // request on its TCP port and kept for a minute. DeadlineExceeded if the
@@ -377,6 +400,7 @@ class BulkClient {
   bool shared_memory_ = false;
   std::atomic<bool> shm_direct_{true};
   bool shm_direct_denied_for_test_ = false;
+  bool shm_mapped_ = true;
   struct ShmRoute {
     std::string socket;  // "": TCP
     absl::Time until;

@@ -24,6 +24,10 @@ constexpr uint32_t kHelloMagic = 0x48424644;  // "DFBH": first on every connecti
 constexpr uint32_t kDirectMagic = 0x44424644;  // "DFBD"
 constexpr char kDirectDone = 0;                // the client read the bytes itself
 constexpr char kDirectUseRing = 1;             // it could not: send them through the ring
+// Mapped get (shared-memory connections only): the client copies the bytes
+// out of the server's shared block (shm_blocks.h); answered with the same
+// two bytes as a direct get.
+constexpr uint32_t kMappedMagic = 0x4D424644;  // "DFBM"
 // Identify (TCP only): request = magic, version, u64 0; answer = u32 length,
 // then "<host identity>\n<abstract socket name>" (no name: no shared memory).
 constexpr uint32_t kIdentifyMagic = 0x49424644;  // "DFBI"

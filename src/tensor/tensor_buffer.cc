@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "tensor/shared_blocks.h"
 
 namespace distflow {
 namespace {
@@ -88,7 +89,14 @@ absl::StatusOr<std::shared_ptr<TensorBuffer>> TensorBuffer::Allocate(DataType dt
     // Large buffers are mapped, not taken from malloc: freed, they go back to
     // the system (or the cache) whole, and never leave holes in malloc's
     // heaps that keep a long-running task's resident memory high.
+    // With shared blocks on (shared_blocks.h), the big ones are memfds a
+    // same-host peer can copy a served tensor out of.
     p = Cache().Take(rounded);
+    while (p != nullptr && shared_blocks::KindOf(p) == shared_blocks::Kind::kInherited) {
+      shared_blocks::Unmap(p, rounded);  // a forked child's copy of its parent's block: shared, never reused
+      p = Cache().Take(rounded);
+    }
+    if (p == nullptr) p = shared_blocks::Map(rounded);
     if (p == nullptr) {
       p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) p = nullptr;
@@ -135,8 +143,16 @@ TensorBuffer::~TensorBuffer() {
   if (owned_) {
     if (capacity_ < kCacheMinBytes) {
       std::free(data_);
-    } else if (!Cache().Give(data_, capacity_)) {
-      munmap(data_, capacity_);
+    } else {
+      // Kept for reuse unless inherited across fork, or anonymous where new
+      // blocks of its size are shared ones now.
+      const shared_blocks::Kind kind = shared_blocks::KindOf(data_);
+      const bool keep =
+          kind == shared_blocks::Kind::kOwn ||
+          (kind == shared_blocks::Kind::kNone && !(capacity_ >= shared_blocks::kMinBytes && shared_blocks::HasRoom()));
+      if (!keep || !Cache().Give(data_, capacity_)) {
+        if (!shared_blocks::Unmap(data_, capacity_)) munmap(data_, capacity_);
+      }
     }
   }
   if (release_) release_();

@@ -50,14 +50,16 @@ TEST(SharedMemoryProcesses, APsPullBetweenTwoServerProcessesGoesThroughSharedMem
   const std::set<std::string> before = DevShm();
   for (const bool off : {false, true}) {
     SCOPED_TRACE(off ? "DISTFLOW_SHM=0" : "shared memory on");
-    const int ps_port = FreePort(), worker_port = FreePort(), status_port = FreePort();
+    const int ps_port = FreePort(), worker_port = FreePort(), status_port = FreePort(), worker_status = FreePort();
     const std::string spec = absl::StrCat("--cluster_spec=ps|127.0.0.1:", ps_port, ",worker|127.0.0.1:", worker_port);
     std::vector<std::string> env = {"DISTFLOW_AUTH_TOKEN=shm-process-token"};
     if (off) env.push_back("DISTFLOW_SHM=0");
     Proc ps = Spawn(
         {DISTFLOW_SERVER_BIN, spec, "--job_name=ps", "--task_index=0", absl::StrCat("--status_port=", status_port)},
         env);
-    Proc worker = Spawn({DISTFLOW_SERVER_BIN, spec, "--job_name=worker", "--task_index=0"}, env);
+    Proc worker = Spawn({DISTFLOW_SERVER_BIN, spec, "--job_name=worker", "--task_index=0",
+                         absl::StrCat("--status_port=", worker_status)},
+                        env);
     const int64_t n = (int64_t{3} << 20) + 5;
     {
       Scope root = Scope::NewRootScope();
@@ -76,6 +78,13 @@ TEST(SharedMemoryProcesses, APsPullBetweenTwoServerProcessesGoesThroughSharedMem
     const double bytes = static_cast<double>(n) * 4;
     EXPECT_EQ(MetricValue(page, "distflow_bulk_bytes_served_total" + task), bytes) << page;
     EXPECT_EQ(MetricValue(page, "distflow_bulk_shm_bytes_served_total" + task), off ? 0 : bytes) << page;
+    if (!off) {
+      // The ps's tensor lay in a shared block: the worker copied it once,
+      // out of its mapping of the block, and nobody copied it into the ring.
+      const std::string worker_page = ScrapeMetrics(worker_status);
+      EXPECT_EQ(MetricValue(worker_page, "distflow_bytes_copied_total{what=\"shm_mapped\"}"), bytes) << worker_page;
+      EXPECT_LE(MetricValue(page, "distflow_bytes_copied_total{what=\"shm_ring\"}"), 0) << page;
+    }
     kill(worker.pid, SIGKILL);  // no clean exit: the kernel frees the segments
     kill(ps.pid, SIGKILL);
     EXPECT_EQ(Wait(worker, 30), 128 + SIGKILL);
