@@ -516,6 +516,11 @@ TEST(BulkTransfer, APooledConnectionClosedToMakeRoomIsReplaced) {
     hog.clear();
     WaitUntil([&] { return (*server)->NumOpenConnectionsForTest() <= 1; }, absl::Seconds(10), absl::Milliseconds(2));
     ASSERT_EQ((*server)->NumOpenConnectionsForTest(), 1u) << "only the client's pooled connection is left";
+    // The server marks it idle once its thread is back from serving the
+    // fetch, which may come after the client has its bytes: a busy
+    // connection is never the one closed to make room.
+    WaitUntil([&] { return (*server)->NumBusyConnectionsForTest() == 0; }, absl::Seconds(10), absl::Milliseconds(2));
+    ASSERT_EQ((*server)->NumBusyConnectionsForTest(), 0u) << "the pooled connection is idle";
     const uint64_t before = (*server)->evictions();
     for (int i = 0; i < BulkServer::kMaxConnectionsPerPeer; ++i) {
       int fd = IdleConnection("127.0.0.1", port);
