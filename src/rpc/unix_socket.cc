@@ -21,10 +21,33 @@ bool UnixSocketsEnabledByEnv() {
   return v == nullptr || std::string(v) != "0";
 }
 
-std::string NewUnixSocketName() {
+namespace {
+
+std::string RandomHex() {
   std::random_device rd;
-  const uint64_t bits = rd() | (uint64_t{rd()} << 32);
-  std::string name = absl::StrCat("distflow-grpc.", getpid(), ".", absl::Hex(bits, absl::kZeroPad16));
+  return absl::StrCat(absl::Hex(rd() | (uint64_t{rd()} << 32), absl::kZeroPad16));
+}
+
+bool IsNameChar(char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-'; }
+
+// Longest name we make or accept: an abstract name fits sun_path after its
+// leading zero byte.
+constexpr size_t kMaxName = sizeof(sockaddr_un::sun_path) - 1;
+
+}  // namespace
+
+std::string NewUnixSocketName(const std::string& host, int port) {
+  // The TCP address's port and host: no other task of this network
+  // namespace can hold them, and a task restarted on them listens on the
+  // same name, so its peers' channels reconnect to it as over TCP. On an
+  // odd host (or port 0, chosen later), a random name.
+  std::string name = absl::StrCat("distflow-grpc.", port, ".", host);
+  for (char& c : name) {
+    if (!IsNameChar(c)) c = '-';  // an IPv6 address's colons
+  }
+  if (port <= 0 || host.empty() || name.size() > kMaxName) {
+    name = absl::StrCat("distflow-grpc.0.", getpid(), "-", RandomHex());
+  }
   // gRPC cannot start a server whose port it cannot bind, so try the name
   // first: a sandbox without Unix-domain sockets keeps the server on TCP.
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -49,27 +72,31 @@ std::string NewUnixSocketName() {
 }
 
 std::string UnixSocketAnnouncement(const std::string& name) {
-  std::string a = absl::StrCat(HostIdentity(), " ", name);
+  const std::string& identity = HostIdentity();
+  std::string a = absl::StrCat(identity, " ", name, " ", RandomHex());
   // A metadata value gRPC refuses (it fails the call) would end every
   // GetStatus: announce nothing rather than an odd hostname.
   for (char c : a) {
     if (c < 0x20 || c > 0x7e) return "";
   }
-  return HostIdentity().empty() ? "" : a;
+  return identity.empty() || identity.find(' ') != std::string::npos ? "" : a;
 }
 
 std::string SameHostUnixSocket(std::string_view announcement) {
   const std::string& mine = HostIdentity();
-  const size_t nl = announcement.find(' ');
-  if (mine.empty() || nl == std::string_view::npos || announcement.substr(0, nl) != mine) return "";
-  std::string_view name = announcement.substr(nl + 1);
-  // An abstract name fits sun_path after its leading zero; gRPC's own
-  // target syntax needs nothing escaped in ours.
-  if (name.empty() || name.size() >= sizeof(sockaddr_un::sun_path) || !name.starts_with("distflow-grpc.")) {
-    return "";
-  }
+  const size_t first = announcement.find(' ');
+  if (mine.empty() || first == std::string_view::npos || announcement.substr(0, first) != mine) return "";
+  const std::string_view rest = announcement.substr(first + 1);
+  const size_t second = rest.find(' ');
+  if (second == std::string_view::npos) return "";
+  const std::string_view name = rest.substr(0, second), nonce = rest.substr(second + 1);
+  // gRPC's target syntax needs nothing escaped in names of these characters.
+  if (name.size() > kMaxName || !name.starts_with("distflow-grpc.") || nonce.size() != 16) return "";
   for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') return "";
+    if (!IsNameChar(c)) return "";
+  }
+  for (char c : nonce) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return "";
   }
   return std::string(name);
 }

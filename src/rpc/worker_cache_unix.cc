@@ -4,12 +4,11 @@
 // path: a GetStatus over that TCP channel, whose answer's metadata announces
 // the task's socket if it has one and says which machine it runs on. If the
 // machine is this one, a second GetStatus over a channel to the socket must
-// succeed and announce the same socket before the task's peer switches to
-// it; the TCP peer is kept (retired) for callers still holding its stubs. A
-// Unix channel that fails (the task restarted with another socket, or went)
-// turns back to TCP on the next use, and the task is asked again. A peer
-// replaced (here, or by a new address) is freed only minutes later
-// (RetireLocked).
+// succeed and announce the same (nonce included) before the task's peer
+// switches to it. A socket channel that fails to connect (the task went, or
+// came back without a socket) turns back to TCP on the next use, and the
+// task is asked again. A replaced peer is freed only minutes later
+// (RetireLocked): callers may still hold its stubs.
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -47,8 +46,8 @@ struct ProbeCall {
   std::shared_ptr<grpc::Channel> channel;
 };
 
-// Sends GetStatus over `channel`; `done` gets the status and the socket name
-// the answer announced for this host ("" for none).
+// Sends GetStatus over `channel`; `done` gets the status and what the answer
+// announced (rpc/unix_socket.h; "" for nothing).
 void AskForSocket(std::shared_ptr<grpc::Channel> channel,
                   std::function<void(const grpc::Status&, const std::string&)> done) {
   auto call = std::make_shared<ProbeCall>();
@@ -56,15 +55,14 @@ void AskForSocket(std::shared_ptr<grpc::Channel> channel,
   call->stub = proto::WorkerService::NewStub(call->channel);
   call->ctx.set_deadline(std::chrono::system_clock::now() + kProbeDeadline);
   call->stub->async()->GetStatus(&call->ctx, &call->req, &call->resp, [call, done = std::move(done)](grpc::Status s) {
-    std::string name;
+    std::string announced;
     if (s.ok()) {
       const auto& md = call->ctx.GetServerInitialMetadata();
-      auto it = md.find(kUnixSocketMetadataKey);
-      if (it != md.end()) {
-        name = SameHostUnixSocket(std::string_view(it->second.data(), it->second.size()));
+      if (auto it = md.find(kUnixSocketMetadataKey); it != md.end()) {
+        announced.assign(it->second.data(), it->second.size());
       }
     }
-    done(s, name);
+    done(s, announced);
   });
 }
 
@@ -90,8 +88,8 @@ uint64_t WorkerCache::CheckRouteLocked(const std::string& task_name, std::unique
   const absl::Time now = absl::FromUnixMicros(clock_->NowMicros());
   if (peer->over_unix) {
     if (peer->channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_TRANSIENT_FAILURE) return 0;
-    // The socket is gone: back to TCP, and ask again soon (a restarted task
-    // listens on a socket of another name).
+    // The socket is gone: back to TCP, and ask again soon (the task may
+    // come back, with or without its socket).
     LOG(INFO) << "gRPC to " << task_name << " goes over TCP again: its Unix-domain socket does not answer";
     std::unique_ptr<Peer> tcp = NewPeer(task_name, peer->tcp, false);
     RetireLocked(std::move(peer));
@@ -107,7 +105,8 @@ uint64_t WorkerCache::CheckRouteLocked(const std::string& task_name, std::unique
 }
 
 void WorkerCache::StartUnixProbe(const std::string& task_name, uint64_t probe, std::shared_ptr<grpc::Channel> tcp) {
-  AskForSocket(tcp, [this, task_name, probe](const grpc::Status& s, const std::string& name) {
+  AskForSocket(tcp, [this, task_name, probe](const grpc::Status& s, const std::string& announced) {
+    const std::string name = SameHostUnixSocket(announced);
     if (!s.ok() || name.empty()) {
       // Not up yet, or restarting: soon. Any other answer (a refusal of our
       // token, a task without a socket here): rarely.
@@ -117,12 +116,12 @@ void WorkerCache::StartUnixProbe(const std::string& task_name, uint64_t probe, s
       return;
     }
     // The task is on this machine. Its socket is reachable only from its
-    // own network namespace: one call over it decides.
+    // own network namespace, and there it must be the same task (the same
+    // nonce): one call over it decides.
     std::shared_ptr<grpc::Channel> local =
         NewAuthenticatedChannel(UnixSocketTarget(name), UnlimitedChannelArguments(), auth_token_);
-    AskForSocket(local, [this, task_name, probe, name, local](const grpc::Status& s, const std::string& again) {
-      const bool same = s.ok() && again == name;
-      FinishUnixProbe(task_name, probe, same ? local : nullptr, kRetryAnswered);
+    AskForSocket(local, [this, task_name, probe, announced, local](const grpc::Status& s, const std::string& again) {
+      FinishUnixProbe(task_name, probe, s.ok() && again == announced ? local : nullptr, kRetryAnswered);
     });
   });
 }

@@ -172,7 +172,7 @@ absl::Status GrpcServer::Start() {
   // peers stay on TCP with TLS, whose certificates a Unix socket would not
   // check the same way.
   unix_socket_.clear();
-  if (!tls && UnixSocketsEnabledByEnv()) unix_socket_ = NewUnixSocketName();
+  if (!tls && UnixSocketsEnabledByEnv()) unix_socket_ = NewUnixSocketName(host_, hp.second);
   if (!unix_socket_.empty()) {
     builder.AddListeningPort(UnixSocketTarget(unix_socket_), grpc::InsecureServerCredentials());
     workers_->set_unix_socket_announcement(UnixSocketAnnouncement(unix_socket_));
