@@ -1,8 +1,8 @@
 // gRPC between tasks of one host over abstract Unix-domain sockets
 // (rpc/unix_socket.h) on a real in-process cluster (1 ps + 1 worker): the
-// worker's calls to the ps (RunGraph, RecvTensor, heartbeats) go over the
-// ps's socket once the worker has asked the ps for it, as the ps's server
-// sees them arrive (distflow_rpc_server_calls_total{transport}, from the
+// calls between the worker and the ps (RunGraph, RecvTensor both ways) go
+// over the peer's socket once the caller has asked for it, as the servers
+// see them arrive (distflow_rpc_server_calls_total{transport}, from the
 // peer address gRPC gives each call); with DISTFLOW_UNIX_SOCKETS=0 the ps
 // listens on no socket and every call stays on TCP. Training gives the
 // same weights either way.
@@ -23,6 +23,7 @@ namespace distflow {
 namespace {
 
 constexpr char kPs[] = "/job:ps/replica:0/task:0";
+constexpr char kWorker[] = "/job:worker/replica:0/task:0";
 constexpr int kSteps = 6;
 
 double CallsOver(const char* transport) {
@@ -73,11 +74,17 @@ void Train(bool unix_sockets, Trained* out) {
   Session sess(worker->target(), o);
   ASSERT_TRUE(sess.Run({}, {}, {init}).ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(sess.Run({}, {}, {*train}).ok());
-  WorkerCache* peers = worker->impl()->worker_cache();
+  // The worker calls the ps (RunGraph, its reads of w), the ps the worker
+  // (its fetch of the gradient): both ways settle.
+  WorkerCache* to_ps = worker->impl()->worker_cache();
+  WorkerCache* to_worker = ps->impl()->worker_cache();
   const std::string settled = unix_sockets ? "unix" : "tcp";
-  EXPECT_TRUE(WaitUntil([&] { return peers->TransportOf(kPs) == settled; }, absl::Seconds(30)))
-      << "the worker dials the ps over " << peers->TransportOf(kPs);
-  out->transport = peers->TransportOf(kPs);
+  EXPECT_TRUE(
+      WaitUntil([&] { return to_ps->TransportOf(kPs) == settled && to_worker->TransportOf(kWorker) == settled; },
+                absl::Seconds(30)))
+      << "the worker dials the ps over " << to_ps->TransportOf(kPs) << ", the ps the worker over "
+      << to_worker->TransportOf(kWorker);
+  out->transport = to_ps->TransportOf(kPs);
 
   const double unix_before = CallsOver("unix"), tcp_before = CallsOver("tcp");
   for (int i = 0; i < kSteps; ++i) ASSERT_TRUE(sess.Run({}, {}, {*train}).ok());
