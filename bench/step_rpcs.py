@@ -12,6 +12,8 @@ step is one global step) it prints
     (distflow_rpc_server_handled_total): RunGraph and RecvTensor on the ps
     are the workers' calls, RecvTensor on a worker the ps's fetches of what
     the worker computed for it; Heartbeat and the rest are the cluster's own,
+  * the RPCs every task received by transport (distflow_rpc_server_calls_total:
+    unix for a task on this host through its abstract socket, or tcp),
   * the bulk transfers the processes' clients made, by transport and
     direction (distflow_bulk_client_transfers_total: a large tensor's bytes
     through shared memory or TCP, fetched or put; not gRPC calls),
@@ -105,6 +107,16 @@ def measure(args, name, extra, logs):
         detail = ", ".join(f"{t} {v:.2f}" for t, v in rpcs[method].items())
         print(f"| {method} | {per:.2f} | {detail} |")
     print(f"| **all RPCs** | **{total:.2f}** | |")
+    # The transport the calls came over (unix: a task on this host through
+    # its abstract socket, docs/TRANSPORT.md).
+    transports = collections.Counter()
+    for i in range(len(names)):
+        after = by_label(m1[i], "distflow_rpc_server_calls_total", "transport")
+        before = by_label(m0[i], "distflow_rpc_server_calls_total", "transport")
+        for t, v in after.items():
+            transports[t] += v - before.get(t, 0)
+    for t, v in sorted(transports.items()):
+        print(f"| RPCs received over {t} | {v / steps:.2f} | |")
     bulk = collections.Counter()
     for i in range(len(names)):
         for k, v in m1[i].items():

@@ -22,6 +22,7 @@
 #include "bulk/bulk_wire.h"
 #include "bulk/shm_blocks.h"
 #include "bulk/shm_channel.h"
+#include "cluster/host_share.h"
 
 namespace distflow {
 
@@ -117,7 +118,7 @@ absl::StatusOr<std::string> BulkClient::ShmSocketFor(const std::string& peer, co
     }
     Release(peer, *conn);
     std::vector<std::string> parts = absl::StrSplit(answer, absl::MaxSplits('\n', 1));
-    const std::string& mine = bulk_internal::HostIdentity();
+    const std::string& mine = HostIdentity();
     if (parts.size() == 2 && !mine.empty() && parts[0] == mine) socket = parts[1];
     break;
   }

@@ -21,6 +21,7 @@
 #include "bulk/bulk_wire.h"
 #include "bulk/shm_channel.h"
 #include "cluster/credentials.h"
+#include "cluster/host_share.h"
 #include "tensor/tensor_codec.h"
 
 namespace distflow {
@@ -402,7 +403,7 @@ void BulkServer::Serve(int fd) {
     }
     char head[8];
     if (magic == kIdentifyMagic) {
-      std::string id = absl::StrCat(bulk_internal::HostIdentity(), "\n", shm_socket_name());
+      std::string id = absl::StrCat(HostIdentity(), "\n", shm_socket_name());
       std::string answer(4, '\0');
       bulk_internal::PutU32(answer.data(), static_cast<uint32_t>(id.size()));
       answer += id;

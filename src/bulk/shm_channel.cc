@@ -8,28 +8,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "base/bytes_copied.h"
 
 namespace distflow {
 namespace bulk_internal {
-
-const std::string& HostIdentity() {
-  static const std::string* id = [] {
-    std::string boot;
-    std::ifstream f("/proc/sys/kernel/random/boot_id");
-    std::getline(f, boot);
-    char host[256] = {0};
-    gethostname(host, sizeof(host) - 1);
-    // Without a boot id nothing proves two tasks share a machine: an empty
-    // identity never matches (see the client's check).
-    return new std::string(boot.empty() ? std::string() : absl::StrCat(absl::StripAsciiWhitespace(boot), "/", host));
-  }();
-  return *id;
-}
 
 absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Create(size_t slot_bytes, int slots) {
   const size_t bytes = slot_bytes * static_cast<size_t>(slots);

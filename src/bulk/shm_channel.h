@@ -41,10 +41,6 @@ inline constexpr int kShmSlots = 8;
 inline constexpr size_t kShmMaxSlotBytes = size_t{64} << 20;
 inline constexpr int kShmMaxSlots = 64;
 
-// This machine's identity as "boot id/hostname": tasks with the same one can
-// share memory (/proc/sys/kernel/random/boot_id changes at every boot).
-const std::string& HostIdentity();
-
 // A mapped ring segment. Thread-compatible.
 class ShmRing {
  public:

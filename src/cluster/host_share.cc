@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "cluster/credentials.h"
 
 namespace distflow {
@@ -33,6 +36,17 @@ int TasksOnHost(const ClusterSpec& cluster, const std::string& host) {
     }
   }
   return std::max(1, n);
+}
+
+const std::string& HostIdentity() {
+  static const std::string* id = [] {
+    std::string boot;
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::getline(f, boot);
+    const std::string host = ThisHostName();
+    return new std::string(boot.empty() ? std::string() : absl::StrCat(absl::StripAsciiWhitespace(boot), "/", host));
+  }();
+  return *id;
 }
 
 }  // namespace distflow

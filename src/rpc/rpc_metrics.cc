@@ -3,7 +3,9 @@
 #include "absl/time/clock.h"
 #include "base/env.h"
 #include "base/metrics.h"
+#include "grpcpp/server_context.h"
 #include "grpcpp/support/interceptor.h"
+#include "rpc/unix_socket.h"
 
 namespace distflow {
 namespace {
@@ -74,9 +76,22 @@ class RpcMetricsInterceptor : public grpc::experimental::Interceptor {
   const absl::Time start_;
 };
 
+Counter* CallsByTransport(const char* transport) {
+  return Metrics::Global()->GetCounter("distflow_rpc_server_calls_total",
+                                       "RPCs this task received, by the transport they came over (unix: an abstract "
+                                       "Unix-domain socket from a task on this host; tcp)",
+                                       {{"transport", transport}});
+}
+
 class RpcMetricsFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    static Counter* const unix_calls = CallsByTransport("unix");
+    static Counter* const tcp_calls = CallsByTransport("tcp");
+    if (info->server_context() != nullptr) {
+      const std::string peer = info->server_context()->peer();
+      (std::string_view(TransportOfPeer(peer)) == "unix" ? unix_calls : tcp_calls)->Increment();
+    }
     return new RpcMetricsInterceptor(info->method());
   }
 };

@@ -2,6 +2,7 @@
 // its peers, in the process-wide registry (base/metrics.h):
 //   distflow_rpc_server_handled_total{method, code}  every answered RPC
 //   distflow_rpc_server_handling_seconds{method}      from arrival to status
+//   distflow_rpc_server_calls_total{transport}        every RPC, by transport (unix or tcp, rpc/unix_socket.h)
 //   distflow_tensor_bytes_sent_total{peer}            tensors this task sent to a peer task
 //   distflow_tensor_bytes_received_total{peer}        tensors received from a peer task
 // Stateless helpers; thread-safe.

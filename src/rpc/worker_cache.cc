@@ -20,6 +20,7 @@
 #include "rpc/grpc_remote_worker.h"
 #include "rpc/rpc_metrics.h"
 #include "rpc/tensor_transfer.h"
+#include "rpc/unix_socket.h"
 #include "runtime/kernel_threads.h"
 
 namespace distflow {
@@ -43,10 +44,15 @@ WorkerCache::WorkerCache(ClusterSpec cluster) : WorkerCache(std::move(cluster), 
 WorkerCache::WorkerCache(ClusterSpec cluster, std::string auth_token, Env* clock)
     : cluster_(std::move(cluster)),
       clock_(clock != nullptr ? clock : Env::Default()),
-      auth_token_(std::move(auth_token)) {}
+      auth_token_(std::move(auth_token)),
+      unix_sockets_(UnixSocketsEnabledByEnv() && !TlsEnabled()) {}
 
 WorkerCache::~WorkerCache() {
   bulk_pool_.reset();  // finishes in-flight bulk reads before the client goes
+  // A probe's callback uses the cache; each ends within its deadline.
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &probes_in_flight_));
 }
 
 void WorkerCache::EnableBulkTransfer(BulkServer* local, bool shared_memory) {
@@ -71,7 +77,11 @@ std::vector<std::string> WorkerCache::TaskNames() const {
 void WorkerCache::SetTaskAddress(const std::string& task_name, const std::string& address) {
   absl::MutexLock lock(&mu_);
   overrides_[task_name] = address;
-  peers_.erase(task_name);
+  if (auto it = peers_.find(task_name); it != peers_.end()) {
+    RetireLocked(std::move(it->second));
+    peers_.erase(it);
+  }
+  routes_.erase(task_name);  // a probe in flight for the old address is dropped
 }
 
 absl::StatusOr<std::string> WorkerCache::AddressOf(const std::string& task_name) const {
@@ -109,23 +119,44 @@ absl::StatusOr<std::string> WorkerCache::AddressOf(const std::string& task_name)
 }
 
 absl::StatusOr<WorkerCache::Peer*> WorkerCache::GetPeer(const std::string& task_name) {
+  uint64_t probe = 0;
+  Peer* peer = nullptr;
+  std::shared_ptr<grpc::Channel> tcp;  // to probe, if `probe`
   {
     absl::MutexLock lock(&mu_);
     auto it = peers_.find(task_name);
-    if (it != peers_.end()) return it->second.get();
+    if (it != peers_.end()) {
+      if (unix_sockets_) probe = CheckRouteLocked(task_name, it->second);
+      peer = it->second.get();
+      if (probe != 0) tcp = peer->channel;
+    }
   }
-  ASSIGN_OR_RETURN(std::string addr, AddressOf(task_name));
-  absl::MutexLock lock(&mu_);
-  auto it = peers_.find(task_name);
-  if (it != peers_.end()) return it->second.get();
+  if (peer == nullptr) {
+    ASSIGN_OR_RETURN(std::string addr, AddressOf(task_name));
+    absl::MutexLock lock(&mu_);
+    std::unique_ptr<Peer>& slot = peers_[task_name];
+    if (slot == nullptr) {
+      slot = NewPeer(task_name, NewAuthenticatedChannel(addr, UnlimitedChannelArguments(), auth_token_), false);
+    }
+    if (unix_sockets_) probe = CheckRouteLocked(task_name, slot);
+    peer = slot.get();
+    if (probe != 0) tcp = peer->channel;
+  }
+  // Outside the lock: gRPC may run the probe's callback on this thread.
+  if (probe != 0) StartUnixProbe(task_name, probe, std::move(tcp));
+  return peer;
+}
+
+std::unique_ptr<WorkerCache::Peer> WorkerCache::NewPeer(const std::string& task_name,
+                                                        std::shared_ptr<grpc::Channel> channel, bool over_unix) {
   auto peer = std::make_unique<Peer>();
-  peer->channel = NewAuthenticatedChannel(addr, UnlimitedChannelArguments(), auth_token_);
+  peer->channel = std::move(channel);
   peer->stub = proto::WorkerService::NewStub(peer->channel);
   peer->generic = std::make_unique<grpc::GenericStub>(peer->channel);
   peer->remote = std::make_shared<GrpcRemoteWorker>(task_name, peer->channel, this);
-  Peer* raw = peer.get();
-  peers_[task_name] = std::move(peer);
-  return raw;
+  peer->over_unix = over_unix;
+  CountChannel(over_unix ? "unix" : "tcp");
+  return peer;
 }
 
 void WorkerCache::SetLocalWorker(const std::string& task, std::shared_ptr<WorkerInterface> worker) {

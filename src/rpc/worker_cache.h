@@ -3,8 +3,10 @@
 // stubs under them, created on first use. It decides how a task is reached:
 // this process's own task (SetLocalWorker) in memory through a LocalWorker,
 // every other one through a GrpcRemoteWorker. Channels have no message-size
-// limit. Only rpc/ and server/ include this header (it pulls in gRPC's);
-// the master and the worker hold the interface. Thread-safe.
+// limit. A task on this host is dialled over an abstract Unix-domain socket
+// once it has said where (worker_cache_unix.cc, rpc/unix_socket.h), every
+// other one over TCP. Only rpc/ and server/ include this header (it pulls
+// in gRPC's); the master and the worker hold the interface. Thread-safe.
 #pragma once
 
 #include <functional>
@@ -16,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "base/thread_pool.h"
 #include "bulk/bulk_transfer.h"
 #include "distflow/cluster_spec.h"
@@ -73,6 +76,14 @@ class WorkerCache final : public WorkerCacheInterface {
   // The channel to `task` (for services other than the worker's).
   absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const std::string& task_name);
 
+  // gRPC over abstract Unix-domain sockets (rpc/unix_socket.h): what this
+  // task's own server announces to peers on its host ("" for nothing). Set
+  // before the server starts.
+  void set_unix_socket_announcement(std::string a) { unix_announcement_ = std::move(a); }
+  const std::string& unix_socket_announcement() const { return unix_announcement_; }
+  // How `task` is dialled now: "unix", "tcp", or "" before its first use.
+  std::string TransportOf(const std::string& task_name) const;
+
   absl::StatusOr<proto::WorkerService::Stub*> Stub(const std::string& task_name);
   absl::StatusOr<grpc::GenericStub*> GenericStub(const std::string& task_name);
 
@@ -122,8 +133,29 @@ class WorkerCache final : public WorkerCacheInterface {
     std::unique_ptr<proto::WorkerService::Stub> stub;
     std::unique_ptr<grpc::GenericStub> generic;
     std::shared_ptr<WorkerInterface> remote;  // a GrpcRemoteWorker over `channel`
+    bool over_unix = false;                   // `channel` is to the task's abstract socket
+    std::shared_ptr<grpc::Channel> tcp;       // if `over_unix`: the TCP channel to go back to
+  };
+  // Whether to ask a task for its abstract socket (worker_cache_unix.cc).
+  struct Route {
+    bool asking = false;  // a probe is in flight
+    uint64_t probe = 0;   // the latest probe's number: an older one's answer is dropped
+    absl::Time ask_after = absl::InfinitePast();
   };
   absl::StatusOr<Peer*> GetPeer(const std::string& task_name);
+  std::unique_ptr<Peer> NewPeer(const std::string& task_name, std::shared_ptr<grpc::Channel> channel, bool over_unix);
+  // Called with mu_ held on every use of a peer: turns a Unix channel that
+  // fails back to TCP, and says (returning a probe number, else 0) whether
+  // to ask the task for its socket now, which the caller does once mu_ is
+  // released (StartUnixProbe).
+  uint64_t CheckRouteLocked(const std::string& task_name, std::unique_ptr<Peer>& peer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RetireLocked(std::unique_ptr<Peer> peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartUnixProbe(const std::string& task_name, uint64_t probe, std::shared_ptr<grpc::Channel> tcp);
+  // Ends probe `probe`: switches the peer to `unix_channel` if set, else
+  // asks again after `retry`.
+  void FinishUnixProbe(const std::string& task_name, uint64_t probe, std::shared_ptr<grpc::Channel> unix_channel,
+                       absl::Duration retry);
 
   // Completes a decoded bundle: fetches its parts that arrived as bulk
   // headers (`refs`), then calls `done` with every tensor.
@@ -147,6 +179,16 @@ class WorkerCache final : public WorkerCacheInterface {
   // Mutable: AddressOf keeps what the resolver found.
   mutable std::map<std::string, std::string> overrides_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
+  // Unix-domain sockets: on unless DISTFLOW_UNIX_SOCKETS=0 or TLS is on.
+  const bool unix_sockets_;
+  std::string unix_announcement_;  // set before the server starts
+  std::map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);
+  // Peers replaced by a switch of transport or a new address, with when:
+  // a caller of Stub() or GenericStub() may still be starting a call on
+  // their stubs, so they are freed only kRetiredFor later.
+  std::vector<std::pair<absl::Time, std::unique_ptr<Peer>>> retired_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_probe_ ABSL_GUARDED_BY(mu_) = 0;
+  int probes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // the destructor waits for none
   std::string local_task_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<WorkerInterface> local_ ABSL_GUARDED_BY(mu_);
   // Called under its own lock, so that SetGoneReason can wait out calls in flight.

@@ -22,6 +22,7 @@
 #include "rpc/coordinator_client.h"
 #include "rpc/grpc_status.h"
 #include "rpc/rpc_metrics.h"
+#include "rpc/unix_socket.h"
 #include "server/elastic_client.h"
 #include "server/grpc_elastic_service.h"
 #include "server/grpc_master_service.h"
@@ -166,6 +167,16 @@ absl::Status GrpcServer::Start() {
   std::string bind =
       absl::StrCat(host_.find(':') != std::string::npos ? absl::StrCat("[", host_, "]") : host_, ":", hp.second);
   builder.AddListeningPort(bind, *credentials, &bound_port_);
+  // Tasks on this host reach this one over an abstract Unix-domain socket
+  // too, which skips TCP's stack (rpc/unix_socket.h). Not with TLS: such
+  // peers stay on TCP with TLS, whose certificates a Unix socket would not
+  // check the same way.
+  unix_socket_.clear();
+  if (!tls && UnixSocketsEnabledByEnv()) unix_socket_ = NewUnixSocketName(host_, hp.second);
+  if (!unix_socket_.empty()) {
+    builder.AddListeningPort(UnixSocketTarget(unix_socket_), grpc::InsecureServerCredentials());
+    workers_->set_unix_socket_announcement(UnixSocketAnnouncement(unix_socket_));
+  }
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   // Without this, a second server on the same port would silently share it.
@@ -189,6 +200,7 @@ absl::Status GrpcServer::Start() {
     workers_.reset();
     bulk_.reset();
     bound_port_ = 0;
+    unix_socket_.clear();
     return absl::UnavailableError(absl::StrCat("Task ", task_name_, " cannot listen on ", bind,
                                                ": the port is already in use or the address is not on this machine. "
                                                "Stop the other process or change the cluster spec."));
@@ -213,7 +225,7 @@ absl::Status GrpcServer::Start() {
             << worker_->device_name()
             << (bulk_ ? absl::StrCat("; bulk tensor transfer on port ", bulk_->port())
                       : std::string("; bulk transfer off"))
-            << (tls ? "; TLS" : "");
+            << (tls ? "; TLS" : "") << (unix_socket_.empty() ? "" : "; tasks on this host over a Unix socket");
   return absl::OkStatus();
 }
 

@@ -59,6 +59,11 @@ class GrpcServer {
   // Of those, the bytes that went through shared memory (same-host peers).
   uint64_t bulk_shm_bytes_served() const { return bulk_ ? bulk_->shm_bytes_served() : 0; }
   uint64_t bulk_shm_bytes_received() const { return bulk_ ? bulk_->shm_bytes_received() : 0; }
+  // The name of the abstract Unix-domain socket that tasks on this host
+  // reach this one on (rpc/unix_socket.h); "" if none.
+  const std::string& unix_socket() const { return unix_socket_; }
+  // The channels to the other tasks.
+  WorkerCache* worker_cache() { return workers_.get(); }
   // The status page's port, 0 if it is off.
   int status_port() const;
   // See Server::DeadTasks and Server::exit_status.
@@ -100,6 +105,7 @@ class GrpcServer {
   ServerOptions options_;
   std::string host_;
   int bound_port_ = 0;
+  std::string unix_socket_;           // set by Start
   std::unique_ptr<BulkServer> bulk_;  // outlives the services that offer tensors on it
   std::unique_ptr<WorkerCache> workers_;
   std::unique_ptr<Worker> worker_;

@@ -11,6 +11,7 @@
 #include "rpc/rpc_metrics.h"
 #include "rpc/step_stats_proto.h"
 #include "rpc/tensor_transfer.h"
+#include "rpc/unix_socket.h"
 #include "rpc/worker_cache.h"
 #include "tensor/tensor_codec.h"
 #include "worker/worker.h"
@@ -110,6 +111,10 @@ class GrpcWorkerService final
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx, const proto::GetStatusRequest*,
                                       proto::GetStatusResponse* resp) override {
     if (auto* refused = Refuse(ctx)) return refused;
+    // Where a task on this host can reach this one (rpc/unix_socket.h).
+    if (const std::string& where = peers_->unix_socket_announcement(); !where.empty()) {
+      ctx->AddInitialMetadata(kUnixSocketMetadataKey, where);
+    }
     w_->GetStatus(resp);
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);

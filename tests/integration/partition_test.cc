@@ -8,7 +8,9 @@
 // closing nothing, as a pulled cable or a dead switch does. Namespaces with
 // veth pairs would need CAP_SYS_ADMIN, which a CI container need not grant;
 // the proxies need nothing and cut the same TCP connections. Bulk transfer is
-// off (its ports are not in the spec, so they would bypass the proxies).
+// off (its ports are not in the spec, so they would bypass the proxies), and
+// so is gRPC over Unix-domain sockets (tasks of one host would find each
+// other's sockets through the proxies and leave them).
 //
 // Detection is 10 s by default; the tests set it shorter to stay quick.
 #include <signal.h>
@@ -57,9 +59,9 @@ class PartitionedBook {
 
   // Starts the ps, worker 1 and the chief, the workers training `steps`.
   void Start(int steps, const std::vector<std::string>& flags) {
-    ps = Spawn(Args(0, steps, flags), {"DISTFLOW_BULK_TRANSFER=0"});
-    w1 = Spawn(Args(2, steps, flags), {"DISTFLOW_BULK_TRANSFER=0"});
-    chief = Spawn(Args(1, steps, flags), {"DISTFLOW_BULK_TRANSFER=0"});
+    ps = Spawn(Args(0, steps, flags), {"DISTFLOW_BULK_TRANSFER=0", "DISTFLOW_UNIX_SOCKETS=0"});
+    w1 = Spawn(Args(2, steps, flags), {"DISTFLOW_BULK_TRANSFER=0", "DISTFLOW_UNIX_SOCKETS=0"});
+    chief = Spawn(Args(1, steps, flags), {"DISTFLOW_BULK_TRANSFER=0", "DISTFLOW_UNIX_SOCKETS=0"});
   }
   // Cuts every task off from every other (or joins them again).
   void Cut() {
