@@ -31,7 +31,10 @@
 # it computes ("noprefetch" is the default and kept as a name); "async 3 defer" adds --defer_updates, each worker step ending
 # once the ps has its gradients (the ps applies them in the background);
 # "async 3 unfused" or "sync 3 unfused" passes --fused_adam=false,
-# one ApplyAdam per variable instead of one FusedApplyAdam per ps task). Only 127.0.0.1 is used; DISTFLOW_SHM=0 reaches the tasks.
+# one ApplyAdam per variable instead of one FusedApplyAdam per ps task;
+# "tcp" runs the tasks with DISTFLOW_UNIX_SOCKETS=0 (gRPC over loopback TCP),
+# "ring" with DISTFLOW_SHM_TENSORS=0 (same-host gets through the ring's two
+# copies), "old" with both). Only 127.0.0.1 is used; DISTFLOW_SHM=0 reaches the tasks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
@@ -61,14 +64,18 @@ distflow() {
   [ "$variant" = prefetch ] && extra+=(--prefetch_variables)
   [ "$variant" = unfused ] && extra+=(--fused_adam=false)
   [ "$variant" = defer ] && extra+=(--defer_updates)
+  local envs=()
+  [ "$variant" = tcp ] && envs=(DISTFLOW_UNIX_SOCKETS=0)
+  [ "$variant" = ring ] && envs=(DISTFLOW_SHM_TENSORS=0)
+  [ "$variant" = old ] && envs=(DISTFLOW_UNIX_SOCKETS=0 DISTFLOW_SHM_TENSORS=0)
   local common=(--cluster_spec="$spec" --intra_op_threads=1 --model=cnn --batch_size=50 --print_every=100000)
   rm -f "$LOGS"/*.log
   if [ "$mode" != allreduce ]; then
-    "$TRAIN" "${common[@]}" --job_name=ps --task_index=0 >"$LOGS/ps.log" 2>&1 &
+    env "${envs[@]}" "$TRAIN" "${common[@]}" --job_name=ps --task_index=0 >"$LOGS/ps.log" 2>&1 &
     pids+=($!)
   fi
   for ((i = workers - 1; i >= 0; i--)); do
-    "$TRAIN" "${common[@]}" "${extra[@]}" --job_name=worker --task_index=$i --train_steps="$STEPS" \
+    env "${envs[@]}" "$TRAIN" "${common[@]}" "${extra[@]}" --job_name=worker --task_index=$i --train_steps="$STEPS" \
       --wait_for_workers_secs=60 >"$LOGS/w$i.log" 2>&1 &
     pids+=($!)
   done
@@ -165,6 +172,9 @@ for c in "${configs[@]}"; do
     "async "*" noprefetch") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, no prefetch" ;;
     "async "*" prefetch") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, prefetching" ;;
     "async "*" defer") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, deferred updates" ;;
+    *" tcp") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1), gRPC over TCP" ;;
+    *" ring") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1), gets via the ring" ;;
+    *" old") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1), TCP + ring" ;;
     *" unfused") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1) workers, Adam unfused" ;;
     "async "*) name="distflow 1 ps + ${c#async } async workers" ;;
     "sync "*) name="distflow 1 ps + ${c#sync } sync workers (all aggregated)" ;;
