@@ -137,60 +137,56 @@ class FailingCreateHook : public SessionRunHook {
   int* calls_;
 };
 
+// A chief's MonitoredSession on a fake clock whose hook fails
+// AfterCreateSession with `error` the first `failures` times; `calls`
+// counts the hook's calls.
+struct CreateWithFailingHook {
+  Model m;
+  FakeClockEnv clock;
+  int calls = 0;
+  absl::StatusOr<std::unique_ptr<MonitoredSession>> Create(absl::Status error, int failures,
+                                                           absl::Duration recovery_timeout = absl::Minutes(5)) {
+    SupervisorOptions o;
+    o.global_step = m.step;
+    o.env = &clock;
+    o.recovery_timeout = recovery_timeout;
+    std::vector<std::unique_ptr<SessionRunHook>> hooks;
+    hooks.push_back(std::make_unique<FailingCreateHook>(std::move(error), failures, &calls));
+    return MonitoredSession::Create(m.root, "", o, std::move(hooks));
+  }
+};
+
 // A peer that stops answering while the session is made (the cluster had
 // answered: the model was initialised) is met as a step's recovery meets
 // it: the session is made again, within recovery_timeout.
 TEST(MonitoredSession, CreateMakesTheSessionAgainAfterAnUnavailableOnceTheClusterAnswered) {
-  Model m;
-  SupervisorOptions o;
-  o.global_step = m.step;
-  FakeClockEnv clock;
-  o.env = &clock;
-  int calls = 0;
-  std::vector<std::unique_ptr<SessionRunHook>> hooks;
-  hooks.push_back(std::make_unique<FailingCreateHook>(
-      absl::UnavailableError("Task /job:ps/task:0 (the cluster's coordinator) has not answered heartbeats"), 2,
-      &calls));
-  auto s = MonitoredSession::Create(m.root, "", o, std::move(hooks));
+  CreateWithFailingHook t;
+  auto s = t.Create(
+      absl::UnavailableError("Task /job:ps/task:0 (the cluster's coordinator) has not answered heartbeats"), 2);
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(calls, 3);
-  EXPECT_TRUE((*s)->Run({{m.x, Tensor::Scalar<float>(1.0f)}}, {}, {m.train}).ok());
+  EXPECT_EQ(t.calls, 3);
+  EXPECT_TRUE((*s)->Run({{t.m.x, Tensor::Scalar<float>(1.0f)}}, {}, {t.m.train}).ok());
 }
 
 TEST(MonitoredSession, CreateGivesUpAfterRecoveryTimeoutNamingTheLastError) {
-  Model m;
-  SupervisorOptions o;
-  o.global_step = m.step;
-  FakeClockEnv clock;
-  o.env = &clock;
-  o.recovery_timeout = absl::Minutes(2);
-  int calls = 0;
-  std::vector<std::unique_ptr<SessionRunHook>> hooks;
-  hooks.push_back(std::make_unique<FailingCreateHook>(absl::UnavailableError("ps 0 is silent"), 1 << 20, &calls));
-  auto s = MonitoredSession::Create(m.root, "", o, std::move(hooks));
+  CreateWithFailingHook t;
+  auto s = t.Create(absl::UnavailableError("ps 0 is silent"), 1 << 20, absl::Minutes(2));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("Gave up creating the session after 2m"));
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("ps 0 is silent"));
   // One attempt per recovery_wait (1 s) for two minutes, give or take one.
-  EXPECT_GE(calls, 100);
-  EXPECT_LE(calls, 125);
+  EXPECT_GE(t.calls, 100);
+  EXPECT_LE(t.calls, 125);
 }
 
 // Errors that are not a peer's absence end Create at once.
 TEST(MonitoredSession, CreateDoesNotRetryOtherErrors) {
-  Model m;
-  SupervisorOptions o;
-  o.global_step = m.step;
-  FakeClockEnv clock;
-  o.env = &clock;
-  int calls = 0;
-  std::vector<std::unique_ptr<SessionRunHook>> hooks;
-  hooks.push_back(std::make_unique<FailingCreateHook>(absl::InvalidArgumentError("bad hook"), 5, &calls));
-  auto s = MonitoredSession::Create(m.root, "", o, std::move(hooks));
+  CreateWithFailingHook t;
+  auto s = t.Create(absl::InvalidArgumentError("bad hook"), 5);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(t.calls, 1);
 }
 
 TEST(MonitoredSession, NonChiefGivesUpNamingTheVariablesNotReady) {
