@@ -32,7 +32,8 @@
 # once the ps has its gradients (the ps applies them in the background);
 # "async 3 unfused" or "sync 3 unfused" passes --fused_adam=false,
 # one ApplyAdam per variable instead of one FusedApplyAdam per ps task;
-# "tcp" runs the tasks with DISTFLOW_UNIX_SOCKETS=0 (gRPC over loopback TCP),
+# "tcp" runs the tasks with DISTFLOW_UNIX_SOCKETS=0 (gRPC over loopback TCP,
+# the default), "unix" with DISTFLOW_UNIX_SOCKETS=1,
 # "ring" with DISTFLOW_SHM_TENSORS=0 (same-host gets through the ring's two
 # copies), "old" with both). Only 127.0.0.1 is used; DISTFLOW_SHM=0 reaches the tasks.
 set -euo pipefail
@@ -66,6 +67,7 @@ distflow() {
   [ "$variant" = defer ] && extra+=(--defer_updates)
   local envs=()
   [ "$variant" = tcp ] && envs=(DISTFLOW_UNIX_SOCKETS=0)
+  [ "$variant" = unix ] && envs=(DISTFLOW_UNIX_SOCKETS=1)
   [ "$variant" = ring ] && envs=(DISTFLOW_SHM_TENSORS=0)
   [ "$variant" = old ] && envs=(DISTFLOW_UNIX_SOCKETS=0 DISTFLOW_SHM_TENSORS=0)
   local common=(--cluster_spec="$spec" --intra_op_threads=1 --model=cnn --batch_size=50 --print_every=100000)
@@ -173,6 +175,7 @@ for c in "${configs[@]}"; do
     "async "*" prefetch") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, prefetching" ;;
     "async "*" defer") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) async workers, deferred updates" ;;
     *" tcp") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1), gRPC over TCP" ;;
+    *" unix") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1), gRPC over Unix sockets" ;;
     *" ring") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1), gets via the ring" ;;
     *" old") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1), TCP + ring" ;;
     *" unfused") name="distflow 1 ps + $(echo $c | cut -d' ' -f2) $(echo $c | cut -d' ' -f1) workers, Adam unfused" ;;

@@ -18,7 +18,7 @@ namespace distflow {
 
 bool UnixSocketsEnabledByEnv() {
   const char* v = std::getenv("DISTFLOW_UNIX_SOCKETS");
-  return v == nullptr || std::string(v) != "0";
+  return v != nullptr && std::string(v) == "1";
 }
 
 namespace {

@@ -2,8 +2,10 @@
 // instead of loopback TCP (docs/TRANSPORT.md, "gRPC between tasks on one
 // host").
 //
-// A server listens on its TCP address and, unless TLS is on or
-// DISTFLOW_UNIX_SOCKETS=0, on an abstract socket named after that address
+// Off by default (opt in with DISTFLOW_UNIX_SOCKETS=1: a short-lived
+// process can abort at exit while a probe's call is being torn down,
+// docs/TRANSPORT.md). A server listens on its TCP address and, when on and
+// TLS is off, on an abstract socket named after that address
 // (NewUnixSocketName). It announces the name, with this machine's identity
 // (cluster/host_share.h, HostIdentity) and a nonce drawn at its start, in
 // the initial metadata of its GetStatus answers to callers that carry the
@@ -25,8 +27,8 @@ namespace distflow {
 // The GetStatus answer's initial metadata that announces the socket.
 inline constexpr char kUnixSocketMetadataKey[] = "x-distflow-unix-socket";
 
-// False when DISTFLOW_UNIX_SOCKETS=0 is in the environment (read per call:
-// servers and caches read it when they start).
+// True only when DISTFLOW_UNIX_SOCKETS=1 is in the environment (read per
+// call: servers and caches read it when they start).
 bool UnixSocketsEnabledByEnv();
 
 // The name of the abstract socket of a server whose TCP address is

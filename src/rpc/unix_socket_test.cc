@@ -82,9 +82,9 @@ TEST(UnixSocket, TransportOfPeerAddresses) {
   EXPECT_STREQ(TransportOfPeer("ipv6:[::1]:5000"), "tcp");
 }
 
-TEST(UnixSocket, OffWithTheEnvironmentVariable) {
+TEST(UnixSocket, OnlyOnWithTheEnvironmentVariable) {
   unsetenv("DISTFLOW_UNIX_SOCKETS");
-  EXPECT_TRUE(UnixSocketsEnabledByEnv());
+  EXPECT_FALSE(UnixSocketsEnabledByEnv());
   setenv("DISTFLOW_UNIX_SOCKETS", "0", 1);
   EXPECT_FALSE(UnixSocketsEnabledByEnv());
   setenv("DISTFLOW_UNIX_SOCKETS", "1", 1);
@@ -111,7 +111,7 @@ absl::Status CallGetStatus(WorkerCache* cache, const std::string& task) {
 // restarted without a socket, the socket's channel fails, goes back to TCP,
 // and the task's calls go over TCP.
 TEST(UnixSocket, ARestartedTaskIsCalledOverItsSocketOrOverTcpWithout) {
-  unsetenv("DISTFLOW_UNIX_SOCKETS");
+  setenv("DISTFLOW_UNIX_SOCKETS", "1", 1);
   const std::string ps_task = "/job:ps/replica:0/task:0";
   absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse(absl::StrCat("ps|127.0.0.1:", PickUnusedTcpPort().value()));
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -120,7 +120,7 @@ TEST(UnixSocket, ARestartedTaskIsCalledOverItsSocketOrOverTcpWithout) {
     absl::StatusOr<std::unique_ptr<Server>> ps = Server::Create(*spec, "ps", 0);
     EXPECT_TRUE(ps.ok()) << ps.status();
     EXPECT_TRUE((*ps)->Start().ok());
-    unsetenv("DISTFLOW_UNIX_SOCKETS");
+    setenv("DISTFLOW_UNIX_SOCKETS", "1", 1);
     return std::move(*ps);
   };
   // Whether a call succeeds over `transport`, as the server counts it.
@@ -154,6 +154,7 @@ TEST(UnixSocket, ARestartedTaskIsCalledOverItsSocketOrOverTcpWithout) {
       },
       absl::Seconds(30)))
       << "the task without a socket is called over " << cache.TransportOf(ps_task);
+  unsetenv("DISTFLOW_UNIX_SOCKETS");
 }
 
 }  // namespace

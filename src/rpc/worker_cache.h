@@ -179,7 +179,7 @@ class WorkerCache final : public WorkerCacheInterface {
   // Mutable: AddressOf keeps what the resolver found.
   mutable std::map<std::string, std::string> overrides_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
-  // Unix-domain sockets: on unless DISTFLOW_UNIX_SOCKETS=0 or TLS is on.
+  // Unix-domain sockets: on with DISTFLOW_UNIX_SOCKETS=1, unless TLS is on.
   const bool unix_sockets_;
   std::string unix_announcement_;  // set before the server starts
   std::map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);

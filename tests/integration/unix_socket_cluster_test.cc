@@ -41,7 +41,7 @@ struct Trained {
 // worker's way to the ps is settled) kSteps counted ones.
 void Train(bool unix_sockets, Trained* out) {
   if (unix_sockets) {
-    unsetenv("DISTFLOW_UNIX_SOCKETS");
+    setenv("DISTFLOW_UNIX_SOCKETS", "1", 1);
   } else {
     setenv("DISTFLOW_UNIX_SOCKETS", "0", 1);
   }
