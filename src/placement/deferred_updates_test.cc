@@ -6,6 +6,7 @@
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "placement/partition.h"
+#include "placement/partition_test_util.h"
 #include "placement/placement.h"
 
 namespace distflow {
@@ -16,15 +17,7 @@ const std::vector<std::string> kDevices = {"/job:ps/replica:0/task:0/device:CPU:
 const std::string& kPs = kDevices[0];
 const std::string& kWorker = kDevices[1];
 
-proto::NodeDef* Add(proto::GraphDef* g, const std::string& name, const std::string& op, std::vector<std::string> inputs,
-                    const std::string& device) {
-  proto::NodeDef* n = g->add_node();
-  n->set_name(name);
-  n->set_op(op);
-  n->set_device(device);
-  for (auto& i : inputs) n->add_input(i);
-  return n;
-}
+using partition_test::Add;
 
 void Var(proto::GraphDef* g, const std::string& name) {
   proto::NodeDef* n = Add(g, name, "Variable", {}, "/job:ps/task:0");
