@@ -306,14 +306,19 @@ void StartPeer(Peer* peer, const std::vector<std::string>& args) {
   peer->out = fdopen(fds[0], "r");
 }
 
+// The peer's first line: the port it serves on and the ticket of its offer.
+void ReadReady(Peer* peer, int* port, unsigned long long* ticket) {
+  const std::string ready = peer->Line();
+  ASSERT_EQ(std::sscanf(ready.c_str(), "READY %d %llu", port, ticket), 2) << ready;
+}
+
 TEST_F(SharedMemory, APeerKilledMidTransferFailsItNamingThePeerAtOnce) {
   const size_t n = 8 * kShmSlotBytes;  // twice the ring: the peer stalls after its first chunk
   Peer peer;
   ASSERT_NO_FATAL_FAILURE(StartPeer(&peer, {"secret", std::to_string(n), "stall"}));
   int port = 0;
   unsigned long long ticket = 0;
-  const std::string ready = peer.Line();
-  ASSERT_EQ(std::sscanf(ready.c_str(), "READY %d %llu", &port, &ticket), 2) << ready;
+  ASSERT_NO_FATAL_FAILURE(ReadReady(&peer, &port, &ticket));
   EXPECT_EQ(SocketsOf(peer.pid), 1) << "the peer's listener";
   {
     BulkClient client(BulkClient::kClientIdleTimeout, "secret");
@@ -352,8 +357,7 @@ TEST_F(SharedMemory, ACancelledFetchEndsAndFreesItsConnection) {
   ASSERT_NO_FATAL_FAILURE(StartPeer(&peer, {"", std::to_string(n), "stall"}));
   int port = 0;
   unsigned long long ticket = 0;
-  const std::string ready = peer.Line();
-  ASSERT_EQ(std::sscanf(ready.c_str(), "READY %d %llu", &port, &ticket), 2) << ready;
+  ASSERT_NO_FATAL_FAILURE(ReadReady(&peer, &port, &ticket));
   BulkClient client;
   client.set_shared_memory(true);
   client.set_shm_direct_read(false);  // the ring, which the peer stalls
@@ -377,8 +381,7 @@ TEST_F(SharedMemory, AGetFromAnotherProcessIsReadStraightIntoTheDestinationWithO
   ASSERT_NO_FATAL_FAILURE(StartPeer(&peer, {"secret", std::to_string(n)}));
   int port = 0;
   unsigned long long ticket = 0;
-  const std::string ready = peer.Line();
-  ASSERT_EQ(std::sscanf(ready.c_str(), "READY %d %llu", &port, &ticket), 2) << ready;
+  ASSERT_NO_FATAL_FAILURE(ReadReady(&peer, &port, &ticket));
   BulkClient client(BulkClient::kClientIdleTimeout, "secret");
   client.set_shared_memory(true);
   client.set_shm_direct_read(true);  // DISTFLOW_SHM_DIRECT=1
@@ -413,8 +416,7 @@ TEST_F(SharedMemory, AGetFromAnotherProcessIsCopiedOnceOutOfItsSharedBlock) {
   ASSERT_NO_FATAL_FAILURE(StartPeer(&peer, {"secret", std::to_string(n)}));
   int port = 0;
   unsigned long long ticket = 0;
-  const std::string ready = peer.Line();
-  ASSERT_EQ(std::sscanf(ready.c_str(), "READY %d %llu", &port, &ticket), 2) << ready;
+  ASSERT_NO_FATAL_FAILURE(ReadReady(&peer, &port, &ticket));
   Tensor dst = Tensor::Allocate(DT_UINT8, TensorShape({static_cast<int64_t>(n)})).value();
   std::memset(dst.raw_data(), 0, n);
   const int mappings = TensorBlockMappings();
